@@ -1,0 +1,71 @@
+// Typed errors with a stable `code`. The engine reports failures as `[code] message`; this module is
+// the one place that turns that into classes.
+
+export type McpErrorCode =
+  | 'mcp_tool_error'
+  | 'mcp_protocol_error'
+  | 'mcp_timeout'
+  | 'mcp_aborted'
+  | 'mcp_transport_error'
+  | 'mcp_config_invalid'
+  | 'mcp_result_too_large'
+  | 'mcp_invalid_arguments'
+  | 'mcp_tool_unavailable'
+  | 'mcp_connection_closed';
+
+export class McpError extends Error {
+  readonly code: McpErrorCode;
+  constructor(code: McpErrorCode, message: string) {
+    super(message);
+    this.code = code;
+    this.name = new.target.name;
+  }
+}
+
+/** The tool ran and reported failure (`isError: true`); the message carries the server's text. */
+export class McpToolError extends McpError {}
+/** A JSON-RPC error response, or a server that broke the protocol. */
+export class McpProtocolError extends McpError {}
+/** No response and no progress within `timeoutMs`. The server was sent `notifications/cancelled`. */
+export class McpTimeoutError extends McpError {}
+/** The caller's AbortSignal fired. The server was sent `notifications/cancelled`. */
+export class McpAbortedError extends McpError {}
+/** The pipe or socket failed, or the server process exited. */
+export class McpTransportError extends McpError {}
+/** An option or server entry is invalid. */
+export class McpConfigError extends McpError {}
+/** A message from the server was larger than the result limit. */
+export class McpResultTooLargeError extends McpError {}
+/** The arguments given to `execute` are not a JSON object. */
+export class McpInvalidArgumentsError extends McpError {}
+/** The server does not (or no longer) publish this tool. */
+export class McpToolUnavailableError extends McpError {}
+/** The toolset was closed. */
+export class McpConnectionClosedError extends McpError {}
+
+const classes: Record<McpErrorCode, new (code: McpErrorCode, message: string) => McpError> = {
+  mcp_tool_error: McpToolError,
+  mcp_protocol_error: McpProtocolError,
+  mcp_timeout: McpTimeoutError,
+  mcp_aborted: McpAbortedError,
+  mcp_transport_error: McpTransportError,
+  mcp_config_invalid: McpConfigError,
+  mcp_result_too_large: McpResultTooLargeError,
+  mcp_invalid_arguments: McpInvalidArgumentsError,
+  mcp_tool_unavailable: McpToolUnavailableError,
+  mcp_connection_closed: McpConnectionClosedError,
+};
+
+export function createMcpError(code: McpErrorCode, message: string): McpError {
+  return new classes[code](code, message);
+}
+
+const ENGINE_ERROR = /^\[(mcp_[a-z_]+)\] ([\s\S]*)$/;
+
+/** Turn an error thrown by the native engine into its typed class; anything else passes through. */
+export function fromEngine(error: unknown): unknown {
+  if (error instanceof McpError || !(error instanceof Error)) return error;
+  const match = ENGINE_ERROR.exec(error.message);
+  if (!match || !(match[1] in classes)) return error;
+  return createMcpError(match[1] as McpErrorCode, match[2]);
+}

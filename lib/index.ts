@@ -1,0 +1,151 @@
+// mcpferry: every tool of every configured MCP server as an entry in an agent's tool map.
+// This file wires options and callbacks to the native engine; all protocol work happens in Rust.
+
+import { createMcpError, fromEngine, McpAbortedError } from './errors';
+import type { Diagnostic, McpOptions, McpServer, McpTool, McpToolCallContext, McpToolResult, McpToolset } from './types';
+
+export * from './errors';
+export type * from './types';
+
+interface NativeToolset {
+  connect(): Promise<string>;
+  callTool(name: string, argumentsJson: string, abortId: number): Promise<string>;
+  abort(abortId: number): void;
+  close(): Promise<void>;
+}
+
+interface NativeBinding {
+  NativeToolset: new (configJson: string, onEvent: (kind: string, payloadJson: string) => void) => NativeToolset;
+  engineVersion(): string;
+}
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const binding: NativeBinding = require('../index.js');
+
+type ProjectedTool = Omit<McpTool, 'execute'>;
+interface ToolsChange {
+  server: string;
+  added: ProjectedTool[];
+  changed: ProjectedTool[];
+  removed: string[];
+}
+
+const KNOWN_OPTIONS = new Set(['tools', 'timeoutMs', 'maxResultBytes', 'onDiagnostic', 'session']);
+// Options of the full contract that this build does not enforce yet. Ignoring a security option would
+// leave a caller believing they are protected, so they are refused instead.
+const NOT_YET_SUPPORTED = new Set(['auth', 'allowedHosts', 'policy', 'storage', 'disclosure', 'contextWindowTokens']);
+
+function configError(message: string): Error {
+  return createMcpError('mcp_config_invalid', message);
+}
+
+function checkOptions(servers: unknown, opts: unknown): asserts opts is McpOptions {
+  if (!Array.isArray(servers)) throw configError('servers must be an array of server entries');
+  if (opts === null || typeof opts !== 'object') throw configError('options must be an object');
+  for (const key of Object.keys(opts)) {
+    if (NOT_YET_SUPPORTED.has(key)) throw configError(`option ${key} is not supported by this version of mcpferry`);
+    if (!KNOWN_OPTIONS.has(key)) throw configError(`unknown option ${JSON.stringify(key)}`);
+  }
+  const { onDiagnostic } = opts as McpOptions;
+  if (onDiagnostic !== undefined && typeof onDiagnostic !== 'function') {
+    throw configError('onDiagnostic must be a function');
+  }
+}
+
+function deliver(onDiagnostic: McpOptions['onDiagnostic'], diagnostic: Diagnostic): void {
+  try {
+    onDiagnostic?.(diagnostic);
+  } catch {
+    // A throwing onDiagnostic must not break the toolset or the engine's event delivery.
+  }
+}
+
+let nextAbortId = 1;
+
+function makeTool(native: NativeToolset, projected: ProjectedTool): McpTool {
+  const name = projected.name;
+  return {
+    ...projected,
+    async execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult> {
+      const argumentsJson = args === undefined || args === null ? '{}' : JSON.stringify(args);
+      const signal = ctx?.signal;
+      if (!signal) {
+        try {
+          return JSON.parse(await native.callTool(name, argumentsJson, 0));
+        } catch (error) {
+          throw fromEngine(error);
+        }
+      }
+      if (signal.aborted) throw new McpAbortedError('mcp_aborted', 'MCP request aborted by the caller');
+      const abortId = nextAbortId;
+      nextAbortId = nextAbortId >= 0xffff_fff0 ? 1 : nextAbortId + 1;
+      let settled = false;
+      const onAbort = () => {
+        if (!settled) native.abort(abortId);
+      };
+      signal.addEventListener('abort', onAbort, { once: true });
+      try {
+        return JSON.parse(await native.callTool(name, argumentsJson, abortId));
+      } catch (error) {
+        throw fromEngine(error);
+      } finally {
+        // One listener per call, removed when it settles: a shared signal never accumulates them.
+        settled = true;
+        signal.removeEventListener('abort', onAbort);
+      }
+    },
+  };
+}
+
+/**
+ * Connect the given MCP servers and return their tools as one map keyed by `${server}__${tool}`.
+ * Servers connect concurrently; one that fails is reported through `onDiagnostic` (`server-degraded`)
+ * and the others' tools are returned all the same.
+ */
+export async function mcpTools(servers: readonly McpServer[], opts: McpOptions = {}): Promise<McpToolset> {
+  checkOptions(servers, opts);
+  const { onDiagnostic } = opts;
+  const tools: Record<string, McpTool> = {};
+
+  const onEvent = (kind: string, payloadJson: string) => {
+    try {
+      const payload = JSON.parse(payloadJson);
+      if (kind === 'diagnostic') {
+        deliver(onDiagnostic, payload);
+      } else if (kind === 'tools') {
+        const change = payload as ToolsChange;
+        for (const removed of change.removed) delete tools[removed];
+        for (const tool of [...change.added, ...change.changed]) tools[tool.name] = makeTool(native, tool);
+      }
+    } catch {
+      // A malformed event is the engine's bug; it must not take the caller's process down.
+    }
+  };
+
+  const config = JSON.stringify({
+    servers,
+    tools: opts.tools,
+    timeoutMs: opts.timeoutMs,
+    maxResultBytes: opts.maxResultBytes,
+  });
+  let native: NativeToolset;
+  try {
+    native = new binding.NativeToolset(config, onEvent);
+  } catch (error) {
+    throw fromEngine(error);
+  }
+  const connected: { tools: ProjectedTool[]; diagnostics: Diagnostic[] } = JSON.parse(await native.connect());
+  for (const tool of connected.tools) tools[tool.name] = makeTool(native, tool);
+  for (const diagnostic of connected.diagnostics) deliver(onDiagnostic, diagnostic);
+
+  return {
+    tools,
+    close: () => native.close(),
+    reconciled: Promise.resolve(),
+  };
+}
+
+/** The version of the loaded native engine. */
+export function engineVersion(): string {
+  return binding.engineVersion();
+}

@@ -1,0 +1,189 @@
+//! The options and server entries as they arrive from JavaScript (JSON), checked field by field so
+//! a mistake is reported with the entry and field it is in.
+
+use crate::error::{McpError, Result};
+use crate::guard::filter::ToolFilter;
+use crate::limits::{DEFAULT_MAX_RESULT_BYTES, DEFAULT_TIMEOUT_MS};
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+#[derive(Debug)]
+pub struct ToolsetConfig {
+    pub servers: Vec<ServerEntry>,
+    pub timeout_ms: u64,
+    pub max_result_bytes: usize,
+    pub filter: ToolFilter,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerEntry {
+    pub name: String,
+    pub enabled: bool,
+    pub kind: ServerKind,
+}
+
+#[derive(Debug, Clone)]
+pub enum ServerKind {
+    Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf> },
+}
+
+impl ServerEntry {
+    /// What makes this server this server: used to tell apart entries that share a name.
+    pub fn identity(&self) -> String {
+        match &self.kind {
+            ServerKind::Stdio { command, args, cwd, .. } => {
+                serde_json::json!(["stdio", command, args, cwd]).to_string()
+            }
+        }
+    }
+}
+
+pub fn parse(json: &str) -> Result<ToolsetConfig> {
+    let root: Value = serde_json::from_str(json).map_err(|e| McpError::config(format!("options are not valid JSON: {e}")))?;
+    let root = object(&root, "options")?;
+    let servers = match root.get("servers") {
+        Some(Value::Array(items)) => items.iter().enumerate().map(|(i, v)| parse_server(i, v)).collect::<Result<_>>()?,
+        _ => return Err(McpError::config("servers must be an array of server entries")),
+    };
+    let timeout_ms = optional_positive_integer(root, "timeoutMs", "options")?.unwrap_or(DEFAULT_TIMEOUT_MS);
+    let max_result_bytes = optional_positive_integer(root, "maxResultBytes", "options")?
+        .map(|n| n as usize)
+        .unwrap_or(DEFAULT_MAX_RESULT_BYTES);
+    let filter = match root.get("tools") {
+        None | Some(Value::Null) => ToolFilter::All,
+        Some(tools) => {
+            let tools = object(tools, "options.tools")?;
+            if let Some(key) = tools.keys().find(|k| *k != "allow" && *k != "block") {
+                return Err(McpError::config(format!("options.tools has an unknown key {key:?} (use allow or block)")));
+            }
+            ToolFilter::new(
+                optional_strings(tools, "allow", "options.tools")?,
+                optional_strings(tools, "block", "options.tools")?,
+            )?
+        }
+    };
+    Ok(ToolsetConfig { servers, timeout_ms, max_result_bytes, filter })
+}
+
+fn parse_server(index: usize, value: &Value) -> Result<ServerEntry> {
+    let at = format!("servers[{index}]");
+    let entry = object(value, &at)?;
+    let name = match entry.get("name") {
+        Some(Value::String(s)) if !s.is_empty() => s.clone(),
+        _ => return Err(McpError::config(format!("{at}.name must be a non-empty string"))),
+    };
+    let at = format!("{at} ({name:?})");
+    let enabled = match entry.get("enabled") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(McpError::config(format!("{at}.enabled must be a boolean"))),
+    };
+    let kind = match entry.get("type").and_then(Value::as_str) {
+        Some("stdio") => {
+            allow_keys(entry, &at, &["name", "type", "enabled", "command", "args", "env", "cwd"])?;
+            let command = match entry.get("command") {
+                Some(Value::String(s)) if !s.is_empty() => s.clone(),
+                _ => return Err(McpError::config(format!("{at}.command must be a non-empty string"))),
+            };
+            let args = optional_strings(entry, "args", &at)?.unwrap_or_default();
+            let env = match entry.get("env") {
+                None | Some(Value::Null) => BTreeMap::new(),
+                Some(env) => object(env, &format!("{at}.env"))?
+                    .iter()
+                    .map(|(k, v)| match v {
+                        Value::String(s) if !k.is_empty() && !k.contains('=') && !k.contains('\0') && !s.contains('\0') => {
+                            Ok((k.clone(), s.clone()))
+                        }
+                        _ => Err(McpError::config(format!("{at}.env[{k:?}] must be a string variable with a valid name"))),
+                    })
+                    .collect::<Result<_>>()?,
+            };
+            let cwd = match entry.get("cwd") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) if !s.is_empty() => Some(PathBuf::from(s)),
+                Some(_) => return Err(McpError::config(format!("{at}.cwd must be a non-empty string"))),
+            };
+            ServerKind::Stdio { command, args, env, cwd }
+        }
+        Some(other @ ("streamable-http" | "sse")) => {
+            return Err(McpError::config(format!("{at}: the {other} transport is not available in this build")))
+        }
+        Some(other) => {
+            return Err(McpError::config(format!("{at}.type {other:?} is unknown (stdio, streamable-http or sse)")))
+        }
+        None => return Err(McpError::config(format!("{at}.type must be \"stdio\", \"streamable-http\" or \"sse\""))),
+    };
+    Ok(ServerEntry { name, enabled, kind })
+}
+
+fn object<'a>(value: &'a Value, at: &str) -> Result<&'a Map<String, Value>> {
+    value.as_object().ok_or_else(|| McpError::config(format!("{at} must be an object")))
+}
+
+fn allow_keys(entry: &Map<String, Value>, at: &str, allowed: &[&str]) -> Result<()> {
+    match entry.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(key) => Err(McpError::config(format!("{at} has an unknown field {key:?}"))),
+        None => Ok(()),
+    }
+}
+
+fn optional_strings(map: &Map<String, Value>, key: &str, at: &str) -> Result<Option<Vec<String>>> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .map(Some)
+            .ok_or_else(|| McpError::config(format!("{at}.{key} must be an array of strings"))),
+        Some(_) => Err(McpError::config(format!("{at}.{key} must be an array of strings"))),
+    }
+}
+
+fn optional_positive_integer(map: &Map<String, Value>, key: &str, at: &str) -> Result<Option<u64>> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(n) if n > 0 => Ok(Some(n)),
+            _ => Err(McpError::config(format!("{at}.{key} must be a positive integer"))),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_stdio_entry_with_defaults() {
+        let cfg = parse(r#"{"servers":[{"name":"a","type":"stdio","command":"node","args":["s.js"],"env":{"K":"v"}}]}"#).unwrap();
+        assert_eq!(cfg.timeout_ms, DEFAULT_TIMEOUT_MS);
+        assert_eq!(cfg.max_result_bytes, DEFAULT_MAX_RESULT_BYTES);
+        assert!(cfg.servers[0].enabled);
+        let ServerKind::Stdio { args, env, .. } = &cfg.servers[0].kind;
+        assert_eq!(args, &["s.js"]);
+        assert_eq!(env["K"], "v");
+    }
+
+    #[test]
+    fn names_the_entry_and_field_that_is_wrong() {
+        let cases = [
+            (r#"{"servers":{}}"#, "servers must be an array"),
+            (r#"{"servers":[{"type":"stdio","command":"x"}]}"#, "servers[0].name"),
+            (r#"{"servers":[{"name":"a","type":"ftp"}]}"#, "\"ftp\" is unknown"),
+            (r#"{"servers":[{"name":"a","type":"stdio"}]}"#, "command must be"),
+            (r#"{"servers":[{"name":"a","type":"stdio","command":"x","args":[1]}]}"#, "args must be an array of strings"),
+            (r#"{"servers":[{"name":"a","type":"stdio","command":"x","env":{"A":1}}]}"#, "env[\"A\"]"),
+            (r#"{"servers":[{"name":"a","type":"stdio","command":"x","extra":1}]}"#, "unknown field \"extra\""),
+            (r#"{"servers":[],"timeoutMs":-5}"#, "timeoutMs must be a positive integer"),
+            (r#"{"servers":[],"tools":{"allow":["a"],"block":["b"]}}"#, "not both"),
+            (r#"{"servers":[],"tools":{"deny":["a"]}}"#, "unknown key"),
+        ];
+        for (json, expected) in cases {
+            let err = parse(json).unwrap_err();
+            assert_eq!(err.code(), "mcp_config_invalid");
+            assert!(err.to_string().contains(expected), "{json}: {err}");
+        }
+    }
+}

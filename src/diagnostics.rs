@@ -1,0 +1,18 @@
+//! Everything the engine reports to `onDiagnostic`. Each has a stable `code` and a readable `message`.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "code", rename_all = "kebab-case", rename_all_fields = "camelCase")]
+pub enum Diagnostic {
+    /// A server could not be started, or was lost later. Its tools are unavailable; the others work.
+    ServerDegraded { server: String, message: String, error_code: &'static str, stderr_tail: Option<String> },
+    /// Several servers share a name; each got a hashed suffix and none was dropped.
+    ServerNameCollision { server: String, labels: Vec<String>, message: String },
+    /// A published tool that was left out (bad name, duplicate, invalid schema).
+    ToolRejected { server: String, tool: String, message: String },
+    /// A remote name was rewritten to be provider-safe.
+    ToolNameRewritten { server: String, tool: String, name: String, message: String },
+    /// `notifications/tools/list_changed` was applied to the tool map.
+    ToolsChanged { server: String, added: Vec<String>, removed: Vec<String>, changed: Vec<String>, message: String },
+}

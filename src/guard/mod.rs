@@ -1,0 +1,4 @@
+//! Every rule that decides what the engine may touch lives in this folder, so one review covers it.
+
+pub mod containment;
+pub mod filter;

@@ -1,0 +1,16 @@
+//! mcpferry: an MCP client engine. The napi glue lives in `napi/` and only converts and delegates.
+
+pub mod catalog;
+pub mod config;
+pub mod connection;
+pub mod diagnostics;
+pub mod error;
+pub mod guard;
+pub mod limits;
+pub mod projection;
+pub mod protocol;
+pub mod toolset;
+pub mod transport;
+
+#[cfg(feature = "node")]
+mod napi;

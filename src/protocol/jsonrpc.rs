@@ -1,0 +1,161 @@
+//! JSON-RPC 2.0 messages. Incoming messages are parsed borrowing from the frame, so a result is
+//! forwarded as the raw text the server sent, never re-serialized.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+
+/// Our request ids are integers; they double as progress tokens.
+pub type RequestId = u64;
+
+#[derive(Debug, Deserialize)]
+pub struct ErrorObject {
+    pub code: i64,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default)]
+    pub data: Option<serde_json::Value>,
+}
+
+/// Any JSON-RPC message, before it is classified.
+#[derive(Debug, Deserialize)]
+pub struct RawMessage<'a> {
+    #[serde(borrow, default)]
+    pub id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub params: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub result: Option<&'a RawValue>,
+    #[serde(default)]
+    pub error: Option<ErrorObject>,
+}
+
+pub enum Message<'a> {
+    Request { id: &'a RawValue, method: Cow<'a, str>, params: Option<&'a RawValue> },
+    Notification { method: Cow<'a, str>, params: Option<&'a RawValue> },
+    Response { id: Option<RequestId>, outcome: std::result::Result<&'a RawValue, ErrorObject> },
+}
+
+impl<'a> RawMessage<'a> {
+    pub fn classify(self) -> Option<Message<'a>> {
+        match (self.method, self.id) {
+            (Some(method), Some(id)) => Some(Message::Request { id, method, params: self.params }),
+            (Some(method), None) => Some(Message::Notification { method, params: self.params }),
+            (None, id) => {
+                let id = id.and_then(parse_request_id);
+                let outcome = match (self.result, self.error) {
+                    (_, Some(error)) => Err(error),
+                    (Some(result), None) => Ok(result),
+                    (None, None) => return None,
+                };
+                Some(Message::Response { id, outcome })
+            }
+        }
+    }
+}
+
+/// Our ids go out as numbers; accept a server that echoes them back as strings.
+pub fn parse_request_id(raw: &RawValue) -> Option<RequestId> {
+    let text = raw.get();
+    let digits = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')).unwrap_or(text);
+    digits.parse().ok()
+}
+
+/// Serialize a request. `params` must already be valid JSON.
+pub fn request(id: RequestId, method: &str, params: Option<&str>) -> String {
+    let mut out = String::with_capacity(64 + method.len() + params.map_or(0, str::len));
+    out.push_str("{\"jsonrpc\":\"2.0\",\"id\":");
+    out.push_str(itoa(id).as_str());
+    out.push_str(",\"method\":");
+    push_json_string(&mut out, method);
+    if let Some(params) = params {
+        out.push_str(",\"params\":");
+        out.push_str(params);
+    }
+    out.push('}');
+    out
+}
+
+pub fn notification(method: &str, params: Option<&str>) -> String {
+    let mut out = String::with_capacity(48 + method.len() + params.map_or(0, str::len));
+    out.push_str("{\"jsonrpc\":\"2.0\",\"method\":");
+    push_json_string(&mut out, method);
+    if let Some(params) = params {
+        out.push_str(",\"params\":");
+        out.push_str(params);
+    }
+    out.push('}');
+    out
+}
+
+/// A response to a server-initiated request; `id` is echoed exactly as the server sent it.
+pub fn result_response(id: &RawValue, result: &str) -> String {
+    format!("{{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{}}}", id.get(), result)
+}
+
+pub fn error_response(id: &RawValue, code: i64, message: &str) -> String {
+    let mut out = format!("{{\"jsonrpc\":\"2.0\",\"id\":{},\"error\":{{\"code\":{code},\"message\":", id.get());
+    push_json_string(&mut out, message);
+    out.push_str("}}");
+    out
+}
+
+pub fn push_json_string(out: &mut String, value: &str) {
+    // serde_json's escaping is the reference; writing into a String cannot fail.
+    out.push_str(&serde_json::to_string(value).expect("a str always serializes"));
+}
+
+fn itoa(n: u64) -> String {
+    n.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Message<'_> {
+        serde_json::from_str::<RawMessage>(text).unwrap().classify().unwrap()
+    }
+
+    #[test]
+    fn classifies_the_four_shapes() {
+        assert!(matches!(parse(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), Message::Request { .. }));
+        assert!(matches!(
+            parse(r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#),
+            Message::Notification { .. }
+        ));
+        match parse(r#"{"jsonrpc":"2.0","id":7,"result":{"a":[1, 2]}}"#) {
+            Message::Response { id: Some(7), outcome: Ok(raw) } => assert_eq!(raw.get(), r#"{"a":[1, 2]}"#),
+            _ => panic!("not a result"),
+        }
+        match parse(r#"{"jsonrpc":"2.0","id":"8","error":{"code":-32601,"message":"nope"}}"#) {
+            Message::Response { id: Some(8), outcome: Err(e) } => assert_eq!(e.code, -32601),
+            _ => panic!("not an error"),
+        }
+        match parse(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse"}}"#) {
+            Message::Response { id: None, outcome: Err(_) } => {}
+            _ => panic!("null id error"),
+        }
+    }
+
+    #[test]
+    fn serializes_requests_that_parse_back() {
+        let text = request(3, "tools/call", Some(r#"{"name":"a\"b"}"#));
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["id"], 3);
+        assert_eq!(v["params"]["name"], "a\"b");
+        let n = notification("notifications/cancelled", Some(r#"{"requestId":3}"#));
+        let v: serde_json::Value = serde_json::from_str(&n).unwrap();
+        assert!(v.get("id").is_none());
+        let raw: &RawValue = serde_json::from_str("\"abc\"").unwrap();
+        let e = error_response(raw, METHOD_NOT_FOUND, "no \"such\" method");
+        let v: serde_json::Value = serde_json::from_str(&e).unwrap();
+        assert_eq!(v["id"], "abc");
+        assert_eq!(v["error"]["code"], -32601);
+    }
+}

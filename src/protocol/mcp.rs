@@ -1,0 +1,186 @@
+//! MCP message shapes and protocol-version negotiation.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+/// The version this client asks for first.
+pub const LATEST_PROTOCOL_VERSION: &str = "2025-11-25";
+/// Every version this client can speak, newest first.
+pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+pub const CLIENT_NAME: &str = "mcpferry";
+pub const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The `initialize` params. Capabilities are declared only for what the client implements:
+/// it answers no roots, sampling or elicitation requests yet, so it declares none.
+pub fn initialize_params() -> String {
+    serde_json::json!({
+        "protocolVersion": LATEST_PROTOCOL_VERSION,
+        "capabilities": {},
+        "clientInfo": { "name": CLIENT_NAME, "version": CLIENT_VERSION },
+    })
+    .to_string()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeResult {
+    pub protocol_version: String,
+    #[serde(default)]
+    pub capabilities: ServerCapabilities,
+    #[serde(default)]
+    pub server_info: Option<Implementation>,
+    /// Third-party text. Kept for the record; never placed in anything shown to a model.
+    #[serde(default)]
+    pub instructions: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerCapabilities {
+    #[serde(default)]
+    pub tools: Option<ListChangedCapability>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListChangedCapability {
+    #[serde(default)]
+    pub list_changed: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+pub struct Implementation {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub version: String,
+}
+
+/// Accept the server's answer only if it is a version this client speaks.
+pub fn check_negotiated_version(version: &str) -> Result<&'static str, String> {
+    SUPPORTED_PROTOCOL_VERSIONS.iter().copied().find(|v| *v == version).ok_or_else(|| {
+        format!(
+            "server answered with protocol version {version:?}, which this client does not support (supported: {})",
+            SUPPORTED_PROTOCOL_VERSIONS.join(", ")
+        )
+    })
+}
+
+/// One tool as a server publishes it. Unknown fields are ignored; the ones kept are passed on.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tool {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default = "empty_object_schema")]
+    pub input_schema: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+}
+
+fn empty_object_schema() -> Value {
+    serde_json::json!({ "type": "object" })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListToolsPage {
+    pub tools: Vec<Tool>,
+    #[serde(default)]
+    pub next_cursor: Option<String>,
+}
+
+/// What the engine needs to see of a `tools/call` result; everything else is forwarded untouched.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallResultView<'a> {
+    #[serde(default)]
+    pub is_error: Option<bool>,
+    #[serde(borrow, default)]
+    pub content: Option<Vec<ContentView<'a>>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ContentView<'a> {
+    #[serde(borrow, default)]
+    pub text: Option<std::borrow::Cow<'a, str>>,
+}
+
+/// The text a failed tool result carries, for the `MCP tool error:` message.
+pub fn tool_error_text(view: &CallResultView<'_>) -> String {
+    let texts: Vec<&str> = view
+        .content
+        .iter()
+        .flatten()
+        .filter_map(|c| c.text.as_deref())
+        .collect();
+    if texts.is_empty() {
+        "the tool reported an error without a message".to_owned()
+    } else {
+        texts.join("\n")
+    }
+}
+
+/// `params` of a `tools/call`, built without re-serializing the caller's arguments.
+pub fn call_tool_params(remote_name: &str, arguments: &RawValue, progress_token: u64) -> String {
+    let mut out = String::with_capacity(64 + remote_name.len() + arguments.get().len());
+    out.push_str("{\"name\":");
+    super::jsonrpc::push_json_string(&mut out, remote_name);
+    out.push_str(",\"arguments\":");
+    out.push_str(arguments.get());
+    out.push_str(",\"_meta\":{\"progressToken\":");
+    out.push_str(&progress_token.to_string());
+    out.push_str("}}");
+    out
+}
+
+pub fn list_tools_params(cursor: Option<&str>) -> Option<String> {
+    cursor.map(|c| serde_json::json!({ "cursor": c }).to_string())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProgressParams<'a> {
+    #[serde(borrow)]
+    pub progress_token: &'a RawValue,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negotiation_accepts_only_known_versions() {
+        for v in SUPPORTED_PROTOCOL_VERSIONS {
+            assert_eq!(check_negotiated_version(v).unwrap(), *v);
+        }
+        let err = check_negotiated_version("2099-01-01").unwrap_err();
+        assert!(err.contains("2099-01-01") && err.contains("2025-11-25"), "{err}");
+    }
+
+    #[test]
+    fn tool_error_text_joins_text_blocks() {
+        let view: CallResultView = serde_json::from_str(
+            r#"{"isError":true,"content":[{"type":"text","text":"bad date"},{"type":"image","data":"x"},{"type":"text","text":"try again"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(view.is_error, Some(true));
+        assert_eq!(tool_error_text(&view), "bad date\ntry again");
+    }
+
+    #[test]
+    fn call_params_embed_arguments_verbatim() {
+        let args: &RawValue = serde_json::from_str(r#"{"x": [1,2]}"#).unwrap();
+        let p = call_tool_params("a.b", args, 9);
+        let v: Value = serde_json::from_str(&p).unwrap();
+        assert_eq!(v["arguments"]["x"][1], 2);
+        assert_eq!(v["_meta"]["progressToken"], 9);
+    }
+}

@@ -1,0 +1,4 @@
+//! Wire types: JSON-RPC 2.0 framing and the MCP messages this client uses. No I/O here.
+
+pub mod jsonrpc;
+pub mod mcp;

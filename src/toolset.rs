@@ -1,0 +1,403 @@
+//! Many servers as one tool map: connect concurrently, isolate failures, route calls, and keep the
+//! map current when a server announces `tools/list_changed`.
+
+use crate::catalog::{self, Listing};
+use crate::config::{ServerEntry, ServerKind, ToolsetConfig};
+use crate::connection::{AbortHandle, Connection, ConnectionEvents, RequestOptions};
+use crate::diagnostics::Diagnostic;
+use crate::error::{McpError, Result};
+use crate::guard::containment;
+use crate::limits::MAX_CONNECT_TIMEOUT_MS;
+use crate::projection::naming;
+use crate::projection::ProjectedTool;
+use crate::transport::stdio::StdioSpec;
+use crate::transport::TransportSpec;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Where the toolset reports to its owner (the JavaScript layer).
+pub trait ToolsetEvents: Send + Sync + 'static {
+    fn diagnostic(&self, diagnostic: &Diagnostic);
+    /// The tool map changed after it was handed out; apply `change` in place.
+    fn tools_changed(&self, change: &ToolsChange);
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolsChange {
+    pub server: String,
+    pub added: Vec<ProjectedTool>,
+    pub changed: Vec<ProjectedTool>,
+    pub removed: Vec<String>,
+}
+
+pub struct Toolset {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    servers: Vec<ServerSlot>,
+    timeout: Duration,
+    max_result_bytes: usize,
+    filter: crate::guard::filter::ToolFilter,
+    routes: RwLock<HashMap<String, Route>>,
+    aborts: Mutex<HashMap<u32, Arc<AbortHandle>>>,
+    events: Arc<dyn ToolsetEvents>,
+    /// Diagnostics raised while connecting, returned with the tools so the caller sees them before
+    /// `mcpTools` resolves. `None` once connected: later ones go straight to `events`.
+    startup_diagnostics: Mutex<Option<Vec<Diagnostic>>>,
+    /// Flips to true once the first projection is out, so a list_changed that races it is applied after.
+    projected: watch::Sender<bool>,
+    closing: AtomicBool,
+    closed: tokio::sync::OnceCell<()>,
+}
+
+struct ServerSlot {
+    entry: ServerEntry,
+    label: String,
+    connection: RwLock<Option<Arc<Connection>>>,
+    /// This server's tools as currently projected, by remote name.
+    tools: Mutex<Vec<ProjectedTool>>,
+    /// One refresh at a time per server.
+    refreshing: tokio::sync::Mutex<()>,
+}
+
+#[derive(Clone)]
+struct Route {
+    server: usize,
+    remote_name: Arc<str>,
+}
+
+impl Toolset {
+    pub fn new(config: ToolsetConfig, events: Arc<dyn ToolsetEvents>) -> Toolset {
+        let identities: Vec<(&str, String)> =
+            config.servers.iter().map(|s| (s.name.as_str(), s.identity())).collect();
+        let labels = naming::server_labels(&identities);
+        let servers: Vec<ServerSlot> = config
+            .servers
+            .into_iter()
+            .zip(labels)
+            .map(|(entry, label)| ServerSlot {
+                entry,
+                label,
+                connection: RwLock::new(None),
+                tools: Mutex::new(Vec::new()),
+                refreshing: tokio::sync::Mutex::new(()),
+            })
+            .collect();
+        Toolset {
+            inner: Arc::new(Inner {
+                servers,
+                timeout: Duration::from_millis(config.timeout_ms),
+                max_result_bytes: config.max_result_bytes,
+                filter: config.filter,
+                routes: RwLock::new(HashMap::new()),
+                aborts: Mutex::new(HashMap::new()),
+                events,
+                startup_diagnostics: Mutex::new(Some(Vec::new())),
+                projected: watch::channel(false).0,
+                closing: AtomicBool::new(false),
+                closed: tokio::sync::OnceCell::new(),
+            }),
+        }
+    }
+
+    /// Connect every enabled server at once and project their tools. A server that fails is reported
+    /// as degraded; the others' tools are returned all the same.
+    pub async fn connect(&self) -> (Vec<ProjectedTool>, Vec<Diagnostic>) {
+        let inner = &self.inner;
+        inner.report_name_collisions();
+        let attempts: Vec<_> = (0..inner.servers.len())
+            .filter(|&i| inner.servers[i].entry.enabled)
+            .map(|i| {
+                let inner = inner.clone();
+                (i, tokio::spawn(async move { inner.connect_server(i).await }))
+            })
+            .collect();
+        let mut tools = Vec::new();
+        let mut taken = HashMap::new();
+        for (index, attempt) in attempts {
+            let slot = &inner.servers[index];
+            let outcome = attempt.await.unwrap_or_else(|e| Err((McpError::Transport(e.to_string()), None)));
+            match outcome {
+                Ok((connection, listing)) if !inner.closing.load(Ordering::SeqCst) => {
+                    let projected = inner.project(index, listing, &mut taken);
+                    *slot.tools.lock().unwrap() = projected.clone();
+                    *slot.connection.write().unwrap() = Some(connection);
+                    tools.extend(projected);
+                }
+                Ok((connection, _)) => connection.close().await,
+                Err((error, stderr_tail)) => inner.report_degraded(index, &error, stderr_tail),
+            }
+        }
+        *inner.routes.write().unwrap() = taken;
+        let diagnostics = inner.startup_diagnostics.lock().unwrap().take().unwrap_or_default();
+        inner.projected.send_replace(true);
+        (tools, diagnostics)
+    }
+
+    /// Call a projected tool. `abort_id` (non-zero) links the call to a later [`Toolset::abort`].
+    pub async fn call_tool(&self, name: &str, arguments_json: &str, abort_id: u32) -> Result<Box<str>> {
+        let inner = &self.inner;
+        if inner.closing.load(Ordering::SeqCst) {
+            return Err(McpError::Closed);
+        }
+        let route = inner.routes.read().unwrap().get(name).cloned().ok_or_else(|| {
+            McpError::ToolUnavailable(format!(
+                "tool {name:?} is not available: its server does not (or no longer) publish it. Do not call it again; \
+                 choose another tool."
+            ))
+        })?;
+        let arguments: &RawValue = serde_json::from_str(arguments_json)
+            .ok()
+            .filter(|raw: &&RawValue| raw.get().starts_with('{'))
+            .ok_or_else(|| McpError::InvalidArguments("tool arguments must be a JSON object".to_owned()))?;
+        let connection = inner.servers[route.server].connection.read().unwrap().clone().ok_or(McpError::Closed)?;
+        let abort = (abort_id != 0).then(|| inner.abort_handle(abort_id));
+        let opts = RequestOptions { timeout: inner.timeout, abort: abort.as_deref() };
+        let result = connection.call_tool(&route.remote_name, arguments, &opts).await;
+        if abort.is_some() {
+            inner.aborts.lock().unwrap().remove(&abort_id);
+        }
+        result.map(Box::<str>::from)
+    }
+
+    /// The caller's AbortSignal fired for the call registered under `abort_id`.
+    pub fn abort(&self, abort_id: u32) {
+        self.inner.abort_handle(abort_id).abort();
+    }
+
+    /// Close every connection. Idempotent: later calls wait for the first to finish.
+    pub async fn close(&self) {
+        let inner = self.inner.clone();
+        inner.closing.store(true, Ordering::SeqCst);
+        self.inner
+            .closed
+            .get_or_init(|| async move {
+                let connections: Vec<Arc<Connection>> =
+                    inner.servers.iter().filter_map(|s| s.connection.write().unwrap().take()).collect();
+                let closing: Vec<_> = connections.into_iter().map(|c| tokio::spawn(async move { c.close().await })).collect();
+                for handle in closing {
+                    let _ = handle.await;
+                }
+                inner.routes.write().unwrap().clear();
+            })
+            .await;
+    }
+}
+
+impl Inner {
+    fn report(&self, diagnostic: Diagnostic) {
+        let mut startup = self.startup_diagnostics.lock().unwrap();
+        match startup.as_mut() {
+            Some(buffer) => buffer.push(diagnostic),
+            None => {
+                drop(startup);
+                self.events.diagnostic(&diagnostic);
+            }
+        }
+    }
+
+    fn abort_handle(&self, abort_id: u32) -> Arc<AbortHandle> {
+        // Registered by whichever comes first, the call or its abort, so an early abort is never lost.
+        self.aborts.lock().unwrap().entry(abort_id).or_default().clone()
+    }
+
+    fn transport_spec(&self, entry: &ServerEntry) -> Result<TransportSpec> {
+        match &entry.kind {
+            ServerKind::Stdio { command, args, env, cwd } => {
+                let env = containment::child_environment(|name| std::env::var(name).ok(), env);
+                let program = containment::resolve_program(command, &env, cwd.as_deref())?;
+                Ok(TransportSpec::Stdio(StdioSpec { program, args: args.clone(), env, cwd: cwd.clone() }))
+            }
+        }
+    }
+
+    async fn connect_server(
+        self: Arc<Self>,
+        index: usize,
+    ) -> std::result::Result<(Arc<Connection>, Listing), (McpError, Option<String>)> {
+        let spec = self.transport_spec(&self.servers[index].entry).map_err(|e| (e, None))?;
+        let listener = Arc::new(ServerListener { toolset: Arc::downgrade(&self), index });
+        let handshake_timeout = self.timeout.min(Duration::from_millis(MAX_CONNECT_TIMEOUT_MS));
+        let handshake = RequestOptions { timeout: handshake_timeout, abort: None };
+        let connection = Connection::open(&spec, listener, self.max_result_bytes, &handshake).await?;
+        let opts = RequestOptions { timeout: self.timeout, abort: None };
+        match catalog::list_tools(&connection, &opts).await {
+            Ok(listing) => Ok((Arc::new(connection), listing)),
+            Err(e) => {
+                connection.close().await;
+                Err((e, connection.stderr_tail()))
+            }
+        }
+    }
+
+    /// Project one server's listing, claiming names in `taken` (projected name → route).
+    fn project(&self, index: usize, listing: Listing, taken: &mut HashMap<String, Route>) -> Vec<ProjectedTool> {
+        let slot = &self.servers[index];
+        for rejected in &listing.rejected {
+            self.report(Diagnostic::ToolRejected {
+                server: slot.entry.name.clone(),
+                tool: rejected.tool.clone(),
+                message: format!("tool {:?} of server {:?} was left out: {}", rejected.tool, slot.entry.name, rejected.reason),
+            });
+        }
+        listing
+            .tools
+            .iter()
+            .filter(|tool| self.filter.admits(&tool.name))
+            .map(|tool| {
+                let name = self.claim_name(index, &tool.name, taken);
+                ProjectedTool::new(name, &slot.entry.name, tool)
+            })
+            .collect()
+    }
+
+    fn claim_name(&self, index: usize, remote_name: &str, taken: &mut HashMap<String, Route>) -> String {
+        let slot = &self.servers[index];
+        let mut name = naming::project_tool_name(&slot.label, remote_name);
+        let owned_by_other = |taken: &HashMap<String, Route>, name: &str| {
+            taken.get(name).is_some_and(|r| r.server != index || &*r.remote_name != remote_name)
+        };
+        if owned_by_other(taken, &name) {
+            // `a` + `b__c` and `a__b` + `c` meet on one name; the later one is disambiguated by its identity.
+            let original = format!("{}{}{}", slot.label, naming::SEPARATOR, remote_name);
+            name = naming::rewrite(&original, &format!("{}\u{0}{}", slot.entry.identity(), remote_name));
+        }
+        if name != format!("{}{}{}", slot.label, naming::SEPARATOR, remote_name) && slot.label == slot.entry.name {
+            self.report(Diagnostic::ToolNameRewritten {
+                server: slot.entry.name.clone(),
+                tool: remote_name.to_owned(),
+                name: name.clone(),
+                message: format!("tool {remote_name:?} of server {:?} is projected as {name:?} (provider-safe name)", slot.entry.name),
+            });
+        }
+        taken.insert(name.clone(), Route { server: index, remote_name: remote_name.into() });
+        name
+    }
+
+    fn report_name_collisions(&self) {
+        let mut reported = HashSet::new();
+        for slot in &self.servers {
+            let labels: Vec<String> = self
+                .servers
+                .iter()
+                .filter(|other| other.entry.name == slot.entry.name)
+                .map(|other| other.label.clone())
+                .collect();
+            if labels.len() > 1 && reported.insert(slot.entry.name.clone()) {
+                self.report(Diagnostic::ServerNameCollision {
+                    server: slot.entry.name.clone(),
+                    message: format!(
+                        "{} servers are named {:?}; each keeps its tools under a suffixed name: {}",
+                        labels.len(),
+                        slot.entry.name,
+                        labels.join(", ")
+                    ),
+                    labels,
+                });
+            }
+        }
+    }
+
+    fn report_degraded(&self, index: usize, error: &McpError, stderr_tail: Option<String>) {
+        let name = &self.servers[index].entry.name;
+        self.report(Diagnostic::ServerDegraded {
+            server: name.clone(),
+            message: format!("MCP server {name:?} is unavailable: {error}"),
+            error_code: error.code(),
+            stderr_tail,
+        });
+    }
+
+    /// Re-list one server after `tools/list_changed` and update the map in place.
+    async fn refresh(self: Arc<Self>, index: usize) {
+        let _ = self.projected.subscribe().wait_for(|done| *done).await;
+        let slot = &self.servers[index];
+        let _one_at_a_time = slot.refreshing.lock().await;
+        let Some(connection) = slot.connection.read().unwrap().clone() else { return };
+        let opts = RequestOptions { timeout: self.timeout, abort: None };
+        let listing = match catalog::list_tools(&connection, &opts).await {
+            Ok(listing) => listing,
+            Err(e) => {
+                if !self.closing.load(Ordering::SeqCst) {
+                    self.report_degraded(index, &McpError::Protocol(format!("re-listing tools failed: {e}")), None);
+                }
+                return;
+            }
+        };
+        if self.closing.load(Ordering::SeqCst) {
+            return;
+        }
+        let change = {
+            let mut routes = self.routes.write().unwrap();
+            routes.retain(|_, route| route.server != index);
+            let fresh = self.project(index, listing, &mut routes);
+            let mut current = slot.tools.lock().unwrap();
+            let change = diff(&slot.entry.name, &current, &fresh);
+            *current = fresh;
+            change
+        };
+        if change.added.is_empty() && change.changed.is_empty() && change.removed.is_empty() {
+            return;
+        }
+        self.events.tools_changed(&change);
+        let names = |tools: &[ProjectedTool]| tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+        self.report(Diagnostic::ToolsChanged {
+            server: change.server.clone(),
+            message: format!(
+                "server {:?} changed its tools: {} added, {} changed, {} removed",
+                change.server,
+                change.added.len(),
+                change.changed.len(),
+                change.removed.len()
+            ),
+            added: names(&change.added),
+            changed: names(&change.changed),
+            removed: change.removed.clone(),
+        });
+    }
+}
+
+fn diff(server: &str, before: &[ProjectedTool], after: &[ProjectedTool]) -> ToolsChange {
+    let old: HashMap<&str, &ProjectedTool> = before.iter().map(|t| (t.name.as_str(), t)).collect();
+    let new_names: HashSet<&str> = after.iter().map(|t| t.name.as_str()).collect();
+    let mut change = ToolsChange { server: server.to_owned(), added: vec![], changed: vec![], removed: vec![] };
+    for tool in after {
+        match old.get(tool.name.as_str()) {
+            None => change.added.push(tool.clone()),
+            Some(previous) if *previous != tool => change.changed.push(tool.clone()),
+            Some(_) => {}
+        }
+    }
+    change.removed = before.iter().filter(|t| !new_names.contains(t.name.as_str())).map(|t| t.name.clone()).collect();
+    change
+}
+
+/// A connection's link back to its toolset; weak, so a dropped toolset is not kept alive by its servers.
+struct ServerListener {
+    toolset: Weak<Inner>,
+    index: usize,
+}
+
+impl ConnectionEvents for ServerListener {
+    fn tools_list_changed(&self) {
+        if let Some(toolset) = self.toolset.upgrade() {
+            tokio::spawn(toolset.refresh(self.index));
+        }
+    }
+
+    fn connection_lost(&self, reason: &McpError) {
+        let Some(toolset) = self.toolset.upgrade() else { return };
+        if toolset.closing.load(Ordering::SeqCst) {
+            return;
+        }
+        // Before the connection is handed out, `connect` reports the failure itself.
+        let Some(connection) = toolset.servers[self.index].connection.read().unwrap().clone() else { return };
+        toolset.report_degraded(self.index, reason, connection.stderr_tail());
+    }
+}
