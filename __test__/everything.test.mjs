@@ -2,18 +2,27 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
 import { mcpTools } from '../dist/index.js';
-
-const require = createRequire(import.meta.url);
-const everythingDir = dirname(require.resolve('@modelcontextprotocol/server-everything/package.json'));
-export const EVERYTHING_BIN = join(everythingDir, 'dist', 'index.js');
+import { EVERYTHING_BIN, startEverythingHttp } from '../examples/servers/everything-http.mjs';
 const stdioEntry = { name: 'everything', type: 'stdio', command: process.execPath, args: [EVERYTHING_BIN, 'stdio'] };
 
-test('server-everything over stdio: list, call, progress, abort', async (t) => {
+const modes = [
+  ['stdio', async () => ({ entry: stdioEntry, stop() {} })],
+  ['streamable HTTP', async () => {
+    const server = await startEverythingHttp('streamableHttp');
+    return { entry: { name: 'everything', type: 'streamable-http', url: server.url }, stop: server.stop };
+  }],
+  ['legacy SSE', async () => {
+    const server = await startEverythingHttp('sse');
+    return { entry: { name: 'everything', type: 'sse', url: server.url }, stop: server.stop };
+  }],
+];
+
+for (const [mode, start] of modes) test(`server-everything over ${mode}: list, call, progress, abort`, async (t) => {
+  const server = await start();
+  t.after(server.stop);
   const diagnostics = [];
-  const { tools, close } = await mcpTools([stdioEntry], { timeoutMs: 1500, onDiagnostic: (d) => diagnostics.push(d) });
+  const { tools, close } = await mcpTools([server.entry], { timeoutMs: 1500, onDiagnostic: (d) => diagnostics.push(d) });
   t.after(close);
   assert.deepEqual(diagnostics.filter((d) => d.code === 'server-degraded'), []);
 

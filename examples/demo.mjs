@@ -2,20 +2,21 @@
 // `npm run demo`: connect the bundled example servers, show the tool map an agent would get, call a
 // few tools, and close everything.
 
-import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { mcpTools } from '../dist/index.js';
+import { startEverythingHttp } from './servers/everything-http.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const require = createRequire(import.meta.url);
-const everything = join(dirname(require.resolve('@modelcontextprotocol/server-everything/package.json')), 'dist', 'index.js');
+// The reference server, started here as a Streamable HTTP service on a loopback port.
+const everything = await startEverythingHttp('streamableHttp');
 
 const servers = [
   { name: 'weather', type: 'stdio', command: process.execPath, args: [join(here, 'servers', 'weather.mjs')] },
-  { name: 'everything', type: 'stdio', command: process.execPath, args: [everything, 'stdio'] },
+  { name: 'everything', type: 'streamable-http', url: everything.url },
 ];
 
+console.log(`Servers: weather (stdio, ${servers[0].args[0]}), everything (Streamable HTTP, ${everything.url})`);
 const started = performance.now();
 const { tools, close } = await mcpTools(servers, {
   tools: { block: ['*elicitation*', '*sampling*'] },
@@ -42,4 +43,5 @@ setTimeout(() => controller.abort(), 300);
 await show('everything__trigger-long-running-operation', { duration: 10, steps: 10 }, { signal: controller.signal });
 
 await close();
-console.log('\nClosed every connection; no server process is left running.');
+everything.stop();
+console.log('\nClosed every connection (stdio child reaped, HTTP session deleted).');

@@ -10,6 +10,15 @@ export type McpServer =
       env?: Record<string, string>;
       cwd?: string;
       enabled?: boolean;
+    }
+  | {
+      name: string;
+      /** `streamable-http` (current) or `sse` (the legacy HTTP+SSE transport). */
+      type: 'streamable-http' | 'sse';
+      url: string;
+      /** Extra request headers. Protocol-owned ones (Mcp-Session-Id, Content-Type, Accept, …) are refused. */
+      headers?: Record<string, string>;
+      enabled?: boolean;
     };
 
 export interface McpOptions {

@@ -64,6 +64,7 @@ const results = [];
 results.push(await run('cargo test', 'cargo', ['test', '--quiet']));
 results.push(await run(`Node ${process.versions.node}`, process.execPath, ['--test', '--test-reporter=tap', ...suites]));
 results.push(await run('Node 22', node22(), ['--test', '--test-reporter=tap', ...suites]));
+results.push(await run('conformance', process.execPath, [join(root, 'scripts', 'conformance.mjs'), node22()]));
 results.push(await run('Bun', bun(), ['test', '--timeout=60000', ...suites.map((s) => `./${s}`)]));
 
 let passed = 0;
@@ -71,7 +72,10 @@ let failed = 0;
 console.log('\n=== summary');
 for (const { label, code, out } of results) {
   const rust = label === 'cargo test' ? [...out.matchAll(/test result: \w+\. (\d+) passed; (\d+) failed/g)] : [];
-  const tally = rust.length
+  const plain = label === 'conformance' ? out.match(/^(\d+) passed, (\d+) failed$/m) : null;
+  const tally = plain
+    ? { pass: Number(plain[1]), fail: Number(plain[2]) }
+    : rust.length
     ? rust.reduce((t, m) => ({ pass: t.pass + Number(m[1]), fail: t.fail + Number(m[2]) }), { pass: 0, fail: 0 })
     : counts(out);
   const status = code === 0 ? 'ok' : `FAILED (exit ${code})`;

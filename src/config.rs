@@ -3,6 +3,9 @@
 
 use crate::error::{McpError, Result};
 use crate::guard::filter::ToolFilter;
+use crate::guard::headers::validate_headers;
+use reqwest::header::HeaderMap;
+use url::Url;
 use crate::limits::{DEFAULT_MAX_RESULT_BYTES, DEFAULT_TIMEOUT_MS};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -26,6 +29,9 @@ pub struct ServerEntry {
 #[derive(Debug, Clone)]
 pub enum ServerKind {
     Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf> },
+    StreamableHttp { url: Url, headers: HeaderMap },
+    /// The legacy HTTP+SSE transport.
+    Sse { url: Url, headers: HeaderMap },
 }
 
 impl ServerEntry {
@@ -35,6 +41,8 @@ impl ServerEntry {
             ServerKind::Stdio { command, args, cwd, .. } => {
                 serde_json::json!(["stdio", command, args, cwd]).to_string()
             }
+            ServerKind::StreamableHttp { url, .. } => serde_json::json!(["streamable-http", url.as_str()]).to_string(),
+            ServerKind::Sse { url, .. } => serde_json::json!(["sse", url.as_str()]).to_string(),
         }
     }
 }
@@ -106,8 +114,21 @@ fn parse_server(index: usize, value: &Value) -> Result<ServerEntry> {
             };
             ServerKind::Stdio { command, args, env, cwd }
         }
-        Some(other @ ("streamable-http" | "sse")) => {
-            return Err(McpError::config(format!("{at}: the {other} transport is not available in this build")))
+        Some(kind @ ("streamable-http" | "sse")) => {
+            allow_keys(entry, &at, &["name", "type", "enabled", "url", "headers"])?;
+            let url = match entry.get("url") {
+                Some(Value::String(s)) => parse_url(s, &at)?,
+                _ => return Err(McpError::config(format!("{at}.url must be a string"))),
+            };
+            let headers = match entry.get("headers") {
+                None | Some(Value::Null) => HeaderMap::new(),
+                Some(headers) => validate_headers(&at, object(headers, &format!("{at}.headers"))?)?,
+            };
+            if kind == "sse" {
+                ServerKind::Sse { url, headers }
+            } else {
+                ServerKind::StreamableHttp { url, headers }
+            }
         }
         Some(other) => {
             return Err(McpError::config(format!("{at}.type {other:?} is unknown (stdio, streamable-http or sse)")))
@@ -115,6 +136,14 @@ fn parse_server(index: usize, value: &Value) -> Result<ServerEntry> {
         None => return Err(McpError::config(format!("{at}.type must be \"stdio\", \"streamable-http\" or \"sse\""))),
     };
     Ok(ServerEntry { name, enabled, kind })
+}
+
+fn parse_url(text: &str, at: &str) -> Result<Url> {
+    let url = Url::parse(text).map_err(|e| McpError::config(format!("{at}.url is not a valid URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err(McpError::config(format!("{at}.url must be an http:// or https:// URL with a host")));
+    }
+    Ok(url)
 }
 
 fn object<'a>(value: &'a Value, at: &str) -> Result<&'a Map<String, Value>> {
@@ -161,7 +190,7 @@ mod tests {
         assert_eq!(cfg.timeout_ms, DEFAULT_TIMEOUT_MS);
         assert_eq!(cfg.max_result_bytes, DEFAULT_MAX_RESULT_BYTES);
         assert!(cfg.servers[0].enabled);
-        let ServerKind::Stdio { args, env, .. } = &cfg.servers[0].kind;
+        let ServerKind::Stdio { args, env, .. } = &cfg.servers[0].kind else { panic!("not stdio") };
         assert_eq!(args, &["s.js"]);
         assert_eq!(env["K"], "v");
     }
@@ -179,6 +208,9 @@ mod tests {
             (r#"{"servers":[],"timeoutMs":-5}"#, "timeoutMs must be a positive integer"),
             (r#"{"servers":[],"tools":{"allow":["a"],"block":["b"]}}"#, "not both"),
             (r#"{"servers":[],"tools":{"deny":["a"]}}"#, "unknown key"),
+            (r#"{"servers":[{"name":"h","type":"sse","url":"ftp://x/"}]}"#, "http:// or https://"),
+            (r#"{"servers":[{"name":"h","type":"streamable-http","url":"not a url"}]}"#, "not a valid URL"),
+            (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","command":"y"}]}"#, "unknown field"),
         ];
         for (json, expected) in cases {
             let err = parse(json).unwrap_err();

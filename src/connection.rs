@@ -4,7 +4,7 @@
 use crate::error::{McpError, Result};
 use crate::protocol::jsonrpc::{self, Message, RawMessage, RequestId, METHOD_NOT_FOUND};
 use crate::protocol::mcp::{self, InitializeResult};
-use crate::transport::{self, stdio::describe_garbage, MessageSink, Transport, TransportSpec};
+use crate::transport::{self, MessageSink, Outbound, Transport, TransportOptions, TransportSpec};
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -98,7 +98,7 @@ impl Connection {
     pub async fn open(
         spec: &TransportSpec,
         events: Arc<dyn ConnectionEvents>,
-        max_message_bytes: usize,
+        options: TransportOptions,
         handshake: &RequestOptions<'_>,
     ) -> std::result::Result<Connection, (McpError, Option<String>)> {
         let shared = Arc::new(Shared {
@@ -107,7 +107,7 @@ impl Connection {
             transport: OnceLock::new(),
             events,
         });
-        let transport = transport::open(spec, shared.clone(), max_message_bytes).map_err(|e| (e, None))?;
+        let transport = transport::open(spec, shared.clone(), options).map_err(|e| (e, None))?;
         let _ = shared.transport.set(Arc::downgrade(&transport));
         match handshake_with(&shared, &transport, handshake).await {
             Ok(session) => Ok(Connection { shared, transport, session }),
@@ -156,7 +156,8 @@ async fn handshake_with(shared: &Arc<Shared>, transport: &Arc<dyn Transport>, op
     let init: InitializeResult = serde_json::from_str(raw.get())
         .map_err(|e| McpError::Protocol(format!("initialize returned a malformed result: {e}")))?;
     let protocol_version = mcp::check_negotiated_version(&init.protocol_version).map_err(McpError::Protocol)?;
-    transport.send(jsonrpc::notification("notifications/initialized", None))?;
+    let initialized = Outbound::other(jsonrpc::notification("notifications/initialized", None));
+    transport.complete_handshake(initialized, protocol_version).await?;
     let info = init.server_info.unwrap_or_default();
     Ok(SessionInfo {
         protocol_version,
@@ -188,7 +189,8 @@ impl Shared {
             state.pending.insert(id, Pending { reply, last_progress: None });
         }
         let mut guard = PendingGuard { shared: self, id, armed: true };
-        transport.send(jsonrpc::request(id, method, params(id).as_deref()))?;
+        let message = jsonrpc::request(id, method, params(id).as_deref());
+        transport.send(Outbound::request(id, message, method == "initialize"))?;
 
         let mut deadline = Instant::now() + opts.timeout;
         let outcome = loop {
@@ -218,11 +220,12 @@ impl Shared {
             }
         };
         drop(guard);
+        transport.request_ended(id);
         // Tell the server to stop working on it. `initialize` is never cancelled, per the spec.
         if method != "initialize" {
             let reason = if outcome == McpError::Aborted { "aborted by the client" } else { "timed out" };
             let params = serde_json::json!({ "requestId": id, "reason": reason }).to_string();
-            let _ = transport.send(jsonrpc::notification("notifications/cancelled", Some(&params)));
+            let _ = transport.send(Outbound::other(jsonrpc::notification("notifications/cancelled", Some(&params))));
         }
         Err(outcome)
     }
@@ -255,7 +258,7 @@ impl Shared {
 
     fn send(&self, message: String) {
         if let Some(transport) = self.transport.get().and_then(Weak::upgrade) {
-            let _ = transport.send(message);
+            let _ = transport.send(Outbound::other(message));
         }
     }
 
@@ -297,36 +300,37 @@ impl Shared {
 }
 
 impl MessageSink for Shared {
-    fn on_message(&self, frame: &[u8]) {
+    fn on_message(&self, frame: &[u8]) -> bool {
         let is_batch = frame.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
-        let parsed: std::result::Result<(), ()> = if is_batch {
-            match serde_json::from_slice::<Vec<&RawValue>>(frame) {
-                Ok(items) => items.into_iter().try_for_each(|item| {
-                    let message = serde_json::from_str::<RawMessage>(item.get()).map_err(drop)?;
-                    message.classify().map(|m| self.handle(m)).ok_or(())
-                }),
-                Err(_) => Err(()),
-            }
-        } else {
-            match serde_json::from_slice::<RawMessage>(frame).ok().and_then(RawMessage::classify) {
+        if !is_batch {
+            return match serde_json::from_slice::<RawMessage>(frame).ok().and_then(RawMessage::classify) {
                 Some(message) => {
                     self.handle(message);
-                    Ok(())
+                    true
                 }
-                None => Err(()),
+                None => false,
+            };
+        }
+        let Ok(items) = serde_json::from_slice::<Vec<&RawValue>>(frame) else { return false };
+        items.into_iter().all(|item| {
+            match serde_json::from_str::<RawMessage>(item.get()).ok().and_then(RawMessage::classify) {
+                Some(message) => {
+                    self.handle(message);
+                    true
+                }
+                None => false,
             }
-        };
-        if parsed.is_err() {
-            self.lose(McpError::Protocol(describe_garbage(frame)));
+        })
+    }
+
+    fn on_request_failed(&self, id: RequestId, error: McpError) {
+        if let Some(pending) = self.state.lock().unwrap().pending.remove(&id) {
+            let _ = pending.reply.send(Err(error));
         }
     }
 
-    fn on_oversized(&self, head: &[u8], limit_bytes: usize) {
-        if let Some(id) = sniff_response_id(head) {
-            if let Some(pending) = self.state.lock().unwrap().pending.remove(&id) {
-                let _ = pending.reply.send(Err(McpError::ResultTooLarge { limit_bytes }));
-            }
-        }
+    fn is_pending(&self, id: RequestId) -> bool {
+        self.state.lock().unwrap().pending.contains_key(&id)
     }
 
     fn on_closed(&self, reason: McpError) {
@@ -349,59 +353,3 @@ impl Drop for PendingGuard<'_> {
     }
 }
 
-/// Find the top-level `"id"` of a message from its first bytes only, so an oversized response can still
-/// fail the one call it answers. Walks strings and nesting; stops at the end of the kept head.
-pub fn sniff_response_id(head: &[u8]) -> Option<RequestId> {
-    let mut depth = 0usize;
-    let mut i = 0;
-    let mut key_at_depth_one: Option<(usize, usize)> = None;
-    while i < head.len() {
-        match head[i] {
-            b'"' => {
-                let start = i + 1;
-                i += 1;
-                while i < head.len() && head[i] != b'"' {
-                    i += if head[i] == b'\\' { 2 } else { 1 };
-                }
-                let end = i.min(head.len());
-                if depth == 1 {
-                    let mut j = i + 1;
-                    while j < head.len() && head[j].is_ascii_whitespace() {
-                        j += 1;
-                    }
-                    if j < head.len() && head[j] == b':' {
-                        key_at_depth_one = Some((start, end));
-                        i = j;
-                    }
-                }
-            }
-            b'{' | b'[' => depth += 1,
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            b':' if depth == 1 => {}
-            c if depth == 1 && (c.is_ascii_digit() || c == b'-') => {
-                if let Some((s, e)) = key_at_depth_one.take() {
-                    if &head[s..e] == b"id" {
-                        let digits: Vec<u8> = head[i..].iter().copied().take_while(u8::is_ascii_digit).collect();
-                        return std::str::from_utf8(&digits).ok()?.parse().ok();
-                    }
-                }
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sniffs_the_top_level_id_only() {
-        assert_eq!(sniff_response_id(br#"{"jsonrpc":"2.0","id":42,"result":{"content":[{"#), Some(42));
-        assert_eq!(sniff_response_id(br#"{"result":{"id":7,"x":"\"id\":9"},"id": 12,"#), Some(12));
-        assert_eq!(sniff_response_id(br#"{"result":{"id":7,"text":"aaaa"#), None);
-        assert_eq!(sniff_response_id(br#"{"jsonrpc":"2.0","id":"5","#), None);
-    }
-}

@@ -11,7 +11,7 @@ use crate::limits::MAX_CONNECT_TIMEOUT_MS;
 use crate::projection::naming;
 use crate::projection::ProjectedTool;
 use crate::transport::stdio::StdioSpec;
-use crate::transport::TransportSpec;
+use crate::transport::{http::HttpSpec, TransportOptions, TransportSpec};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use std::collections::{HashMap, HashSet};
@@ -214,6 +214,10 @@ impl Inner {
                 let program = containment::resolve_program(command, &env, cwd.as_deref())?;
                 Ok(TransportSpec::Stdio(StdioSpec { program, args: args.clone(), env, cwd: cwd.clone() }))
             }
+            ServerKind::StreamableHttp { url, headers } => {
+                Ok(TransportSpec::StreamableHttp(HttpSpec { url: url.clone(), headers: headers.clone() }))
+            }
+            ServerKind::Sse { url, headers } => Ok(TransportSpec::Sse(HttpSpec { url: url.clone(), headers: headers.clone() })),
         }
     }
 
@@ -225,7 +229,8 @@ impl Inner {
         let listener = Arc::new(ServerListener { toolset: Arc::downgrade(&self), index });
         let handshake_timeout = self.timeout.min(Duration::from_millis(MAX_CONNECT_TIMEOUT_MS));
         let handshake = RequestOptions { timeout: handshake_timeout, abort: None };
-        let connection = Connection::open(&spec, listener, self.max_result_bytes, &handshake).await?;
+        let options = TransportOptions { max_message_bytes: self.max_result_bytes, idle_timeout: self.timeout };
+        let connection = Connection::open(&spec, listener, options, &handshake).await?;
         let opts = RequestOptions { timeout: self.timeout, abort: None };
         match catalog::list_tools(&connection, &opts).await {
             Ok(listing) => Ok((Arc::new(connection), listing)),

@@ -2,3 +2,4 @@
 
 pub mod containment;
 pub mod filter;
+pub mod headers;

@@ -89,6 +89,7 @@ impl NativeToolset {
 
 /// The engine's own version, to check that the loaded binary matches the package.
 #[napi]
+#[allow(dead_code)] // called from JavaScript only
 pub fn engine_version() -> String {
     env!("CARGO_PKG_VERSION").to_owned()
 }

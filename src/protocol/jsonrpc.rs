@@ -114,9 +114,61 @@ fn itoa(n: u64) -> String {
     n.to_string()
 }
 
+/// Find the top-level `"id"` of a message from its first bytes only, so an oversized response can still
+/// fail the one call it answers. Walks strings and nesting; stops at the end of the kept head.
+pub fn sniff_response_id(head: &[u8]) -> Option<RequestId> {
+    let mut depth = 0usize;
+    let mut i = 0;
+    let mut key_at_depth_one: Option<(usize, usize)> = None;
+    while i < head.len() {
+        match head[i] {
+            b'"' => {
+                let start = i + 1;
+                i += 1;
+                while i < head.len() && head[i] != b'"' {
+                    i += if head[i] == b'\\' { 2 } else { 1 };
+                }
+                let end = i.min(head.len());
+                if depth == 1 {
+                    let mut j = i + 1;
+                    while j < head.len() && head[j].is_ascii_whitespace() {
+                        j += 1;
+                    }
+                    if j < head.len() && head[j] == b':' {
+                        key_at_depth_one = Some((start, end));
+                        i = j;
+                    }
+                }
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b':' if depth == 1 => {}
+            c if depth == 1 && (c.is_ascii_digit() || c == b'-') => {
+                if let Some((s, e)) = key_at_depth_one.take() {
+                    if &head[s..e] == b"id" {
+                        let digits: Vec<u8> = head[i..].iter().copied().take_while(u8::is_ascii_digit).collect();
+                        return std::str::from_utf8(&digits).ok()?.parse().ok();
+                    }
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sniffs_the_top_level_id_only() {
+        assert_eq!(sniff_response_id(br#"{"jsonrpc":"2.0","id":42,"result":{"content":[{"#), Some(42));
+        assert_eq!(sniff_response_id(br#"{"result":{"id":7,"x":"\"id\":9"},"id": 12,"#), Some(12));
+        assert_eq!(sniff_response_id(br#"{"result":{"id":7,"text":"aaaa"#), None);
+        assert_eq!(sniff_response_id(br#"{"jsonrpc":"2.0","id":"5","#), None);
+    }
 
     fn parse(text: &str) -> Message<'_> {
         serde_json::from_str::<RawMessage>(text).unwrap().classify().unwrap()

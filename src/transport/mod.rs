@@ -1,34 +1,73 @@
 //! Transports move JSON-RPC messages between the engine and one server. They know framing,
-//! processes and sockets; they know nothing of MCP methods.
+//! processes, HTTP and sessions; they know nothing of MCP methods beyond the handshake.
 //!
-//! | transport | file        | framing                                   |
-//! |-----------|-------------|-------------------------------------------|
-//! | stdio     | `stdio.rs`  | newline-delimited JSON over a child's pipes |
+//! | transport        | file                 | framing                                                   |
+//! |------------------|----------------------|-----------------------------------------------------------|
+//! | stdio            | `stdio.rs`           | newline-delimited JSON over a child's pipes                |
+//! | Streamable HTTP  | `streamable_http.rs` | POST per message; JSON or SSE responses; GET stream; sessions, resumption |
+//! | HTTP+SSE (legacy)| `sse.rs`             | one GET event stream in, POSTs to its `endpoint` out       |
 //!
-//! A transport delivers every inbound message to a [`MessageSink`] from its own reader task, so a
-//! response reaches its waiting caller without an extra channel hop.
+//! `event_stream.rs` parses server-sent events for both HTTP transports; `http.rs` holds what they share.
+//! A transport delivers every inbound message to a [`MessageSink`] from its own task, so a response
+//! reaches its waiting caller without an extra channel hop.
 
+pub mod event_stream;
+pub mod http;
+pub mod sse;
 pub mod stdio;
+pub mod streamable_http;
 
 use crate::error::{McpError, Result};
+use crate::protocol::jsonrpc::RequestId;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// Receives what a transport reads. Called from the transport's reader task.
+/// Receives what a transport reads. Called from the transport's tasks.
 pub trait MessageSink: Send + Sync + 'static {
-    /// One complete JSON-RPC message (or batch), as sent.
-    fn on_message(&self, frame: &[u8]);
-    /// A message larger than the limit was dropped unread; `head` is its first bytes, kept to find the id.
-    fn on_oversized(&self, head: &[u8], limit_bytes: usize);
-    /// The transport ended for good. Called once.
+    /// One complete JSON-RPC message (or batch), as sent. Returns false if it is not JSON-RPC.
+    fn on_message(&self, frame: &[u8]) -> bool;
+    /// A request failed in the transport (HTTP error, oversized or malformed response, broken stream).
+    fn on_request_failed(&self, id: RequestId, error: McpError);
+    /// Whether the connection still waits for the response to `id`.
+    fn is_pending(&self, id: RequestId) -> bool;
+    /// The transport ended for good.
     fn on_closed(&self, reason: McpError);
 }
 
+/// One outgoing message, with what a transport needs to know about it.
+#[derive(Debug)]
+pub struct Outbound {
+    pub json: String,
+    /// Set for requests: their failures are reported against this id.
+    pub request_id: Option<RequestId>,
+    pub is_initialize: bool,
+}
+
+impl Outbound {
+    pub fn request(id: RequestId, json: String, is_initialize: bool) -> Self {
+        Outbound { json, request_id: Some(id), is_initialize }
+    }
+
+    pub fn other(json: String) -> Self {
+        Outbound { json, request_id: None, is_initialize: false }
+    }
+}
+
 pub trait Transport: Send + Sync {
-    /// Queue one serialized message. Never blocks; fails once the transport is closed.
-    fn send(&self, message: String) -> Result<()>;
+    /// Queue one message. Never blocks; fails once the transport is closed.
+    fn send(&self, message: Outbound) -> Result<()>;
+    /// The connection stopped waiting for `id` (timeout, abort): stop any work kept for it.
+    fn request_ended(&self, _id: RequestId) {}
+    /// Send `notifications/initialized` and finish the handshake at `protocol_version`. Nothing else is
+    /// sent before this completes, so a server never sees a request ahead of the notification.
+    fn complete_handshake(&self, initialized: Outbound, _protocol_version: &'static str) -> BoxFuture<'static, Result<()>> {
+        let sent = self.send(initialized);
+        Box::pin(std::future::ready(sent))
+    }
     /// End the session and release everything behind it. Idempotent.
     fn close(&self) -> BoxFuture<'static, ()>;
     /// The most recent diagnostic output of the server (a stdio server's stderr), if any.
@@ -41,12 +80,24 @@ pub trait Transport: Send + Sync {
 #[derive(Debug, Clone)]
 pub enum TransportSpec {
     Stdio(stdio::StdioSpec),
+    StreamableHttp(http::HttpSpec),
+    Sse(http::HttpSpec),
 }
 
-pub fn open(spec: &TransportSpec, sink: std::sync::Arc<dyn MessageSink>, max_message_bytes: usize) -> Result<std::sync::Arc<dyn Transport>> {
-    match spec {
-        TransportSpec::Stdio(s) => Ok(stdio::StdioTransport::spawn(s, sink, max_message_bytes)?),
-    }
+#[derive(Debug, Clone, Copy)]
+pub struct TransportOptions {
+    /// Largest single message accepted from the server.
+    pub max_message_bytes: usize,
+    /// How long a response stream may stay silent before the transport gives up on it.
+    pub idle_timeout: Duration,
+}
+
+pub fn open(spec: &TransportSpec, sink: Arc<dyn MessageSink>, options: TransportOptions) -> Result<Arc<dyn Transport>> {
+    Ok(match spec {
+        TransportSpec::Stdio(s) => stdio::StdioTransport::spawn(s, sink, options.max_message_bytes)?,
+        TransportSpec::StreamableHttp(s) => streamable_http::StreamableHttpTransport::open(s, sink, options)?,
+        TransportSpec::Sse(s) => sse::SseTransport::open(s, sink, options)?,
+    })
 }
 
 /// Quote at most a few hundred bytes of untrusted text in an error message.
@@ -58,6 +109,10 @@ pub fn quote_bytes(bytes: &[u8]) -> String {
         quoted.push('…');
     }
     quoted
+}
+
+pub fn describe_garbage(frame: &[u8]) -> String {
+    format!("MCP server sent a message that is not JSON-RPC: {}", quote_bytes(frame))
 }
 
 impl From<std::io::Error> for McpError {

@@ -4,7 +4,7 @@
 //! every message queued while the pipe is busy goes out in the next single `write`. stderr is drained
 //! continuously so a chatty server never blocks, and its last bytes are kept for diagnostics.
 
-use super::{quote_bytes, BoxFuture, MessageSink, Transport};
+use super::{describe_garbage, BoxFuture, MessageSink, Outbound, Transport};
 use crate::error::{McpError, Result};
 use crate::limits::{STDERR_TAIL_BYTES, STDIO_EXIT_GRACE_MS, STDIO_TERM_GRACE_MS};
 use std::path::PathBuf;
@@ -79,8 +79,8 @@ impl StdioTransport {
 }
 
 impl Transport for StdioTransport {
-    fn send(&self, message: String) -> Result<()> {
-        self.outbox.push(message)
+    fn send(&self, message: Outbound) -> Result<()> {
+        self.outbox.push(message.json)
     }
 
     fn close(&self) -> BoxFuture<'static, ()> {
@@ -246,7 +246,7 @@ async fn read_loop(
         let available = match reader.fill_buf().await {
             Ok([]) => break None,
             Ok(bytes) => bytes,
-            Err(e) => break Some(e.to_string()),
+            Err(e) => break Some(McpError::Transport(format!("MCP server stdout failed: {e}"))),
         };
         let (chunk, complete) = match memchr::memchr(b'\n', available) {
             Some(end) => (&available[..end], true),
@@ -256,13 +256,17 @@ async fn read_loop(
         if !oversized {
             if line.is_empty() && complete {
                 // The common case: a whole message already in the buffer, handed over without a copy.
-                if chunk.len() <= max_message_bytes {
-                    deliver(&*sink, chunk);
+                let delivered = if chunk.len() <= max_message_bytes {
+                    deliver(&*sink, chunk)
                 } else {
-                    sink.on_oversized(&chunk[..OVERSIZED_HEAD_BYTES.min(chunk.len())], max_message_bytes);
-                }
+                    refuse_oversized(&*sink, &chunk[..OVERSIZED_HEAD_BYTES.min(chunk.len())], max_message_bytes);
+                    Ok(())
+                };
                 reader.consume(consumed);
-                continue;
+                match delivered {
+                    Ok(()) => continue,
+                    Err(garbage) => break Some(garbage),
+                }
             }
             line.extend_from_slice(chunk);
             if line.len() > max_message_bytes {
@@ -273,9 +277,9 @@ async fn read_loop(
         reader.consume(consumed);
         if complete {
             if oversized {
-                sink.on_oversized(&line, max_message_bytes);
-            } else {
-                deliver(&*sink, &line);
+                refuse_oversized(&*sink, &line, max_message_bytes);
+            } else if let Err(garbage) = deliver(&*sink, &line) {
+                break Some(garbage);
             }
             line.clear();
             oversized = false;
@@ -290,18 +294,26 @@ async fn read_loop(
             Some(status) => describe_exit(status),
             None => "closed its stdout".to_owned(),
         };
-        match failure {
-            Some(e) => McpError::Transport(format!("MCP server stdout failed: {e}")),
-            None => McpError::Transport(format!("MCP server process {how}")),
-        }
+        failure.unwrap_or_else(|| McpError::Transport(format!("MCP server process {how}")))
     };
     sink.on_closed(reason);
 }
 
-fn deliver(sink: &dyn MessageSink, line: &[u8]) {
+/// Hand one line to the sink. A line that is not JSON-RPC ends the session: on a pipe there is no
+/// telling which request it was meant to answer, or what the server will write next.
+fn deliver(sink: &dyn MessageSink, line: &[u8]) -> Result<()> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
-    if !line.iter().all(u8::is_ascii_whitespace) {
-        sink.on_message(line);
+    if line.iter().all(u8::is_ascii_whitespace) || sink.on_message(line) {
+        Ok(())
+    } else {
+        Err(McpError::Protocol(describe_garbage(line)))
+    }
+}
+
+/// An oversized line was dropped unread; fail the one call it answered, found from its first bytes.
+fn refuse_oversized(sink: &dyn MessageSink, head: &[u8], limit_bytes: usize) {
+    if let Some(id) = crate::protocol::jsonrpc::sniff_response_id(head) {
+        sink.on_request_failed(id, McpError::ResultTooLarge { limit_bytes });
     }
 }
 
@@ -349,11 +361,6 @@ impl TailBuffer {
         all.extend_from_slice(b);
         String::from_utf8_lossy(&all).into_owned()
     }
-}
-
-/// Describe a line of garbage for an error message without echoing much of it.
-pub fn describe_garbage(line: &[u8]) -> String {
-    format!("MCP server wrote a line that is not JSON-RPC: {}", quote_bytes(line))
 }
 
 #[cfg(test)]

@@ -1,0 +1,370 @@
+//! Streamable HTTP: every message is a POST; a response comes back as a JSON body or as an event stream
+//! that may carry requests and notifications before the result. The session id from `initialize` rides
+//! on every later request, and so does the negotiated protocol version.
+//!
+//! Two recoveries, both narrow. A response stream that ends before its result, after the server gave it
+//! an event id, is resumed with a GET carrying `Last-Event-ID` after exactly the server's `retry` delay.
+//! A 404 to a request that carried a session id means the session expired before the request was
+//! processed: the transport re-initializes once and sends that request again. Nothing else is ever
+//! resent: after a request has gone out, a transport failure fails the call (no replay of mutations).
+
+use super::event_stream::{EventStreamParser, DEFAULT_EVENT_TYPE};
+use super::http::{self, HttpSpec, StreamEnd, ACCEPT_BOTH, EVENT_STREAM, HEADER_LAST_EVENT_ID, HEADER_PROTOCOL_VERSION, HEADER_SESSION_ID};
+use super::{BoxFuture, MessageSink, Outbound, Transport, TransportOptions};
+use crate::error::{McpError, Result};
+use crate::protocol::jsonrpc::{self, Message, RawMessage, RequestId};
+use crate::protocol::mcp::InitializeResult;
+use reqwest::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::{RequestBuilder, Response, StatusCode};
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::task::AbortHandle;
+
+/// Used when a resumable stream breaks and the server named no `retry` delay.
+const DEFAULT_RETRY_MS: u64 = 1_000;
+/// Resumptions of one response stream before its call fails.
+const MAX_STREAM_RESUMES: u32 = 5;
+/// Consecutive failed or empty GET streams before the transport stops reopening it.
+const MAX_GET_STREAM_FAILURES: u32 = 5;
+const DELETE_TIMEOUT_MS: u64 = 2_000;
+/// A response stream is given up after the call's idle timeout plus this, so the connection's own
+/// timeout (which also cancels on the server) normally fires first.
+const STREAM_IDLE_SLACK_MS: u64 = 1_000;
+
+pub struct StreamableHttpTransport {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    client: reqwest::Client,
+    spec: HttpSpec,
+    sink: Arc<dyn MessageSink>,
+    options: TransportOptions,
+    session: Mutex<Session>,
+    /// The `initialize` message, kept to start a new session if the server expires this one.
+    initialize: Mutex<Option<bytes::Bytes>>,
+    reinitializing: tokio::sync::Mutex<()>,
+    tasks: Mutex<Tasks>,
+    closed: AtomicBool,
+}
+
+#[derive(Default, Clone)]
+struct Session {
+    id: Option<HeaderValue>,
+    protocol_version: Option<&'static str>,
+    /// Bumped on each re-initialization, so concurrent 404s re-initialize once between them.
+    generation: u64,
+}
+
+#[derive(Default)]
+struct Tasks {
+    by_request: HashMap<RequestId, AbortHandle>,
+    background: Vec<AbortHandle>,
+}
+
+impl StreamableHttpTransport {
+    pub fn open(spec: &HttpSpec, sink: Arc<dyn MessageSink>, options: TransportOptions) -> Result<Arc<Self>> {
+        Ok(Arc::new(StreamableHttpTransport {
+            shared: Arc::new(Shared {
+                client: http::client()?,
+                spec: spec.clone(),
+                sink,
+                options,
+                session: Mutex::new(Session::default()),
+                initialize: Mutex::new(None),
+                reinitializing: tokio::sync::Mutex::new(()),
+                tasks: Mutex::new(Tasks::default()),
+                closed: AtomicBool::new(false),
+            }),
+        }))
+    }
+}
+
+impl Transport for StreamableHttpTransport {
+    fn send(&self, message: Outbound) -> Result<()> {
+        let shared = &self.shared;
+        if shared.closed.load(Ordering::SeqCst) {
+            return Err(McpError::Closed);
+        }
+        let body = bytes::Bytes::from(message.json);
+        if message.is_initialize {
+            *shared.initialize.lock().unwrap() = Some(body.clone());
+        }
+        let request_id = message.request_id;
+        // The task waits for its abort handle to be filed, so a fast response can't leave a stale entry.
+        let (filed, wait_filed) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn({
+            let shared = shared.clone();
+            async move {
+                let _ = wait_filed.await;
+                let outcome = shared.post(&body, request_id, message.is_initialize, true).await;
+                if let Some(id) = request_id {
+                    shared.tasks.lock().unwrap().by_request.remove(&id);
+                    if let Err(error) = outcome {
+                        shared.sink.on_request_failed(id, error);
+                    }
+                }
+            }
+        });
+        if let Some(id) = request_id {
+            shared.tasks.lock().unwrap().by_request.insert(id, task.abort_handle());
+        }
+        let _ = filed.send(());
+        Ok(())
+    }
+
+    fn request_ended(&self, id: RequestId) {
+        if let Some(task) = self.shared.tasks.lock().unwrap().by_request.remove(&id) {
+            task.abort();
+        }
+    }
+
+    fn complete_handshake(&self, initialized: Outbound, protocol_version: &'static str) -> BoxFuture<'static, Result<()>> {
+        let shared = self.shared.clone();
+        Box::pin(async move {
+            shared.session.lock().unwrap().protocol_version = Some(protocol_version);
+            shared.post(&bytes::Bytes::from(initialized.json), None, false, true).await?;
+            let task = tokio::spawn(shared.clone().listen());
+            shared.tasks.lock().unwrap().background.push(task.abort_handle());
+            Ok(())
+        })
+    }
+
+    fn close(&self) -> BoxFuture<'static, ()> {
+        let shared = self.shared.clone();
+        Box::pin(async move {
+            if shared.closed.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            let tasks = std::mem::take(&mut *shared.tasks.lock().unwrap());
+            tasks.by_request.values().chain(&tasks.background).for_each(AbortHandle::abort);
+            let session = shared.session.lock().unwrap().clone();
+            if session.id.is_some() {
+                // Ending the session is a courtesy; a server that doesn't support it answers 405.
+                let delete = shared.with_session(shared.client.delete(shared.spec.url.clone()), &session);
+                let _ = tokio::time::timeout(Duration::from_millis(DELETE_TIMEOUT_MS), delete.send()).await;
+            }
+        })
+    }
+}
+
+impl Shared {
+    fn with_session(&self, request: RequestBuilder, session: &Session) -> RequestBuilder {
+        let mut request = request.headers(self.spec.headers.clone());
+        if let Some(id) = &session.id {
+            request = request.header(HEADER_SESSION_ID, id.clone());
+        }
+        if let Some(version) = session.protocol_version {
+            request = request.header(HEADER_PROTOCOL_VERSION, version);
+        }
+        request
+    }
+
+    fn stream_idle(&self) -> Duration {
+        self.options.idle_timeout + Duration::from_millis(STREAM_IDLE_SLACK_MS)
+    }
+
+    /// POST one message and deliver whatever comes back.
+    async fn post(&self, body: &bytes::Bytes, request_id: Option<RequestId>, is_initialize: bool, may_reinitialize: bool) -> Result<()> {
+        let session = self.session.lock().unwrap().clone();
+        let request = self
+            .with_session(self.client.post(self.spec.url.clone()), &session)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, ACCEPT_BOTH)
+            .body(body.clone());
+        let mut response = request.send().await.map_err(http::transport_error)?;
+        let status = response.status();
+        if status == StatusCode::NOT_FOUND && session.id.is_some() && !is_initialize {
+            if !may_reinitialize {
+                return Err(McpError::Transport("the server expired the session again right after re-initializing".into()));
+            }
+            // The server never processed this request: start a new session and send it again, once.
+            self.reinitialize(session.generation).await?;
+            return Box::pin(self.post(body, request_id, false, false)).await;
+        }
+        if is_initialize {
+            if let Some(id) = response.headers().get(HEADER_SESSION_ID) {
+                self.session.lock().unwrap().id = Some(id.clone());
+            }
+        }
+        if !status.is_success() {
+            return Err(McpError::Transport(http::error_excerpt(response).await));
+        }
+        if http::is_event_stream(&response) {
+            return self.consume_stream(response, request_id).await;
+        }
+        if status == StatusCode::ACCEPTED || !http::is_json(&response) {
+            return match request_id {
+                Some(_) => Err(McpError::Protocol(format!(
+                    "the server answered a request with HTTP {status} and no JSON-RPC response"
+                ))),
+                None => Ok(()),
+            };
+        }
+        let body = http::read_body(&mut response, self.options.max_message_bytes, self.stream_idle()).await?;
+        if body.iter().all(u8::is_ascii_whitespace) && request_id.is_none() {
+            return Ok(());
+        }
+        if self.sink.on_message(&body) || request_id.is_none() {
+            Ok(())
+        } else {
+            Err(McpError::Protocol(super::describe_garbage(&body)))
+        }
+    }
+
+    /// Deliver a response stream's events; resume it if it ends before the answer to `request_id`.
+    async fn consume_stream(&self, mut response: Response, request_id: Option<RequestId>) -> Result<()> {
+        let mut parser = EventStreamParser::new(self.options.max_message_bytes);
+        let mut resumes = 0;
+        loop {
+            let sink = &self.sink;
+            let deliver = |event: super::event_stream::Event| {
+                if event.event != DEFAULT_EVENT_TYPE || sink.on_message(event.data.as_bytes()) {
+                    ControlFlow::Continue(())
+                } else {
+                    ControlFlow::Break(Err(McpError::Protocol(super::describe_garbage(event.data.as_bytes()))))
+                }
+            };
+            let limit = self.options.max_message_bytes;
+            http::read_events(&mut response, &mut parser, Some(self.stream_idle()), deliver, limit).await?;
+            let Some(id) = request_id else { return Ok(()) };
+            if !self.sink.is_pending(id) {
+                return Ok(());
+            }
+            let Some(last_event_id) = parser.last_event_id.clone() else {
+                return Err(McpError::Transport("the server closed the response stream before answering".into()));
+            };
+            resumes += 1;
+            if resumes > MAX_STREAM_RESUMES {
+                return Err(McpError::Transport(format!("the response stream broke {MAX_STREAM_RESUMES} times; giving up")));
+            }
+            tokio::time::sleep(Duration::from_millis(parser.retry_ms.unwrap_or(DEFAULT_RETRY_MS))).await;
+            response = self.open_get_stream(Some(&last_event_id)).await?.ok_or_else(|| {
+                McpError::Transport("the server does not offer a GET stream to resume the response on".into())
+            })?;
+        }
+    }
+
+    /// GET the session's event stream. `Ok(None)` when the server doesn't offer one (405 and the like).
+    async fn open_get_stream(&self, last_event_id: Option<&str>) -> Result<Option<Response>> {
+        let session = self.session.lock().unwrap().clone();
+        let mut request = self.with_session(self.client.get(self.spec.url.clone()), &session).header(ACCEPT, EVENT_STREAM);
+        if let Some(value) = last_event_id.and_then(http::header_value) {
+            request = request.header(HEADER_LAST_EVENT_ID, value);
+        }
+        let response = request.send().await.map_err(http::transport_error)?;
+        Ok((response.status().is_success() && http::is_event_stream(&response)).then_some(response))
+    }
+
+    /// The standalone GET stream for server-initiated messages. Optional on the server's side: a 405
+    /// (or any refusal) just means there is none.
+    async fn listen(self: Arc<Self>) {
+        let mut parser = EventStreamParser::new(self.options.max_message_bytes);
+        let mut failures = 0;
+        while !self.closed.load(Ordering::SeqCst) && failures < MAX_GET_STREAM_FAILURES {
+            let last_event_id = parser.last_event_id.clone();
+            let mut response = match self.open_get_stream(last_event_id.as_deref()).await {
+                Ok(Some(response)) => response,
+                Ok(None) => return,
+                Err(_) => {
+                    failures += 1;
+                    tokio::time::sleep(Duration::from_millis(DEFAULT_RETRY_MS)).await;
+                    continue;
+                }
+            };
+            let opened = Instant::now();
+            let sink = &self.sink;
+            let limit = self.options.max_message_bytes;
+            let end = http::read_events(&mut response, &mut parser, None, |event| {
+                if event.event == DEFAULT_EVENT_TYPE {
+                    sink.on_message(event.data.as_bytes());
+                }
+                ControlFlow::Continue(())
+            }, limit)
+            .await;
+            // A stream that lived a while was healthy; one that keeps dying at once is not.
+            failures = if end == Ok(StreamEnd::Closed) && opened.elapsed() > Duration::from_secs(5) { 0 } else { failures + 1 };
+            tokio::time::sleep(Duration::from_millis(parser.retry_ms.unwrap_or(DEFAULT_RETRY_MS))).await;
+        }
+    }
+
+    /// Start a new session after the server expired ours. Runs once for all requests that saw the 404.
+    async fn reinitialize(&self, expired_generation: u64) -> Result<()> {
+        let _one_at_a_time = self.reinitializing.lock().await;
+        let negotiated = {
+            let session = self.session.lock().unwrap();
+            if session.generation != expired_generation {
+                return Ok(()); // another request already did it
+            }
+            session.protocol_version
+        };
+        let initialize = self.initialize.lock().unwrap().clone().ok_or(McpError::Closed)?;
+        let mut response = self
+            .client
+            .post(self.spec.url.clone())
+            .headers(self.spec.headers.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, ACCEPT_BOTH)
+            .body(initialize)
+            .send()
+            .await
+            .map_err(http::transport_error)?;
+        if !response.status().is_success() {
+            return Err(McpError::Transport(format!(
+                "re-initializing the expired session failed: {}",
+                http::error_excerpt(response).await
+            )));
+        }
+        let new_id = response.headers().get(HEADER_SESSION_ID).cloned();
+        let result = self.read_single_response(&mut response).await?;
+        let init: InitializeResult = serde_json::from_str(&result)
+            .map_err(|e| McpError::Protocol(format!("re-initialize returned a malformed result: {e}")))?;
+        if Some(init.protocol_version.as_str()) != negotiated {
+            return Err(McpError::Protocol(format!(
+                "the server changed the protocol version to {:?} when the session was renewed",
+                init.protocol_version
+            )));
+        }
+        let session = {
+            let mut session = self.session.lock().unwrap();
+            session.id = new_id;
+            session.generation += 1;
+            session.clone()
+        };
+        let initialized = jsonrpc::notification("notifications/initialized", None);
+        let notify = self
+            .with_session(self.client.post(self.spec.url.clone()), &session)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, ACCEPT_BOTH)
+            .body(initialized);
+        notify.send().await.map_err(http::transport_error)?;
+        Ok(())
+    }
+
+    /// The `result` of the one response in a JSON body or an event stream.
+    async fn read_single_response(&self, response: &mut Response) -> Result<String> {
+        let limit = self.options.max_message_bytes;
+        let bodies = if http::is_event_stream(response) {
+            let mut parser = EventStreamParser::new(limit);
+            let mut found = None;
+            http::read_events(response, &mut parser, Some(self.stream_idle()), |event| {
+                found = Some(event.data);
+                ControlFlow::Break(Ok(()))
+            }, limit)
+            .await?;
+            found.map(String::into_bytes).unwrap_or_default()
+        } else {
+            http::read_body(response, limit, self.stream_idle()).await?
+        };
+        match serde_json::from_slice::<RawMessage>(&bodies).ok().and_then(RawMessage::classify) {
+            Some(Message::Response { outcome: Ok(result), .. }) => Ok(result.get().to_owned()),
+            Some(Message::Response { outcome: Err(e), .. }) => {
+                Err(McpError::Protocol(format!("re-initialize failed: MCP error {}: {}", e.code, e.message)))
+            }
+            _ => Err(McpError::Protocol("re-initialize got no JSON-RPC response".into())),
+        }
+    }
+}
