@@ -9,6 +9,7 @@ pub mod guard;
 pub mod limits;
 pub mod projection;
 pub mod protocol;
+pub mod store;
 pub mod toolset;
 pub mod transport;
 

@@ -1,6 +1,9 @@
 //! How remote tools appear to a model: provider-safe names and the tool objects handed to JavaScript.
 
+pub mod disclosure;
 pub mod naming;
+pub mod prompt;
+pub mod search;
 
 use crate::protocol::mcp::Tool;
 use serde::Serialize;
