@@ -13,9 +13,11 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 export declare class NativeToolset {
   /**
    * `configJson` is the server list and options as JSON; `onEvent(kind, payloadJson)` receives
-   * `diagnostic` and `tools` (tool-map change) events.
+   * `diagnostic` and `tools` (tool-map change) events. The optional callbacks are the application's
+   * `auth` (server → token), `allowedHosts` resolver (server → JSON array), `policy.decide`
+   * (request JSON → decision JSON) and `policy.ask` (question JSON → approved).
    */
-  constructor(configJson: string, onEvent: (kind: string, payloadJson: string) => void)
+  constructor(configJson: string, onEvent: (kind: string, payloadJson: string) => void, auth?: ((server: string) => Promise<string>) | undefined | null, allowedHosts?: ((server: string) => Promise<string>) | undefined | null, decide?: ((requestJson: string) => Promise<string>) | undefined | null, ask?: ((questionJson: string) => Promise<boolean>) | undefined | null)
   /** Connect every enabled server; resolves to `{"tools": [...], "diagnostics": [...]}` as JSON. */
   connect(): Promise<string>
   /** Call a projected tool with JSON arguments; resolves to the raw JSON result text. */

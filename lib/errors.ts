@@ -11,7 +11,12 @@ export type McpErrorCode =
   | 'mcp_result_too_large'
   | 'mcp_invalid_arguments'
   | 'mcp_tool_unavailable'
-  | 'mcp_connection_closed';
+  | 'mcp_connection_closed'
+  | 'mcp_host_not_allowed'
+  | 'mcp_policy_denied'
+  | 'mcp_approval_required'
+  | 'mcp_auth_error'
+  | 'mcp_containment_violation';
 
 export class McpError extends Error {
   readonly code: McpErrorCode;
@@ -42,6 +47,16 @@ export class McpInvalidArgumentsError extends McpError {}
 export class McpToolUnavailableError extends McpError {}
 /** The toolset was closed. */
 export class McpConnectionClosedError extends McpError {}
+/** A URL, redirect hop or DNS answer outside `allowedHosts`; no request was sent there. */
+export class McpHostNotAllowedError extends McpError {}
+/** `policy.decide` denied the call (or failed); the server received nothing. */
+export class McpPolicyDeniedError extends McpError {}
+/** `policy.decide` asked for approval and none was granted; the server received nothing. */
+export class McpApprovalRequiredError extends McpError {}
+/** The `auth` callback failed or gave no usable token. */
+export class McpAuthError extends McpError {}
+/** A stdio entry's command or cwd resolves outside its `root`. */
+export class McpContainmentError extends McpError {}
 
 const classes: Record<McpErrorCode, new (code: McpErrorCode, message: string) => McpError> = {
   mcp_tool_error: McpToolError,
@@ -54,6 +69,11 @@ const classes: Record<McpErrorCode, new (code: McpErrorCode, message: string) =>
   mcp_invalid_arguments: McpInvalidArgumentsError,
   mcp_tool_unavailable: McpToolUnavailableError,
   mcp_connection_closed: McpConnectionClosedError,
+  mcp_host_not_allowed: McpHostNotAllowedError,
+  mcp_policy_denied: McpPolicyDeniedError,
+  mcp_approval_required: McpApprovalRequiredError,
+  mcp_auth_error: McpAuthError,
+  mcp_containment_violation: McpContainmentError,
 };
 
 export function createMcpError(code: McpErrorCode, message: string): McpError {

@@ -14,8 +14,17 @@ interface NativeToolset {
   close(): Promise<void>;
 }
 
+type StringHook = ((arg: string) => Promise<string>) | undefined;
+
 interface NativeBinding {
-  NativeToolset: new (configJson: string, onEvent: (kind: string, payloadJson: string) => void) => NativeToolset;
+  NativeToolset: new (
+    configJson: string,
+    onEvent: (kind: string, payloadJson: string) => void,
+    auth: StringHook,
+    allowedHosts: StringHook,
+    decide: StringHook,
+    ask: ((questionJson: string) => Promise<boolean>) | undefined,
+  ) => NativeToolset;
   engineVersion(): string;
 }
 
@@ -30,10 +39,10 @@ interface ToolsChange {
   removed: string[];
 }
 
-const KNOWN_OPTIONS = new Set(['tools', 'timeoutMs', 'maxResultBytes', 'onDiagnostic', 'session']);
-// Options of the full contract that this build does not enforce yet. Ignoring a security option would
-// leave a caller believing they are protected, so they are refused instead.
-const NOT_YET_SUPPORTED = new Set(['auth', 'allowedHosts', 'policy', 'storage', 'disclosure', 'contextWindowTokens']);
+const KNOWN_OPTIONS = new Set(['tools', 'timeoutMs', 'maxResultBytes', 'onDiagnostic', 'session', 'auth', 'allowedHosts', 'policy']);
+// Options of the full contract that this build does not implement yet. Ignoring one would leave a
+// caller believing it is in effect, so they are refused instead.
+const NOT_YET_SUPPORTED = new Set(['storage', 'disclosure', 'contextWindowTokens']);
 
 function configError(message: string): Error {
   return createMcpError('mcp_config_invalid', message);
@@ -46,10 +55,58 @@ function checkOptions(servers: unknown, opts: unknown): asserts opts is McpOptio
     if (NOT_YET_SUPPORTED.has(key)) throw configError(`option ${key} is not supported by this version of mcpferry`);
     if (!KNOWN_OPTIONS.has(key)) throw configError(`unknown option ${JSON.stringify(key)}`);
   }
-  const { onDiagnostic } = opts as McpOptions;
+  const { onDiagnostic, auth, allowedHosts, policy, session } = opts as McpOptions;
   if (onDiagnostic !== undefined && typeof onDiagnostic !== 'function') {
     throw configError('onDiagnostic must be a function');
   }
+  if (auth !== undefined) {
+    if (typeof auth !== 'function') throw configError('auth must be a function (server, { session }) => Promise<{ token }>');
+    // A credential resolved at connect time belongs to one session; without one, every user of this
+    // toolset would be authenticated as whoever connected first.
+    if (session === undefined) throw configError('auth requires session: build one toolset per session');
+  }
+  if (typeof allowedHosts === 'function') {
+    if (session === undefined) throw configError('an allowedHosts resolver requires session');
+  } else if (allowedHosts !== undefined && (!Array.isArray(allowedHosts) || allowedHosts.some((h) => typeof h !== 'string'))) {
+    throw configError('allowedHosts must be an array of host names or a function (server, { session }) => host names');
+  }
+  if (policy !== undefined) {
+    if (policy === null || typeof policy !== 'object' || typeof policy.decide !== 'function') {
+      throw configError('policy must be an object with a decide(request) function');
+    }
+    if (policy.ask !== undefined && typeof policy.ask !== 'function') throw configError('policy.ask must be a function');
+  }
+}
+
+/** Wrap the application's callbacks for the engine: always async, plain data in and out. */
+function hooksFor(opts: McpOptions) {
+  const { auth, allowedHosts, policy, session } = opts;
+  return {
+    auth: auth
+      ? async (server: string) => {
+          const credential = await auth(server, { session });
+          if (!credential || typeof credential.token !== 'string') throw new Error('auth resolved without a token');
+          return credential.token;
+        }
+      : undefined,
+    allowedHosts:
+      typeof allowedHosts === 'function'
+        ? async (server: string) => {
+            const hosts = await allowedHosts(server, { session });
+            if (!Array.isArray(hosts)) throw new Error('the allowedHosts resolver returned no array');
+            return JSON.stringify(hosts);
+          }
+        : undefined,
+    decide: policy
+      ? async (requestJson: string) => JSON.stringify((await policy.decide({ ...JSON.parse(requestJson), session })) ?? null)
+      : undefined,
+    ask: policy?.ask
+      ? async (questionJson: string) => {
+          const { request, reason } = JSON.parse(questionJson);
+          return (await policy.ask!({ ...request, session }, reason ?? undefined)) === true;
+        }
+      : undefined,
+  };
 }
 
 function deliver(onDiagnostic: McpOptions['onDiagnostic'], diagnostic: Diagnostic): void {
@@ -127,10 +184,13 @@ export async function mcpTools(servers: readonly McpServer[], opts: McpOptions =
     tools: opts.tools,
     timeoutMs: opts.timeoutMs,
     maxResultBytes: opts.maxResultBytes,
+    allowedHosts: Array.isArray(opts.allowedHosts) ? opts.allowedHosts : undefined,
+    auth: opts.auth !== undefined,
   });
+  const hooks = hooksFor(opts);
   let native: NativeToolset;
   try {
-    native = new binding.NativeToolset(config, onEvent);
+    native = new binding.NativeToolset(config, onEvent, hooks.auth, hooks.allowedHosts, hooks.decide, hooks.ask);
   } catch (error) {
     throw fromEngine(error);
   }

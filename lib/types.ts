@@ -9,6 +9,8 @@ export type McpServer =
       /** Variables for the child on top of the allowlist (PATH, HOME, USER, LOGNAME, SHELL, TERM, LANG, TMPDIR). */
       env?: Record<string, string>;
       cwd?: string;
+      /** The directory this entry must stay inside: `command` (when a path) and `cwd` are checked through realpath. */
+      root?: string;
       enabled?: boolean;
     }
   | {
@@ -21,7 +23,35 @@ export type McpServer =
       enabled?: boolean;
     };
 
+/** Opaque to mcpferry: whatever identifies the user or conversation a toolset belongs to. */
+export type Session = unknown;
+
+export interface PolicyRequest {
+  toolName: string;
+  server: string;
+  remoteName: string;
+  args: unknown;
+  session: Session;
+}
+
+export type Decision = { kind: 'allow' } | { kind: 'deny'; reason?: string } | { kind: 'ask'; reason?: string };
+
+export interface McpPolicy {
+  /** Called before every tool call. A deny (or a throw) means the server receives nothing. */
+  decide(request: PolicyRequest): Decision | Promise<Decision>;
+  /** The approver for `ask` decisions; without it, `ask` rejects with `mcp_approval_required`. */
+  ask?(request: PolicyRequest, reason?: string): boolean | Promise<boolean>;
+}
+
 export interface McpOptions {
+  /** Resolves the bearer token for a server, before initialize and again before every call. Requires `session`. */
+  auth?: (server: string, ctx: { session: Session }) => Promise<{ token: string }>;
+  /** Hosts HTTP servers may reach (an SSRF guard), or a per-server resolver (requires `session`). */
+  allowedHosts?: readonly string[] | ((server: string, ctx: { session: Session }) => readonly string[] | Promise<readonly string[]>);
+  /** Required when `auth` or an `allowedHosts` resolver is set: one toolset per session. */
+  session?: Session;
+  /** The approval gate every tool call passes through. Tool annotations play no part. */
+  policy?: McpPolicy;
   /** Discovery filter on original tool names, with `*` and `?` globs. Either `allow` or `block`, never both. */
   tools?: { allow: readonly string[] } | { block: readonly string[] };
   /** Idle timeout of each request in ms (reset by progress notifications). Default 60 000. */

@@ -14,6 +14,8 @@ use std::path::PathBuf;
 #[derive(Debug)]
 pub struct ToolsetConfig {
     pub servers: Vec<ServerEntry>,
+    /// A static `allowedHosts` list. `None`: no host restriction (unless a resolver hook is set).
+    pub allowed_hosts: Option<Vec<String>>,
     pub timeout_ms: u64,
     pub max_result_bytes: usize,
     pub filter: ToolFilter,
@@ -28,13 +30,17 @@ pub struct ServerEntry {
 
 #[derive(Debug, Clone)]
 pub enum ServerKind {
-    Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf> },
+    Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf>, root: Option<PathBuf> },
     StreamableHttp { url: Url, headers: HeaderMap },
     /// The legacy HTTP+SSE transport.
     Sse { url: Url, headers: HeaderMap },
 }
 
 impl ServerEntry {
+    pub fn is_http(&self) -> bool {
+        !matches!(self.kind, ServerKind::Stdio { .. })
+    }
+
     /// What makes this server this server: used to tell apart entries that share a name.
     pub fn identity(&self) -> String {
         match &self.kind {
@@ -50,8 +56,10 @@ impl ServerEntry {
 pub fn parse(json: &str) -> Result<ToolsetConfig> {
     let root: Value = serde_json::from_str(json).map_err(|e| McpError::config(format!("options are not valid JSON: {e}")))?;
     let root = object(&root, "options")?;
+    // With `auth`, the engine owns the Authorization header.
+    let auth = matches!(root.get("auth"), Some(Value::Bool(true)));
     let servers = match root.get("servers") {
-        Some(Value::Array(items)) => items.iter().enumerate().map(|(i, v)| parse_server(i, v)).collect::<Result<_>>()?,
+        Some(Value::Array(items)) => items.iter().enumerate().map(|(i, v)| parse_server(i, v, auth)).collect::<Result<_>>()?,
         _ => return Err(McpError::config("servers must be an array of server entries")),
     };
     let timeout_ms = optional_positive_integer(root, "timeoutMs", "options")?.unwrap_or(DEFAULT_TIMEOUT_MS);
@@ -71,10 +79,14 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
             )?
         }
     };
-    Ok(ToolsetConfig { servers, timeout_ms, max_result_bytes, filter })
+    let allowed_hosts = optional_strings(root, "allowedHosts", "options")?;
+    if let Some(hosts) = &allowed_hosts {
+        crate::guard::hosts::HostGuard::new(hosts)?;
+    }
+    Ok(ToolsetConfig { servers, allowed_hosts, timeout_ms, max_result_bytes, filter })
 }
 
-fn parse_server(index: usize, value: &Value) -> Result<ServerEntry> {
+fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> {
     let at = format!("servers[{index}]");
     let entry = object(value, &at)?;
     let name = match entry.get("name") {
@@ -89,7 +101,7 @@ fn parse_server(index: usize, value: &Value) -> Result<ServerEntry> {
     };
     let kind = match entry.get("type").and_then(Value::as_str) {
         Some("stdio") => {
-            allow_keys(entry, &at, &["name", "type", "enabled", "command", "args", "env", "cwd"])?;
+            allow_keys(entry, &at, &["name", "type", "enabled", "command", "args", "env", "cwd", "root"])?;
             let command = match entry.get("command") {
                 Some(Value::String(s)) if !s.is_empty() => s.clone(),
                 _ => return Err(McpError::config(format!("{at}.command must be a non-empty string"))),
@@ -112,7 +124,12 @@ fn parse_server(index: usize, value: &Value) -> Result<ServerEntry> {
                 Some(Value::String(s)) if !s.is_empty() => Some(PathBuf::from(s)),
                 Some(_) => return Err(McpError::config(format!("{at}.cwd must be a non-empty string"))),
             };
-            ServerKind::Stdio { command, args, env, cwd }
+            let root = match entry.get("root") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) if !s.is_empty() => Some(PathBuf::from(s)),
+                Some(_) => return Err(McpError::config(format!("{at}.root must be a non-empty string"))),
+            };
+            ServerKind::Stdio { command, args, env, cwd, root }
         }
         Some(kind @ ("streamable-http" | "sse")) => {
             allow_keys(entry, &at, &["name", "type", "enabled", "url", "headers"])?;
@@ -124,6 +141,11 @@ fn parse_server(index: usize, value: &Value) -> Result<ServerEntry> {
                 None | Some(Value::Null) => HeaderMap::new(),
                 Some(headers) => validate_headers(&at, object(headers, &format!("{at}.headers"))?)?,
             };
+            if auth && headers.contains_key(reqwest::header::AUTHORIZATION) {
+                return Err(McpError::config(format!(
+                    "{at}.headers: \"Authorization\" is set by the auth option and cannot also be configured"
+                )));
+            }
             if kind == "sse" {
                 ServerKind::Sse { url, headers }
             } else {
@@ -142,6 +164,10 @@ fn parse_url(text: &str, at: &str) -> Result<Url> {
     let url = Url::parse(text).map_err(|e| McpError::config(format!("{at}.url is not a valid URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
         return Err(McpError::config(format!("{at}.url must be an http:// or https:// URL with a host")));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        // Credentials in a URL end up in logs, and `user@host` hides the real host from a reader.
+        return Err(McpError::config(format!("{at}.url must not carry credentials (user@host); use headers or auth")));
     }
     Ok(url)
 }
@@ -211,6 +237,9 @@ mod tests {
             (r#"{"servers":[{"name":"h","type":"sse","url":"ftp://x/"}]}"#, "http:// or https://"),
             (r#"{"servers":[{"name":"h","type":"streamable-http","url":"not a url"}]}"#, "not a valid URL"),
             (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","command":"y"}]}"#, "unknown field"),
+            (r#"{"servers":[{"name":"h","type":"sse","url":"http://good.example@evil.test/"}]}"#, "must not carry credentials"),
+            (r#"{"auth":true,"servers":[{"name":"h","type":"sse","url":"http://x/","headers":{"authorization":"Bearer t0ken-value"}}]}"#, "set by the auth option"),
+            (r#"{"servers":[],"allowedHosts":["bad host"]}"#, "allowedHosts"),
         ];
         for (json, expected) in cases {
             let err = parse(json).unwrap_err();

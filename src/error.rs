@@ -24,6 +24,16 @@ pub enum McpError {
     ToolUnavailable(String),
     /// The toolset or connection was closed by the caller.
     Closed,
+    /// A URL (or a redirect, or a DNS answer) outside `allowedHosts`. No request was sent there.
+    HostNotAllowed(String),
+    /// `policy.decide` denied the call (or failed, which denies). The server received nothing.
+    PolicyDenied(String),
+    /// `policy.decide` asked for approval and no approver granted it.
+    ApprovalRequired(String),
+    /// The `auth` callback failed or returned no usable token.
+    Auth(String),
+    /// A stdio entry's command or cwd resolves outside its `root`.
+    ContainmentViolation(String),
 }
 
 impl McpError {
@@ -39,6 +49,11 @@ impl McpError {
             McpError::InvalidArguments(_) => "mcp_invalid_arguments",
             McpError::ToolUnavailable(_) => "mcp_tool_unavailable",
             McpError::Closed => "mcp_connection_closed",
+            McpError::HostNotAllowed(_) => "mcp_host_not_allowed",
+            McpError::PolicyDenied(_) => "mcp_policy_denied",
+            McpError::ApprovalRequired(_) => "mcp_approval_required",
+            McpError::Auth(_) => "mcp_auth_error",
+            McpError::ContainmentViolation(_) => "mcp_containment_violation",
         }
     }
 
@@ -52,7 +67,13 @@ impl fmt::Display for McpError {
         match self {
             McpError::Tool(text) => write!(f, "MCP tool error: {text}"),
             McpError::Protocol(m) | McpError::Transport(m) | McpError::ConfigInvalid(m) => f.write_str(m),
-            McpError::ToolUnavailable(m) | McpError::InvalidArguments(m) => f.write_str(m),
+            McpError::ToolUnavailable(m)
+            | McpError::InvalidArguments(m)
+            | McpError::HostNotAllowed(m)
+            | McpError::PolicyDenied(m)
+            | McpError::ApprovalRequired(m)
+            | McpError::Auth(m)
+            | McpError::ContainmentViolation(m) => f.write_str(m),
             McpError::Timeout { after_ms } => {
                 write!(f, "MCP request timed out: no response or progress for {after_ms} ms")
             }
@@ -66,5 +87,29 @@ impl fmt::Display for McpError {
 }
 
 impl std::error::Error for McpError {}
+
+impl McpError {
+    /// The same error with every secret in its message replaced (see `guard::redact`).
+    pub fn redacted(self, secrets: &crate::guard::redact::Secrets) -> Self {
+        if secrets.is_empty() {
+            return self;
+        }
+        let r = |m: String| secrets.redact(&m);
+        match self {
+            McpError::Tool(m) => McpError::Tool(r(m)),
+            McpError::Protocol(m) => McpError::Protocol(r(m)),
+            McpError::Transport(m) => McpError::Transport(r(m)),
+            McpError::ConfigInvalid(m) => McpError::ConfigInvalid(r(m)),
+            McpError::InvalidArguments(m) => McpError::InvalidArguments(r(m)),
+            McpError::ToolUnavailable(m) => McpError::ToolUnavailable(r(m)),
+            McpError::HostNotAllowed(m) => McpError::HostNotAllowed(r(m)),
+            McpError::PolicyDenied(m) => McpError::PolicyDenied(r(m)),
+            McpError::ApprovalRequired(m) => McpError::ApprovalRequired(r(m)),
+            McpError::Auth(m) => McpError::Auth(r(m)),
+            McpError::ContainmentViolation(m) => McpError::ContainmentViolation(r(m)),
+            other => other,
+        }
+    }
+}
 
 pub type Result<T> = std::result::Result<T, McpError>;

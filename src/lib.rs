@@ -5,6 +5,7 @@ pub mod config;
 pub mod connection;
 pub mod diagnostics;
 pub mod error;
+pub mod hooks;
 pub mod guard;
 pub mod limits;
 pub mod projection;

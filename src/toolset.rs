@@ -6,7 +6,11 @@ use crate::config::{ServerEntry, ServerKind, ToolsetConfig};
 use crate::connection::{AbortHandle, Connection, ConnectionEvents, RequestOptions};
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
-use crate::guard::containment;
+use crate::guard::hosts::HostGuard;
+use crate::guard::redact::Secrets;
+use crate::guard::{containment, policy};
+use crate::hooks::Hooks;
+use crate::transport::http::Credential;
 use crate::limits::MAX_CONNECT_TIMEOUT_MS;
 use crate::projection::naming;
 use crate::projection::ProjectedTool;
@@ -41,6 +45,9 @@ pub struct Toolset {
 
 struct Inner {
     servers: Vec<ServerSlot>,
+    hooks: Hooks,
+    /// The static `allowedHosts` list, compiled once.
+    allowed_hosts: Option<Arc<HostGuard>>,
     timeout: Duration,
     max_result_bytes: usize,
     filter: crate::guard::filter::ToolFilter,
@@ -64,6 +71,10 @@ struct ServerSlot {
     tools: Mutex<Vec<ProjectedTool>>,
     /// One refresh at a time per server.
     refreshing: tokio::sync::Mutex<()>,
+    /// The bearer sent to this server, rotated by `auth` on every call.
+    credential: Credential,
+    /// Values never to appear in anything this server's failures produce.
+    secrets: Secrets,
 }
 
 #[derive(Clone)]
@@ -73,7 +84,11 @@ struct Route {
 }
 
 impl Toolset {
-    pub fn new(config: ToolsetConfig, events: Arc<dyn ToolsetEvents>) -> Toolset {
+    pub fn new(config: ToolsetConfig, hooks: Hooks, events: Arc<dyn ToolsetEvents>) -> Result<Toolset> {
+        let allowed_hosts = match &config.allowed_hosts {
+            Some(hosts) => Some(Arc::new(HostGuard::new(hosts)?)),
+            None => None,
+        };
         let identities: Vec<(&str, String)> =
             config.servers.iter().map(|s| (s.name.as_str(), s.identity())).collect();
         let labels = naming::server_labels(&identities);
@@ -81,17 +96,33 @@ impl Toolset {
             .servers
             .into_iter()
             .zip(labels)
-            .map(|(entry, label)| ServerSlot {
-                entry,
-                label,
-                connection: RwLock::new(None),
-                tools: Mutex::new(Vec::new()),
-                refreshing: tokio::sync::Mutex::new(()),
+            .map(|(entry, label)| {
+                let secrets = Secrets::default();
+                match &entry.kind {
+                    ServerKind::Stdio { env, .. } => env
+                        .iter()
+                        .filter(|(name, _)| crate::guard::redact::looks_secret(name))
+                        .for_each(|(_, value)| secrets.add(value)),
+                    ServerKind::StreamableHttp { headers, .. } | ServerKind::Sse { headers, .. } => {
+                        headers.values().filter_map(|v| v.to_str().ok()).for_each(|v| secrets.add(v))
+                    }
+                }
+                ServerSlot {
+                    entry,
+                    label,
+                    connection: RwLock::new(None),
+                    tools: Mutex::new(Vec::new()),
+                    refreshing: tokio::sync::Mutex::new(()),
+                    credential: Credential::default(),
+                    secrets,
+                }
             })
             .collect();
-        Toolset {
+        Ok(Toolset {
             inner: Arc::new(Inner {
                 servers,
+                hooks,
+                allowed_hosts,
                 timeout: Duration::from_millis(config.timeout_ms),
                 max_result_bytes: config.max_result_bytes,
                 filter: config.filter,
@@ -103,7 +134,7 @@ impl Toolset {
                 closing: AtomicBool::new(false),
                 closed: tokio::sync::OnceCell::new(),
             }),
-        }
+        })
     }
 
     /// Connect every enabled server at once and project their tools. A server that fails is reported
@@ -156,14 +187,26 @@ impl Toolset {
             .ok()
             .filter(|raw: &&RawValue| raw.get().starts_with('{'))
             .ok_or_else(|| McpError::InvalidArguments("tool arguments must be a JSON object".to_owned()))?;
-        let connection = inner.servers[route.server].connection.read().unwrap().clone().ok_or(McpError::Closed)?;
+        let slot = &inner.servers[route.server];
         let abort = (abort_id != 0).then(|| inner.abort_handle(abort_id));
-        let opts = RequestOptions { timeout: inner.timeout, abort: abort.as_deref() };
-        let result = connection.call_tool(&route.remote_name, arguments, &opts).await;
+        let result = async {
+            if inner.hooks.decide.is_some() {
+                let request = policy::request_json(name, &slot.entry.name, &route.remote_name, arguments);
+                policy::authorize(&inner.hooks, name, request).await?;
+            }
+            let connection = slot.connection.read().unwrap().clone().ok_or(McpError::Closed)?;
+            if slot.entry.is_http() && inner.hooks.auth.is_some() {
+                // Re-resolved on every call, so a rotated token takes effect without reconnecting.
+                inner.authenticate(route.server).await?;
+            }
+            let opts = RequestOptions { timeout: inner.timeout, abort: abort.as_deref() };
+            connection.call_tool(&route.remote_name, arguments, &opts).await
+        }
+        .await;
         if abort.is_some() {
             inner.aborts.lock().unwrap().remove(&abort_id);
         }
-        result.map(Box::<str>::from)
+        result.map(Box::<str>::from).map_err(|e| e.redacted(&slot.secrets))
     }
 
     /// The caller's AbortSignal fired for the call registered under `abort_id`.
@@ -207,25 +250,77 @@ impl Inner {
         self.aborts.lock().unwrap().entry(abort_id).or_default().clone()
     }
 
-    fn transport_spec(&self, entry: &ServerEntry) -> Result<TransportSpec> {
-        match &entry.kind {
-            ServerKind::Stdio { command, args, env, cwd } => {
+    /// Everything checked before a server is contacted: containment for stdio; for HTTP the host
+    /// guard (no request at all to a host outside it) and the connect-time credential.
+    async fn transport_spec(&self, index: usize) -> Result<TransportSpec> {
+        let slot = &self.servers[index];
+        match &slot.entry.kind {
+            ServerKind::Stdio { command, args, env, cwd, root } => {
                 let env = containment::child_environment(|name| std::env::var(name).ok(), env);
-                let program = containment::resolve_program(command, &env, cwd.as_deref())?;
-                Ok(TransportSpec::Stdio(StdioSpec { program, args: args.clone(), env, cwd: cwd.clone() }))
+                let (program, cwd) = match root {
+                    Some(root) => {
+                        let contained = containment::contain(root, command, cwd.as_deref())?;
+                        let program = match contained.program {
+                            Some(program) => program,
+                            None => containment::resolve_program(command, &env, Some(&contained.cwd))?,
+                        };
+                        (program, Some(contained.cwd))
+                    }
+                    None => (containment::resolve_program(command, &env, cwd.as_deref())?, cwd.clone()),
+                };
+                Ok(TransportSpec::Stdio(StdioSpec { program, args: args.clone(), env, cwd }))
             }
-            ServerKind::StreamableHttp { url, headers } => {
-                Ok(TransportSpec::StreamableHttp(HttpSpec { url: url.clone(), headers: headers.clone() }))
+            ServerKind::StreamableHttp { url, headers } | ServerKind::Sse { url, headers } => {
+                let guard = self.host_guard(index).await?;
+                if let Some(guard) = &guard {
+                    guard.check_url(url)?;
+                }
+                if self.hooks.auth.is_some() {
+                    self.authenticate(index).await?;
+                }
+                let spec = HttpSpec { url: url.clone(), headers: headers.clone(), guard, credential: slot.credential.clone() };
+                Ok(match slot.entry.kind {
+                    ServerKind::Sse { .. } => TransportSpec::Sse(spec),
+                    _ => TransportSpec::StreamableHttp(spec),
+                })
             }
-            ServerKind::Sse { url, headers } => Ok(TransportSpec::Sse(HttpSpec { url: url.clone(), headers: headers.clone() })),
         }
+    }
+
+    /// The static list, or the resolver's answer for this server.
+    async fn host_guard(&self, index: usize) -> Result<Option<Arc<HostGuard>>> {
+        if let Some(resolver) = &self.hooks.allowed_hosts {
+            let name = self.servers[index].entry.name.clone();
+            let hosts = resolver
+                .call(name.clone())
+                .await
+                .map_err(|_| McpError::HostNotAllowed(format!("the allowedHosts resolver failed for server {name:?}; refusing")))?;
+            return Ok(Some(Arc::new(HostGuard::new(&hosts)?)));
+        }
+        Ok(self.allowed_hosts.clone())
+    }
+
+    /// Ask `auth` for this server's token and make it the credential. The token joins the secrets.
+    async fn authenticate(&self, index: usize) -> Result<()> {
+        let Some(auth) = &self.hooks.auth else { return Ok(()) };
+        let slot = &self.servers[index];
+        let name = &slot.entry.name;
+        let token = auth
+            .call(name.clone())
+            .await
+            .map_err(|_| McpError::Auth(format!("the auth callback failed for server {name:?}")))?;
+        if token.is_empty() {
+            return Err(McpError::Auth(format!("the auth callback returned no token for server {name:?}")));
+        }
+        slot.secrets.add(&token);
+        slot.credential.set_bearer(&token)
     }
 
     async fn connect_server(
         self: Arc<Self>,
         index: usize,
     ) -> std::result::Result<(Arc<Connection>, Listing), (McpError, Option<String>)> {
-        let spec = self.transport_spec(&self.servers[index].entry).map_err(|e| (e, None))?;
+        let spec = self.transport_spec(index).await.map_err(|e| (e, None))?;
         let listener = Arc::new(ServerListener { toolset: Arc::downgrade(&self), index });
         let handshake_timeout = self.timeout.min(Duration::from_millis(MAX_CONNECT_TIMEOUT_MS));
         let handshake = RequestOptions { timeout: handshake_timeout, abort: None };
@@ -310,12 +405,13 @@ impl Inner {
     }
 
     fn report_degraded(&self, index: usize, error: &McpError, stderr_tail: Option<String>) {
-        let name = &self.servers[index].entry.name;
+        let slot = &self.servers[index];
+        let name = &slot.entry.name;
         self.report(Diagnostic::ServerDegraded {
             server: name.clone(),
-            message: format!("MCP server {name:?} is unavailable: {error}"),
+            message: slot.secrets.redact(&format!("MCP server {name:?} is unavailable: {error}")),
             error_code: error.code(),
-            stderr_tail,
+            stderr_tail: stderr_tail.map(|tail| slot.secrets.redact(&tail)),
         });
     }
 

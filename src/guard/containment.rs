@@ -34,6 +34,43 @@ pub fn resolve_program(command: &str, env: &[(String, String)], cwd: Option<&Pat
         .map_err(|_| McpError::Transport(format!("command not found: {command:?} (searched the PATH given to the server)")))
 }
 
+/// Where a contained stdio entry may run from: its `cwd`, and its program when the command is a path.
+#[derive(Debug, PartialEq)]
+pub struct Contained {
+    pub cwd: PathBuf,
+    /// `None` for a bare command name, which is looked up on PATH and is not part of the plugin.
+    pub program: Option<PathBuf>,
+}
+
+/// Resolve `cwd` (default: the root) and a path-like `command` through realpath and require both to
+/// stay inside `root`. A symlink that leaves the root is caught here where a lexical check is not.
+/// Containment, not a sandbox: arguments and what the program opens are not checked.
+pub fn contain(root: &Path, command: &str, cwd: Option<&Path>) -> Result<Contained> {
+    let violation = |what: &str| McpError::ContainmentViolation(format!("{what} resolves outside the entry's root; entry skipped"));
+    let root = std::fs::canonicalize(root)
+        .map_err(|e| McpError::ContainmentViolation(format!("root {} cannot be resolved: {e}", root.display())))?;
+    let cwd = match cwd {
+        Some(dir) if dir.is_absolute() => dir.to_path_buf(),
+        Some(dir) => root.join(dir),
+        None => root.clone(),
+    };
+    let cwd = std::fs::canonicalize(&cwd).map_err(|_| violation("cwd"))?;
+    if !cwd.starts_with(&root) {
+        return Err(violation("cwd"));
+    }
+    let program = if command.contains('/') {
+        let path = if Path::new(command).is_absolute() { PathBuf::from(command) } else { cwd.join(command) };
+        let real = std::fs::canonicalize(&path).map_err(|_| violation("command"))?;
+        if !real.starts_with(&root) {
+            return Err(violation("command"));
+        }
+        Some(real)
+    } else {
+        None
+    };
+    Ok(Contained { cwd, program })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -53,6 +90,26 @@ mod tests {
         let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(names, ["PATH", "API_KEY", "HOME"]);
         assert!(env.contains(&("HOME".to_owned(), "/srv".to_owned())), "entry env wins");
+    }
+
+    #[test]
+    fn containment_follows_symlinks_out_of_the_root() {
+        let base = std::env::temp_dir().join(format!("mcpferry-contain-{}", std::process::id()));
+        let root = base.join("plugin");
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        std::fs::write(root.join("bin/server"), "#!/bin/sh\n").unwrap();
+        std::fs::write(base.join("outside"), "#!/bin/sh\n").unwrap();
+        let _ = std::fs::remove_file(root.join("bin/escape"));
+        std::os::unix::fs::symlink(base.join("outside"), root.join("bin/escape")).unwrap();
+
+        let ok = contain(&root, "bin/server", None).unwrap();
+        assert_eq!(ok.program.unwrap(), std::fs::canonicalize(root.join("bin/server")).unwrap());
+        assert_eq!(contain(&root, "node", None).unwrap().program, None, "bare names are PATH lookups");
+        for (command, cwd) in [("bin/escape", None), ("../outside", None), ("bin/server", Some(Path::new("..")))] {
+            let err = contain(&root, command, cwd).unwrap_err();
+            assert_eq!(err.code(), "mcp_containment_violation", "{command}");
+        }
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

@@ -3,3 +3,6 @@
 pub mod containment;
 pub mod filter;
 pub mod headers;
+pub mod hosts;
+pub mod policy;
+pub mod redact;

@@ -6,6 +6,8 @@
 
 use crate::diagnostics::Diagnostic;
 use crate::error::McpError;
+use crate::hooks::{Callback, Hooks};
+use crate::transport::BoxFuture;
 use crate::toolset::{Toolset, ToolsChange, ToolsetEvents};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
@@ -17,6 +19,39 @@ type EventCallback = ThreadsafeFunction<FnArgs<(String, String)>, (), FnArgs<(St
 
 fn to_js_error(error: McpError) -> napi::Error {
     napi::Error::new(Status::GenericFailure, format!("[{}] {}", error.code(), error))
+}
+
+/// A user callback taking one string and returning a Promise. Weak: it never keeps the process alive.
+type JsCallback<R> = ThreadsafeFunction<String, Promise<R>, String, Status, false, true>;
+
+struct JsHook<R: FromNapiValue + Send + 'static>(Arc<JsCallback<R>>);
+
+impl<R: FromNapiValue + Send + 'static> Callback<String, R> for JsHook<R> {
+    fn call(&self, arg: String) -> BoxFuture<'static, std::result::Result<R, String>> {
+        let callback = self.0.clone();
+        Box::pin(async move {
+            // `call_async_catch`: a callback that throws synchronously becomes an error, not a crash.
+            let promise = callback.call_async_catch(arg).await.map_err(|e| e.reason.clone())?;
+            promise.await.map_err(|e| e.reason.clone())
+        })
+    }
+}
+
+fn hook<R: FromNapiValue + Send + 'static>(callback: Option<JsCallback<R>>) -> Option<Arc<dyn Callback<String, R>>> {
+    callback.map(|c| Arc::new(JsHook(Arc::new(c))) as Arc<dyn Callback<String, R>>)
+}
+
+/// The allowedHosts resolver answers with a JSON array of hosts.
+struct HostsHook(Arc<dyn Callback<String, String>>);
+
+impl Callback<String, Vec<String>> for HostsHook {
+    fn call(&self, arg: String) -> BoxFuture<'static, std::result::Result<Vec<String>, String>> {
+        let inner = self.0.call(arg);
+        Box::pin(async move {
+            let json = inner.await?;
+            serde_json::from_str(&json).map_err(|_| "allowedHosts must resolve to an array of strings".to_owned())
+        })
+    }
 }
 
 struct JsEvents {
@@ -48,15 +83,28 @@ pub struct NativeToolset {
 #[napi]
 impl NativeToolset {
     /// `configJson` is the server list and options as JSON; `onEvent(kind, payloadJson)` receives
-    /// `diagnostic` and `tools` (tool-map change) events.
+    /// `diagnostic` and `tools` (tool-map change) events. The optional callbacks are the application's
+    /// `auth` (server → token), `allowedHosts` resolver (server → JSON array), `policy.decide`
+    /// (request JSON → decision JSON) and `policy.ask` (question JSON → approved).
     #[napi(constructor)]
     pub fn new(
         config_json: String,
         #[napi(ts_arg_type = "(kind: string, payloadJson: string) => void")] on_event: EventCallback,
+        #[napi(ts_arg_type = "((server: string) => Promise<string>) | undefined | null")] auth: Option<JsCallback<String>>,
+        #[napi(ts_arg_type = "((server: string) => Promise<string>) | undefined | null")] allowed_hosts: Option<JsCallback<String>>,
+        #[napi(ts_arg_type = "((requestJson: string) => Promise<string>) | undefined | null")] decide: Option<JsCallback<String>>,
+        #[napi(ts_arg_type = "((questionJson: string) => Promise<boolean>) | undefined | null")] ask: Option<JsCallback<bool>>,
     ) -> Result<Self> {
         let config = crate::config::parse(&config_json).map_err(to_js_error)?;
         let events = Arc::new(JsEvents { callback: on_event });
-        Ok(NativeToolset { inner: Arc::new(Toolset::new(config, events)) })
+        let hooks = Hooks {
+            auth: hook(auth),
+            allowed_hosts: hook(allowed_hosts).map(|h| Arc::new(HostsHook(h)) as Arc<dyn Callback<String, Vec<String>>>),
+            decide: hook(decide),
+            ask: hook(ask),
+        };
+        let toolset = Toolset::new(config, hooks, events).map_err(to_js_error)?;
+        Ok(NativeToolset { inner: Arc::new(toolset) })
     }
 
     /// Connect every enabled server; resolves to `{"tools": [...], "diagnostics": [...]}` as JSON.

@@ -4,15 +4,46 @@ use super::event_stream::{Event, EventStreamError, EventStreamParser};
 use crate::error::{McpError, Result};
 use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
 use reqwest::Response;
+use crate::guard::hosts::{self, GuardedResolver, HostGuard, HostRefused};
 use std::ops::ControlFlow;
-use std::sync::Once;
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
-/// How to reach one HTTP server: its URL and the validated extra headers to send.
+/// How to reach one HTTP server: its URL, the validated extra headers, the host guard, and the bearer
+/// credential (shared with the toolset, which rotates it when `auth` hands out a new token).
 #[derive(Debug, Clone)]
 pub struct HttpSpec {
     pub url: url::Url,
     pub headers: HeaderMap,
+    pub guard: Option<Arc<HostGuard>>,
+    pub credential: Credential,
+}
+
+/// The current `Authorization` value, if `auth` is configured.
+#[derive(Debug, Clone, Default)]
+pub struct Credential(Arc<Mutex<Option<HeaderValue>>>);
+
+impl Credential {
+    pub fn set_bearer(&self, token: &str) -> Result<()> {
+        let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| McpError::Auth("auth returned a token that cannot be sent in a header".into()))?;
+        value.set_sensitive(true);
+        *self.0.lock().unwrap() = Some(value);
+        Ok(())
+    }
+
+    pub fn current(&self) -> Option<HeaderValue> {
+        self.0.lock().unwrap().clone()
+    }
+
+    /// The configured headers plus the bearer, for one request.
+    pub fn apply(&self, request: reqwest::RequestBuilder, headers: &HeaderMap) -> reqwest::RequestBuilder {
+        let request = request.headers(headers.clone());
+        match self.current() {
+            Some(bearer) => request.header(reqwest::header::AUTHORIZATION, bearer),
+            None => request,
+        }
+    }
 }
 
 pub const HEADER_SESSION_ID: &str = "mcp-session-id";
@@ -28,17 +59,21 @@ const MAX_REDIRECTS: usize = 5;
 static CRYPTO_PROVIDER: Once = Once::new();
 
 /// A client with keep-alive pooling and HTTP/2 where the server offers it (ALPN). TLS is rustls with
-/// ring, so the addon needs no system TLS library.
-pub fn client() -> Result<reqwest::Client> {
+/// ring, so the addon needs no system TLS library. With a guard, DNS answers and redirect hops pass it.
+pub fn client(guard: Option<Arc<HostGuard>>) -> Result<reqwest::Client> {
     CRYPTO_PROVIDER.call_once(|| {
         // Fails only if a provider is installed already, which is just as good.
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
-    reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(CONNECT_TIMEOUT_SECS))
         .pool_idle_timeout(Duration::from_secs(POOL_IDLE_TIMEOUT_SECS))
         .tcp_nodelay(true)
-        .redirect(reqwest::redirect::Policy::limited(MAX_REDIRECTS))
+        .redirect(hosts::redirect_policy(guard.clone(), MAX_REDIRECTS));
+    if let Some(guard) = guard {
+        builder = builder.dns_resolver(Arc::new(GuardedResolver { guard }));
+    }
+    builder
         .build()
         .map_err(|e| McpError::Transport(format!("could not build the HTTP client: {e}")))
 }
@@ -48,6 +83,9 @@ pub fn transport_error(e: reqwest::Error) -> McpError {
     let mut message = format!("HTTP request failed: {e}");
     let mut source = std::error::Error::source(&e);
     while let Some(cause) = source {
+        if let Some(refused) = cause.downcast_ref::<HostRefused>() {
+            return McpError::HostNotAllowed(refused.0.clone());
+        }
         message.push_str(&format!(": {cause}"));
         source = cause.source();
     }

@@ -33,7 +33,7 @@ struct Shared {
 impl SseTransport {
     pub fn open(spec: &HttpSpec, sink: Arc<dyn MessageSink>, options: TransportOptions) -> Result<Arc<Self>> {
         let shared = Arc::new(Shared {
-            client: http::client()?,
+            client: http::client(spec.guard.clone())?,
             spec: spec.clone(),
             sink,
             options,
@@ -84,10 +84,13 @@ impl Shared {
     async fn post(&self, json: String) -> Result<()> {
         let mut endpoint = self.endpoint.subscribe();
         let url = endpoint.wait_for(Option::is_some).await.map_err(|_| McpError::Closed)?.clone().expect("waited for it");
+        if let Some(guard) = &self.spec.guard {
+            guard.check_url(&url)?;
+        }
         let response = self
-            .client
-            .post(url)
-            .headers(self.spec.headers.clone())
+            .spec
+            .credential
+            .apply(self.client.post(url), &self.spec.headers)
             .header(CONTENT_TYPE, "application/json")
             .body(json)
             .send()
@@ -109,7 +112,7 @@ impl Shared {
     }
 
     async fn stream_until_end(&self) -> McpError {
-        let request = self.client.get(self.spec.url.clone()).headers(self.spec.headers.clone()).header(ACCEPT, EVENT_STREAM);
+        let request = self.spec.credential.apply(self.client.get(self.spec.url.clone()), &self.spec.headers).header(ACCEPT, EVENT_STREAM);
         let mut response = match request.send().await {
             Ok(response) => response,
             Err(e) => return http::transport_error(e),

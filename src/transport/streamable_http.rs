@@ -69,7 +69,7 @@ impl StreamableHttpTransport {
     pub fn open(spec: &HttpSpec, sink: Arc<dyn MessageSink>, options: TransportOptions) -> Result<Arc<Self>> {
         Ok(Arc::new(StreamableHttpTransport {
             shared: Arc::new(Shared {
-                client: http::client()?,
+                client: http::client(spec.guard.clone())?,
                 spec: spec.clone(),
                 sink,
                 options,
@@ -153,7 +153,7 @@ impl Transport for StreamableHttpTransport {
 
 impl Shared {
     fn with_session(&self, request: RequestBuilder, session: &Session) -> RequestBuilder {
-        let mut request = request.headers(self.spec.headers.clone());
+        let mut request = self.spec.credential.apply(request, &self.spec.headers);
         if let Some(id) = &session.id {
             request = request.header(HEADER_SESSION_ID, id.clone());
         }
@@ -303,9 +303,9 @@ impl Shared {
         };
         let initialize = self.initialize.lock().unwrap().clone().ok_or(McpError::Closed)?;
         let mut response = self
-            .client
-            .post(self.spec.url.clone())
-            .headers(self.spec.headers.clone())
+            .spec
+            .credential
+            .apply(self.client.post(self.spec.url.clone()), &self.spec.headers)
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, ACCEPT_BOTH)
             .body(initialize)

@@ -1,0 +1,52 @@
+// @ai-sdk/mcp (Vercel AI SDK): createMCPClient per server (StdioMCPTransport from '@ai-sdk/mcp/mcp-stdio',
+// or its built-in `{ type: 'http' }` Streamable HTTP transport), connected concurrently, then client.tools()
+// (which follows every tools/list page) and calls through the returned tools' execute(), as an agent
+// using the AI SDK would. Defaults are kept: the client first probes `server/discover`, which these
+// initialize-first servers answer with "method not found" before it falls back to initialize.
+import { createMCPClient } from '@ai-sdk/mcp';
+import { StdioMCPTransport } from '@ai-sdk/mcp/mcp-stdio';
+import { runClient } from '../lib/workloads.mjs';
+
+async function connectOne(server) {
+  const client = await createMCPClient({
+    transport: server.kind === 'stdio'
+      ? new StdioMCPTransport({ command: server.command, args: server.args, env: server.env })
+      : { type: 'http', url: server.url },
+  });
+  try {
+    return { server, client, tools: await client.tools() };
+  } catch (error) {
+    await client.close();
+    throw error;
+  }
+}
+
+// What the AI SDK passes as the second argument of a tool's execute() when a model calls it.
+const callOptions = { toolCallId: 'bench', messages: [] };
+
+await runClient({
+  name: 'aisdk',
+  imports: [import.meta.resolve('@ai-sdk/mcp'), import.meta.resolve('@ai-sdk/mcp/mcp-stdio')],
+  async connect(servers) {
+    const settled = await Promise.allSettled(servers.map(connectOne));
+    const connected = settled.filter((s) => s.status === 'fulfilled').map((s) => s.value);
+    const close = () => Promise.all(connected.map((c) => c.client.close())).then(() => {});
+    const failed = settled.find((s) => s.status === 'rejected');
+    if (failed) {
+      await close();
+      throw failed.reason;
+    }
+    const map = new Map();
+    for (const { server, tools } of connected) {
+      for (const [name, tool] of Object.entries(tools)) map.set(`${server.name}__${name}`, tool);
+    }
+    return {
+      toolCount: map.size,
+      tool(server, name) {
+        const tool = map.get(`${server}__${name}`);
+        return (args) => tool.execute(args, callOptions);
+      },
+      close,
+    };
+  },
+});

@@ -1,0 +1,31 @@
+// mcpferry, through its public API: one mcpTools() call for all servers; tools keyed `${server}__${tool}`.
+import { mcpTools } from '../../dist/index.js';
+import { runClient } from '../lib/workloads.mjs';
+
+await runClient({
+  name: 'mcpferry',
+  imports: [new URL('../../dist/index.js', import.meta.url).href],
+  async connect(servers) {
+    const diagnostics = [];
+    const { tools, close } = await mcpTools(
+      servers.map((s) =>
+        s.kind === 'stdio'
+          ? { name: s.name, type: 'stdio', command: s.command, args: s.args, env: s.env }
+          : { name: s.name, type: 'streamable-http', url: s.url }),
+      { onDiagnostic: (d) => diagnostics.push(d) },
+    );
+    const toolCount = Object.keys(tools).length;
+    if (diagnostics.some((d) => d.code === 'server-degraded')) {
+      await close();
+      throw new Error(`server-degraded: ${JSON.stringify(diagnostics).slice(0, 1000)}`);
+    }
+    return {
+      toolCount,
+      tool(server, name) {
+        const tool = tools[`${server}__${name}`];
+        return (args) => tool.execute(args);
+      },
+      close,
+    };
+  },
+});

@@ -1,0 +1,54 @@
+// The reference: @modelcontextprotocol/sdk's Client with its stdio and Streamable HTTP transports, one
+// Client per server, connected concurrently, every tools/list page fetched, then a tool map built the way
+// an agent would (`${server}__${tool}` -> the client that serves it).
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { runClient } from '../lib/workloads.mjs';
+
+async function connectOne(server) {
+  const client = new Client({ name: 'bench', version: '1.0.0' });
+  const transport = server.kind === 'stdio'
+    ? new StdioClientTransport({ command: server.command, args: server.args, env: server.env })
+    : new StreamableHTTPClientTransport(new URL(server.url));
+  await client.connect(transport);
+  const tools = [];
+  let cursor;
+  do {
+    const page = await client.listTools(cursor === undefined ? undefined : { cursor });
+    tools.push(...page.tools);
+    cursor = page.nextCursor;
+  } while (cursor !== undefined);
+  return { server, client, tools };
+}
+
+await runClient({
+  name: 'sdk',
+  imports: [
+    import.meta.resolve('@modelcontextprotocol/sdk/client/index.js'),
+    import.meta.resolve('@modelcontextprotocol/sdk/client/stdio.js'),
+    import.meta.resolve('@modelcontextprotocol/sdk/client/streamableHttp.js'),
+  ],
+  async connect(servers) {
+    const settled = await Promise.allSettled(servers.map(connectOne));
+    const connected = settled.filter((s) => s.status === 'fulfilled').map((s) => s.value);
+    const close = () => Promise.all(connected.map((c) => c.client.close())).then(() => {});
+    const failed = settled.find((s) => s.status === 'rejected');
+    if (failed) {
+      await close();
+      throw failed.reason;
+    }
+    const map = new Map();
+    for (const { server, client, tools } of connected) {
+      for (const tool of tools) map.set(`${server.name}__${tool.name}`, { client, tool });
+    }
+    return {
+      toolCount: map.size,
+      tool(server, name) {
+        const { client, tool } = map.get(`${server}__${name}`);
+        return (args) => client.callTool({ name: tool.name, arguments: args });
+      },
+      close,
+    };
+  },
+});

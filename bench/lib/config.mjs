@@ -1,0 +1,71 @@
+// Knobs shared by the orchestrator (bench/run.mjs) and the client processes (bench/clients/*.mjs).
+// Every count can be overridden from the environment, so a run can be made as short or as long as needed:
+//   BENCH_QUICK=1          smoke run (~1 minute): 3 rounds and small counts; writes bench/results-quick.md
+//   BENCH_ROUNDS           rounds (each round runs every workload once per client, in rotated order)
+//   BENCH_W1_CALLS         measured sequential stdio calls (W1), after BENCH_WARMUP warm-up calls
+//   BENCH_W2_CALLS         measured stdio calls with BENCH_CONCURRENCY in flight (W2)
+//   BENCH_W3_SEQ_CALLS     measured sequential HTTP calls (W3)
+//   BENCH_W3_CONC_CALLS    measured HTTP calls with BENCH_CONCURRENCY in flight (W3)
+//   BENCH_W7_REPS          cold processes per client per round for the import time (W7)
+//   BENCH_CLIENTS          comma-separated subset of mcpferry,sdk,aisdk,raw
+//   BENCH_WORKLOADS        comma-separated subset of W1..W7
+//   BENCH_OUT              where to write the markdown report
+//   BENCH_CHILD_TIMEOUT_MS a client process taking longer is killed and its result recorded as failed
+
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const BENCH_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+export const REPO_DIR = resolve(BENCH_DIR, '..');
+export const ECHO_STDIO = join(BENCH_DIR, 'servers', 'echo-stdio.mjs');
+export const ECHO_HTTP = join(BENCH_DIR, 'servers', 'echo-http.mjs');
+
+const quick = process.env.BENCH_QUICK === '1' || process.env.BENCH_QUICK === 'true';
+
+function count(name, full, smoke) {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return quick ? smoke : full;
+  const value = Number.parseInt(raw, 10);
+  if (!Number.isFinite(value) || value < 1) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
+  return value;
+}
+
+function list(name, all) {
+  const raw = process.env[name];
+  if (!raw) return all;
+  const picked = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  for (const p of picked) if (!all.includes(p)) throw new Error(`${name}: unknown ${JSON.stringify(p)} (known: ${all.join(', ')})`);
+  return all.filter((x) => picked.includes(x)); // keep the canonical order
+}
+
+export const ALL_CLIENTS = ['mcpferry', 'sdk', 'aisdk', 'raw'];
+export const ALL_WORKLOADS = ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7'];
+
+// The raw pipe is a floor for the stdio call path only (the issue asks for it in W1 and W2).
+export const SUPPORTED = {
+  mcpferry: ALL_WORKLOADS,
+  sdk: ALL_WORKLOADS,
+  aisdk: ALL_WORKLOADS,
+  raw: ['W1', 'W2'],
+};
+
+export const config = {
+  quick,
+  rounds: count('BENCH_ROUNDS', 5, 3),
+  warmup: count('BENCH_WARMUP', 1000, 200),
+  concurrency: count('BENCH_CONCURRENCY', 64, 64),
+  w1Calls: count('BENCH_W1_CALLS', 5000, 1000),
+  w2Calls: count('BENCH_W2_CALLS', 20000, 3000),
+  w3SeqCalls: count('BENCH_W3_SEQ_CALLS', 1000, 300),
+  w3ConcCalls: count('BENCH_W3_CONC_CALLS', 5000, 1500),
+  w4Servers: 10,
+  w4Tools: 50,
+  w5Tools: 2000,
+  w5Page: 100,
+  w6Connections: 20,
+  w7Reps: count('BENCH_W7_REPS', 15, 5),
+  clients: list('BENCH_CLIENTS', ALL_CLIENTS),
+  workloads: list('BENCH_WORKLOADS', ALL_WORKLOADS),
+  out: process.env.BENCH_OUT || join(BENCH_DIR, quick ? 'results-quick.md' : 'results.md'),
+  childTimeoutMs: count('BENCH_CHILD_TIMEOUT_MS', 180_000, 120_000),
+};

@@ -1,0 +1,280 @@
+// The workloads, written once and driven through a small adapter per client, so that every client is
+// measured by exactly the same code. A client file (bench/clients/*.mjs) only says how to connect, look up
+// a tool and call it with that client's public API, then hands itself to runClient().
+//
+// Adapter:
+//   name           label for errors
+//   imports        module URLs a user of this client has to import (W7 times importing them cold)
+//   connect(servers) -> { toolCount, tool(server, toolName) -> (args) => Promise<CallToolResult>, close() }
+//     servers: [{ name, kind: 'stdio', command, args, env } | { name, kind: 'http', url }]
+//     It resolves when the tool map is ready to use (initialize, initialized and every tools/list page done).
+//
+// Each workload runs in its own process (spawned by bench/run.mjs), so process.cpuUsage() and the memory
+// figures belong to this client alone: the servers are separate processes.
+
+import { spawn, execFileSync } from 'node:child_process';
+import { once } from 'node:events';
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { config, ECHO_HTTP, ECHO_STDIO, REPO_DIR } from './config.mjs';
+
+// Lets bench/run.mjs find any server process a client failed to reap.
+const RUN_TAG = `--bench-run=${process.env.BENCH_RUN_ID ?? 'manual'}`;
+const MiB = 1024 * 1024;
+
+export function stdioServer(name, env = {}) {
+  return { name, kind: 'stdio', command: process.execPath, args: [ECHO_STDIO, RUN_TAG], env };
+}
+
+// A ~200-byte argument object (its JSON is 200 bytes), the size of a typical small tool call.
+const ARGS = (() => {
+  const base = { message: '', count: 42, tags: ['bench', 'echo'] };
+  base.message = 'x'.repeat(200 - JSON.stringify(base).length);
+  return base;
+})();
+const ARGS_JSON = JSON.stringify(ARGS);
+
+function checkEcho(result) {
+  const text = result?.content?.[0]?.text;
+  if (text !== ARGS_JSON) throw new Error(`echo returned ${JSON.stringify(result).slice(0, 200)}`);
+}
+
+function percentile(sorted, p) {
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
+}
+
+function cpuMicros(since) {
+  const d = process.cpuUsage(since);
+  return d.user + d.system;
+}
+
+function gc() {
+  // --expose-gc is passed by bench/run.mjs; run twice so weakly held garbage goes too.
+  globalThis.gc?.();
+  globalThis.gc?.();
+}
+
+// Correctness before speed, then enough calls, sequential and concurrent, for every client's JIT to settle.
+async function warm(call, n = config.warmup) {
+  for (let i = 0; i < 3; i++) checkEcho(await call(ARGS));
+  for (let i = 0; i < n; i++) await call(ARGS);
+  await inFlight(call, n, config.concurrency);
+}
+
+async function inFlight(call, n, width) {
+  let started = 0;
+  const worker = async () => {
+    while (started < n) {
+      started++;
+      await call(ARGS);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(width, n) }, worker));
+}
+
+async function sequential(call, n) {
+  const latencies = new Float64Array(n);
+  gc();
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  for (let i = 0; i < n; i++) {
+    const s = performance.now();
+    await call(ARGS);
+    latencies[i] = performance.now() - s;
+  }
+  const wallMs = performance.now() - t0;
+  const cpu = cpuMicros(cpu0);
+  latencies.sort();
+  return {
+    p50_us: percentile(latencies, 0.5) * 1000,
+    p99_us: percentile(latencies, 0.99) * 1000,
+    calls_per_s: n / (wallMs / 1000),
+    cpu_us_per_call: cpu / n,
+  };
+}
+
+async function concurrent(call, n) {
+  gc();
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  await inFlight(call, n, config.concurrency);
+  const wallMs = performance.now() - t0;
+  return { calls_per_s: n / (wallMs / 1000), cpu_us_per_call: cpuMicros(cpu0) / n };
+}
+
+async function connectChecked(adapter, servers, expectedTools) {
+  const conn = await adapter.connect(servers);
+  if (conn.toolCount !== expectedTools) {
+    await conn.close().catch(() => {});
+    throw new Error(`expected ${expectedTools} tools, the tool map has ${conn.toolCount}`);
+  }
+  return conn;
+}
+
+async function startHttpServer() {
+  const child = spawn(process.execPath, [ECHO_HTTP, RUN_TAG], { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, ECHO_TOOLS: '10' } });
+  const [line] = await once(createInterface({ input: child.stdout }), 'line');
+  return {
+    url: JSON.parse(line).url,
+    async stop() {
+      child.stdin.end(); // the server exits on end of stdin
+      if (child.exitCode === null && child.signalCode === null) await once(child, 'exit');
+    },
+  };
+}
+
+const workloads = {
+  // W1: sequential tools/call over stdio.
+  async W1(adapter) {
+    const conn = await connectChecked(adapter, [stdioServer('echo')], 10);
+    try {
+      const call = conn.tool('echo', 'echo');
+      await warm(call);
+      return await sequential(call, config.w1Calls);
+    } finally {
+      await conn.close();
+    }
+  },
+
+  // W2: the same calls with `concurrency` (64) in flight.
+  async W2(adapter) {
+    const conn = await connectChecked(adapter, [stdioServer('echo')], 10);
+    try {
+      const call = conn.tool('echo', 'echo');
+      await warm(call);
+      return await concurrent(call, config.w2Calls);
+    } finally {
+      await conn.close();
+    }
+  },
+
+  // W3: Streamable HTTP with JSON responses, sequential then 64 in flight, on one session.
+  async W3(adapter) {
+    const server = await startHttpServer();
+    try {
+      const conn = await connectChecked(adapter, [{ name: 'echo', kind: 'http', url: server.url }], 10);
+      try {
+        const call = conn.tool('echo', 'echo');
+        await warm(call, Math.ceil(config.warmup / 3)); // HTTP calls are slower: a third is as much warm-up
+        const seq = await sequential(call, config.w3SeqCalls);
+        const conc = await concurrent(call, config.w3ConcCalls);
+        return {
+          seq_p50_us: seq.p50_us,
+          seq_p99_us: seq.p99_us,
+          seq_calls_per_s: seq.calls_per_s,
+          seq_cpu_us_per_call: seq.cpu_us_per_call,
+          conc_calls_per_s: conc.calls_per_s,
+          conc_cpu_us_per_call: conc.cpu_us_per_call,
+        };
+      } finally {
+        await conn.close();
+      }
+    } finally {
+      await server.stop();
+    }
+  },
+
+  // W4: spawn, initialize and list 10 stdio servers of 50 tools each, concurrently. Measured once per
+  // process: the cost an agent pays at start-up (the client's modules are already imported; W7 is that).
+  async W4(adapter) {
+    const servers = Array.from({ length: config.w4Servers }, (_, i) =>
+      stdioServer(`srv${String(i + 1).padStart(2, '0')}`, { ECHO_TOOLS: String(config.w4Tools) }));
+    gc();
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    const conn = await connectChecked(adapter, servers, config.w4Servers * config.w4Tools);
+    const wallMs = performance.now() - t0;
+    const cpu = cpuMicros(cpu0);
+    await conn.close();
+    return { wall_ms: wallMs, cpu_ms: cpu / 1000 };
+  },
+
+  // W5: one server with 2 000 tools in pages of 100: time to a ready tool map, and the memory the
+  // client holds for it afterwards (deltas against the same process just before connecting).
+  async W5(adapter) {
+    const server = stdioServer('big', { ECHO_TOOLS: String(config.w5Tools), ECHO_PAGE: String(config.w5Page) });
+    gc();
+    const before = process.memoryUsage();
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    const conn = await connectChecked(adapter, [server], config.w5Tools);
+    const timeMs = performance.now() - t0;
+    const cpu = cpuMicros(cpu0);
+    checkEcho(await conn.tool('big', 'tool_1999')(ARGS));
+    await sleep(100);
+    gc();
+    const after = process.memoryUsage();
+    await conn.close();
+    return {
+      time_ms: timeMs,
+      cpu_ms: cpu / 1000,
+      heap_delta_mb: (after.heapUsed - before.heapUsed) / MiB,
+      rss_delta_mb: (after.rss - before.rss) / MiB,
+    };
+  },
+
+  // W6: one process holding 20 open stdio connections (each used once): RSS against before connecting.
+  async W6(adapter) {
+    const servers = Array.from({ length: config.w6Connections }, (_, i) => stdioServer(`c${String(i + 1).padStart(2, '0')}`));
+    gc();
+    await sleep(50);
+    const before = process.memoryUsage();
+    const conn = await connectChecked(adapter, servers, config.w6Connections * 10);
+    for (const s of servers) checkEcho(await conn.tool(s.name, 'echo')(ARGS));
+    await sleep(200);
+    gc();
+    const after = process.memoryUsage();
+    await conn.close();
+    return { rss_delta_mb: (after.rss - before.rss) / MiB, heap_delta_mb: (after.heapUsed - before.heapUsed) / MiB };
+  },
+
+  // W7: import time in a cold process. Each repetition is a fresh `node` that times only its own import()
+  // of what a user of the client needs; the median of the repetitions is reported.
+  async W7(adapter) {
+    const script = [
+      'const urls = JSON.parse(process.env.BENCH_IMPORTS);',
+      'const t0 = performance.now();',
+      'for (const url of urls) await import(url);',
+      'process.stdout.write(String(performance.now() - t0));',
+      'process.exit(0);',
+    ].join('\n');
+    const times = [];
+    for (let i = 0; i < config.w7Reps; i++) {
+      let out;
+      try {
+        out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+          cwd: REPO_DIR,
+          env: { ...process.env, BENCH_IMPORTS: JSON.stringify(adapter.imports) },
+          encoding: 'utf8',
+          timeout: 60_000,
+        });
+      } catch (error) {
+        throw new Error(`cold import failed (${error.status ?? error.signal}): ${String(error.stderr).trim().slice(-600)}`);
+      }
+      times.push(Number(out));
+    }
+    times.sort((a, b) => a - b);
+    return { import_ms: percentile(times, 0.5) };
+  },
+};
+
+/** Entry point of a client process: `node --expose-gc bench/clients/<client>.mjs <workload>`. */
+export async function runClient(adapter) {
+  const workload = process.argv[2];
+  const run = workloads[workload];
+  if (!run) {
+    console.error(`usage: node --expose-gc ${process.argv[1]} ${Object.keys(workloads).join('|')}`);
+    process.exit(2);
+  }
+  let result;
+  try {
+    result = { client: adapter.name, workload, metrics: await run(adapter) };
+  } catch (error) {
+    result = { client: adapter.name, workload, error: String(error?.stack ?? error).slice(0, 2000) };
+  }
+  // One marked line, so a client library that prints to stdout cannot confuse the orchestrator.
+  process.stdout.write(`BENCH_RESULT ${JSON.stringify(result)}\n`);
+  // Every connection was closed above; exiting now also covers a library that leaves a timer behind.
+  // Servers exit on end of stdin, so none can outlive this process.
+  process.exit(0);
+}

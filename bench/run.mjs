@@ -1,0 +1,348 @@
+#!/usr/bin/env node
+// Side-by-side benchmark: mcpferry vs @modelcontextprotocol/sdk vs @ai-sdk/mcp (vs a raw pipe floor) on the
+// same hand-written echo servers. `npm run bench` builds the release engine and runs this; `BENCH_QUICK=1
+// node bench/run.mjs` is a ~1-minute smoke run against whatever engine is built (see lib/config.mjs).
+//
+// Every client × workload × round is a fresh child process (`node --expose-gc bench/clients/<c>.mjs <W>`),
+// so CPU time and memory are that client's alone, and no client inherits another's warm JIT or heap.
+// Rounds are interleaved: round r runs every workload for every client, with the client order rotated each
+// round so none is always first. Each metric is the median over rounds; ratios are against the SDK.
+
+import { spawn } from 'node:child_process';
+import { closeSync, openSync, readFileSync, readdirSync, readSync, writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { join, relative } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { BENCH_DIR, config, REPO_DIR, SUPPORTED } from './lib/config.mjs';
+
+const CLIENT_LABELS = { mcpferry: 'mcpferry', sdk: 'MCP SDK', aisdk: 'AI SDK', raw: 'raw pipe' };
+
+// What is reported, in order. `better` says which way is good; `target` is the issue's goal for the
+// mcpferry / SDK ratio of that metric.
+const METRICS = [
+  { w: 'W1', key: 'p50_us', label: 'W1 stdio sequential: p50', unit: 'µs', better: 'lower', target: 0.6 },
+  { w: 'W1', key: 'p99_us', label: 'W1 stdio sequential: p99', unit: 'µs', better: 'lower' },
+  { w: 'W1', key: 'calls_per_s', label: 'W1 stdio sequential: calls/s', unit: '', better: 'higher' },
+  { w: 'W1', key: 'cpu_us_per_call', label: 'W1 stdio sequential: client CPU/call', unit: 'µs', better: 'lower' },
+  { w: 'W2', key: 'calls_per_s', label: 'W2 stdio 64 in flight: calls/s', unit: '', better: 'higher', target: 2.5 },
+  { w: 'W2', key: 'cpu_us_per_call', label: 'W2 stdio 64 in flight: client CPU/call', unit: 'µs', better: 'lower' },
+  { w: 'W3', key: 'seq_p50_us', label: 'W3 HTTP sequential: p50', unit: 'µs', better: 'lower' },
+  { w: 'W3', key: 'seq_p99_us', label: 'W3 HTTP sequential: p99', unit: 'µs', better: 'lower' },
+  { w: 'W3', key: 'seq_calls_per_s', label: 'W3 HTTP sequential: calls/s', unit: '', better: 'higher', target: 3 },
+  { w: 'W3', key: 'seq_cpu_us_per_call', label: 'W3 HTTP sequential: client CPU/call', unit: 'µs', better: 'lower' },
+  { w: 'W3', key: 'conc_calls_per_s', label: 'W3 HTTP 64 in flight: calls/s', unit: '', better: 'higher', target: 3 },
+  { w: 'W3', key: 'conc_cpu_us_per_call', label: 'W3 HTTP 64 in flight: client CPU/call', unit: 'µs', better: 'lower' },
+  { w: 'W4', key: 'wall_ms', label: 'W4 10 stdio servers × 50 tools: wall', unit: 'ms', better: 'lower' },
+  { w: 'W4', key: 'cpu_ms', label: 'W4 10 stdio servers × 50 tools: client CPU', unit: 'ms', better: 'lower', target: 0.5 },
+  { w: 'W5', key: 'time_ms', label: 'W5 2 000 tools (pages of 100): connect → tool map', unit: 'ms', better: 'lower', target: 0.4 },
+  { w: 'W5', key: 'cpu_ms', label: 'W5 2 000 tools: client CPU', unit: 'ms', better: 'lower' },
+  { w: 'W5', key: 'heap_delta_mb', label: 'W5 2 000 tools: JS heap held', unit: 'MiB', better: 'lower' },
+  { w: 'W5', key: 'rss_delta_mb', label: 'W5 2 000 tools: RSS held', unit: 'MiB', better: 'lower' },
+  { w: 'W6', key: 'rss_delta_mb', label: 'W6 20 open stdio connections: RSS Δ', unit: 'MiB', better: 'lower', target: 0.5 },
+  { w: 'W6', key: 'heap_delta_mb', label: 'W6 20 open stdio connections: JS heap Δ', unit: 'MiB', better: 'lower' },
+  { w: 'W7', key: 'import_ms', label: 'W7 import in a cold process', unit: 'ms', better: 'lower', target: 0.2 },
+];
+
+const runId = `${process.pid}-${Date.now().toString(36)}`;
+const children = new Set(); // live client processes, killed if we are interrupted
+
+function runChild(client, workload) {
+  return new Promise((resolve) => {
+    const started = performance.now();
+    // detached: the child leads its own process group, so a timeout can kill it together with any server
+    // it spawned into that group (mcpferry puts servers in groups of their own; those exit on stdin EOF).
+    const child = spawn(process.execPath, ['--expose-gc', join(BENCH_DIR, 'clients', `${client}.mjs`), workload], {
+      cwd: REPO_DIR,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, BENCH_RUN_ID: runId },
+    });
+    children.add(child);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c) => (stdout += c));
+    child.stderr.on('data', (c) => (stderr = (stderr + c).slice(-8000)));
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killGroup(child.pid);
+    }, config.childTimeoutMs);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      children.delete(child);
+      killGroup(child.pid); // anything left in its group
+      const seconds = (performance.now() - started) / 1000;
+      const line = stdout.split('\n').find((l) => l.startsWith('BENCH_RESULT '));
+      let result;
+      if (line) result = JSON.parse(line.slice('BENCH_RESULT '.length));
+      else {
+        const why = timedOut ? `timed out after ${config.childTimeoutMs} ms` : `exited with ${signal ?? code} and no result`;
+        result = { client, workload, error: `${why}\n${stderr.trim().slice(-1500)}` };
+      }
+      resolve({ ...result, seconds });
+    });
+  });
+}
+
+function killGroup(pid) {
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // ESRCH: the group is already gone, which is the normal case.
+  }
+}
+
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    for (const child of children) killGroup(child.pid);
+    process.exit(130);
+  });
+}
+
+// Server processes of this run still alive (each was started with `--bench-run=<runId>` in its argv).
+function strayServers() {
+  const tag = `--bench-run=${runId}`;
+  const found = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      if (argv.includes(tag)) found.push(Number(entry));
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  return found;
+}
+
+function median(values) {
+  const sorted = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
+  if (sorted.length === 0) return undefined;
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
+function engineBuild() {
+  // The release profile strips symbols and debug info; a debug build has .debug_info. Read only the ELF
+  // section headers rather than the (large) file. NAPI_RS_NATIVE_LIBRARY_PATH is napi-rs's own override of
+  // which engine index.js loads, handy to bench a build kept elsewhere.
+  const file = process.env.NAPI_RS_NATIVE_LIBRARY_PATH || join(REPO_DIR, 'mcpferry.linux-x64-gnu.node');
+  let fd;
+  try {
+    fd = openSync(file, 'r');
+    const read = (pos, len) => {
+      const buf = Buffer.alloc(len);
+      readSync(fd, buf, 0, len, pos);
+      return buf;
+    };
+    const ehdr = read(0, 64);
+    const shoff = Number(ehdr.readBigUInt64LE(0x28));
+    const shentsize = ehdr.readUInt16LE(0x3a);
+    const shnum = ehdr.readUInt16LE(0x3c);
+    const shstrndx = ehdr.readUInt16LE(0x3e);
+    const headers = read(shoff, shnum * shentsize);
+    const strtab = headers.subarray(shstrndx * shentsize);
+    const names = read(Number(strtab.readBigUInt64LE(0x18)), Number(strtab.readBigUInt64LE(0x20))).toString('latin1');
+    return names.includes('.debug_info') ? 'debug (NOT representative: run `npm run bench`)' : 'release';
+  } catch (error) {
+    return `unknown (${error.code ?? error.message})`;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+function machine() {
+  const cpuinfo = readFileSync('/proc/cpuinfo', 'utf8');
+  const model = /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1]?.trim() ?? cpus()[0]?.model ?? 'unknown';
+  const cores = (cpuinfo.match(/^processor\s*:/gm) ?? []).length || cpus().length;
+  return { model, cores };
+}
+
+function packageVersion(name) {
+  try {
+    return JSON.parse(readFileSync(join(REPO_DIR, 'node_modules', name, 'package.json'), 'utf8')).version;
+  } catch {
+    return 'not installed';
+  }
+}
+
+function fmt(value) {
+  if (value === undefined) return '—';
+  const abs = Math.abs(value);
+  if (abs >= 1000) return Math.round(value).toLocaleString('en-US');
+  if (abs >= 100) return value.toFixed(0);
+  if (abs >= 10) return value.toFixed(1);
+  return value.toFixed(2);
+}
+
+function fmtRatio(r) {
+  return r === undefined ? '—' : `${r.toFixed(2)}×`;
+}
+
+function meets(metric, ratio) {
+  return metric.better === 'lower' ? ratio <= metric.target : ratio >= metric.target;
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+const startedAt = new Date();
+const t0 = performance.now();
+const results = [];
+const jobs = config.workloads.flatMap((w) => config.clients.filter((c) => SUPPORTED[c].includes(w)).map((c) => [c, w]));
+console.log(`mcpferry bench: ${config.quick ? 'QUICK smoke run' : 'full run'}, ${config.rounds} rounds × ${jobs.length} client processes; engine build: ${engineBuild()}`);
+
+for (let round = 1; round <= config.rounds; round++) {
+  for (const workload of config.workloads) {
+    const clients = config.clients.filter((c) => SUPPORTED[c].includes(workload));
+    const shift = (round - 1) % clients.length;
+    const order = [...clients.slice(shift), ...clients.slice(0, shift)];
+    for (const client of order) {
+      const result = await runChild(client, workload);
+      results.push({ round, ...result });
+      const status = result.error ? `FAILED: ${result.error.split('\n')[0]}` : 'ok';
+      console.log(`  round ${round}/${config.rounds} ${workload} ${client.padEnd(8)} ${result.seconds.toFixed(1).padStart(5)} s  ${status}`);
+    }
+  }
+}
+
+// Every client closed its connections and every server exits on stdin EOF; give them a moment, then
+// make sure. A stray is a bug in a client's close() and is reported.
+let strays = strayServers();
+for (let i = 0; i < 30 && strays.length > 0; i++) {
+  await sleep(100);
+  strays = strayServers();
+}
+for (const pid of strays) {
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Aggregate: per client and metric, the median over the rounds that succeeded.
+
+const value = (client, metric) =>
+  median(results.filter((r) => r.client === client && r.workload === metric.w && r.metrics).map((r) => r.metrics[metric.key]));
+const errorsOf = (client, w) => results.filter((r) => r.client === client && r.workload === w && r.error);
+
+const elapsed = (performance.now() - t0) / 1000;
+const { model, cores } = machine();
+const clientsShown = config.clients;
+const lines = [];
+lines.push('# mcpferry benchmark');
+lines.push('');
+if (config.quick) lines.push('> **Smoke run (BENCH_QUICK=1): small counts, numbers are indicative only.**\n');
+lines.push('| | |');
+lines.push('|---|---|');
+lines.push(`| Date | ${startedAt.toISOString()} |`);
+lines.push(`| Node | ${process.version} |`);
+lines.push(`| Machine | ${model}, ${cores} cores (${process.platform} ${process.arch}) |`);
+lines.push(`| mcpferry | ${JSON.parse(readFileSync(join(REPO_DIR, 'package.json'), 'utf8')).version}, engine build: ${engineBuild()} |`);
+lines.push(`| @modelcontextprotocol/sdk | ${packageVersion('@modelcontextprotocol/sdk')} |`);
+lines.push(`| @ai-sdk/mcp | ${packageVersion('@ai-sdk/mcp')} |`);
+lines.push(`| Rounds | ${config.rounds} (medians reported; clients interleaved, order rotated per round) |`);
+lines.push(
+  `| Counts | W1 ${config.w1Calls} calls, W2 ${config.w2Calls} calls, W3 ${config.w3SeqCalls} sequential + ${config.w3ConcCalls} in flight, ` +
+    `${config.concurrency} in flight, ${config.warmup} warm-up calls (W1/W2; a third of that for W3), W7 ${config.w7Reps} cold processes per round |`,
+);
+lines.push(`| Run time | ${elapsed.toFixed(0)} s |`);
+lines.push('');
+
+const header = ['Workload', 'Unit', ...clientsShown.map((c) => CLIENT_LABELS[c])];
+const ratioClients = clientsShown.filter((c) => c !== 'sdk');
+if (clientsShown.includes('sdk')) header.push(...ratioClients.map((c) => `${CLIENT_LABELS[c]} / SDK`));
+header.push('Target (mcpferry / SDK)', 'Met');
+lines.push(`| ${header.join(' | ')} |`);
+lines.push(`|${header.map((_, i) => (i < 2 ? '---' : '---:')).join('|')}|`);
+
+const verdicts = [];
+for (const metric of METRICS) {
+  if (!config.workloads.includes(metric.w)) continue;
+  const row = [metric.label, metric.unit || 'calls/s'];
+  const values = {};
+  for (const c of clientsShown) {
+    if (!SUPPORTED[c].includes(metric.w)) {
+      row.push('n/a');
+      continue;
+    }
+    values[c] = value(c, metric);
+    row.push(values[c] === undefined && errorsOf(c, metric.w).length ? 'failed' : fmt(values[c]));
+  }
+  const ratio = (c) => (values[c] !== undefined && values.sdk ? values[c] / values.sdk : undefined);
+  if (clientsShown.includes('sdk')) for (const c of ratioClients) row.push(fmtRatio(ratio(c)));
+  if (metric.target !== undefined) {
+    const r = ratio('mcpferry');
+    const met = r === undefined ? 'n/a' : meets(metric, r) ? 'met' : 'not met';
+    row.push(`${metric.better === 'lower' ? '≤' : '≥'} ${metric.target}×`, met);
+    verdicts.push({ metric, ratio: r, met });
+  } else {
+    row.push('', '');
+  }
+  lines.push(`| ${row.join(' | ')} |`);
+}
+lines.push('');
+lines.push(`Ratios are client / SDK of the medians; for calls/s higher is better, for everything else lower is better. ` +
+  `"n/a": the raw pipe is a floor for the stdio call path only (W1, W2).`);
+lines.push('');
+
+lines.push('## Targets');
+lines.push('');
+for (const { metric, ratio, met } of verdicts) {
+  lines.push(`- ${metric.label}: mcpferry / SDK = ${fmtRatio(ratio)}, target ${metric.better === 'lower' ? '≤' : '≥'} ${metric.target}× — **${met}**`);
+}
+lines.push('');
+
+const failures = results.filter((r) => r.error);
+if (failures.length > 0 || strays.length > 0) {
+  lines.push('## Failures');
+  lines.push('');
+  for (const f of failures) lines.push(`- round ${f.round} ${f.workload} ${f.client}: \`${f.error.split('\n')[0].replaceAll('`', "'")}\``);
+  if (strays.length > 0) lines.push(`- ${strays.length} server process(es) outlived their client and were killed: ${strays.join(', ')}`);
+  lines.push('');
+}
+
+lines.push('## What is measured');
+lines.push('');
+lines.push(
+  [
+    '- Servers: `bench/servers/echo-stdio.mjs` (newline JSON-RPC) and `bench/servers/echo-http.mjs` (node:http, Streamable HTTP, JSON',
+    '  bodies, stateful `Mcp-Session-Id`), hand-written without any SDK. Each is a separate process, so its CPU is not counted.',
+    '- Each client × workload × round runs in a fresh `node --expose-gc` process; client CPU is `process.cpuUsage()` of that',
+    '  process (all its threads, so mcpferry\'s engine threads are counted), memory is `process.memoryUsage()` after GC.',
+    '- W1/W2: `tools/call` echo with a 200-byte argument over stdio, after warm-up; W2 keeps 64 calls in flight.',
+    '- W3: the same over Streamable HTTP with JSON responses on one session, sequential then 64 in flight.',
+    '- W4: spawn + initialize + list 10 stdio servers of 50 tools concurrently (the first connect of a fresh process;',
+    '  modules already imported). W5: one server of 2 000 tools paged by 100, time to a usable tool map, then heap/RSS',
+    '  held (Δ vs the same process before connecting). W6: RSS Δ of one process holding 20 open stdio connections.',
+    '- W7: median wall time of the `import()` alone in fresh `node` processes: `dist/index.js` for mcpferry (loads the',
+    '  native engine); `client/index.js` + `client/stdio.js` + `client/streamableHttp.js` for the SDK; `@ai-sdk/mcp` +',
+    '  `@ai-sdk/mcp/mcp-stdio` for the AI SDK.',
+    '- SDK: `Client` + `StdioClientTransport` / `StreamableHTTPClientTransport`, every `tools/list` page, `callTool`.',
+    '- AI SDK: `createMCPClient` + `StdioMCPTransport` / `{ type: \'http\' }`, `client.tools()`, each tool\'s `execute()`;',
+    '  defaults kept, so it first probes `server/discover` (answered "method not found") before `initialize`.',
+    '- Raw pipe: a minimal JSON-RPC client in plain Node (no validation), the practical floor for W1/W2.',
+  ].join('\n'),
+);
+lines.push('');
+
+lines.push('<details><summary>Every round</summary>');
+lines.push('');
+lines.push('| Round | Workload | Client | Seconds | Result |');
+lines.push('|---:|---|---|---:|---|');
+for (const r of results) {
+  const body = r.error
+    ? `error: ${r.error.split('\n')[0].replaceAll('|', '\\|')}`
+    : Object.entries(r.metrics).map(([k, v]) => `${k}=${fmt(v)}`).join(', ');
+  lines.push(`| ${r.round} | ${r.workload} | ${r.client} | ${r.seconds.toFixed(1)} | ${body} |`);
+}
+lines.push('');
+lines.push('</details>');
+lines.push('');
+
+writeFileSync(config.out, lines.join('\n'));
+console.log('');
+console.log(lines.slice(0, lines.indexOf('## What is measured')).join('\n'));
+console.log(`Wrote ${relative(process.cwd(), config.out) || config.out} in ${elapsed.toFixed(0)} s.`);
+if (strays.length > 0) process.exitCode = 1;

@@ -1,0 +1,83 @@
+#!/usr/bin/env node
+// Minimal MCP server over Streamable HTTP on node:http, no SDK: POST answers with application/json bodies
+// (never an event stream), a stateful Mcp-Session-Id issued by initialize, GET refused with 405 (no
+// server-initiated stream is offered), DELETE ends the session. Same tools as echo-stdio.mjs.
+//
+// Listens on 127.0.0.1 on a free port and prints one line `{"url":"http://127.0.0.1:PORT/mcp"}`.
+// It exits when stdin ends: the process that started it holds the other end, so it cannot outlive it.
+
+import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
+import { handleMessage } from './protocol.mjs';
+
+const sessions = new Set();
+
+function send(res, status, body, headers = {}) {
+  if (body === undefined) {
+    res.writeHead(status, headers);
+    res.end();
+    return;
+  }
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers });
+  res.end(body);
+}
+
+function rpcError(code, message) {
+  return JSON.stringify({ jsonrpc: '2.0', id: null, error: { code, message } });
+}
+
+function onPost(req, res, body) {
+  let parsed;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    return send(res, 400, rpcError(-32700, 'Parse error'));
+  }
+  const messages = Array.isArray(parsed) ? parsed : [parsed];
+  const headers = {};
+  let session = req.headers['mcp-session-id'];
+  if (messages.some((m) => m?.method === 'initialize')) {
+    session = randomUUID();
+    sessions.add(session);
+    headers['mcp-session-id'] = session;
+  } else if (session !== undefined && !sessions.has(session)) {
+    return send(res, 404, rpcError(-32001, 'Session not found'));
+  } else if (session === undefined) {
+    // Only probes for methods this server does not have (server/discover) may come before initialize;
+    // they are answered with "method not found" like on stdio.
+    const needsSession = messages.some((m) => ['tools/list', 'tools/call', 'ping'].includes(m?.method));
+    if (needsSession) return send(res, 400, rpcError(-32000, 'Bad Request: Mcp-Session-Id header is required'));
+  }
+  const answers = [];
+  for (const msg of messages) {
+    const answer = handleMessage(msg);
+    if (answer !== null) answers.push(answer);
+  }
+  if (answers.length === 0) return send(res, 202, undefined, headers); // notifications only
+  send(res, 200, Array.isArray(parsed) ? `[${answers.join(',')}]` : answers[0], headers);
+}
+
+const server = createServer((req, res) => {
+  if (new URL(req.url, 'http://x').pathname !== '/mcp') return send(res, 404, rpcError(-32000, 'Not found'));
+  if (req.method === 'POST') {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => onPost(req, res, Buffer.concat(chunks).toString('utf8')));
+    return;
+  }
+  if (req.method === 'DELETE') {
+    const session = req.headers['mcp-session-id'];
+    return send(res, sessions.delete(session) ? 200 : 404, undefined);
+  }
+  send(res, 405, undefined, { allow: 'POST, DELETE' });
+});
+// Clients keep connections alive between calls; a short server timeout would race their reuse.
+server.keepAliveTimeout = 60_000;
+server.headersTimeout = 65_000;
+
+server.listen(0, '127.0.0.1', () => {
+  process.stdout.write(JSON.stringify({ url: `http://127.0.0.1:${server.address().port}/mcp` }) + '\n');
+});
+process.stdin.resume();
+process.stdin.on('end', () => process.exit(0));
+process.on('SIGTERM', () => process.exit(0));

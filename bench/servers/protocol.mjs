@@ -1,0 +1,104 @@
+// The MCP server side shared by echo-stdio.mjs and echo-http.mjs, written by hand (no SDK) so that the
+// server costs as little as possible and the same for every client: the benchmark measures clients.
+//
+// Environment:
+//   ECHO_TOOLS  number of tools published (default 10). The first is `echo`, the rest `tool_0001`...;
+//               every tool echoes its arguments back as one text block.
+//   ECHO_PAGE   tools per tools/list page (default 0 = all in one page); the cursor is the next offset.
+
+const PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
+
+const toolCount = Math.max(1, Number.parseInt(process.env.ECHO_TOOLS ?? '10', 10) || 10);
+const pageSize = Math.max(0, Number.parseInt(process.env.ECHO_PAGE ?? '0', 10) || 0);
+
+function makeTool(index) {
+  const name = index === 0 ? 'echo' : `tool_${String(index).padStart(4, '0')}`;
+  return {
+    name,
+    description: `Echoes its arguments back as JSON text (benchmark tool #${index}); it has no side effects.`,
+    inputSchema: {
+      type: 'object',
+      properties: {
+        message: { type: 'string', description: 'Text to echo back' },
+        count: { type: 'integer', minimum: 0, description: 'An optional number' },
+        tags: { type: 'array', items: { type: 'string' } },
+      },
+    },
+  };
+}
+
+const tools = Array.from({ length: toolCount }, (_, i) => makeTool(i));
+const toolNames = new Set(tools.map((t) => t.name));
+
+// tools/list pages are serialized once: with 2 000 tools, re-serializing them on every request would make
+// the server, not the client, the slow side of W5.
+const pages = new Map(); // cursor ('' for the first page) -> serialized result
+{
+  const size = pageSize || toolCount;
+  for (let offset = 0; offset < toolCount; offset += size) {
+    const next = offset + size < toolCount ? String(offset + size) : undefined;
+    const result = { tools: tools.slice(offset, offset + size) };
+    if (next !== undefined) result.nextCursor = next;
+    pages.set(offset === 0 ? '' : String(offset), JSON.stringify(result));
+  }
+}
+
+const serverInfo = { name: 'bench-echo', version: '1.0.0' };
+
+function reply(id, resultJson) {
+  return `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${resultJson}}`;
+}
+
+function replyError(id, code, message) {
+  return JSON.stringify({ jsonrpc: '2.0', id: id ?? null, error: { code, message } });
+}
+
+/**
+ * Handle one parsed JSON-RPC message. Returns the serialized response, or null for notifications and
+ * responses (nothing to answer). Unknown methods get -32601, which is also how `server/discover` (sent
+ * first by @ai-sdk/mcp) is answered: this is a plain initialize-first server.
+ */
+export function handleMessage(msg) {
+  if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) return replyError(null, -32600, 'Invalid Request');
+  const { id, method, params } = msg;
+  if (id === undefined || id === null) return null; // a notification (e.g. notifications/initialized)
+  if (typeof method !== 'string') return null; // a response to a server request: we never send any
+  switch (method) {
+    case 'initialize': {
+      const asked = params?.protocolVersion;
+      const protocolVersion = PROTOCOL_VERSIONS.includes(asked) ? asked : PROTOCOL_VERSIONS[0];
+      return reply(id, JSON.stringify({ protocolVersion, capabilities: { tools: { listChanged: false } }, serverInfo }));
+    }
+    case 'ping':
+      return reply(id, '{}');
+    case 'tools/list': {
+      const cursor = params?.cursor ?? '';
+      const page = pages.get(cursor);
+      return page === undefined ? replyError(id, -32602, 'Invalid cursor') : reply(id, page);
+    }
+    case 'tools/call': {
+      const name = params?.name;
+      if (!toolNames.has(name)) return replyError(id, -32602, `Unknown tool: ${name}`);
+      const text = JSON.stringify(params.arguments ?? {});
+      return reply(id, JSON.stringify({ content: [{ type: 'text', text }] }));
+    }
+    default:
+      return replyError(id, -32601, `Method not found: ${method}`);
+  }
+}
+
+/** Parse one message (or a JSON-RPC batch) and return the serialized answers. */
+export function handleText(text) {
+  let parsed;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return [replyError(null, -32700, 'Parse error')];
+  }
+  const answers = [];
+  for (const msg of Array.isArray(parsed) ? parsed : [parsed]) {
+    const answer = handleMessage(msg);
+    if (answer !== null) answers.push(answer);
+  }
+  return answers;
+}

@@ -1,0 +1,113 @@
+//! `policy.decide`: every tool call is put to the application before the server hears of it. A deny,
+//! a failing decide, or an answer that is not a decision all mean the server receives nothing. Tool
+//! annotations are not part of the request: a server can lie in them.
+
+use crate::error::{McpError, Result};
+use crate::hooks::Hooks;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+#[derive(Debug, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Decision {
+    Allow,
+    Deny {
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    Ask {
+        #[serde(default)]
+        reason: Option<String>,
+    },
+}
+
+/// The request handed to `policy.decide` (the JavaScript layer adds `session`).
+pub fn request_json(tool_name: &str, server: &str, remote_name: &str, args: &RawValue) -> String {
+    format!(
+        "{{\"toolName\":{},\"server\":{},\"remoteName\":{},\"args\":{}}}",
+        serde_json::to_string(tool_name).unwrap_or_default(),
+        serde_json::to_string(server).unwrap_or_default(),
+        serde_json::to_string(remote_name).unwrap_or_default(),
+        args.get()
+    )
+}
+
+/// Ok when the call may go ahead. Fails closed.
+pub async fn authorize(hooks: &Hooks, tool_name: &str, request: String) -> Result<()> {
+    let Some(decide) = &hooks.decide else { return Ok(()) };
+    let decision = match decide.call(request.clone()).await {
+        Ok(answer) => serde_json::from_str::<Decision>(&answer).map_err(|_| {
+            McpError::PolicyDenied(format!(
+                "policy.decide returned no valid decision for {tool_name}; the call is denied"
+            ))
+        })?,
+        Err(_) => {
+            return Err(McpError::PolicyDenied(format!("policy.decide failed for {tool_name}; the call is denied")))
+        }
+    };
+    match decision {
+        Decision::Allow => Ok(()),
+        Decision::Deny { reason } => Err(McpError::PolicyDenied(with_reason(format!("policy denied {tool_name}"), reason))),
+        Decision::Ask { reason } => {
+            let refused = || McpError::ApprovalRequired(with_reason(format!("{tool_name} needs approval"), reason.clone()));
+            let Some(ask) = &hooks.ask else { return Err(refused()) };
+            let question = match &reason {
+                Some(r) => format!("{{\"request\":{request},\"reason\":{}}}", serde_json::to_string(r).unwrap_or_default()),
+                None => format!("{{\"request\":{request},\"reason\":null}}"),
+            };
+            match ask.call(question).await {
+                Ok(true) => Ok(()),
+                _ => Err(refused()),
+            }
+        }
+    }
+}
+
+fn with_reason(message: String, reason: Option<String>) -> String {
+    match reason {
+        Some(reason) if !reason.is_empty() => format!("{message}: {reason}"),
+        _ => message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::Callback;
+    use crate::transport::BoxFuture;
+    use std::sync::Arc;
+
+    struct Fixed<R: Clone + Send + 'static>(std::result::Result<R, String>);
+    impl<R: Clone + Send + Sync + 'static> Callback<String, R> for Fixed<R> {
+        fn call(&self, _: String) -> BoxFuture<'static, std::result::Result<R, String>> {
+            let answer = self.0.clone();
+            Box::pin(async move { answer })
+        }
+    }
+
+    fn hooks(decide: std::result::Result<&str, &str>, ask: Option<bool>) -> Hooks {
+        Hooks {
+            decide: Some(Arc::new(Fixed(decide.map(str::to_owned).map_err(str::to_owned)))),
+            ask: ask.map(|a| Arc::new(Fixed(Ok(a))) as Arc<dyn Callback<String, bool>>),
+            ..Hooks::default()
+        }
+    }
+
+    async fn run(h: &Hooks) -> Result<()> {
+        authorize(h, "s__t", "{}".to_owned()).await
+    }
+
+    #[tokio::test]
+    async fn decisions_map_to_outcomes_and_fail_closed() {
+        assert!(run(&Hooks::default()).await.is_ok());
+        assert!(run(&hooks(Ok(r#"{"kind":"allow"}"#), None)).await.is_ok());
+        let denied = run(&hooks(Ok(r#"{"kind":"deny","reason":"no deletes"}"#), None)).await.unwrap_err();
+        assert_eq!((denied.code(), denied.to_string().as_str()), ("mcp_policy_denied", "policy denied s__t: no deletes"));
+        assert_eq!(run(&hooks(Ok(r#"{"kind":"ask"}"#), None)).await.unwrap_err().code(), "mcp_approval_required");
+        assert!(run(&hooks(Ok(r#"{"kind":"ask"}"#), Some(true))).await.is_ok());
+        assert_eq!(run(&hooks(Ok(r#"{"kind":"ask"}"#), Some(false))).await.unwrap_err().code(), "mcp_approval_required");
+        assert_eq!(run(&hooks(Err("boom"), None)).await.unwrap_err().code(), "mcp_policy_denied");
+        assert_eq!(run(&hooks(Ok(r#"{"kind":"maybe"}"#), None)).await.unwrap_err().code(), "mcp_policy_denied");
+        assert_eq!(run(&hooks(Ok("null"), None)).await.unwrap_err().code(), "mcp_policy_denied");
+    }
+}
