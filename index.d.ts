@@ -9,6 +9,23 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** A connection store that lives in the engine: in memory, or a SQLite file. */
+export declare class NativeStore {
+  static memory(): NativeStore
+  /** Opens (or creates) a SQLite store at `path`: WAL, a schema version, safe for several processes. */
+  static sqlite(path: string): NativeStore
+  get id(): number
+  /** The row as JSON, or null. */
+  get(id: string): Promise<string | null>
+  list(): Promise<string>
+  save(rowJson: string): Promise<void>
+  remove(id: string): Promise<void>
+  claimBaseline(id: string, fingerprintsJson: string): Promise<string>
+  clearBaseline(id: string): Promise<void>
+  /** Clear the baseline of every row of `serverName`; resolves to how many rows had that name. */
+  retrust(serverName: string): Promise<number>
+}
+
 /** A set of MCP server connections behind one tool map. */
 export declare class NativeToolset {
   /**
@@ -17,9 +34,16 @@ export declare class NativeToolset {
    * `auth` (server → token), `allowedHosts` resolver (server → JSON array), `policy.decide`
    * (request JSON → decision JSON) and `policy.ask` (question JSON → approved).
    */
-  constructor(configJson: string, onEvent: (kind: string, payloadJson: string) => void, auth?: ((server: string) => Promise<string>) | undefined | null, allowedHosts?: ((server: string) => Promise<string>) | undefined | null, decide?: ((requestJson: string) => Promise<string>) | undefined | null, ask?: ((questionJson: string) => Promise<boolean>) | undefined | null)
+  constructor(configJson: string, onEvent: (kind: string, payloadJson: string) => void, auth?: ((server: string) => Promise<string>) | undefined | null, allowedHosts?: ((server: string) => Promise<string>) | undefined | null, decide?: ((requestJson: string) => Promise<string>) | undefined | null, ask?: ((questionJson: string) => Promise<boolean>) | undefined | null, nativeStoreId?: number | undefined | null, jsStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null)
   /** Connect every enabled server; resolves to `{"tools": [...], "diagnostics": [...]}` as JSON. */
   connect(): Promise<string>
+  /**
+   * Project the tool map from storage (no server is asked anything first); reconnection and
+   * reconciliation continue in the background. Same JSON shape as `connect`.
+   */
+  rebuild(stdioAllowed: boolean): Promise<string>
+  /** Resolves when background reconciliation after `rebuild` has finished. */
+  reconciled(): Promise<void>
   /** Call a projected tool with JSON arguments; resolves to the raw JSON result text. */
   callTool(name: string, argumentsJson: string, abortId: number): Promise<string>
   /** Abort the call started with `abortId`. */

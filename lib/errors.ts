@@ -16,7 +16,9 @@ export type McpErrorCode =
   | 'mcp_policy_denied'
   | 'mcp_approval_required'
   | 'mcp_auth_error'
-  | 'mcp_containment_violation';
+  | 'mcp_containment_violation'
+  | 'mcp_tool_quarantined'
+  | 'mcp_storage_error';
 
 export class McpError extends Error {
   readonly code: McpErrorCode;
@@ -57,6 +59,10 @@ export class McpApprovalRequiredError extends McpError {}
 export class McpAuthError extends McpError {}
 /** A stdio entry's command or cwd resolves outside its `root`. */
 export class McpContainmentError extends McpError {}
+/** The tool drifted from its trusted baseline; calls are refused until the server is re-trusted. */
+export class McpToolQuarantinedError extends McpError {}
+/** The connection store failed, is empty where a rebuild needs rows, or holds a mismatched row. */
+export class McpStorageError extends McpError {}
 
 const classes: Record<McpErrorCode, new (code: McpErrorCode, message: string) => McpError> = {
   mcp_tool_error: McpToolError,
@@ -74,6 +80,8 @@ const classes: Record<McpErrorCode, new (code: McpErrorCode, message: string) =>
   mcp_approval_required: McpApprovalRequiredError,
   mcp_auth_error: McpAuthError,
   mcp_containment_violation: McpContainmentError,
+  mcp_tool_quarantined: McpToolQuarantinedError,
+  mcp_storage_error: McpStorageError,
 };
 
 export function createMcpError(code: McpErrorCode, message: string): McpError {

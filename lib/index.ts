@@ -2,13 +2,18 @@
 // This file wires options and callbacks to the native engine; all protocol work happens in Rust.
 
 import { createMcpError, fromEngine, McpAbortedError } from './errors';
+import { isStore, nativeStoreId, storeDispatcher, storeFactories } from './stores';
 import type { Diagnostic, McpOptions, McpServer, McpTool, McpToolCallContext, McpToolResult, McpToolset } from './types';
 
 export * from './errors';
 export type * from './types';
+export { retrustMcpServer } from './stores';
+export type { McpConnectionStore, StoredServer } from './stores';
 
 interface NativeToolset {
   connect(): Promise<string>;
+  rebuild(stdioAllowed: boolean): Promise<string>;
+  reconciled(): Promise<void>;
   callTool(name: string, argumentsJson: string, abortId: number): Promise<string>;
   abort(abortId: number): void;
   close(): Promise<void>;
@@ -24,7 +29,10 @@ interface NativeBinding {
     allowedHosts: StringHook,
     decide: StringHook,
     ask: ((questionJson: string) => Promise<boolean>) | undefined,
+    nativeStoreId: number | undefined,
+    jsStore: ((op: string, argsJson: string) => Promise<string>) | undefined,
   ) => NativeToolset;
+  NativeStore: Parameters<typeof storeFactories>[0];
   engineVersion(): string;
 }
 
@@ -39,10 +47,12 @@ interface ToolsChange {
   removed: string[];
 }
 
-const KNOWN_OPTIONS = new Set(['tools', 'timeoutMs', 'maxResultBytes', 'onDiagnostic', 'session', 'auth', 'allowedHosts', 'policy']);
+const KNOWN_OPTIONS = new Set(['tools', 'timeoutMs', 'maxResultBytes', 'onDiagnostic', 'session', 'auth', 'allowedHosts', 'policy', 'storage']);
 // Options of the full contract that this build does not implement yet. Ignoring one would leave a
 // caller believing it is in effect, so they are refused instead.
-const NOT_YET_SUPPORTED = new Set(['storage', 'disclosure', 'contextWindowTokens']);
+const NOT_YET_SUPPORTED = new Set(['disclosure', 'contextWindowTokens']);
+
+export const { createMemoryMcpConnectionStore, createSqliteMcpConnectionStore } = storeFactories(binding.NativeStore);
 
 function configError(message: string): Error {
   return createMcpError('mcp_config_invalid', message);
@@ -69,6 +79,10 @@ function checkOptions(servers: unknown, opts: unknown): asserts opts is McpOptio
     if (session === undefined) throw configError('an allowedHosts resolver requires session');
   } else if (allowedHosts !== undefined && (!Array.isArray(allowedHosts) || allowedHosts.some((h) => typeof h !== 'string'))) {
     throw configError('allowedHosts must be an array of host names or a function (server, { session }) => host names');
+  }
+  const { storage } = opts as McpOptions;
+  if (storage !== undefined && !isStore(storage)) {
+    throw configError('storage must be a connection store (get, list, save, remove, claimBaseline)');
   }
   if (policy !== undefined) {
     if (policy === null || typeof policy !== 'object' || typeof policy.decide !== 'function') {
@@ -159,7 +173,31 @@ function makeTool(native: NativeToolset, projected: ProjectedTool): McpTool {
  * Servers connect concurrently; one that fails is reported through `onDiagnostic` (`server-degraded`)
  * and the others' tools are returned all the same.
  */
-export async function mcpTools(servers: readonly McpServer[], opts: McpOptions = {}): Promise<McpToolset> {
+export function mcpTools(servers: readonly McpServer[], opts: McpOptions = {}): Promise<McpToolset> {
+  return openToolset(servers, opts, (native) => native.connect(), false);
+}
+
+/**
+ * Rebuild a toolset from `opts.storage` without asking any server first: the map is projected from the
+ * stored catalogue, then each server is reconnected and reconciled in the background (`reconciled`
+ * settles when that is done; the map is corrected in place). An empty store is an error.
+ * `capabilities.stdio: false` leaves stdio servers out.
+ */
+export function rebuildMcpToolsFromStorage(
+  servers: readonly McpServer[],
+  opts: McpOptions,
+  capabilities: { stdio?: boolean } = {},
+): Promise<McpToolset> {
+  if (!opts || !opts.storage) return Promise.reject(configError('rebuildMcpToolsFromStorage needs opts.storage'));
+  return openToolset(servers, opts, (native) => native.rebuild(capabilities.stdio !== false), true);
+}
+
+async function openToolset(
+  servers: readonly McpServer[],
+  opts: McpOptions,
+  start: (native: NativeToolset) => Promise<string>,
+  reconciles: boolean,
+): Promise<McpToolset> {
   checkOptions(servers, opts);
   const { onDiagnostic } = opts;
   const tools: Record<string, McpTool> = {};
@@ -190,18 +228,26 @@ export async function mcpTools(servers: readonly McpServer[], opts: McpOptions =
   const hooks = hooksFor(opts);
   let native: NativeToolset;
   try {
-    native = new binding.NativeToolset(config, onEvent, hooks.auth, hooks.allowedHosts, hooks.decide, hooks.ask);
+    const storeId = opts.storage ? nativeStoreId(opts.storage) : undefined;
+    const jsStore = opts.storage && storeId === undefined ? storeDispatcher(opts.storage) : undefined;
+    native = new binding.NativeToolset(config, onEvent, hooks.auth, hooks.allowedHosts, hooks.decide, hooks.ask, storeId, jsStore);
   } catch (error) {
     throw fromEngine(error);
   }
-  const connected: { tools: ProjectedTool[]; diagnostics: Diagnostic[] } = JSON.parse(await native.connect());
+  let connected: { tools: ProjectedTool[]; diagnostics: Diagnostic[] };
+  try {
+    connected = JSON.parse(await start(native));
+  } catch (error) {
+    await native.close();
+    throw fromEngine(error);
+  }
   for (const tool of connected.tools) tools[tool.name] = makeTool(native, tool);
   for (const diagnostic of connected.diagnostics) deliver(onDiagnostic, diagnostic);
 
   return {
     tools,
     close: () => native.close(),
-    reconciled: Promise.resolve(),
+    reconciled: reconciles ? native.reconciled() : Promise.resolve(),
   };
 }
 

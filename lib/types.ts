@@ -43,7 +43,11 @@ export interface McpPolicy {
   ask?(request: PolicyRequest, reason?: string): boolean | Promise<boolean>;
 }
 
+import type { McpConnectionStore } from './stores';
+
 export interface McpOptions {
+  /** Persist each server's catalogue and drift baseline; enables drift quarantine and rebuilds. */
+  storage?: McpConnectionStore;
   /** Resolves the bearer token for a server, before initialize and again before every call. Requires `session`. */
   auth?: (server: string, ctx: { session: Session }) => Promise<{ token: string }>;
   /** Hosts HTTP servers may reach (an SSRF guard), or a per-server resolver (requires `session`). */

@@ -41,6 +41,22 @@ impl ServerEntry {
         !matches!(self.kind, ServerKind::Stdio { .. })
     }
 
+    /// The transport name as configured and stored: `stdio`, `streamable-http` or `sse`.
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            ServerKind::Stdio { .. } => "stdio",
+            ServerKind::StreamableHttp { .. } => "streamable-http",
+            ServerKind::Sse { .. } => "sse",
+        }
+    }
+
+    pub fn url(&self) -> Option<String> {
+        match &self.kind {
+            ServerKind::Stdio { .. } => None,
+            ServerKind::StreamableHttp { url, .. } | ServerKind::Sse { url, .. } => Some(url.to_string()),
+        }
+    }
+
     /// What makes this server this server: used to tell apart entries that share a name.
     pub fn identity(&self) -> String {
         match &self.kind {

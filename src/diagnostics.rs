@@ -13,6 +13,12 @@ pub enum Diagnostic {
     ToolRejected { server: String, tool: String, message: String },
     /// A remote name was rewritten to be provider-safe.
     ToolNameRewritten { server: String, tool: String, name: String, message: String },
+    /// A tool's definition differs from its trusted baseline: kept by name, described by us, uncallable.
+    ToolQuarantined { server: String, tool: String, message: String },
+    /// A tool absent from the trusted baseline: not projected at all.
+    ToolWithheld { server: String, tool: String, message: String },
+    /// A baseline tool the server no longer publishes.
+    ToolRemoved { server: String, tool: String, message: String },
     /// `notifications/tools/list_changed` was applied to the tool map.
     ToolsChanged { server: String, added: Vec<String>, removed: Vec<String>, changed: Vec<String>, message: String },
 }

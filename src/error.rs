@@ -34,6 +34,11 @@ pub enum McpError {
     Auth(String),
     /// A stdio entry's command or cwd resolves outside its `root`.
     ContainmentViolation(String),
+    /// The tool's definition drifted from its trusted baseline; calls are refused until re-trusted.
+    ToolQuarantined(String),
+    /// The connection store failed, is empty where a rebuild needs rows, or holds a row that no
+    /// longer matches the configured server.
+    Storage(String),
 }
 
 impl McpError {
@@ -54,6 +59,8 @@ impl McpError {
             McpError::ApprovalRequired(_) => "mcp_approval_required",
             McpError::Auth(_) => "mcp_auth_error",
             McpError::ContainmentViolation(_) => "mcp_containment_violation",
+            McpError::ToolQuarantined(_) => "mcp_tool_quarantined",
+            McpError::Storage(_) => "mcp_storage_error",
         }
     }
 
@@ -73,7 +80,9 @@ impl fmt::Display for McpError {
             | McpError::PolicyDenied(m)
             | McpError::ApprovalRequired(m)
             | McpError::Auth(m)
-            | McpError::ContainmentViolation(m) => f.write_str(m),
+            | McpError::ContainmentViolation(m)
+            | McpError::ToolQuarantined(m)
+            | McpError::Storage(m) => f.write_str(m),
             McpError::Timeout { after_ms } => {
                 write!(f, "MCP request timed out: no response or progress for {after_ms} ms")
             }
@@ -107,6 +116,8 @@ impl McpError {
             McpError::ApprovalRequired(m) => McpError::ApprovalRequired(r(m)),
             McpError::Auth(m) => McpError::Auth(r(m)),
             McpError::ContainmentViolation(m) => McpError::ContainmentViolation(r(m)),
+            McpError::ToolQuarantined(m) => McpError::ToolQuarantined(r(m)),
+            McpError::Storage(m) => McpError::Storage(r(m)),
             other => other,
         }
     }

@@ -14,6 +14,8 @@ use crate::transport::http::Credential;
 use crate::limits::MAX_CONNECT_TIMEOUT_MS;
 use crate::projection::naming;
 use crate::projection::ProjectedTool;
+use crate::protocol::mcp::Tool;
+use crate::store::{self, ConnectionStore, StoredServer};
 use crate::transport::stdio::StdioSpec;
 use crate::transport::{http::HttpSpec, TransportOptions, TransportSpec};
 use serde::Serialize;
@@ -52,6 +54,10 @@ struct Inner {
     max_result_bytes: usize,
     filter: crate::guard::filter::ToolFilter,
     routes: RwLock<HashMap<String, Route>>,
+    /// Where catalogues and drift baselines persist. Without one there is no baseline.
+    store: Option<Arc<dyn ConnectionStore>>,
+    /// Background reconciliations still running (after a rebuild from storage).
+    reconciling: watch::Sender<usize>,
     aborts: Mutex<HashMap<u32, Arc<AbortHandle>>>,
     events: Arc<dyn ToolsetEvents>,
     /// Diagnostics raised while connecting, returned with the tools so the caller sees them before
@@ -75,16 +81,38 @@ struct ServerSlot {
     credential: Credential,
     /// Values never to appear in anything this server's failures produce.
     secrets: Secrets,
+    state: watch::Sender<SlotState>,
+}
+
+/// Whether calls to a server can go ahead, must wait for its (re)connection, or fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlotState {
+    Connecting,
+    Ready,
+    Down,
 }
 
 #[derive(Clone)]
 struct Route {
     server: usize,
     remote_name: Arc<str>,
+    quarantined: bool,
+}
+
+/// What the drift baseline says about one listing.
+#[derive(Debug, Default)]
+struct Vetting {
+    quarantined: HashSet<String>,
+    withheld: HashSet<String>,
 }
 
 impl Toolset {
-    pub fn new(config: ToolsetConfig, hooks: Hooks, events: Arc<dyn ToolsetEvents>) -> Result<Toolset> {
+    pub fn new(
+        config: ToolsetConfig,
+        hooks: Hooks,
+        store: Option<Arc<dyn ConnectionStore>>,
+        events: Arc<dyn ToolsetEvents>,
+    ) -> Result<Toolset> {
         let allowed_hosts = match &config.allowed_hosts {
             Some(hosts) => Some(Arc::new(HostGuard::new(hosts)?)),
             None => None,
@@ -115,6 +143,7 @@ impl Toolset {
                     refreshing: tokio::sync::Mutex::new(()),
                     credential: Credential::default(),
                     secrets,
+                    state: watch::channel(SlotState::Connecting).0,
                 }
             })
             .collect();
@@ -127,6 +156,8 @@ impl Toolset {
                 max_result_bytes: config.max_result_bytes,
                 filter: config.filter,
                 routes: RwLock::new(HashMap::new()),
+                store,
+                reconciling: watch::channel(0).0,
                 aborts: Mutex::new(HashMap::new()),
                 events,
                 startup_diagnostics: Mutex::new(Some(Vec::new())),
@@ -154,21 +185,97 @@ impl Toolset {
         for (index, attempt) in attempts {
             let slot = &inner.servers[index];
             let outcome = attempt.await.unwrap_or_else(|e| Err((McpError::Transport(e.to_string()), None)));
-            match outcome {
-                Ok((connection, listing)) if !inner.closing.load(Ordering::SeqCst) => {
-                    let projected = inner.project(index, listing, &mut taken);
+            let vetted = match outcome {
+                Ok((connection, listing)) => match inner.vet(index, &listing.tools).await {
+                    Ok(vetting) => Ok((connection, listing, vetting)),
+                    Err(e) => {
+                        connection.close().await;
+                        Err((e, None))
+                    }
+                },
+                Err(failure) => Err(failure),
+            };
+            match vetted {
+                Ok((connection, listing, vetting)) if !inner.closing.load(Ordering::SeqCst) => {
+                    let projected = inner.project(index, listing, &vetting, &mut taken);
                     *slot.tools.lock().unwrap() = projected.clone();
                     *slot.connection.write().unwrap() = Some(connection);
+                    slot.state.send_replace(SlotState::Ready);
                     tools.extend(projected);
                 }
-                Ok((connection, _)) => connection.close().await,
-                Err((error, stderr_tail)) => inner.report_degraded(index, &error, stderr_tail),
+                Ok((connection, ..)) => connection.close().await,
+                Err((error, stderr_tail)) => {
+                    slot.state.send_replace(SlotState::Down);
+                    inner.report_degraded(index, &error, stderr_tail);
+                }
             }
         }
-        *inner.routes.write().unwrap() = taken;
-        let diagnostics = inner.startup_diagnostics.lock().unwrap().take().unwrap_or_default();
-        inner.projected.send_replace(true);
-        (tools, diagnostics)
+        for slot in inner.servers.iter().filter(|s| !s.entry.enabled) {
+            slot.state.send_replace(SlotState::Down);
+        }
+        (tools, inner.finish_startup(taken))
+    }
+
+    /// Project the tool map from the store without contacting any server, then reconnect and reconcile
+    /// each server in the background (see [`Toolset::reconciled`]). `stdio_allowed: false` leaves stdio
+    /// servers out. An empty store is an error: a cold start is `connect`, not a silent fallback.
+    pub async fn rebuild(&self, stdio_allowed: bool) -> Result<(Vec<ProjectedTool>, Vec<Diagnostic>)> {
+        let inner = &self.inner;
+        let store = inner.store.clone().ok_or_else(|| McpError::config("rebuilding from storage needs the storage option"))?;
+        let rows = store.list().await?;
+        if rows.is_empty() {
+            return Err(McpError::Storage(
+                "the connection store is empty: nothing was persisted to rebuild from (use mcpTools for a cold start)".into(),
+            ));
+        }
+        inner.report_name_collisions();
+        let mut tools = Vec::new();
+        let mut taken = HashMap::new();
+        let mut to_reconcile = Vec::new();
+        for (index, slot) in inner.servers.iter().enumerate() {
+            if !slot.entry.enabled {
+                slot.state.send_replace(SlotState::Down);
+                continue;
+            }
+            let id = inner.store_id(index);
+            let row = rows.iter().find(|r| r.id == id).or_else(|| rows.iter().find(|r| r.name == slot.entry.name));
+            let refusal = match row {
+                _ if !stdio_allowed && !slot.entry.is_http() => {
+                    Some(McpError::config("stdio servers are not rebuilt here ({ stdio: false })"))
+                }
+                None => Some(McpError::Storage(format!("server {:?} was not persisted; it is not rebuilt", slot.entry.name))),
+                Some(row) if row.kind != slot.entry.kind_name() || row.url != slot.entry.url() => Some(McpError::Storage(format!(
+                    "the stored row for server {:?} is a {} server at {}, not what is configured now; refused",
+                    slot.entry.name,
+                    row.kind,
+                    row.url.as_deref().unwrap_or("(no url)")
+                ))),
+                Some(_) => None,
+            };
+            if let Some(error) = refusal {
+                slot.state.send_replace(SlotState::Down);
+                inner.report_degraded(index, &error, None);
+                continue;
+            }
+            let row = row.expect("refused above when missing");
+            let vetting = inner.vet_against(index, row.tool_fingerprints.as_ref(), &row.tools, false);
+            let listing = Listing { tools: row.tools.clone(), rejected: Vec::new() };
+            let projected = inner.project(index, listing, &vetting, &mut taken);
+            *slot.tools.lock().unwrap() = projected.clone();
+            tools.extend(projected);
+            to_reconcile.push(index);
+        }
+        let diagnostics = inner.finish_startup(taken);
+        inner.reconciling.send_modify(|n| *n += to_reconcile.len());
+        for index in to_reconcile {
+            tokio::spawn(inner.clone().reconcile(index));
+        }
+        Ok((tools, diagnostics))
+    }
+
+    /// Resolves once every background reconciliation started by [`Toolset::rebuild`] has finished.
+    pub async fn reconciled(&self) {
+        let _ = self.inner.reconciling.subscribe().wait_for(|pending| *pending == 0).await;
     }
 
     /// Call a projected tool. `abort_id` (non-zero) links the call to a later [`Toolset::abort`].
@@ -190,11 +297,17 @@ impl Toolset {
         let slot = &inner.servers[route.server];
         let abort = (abort_id != 0).then(|| inner.abort_handle(abort_id));
         let result = async {
+            if route.quarantined {
+                return Err(McpError::ToolQuarantined(format!(
+                    "tool {name:?} is quarantined: its definition changed since it was first trusted. Do not call it; \
+                     tell the user the server must be re-trusted."
+                )));
+            }
             if inner.hooks.decide.is_some() {
                 let request = policy::request_json(name, &slot.entry.name, &route.remote_name, arguments);
                 policy::authorize(&inner.hooks, name, request).await?;
             }
-            let connection = slot.connection.read().unwrap().clone().ok_or(McpError::Closed)?;
+            let connection = inner.ready_connection(route.server, name).await?;
             if slot.entry.is_http() && inner.hooks.auth.is_some() {
                 // Re-resolved on every call, so a rotated token takes effect without reconnecting.
                 inner.authenticate(route.server).await?;
@@ -234,6 +347,112 @@ impl Toolset {
 }
 
 impl Inner {
+    /// Hand the startup diagnostics over and publish the routes: from here on events go live.
+    fn finish_startup(&self, routes: HashMap<String, Route>) -> Vec<Diagnostic> {
+        *self.routes.write().unwrap() = routes;
+        let diagnostics = self.startup_diagnostics.lock().unwrap().take().unwrap_or_default();
+        self.projected.send_replace(true);
+        diagnostics
+    }
+
+    fn store_id(&self, index: usize) -> String {
+        let entry = &self.servers[index].entry;
+        store::server_id(&entry.name, entry.kind_name(), &entry.identity())
+    }
+
+    /// Persist this listing and check it against the drift baseline (recorded now if there is none).
+    async fn vet(&self, index: usize, tools: &[Tool]) -> Result<Vetting> {
+        let Some(store) = &self.store else { return Ok(Vetting::default()) };
+        let entry = &self.servers[index].entry;
+        let id = self.store_id(index);
+        let row = StoredServer {
+            id: id.clone(),
+            name: entry.name.clone(),
+            kind: entry.kind_name().to_owned(),
+            url: entry.url(),
+            tools: tools.to_vec(),
+            tool_fingerprints: None,
+        };
+        store.save(row).await?;
+        let baseline = store.claim_baseline(&id, store::fingerprints(tools)).await?;
+        Ok(self.vet_against(index, Some(&baseline), tools, true))
+    }
+
+    fn vet_against(&self, index: usize, baseline: Option<&store::Fingerprints>, tools: &[Tool], report: bool) -> Vetting {
+        let Some(baseline) = baseline else { return Vetting::default() };
+        let drift = store::compare(baseline, tools);
+        let server = &self.servers[index].entry.name;
+        if report {
+            for tool in &drift.changed {
+                self.report(Diagnostic::ToolQuarantined {
+                    server: server.clone(),
+                    tool: tool.clone(),
+                    message: format!("tool {tool:?} of server {server:?} changed since it was trusted; it is quarantined"),
+                });
+            }
+            for tool in &drift.added {
+                self.report(Diagnostic::ToolWithheld {
+                    server: server.clone(),
+                    tool: tool.clone(),
+                    message: format!("tool {tool:?} of server {server:?} is not in its trusted baseline; it is withheld"),
+                });
+            }
+            for tool in &drift.removed {
+                self.report(Diagnostic::ToolRemoved {
+                    server: server.clone(),
+                    tool: tool.clone(),
+                    message: format!("tool {tool:?} of server {server:?} is no longer published"),
+                });
+            }
+        }
+        Vetting { quarantined: drift.changed.into_iter().collect(), withheld: drift.added.into_iter().collect() }
+    }
+
+    /// The live connection for a call, waiting while the server is still being (re)connected.
+    async fn ready_connection(&self, index: usize, name: &str) -> Result<Arc<Connection>> {
+        let slot = &self.servers[index];
+        let mut state = slot.state.subscribe();
+        let settled = tokio::time::timeout(self.timeout, state.wait_for(|s| *s != SlotState::Connecting)).await;
+        let ready = matches!(settled, Ok(Ok(s)) if *s == SlotState::Ready);
+        if !ready {
+            return Err(McpError::Transport(format!("server {:?} is unavailable", slot.entry.name)));
+        }
+        // Reconciliation may have withdrawn the tool while this call waited.
+        if !self.routes.read().unwrap().contains_key(name) {
+            return Err(McpError::ToolUnavailable(format!(
+                "tool {name:?} is not available: its server no longer publishes it. Do not call it again; choose another tool."
+            )));
+        }
+        slot.connection.read().unwrap().clone().ok_or(McpError::Closed)
+    }
+
+    /// After a rebuild: connect, list, vet and correct the map in place.
+    async fn reconcile(self: Arc<Self>, index: usize) {
+        let slot = &self.servers[index];
+        match self.clone().connect_server(index).await {
+            Ok((connection, listing)) if !self.closing.load(Ordering::SeqCst) => match self.vet(index, &listing.tools).await {
+                Ok(vetting) => {
+                    *slot.connection.write().unwrap() = Some(connection);
+                    self.apply(index, listing, &vetting);
+                    slot.state.send_replace(SlotState::Ready);
+                }
+                Err(e) => {
+                    connection.close().await;
+                    slot.state.send_replace(SlotState::Down);
+                    self.report_degraded(index, &e, None);
+                }
+            },
+            Ok((connection, _)) => connection.close().await,
+            Err((error, stderr_tail)) => {
+                slot.state.send_replace(SlotState::Down);
+                if !self.closing.load(Ordering::SeqCst) {
+                    self.report_degraded(index, &error, stderr_tail);
+                }
+            }
+        }
+        self.reconciling.send_modify(|n| *n -= 1);
+    }
+
     fn report(&self, diagnostic: Diagnostic) {
         let mut startup = self.startup_diagnostics.lock().unwrap();
         match startup.as_mut() {
@@ -337,7 +556,7 @@ impl Inner {
     }
 
     /// Project one server's listing, claiming names in `taken` (projected name → route).
-    fn project(&self, index: usize, listing: Listing, taken: &mut HashMap<String, Route>) -> Vec<ProjectedTool> {
+    fn project(&self, index: usize, listing: Listing, vetting: &Vetting, taken: &mut HashMap<String, Route>) -> Vec<ProjectedTool> {
         let slot = &self.servers[index];
         for rejected in &listing.rejected {
             self.report(Diagnostic::ToolRejected {
@@ -349,15 +568,20 @@ impl Inner {
         listing
             .tools
             .iter()
-            .filter(|tool| self.filter.admits(&tool.name))
+            .filter(|tool| self.filter.admits(&tool.name) && !vetting.withheld.contains(&tool.name))
             .map(|tool| {
-                let name = self.claim_name(index, &tool.name, taken);
-                ProjectedTool::new(name, &slot.entry.name, tool)
+                let quarantined = vetting.quarantined.contains(&tool.name);
+                let name = self.claim_name(index, &tool.name, quarantined, taken);
+                if quarantined {
+                    ProjectedTool::quarantined(name, &slot.entry.name, tool)
+                } else {
+                    ProjectedTool::new(name, &slot.entry.name, tool)
+                }
             })
             .collect()
     }
 
-    fn claim_name(&self, index: usize, remote_name: &str, taken: &mut HashMap<String, Route>) -> String {
+    fn claim_name(&self, index: usize, remote_name: &str, quarantined: bool, taken: &mut HashMap<String, Route>) -> String {
         let slot = &self.servers[index];
         let mut name = naming::project_tool_name(&slot.label, remote_name);
         let owned_by_other = |taken: &HashMap<String, Route>, name: &str| {
@@ -376,7 +600,7 @@ impl Inner {
                 message: format!("tool {remote_name:?} of server {:?} is projected as {name:?} (provider-safe name)", slot.entry.name),
             });
         }
-        taken.insert(name.clone(), Route { server: index, remote_name: remote_name.into() });
+        taken.insert(name.clone(), Route { server: index, remote_name: remote_name.into(), quarantined });
         name
     }
 
@@ -415,29 +639,33 @@ impl Inner {
         });
     }
 
-    /// Re-list one server after `tools/list_changed` and update the map in place.
+    /// Re-list one server after `tools/list_changed`, vet it against the baseline, update the map in place.
     async fn refresh(self: Arc<Self>, index: usize) {
         let _ = self.projected.subscribe().wait_for(|done| *done).await;
         let slot = &self.servers[index];
         let _one_at_a_time = slot.refreshing.lock().await;
         let Some(connection) = slot.connection.read().unwrap().clone() else { return };
         let opts = RequestOptions { timeout: self.timeout, abort: None };
-        let listing = match catalog::list_tools(&connection, &opts).await {
-            Ok(listing) => listing,
-            Err(e) => {
-                if !self.closing.load(Ordering::SeqCst) {
-                    self.report_degraded(index, &McpError::Protocol(format!("re-listing tools failed: {e}")), None);
-                }
-                return;
-            }
+        let vetted = match catalog::list_tools(&connection, &opts).await {
+            Ok(listing) => self.vet(index, &listing.tools).await.map(|vetting| (listing, vetting)),
+            Err(e) => Err(McpError::Protocol(format!("re-listing tools failed: {e}"))),
         };
         if self.closing.load(Ordering::SeqCst) {
             return;
         }
+        match vetted {
+            Ok((listing, vetting)) => self.apply(index, listing, &vetting),
+            Err(e) => self.report_degraded(index, &e, None),
+        }
+    }
+
+    /// Replace one server's part of the map with a fresh listing and tell the owner what moved.
+    fn apply(&self, index: usize, listing: Listing, vetting: &Vetting) {
+        let slot = &self.servers[index];
         let change = {
             let mut routes = self.routes.write().unwrap();
             routes.retain(|_, route| route.server != index);
-            let fresh = self.project(index, listing, &mut routes);
+            let fresh = self.project(index, listing, vetting, &mut routes);
             let mut current = slot.tools.lock().unwrap();
             let change = diff(&slot.entry.name, &current, &fresh);
             *current = fresh;
@@ -448,7 +676,7 @@ impl Inner {
         }
         self.events.tools_changed(&change);
         let names = |tools: &[ProjectedTool]| tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
-        self.report(Diagnostic::ToolsChanged {
+        self.events.diagnostic(&Diagnostic::ToolsChanged {
             server: change.server.clone(),
             message: format!(
                 "server {:?} changed its tools: {} added, {} changed, {} removed",

@@ -8,7 +8,10 @@ use crate::diagnostics::Diagnostic;
 use crate::error::McpError;
 use crate::hooks::{Callback, Hooks};
 use crate::transport::BoxFuture;
+use crate::store::{self, ConnectionStore, Fingerprints, MemoryStore, SqliteStore, StoredServer};
 use crate::toolset::{Toolset, ToolsChange, ToolsetEvents};
+use std::collections::HashMap;
+use std::sync::{Mutex, Weak};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
@@ -54,6 +57,144 @@ impl Callback<String, Vec<String>> for HostsHook {
     }
 }
 
+/// A store implemented in JavaScript, reached through one dispatcher `(op, argsJson) => Promise<json>`.
+type StoreDispatcher = ThreadsafeFunction<FnArgs<(String, String)>, Promise<String>, FnArgs<(String, String)>, Status, false, true>;
+
+struct JsStore(Arc<StoreDispatcher>);
+
+impl JsStore {
+    fn call(&self, op: &'static str, args: serde_json::Value) -> store::BoxFuture<'static, crate::error::Result<String>> {
+        let dispatcher = self.0.clone();
+        Box::pin(async move {
+            let failed = |e: napi::Error| McpError::Storage(format!("store: {op} failed: {}", e.reason));
+            let promise = dispatcher.call_async_catch((op.to_owned(), args.to_string()).into()).await.map_err(failed)?;
+            promise.await.map_err(failed)
+        })
+    }
+}
+
+fn parse_reply<T: serde::de::DeserializeOwned>(op: &str, json: &str) -> crate::error::Result<T> {
+    serde_json::from_str(json).map_err(|e| McpError::Storage(format!("store: {op} returned malformed data: {e}")))
+}
+
+impl ConnectionStore for JsStore {
+    fn get(&self, id: &str) -> store::BoxFuture<'_, crate::error::Result<Option<StoredServer>>> {
+        let reply = self.call("get", serde_json::json!([id]));
+        Box::pin(async move { parse_reply("get", &reply.await?) })
+    }
+
+    fn list(&self) -> store::BoxFuture<'_, crate::error::Result<Vec<StoredServer>>> {
+        let reply = self.call("list", serde_json::json!([]));
+        Box::pin(async move { parse_reply("list", &reply.await?) })
+    }
+
+    fn save(&self, row: StoredServer) -> store::BoxFuture<'_, crate::error::Result<()>> {
+        let reply = self.call("save", serde_json::json!([row]));
+        Box::pin(async move { reply.await.map(drop) })
+    }
+
+    fn remove(&self, id: &str) -> store::BoxFuture<'_, crate::error::Result<()>> {
+        let reply = self.call("remove", serde_json::json!([id]));
+        Box::pin(async move { reply.await.map(drop) })
+    }
+
+    fn claim_baseline(&self, id: &str, fingerprints: Fingerprints) -> store::BoxFuture<'_, crate::error::Result<Fingerprints>> {
+        let reply = self.call("claimBaseline", serde_json::json!([id, fingerprints]));
+        Box::pin(async move { parse_reply("claimBaseline", &reply.await?) })
+    }
+
+    fn clear_baseline(&self, id: &str) -> store::BoxFuture<'_, crate::error::Result<()>> {
+        let reply = self.call("clearBaseline", serde_json::json!([id]));
+        Box::pin(async move { reply.await.map(drop) })
+    }
+}
+
+/// Native stores by id, so a toolset can be handed one through its config without a JS round trip.
+static NATIVE_STORES: Mutex<Option<HashMap<u32, Weak<dyn ConnectionStore>>>> = Mutex::new(None);
+static NEXT_STORE_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+fn native_store(id: u32) -> Option<Arc<dyn ConnectionStore>> {
+    NATIVE_STORES.lock().unwrap().as_ref()?.get(&id)?.upgrade()
+}
+
+/// A connection store that lives in the engine: in memory, or a SQLite file.
+#[napi]
+pub struct NativeStore {
+    store: Arc<dyn ConnectionStore>,
+    id: u32,
+}
+
+#[napi]
+impl NativeStore {
+    fn register(store: Arc<dyn ConnectionStore>) -> Self {
+        let id = NEXT_STORE_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        NATIVE_STORES.lock().unwrap().get_or_insert_with(HashMap::new).insert(id, Arc::downgrade(&store));
+        NativeStore { store, id }
+    }
+
+    #[napi(factory)]
+    pub fn memory() -> Self {
+        Self::register(Arc::new(MemoryStore::new()))
+    }
+
+    /// Opens (or creates) a SQLite store at `path`: WAL, a schema version, safe for several processes.
+    #[napi(factory)]
+    pub fn sqlite(path: String) -> Result<Self> {
+        let store = SqliteStore::open(std::path::Path::new(&path)).map_err(to_js_error)?;
+        Ok(Self::register(Arc::new(store)))
+    }
+
+    #[napi(getter)]
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The row as JSON, or null.
+    #[napi]
+    pub async fn get(&self, id: String) -> Result<Option<String>> {
+        let row = self.store.get(&id).await.map_err(to_js_error)?;
+        Ok(row.map(|r| serde_json::to_string(&r).expect("rows serialize")))
+    }
+
+    #[napi]
+    pub async fn list(&self) -> Result<String> {
+        let rows = self.store.list().await.map_err(to_js_error)?;
+        Ok(serde_json::to_string(&rows).expect("rows serialize"))
+    }
+
+    #[napi]
+    pub async fn save(&self, row_json: String) -> Result<()> {
+        let row: StoredServer = serde_json::from_str(&row_json)
+            .map_err(|e| to_js_error(McpError::config(format!("not a stored server row: {e}"))))?;
+        self.store.save(row).await.map_err(to_js_error)
+    }
+
+    #[napi]
+    pub async fn remove(&self, id: String) -> Result<()> {
+        self.store.remove(&id).await.map_err(to_js_error)
+    }
+
+    #[napi]
+    pub async fn claim_baseline(&self, id: String, fingerprints_json: String) -> Result<String> {
+        let fingerprints: Fingerprints = serde_json::from_str(&fingerprints_json)
+            .map_err(|e| to_js_error(McpError::config(format!("not a fingerprint map: {e}"))))?;
+        let baseline = self.store.claim_baseline(&id, fingerprints).await.map_err(to_js_error)?;
+        Ok(serde_json::to_string(&baseline).expect("maps serialize"))
+    }
+
+    #[napi]
+    pub async fn clear_baseline(&self, id: String) -> Result<()> {
+        self.store.clear_baseline(&id).await.map_err(to_js_error)
+    }
+
+    /// Clear the baseline of every row of `serverName`; resolves to how many rows had that name.
+    #[napi]
+    pub async fn retrust(&self, server_name: String) -> Result<u32> {
+        let rows = store::retrust(self.store.as_ref(), &server_name).await.map_err(to_js_error)?;
+        Ok(rows as u32)
+    }
+}
+
 struct JsEvents {
     callback: EventCallback,
 }
@@ -94,6 +235,8 @@ impl NativeToolset {
         #[napi(ts_arg_type = "((server: string) => Promise<string>) | undefined | null")] allowed_hosts: Option<JsCallback<String>>,
         #[napi(ts_arg_type = "((requestJson: string) => Promise<string>) | undefined | null")] decide: Option<JsCallback<String>>,
         #[napi(ts_arg_type = "((questionJson: string) => Promise<boolean>) | undefined | null")] ask: Option<JsCallback<bool>>,
+        native_store_id: Option<u32>,
+        #[napi(ts_arg_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")] js_store: Option<StoreDispatcher>,
     ) -> Result<Self> {
         let config = crate::config::parse(&config_json).map_err(to_js_error)?;
         let events = Arc::new(JsEvents { callback: on_event });
@@ -103,7 +246,12 @@ impl NativeToolset {
             decide: hook(decide),
             ask: hook(ask),
         };
-        let toolset = Toolset::new(config, hooks, events).map_err(to_js_error)?;
+        let store: Option<Arc<dyn ConnectionStore>> = match (native_store_id, js_store) {
+            (Some(id), _) => Some(native_store(id).ok_or_else(|| to_js_error(McpError::config("the storage store was released")))?),
+            (None, Some(dispatcher)) => Some(Arc::new(JsStore(Arc::new(dispatcher)))),
+            (None, None) => None,
+        };
+        let toolset = Toolset::new(config, hooks, store, events).map_err(to_js_error)?;
         Ok(NativeToolset { inner: Arc::new(toolset) })
     }
 
@@ -113,6 +261,21 @@ impl NativeToolset {
         let (tools, diagnostics) = self.inner.connect().await;
         let out = serde_json::json!({ "tools": tools, "diagnostics": diagnostics });
         Ok(out.to_string())
+    }
+
+    /// Project the tool map from storage (no server is asked anything first); reconnection and
+    /// reconciliation continue in the background. Same JSON shape as `connect`.
+    #[napi]
+    pub async fn rebuild(&self, stdio_allowed: bool) -> Result<String> {
+        let (tools, diagnostics) = self.inner.rebuild(stdio_allowed).await.map_err(to_js_error)?;
+        Ok(serde_json::json!({ "tools": tools, "diagnostics": diagnostics }).to_string())
+    }
+
+    /// Resolves when background reconciliation after `rebuild` has finished.
+    #[napi]
+    pub async fn reconciled(&self) -> Result<()> {
+        self.inner.reconciled().await;
+        Ok(())
     }
 
     /// Call a projected tool with JSON arguments; resolves to the raw JSON result text.

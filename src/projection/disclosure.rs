@@ -2,11 +2,11 @@
 //!
 //! One code path with a threshold, decided per server (not a mode flag):
 //!
-//! | tier       | when                                                                    | input schema shown            |
-//! |------------|-------------------------------------------------------------------------|-------------------------------|
-//! | `Full`     | the server is in `alwaysLoad`, or catalog + full schemas fit the budget | the server's own              |
-//! | `Deferred` | otherwise, if the deferred schemas alone fit the budget                 | parameter names, scalar types, `required` |
-//! | `Bare`     | otherwise                                                               | `{"type":"object"}`           |
+//! | tier       | when                                                        | input schema shown     |
+//! |------------|-------------------------------------------------------------|------------------------|
+//! | `Full`     | in `alwaysLoad`, or catalog + full schemas fit the budget   | the server's own       |
+//! | `Deferred` | otherwise, if the deferred schemas alone fit the budget     | names, types, required |
+//! | `Bare`     | otherwise                                                   | `{"type":"object"}`    |
 //!
 //! The catalog (every tool's name and description) is the floor: it is shown in every tier, because it is
 //! what the model routes on. The budget bounds schema bulk on top of it, never the catalog itself, so a
@@ -53,7 +53,9 @@ pub fn schema_tokens(schema: &Value) -> usize {
 pub enum Budget {
     Tokens(usize),
     /// A share of the model's context window (`AUTO_BUDGET_PERCENT_OF_WINDOW`).
-    Auto { context_window_tokens: usize },
+    Auto {
+        context_window_tokens: usize,
+    },
 }
 
 impl Budget {
@@ -360,7 +362,10 @@ mod tests {
 
     #[test]
     fn tier_serializes_lowercase() {
-        assert_eq!(serde_json::to_value([Tier::Full, Tier::Deferred, Tier::Bare]).unwrap(), json!(["full", "deferred", "bare"]));
+        assert_eq!(
+            serde_json::to_value([Tier::Full, Tier::Deferred, Tier::Bare]).unwrap(),
+            json!(["full", "deferred", "bare"])
+        );
         assert!(!Tier::Full.is_abbreviated());
         assert!(Tier::Deferred.is_abbreviated() && Tier::Bare.is_abbreviated());
     }
@@ -433,7 +438,9 @@ mod tests {
             "no parameters stays explicit; a dangling required goes"
         );
         assert_eq!(
-            deferred_schema(&json!({ "properties": { "a": true, "b": false, "c": 3, "d": { "type": 5 } }, "required": "a" })),
+            deferred_schema(
+                &json!({ "properties": { "a": true, "b": false, "c": 3, "d": { "type": 5 } }, "required": "a" })
+            ),
             json!({ "type": "object", "properties": { "a": {}, "b": {}, "c": {}, "d": {} } })
         );
         assert_eq!(
@@ -446,7 +453,10 @@ mod tests {
     fn schema_for_each_tier() {
         let full = json!({ "type": "object", "properties": { "q": { "type": "string", "description": "query" } } });
         assert_eq!(schema_for(Tier::Full, &full), full);
-        assert_eq!(schema_for(Tier::Deferred, &full), json!({ "type": "object", "properties": { "q": { "type": "string" } } }));
+        assert_eq!(
+            schema_for(Tier::Deferred, &full),
+            json!({ "type": "object", "properties": { "q": { "type": "string" } } })
+        );
         assert_eq!(schema_for(Tier::Bare, &full), json!({ "type": "object" }));
         assert_eq!(bare_schema().to_string(), r#"{"type":"object"}"#);
     }
@@ -465,7 +475,8 @@ mod tests {
         let catalog = generated_catalog(10);
         let tools = texts(&catalog);
         let floor: usize = catalog.iter().map(|t| estimate_tokens(&t.name) + estimate_tokens(&t.description)).sum();
-        let full: usize = catalog.iter().map(|t| estimate_tokens(&serde_json::to_string(&t.input_schema).unwrap())).sum();
+        let full: usize =
+            catalog.iter().map(|t| estimate_tokens(&serde_json::to_string(&t.input_schema).unwrap())).sum();
         let decision = decide(&tools, DEFAULT_DISCLOSURE_BUDGET_TOKENS, false);
         assert_eq!(decision.floor_tokens, floor);
         assert_eq!(decision.schema_tokens, full);

@@ -31,6 +31,25 @@ pub struct ProjectedTool {
 }
 
 impl ProjectedTool {
+    /// A drifted tool: its name stays so the model can explain the gap, but nothing the server now
+    /// says about it is shown, and calls are refused.
+    pub fn quarantined(name: String, server: &str, tool: &Tool) -> Self {
+        ProjectedTool {
+            name,
+            description: format!(
+                "Unavailable: the definition of tool {:?} on server {server:?} changed since it was first trusted, so it \
+                 cannot be called. Tell the user it must be re-trusted before use.",
+                tool.name
+            ),
+            input_schema: serde_json::json!({ "type": "object", "properties": {} }),
+            server: server.to_owned(),
+            remote_name: tool.name.clone(),
+            title: None,
+            output_schema: None,
+            annotations: None,
+        }
+    }
+
     pub fn new(name: String, server: &str, tool: &Tool) -> Self {
         ProjectedTool {
             name,

@@ -24,13 +24,12 @@ pub const PARAMETER_FIELD_WEIGHT: f32 = 0.5;
 /// Characters a word keeps after a suffix is stripped; shorter stems are too ambiguous to merge.
 const MIN_STEM_CHARS: usize = 3;
 
-/// Words that say nothing about which tool is wanted, in tool text or in a request.
+/// Words that say nothing about which tool is wanted, in tool text or in a request. Sorted, for binary search.
 const STOP_WORDS: &[&str] = &[
-    "a", "about", "all", "an", "and", "any", "are", "as", "at", "be", "by", "can", "could", "do", "does",
-    "for", "from", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "need", "of", "on", "or",
-    "our", "please", "should", "so", "some", "that", "the", "their", "them", "then", "there", "these",
-    "this", "those", "to", "want", "was", "we", "what", "when", "where", "which", "who", "will", "with",
-    "would", "you", "your",
+    "a", "about", "all", "an", "and", "any", "are", "as", "at", "be", "by", "can", "could", "do", "does", "for",
+    "from", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "need", "of", "on", "or", "our", "please",
+    "should", "so", "some", "that", "the", "their", "them", "then", "there", "these", "this", "those", "to", "want",
+    "was", "we", "what", "when", "where", "which", "who", "will", "with", "would", "you", "your",
 ];
 
 const FIELD_COUNT: usize = 3;
@@ -198,53 +197,51 @@ impl SearchIndex {
 /// The searchable terms of `text`, in order, stemmed, without stop words.
 pub fn tokenize(text: &str) -> Vec<String> {
     let mut terms = Vec::new();
-    for word in text.split(|c: char| !c.is_alphanumeric()) {
-        for part in split_case_boundaries(word) {
+    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|word| !word.is_empty()) {
+        for_each_case_part(word, |part| {
             let lower = part.to_lowercase();
-            let is_noise = STOP_WORDS.contains(&lower.as_str())
+            let is_noise = STOP_WORDS.binary_search(&lower.as_str()).is_ok()
                 // A lone letter is a possessive "s" or an initial, never a topic.
                 || (lower.chars().count() == 1 && lower.chars().all(char::is_alphabetic));
             if !is_noise {
-                terms.push(stem(&lower));
+                terms.push(stem(lower));
             }
-        }
+        });
     }
     terms
 }
 
-/// Splits `getHTTPResponse2Code` into `get`, `HTTP`, `Response2`, `Code`.
-fn split_case_boundaries(word: &str) -> Vec<&str> {
-    let chars: Vec<(usize, char)> = word.char_indices().collect();
-    let mut parts = Vec::new();
+/// Calls `part` with `get`, `HTTP`, `Response2`, `Code` for `getHTTPResponse2Code`.
+fn for_each_case_part<'a>(word: &'a str, mut part: impl FnMut(&'a str)) {
+    let mut chars = word.char_indices().peekable();
+    let mut previous: Option<char> = None;
     let mut start = 0;
-    for i in 1..chars.len() {
-        let (offset, current) = chars[i];
-        let previous = chars[i - 1].1;
-        let next_is_lower = chars.get(i + 1).is_some_and(|&(_, next)| next.is_lowercase());
-        let boundary = current.is_uppercase()
-            && (previous.is_lowercase()
-                || previous.is_numeric()
-                // The last capital of an acronym starts the next word: HTTP|Response.
-                || (previous.is_uppercase() && next_is_lower));
-        if boundary {
-            parts.push(&word[start..offset]);
-            start = offset;
+    while let Some((offset, current)) = chars.next() {
+        if let Some(previous) = previous {
+            let next_is_lower = chars.peek().is_some_and(|&(_, next)| next.is_lowercase());
+            let boundary = current.is_uppercase()
+                && (previous.is_lowercase()
+                    || previous.is_numeric()
+                    // The last capital of an acronym starts the next word: HTTP|Response.
+                    || (previous.is_uppercase() && next_is_lower));
+            if boundary {
+                part(&word[start..offset]);
+                start = offset;
+            }
         }
+        previous = Some(current);
     }
-    if start < word.len() {
-        parts.push(&word[start..]);
-    }
-    parts
+    part(&word[start..]);
 }
 
 /// A light English stemmer: plural `s`/`es`/`ies`, then `ing`/`ed`, then a final silent `e`, so that
 /// `create`, `creates`, `created` and `creating` all become `creat`. Not linguistics: it only has to map
 /// a document word and a query word to the same string, and it does the same to both.
-fn stem(word: &str) -> String {
+fn stem(word: String) -> String {
     if !word.is_ascii() || word.len() <= MIN_STEM_CHARS {
-        return word.to_owned();
+        return word;
     }
-    let mut stem = word.to_owned();
+    let mut stem = word;
     if stem.ends_with("ies") && stem.len() > MIN_STEM_CHARS + 2 {
         stem.truncate(stem.len() - 3);
         stem.push('y');
@@ -303,6 +300,7 @@ mod tests {
 
     #[test]
     fn drops_stop_words() {
+        assert!(STOP_WORDS.windows(2).all(|w| w[0] < w[1]), "sorted and unique, or binary search misses words");
         assert!(tokenize("").is_empty());
         assert!(tokenize("the and of to a").is_empty());
         assert!(tokenize("I want to do it please").is_empty());
@@ -312,7 +310,7 @@ mod tests {
     #[test]
     fn stems_documents_and_queries_alike() {
         let same = |words: &[&str]| {
-            let stems: Vec<String> = words.iter().map(|w| stem(w)).collect();
+            let stems: Vec<String> = words.iter().map(|w| stem(w.to_string())).collect();
             assert!(stems.windows(2).all(|w| w[0] == w[1]), "{words:?} → {stems:?}");
         };
         same(&["create", "creates", "created", "creating"]);
@@ -332,11 +330,11 @@ mod tests {
         same(&["meeting", "meetings"]);
         same(&["run", "running"]);
         same(&["message", "messages", "messaging"]);
-        assert_eq!(stem("need"), "need");
-        assert_eq!(stem("analysis"), "analysis");
-        assert_eq!(stem("class"), "class");
-        assert_eq!(stem("bus"), "bus");
-        assert_ne!(stem("file"), stem("filter"));
+        assert_eq!(stem("need".into()), "need");
+        assert_eq!(stem("analysis".into()), "analysis");
+        assert_eq!(stem("class".into()), "class");
+        assert_eq!(stem("bus".into()), "bus");
+        assert_ne!(stem("file".into()), stem("filter".into()));
     }
 
     #[test]
@@ -393,7 +391,8 @@ mod tests {
         assert_eq!(index.search("forecast forecast FORECAST", 10), hits, "a repeated word counts once");
 
         let catalog = generated_catalog(300);
-        let docs = || catalog.iter().map(|t| SearchDocument::from_tool(&t.name, &t.description, &t.input_schema)).collect();
+        let docs =
+            || catalog.iter().map(|t| SearchDocument::from_tool(&t.name, &t.description, &t.input_schema)).collect();
         let (a, b) = (SearchIndex::build(docs()), SearchIndex::build(docs()));
         for query in ["archive invoice", "export shipments help desk", "delete folder"] {
             assert_eq!(a.search(query, 20), b.search(query, 20), "{query}");
@@ -415,7 +414,8 @@ mod tests {
     #[test]
     fn a_query_over_two_thousand_tools_is_fast() {
         let catalog = generated_catalog(2000);
-        let docs = catalog.iter().map(|t| SearchDocument::from_tool(&t.name, &t.description, &t.input_schema)).collect();
+        let docs =
+            catalog.iter().map(|t| SearchDocument::from_tool(&t.name, &t.description, &t.input_schema)).collect();
         let index = SearchIndex::build(docs);
         assert_eq!(index.document_count(), 2000);
         // A loose bound that holds in a debug build on a busy machine; the benchmark measures precisely.
@@ -432,6 +432,7 @@ mod tests {
     }
 
     /// A hand-written catalog of the kind one broad gateway server publishes.
+    #[rustfmt::skip]
     const CATALOG: &[(&str, &str, &[&str])] = &[
         ("calendar_create_event", "Create a calendar event with a title, start and end time, and invite attendees by email.", &["title", "start", "end", "attendees"]),
         ("calendar_find_free_slots", "Find times when all the given people are free, within working hours.", &["participants", "duration_minutes", "window_start", "window_end"]),
@@ -477,7 +478,9 @@ mod tests {
 
     #[test]
     fn paraphrased_requests_find_the_right_tool() {
-        let index = SearchIndex::build(CATALOG.iter().map(|(name, description, parameters)| doc(name, description, parameters)).collect());
+        let index = SearchIndex::build(
+            CATALOG.iter().map(|(name, description, parameters)| doc(name, description, parameters)).collect(),
+        );
         let requests = [
             ("when is everyone free for a meeting next week", "calendar_find_free_slots"),
             ("customers who haven't paid their invoices yet", "billing_list_overdue_invoices"),
