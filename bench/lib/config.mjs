@@ -2,7 +2,10 @@
 // Every count can be overridden from the environment, so a run can be made as short or as long as needed:
 //   BENCH_QUICK=1          smoke run (~1 minute): 3 rounds and small counts; writes bench/results-quick.md
 //   BENCH_ROUNDS           rounds (each round runs every workload once per client, in rotated order)
-//   BENCH_W1_CALLS         measured sequential stdio calls (W1), after BENCH_WARMUP warm-up calls
+//   BENCH_WARMUP           warm-up calls before W1/W2 are measured (a third for W3), sequential then in flight;
+//                          the servers are fresh Node processes too, and under ~1 000 calls their JIT is not
+//                          settled: the raw pipe's p50 was 3× worse with 200
+//   BENCH_W1_CALLS         measured sequential stdio calls (W1)
 //   BENCH_W2_CALLS         measured stdio calls with BENCH_CONCURRENCY in flight (W2)
 //   BENCH_W3_SEQ_CALLS     measured sequential HTTP calls (W3)
 //   BENCH_W3_CONC_CALLS    measured HTTP calls with BENCH_CONCURRENCY in flight (W3)
@@ -52,7 +55,7 @@ export const SUPPORTED = {
 export const config = {
   quick,
   rounds: count('BENCH_ROUNDS', 5, 3),
-  warmup: count('BENCH_WARMUP', 1000, 200),
+  warmup: count('BENCH_WARMUP', 1000, 1000),
   concurrency: count('BENCH_CONCURRENCY', 64, 64),
   w1Calls: count('BENCH_W1_CALLS', 5000, 1000),
   w2Calls: count('BENCH_W2_CALLS', 20000, 3000),
