@@ -42,6 +42,8 @@ export declare class NativeToolset {
    * reconciliation continue in the background. Same JSON shape as `connect`.
    */
   rebuild(stdioAllowed: boolean): Promise<string>
+  /** The MCP section of a system prompt for this toolset (never server instructions). */
+  systemPrompt(): string
   /** Resolves when background reconciliation after `rebuild` has finished. */
   reconciled(): Promise<void>
   /** Call a projected tool with JSON arguments; resolves to the raw JSON result text. */

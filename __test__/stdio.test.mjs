@@ -352,7 +352,7 @@ test('bad input is refused with typed errors', async () => {
   await assert.rejects(mcpTools([{ name: 'x', type: 'stdio' }]), { code: 'mcp_config_invalid', message: /command must be/ });
   await assert.rejects(mcpTools([], { timeoutMs: 0 }), { code: 'mcp_config_invalid', message: /timeoutMs/ });
   await assert.rejects(mcpTools([], { timeOutMs: 5 }), { code: 'mcp_config_invalid', message: /unknown option "timeOutMs"/ });
-  await assert.rejects(mcpTools([], { disclosure: {} }), { code: 'mcp_config_invalid', message: /not supported/ });
+  await assert.rejects(mcpTools([], { disclosure: { budget: 'lots' } }), { code: 'mcp_config_invalid', message: /budget/ });
   await assert.rejects(mcpTools([], { storage: {} }), { code: 'mcp_config_invalid', message: /connection store/ });
   const { tools, close } = await open([fixture('args').entry]);
   await assert.rejects(tools.args__echo.execute('a string'), { code: 'mcp_invalid_arguments' });

@@ -11,6 +11,7 @@ export { retrustMcpServer } from './stores';
 export type { McpConnectionStore, StoredServer } from './stores';
 
 interface NativeToolset {
+  systemPrompt(): string;
   connect(): Promise<string>;
   rebuild(stdioAllowed: boolean): Promise<string>;
   reconciled(): Promise<void>;
@@ -47,10 +48,47 @@ interface ToolsChange {
   removed: string[];
 }
 
-const KNOWN_OPTIONS = new Set(['tools', 'timeoutMs', 'maxResultBytes', 'onDiagnostic', 'session', 'auth', 'allowedHosts', 'policy', 'storage']);
-// Options of the full contract that this build does not implement yet. Ignoring one would leave a
-// caller believing it is in effect, so they are refused instead.
-const NOT_YET_SUPPORTED = new Set(['disclosure', 'contextWindowTokens']);
+const KNOWN_OPTIONS = new Set([
+  'tools',
+  'timeoutMs',
+  'maxResultBytes',
+  'onDiagnostic',
+  'session',
+  'auth',
+  'allowedHosts',
+  'policy',
+  'storage',
+  'disclosure',
+  'contextWindowTokens',
+]);
+
+/** The default disclosure budget: about 10 % of a 200k context window. */
+export const DEFAULT_DISCLOSURE_BUDGET_TOKENS = 20_000;
+/** The tool that returns the full schema of a tool whose schema is abbreviated. */
+export const MCP_DESCRIBE_TOOL = 'mcp__describe_tool';
+/** The tool that searches every tool by what it does, when catalogs are too big to list. */
+export const MCP_SEARCH_TOOLS = 'mcp__search_tools';
+
+/**
+ * The disclosure budget's token estimate: four characters (UTF-16 code units) per token, rounded up.
+ * A deliberate order-of-magnitude approximation, identical to the engine's.
+ */
+export function estimateTokens(text: string): number {
+  return Math.ceil(String(text).length / 4);
+}
+
+const natives = new WeakMap<McpToolset, NativeToolset>();
+
+/**
+ * The MCP part of an agent's system prompt for `toolset`: which servers are connected, which are
+ * deferred or unavailable, and how to use `mcp__describe_tool` and `mcp__search_tools`. It never
+ * includes a server's `instructions`.
+ */
+export function composeMcpSystemPrompt(toolset: McpToolset): string {
+  const native = natives.get(toolset);
+  if (!native) throw configError('composeMcpSystemPrompt takes a toolset returned by mcpTools or rebuildMcpToolsFromStorage');
+  return native.systemPrompt();
+}
 
 export const { createMemoryMcpConnectionStore, createSqliteMcpConnectionStore } = storeFactories(binding.NativeStore);
 
@@ -62,7 +100,6 @@ function checkOptions(servers: unknown, opts: unknown): asserts opts is McpOptio
   if (!Array.isArray(servers)) throw configError('servers must be an array of server entries');
   if (opts === null || typeof opts !== 'object') throw configError('options must be an object');
   for (const key of Object.keys(opts)) {
-    if (NOT_YET_SUPPORTED.has(key)) throw configError(`option ${key} is not supported by this version of mcpferry`);
     if (!KNOWN_OPTIONS.has(key)) throw configError(`unknown option ${JSON.stringify(key)}`);
   }
   const { onDiagnostic, auth, allowedHosts, policy, session } = opts as McpOptions;
@@ -224,6 +261,8 @@ async function openToolset(
     maxResultBytes: opts.maxResultBytes,
     allowedHosts: Array.isArray(opts.allowedHosts) ? opts.allowedHosts : undefined,
     auth: opts.auth !== undefined,
+    disclosure: opts.disclosure,
+    contextWindowTokens: opts.contextWindowTokens,
   });
   const hooks = hooksFor(opts);
   let native: NativeToolset;
@@ -244,11 +283,13 @@ async function openToolset(
   for (const tool of connected.tools) tools[tool.name] = makeTool(native, tool);
   for (const diagnostic of connected.diagnostics) deliver(onDiagnostic, diagnostic);
 
-  return {
+  const toolset: McpToolset = {
     tools,
     close: () => native.close(),
     reconciled: reconciles ? native.reconciled() : Promise.resolve(),
   };
+  natives.set(toolset, native);
+  return toolset;
 }
 
 /** The version of the loaded native engine. */

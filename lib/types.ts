@@ -46,6 +46,15 @@ export interface McpPolicy {
 import type { McpConnectionStore } from './stores';
 
 export interface McpOptions {
+  /**
+   * Bounds the schema bulk shown to the model per server: full schemas when a server's tool definitions
+   * fit `budget` (default 20 000 tokens; 'auto' = 10 % of `contextWindowTokens`) or it is in `alwaysLoad`,
+   * otherwise deferred (parameter names, scalar types, required) or bare schemas plus `mcp__describe_tool`
+   * and `mcp__search_tools`. Every tool's name and description always stay.
+   */
+  disclosure?: { budget?: number | 'auto'; alwaysLoad?: readonly string[] };
+  /** The model's context window, for `disclosure.budget: 'auto'`. Default 200 000. */
+  contextWindowTokens?: number;
   /** Persist each server's catalogue and drift baseline; enables drift quarantine and rebuilds. */
   storage?: McpConnectionStore;
   /** Resolves the bearer token for a server, before initialize and again before every call. Requires `session`. */
@@ -120,4 +129,6 @@ export type Diagnostic =
   | (DiagnosticBase & { code: 'server-name-collision'; labels: string[] })
   | (DiagnosticBase & { code: 'tool-rejected'; tool: string })
   | (DiagnosticBase & { code: 'tool-name-rewritten'; tool: string; name: string })
-  | (DiagnosticBase & { code: 'tools-changed'; added: string[]; changed: string[]; removed: string[] });
+  | (DiagnosticBase & { code: 'tools-changed'; added: string[]; changed: string[]; removed: string[] })
+  | (DiagnosticBase & { code: 'tool-quarantined' | 'tool-withheld' | 'tool-removed'; tool: string })
+  | (DiagnosticBase & { code: 'disclosure-budget-exceeded'; toolCount: number; floorTokens: number; budgetTokens: number });

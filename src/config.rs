@@ -19,6 +19,15 @@ pub struct ToolsetConfig {
     pub timeout_ms: u64,
     pub max_result_bytes: usize,
     pub filter: ToolFilter,
+    pub disclosure: DisclosureConfig,
+}
+
+/// `disclosure: { budget, alwaysLoad }` and `contextWindowTokens`, resolved.
+#[derive(Debug, Clone)]
+pub struct DisclosureConfig {
+    pub budget_tokens: usize,
+    /// Server names whose tools always carry their full schemas.
+    pub always_load: Vec<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -99,7 +108,8 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
     if let Some(hosts) = &allowed_hosts {
         crate::guard::hosts::HostGuard::new(hosts)?;
     }
-    Ok(ToolsetConfig { servers, allowed_hosts, timeout_ms, max_result_bytes, filter })
+    let disclosure = parse_disclosure(root)?;
+    Ok(ToolsetConfig { servers, allowed_hosts, timeout_ms, max_result_bytes, filter, disclosure })
 }
 
 fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> {
@@ -176,6 +186,30 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
     Ok(ServerEntry { name, enabled, kind })
 }
 
+fn parse_disclosure(root: &Map<String, Value>) -> Result<DisclosureConfig> {
+    use crate::projection::disclosure::{Budget, DEFAULT_CONTEXT_WINDOW_TOKENS, DEFAULT_DISCLOSURE_BUDGET_TOKENS};
+    let window = optional_positive_integer(root, "contextWindowTokens", "options")?
+        .map(|n| n as usize)
+        .unwrap_or(DEFAULT_CONTEXT_WINDOW_TOKENS);
+    let Some(disclosure) = root.get("disclosure").filter(|v| !v.is_null()) else {
+        return Ok(DisclosureConfig { budget_tokens: DEFAULT_DISCLOSURE_BUDGET_TOKENS, always_load: Vec::new() });
+    };
+    let disclosure = object(disclosure, "options.disclosure")?;
+    if let Some(key) = disclosure.keys().find(|k| *k != "budget" && *k != "alwaysLoad") {
+        return Err(McpError::config(format!("options.disclosure has an unknown key {key:?} (budget, alwaysLoad)")));
+    }
+    let budget = match disclosure.get("budget") {
+        None | Some(Value::Null) => Budget::Tokens(DEFAULT_DISCLOSURE_BUDGET_TOKENS),
+        Some(Value::String(s)) if s == "auto" => Budget::Auto { context_window_tokens: window },
+        Some(v) => match v.as_u64() {
+            Some(n) => Budget::Tokens(n as usize),
+            None => return Err(McpError::config("options.disclosure.budget must be a non-negative integer or \"auto\"")),
+        },
+    };
+    let always_load = optional_strings(disclosure, "alwaysLoad", "options.disclosure")?.unwrap_or_default();
+    Ok(DisclosureConfig { budget_tokens: budget.tokens(), always_load })
+}
+
 fn parse_url(text: &str, at: &str) -> Result<Url> {
     let url = Url::parse(text).map_err(|e| McpError::config(format!("{at}.url is not a valid URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
@@ -232,6 +266,9 @@ mod tests {
         assert_eq!(cfg.timeout_ms, DEFAULT_TIMEOUT_MS);
         assert_eq!(cfg.max_result_bytes, DEFAULT_MAX_RESULT_BYTES);
         assert!(cfg.servers[0].enabled);
+        assert_eq!(cfg.disclosure.budget_tokens, 20_000);
+        let auto = parse(r#"{"servers":[],"contextWindowTokens":1000000,"disclosure":{"budget":"auto"}}"#).unwrap();
+        assert_eq!(auto.disclosure.budget_tokens, 100_000);
         let ServerKind::Stdio { args, env, .. } = &cfg.servers[0].kind else { panic!("not stdio") };
         assert_eq!(args, &["s.js"]);
         assert_eq!(env["K"], "v");
@@ -256,6 +293,8 @@ mod tests {
             (r#"{"servers":[{"name":"h","type":"sse","url":"http://good.example@evil.test/"}]}"#, "must not carry credentials"),
             (r#"{"auth":true,"servers":[{"name":"h","type":"sse","url":"http://x/","headers":{"authorization":"Bearer t0ken-value"}}]}"#, "set by the auth option"),
             (r#"{"servers":[],"allowedHosts":["bad host"]}"#, "allowedHosts"),
+            (r#"{"servers":[],"disclosure":{"budget":"lots"}}"#, "budget must be"),
+            (r#"{"servers":[],"disclosure":{"always":["a"]}}"#, "unknown key"),
         ];
         for (json, expected) in cases {
             let err = parse(json).unwrap_err();

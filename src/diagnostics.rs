@@ -19,6 +19,8 @@ pub enum Diagnostic {
     ToolWithheld { server: String, tool: String, message: String },
     /// A baseline tool the server no longer publishes.
     ToolRemoved { server: String, tool: String, message: String },
+    /// Even the catalog floor (every name and description) of a server is over the disclosure budget.
+    DisclosureBudgetExceeded { server: String, tool_count: usize, floor_tokens: usize, budget_tokens: usize, message: String },
     /// `notifications/tools/list_changed` was applied to the tool map.
     ToolsChanged { server: String, added: Vec<String>, removed: Vec<String>, changed: Vec<String>, message: String },
 }

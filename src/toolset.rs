@@ -12,8 +12,11 @@ use crate::guard::{containment, policy};
 use crate::hooks::Hooks;
 use crate::transport::http::Credential;
 use crate::limits::MAX_CONNECT_TIMEOUT_MS;
-use crate::projection::naming;
-use crate::projection::ProjectedTool;
+use crate::config::DisclosureConfig;
+use crate::projection::disclosure::{self, Tier, ToolText, MCP_DESCRIBE_TOOL, MCP_SEARCH_TOOLS};
+use crate::projection::prompt::{self, PromptServer};
+use crate::projection::search::{SearchDocument, SearchIndex};
+use crate::projection::{naming, ProjectedTool};
 use crate::protocol::mcp::Tool;
 use crate::store::{self, ConnectionStore, StoredServer};
 use crate::transport::stdio::StdioSpec;
@@ -25,6 +28,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 use tokio::sync::watch;
+
+/// The `server` of the tools mcpferry answers itself (`mcp__describe_tool`, `mcp__search_tools`).
+pub const LOCAL_SERVER: &str = "mcpferry";
+const DEFAULT_SEARCH_RESULTS: usize = 5;
+const MAX_SEARCH_RESULTS: usize = 20;
 
 /// Where the toolset reports to its owner (the JavaScript layer).
 pub trait ToolsetEvents: Send + Sync + 'static {
@@ -53,7 +61,10 @@ struct Inner {
     timeout: Duration,
     max_result_bytes: usize,
     filter: crate::guard::filter::ToolFilter,
+    disclosure: DisclosureConfig,
     routes: RwLock<HashMap<String, Route>>,
+    /// The search index over every projected tool, rebuilt when the map changes.
+    search: RwLock<Option<Arc<ToolSearch>>>,
     /// Where catalogues and drift baselines persist. Without one there is no baseline.
     store: Option<Arc<dyn ConnectionStore>>,
     /// Background reconciliations still running (after a rebuild from storage).
@@ -82,6 +93,15 @@ struct ServerSlot {
     /// Values never to appear in anything this server's failures produce.
     secrets: Secrets,
     state: watch::Sender<SlotState>,
+    /// How this server's schemas are disclosed; `None` until its tools are projected.
+    tier: Mutex<Option<Tier>>,
+}
+
+/// The search index and, by position, the projected names it answers with.
+struct ToolSearch {
+    index: SearchIndex,
+    names: Vec<String>,
+    descriptions: Vec<String>,
 }
 
 /// Whether calls to a server can go ahead, must wait for its (re)connection, or fail.
@@ -97,6 +117,8 @@ struct Route {
     server: usize,
     remote_name: Arc<str>,
     quarantined: bool,
+    /// The tool as published, full schema included: what `mcp__describe_tool` answers from.
+    definition: Arc<ProjectedTool>,
 }
 
 /// What the drift baseline says about one listing.
@@ -144,6 +166,7 @@ impl Toolset {
                     credential: Credential::default(),
                     secrets,
                     state: watch::channel(SlotState::Connecting).0,
+                    tier: Mutex::new(None),
                 }
             })
             .collect();
@@ -155,7 +178,9 @@ impl Toolset {
                 timeout: Duration::from_millis(config.timeout_ms),
                 max_result_bytes: config.max_result_bytes,
                 filter: config.filter,
+                disclosure: config.disclosure,
                 routes: RwLock::new(HashMap::new()),
+                search: RwLock::new(None),
                 store,
                 reconciling: watch::channel(0).0,
                 aborts: Mutex::new(HashMap::new()),
@@ -213,7 +238,9 @@ impl Toolset {
         for slot in inner.servers.iter().filter(|s| !s.entry.enabled) {
             slot.state.send_replace(SlotState::Down);
         }
-        (tools, inner.finish_startup(taken))
+        let diagnostics = inner.finish_startup(taken);
+        tools.extend(inner.virtual_tools());
+        (tools, diagnostics)
     }
 
     /// Project the tool map from the store without contacting any server, then reconnect and reconcile
@@ -266,11 +293,37 @@ impl Toolset {
             to_reconcile.push(index);
         }
         let diagnostics = inner.finish_startup(taken);
+        tools.extend(inner.virtual_tools());
         inner.reconciling.send_modify(|n| *n += to_reconcile.len());
         for index in to_reconcile {
             tokio::spawn(inner.clone().reconcile(index));
         }
         Ok((tools, diagnostics))
+    }
+
+    /// The MCP part of a system prompt for this toolset. Never contains server instructions.
+    pub fn system_prompt(&self) -> String {
+        let inner = &self.inner;
+        let servers: Vec<PromptServer> = inner
+            .servers
+            .iter()
+            .filter(|slot| slot.entry.enabled)
+            .map(|slot| {
+                let tier = *slot.tier.lock().unwrap();
+                PromptServer {
+                    name: slot.label.clone(),
+                    tool_count: slot.tools.lock().unwrap().len(),
+                    tier: tier.unwrap_or(Tier::Full),
+                    degraded: tier.is_none() || *slot.state.borrow() == SlotState::Down,
+                }
+            })
+            .collect();
+        let abbreviated = inner.any_abbreviated();
+        prompt::compose_system_prompt(
+            &servers,
+            abbreviated.then_some(MCP_DESCRIBE_TOOL),
+            abbreviated.then_some(MCP_SEARCH_TOOLS),
+        )
     }
 
     /// Resolves once every background reconciliation started by [`Toolset::rebuild`] has finished.
@@ -283,6 +336,10 @@ impl Toolset {
         let inner = &self.inner;
         if inner.closing.load(Ordering::SeqCst) {
             return Err(McpError::Closed);
+        }
+        if (name == MCP_DESCRIBE_TOOL || name == MCP_SEARCH_TOOLS) && inner.any_abbreviated() {
+            // Answered from the cached catalog: no server is contacted.
+            return inner.local_tool(name, arguments_json);
         }
         let route = inner.routes.read().unwrap().get(name).cloned().ok_or_else(|| {
             McpError::ToolUnavailable(format!(
@@ -350,9 +407,112 @@ impl Inner {
     /// Hand the startup diagnostics over and publish the routes: from here on events go live.
     fn finish_startup(&self, routes: HashMap<String, Route>) -> Vec<Diagnostic> {
         *self.routes.write().unwrap() = routes;
+        self.rebuild_search();
         let diagnostics = self.startup_diagnostics.lock().unwrap().take().unwrap_or_default();
         self.projected.send_replace(true);
         diagnostics
+    }
+
+    fn any_abbreviated(&self) -> bool {
+        self.servers.iter().any(|slot| slot.tier.lock().unwrap().is_some_and(Tier::is_abbreviated))
+    }
+
+    /// `mcp__describe_tool` and `mcp__search_tools`, present while any server's schemas are abbreviated.
+    fn virtual_tools(&self) -> Vec<ProjectedTool> {
+        if !self.any_abbreviated() {
+            return Vec::new();
+        }
+        let local = |name: &str, description: &str, input_schema: serde_json::Value| ProjectedTool {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            input_schema,
+            server: LOCAL_SERVER.to_owned(),
+            remote_name: name.to_owned(),
+            title: None,
+            output_schema: None,
+            annotations: None,
+        };
+        vec![
+            local(
+                MCP_DESCRIBE_TOOL,
+                "Get the full description and input schema of an MCP tool whose schema is abbreviated. Call it \
+                 before calling such a tool when you are unsure of its parameters.",
+                serde_json::json!({
+                    "type": "object",
+                    "properties": { "name": { "type": "string", "description": "The tool's full name, as listed (server__tool)." } },
+                    "required": ["name"],
+                }),
+            ),
+            local(
+                MCP_SEARCH_TOOLS,
+                "Search every MCP tool by what you want to do. Returns the best matches with their descriptions; \
+                 use it when no listed tool obviously fits.",
+                serde_json::json!({
+                    "type": "object",
+                    "properties": {
+                        "query": { "type": "string", "description": "What you want to do, in a few words." },
+                        "limit": { "type": "integer", "minimum": 1, "maximum": MAX_SEARCH_RESULTS, "description": "How many matches (default 5)." },
+                    },
+                    "required": ["query"],
+                }),
+            ),
+        ]
+    }
+
+    fn rebuild_search(&self) {
+        let routes = self.routes.read().unwrap();
+        let mut entries: Vec<(&String, &Route)> = routes.iter().filter(|(_, r)| !r.quarantined).collect();
+        entries.sort_by(|a, b| a.0.cmp(b.0));
+        let docs = entries
+            .iter()
+            .map(|(name, r)| SearchDocument::from_tool(name, &r.definition.description, &r.definition.input_schema))
+            .collect();
+        let search = ToolSearch {
+            index: SearchIndex::build(docs),
+            names: entries.iter().map(|(n, _)| (*n).clone()).collect(),
+            descriptions: entries.iter().map(|(_, r)| r.definition.description.clone()).collect(),
+        };
+        *self.search.write().unwrap() = Some(Arc::new(search));
+    }
+
+    /// Answer `mcp__describe_tool` or `mcp__search_tools` from the cached catalog.
+    fn local_tool(&self, name: &str, arguments_json: &str) -> Result<Box<str>> {
+        let args: serde_json::Value = serde_json::from_str(arguments_json)
+            .map_err(|_| McpError::InvalidArguments("tool arguments must be a JSON object".to_owned()))?;
+        let text_result = |value: serde_json::Value| -> Result<Box<str>> {
+            let text = serde_json::to_string_pretty(&value).expect("values serialize");
+            Ok(serde_json::json!({ "content": [{ "type": "text", "text": text }], "structuredContent": value })
+                .to_string()
+                .into_boxed_str())
+        };
+        if name == MCP_DESCRIBE_TOOL {
+            let wanted = args.get("name").and_then(|v| v.as_str()).unwrap_or_default();
+            let routes = self.routes.read().unwrap();
+            let Some(route) = routes.get(wanted) else {
+                return Err(McpError::Tool(format!(
+                    "there is no MCP tool named {wanted:?}; use {MCP_SEARCH_TOOLS} to find one"
+                )));
+            };
+            let tool = &route.definition;
+            return text_result(serde_json::json!({
+                "name": wanted,
+                "description": tool.description,
+                "inputSchema": tool.input_schema,
+                "server": tool.server,
+            }));
+        }
+        let query = args.get("query").and_then(|v| v.as_str()).unwrap_or_default();
+        let limit = args.get("limit").and_then(|v| v.as_u64()).map_or(DEFAULT_SEARCH_RESULTS, |n| (n as usize).clamp(1, MAX_SEARCH_RESULTS));
+        let search = self.search.read().unwrap().clone();
+        let matches: Vec<serde_json::Value> = search
+            .iter()
+            .flat_map(|s| {
+                s.index.search(query, limit).into_iter().map(move |hit| {
+                    serde_json::json!({ "name": s.names[hit.index], "description": s.descriptions[hit.index] })
+                })
+            })
+            .collect();
+        text_result(serde_json::json!({ "query": query, "matches": matches }))
     }
 
     fn store_id(&self, index: usize) -> String {
@@ -565,18 +725,51 @@ impl Inner {
                 message: format!("tool {:?} of server {:?} was left out: {}", rejected.tool, slot.entry.name, rejected.reason),
             });
         }
-        listing
+        let admitted: Vec<&Tool> = listing
             .tools
             .iter()
             .filter(|tool| self.filter.admits(&tool.name) && !vetting.withheld.contains(&tool.name))
+            .collect();
+        // One code path with a threshold: the server's tools all get the tier its catalog affords.
+        let texts: Vec<ToolText> = admitted
+            .iter()
+            .map(|t| ToolText { name: &t.name, description: t.description.as_deref().unwrap_or(""), input_schema: &t.input_schema })
+            .collect();
+        let always_load = self.disclosure.always_load.iter().any(|s| *s == slot.entry.name);
+        let decision = disclosure::decide(&texts, self.disclosure.budget_tokens, always_load);
+        if decision.floor_exceeds_budget {
+            self.report(Diagnostic::DisclosureBudgetExceeded {
+                server: slot.entry.name.clone(),
+                tool_count: admitted.len(),
+                floor_tokens: decision.floor_tokens,
+                budget_tokens: self.disclosure.budget_tokens,
+                message: format!(
+                    "server {:?} publishes {} tools whose names and descriptions alone take ~{} tokens, over the disclosure \
+                     budget of {}; narrow it with the tools filter (tools: {{ allow: [...] }} or {{ block: [...] }})",
+                    slot.entry.name,
+                    admitted.len(),
+                    decision.floor_tokens,
+                    self.disclosure.budget_tokens
+                ),
+            });
+        }
+        *slot.tier.lock().unwrap() = Some(decision.tier);
+        admitted
+            .into_iter()
             .map(|tool| {
                 let quarantined = vetting.quarantined.contains(&tool.name);
                 let name = self.claim_name(index, &tool.name, quarantined, taken);
-                if quarantined {
-                    ProjectedTool::quarantined(name, &slot.entry.name, tool)
+                let full = Arc::new(if quarantined {
+                    ProjectedTool::quarantined(name.clone(), &slot.entry.name, tool)
                 } else {
-                    ProjectedTool::new(name, &slot.entry.name, tool)
+                    ProjectedTool::new(name.clone(), &slot.entry.name, tool)
+                });
+                taken.get_mut(&name).expect("claimed above").definition = full.clone();
+                let mut shown = (*full).clone();
+                if !quarantined {
+                    shown.input_schema = disclosure::schema_for(decision.tier, &tool.input_schema);
                 }
+                shown
             })
             .collect()
     }
@@ -587,7 +780,7 @@ impl Inner {
         let owned_by_other = |taken: &HashMap<String, Route>, name: &str| {
             taken.get(name).is_some_and(|r| r.server != index || &*r.remote_name != remote_name)
         };
-        if owned_by_other(taken, &name) {
+        if owned_by_other(taken, &name) || name == MCP_DESCRIBE_TOOL || name == MCP_SEARCH_TOOLS {
             // `a` + `b__c` and `a__b` + `c` meet on one name; the later one is disambiguated by its identity.
             let original = format!("{}{}{}", slot.label, naming::SEPARATOR, remote_name);
             name = naming::rewrite(&original, &format!("{}\u{0}{}", slot.entry.identity(), remote_name));
@@ -600,7 +793,17 @@ impl Inner {
                 message: format!("tool {remote_name:?} of server {:?} is projected as {name:?} (provider-safe name)", slot.entry.name),
             });
         }
-        taken.insert(name.clone(), Route { server: index, remote_name: remote_name.into(), quarantined });
+        let placeholder = Arc::new(ProjectedTool {
+            name: name.clone(),
+            description: String::new(),
+            input_schema: serde_json::Value::Null,
+            server: String::new(),
+            remote_name: remote_name.to_owned(),
+            title: None,
+            output_schema: None,
+            annotations: None,
+        });
+        taken.insert(name.clone(), Route { server: index, remote_name: remote_name.into(), quarantined, definition: placeholder });
         name
     }
 
@@ -662,6 +865,7 @@ impl Inner {
     /// Replace one server's part of the map with a fresh listing and tell the owner what moved.
     fn apply(&self, index: usize, listing: Listing, vetting: &Vetting) {
         let slot = &self.servers[index];
+        let virtual_before = self.virtual_tools();
         let change = {
             let mut routes = self.routes.write().unwrap();
             routes.retain(|_, route| route.server != index);
@@ -671,6 +875,16 @@ impl Inner {
             *current = fresh;
             change
         };
+        self.rebuild_search();
+        let virtual_after = self.virtual_tools();
+        if virtual_before.len() != virtual_after.len() {
+            self.events.tools_changed(&ToolsChange {
+                server: LOCAL_SERVER.to_owned(),
+                removed: virtual_before.iter().map(|t| t.name.clone()).collect(),
+                added: virtual_after,
+                changed: Vec::new(),
+            });
+        }
         if change.added.is_empty() && change.changed.is_empty() && change.removed.is_empty() {
             return;
         }

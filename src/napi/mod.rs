@@ -271,6 +271,12 @@ impl NativeToolset {
         Ok(serde_json::json!({ "tools": tools, "diagnostics": diagnostics }).to_string())
     }
 
+    /// The MCP section of a system prompt for this toolset (never server instructions).
+    #[napi]
+    pub fn system_prompt(&self) -> String {
+        self.inner.system_prompt()
+    }
+
     /// Resolves when background reconciliation after `rebuild` has finished.
     #[napi]
     pub async fn reconciled(&self) -> Result<()> {
