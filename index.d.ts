@@ -34,7 +34,7 @@ export declare class NativeToolset {
    * `auth` (server → token), `allowedHosts` resolver (server → JSON array), `policy.decide`
    * (request JSON → decision JSON) and `policy.ask` (question JSON → approved).
    */
-  constructor(configJson: string, onEvent: (kind: string, payloadJson: string) => void, auth?: ((server: string) => Promise<string>) | undefined | null, allowedHosts?: ((server: string) => Promise<string>) | undefined | null, decide?: ((requestJson: string) => Promise<string>) | undefined | null, ask?: ((questionJson: string) => Promise<boolean>) | undefined | null, nativeStoreId?: number | undefined | null, jsStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null)
+  constructor(configJson: string, onEvent: (kind: string, payloadJson: string) => void, onCompletions: () => void, auth?: ((server: string) => Promise<string>) | undefined | null, allowedHosts?: ((server: string) => Promise<string>) | undefined | null, decide?: ((requestJson: string) => Promise<string>) | undefined | null, ask?: ((questionJson: string) => Promise<boolean>) | undefined | null, nativeStoreId?: number | undefined | null, jsStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null)
   /** Connect every enabled server; resolves to `{"tools": [...], "diagnostics": [...]}` as JSON. */
   connect(): Promise<string>
   /**
@@ -46,8 +46,17 @@ export declare class NativeToolset {
   systemPrompt(): string
   /** Resolves when background reconciliation after `rebuild` has finished. */
   reconciled(): Promise<void>
-  /** Call a projected tool with JSON arguments; resolves to the raw JSON result text. */
-  callTool(name: string, argumentsJson: string, abortId: number): Promise<string>
+  /**
+   * Start tool calls. `batch` holds one call per line: `callId \t abortId \t name \t argumentsJson`
+   * (names are provider-safe and compact JSON has no raw tabs or newlines). Outcomes arrive through
+   * the `onCompletions` callback and `drainCompletions`.
+   */
+  callTools(batch: string): void
+  /**
+   * Every outcome since the last drain, as a JSON array of `[callId, errorCode, resultOrMessage]`
+   * (`errorCode` empty on success; the result is the server's JSON, embedded verbatim).
+   */
+  drainCompletions(): string
   /** Abort the call started with `abortId`. */
   abort(abortId: number): void
   close(): Promise<void>

@@ -1,7 +1,7 @@
 // mcpferry: every tool of every configured MCP server as an entry in an agent's tool map.
 // This file wires options and callbacks to the native engine; all protocol work happens in Rust.
 
-import { createMcpError, fromEngine, McpAbortedError } from './errors';
+import { createMcpError, fromEngine, McpAbortedError, type McpErrorCode } from './errors';
 import { isStore, nativeStoreId, storeDispatcher, storeFactories } from './stores';
 import type { Diagnostic, McpOptions, McpServer, McpTool, McpToolCallContext, McpToolResult, McpToolset } from './types';
 
@@ -15,7 +15,8 @@ interface NativeToolset {
   connect(): Promise<string>;
   rebuild(stdioAllowed: boolean): Promise<string>;
   reconciled(): Promise<void>;
-  callTool(name: string, argumentsJson: string, abortId: number): Promise<string>;
+  callTools(batch: string): void;
+  drainCompletions(): string;
   abort(abortId: number): void;
   close(): Promise<void>;
 }
@@ -26,6 +27,7 @@ interface NativeBinding {
   NativeToolset: new (
     configJson: string,
     onEvent: (kind: string, payloadJson: string) => void,
+    onCompletions: () => void,
     auth: StringHook,
     allowedHosts: StringHook,
     decide: StringHook,
@@ -168,39 +170,85 @@ function deliver(onDiagnostic: McpOptions['onDiagnostic'], diagnostic: Diagnosti
   }
 }
 
-let nextAbortId = 1;
+/**
+ * The JavaScript half of the call path. Calls made in one synchronous run are handed to the engine
+ * together on the next microtask (one crossing, one pipe write for a burst); outcomes come back the
+ * same way, one wake-up and one JSON.parse for everything that finished meanwhile.
+ */
+class CallChannel {
+  private nextCallId = 1;
+  private readonly settle = new Map<number, { resolve(r: McpToolResult): void; reject(e: unknown): void }>();
+  private batch = '';
+  // Calls in flight keep the process alive (the engine's wake-up callback is weak on purpose).
+  private keepAlive: ReturnType<typeof setInterval> | undefined;
 
-function makeTool(native: NativeToolset, projected: ProjectedTool): McpTool {
+  constructor(private readonly native: () => NativeToolset) {}
+
+  call(name: string, argumentsJson: string, signal: AbortSignal | undefined): Promise<McpToolResult> {
+    const callId = this.nextCallId;
+    this.nextCallId = this.nextCallId >= 0xffff_fff0 ? 1 : this.nextCallId + 1;
+    return new Promise<McpToolResult>((resolve, reject) => {
+      if (this.settle.size === 0) this.hold();
+      if (signal) {
+        const onAbort = () => this.native().abort(callId);
+        signal.addEventListener('abort', onAbort, { once: true });
+        // One listener per call, removed when it settles: a shared signal never accumulates them.
+        const done = () => signal.removeEventListener('abort', onAbort);
+        this.settle.set(callId, { resolve: (r) => (done(), resolve(r)), reject: (e) => (done(), reject(e)) });
+      } else {
+        this.settle.set(callId, { resolve, reject });
+      }
+      if (this.batch === '') queueMicrotask(() => this.flush());
+      this.batch += `${callId}\t${signal ? callId : 0}\t${name}\t${argumentsJson}\n`;
+    });
+  }
+
+  private flush(): void {
+    const batch = this.batch;
+    this.batch = '';
+    try {
+      this.native().callTools(batch);
+    } catch (error) {
+      for (const line of batch.split('\n')) {
+        if (line) this.complete(Number(line.slice(0, line.indexOf('\t'))), 'mcp_protocol_error', String(fromEngine(error)));
+      }
+    }
+  }
+
+  /** The engine says outcomes are waiting. */
+  drain = (): void => {
+    const outcomes: [number, string, unknown][] = JSON.parse(this.native().drainCompletions());
+    for (const [callId, code, payload] of outcomes) this.complete(callId, code, payload);
+  };
+
+  private complete(callId: number, code: string, payload: unknown): void {
+    const waiting = this.settle.get(callId);
+    if (!waiting) return;
+    this.settle.delete(callId);
+    if (this.settle.size === 0) this.release();
+    if (code === '') waiting.resolve(payload as McpToolResult);
+    else waiting.reject(createMcpError(code as McpErrorCode, String(payload)));
+  }
+
+  private hold(): void {
+    if (!this.keepAlive) this.keepAlive = setInterval(() => {}, 0x7fff_ffff);
+    else this.keepAlive.ref?.();
+  }
+
+  private release(): void {
+    this.keepAlive?.unref?.();
+  }
+}
+
+function makeTool(calls: CallChannel, projected: ProjectedTool): McpTool {
   const name = projected.name;
   return {
     ...projected,
-    async execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult> {
-      const argumentsJson = args === undefined || args === null ? '{}' : JSON.stringify(args);
+    execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult> {
       const signal = ctx?.signal;
-      if (!signal) {
-        try {
-          return JSON.parse(await native.callTool(name, argumentsJson, 0));
-        } catch (error) {
-          throw fromEngine(error);
-        }
-      }
-      if (signal.aborted) throw new McpAbortedError('mcp_aborted', 'MCP request aborted by the caller');
-      const abortId = nextAbortId;
-      nextAbortId = nextAbortId >= 0xffff_fff0 ? 1 : nextAbortId + 1;
-      let settled = false;
-      const onAbort = () => {
-        if (!settled) native.abort(abortId);
-      };
-      signal.addEventListener('abort', onAbort, { once: true });
-      try {
-        return JSON.parse(await native.callTool(name, argumentsJson, abortId));
-      } catch (error) {
-        throw fromEngine(error);
-      } finally {
-        // One listener per call, removed when it settles: a shared signal never accumulates them.
-        settled = true;
-        signal.removeEventListener('abort', onAbort);
-      }
+      if (signal?.aborted) return Promise.reject(new McpAbortedError('mcp_aborted', 'MCP request aborted by the caller'));
+      const argumentsJson = args === undefined || args === null ? '{}' : JSON.stringify(args);
+      return calls.call(name, argumentsJson, signal);
     },
   };
 }
@@ -238,6 +286,7 @@ async function openToolset(
   checkOptions(servers, opts);
   const { onDiagnostic } = opts;
   const tools: Record<string, McpTool> = {};
+  const calls = new CallChannel(() => native);
 
   const onEvent = (kind: string, payloadJson: string) => {
     try {
@@ -247,7 +296,7 @@ async function openToolset(
       } else if (kind === 'tools') {
         const change = payload as ToolsChange;
         for (const removed of change.removed) delete tools[removed];
-        for (const tool of [...change.added, ...change.changed]) tools[tool.name] = makeTool(native, tool);
+        for (const tool of [...change.added, ...change.changed]) tools[tool.name] = makeTool(calls, tool);
       }
     } catch {
       // A malformed event is the engine's bug; it must not take the caller's process down.
@@ -269,7 +318,7 @@ async function openToolset(
   try {
     const storeId = opts.storage ? nativeStoreId(opts.storage) : undefined;
     const jsStore = opts.storage && storeId === undefined ? storeDispatcher(opts.storage) : undefined;
-    native = new binding.NativeToolset(config, onEvent, hooks.auth, hooks.allowedHosts, hooks.decide, hooks.ask, storeId, jsStore);
+    native = new binding.NativeToolset(config, onEvent, calls.drain, hooks.auth, hooks.allowedHosts, hooks.decide, hooks.ask, storeId, jsStore);
   } catch (error) {
     throw fromEngine(error);
   }
@@ -280,7 +329,7 @@ async function openToolset(
     await native.close();
     throw fromEngine(error);
   }
-  for (const tool of connected.tools) tools[tool.name] = makeTool(native, tool);
+  for (const tool of connected.tools) tools[tool.name] = makeTool(calls, tool);
   for (const diagnostic of connected.diagnostics) deliver(onDiagnostic, diagnostic);
 
   const toolset: McpToolset = {

@@ -1,5 +1,10 @@
 //! One live session with one server: request ids, the pending map, idle timeouts reset by progress,
 //! cancellation (`notifications/cancelled`), server-to-client requests and notifications.
+//!
+//! Requests are started synchronously ([`Connection::start`]) and answered through a [`Reply`]: a
+//! callback for tool calls (so a JavaScript caller needs no task or promise per call on our side) or a
+//! channel for the engine's own `async` requests. One sweeper task per connection owns every deadline,
+//! so a request costs no timer of its own.
 
 use crate::error::{McpError, Result};
 use crate::protocol::jsonrpc::{self, Message, RawMessage, RequestId, METHOD_NOT_FOUND};
@@ -21,24 +26,52 @@ pub trait ConnectionEvents: Send + Sync + 'static {
     fn connection_lost(&self, reason: &McpError);
 }
 
-/// Set from JavaScript when the caller's AbortSignal fires.
+/// Called once with a request's outcome.
+pub type Completion = Box<dyn FnOnce(Result<Box<RawValue>>) + Send>;
+
+/// Where a request's outcome goes.
+pub enum Reply {
+    Callback(Completion),
+    Channel(oneshot::Sender<Result<Box<RawValue>>>),
+}
+
+impl Reply {
+    fn send(self, outcome: Result<Box<RawValue>>) {
+        match self {
+            Reply::Callback(done) => done(outcome),
+            Reply::Channel(tx) => {
+                let _ = tx.send(outcome);
+            }
+        }
+    }
+}
+
+/// Set from JavaScript when the caller's AbortSignal fires. Works before and after the request starts.
 #[derive(Default)]
 pub struct AbortHandle {
     aborted: AtomicBool,
     wake: Notify,
+    /// The request this handle cancels, once started.
+    started: Mutex<Option<(Weak<Shared>, RequestId)>>,
 }
 
 impl AbortHandle {
     pub fn abort(&self) {
         self.aborted.store(true, Ordering::SeqCst);
         self.wake.notify_waiters();
+        let started = self.started.lock().unwrap().take();
+        if let Some((shared, id)) = started {
+            if let Some(shared) = shared.upgrade() {
+                shared.give_up(id, McpError::Aborted);
+            }
+        }
     }
 
     pub fn is_aborted(&self) -> bool {
         self.aborted.load(Ordering::SeqCst)
     }
 
-    async fn wait(&self) {
+    pub async fn wait(&self) {
         loop {
             let notified = self.wake.notified();
             tokio::pin!(notified);
@@ -47,6 +80,14 @@ impl AbortHandle {
                 return;
             }
             notified.await;
+        }
+    }
+
+    fn attach(&self, shared: &Arc<Shared>, id: RequestId) {
+        *self.started.lock().unwrap() = Some((Arc::downgrade(shared), id));
+        // An abort that landed between the check and the attach still cancels.
+        if self.is_aborted() {
+            self.abort();
         }
     }
 }
@@ -74,11 +115,13 @@ pub struct Connection {
     pub session: SessionInfo,
 }
 
-struct Shared {
+pub struct Shared {
     state: Mutex<State>,
     next_id: AtomicU64,
     transport: OnceLock<Weak<dyn Transport>>,
     events: Arc<dyn ConnectionEvents>,
+    /// Wakes the sweeper when a request's deadline is earlier than the one it sleeps towards.
+    sweep_wake: Notify,
 }
 
 #[derive(Default)]
@@ -86,11 +129,17 @@ struct State {
     pending: HashMap<RequestId, Pending>,
     /// Set once; every later request fails with it at once.
     ended: Option<McpError>,
+    /// The deadline the sweeper sleeps towards, if any.
+    sweep_target: Option<Instant>,
 }
 
 struct Pending {
-    reply: oneshot::Sender<Result<Box<RawValue>>>,
-    last_progress: Option<Instant>,
+    reply: Reply,
+    timeout: Duration,
+    /// Moved later by every progress notification for this request.
+    deadline: Instant,
+    /// `initialize` is never cancelled, per the spec.
+    cancellable: bool,
 }
 
 impl Connection {
@@ -106,9 +155,11 @@ impl Connection {
             next_id: AtomicU64::new(1),
             transport: OnceLock::new(),
             events,
+            sweep_wake: Notify::new(),
         });
         let transport = transport::open(spec, shared.clone(), options).map_err(|e| (e, None))?;
         let _ = shared.transport.set(Arc::downgrade(&transport));
+        tokio::spawn(sweep(shared.clone()));
         match handshake_with(&shared, &transport, handshake).await {
             Ok(session) => Ok(Connection { shared, transport, session }),
             Err(e) => {
@@ -120,19 +171,22 @@ impl Connection {
     }
 
     pub async fn request(&self, method: &str, params: Option<&str>, opts: &RequestOptions<'_>) -> Result<Box<RawValue>> {
-        self.shared.request(&self.transport, method, |_| params.map(str::to_owned), opts).await
+        request(&self.shared, &self.transport, method, |_| params.map(str::to_owned), opts).await
     }
 
-    /// `tools/call`. A result with `isError: true` becomes `McpError::Tool` carrying the server's text.
-    pub async fn call_tool(&self, remote_name: &str, arguments: &RawValue, opts: &RequestOptions<'_>) -> Result<Box<RawValue>> {
-        let params = |id| Some(mcp::call_tool_params(remote_name, arguments, id));
-        let result = self.shared.request(&self.transport, "tools/call", params, opts).await?;
-        let view: mcp::CallResultView = serde_json::from_str(result.get())
-            .map_err(|e| McpError::Protocol(format!("tools/call returned a malformed result: {e}")))?;
-        if view.is_error == Some(true) {
-            return Err(McpError::Tool(mcp::tool_error_text(&view)));
+    /// Start `tools/call` for each `(remote name, arguments, reply)` and send them in one write.
+    /// A result with `isError: true` is turned into `McpError::Tool` by [`tool_outcome`].
+    pub fn start_calls<'a>(&self, calls: impl IntoIterator<Item = StartCall<'a>>, timeout: Duration) {
+        let mut outbound = Vec::new();
+        for call in calls {
+            let params = |id| Some(mcp::call_tool_params(call.remote_name, call.arguments, id));
+            if let Some(message) = self.shared.register("tools/call", params, timeout, call.abort, call.reply) {
+                outbound.push(message);
+            }
         }
-        Ok(result)
+        if !outbound.is_empty() {
+            self.shared.dispatch(&self.transport, outbound);
+        }
     }
 
     pub fn stderr_tail(&self) -> Option<String> {
@@ -150,9 +204,34 @@ impl Connection {
     }
 }
 
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.shared.end(McpError::Closed);
+    }
+}
+
+/// One `tools/call` to start.
+pub struct StartCall<'a> {
+    pub remote_name: &'a str,
+    pub arguments: &'a RawValue,
+    pub abort: Option<&'a AbortHandle>,
+    pub reply: Reply,
+}
+
+/// The outcome of a `tools/call`: `isError: true` becomes `McpError::Tool` with the server's own text.
+pub fn tool_outcome(outcome: Result<Box<RawValue>>) -> Result<Box<RawValue>> {
+    let result = outcome?;
+    let view: mcp::CallResultView = serde_json::from_str(result.get())
+        .map_err(|e| McpError::Protocol(format!("tools/call returned a malformed result: {e}")))?;
+    if view.is_error == Some(true) {
+        return Err(McpError::Tool(mcp::tool_error_text(&view)));
+    }
+    Ok(result)
+}
+
 async fn handshake_with(shared: &Arc<Shared>, transport: &Arc<dyn Transport>, opts: &RequestOptions<'_>) -> Result<SessionInfo> {
     let params = mcp::initialize_params();
-    let raw = shared.request(transport, "initialize", |_| Some(params), opts).await?;
+    let raw = request(shared, transport, "initialize", |_| Some(params), opts).await?;
     let init: InitializeResult = serde_json::from_str(raw.get())
         .map_err(|e| McpError::Protocol(format!("initialize returned a malformed result: {e}")))?;
     let protocol_version = mcp::check_negotiated_version(&init.protocol_version).map_err(McpError::Protocol)?;
@@ -168,66 +247,95 @@ async fn handshake_with(shared: &Arc<Shared>, transport: &Arc<dyn Transport>, op
     })
 }
 
+/// An engine-internal request awaited in place (handshake, listings).
+async fn request(
+    shared: &Arc<Shared>,
+    transport: &Arc<dyn Transport>,
+    method: &str,
+    params: impl FnOnce(RequestId) -> Option<String>,
+    opts: &RequestOptions<'_>,
+) -> Result<Box<RawValue>> {
+    let (reply, response) = oneshot::channel();
+    let message = shared.register(method, params, opts.timeout, opts.abort, Reply::Channel(reply));
+    if let Some(message) = message {
+        shared.dispatch(transport, vec![message]);
+    }
+    response.await.unwrap_or(Err(McpError::Closed))
+}
+
 impl Shared {
-    async fn request(
-        &self,
-        transport: &Arc<dyn Transport>,
+    /// Enter a request in the pending map and serialize it. `None` if it was answered at once
+    /// (connection ended, already aborted).
+    fn register(
+        self: &Arc<Self>,
         method: &str,
         params: impl FnOnce(RequestId) -> Option<String>,
-        opts: &RequestOptions<'_>,
-    ) -> Result<Box<RawValue>> {
-        if opts.abort.is_some_and(AbortHandle::is_aborted) {
-            return Err(McpError::Aborted);
+        timeout: Duration,
+        abort: Option<&AbortHandle>,
+        reply: Reply,
+    ) -> Option<Outbound> {
+        if abort.is_some_and(AbortHandle::is_aborted) {
+            reply.send(Err(McpError::Aborted));
+            return None;
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (reply, mut response) = oneshot::channel();
-        {
+        let deadline = Instant::now() + timeout;
+        let wake_sweeper = {
             let mut state = self.state.lock().unwrap();
             if let Some(ended) = &state.ended {
-                return Err(ended.clone());
+                let ended = ended.clone();
+                drop(state);
+                reply.send(Err(ended));
+                return None;
             }
-            state.pending.insert(id, Pending { reply, last_progress: None });
-        }
-        let mut guard = PendingGuard { shared: self, id, armed: true };
-        let message = jsonrpc::request(id, method, params(id).as_deref());
-        transport.send(Outbound::request(id, message, method == "initialize"))?;
-
-        let mut deadline = Instant::now() + opts.timeout;
-        let outcome = loop {
-            let abort = async {
-                match opts.abort {
-                    Some(handle) => handle.wait().await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                biased;
-                reply = &mut response => {
-                    guard.armed = false;
-                    return reply.unwrap_or(Err(McpError::Closed));
-                }
-                _ = abort => break McpError::Aborted,
-                _ = tokio::time::sleep_until(deadline) => {
-                    let last_progress = match self.state.lock().unwrap().pending.get(&id) {
-                        Some(p) => p.last_progress,
-                        None => continue, // the reply is in the channel already
-                    };
-                    match last_progress {
-                        Some(at) if at + opts.timeout > deadline => deadline = at + opts.timeout,
-                        _ => break McpError::Timeout { after_ms: opts.timeout.as_millis() as u64 },
-                    }
+            let cancellable = method != "initialize";
+            state.pending.insert(id, Pending { reply, timeout, deadline, cancellable });
+            match state.sweep_target {
+                Some(target) if target <= deadline => false,
+                _ => {
+                    state.sweep_target = Some(deadline);
+                    true
                 }
             }
         };
-        drop(guard);
-        transport.request_ended(id);
-        // Tell the server to stop working on it. `initialize` is never cancelled, per the spec.
-        if method != "initialize" {
-            let reason = if outcome == McpError::Aborted { "aborted by the client" } else { "timed out" };
-            let params = serde_json::json!({ "requestId": id, "reason": reason }).to_string();
-            let _ = transport.send(Outbound::other(jsonrpc::notification("notifications/cancelled", Some(&params))));
+        if wake_sweeper {
+            self.sweep_wake.notify_one();
         }
-        Err(outcome)
+        if let Some(abort) = abort {
+            abort.attach(self, id);
+        }
+        Some(Outbound::request(id, jsonrpc::request(id, method, params(id).as_deref()), method == "initialize"))
+    }
+
+    fn dispatch(&self, transport: &Arc<dyn Transport>, messages: Vec<Outbound>) {
+        let ids: Vec<RequestId> = messages.iter().filter_map(|m| m.request_id).collect();
+        if let Err(error) = transport.send_all(messages) {
+            for id in ids {
+                self.settle(id, Err(error.clone()));
+            }
+        }
+    }
+
+    /// Deliver the outcome of request `id`, if it is still pending.
+    fn settle(&self, id: RequestId, outcome: Result<Box<RawValue>>) {
+        let pending = self.state.lock().unwrap().pending.remove(&id);
+        if let Some(pending) = pending {
+            pending.reply.send(outcome);
+        }
+    }
+
+    /// Stop waiting for `id` (timeout or abort): tell the transport and the server, fail the caller.
+    fn give_up(&self, id: RequestId, reason: McpError) {
+        let Some(pending) = self.state.lock().unwrap().pending.remove(&id) else { return };
+        if let Some(transport) = self.transport.get().and_then(Weak::upgrade) {
+            transport.request_ended(id);
+            if pending.cancellable {
+                let why = if reason == McpError::Aborted { "aborted by the client" } else { "timed out" };
+                let params = serde_json::json!({ "requestId": id, "reason": why }).to_string();
+                let _ = transport.send(Outbound::other(jsonrpc::notification("notifications/cancelled", Some(&params))));
+            }
+        }
+        pending.reply.send(Err(reason));
     }
 
     /// End the connection: every pending request fails with `reason`. Returns false if already ended.
@@ -240,8 +348,9 @@ impl Shared {
             state.ended = Some(reason.clone());
             std::mem::take(&mut state.pending)
         };
+        self.sweep_wake.notify_one();
         for (_, p) in pending {
-            let _ = p.reply.send(Err(reason.clone()));
+            p.reply.send(Err(reason.clone()));
         }
         true
     }
@@ -265,11 +374,10 @@ impl Shared {
     fn handle(&self, message: Message<'_>) {
         match message {
             Message::Response { id: Some(id), outcome } => {
-                let Some(pending) = self.state.lock().unwrap().pending.remove(&id) else { return };
-                let outcome = outcome.map(|raw| raw.to_owned()).map_err(|e| {
-                    McpError::Protocol(format!("MCP error {}: {}", e.code, e.message))
-                });
-                let _ = pending.reply.send(outcome);
+                let outcome = outcome
+                    .map(|raw| raw.to_owned())
+                    .map_err(|e| McpError::Protocol(format!("MCP error {}: {}", e.code, e.message)));
+                self.settle(id, outcome);
             }
             // An error with a null id answers something unparseable we never send; nothing waits on it.
             Message::Response { id: None, .. } => {}
@@ -288,13 +396,51 @@ impl Shared {
                         .and_then(|p| jsonrpc::parse_request_id(p.progress_token));
                     if let Some(token) = token {
                         if let Some(pending) = self.state.lock().unwrap().pending.get_mut(&token) {
-                            pending.last_progress = Some(Instant::now());
+                            // Later only, so the sweeper (sleeping towards an earlier time) needs no wake.
+                            pending.deadline = Instant::now() + pending.timeout;
                         }
                     }
                 }
                 "notifications/tools/list_changed" => self.events.tools_list_changed(),
                 _ => {}
             },
+        }
+    }
+}
+
+/// The one timer of a connection: fails every request whose idle deadline has passed, then sleeps
+/// until the earliest remaining one (or until woken for an earlier one).
+async fn sweep(connection: Arc<Shared>) {
+    loop {
+        let now = Instant::now();
+        let (expired, next) = {
+            let mut state = connection.state.lock().unwrap();
+            if state.ended.is_some() {
+                return;
+            }
+            let expired: Vec<RequestId> = state.pending.iter().filter(|(_, p)| p.deadline <= now).map(|(id, _)| *id).collect();
+            let next = state.pending.values().filter(|p| p.deadline > now).map(|p| p.deadline).min();
+            state.sweep_target = next;
+            (expired, next)
+        };
+        for id in expired {
+            let timeout = connection.state.lock().unwrap().pending.get(&id).map(|p| p.timeout);
+            if let Some(timeout) = timeout {
+                connection.give_up(id, McpError::Timeout { after_ms: timeout.as_millis() as u64 });
+            }
+        }
+        // Held across the wait: `end` (close, loss, or the Connection dropped) wakes and stops this task.
+        let wake = connection.sweep_wake.notified();
+        tokio::pin!(wake);
+        wake.as_mut().enable();
+        match next {
+            Some(deadline) => {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => {}
+                    _ = &mut wake => {}
+                }
+            }
+            None => wake.await,
         }
     }
 }
@@ -324,9 +470,7 @@ impl MessageSink for Shared {
     }
 
     fn on_request_failed(&self, id: RequestId, error: McpError) {
-        if let Some(pending) = self.state.lock().unwrap().pending.remove(&id) {
-            let _ = pending.reply.send(Err(error));
-        }
+        self.settle(id, Err(error));
     }
 
     fn is_pending(&self, id: RequestId) -> bool {
@@ -337,19 +481,3 @@ impl MessageSink for Shared {
         self.lose(reason);
     }
 }
-
-/// Removes a pending entry if the waiting future goes away before its reply arrives.
-struct PendingGuard<'a> {
-    shared: &'a Shared,
-    id: RequestId,
-    armed: bool,
-}
-
-impl Drop for PendingGuard<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.shared.state.lock().unwrap().pending.remove(&self.id);
-        }
-    }
-}
-

@@ -3,7 +3,7 @@
 
 use crate::catalog::{self, Listing};
 use crate::config::{ServerEntry, ServerKind, ToolsetConfig};
-use crate::connection::{AbortHandle, Connection, ConnectionEvents, RequestOptions};
+use crate::connection::{tool_outcome, AbortHandle, Completion, Connection, ConnectionEvents, Reply, RequestOptions, StartCall};
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
 use crate::guard::hosts::HostGuard;
@@ -28,6 +28,33 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
 use tokio::sync::watch;
+
+/// One tool call as the caller hands it over.
+pub struct CallRequest {
+    pub call_id: u32,
+    /// Non-zero when the caller may abort it with [`Toolset::abort`].
+    pub abort_id: u32,
+    pub name: String,
+    /// The arguments, validated as a JSON object by `admit`.
+    pub arguments_json: String,
+}
+
+impl CallRequest {
+    fn arguments(&self) -> &RawValue {
+        serde_json::from_str(&self.arguments_json).expect("validated when admitted")
+    }
+}
+
+/// Receives every call's outcome: the raw result JSON, or the error.
+pub trait CallSink: Send + Sync + 'static {
+    fn complete(&self, call_id: u32, outcome: Result<Box<str>>);
+}
+
+enum Admitted {
+    /// Answered without a server (`mcp__describe_tool`, `mcp__search_tools`).
+    Local(Result<Box<str>>),
+    Remote(Route),
+}
 
 /// The `server` of the tools mcpferry answers itself (`mcp__describe_tool`, `mcp__search_tools`).
 pub const LOCAL_SERVER: &str = "mcpferry";
@@ -332,51 +359,50 @@ impl Toolset {
     }
 
     /// Call a projected tool. `abort_id` (non-zero) links the call to a later [`Toolset::abort`].
-    pub async fn call_tool(&self, name: &str, arguments_json: &str, abort_id: u32) -> Result<Box<str>> {
+    /// Start tool calls; each outcome goes to `sink` under its `call_id`. Calls to one server go out in
+    /// one write. With no `policy`, no `auth` and a ready server, nothing here waits or spawns: the
+    /// request is written from the calling thread and answered from the transport's reader.
+    pub fn start_calls(&self, calls: Vec<CallRequest>, sink: &Arc<dyn CallSink>) {
         let inner = &self.inner;
-        if inner.closing.load(Ordering::SeqCst) {
-            return Err(McpError::Closed);
-        }
-        if (name == MCP_DESCRIBE_TOOL || name == MCP_SEARCH_TOOLS) && inner.any_abbreviated() {
-            // Answered from the cached catalog: no server is contacted.
-            return inner.local_tool(name, arguments_json);
-        }
-        let route = inner.routes.read().unwrap().get(name).cloned().ok_or_else(|| {
-            McpError::ToolUnavailable(format!(
-                "tool {name:?} is not available: its server does not (or no longer) publish it. Do not call it again; \
-                 choose another tool."
-            ))
-        })?;
-        let arguments: &RawValue = serde_json::from_str(arguments_json)
-            .ok()
-            .filter(|raw: &&RawValue| raw.get().starts_with('{'))
-            .ok_or_else(|| McpError::InvalidArguments("tool arguments must be a JSON object".to_owned()))?;
-        let slot = &inner.servers[route.server];
-        let abort = (abort_id != 0).then(|| inner.abort_handle(abort_id));
-        let result = async {
-            if route.quarantined {
-                return Err(McpError::ToolQuarantined(format!(
-                    "tool {name:?} is quarantined: its definition changed since it was first trusted. Do not call it; \
-                     tell the user the server must be re-trusted."
-                )));
+        let mut by_server: HashMap<usize, Vec<(CallRequest, Route)>> = HashMap::new();
+        for call in calls {
+            match inner.admit(&call) {
+                Ok(Admitted::Local(outcome)) => sink.complete(call.call_id, outcome),
+                Ok(Admitted::Remote(route)) => {
+                    let slot = &inner.servers[route.server];
+                    let direct = inner.hooks.decide.is_none()
+                        && !(slot.entry.is_http() && inner.hooks.auth.is_some())
+                        && *slot.state.borrow() == SlotState::Ready;
+                    if direct {
+                        by_server.entry(route.server).or_default().push((call, route));
+                    } else {
+                        tokio::spawn(inner.clone().call_gated(call, route, sink.clone()));
+                    }
+                }
+                Err(error) => sink.complete(call.call_id, Err(error)),
             }
-            if inner.hooks.decide.is_some() {
-                let request = policy::request_json(name, &slot.entry.name, &route.remote_name, arguments);
-                policy::authorize(&inner.hooks, name, request).await?;
-            }
-            let connection = inner.ready_connection(route.server, name).await?;
-            if slot.entry.is_http() && inner.hooks.auth.is_some() {
-                // Re-resolved on every call, so a rotated token takes effect without reconnecting.
-                inner.authenticate(route.server).await?;
-            }
-            let opts = RequestOptions { timeout: inner.timeout, abort: abort.as_deref() };
-            connection.call_tool(&route.remote_name, arguments, &opts).await
         }
-        .await;
-        if abort.is_some() {
-            inner.aborts.lock().unwrap().remove(&abort_id);
+        for (index, calls) in by_server {
+            let Some(connection) = inner.servers[index].connection.read().unwrap().clone() else {
+                for (call, _) in calls {
+                    sink.complete(call.call_id, Err(McpError::Closed));
+                }
+                continue;
+            };
+            let aborts: Vec<Option<Arc<AbortHandle>>> =
+                calls.iter().map(|(call, _)| (call.abort_id != 0).then(|| inner.abort_handle(call.abort_id))).collect();
+            let starts: Vec<StartCall> = calls
+                .iter()
+                .zip(&aborts)
+                .map(|((call, route), abort)| StartCall {
+                    remote_name: &route.remote_name,
+                    arguments: call.arguments(),
+                    abort: abort.as_deref(),
+                    reply: Reply::Callback(inner.completion(index, call, sink)),
+                })
+                .collect();
+            connection.start_calls(starts, inner.timeout);
         }
-        result.map(Box::<str>::from).map_err(|e| e.redacted(&slot.secrets))
     }
 
     /// The caller's AbortSignal fired for the call registered under `abort_id`.
@@ -404,6 +430,78 @@ impl Toolset {
 }
 
 impl Inner {
+    /// The checks every call passes before anything is sent: open, known, not quarantined, arguments an object.
+    fn admit(&self, call: &CallRequest) -> Result<Admitted> {
+        if self.closing.load(Ordering::SeqCst) {
+            return Err(McpError::Closed);
+        }
+        let name = call.name.as_str();
+        if (name == MCP_DESCRIBE_TOOL || name == MCP_SEARCH_TOOLS) && self.any_abbreviated() {
+            // Answered from the cached catalog: no server is contacted.
+            return Ok(Admitted::Local(self.local_tool(name, &call.arguments_json)));
+        }
+        let route = self.routes.read().unwrap().get(name).cloned().ok_or_else(|| {
+            McpError::ToolUnavailable(format!(
+                "tool {name:?} is not available: its server does not (or no longer) publish it. Do not call it again; \
+                 choose another tool."
+            ))
+        })?;
+        if route.quarantined {
+            return Err(McpError::ToolQuarantined(format!(
+                "tool {name:?} is quarantined: its definition changed since it was first trusted. Do not call it; \
+                 tell the user the server must be re-trusted."
+            )));
+        }
+        let is_object = serde_json::from_str::<&RawValue>(&call.arguments_json).is_ok_and(|raw| raw.get().starts_with('{'));
+        if !is_object {
+            return Err(McpError::InvalidArguments("tool arguments must be a JSON object".to_owned()));
+        }
+        Ok(Admitted::Remote(route))
+    }
+
+    /// Where one call's outcome goes: the `isError` check, redaction, the abort registry, the sink.
+    fn completion(self: &Arc<Self>, index: usize, call: &CallRequest, sink: &Arc<dyn CallSink>) -> Completion {
+        let (inner, sink, call_id, abort_id) = (self.clone(), sink.clone(), call.call_id, call.abort_id);
+        Box::new(move |outcome| {
+            if abort_id != 0 {
+                inner.aborts.lock().unwrap().remove(&abort_id);
+            }
+            let outcome = tool_outcome(outcome).map(Box::<str>::from).map_err(|e| e.redacted(&inner.servers[index].secrets));
+            sink.complete(call_id, outcome);
+        })
+    }
+
+    /// A call that must wait first: for `policy.decide`, for `auth`, or for its server to be ready.
+    async fn call_gated(self: Arc<Self>, call: CallRequest, route: Route, sink: Arc<dyn CallSink>) {
+        let index = route.server;
+        let slot = &self.servers[index];
+        let abort = (call.abort_id != 0).then(|| self.abort_handle(call.abort_id));
+        let gate = async {
+            if self.hooks.decide.is_some() {
+                let request = policy::request_json(&call.name, &slot.entry.name, &route.remote_name, call.arguments());
+                policy::authorize(&self.hooks, &call.name, request).await?;
+            }
+            let connection = self.ready_connection(index, &call.name).await?;
+            if slot.entry.is_http() && self.hooks.auth.is_some() {
+                // Re-resolved on every call, so a rotated token takes effect without reconnecting.
+                self.authenticate(index).await?;
+            }
+            Ok(connection)
+        };
+        let gated = tokio::select! {
+            gated = gate => gated,
+            _ = async { match &abort { Some(a) => a.wait().await, None => std::future::pending().await } } => Err(McpError::Aborted),
+        };
+        let done = self.completion(index, &call, &sink);
+        match gated {
+            Ok(connection) => {
+                let start = StartCall { remote_name: &route.remote_name, arguments: call.arguments(), abort: abort.as_deref(), reply: Reply::Callback(done) };
+                connection.start_calls([start], self.timeout);
+            }
+            Err(error) => done(Err(error)),
+        }
+    }
+
     /// Hand the startup diagnostics over and publish the routes: from here on events go live.
     fn finish_startup(&self, routes: HashMap<String, Route>) -> Vec<Diagnostic> {
         *self.routes.write().unwrap() = routes;

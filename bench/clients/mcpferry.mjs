@@ -14,7 +14,8 @@ await runClient({
           : { name: s.name, type: 'streamable-http', url: s.url }),
       { onDiagnostic: (d) => diagnostics.push(d) },
     );
-    const toolCount = Object.keys(tools).length;
+    // mcp__describe_tool and mcp__search_tools (server 'mcpferry') are local, not the server's.
+    const toolCount = Object.values(tools).filter((t) => t.server !== 'mcpferry').length;
     if (diagnostics.some((d) => d.code === 'server-degraded')) {
       await close();
       throw new Error(`server-degraded: ${JSON.stringify(diagnostics).slice(0, 1000)}`);

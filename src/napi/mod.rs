@@ -9,7 +9,7 @@ use crate::error::McpError;
 use crate::hooks::{Callback, Hooks};
 use crate::transport::BoxFuture;
 use crate::store::{self, ConnectionStore, Fingerprints, MemoryStore, SqliteStore, StoredServer};
-use crate::toolset::{Toolset, ToolsChange, ToolsetEvents};
+use crate::toolset::{CallRequest, CallSink, Toolset, ToolsChange, ToolsetEvents};
 use std::collections::HashMap;
 use std::sync::{Mutex, Weak};
 use napi::bindgen_prelude::*;
@@ -215,10 +215,55 @@ impl ToolsetEvents for JsEvents {
     }
 }
 
+/// Call outcomes wait here until JavaScript drains them. The first one after a drain sends a single
+/// wake-up through a threadsafe function; a burst of outcomes costs one crossing, not one each.
+struct Completions {
+    batch: Mutex<String>,
+    wake: CompletionWake,
+}
+
+/// No payload: it only says "drain now". Weak: pending calls keep the process alive from JS instead.
+type CompletionWake = ThreadsafeFunction<(), (), (), Status, false, true>;
+
+impl Completions {
+    fn drain(&self) -> String {
+        let mut batch = self.batch.lock().unwrap();
+        let mut out = std::mem::take(&mut *batch);
+        out.push(']');
+        out
+    }
+}
+
+impl CallSink for Completions {
+    fn complete(&self, call_id: u32, outcome: crate::error::Result<Box<str>>) {
+        let first = {
+            let mut batch = self.batch.lock().unwrap();
+            let first = batch.is_empty();
+            batch.push(if first { '[' } else { ',' });
+            match outcome {
+                Ok(result) => {
+                    batch.push_str(&format!("[{call_id},\"\","));
+                    batch.push_str(&result);
+                }
+                Err(error) => {
+                    batch.push_str(&format!("[{call_id},\"{}\",", error.code()));
+                    batch.push_str(&serde_json::to_string(&error.to_string()).expect("strings serialize"));
+                }
+            }
+            batch.push(']');
+            first
+        };
+        if first {
+            self.wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
+        }
+    }
+}
+
 /// A set of MCP server connections behind one tool map.
 #[napi]
 pub struct NativeToolset {
     inner: Arc<Toolset>,
+    completions: Arc<Completions>,
 }
 
 #[napi]
@@ -231,6 +276,7 @@ impl NativeToolset {
     pub fn new(
         config_json: String,
         #[napi(ts_arg_type = "(kind: string, payloadJson: string) => void")] on_event: EventCallback,
+        #[napi(ts_arg_type = "() => void")] on_completions: CompletionWake,
         #[napi(ts_arg_type = "((server: string) => Promise<string>) | undefined | null")] auth: Option<JsCallback<String>>,
         #[napi(ts_arg_type = "((server: string) => Promise<string>) | undefined | null")] allowed_hosts: Option<JsCallback<String>>,
         #[napi(ts_arg_type = "((requestJson: string) => Promise<string>) | undefined | null")] decide: Option<JsCallback<String>>,
@@ -252,7 +298,8 @@ impl NativeToolset {
             (None, None) => None,
         };
         let toolset = Toolset::new(config, hooks, store, events).map_err(to_js_error)?;
-        Ok(NativeToolset { inner: Arc::new(toolset) })
+        let completions = Arc::new(Completions { batch: Mutex::new(String::new()), wake: on_completions });
+        Ok(NativeToolset { inner: Arc::new(toolset), completions })
     }
 
     /// Connect every enabled server; resolves to `{"tools": [...], "diagnostics": [...]}` as JSON.
@@ -284,17 +331,42 @@ impl NativeToolset {
         Ok(())
     }
 
-    /// Call a projected tool with JSON arguments; resolves to the raw JSON result text.
+    /// Start tool calls. `batch` holds one call per line: `callId \t abortId \t name \t argumentsJson`
+    /// (names are provider-safe and compact JSON has no raw tabs or newlines). Outcomes arrive through
+    /// the `onCompletions` callback and `drainCompletions`.
     #[napi]
-    pub async fn call_tool(&self, name: String, arguments_json: String, abort_id: u32) -> Result<String> {
-        let result = self.inner.call_tool(&name, &arguments_json, abort_id).await.map_err(to_js_error)?;
-        Ok(result.into())
+    pub fn call_tools(&self, batch: String) -> Result<()> {
+        let mut calls = Vec::new();
+        for line in batch.split('\n').filter(|l| !l.is_empty()) {
+            let mut fields = line.splitn(4, '\t');
+            let (Some(call_id), Some(abort_id), Some(name), Some(arguments)) = (fields.next(), fields.next(), fields.next(), fields.next())
+            else {
+                return Err(to_js_error(McpError::config("malformed call batch")));
+            };
+            calls.push(CallRequest {
+                call_id: call_id.parse().map_err(|_| to_js_error(McpError::config("malformed call id")))?,
+                abort_id: abort_id.parse().map_err(|_| to_js_error(McpError::config("malformed abort id")))?,
+                name: name.to_owned(),
+                arguments_json: arguments.to_owned(),
+            });
+        }
+        let sink = self.completions.clone() as Arc<dyn CallSink>;
+        // The engine may spawn (gated calls, timers): run inside the runtime even from the JS thread.
+        napi::bindgen_prelude::within_runtime_if_available(|| self.inner.start_calls(calls, &sink));
+        Ok(())
+    }
+
+    /// Every outcome since the last drain, as a JSON array of `[callId, errorCode, resultOrMessage]`
+    /// (`errorCode` empty on success; the result is the server's JSON, embedded verbatim).
+    #[napi]
+    pub fn drain_completions(&self) -> String {
+        self.completions.drain()
     }
 
     /// Abort the call started with `abortId`.
     #[napi]
     pub fn abort(&self, abort_id: u32) {
-        self.inner.abort(abort_id);
+        napi::bindgen_prelude::within_runtime_if_available(|| self.inner.abort(abort_id));
     }
 
     #[napi]

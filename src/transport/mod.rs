@@ -60,6 +60,10 @@ impl Outbound {
 pub trait Transport: Send + Sync {
     /// Queue one message. Never blocks; fails once the transport is closed.
     fn send(&self, message: Outbound) -> Result<()>;
+    /// Queue several messages to go out together (one write on a pipe).
+    fn send_all(&self, messages: Vec<Outbound>) -> Result<()> {
+        messages.into_iter().try_for_each(|m| self.send(m))
+    }
     /// The connection stopped waiting for `id` (timeout, abort): stop any work kept for it.
     fn request_ended(&self, _id: RequestId) {}
     /// Send `notifications/initialized` and finish the handshake at `protocol_version`. Nothing else is

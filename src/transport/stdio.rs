@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout, Command};
+use std::os::fd::{AsRawFd, RawFd};
 use tokio::sync::{watch, Notify};
 
 /// How to start one stdio server. `env` is the complete environment the child gets.
@@ -27,7 +28,7 @@ pub struct StdioSpec {
 
 /// Bytes of an oversized line kept so the connection can still find which request it answered.
 const OVERSIZED_HEAD_BYTES: usize = 4096;
-const READ_BUFFER_BYTES: usize = 64 * 1024;
+const READ_BUFFER_BYTES: usize = 16 * 1024;
 /// A burst larger than this is written in more than one go, so one huge burst can't hog memory twice.
 const MAX_COALESCED_WRITE_BYTES: usize = 1024 * 1024;
 
@@ -61,7 +62,7 @@ impl StdioTransport {
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
 
-        let outbox = Arc::new(Outbox::default());
+        let outbox = Arc::new(Outbox::new(stdin.as_raw_fd()));
         let stderr_tail = Arc::new(Mutex::new(TailBuffer::default()));
         let closing = Arc::new(AtomicBool::new(false));
         let (exit_tx, exit_rx) = watch::channel(None);
@@ -80,7 +81,11 @@ impl StdioTransport {
 
 impl Transport for StdioTransport {
     fn send(&self, message: Outbound) -> Result<()> {
-        self.outbox.push(message.json)
+        self.outbox.push(std::iter::once(message.json))
+    }
+
+    fn send_all(&self, messages: Vec<Outbound>) -> Result<()> {
+        self.outbox.push(messages.into_iter().map(|m| m.json))
     }
 
     fn close(&self) -> BoxFuture<'static, ()> {
@@ -161,32 +166,50 @@ fn group_has_live_member(group: i32) -> bool {
     false
 }
 
-/// Outgoing bytes waiting for the writer task.
-#[derive(Default)]
+/// Outgoing bytes. A burst of messages is written with one `write(2)`, straight from the sending
+/// thread when the pipe is idle (no task wake on the way out); what the pipe can't take at once goes
+/// to the writer task.
 struct Outbox {
     state: Mutex<OutboxState>,
     wake: Notify,
+    /// The child's stdin, non-blocking. Written here only under `state`'s lock while not closed; the
+    /// writer task closes it only after setting `closed` under the same lock.
+    fd: RawFd,
 }
 
 #[derive(Default)]
 struct OutboxState {
     pending: Vec<u8>,
+    /// The writer task holds a batch it is still writing: keep order, queue behind it.
+    writer_busy: bool,
     closed: bool,
 }
 
 impl Outbox {
-    fn push(&self, message: String) -> Result<()> {
-        let was_idle = {
-            let mut state = self.state.lock().unwrap();
-            if state.closed {
-                return Err(McpError::Closed);
-            }
-            let was_idle = state.pending.is_empty();
+    fn new(fd: RawFd) -> Self {
+        Outbox { state: Mutex::new(OutboxState::default()), wake: Notify::new(), fd }
+    }
+
+    fn push(&self, messages: impl Iterator<Item = String>) -> Result<()> {
+        let mut state = self.state.lock().unwrap();
+        if state.closed {
+            return Err(McpError::Closed);
+        }
+        let was_empty = state.pending.is_empty();
+        for message in messages {
             state.pending.extend_from_slice(message.as_bytes());
             state.pending.push(b'\n');
-            was_idle
-        };
-        if was_idle {
+        }
+        if !was_empty || state.writer_busy {
+            return Ok(()); // the writer task will take it with what is queued
+        }
+        // SAFETY: `fd` is open while `closed` is false, and we hold the lock that orders closing.
+        let written = unsafe { libc::write(self.fd, state.pending.as_ptr().cast(), state.pending.len()) };
+        if written > 0 {
+            state.pending.drain(..written as usize);
+        }
+        if !state.pending.is_empty() {
+            drop(state);
             self.wake.notify_one();
         }
         Ok(())
@@ -197,7 +220,7 @@ impl Outbox {
         self.wake.notify_one();
     }
 
-    /// Swap the queued bytes into `spare`. `None` once closed and drained.
+    /// Swap the queued bytes into `spare`. `None` once closed and drained (the writer then drops the fd).
     async fn take(&self, spare: &mut Vec<u8>) -> Option<()> {
         loop {
             {
@@ -208,8 +231,10 @@ impl Outbox {
                     } else {
                         spare.extend(state.pending.drain(..MAX_COALESCED_WRITE_BYTES));
                     }
+                    state.writer_busy = true;
                     return Some(());
                 }
+                state.writer_busy = false;
                 if state.closed {
                     return None;
                 }
