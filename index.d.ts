@@ -34,7 +34,7 @@ export declare class NativeToolset {
    * `auth` (server → token), `allowedHosts` resolver (server → JSON array), `policy.decide`
    * (request JSON → decision JSON) and `policy.ask` (question JSON → approved).
    */
-  constructor(configJson: string, onEvent: (kind: string, payloadJson: string) => void, onCompletions: () => void, auth?: ((server: string) => Promise<string>) | undefined | null, allowedHosts?: ((server: string) => Promise<string>) | undefined | null, decide?: ((requestJson: string) => Promise<string>) | undefined | null, ask?: ((questionJson: string) => Promise<boolean>) | undefined | null, nativeStoreId?: number | undefined | null, jsStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null)
+  constructor(configJson: string, onEvent: (kind: string, payloadJson: string) => void, onCompletions: () => void, auth: ((server: string) => Promise<string>) | undefined | null, allowedHosts: ((server: string) => Promise<string>) | undefined | null, decide: ((requestJson: string) => Promise<string>) | undefined | null, ask: ((questionJson: string) => Promise<boolean>) | undefined | null, nativeStoreId: number | undefined | null, readStdioInJs: boolean, jsStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null)
   /** Connect every enabled server; resolves to `{"tools": [...], "diagnostics": [...]}` as JSON. */
   connect(): Promise<string>
   /**
@@ -57,6 +57,13 @@ export declare class NativeToolset {
    * (`errorCode` empty on success; the result is the server's JSON, embedded verbatim).
    */
   drainCompletions(): string
+  /**
+   * Bytes a stdio server wrote, read by JavaScript. Returns the call outcomes they completed, in the
+   * `drainCompletions` format, so a response costs no wake-up at all.
+   */
+  feedStdout(readerId: number, chunk: Buffer): string
+  /** The stdout JavaScript was reading ended (`error` set if it failed). */
+  stdoutEnded(readerId: number, error?: string | undefined | null): void
   /** Abort the call started with `abortId`. */
   abort(abortId: number): void
   close(): Promise<void>

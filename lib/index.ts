@@ -3,6 +3,7 @@
 
 import { createMcpError, fromEngine, McpAbortedError, type McpErrorCode } from './errors';
 import { isStore, nativeStoreId, storeDispatcher, storeFactories } from './stores';
+import { Socket } from 'node:net';
 import type { Diagnostic, McpOptions, McpServer, McpTool, McpToolCallContext, McpToolResult, McpToolset } from './types';
 
 export * from './errors';
@@ -17,6 +18,8 @@ interface NativeToolset {
   reconciled(): Promise<void>;
   callTools(batch: string): void;
   drainCompletions(): string;
+  feedStdout(readerId: number, chunk: Buffer): string;
+  stdoutEnded(readerId: number, error: string | null): void;
   abort(abortId: number): void;
   close(): Promise<void>;
 }
@@ -33,6 +36,7 @@ interface NativeBinding {
     decide: StringHook,
     ask: ((questionJson: string) => Promise<boolean>) | undefined,
     nativeStoreId: number | undefined,
+    readStdioInJs: boolean,
     jsStore: ((op: string, argsJson: string) => Promise<string>) | undefined,
   ) => NativeToolset;
   NativeStore: Parameters<typeof storeFactories>[0];
@@ -217,9 +221,15 @@ class CallChannel {
 
   /** The engine says outcomes are waiting. */
   drain = (): void => {
-    const outcomes: [number, string, unknown][] = JSON.parse(this.native().drainCompletions());
-    for (const [callId, code, payload] of outcomes) this.complete(callId, code, payload);
+    this.accept(this.native().drainCompletions());
   };
+
+  /** Outcomes in the engine's `[[callId, errorCode, payload], ...]` form. */
+  accept(outcomesJson: string): void {
+    if (outcomesJson === '[]') return;
+    const outcomes: [number, string, unknown][] = JSON.parse(outcomesJson);
+    for (const [callId, code, payload] of outcomes) this.complete(callId, code, payload);
+  }
 
   private complete(callId: number, code: string, payload: unknown): void {
     const waiting = this.settle.get(callId);
@@ -238,6 +248,33 @@ class CallChannel {
   private release(): void {
     this.keepAlive?.unref?.();
   }
+}
+
+// On Node, stdio servers' stdout is read on this event loop: a response then needs no thread
+// wake-up (the engine parses it synchronously in feedStdout). Bun's net.Socket can't adopt a pipe
+// descriptor, so there the engine reads it on its own threads.
+const READ_STDIO_IN_JS = typeof (globalThis as { Bun?: unknown }).Bun === 'undefined';
+
+function readStdout(native: NativeToolset, calls: CallChannel, readerId: number, fd: number): void {
+  let ended = false;
+  const end = (error: string | null) => {
+    if (ended) return;
+    ended = true;
+    native.stdoutEnded(readerId, error);
+  };
+  let socket: Socket;
+  try {
+    socket = new Socket({ fd, readable: true, writable: false });
+  } catch (error) {
+    end(String(error));
+    return;
+  }
+  // A server's pipe must not keep the process alive; calls in flight do that (see CallChannel).
+  socket.unref();
+  socket.on('data', (chunk: Buffer) => calls.accept(native.feedStdout(readerId, chunk)));
+  socket.on('end', () => end(null));
+  socket.on('error', (error) => end(error.message));
+  socket.on('close', () => end(null));
 }
 
 function makeTool(calls: CallChannel, projected: ProjectedTool): McpTool {
@@ -293,6 +330,8 @@ async function openToolset(
       const payload = JSON.parse(payloadJson);
       if (kind === 'diagnostic') {
         deliver(onDiagnostic, payload);
+      } else if (kind === 'stdio-reader') {
+        readStdout(native, calls, payload.readerId, payload.fd);
       } else if (kind === 'tools') {
         const change = payload as ToolsChange;
         for (const removed of change.removed) delete tools[removed];
@@ -318,7 +357,18 @@ async function openToolset(
   try {
     const storeId = opts.storage ? nativeStoreId(opts.storage) : undefined;
     const jsStore = opts.storage && storeId === undefined ? storeDispatcher(opts.storage) : undefined;
-    native = new binding.NativeToolset(config, onEvent, calls.drain, hooks.auth, hooks.allowedHosts, hooks.decide, hooks.ask, storeId, jsStore);
+    native = new binding.NativeToolset(
+      config,
+      onEvent,
+      calls.drain,
+      hooks.auth,
+      hooks.allowedHosts,
+      hooks.decide,
+      hooks.ask,
+      storeId,
+      READ_STDIO_IN_JS,
+      jsStore,
+    );
   } catch (error) {
     throw fromEngine(error);
   }

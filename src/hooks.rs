@@ -21,4 +21,6 @@ pub struct Hooks {
     pub decide: Option<Arc<dyn Callback<String, String>>>,
     /// Policy request with the `ask` reason (JSON) → approved?
     pub ask: Option<Arc<dyn Callback<String, bool>>>,
+    /// Reads stdio servers' stdout on the host's event loop when set (see `transport::stdio::ExternalReader`).
+    pub stdio_reader: Option<Arc<dyn crate::transport::stdio::ReaderHost>>,
 }

@@ -523,7 +523,7 @@ impl Inner {
         let local = |name: &str, description: &str, input_schema: serde_json::Value| ProjectedTool {
             name: name.to_owned(),
             description: description.to_owned(),
-            input_schema,
+            input_schema: crate::projection::json_text(&input_schema),
             server: LOCAL_SERVER.to_owned(),
             remote_name: name.to_owned(),
             title: None,
@@ -557,20 +557,34 @@ impl Inner {
         ]
     }
 
+    /// The map changed: the search index is rebuilt on the next search, not now (it costs tens of
+    /// milliseconds on a 2 000-tool catalog, and most toolsets are never searched).
     fn rebuild_search(&self) {
+        *self.search.write().unwrap() = None;
+    }
+
+    fn search_index(&self) -> Arc<ToolSearch> {
+        if let Some(search) = self.search.read().unwrap().clone() {
+            return search;
+        }
         let routes = self.routes.read().unwrap();
         let mut entries: Vec<(&String, &Route)> = routes.iter().filter(|(_, r)| !r.quarantined).collect();
         entries.sort_by(|a, b| a.0.cmp(b.0));
         let docs = entries
             .iter()
-            .map(|(name, r)| SearchDocument::from_tool(name, &r.definition.description, &r.definition.input_schema))
+            .map(|(name, r)| {
+                let schema: serde_json::Value = serde_json::from_str(r.definition.input_schema.get()).unwrap_or_default();
+                SearchDocument::from_tool(name, &r.definition.description, &schema)
+            })
             .collect();
-        let search = ToolSearch {
+        let search = Arc::new(ToolSearch {
             index: SearchIndex::build(docs),
             names: entries.iter().map(|(n, _)| (*n).clone()).collect(),
             descriptions: entries.iter().map(|(_, r)| r.definition.description.clone()).collect(),
-        };
-        *self.search.write().unwrap() = Some(Arc::new(search));
+        });
+        drop(routes);
+        *self.search.write().unwrap() = Some(search.clone());
+        search
     }
 
     /// Answer `mcp__describe_tool` or `mcp__search_tools` from the cached catalog.
@@ -601,14 +615,12 @@ impl Inner {
         }
         let query = args.get("query").and_then(|v| v.as_str()).unwrap_or_default();
         let limit = args.get("limit").and_then(|v| v.as_u64()).map_or(DEFAULT_SEARCH_RESULTS, |n| (n as usize).clamp(1, MAX_SEARCH_RESULTS));
-        let search = self.search.read().unwrap().clone();
+        let search = self.search_index();
         let matches: Vec<serde_json::Value> = search
-            .iter()
-            .flat_map(|s| {
-                s.index.search(query, limit).into_iter().map(move |hit| {
-                    serde_json::json!({ "name": s.names[hit.index], "description": s.descriptions[hit.index] })
-                })
-            })
+            .index
+            .search(query, limit)
+            .into_iter()
+            .map(|hit| serde_json::json!({ "name": search.names[hit.index], "description": search.descriptions[hit.index] }))
             .collect();
         text_result(serde_json::json!({ "query": query, "matches": matches }))
     }
@@ -745,7 +757,8 @@ impl Inner {
                     }
                     None => (containment::resolve_program(command, &env, cwd.as_deref())?, cwd.clone()),
                 };
-                Ok(TransportSpec::Stdio(StdioSpec { program, args: args.clone(), env, cwd }))
+                let reader_host = self.hooks.stdio_reader.clone();
+                Ok(TransportSpec::Stdio(StdioSpec { program, args: args.clone(), env, cwd, reader_host }))
             }
             ServerKind::StreamableHttp { url, headers } | ServerKind::Sse { url, headers } => {
                 let guard = self.host_guard(index).await?;
@@ -865,7 +878,7 @@ impl Inner {
                 taken.get_mut(&name).expect("claimed above").definition = full.clone();
                 let mut shown = (*full).clone();
                 if !quarantined {
-                    shown.input_schema = disclosure::schema_for(decision.tier, &tool.input_schema);
+                    shown.input_schema = crate::projection::json_text(&disclosure::schema_for(decision.tier, &tool.input_schema));
                 }
                 shown
             })
@@ -894,7 +907,7 @@ impl Inner {
         let placeholder = Arc::new(ProjectedTool {
             name: name.clone(),
             description: String::new(),
-            input_schema: serde_json::Value::Null,
+            input_schema: crate::projection::json_text(&serde_json::Value::Null),
             server: String::new(),
             remote_name: remote_name.to_owned(),
             title: None,

@@ -10,6 +10,7 @@ use crate::hooks::{Callback, Hooks};
 use crate::transport::BoxFuture;
 use crate::store::{self, ConnectionStore, Fingerprints, MemoryStore, SqliteStore, StoredServer};
 use crate::toolset::{CallRequest, CallSink, Toolset, ToolsChange, ToolsetEvents};
+use crate::transport::stdio::{ExternalReader, ReaderHost};
 use std::collections::HashMap;
 use std::sync::{Mutex, Weak};
 use napi::bindgen_prelude::*;
@@ -220,6 +221,8 @@ impl ToolsetEvents for JsEvents {
 struct Completions {
     batch: Mutex<String>,
     wake: CompletionWake,
+    /// Set while JavaScript feeds stdout synchronously: it drains right after, so no wake-up is needed.
+    feeding: std::sync::atomic::AtomicBool,
 }
 
 /// No payload: it only says "drain now". Weak: pending calls keep the process alive from JS instead.
@@ -228,6 +231,9 @@ type CompletionWake = ThreadsafeFunction<(), (), (), Status, false, true>;
 impl Completions {
     fn drain(&self) -> String {
         let mut batch = self.batch.lock().unwrap();
+        if batch.is_empty() {
+            return "[]".to_owned();
+        }
         let mut out = std::mem::take(&mut *batch);
         out.push(']');
         out
@@ -253,9 +259,25 @@ impl CallSink for Completions {
             batch.push(']');
             first
         };
-        if first {
+        if first && !self.feeding.load(std::sync::atomic::Ordering::SeqCst) {
             self.wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
         }
+    }
+}
+
+/// Hands stdio servers' stdout to JavaScript to read on its own event loop (Node): an `stdio-reader`
+/// event carries the reader id and a file descriptor; bytes come back through `feedStdout`.
+struct JsReaderHost {
+    events: Arc<JsEvents>,
+    readers: Mutex<HashMap<u32, Arc<ExternalReader>>>,
+    next_id: std::sync::atomic::AtomicU32,
+}
+
+impl ReaderHost for JsReaderHost {
+    fn attach(&self, reader: Arc<ExternalReader>, fd: std::os::fd::RawFd) {
+        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.readers.lock().unwrap().insert(id, reader);
+        self.events.emit("stdio-reader", serde_json::json!({ "readerId": id, "fd": fd }).to_string());
     }
 }
 
@@ -264,6 +286,7 @@ impl CallSink for Completions {
 pub struct NativeToolset {
     inner: Arc<Toolset>,
     completions: Arc<Completions>,
+    readers: Option<Arc<JsReaderHost>>,
 }
 
 #[napi]
@@ -282,15 +305,20 @@ impl NativeToolset {
         #[napi(ts_arg_type = "((requestJson: string) => Promise<string>) | undefined | null")] decide: Option<JsCallback<String>>,
         #[napi(ts_arg_type = "((questionJson: string) => Promise<boolean>) | undefined | null")] ask: Option<JsCallback<bool>>,
         native_store_id: Option<u32>,
+        read_stdio_in_js: bool,
         #[napi(ts_arg_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")] js_store: Option<StoreDispatcher>,
     ) -> Result<Self> {
         let config = crate::config::parse(&config_json).map_err(to_js_error)?;
         let events = Arc::new(JsEvents { callback: on_event });
+        let readers = read_stdio_in_js.then(|| {
+            Arc::new(JsReaderHost { events: events.clone(), readers: Mutex::new(HashMap::new()), next_id: 1.into() })
+        });
         let hooks = Hooks {
             auth: hook(auth),
             allowed_hosts: hook(allowed_hosts).map(|h| Arc::new(HostsHook(h)) as Arc<dyn Callback<String, Vec<String>>>),
             decide: hook(decide),
             ask: hook(ask),
+            stdio_reader: readers.clone().map(|r| r as Arc<dyn ReaderHost>),
         };
         let store: Option<Arc<dyn ConnectionStore>> = match (native_store_id, js_store) {
             (Some(id), _) => Some(native_store(id).ok_or_else(|| to_js_error(McpError::config("the storage store was released")))?),
@@ -298,16 +326,18 @@ impl NativeToolset {
             (None, None) => None,
         };
         let toolset = Toolset::new(config, hooks, store, events).map_err(to_js_error)?;
-        let completions = Arc::new(Completions { batch: Mutex::new(String::new()), wake: on_completions });
-        Ok(NativeToolset { inner: Arc::new(toolset), completions })
+        let completions = Arc::new(Completions { batch: Mutex::new(String::new()), wake: on_completions, feeding: false.into() });
+        Ok(NativeToolset { inner: Arc::new(toolset), completions, readers })
     }
 
     /// Connect every enabled server; resolves to `{"tools": [...], "diagnostics": [...]}` as JSON.
     #[napi]
     pub async fn connect(&self) -> Result<String> {
         let (tools, diagnostics) = self.inner.connect().await;
-        let out = serde_json::json!({ "tools": tools, "diagnostics": diagnostics });
-        Ok(out.to_string())
+        let out = serde_json::json!({ "tools": tools, "diagnostics": diagnostics }).to_string();
+        drop(tools);
+        release_freed_memory();
+        Ok(out)
     }
 
     /// Project the tool map from storage (no server is asked anything first); reconnection and
@@ -315,7 +345,10 @@ impl NativeToolset {
     #[napi]
     pub async fn rebuild(&self, stdio_allowed: bool) -> Result<String> {
         let (tools, diagnostics) = self.inner.rebuild(stdio_allowed).await.map_err(to_js_error)?;
-        Ok(serde_json::json!({ "tools": tools, "diagnostics": diagnostics }).to_string())
+        let out = serde_json::json!({ "tools": tools, "diagnostics": diagnostics }).to_string();
+        drop(tools);
+        release_freed_memory();
+        Ok(out)
     }
 
     /// The MCP section of a system prompt for this toolset (never server instructions).
@@ -363,6 +396,29 @@ impl NativeToolset {
         self.completions.drain()
     }
 
+    /// Bytes a stdio server wrote, read by JavaScript. Returns the call outcomes they completed, in the
+    /// `drainCompletions` format, so a response costs no wake-up at all.
+    #[napi]
+    pub fn feed_stdout(&self, reader_id: u32, chunk: Buffer) -> String {
+        let reader = self.readers.as_ref().and_then(|r| r.readers.lock().unwrap().get(&reader_id).cloned());
+        if let Some(reader) = reader {
+            self.completions.feeding.store(true, std::sync::atomic::Ordering::SeqCst);
+            napi::bindgen_prelude::within_runtime_if_available(|| reader.feed(&chunk));
+            self.completions.feeding.store(false, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.completions.drain()
+    }
+
+    /// The stdout JavaScript was reading ended (`error` set if it failed).
+    #[napi]
+    pub fn stdout_ended(&self, reader_id: u32, error: Option<String>) {
+        let reader = self.readers.as_ref().and_then(|r| r.readers.lock().unwrap().remove(&reader_id));
+        if let Some(reader) = reader {
+            let failure = error.map(|e| McpError::Transport(format!("MCP server stdout failed: {e}")));
+            napi::bindgen_prelude::within_runtime_if_available(|| reader.end(failure));
+        }
+    }
+
     /// Abort the call started with `abortId`.
     #[napi]
     pub fn abort(&self, abort_id: u32) {
@@ -373,6 +429,35 @@ impl NativeToolset {
     pub async fn close(&self) -> Result<()> {
         self.inner.close().await;
         Ok(())
+    }
+}
+
+/// One worker thread: the engine's work per message is microseconds of parsing, so a second worker
+/// only adds cross-thread wake-ups and another malloc arena (resident memory) for nothing.
+const ENGINE_WORKER_THREADS: usize = 1;
+/// Blocking-pool threads (SQLite, DNS); they exit after idling this long.
+const MAX_BLOCKING_THREADS: usize = 8;
+const BLOCKING_THREAD_KEEP_ALIVE_SECS: u64 = 10;
+
+#[napi_derive::module_init]
+fn init_runtime() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(ENGINE_WORKER_THREADS)
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
+        .thread_keep_alive(std::time::Duration::from_secs(BLOCKING_THREAD_KEEP_ALIVE_SECS))
+        .thread_name("mcpferry")
+        .enable_all()
+        .build()
+        .expect("the engine's runtime starts");
+    napi::bindgen_prelude::create_custom_tokio_runtime(runtime);
+}
+
+/// Give memory freed after a large burst of allocation (a big catalog parsed on an engine thread)
+/// back to the system: glibc keeps per-thread arenas otherwise, and resident memory stays high.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

@@ -18,12 +18,20 @@ use std::os::fd::{AsRawFd, RawFd};
 use tokio::sync::{watch, Notify};
 
 /// How to start one stdio server. `env` is the complete environment the child gets.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct StdioSpec {
     pub program: PathBuf,
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
     pub cwd: Option<PathBuf>,
+    /// Read stdout on the host's event loop rather than in an engine task (see [`ExternalReader`]).
+    pub reader_host: Option<Arc<dyn ReaderHost>>,
+}
+
+impl std::fmt::Debug for StdioSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StdioSpec").field("program", &self.program).field("args", &self.args).field("cwd", &self.cwd).finish()
+    }
 }
 
 /// Bytes of an oversized line kept so the connection can still find which request it answered.
@@ -73,7 +81,24 @@ impl StdioTransport {
             let status = child.wait().await.ok();
             let _ = exit_tx.send(status);
         });
-        tokio::spawn(read_loop(stdout, sink, max_message_bytes, exit_rx.clone(), closing.clone()));
+        let duplicate = spec.reader_host.as_ref().map(|_| unsafe { libc::dup(stdout.as_raw_fd()) });
+        match (&spec.reader_host, duplicate) {
+            (Some(host), Some(fd)) if fd >= 0 => {
+                // The host reads a duplicate; ours closes here, so end of file reaches the host alone.
+                drop(stdout);
+                let reader = Arc::new(ExternalReader {
+                    lines: Mutex::new(LineReader::new(max_message_bytes)),
+                    sink,
+                    exit: exit_rx.clone(),
+                    closing: closing.clone(),
+                    ended: AtomicBool::new(false),
+                });
+                host.attach(reader, fd);
+            }
+            _ => {
+                tokio::spawn(read_loop(stdout, sink, max_message_bytes, exit_rx.clone(), closing.clone()));
+            }
+        }
 
         Ok(Arc::new(StdioTransport { outbox, process_group, stderr_tail, exit: exit_rx, closing }))
     }
@@ -257,63 +282,92 @@ async fn write_loop(mut stdin: ChildStdin, outbox: Arc<Outbox>) {
     // Dropping stdin closes the pipe: the server's signal to exit.
 }
 
+/// Splits a byte stream into newline-delimited messages and hands each to the sink: whole lines
+/// straight from the caller's buffer, partial ones accumulated; a line over the limit is dropped as it
+/// arrives (only its head is kept, to find the call it answered).
+pub struct LineReader {
+    line: Vec<u8>,
+    oversized: bool,
+    max_message_bytes: usize,
+}
+
+impl LineReader {
+    pub fn new(max_message_bytes: usize) -> Self {
+        LineReader { line: Vec::new(), oversized: false, max_message_bytes }
+    }
+
+    /// Deliver every complete line in `bytes`. An error is a line that is not JSON-RPC: fatal.
+    pub fn feed(&mut self, mut bytes: &[u8], sink: &dyn MessageSink) -> Result<()> {
+        while !bytes.is_empty() {
+            let (chunk, complete) = match memchr::memchr(b'\n', bytes) {
+                Some(end) => (&bytes[..end], true),
+                None => (bytes, false),
+            };
+            bytes = &bytes[chunk.len() + usize::from(complete)..];
+            if complete && self.line.is_empty() && !self.oversized {
+                // The common case: a whole message in the buffer, handed over without a copy.
+                if chunk.len() <= self.max_message_bytes {
+                    deliver(sink, chunk)?;
+                } else {
+                    refuse_oversized(sink, &chunk[..OVERSIZED_HEAD_BYTES.min(chunk.len())], self.max_message_bytes);
+                }
+                continue;
+            }
+            if !self.oversized {
+                self.line.extend_from_slice(chunk);
+                if self.line.len() > self.max_message_bytes {
+                    self.oversized = true;
+                    self.line.truncate(OVERSIZED_HEAD_BYTES);
+                }
+            }
+            if complete {
+                let line = std::mem::take(&mut self.line);
+                let outcome = if self.oversized {
+                    refuse_oversized(sink, &line, self.max_message_bytes);
+                    Ok(())
+                } else {
+                    deliver(sink, &line)
+                };
+                self.line = line;
+                self.line.clear();
+                self.oversized = false;
+                outcome?;
+            }
+        }
+        Ok(())
+    }
+}
+
 async fn read_loop(
     stdout: ChildStdout,
     sink: Arc<dyn MessageSink>,
     max_message_bytes: usize,
-    mut exit: watch::Receiver<Option<ExitStatus>>,
+    exit: watch::Receiver<Option<ExitStatus>>,
     closing: Arc<AtomicBool>,
 ) {
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, stdout);
-    let mut line: Vec<u8> = Vec::new();
-    let mut oversized = false;
+    let mut lines = LineReader::new(max_message_bytes);
     let failure = loop {
         let available = match reader.fill_buf().await {
             Ok([]) => break None,
             Ok(bytes) => bytes,
             Err(e) => break Some(McpError::Transport(format!("MCP server stdout failed: {e}"))),
         };
-        let (chunk, complete) = match memchr::memchr(b'\n', available) {
-            Some(end) => (&available[..end], true),
-            None => (available, false),
-        };
-        let consumed = chunk.len() + usize::from(complete);
-        if !oversized {
-            if line.is_empty() && complete {
-                // The common case: a whole message already in the buffer, handed over without a copy.
-                let delivered = if chunk.len() <= max_message_bytes {
-                    deliver(&*sink, chunk)
-                } else {
-                    refuse_oversized(&*sink, &chunk[..OVERSIZED_HEAD_BYTES.min(chunk.len())], max_message_bytes);
-                    Ok(())
-                };
-                reader.consume(consumed);
-                match delivered {
-                    Ok(()) => continue,
-                    Err(garbage) => break Some(garbage),
-                }
-            }
-            line.extend_from_slice(chunk);
-            if line.len() > max_message_bytes {
-                oversized = true;
-                line.truncate(OVERSIZED_HEAD_BYTES);
-            }
-        }
+        let consumed = available.len();
+        let fed = lines.feed(available, &*sink);
         reader.consume(consumed);
-        if complete {
-            if oversized {
-                refuse_oversized(&*sink, &line, max_message_bytes);
-            } else if let Err(garbage) = deliver(&*sink, &line) {
-                break Some(garbage);
-            }
-            line.clear();
-            oversized = false;
+        if let Err(garbage) = fed {
+            break Some(garbage);
         }
     };
+    report_end(&*sink, failure, exit, &closing).await;
+}
+
+/// The server's stdout ended (or broke): say how, once the exit status had a moment to arrive.
+async fn report_end(sink: &dyn MessageSink, failure: Option<McpError>, mut exit: watch::Receiver<Option<ExitStatus>>, closing: &AtomicBool) {
     let reason = if closing.load(Ordering::SeqCst) {
         McpError::Closed
     } else {
-        // Give the exit status a moment to arrive so the error can say how the server ended.
         let _ = tokio::time::timeout(Duration::from_millis(200), exit.wait_for(|s| s.is_some())).await;
         let how = match *exit.borrow() {
             Some(status) => describe_exit(status),
@@ -322,6 +376,44 @@ async fn read_loop(
         failure.unwrap_or_else(|| McpError::Transport(format!("MCP server process {how}")))
     };
     sink.on_closed(reason);
+}
+
+/// A server's stdout read by the host's event loop instead of an engine task. In Node, reading on the
+/// JS thread itself saves a thread wake-up per response: the response is parsed here, synchronously,
+/// when the host feeds the bytes, and the outcome is ready before the host's callback returns.
+pub struct ExternalReader {
+    lines: Mutex<LineReader>,
+    sink: Arc<dyn MessageSink>,
+    exit: watch::Receiver<Option<ExitStatus>>,
+    closing: Arc<AtomicBool>,
+    ended: AtomicBool,
+}
+
+impl ExternalReader {
+    pub fn feed(&self, bytes: &[u8]) {
+        if self.ended.load(Ordering::SeqCst) {
+            return;
+        }
+        let fed = self.lines.lock().unwrap().feed(bytes, &*self.sink);
+        if let Err(garbage) = fed {
+            self.end(Some(garbage));
+        }
+    }
+
+    /// The host saw end of file (or an error) on the stream.
+    pub fn end(&self, failure: Option<McpError>) {
+        if self.ended.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let (sink, exit, closing) = (self.sink.clone(), self.exit.clone(), self.closing.clone());
+        tokio::spawn(async move { report_end(&*sink, failure, exit, &closing).await });
+    }
+}
+
+/// Where a stdio transport offers its stdout to be read by the host. Given the reader and a file
+/// descriptor the host now owns (a duplicate: closing it is the host's job).
+pub trait ReaderHost: Send + Sync {
+    fn attach(&self, reader: Arc<ExternalReader>, fd: RawFd);
 }
 
 /// Hand one line to the sink. A line that is not JSON-RPC ends the session: on a pipe there is no
