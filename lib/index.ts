@@ -253,7 +253,7 @@ class CallChannel {
 // On Node, stdio servers' stdout is read on this event loop: a response then needs no thread
 // wake-up (the engine parses it synchronously in feedStdout). Bun's net.Socket can't adopt a pipe
 // descriptor, so there the engine reads it on its own threads.
-const READ_STDIO_IN_JS = typeof (globalThis as { Bun?: unknown }).Bun === 'undefined';
+const READ_STDIO_IN_JS = process.env.MCPFERRY_ENGINE_READER !== '1' && typeof (globalThis as { Bun?: unknown }).Bun === 'undefined';
 
 function readStdout(native: NativeToolset, calls: CallChannel, readerId: number, fd: number): void {
   let ended = false;

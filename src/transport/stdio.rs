@@ -37,6 +37,8 @@ impl std::fmt::Debug for StdioSpec {
 /// Bytes of an oversized line kept so the connection can still find which request it answered.
 const OVERSIZED_HEAD_BYTES: usize = 4096;
 const READ_BUFFER_BYTES: usize = 16 * 1024;
+/// stderr is diagnostics only: small reads keep an idle connection's footprint small.
+const STDERR_READ_CHUNK_BYTES: usize = 1024;
 /// A burst larger than this is written in more than one go, so one huge burst can't hog memory twice.
 const MAX_COALESCED_WRITE_BYTES: usize = 1024 * 1024;
 
@@ -270,7 +272,7 @@ impl Outbox {
 }
 
 async fn write_loop(mut stdin: ChildStdin, outbox: Arc<Outbox>) {
-    let mut batch = Vec::with_capacity(8 * 1024);
+    let mut batch = Vec::new();
     while outbox.take(&mut batch).await.is_some() {
         if stdin.write_all(&batch).await.is_err() {
             // The reader sees the same death as EOF and reports it; nothing more to send.
@@ -444,7 +446,7 @@ fn describe_exit(status: ExitStatus) -> String {
 }
 
 async fn drain_stderr(mut stderr: tokio::process::ChildStderr, tail: Arc<Mutex<TailBuffer>>) {
-    let mut chunk = vec![0u8; 4096];
+    let mut chunk = vec![0u8; STDERR_READ_CHUNK_BYTES];
     while let Ok(n) = stderr.read(&mut chunk).await {
         if n == 0 {
             break;
