@@ -13,10 +13,10 @@ const suites = readdirSync(join(root, '__test__'))
   .sort()
   .map((f) => join('__test__', f));
 
-function run(label, command, args) {
+function run(label, command, args, env = {}) {
   console.log(`\n=== ${label}: ${command} ${args.join(' ')}`);
   return new Promise((resolve) => {
-    const child = spawn(command, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let out = '';
     child.stdout.on('data', (chunk) => {
       out += chunk;
@@ -63,6 +63,13 @@ function counts(out) {
 const results = [];
 results.push(await run('cargo test', 'cargo', ['test', '--quiet']));
 results.push(await run(`Node ${process.versions.node}`, process.execPath, ['--test', '--test-reporter=tap', ...suites]));
+// On Node, stdio responses are read on the JS event loop; Bun reads them on an engine thread. Run the
+// stdio suite once more on Node with the engine's reader, so both paths are tested on both runtimes.
+results.push(
+  await run('Node, engine reader', process.execPath, ['--test', '--test-reporter=tap', join('__test__', 'stdio.test.mjs')], {
+    MCPFERRY_ENGINE_READER: '1',
+  }),
+);
 results.push(await run('Node 22', node22(), ['--test', '--test-reporter=tap', ...suites]));
 results.push(await run('conformance', process.execPath, [join(root, 'scripts', 'conformance.mjs'), node22()]));
 results.push(await run('Bun', bun(), ['test', '--timeout=60000', ...suites.map((s) => `./${s}`)]));
@@ -79,7 +86,7 @@ for (const { label, code, out } of results) {
     ? rust.reduce((t, m) => ({ pass: t.pass + Number(m[1]), fail: t.fail + Number(m[2]) }), { pass: 0, fail: 0 })
     : counts(out);
   const status = code === 0 ? 'ok' : `FAILED (exit ${code})`;
-  console.log(`${label.padEnd(14)} ${String(tally.pass).padStart(4)} passed ${String(tally.fail).padStart(3)} failed  ${status}`);
+  console.log(`${label.padEnd(20)} ${String(tally.pass).padStart(4)} passed ${String(tally.fail).padStart(3)} failed  ${status}`);
   passed += tally.pass;
   failed += tally.fail + (code !== 0 && tally.fail === 0 ? 1 : 0);
 }
