@@ -221,6 +221,13 @@ pub struct StartCall<'a> {
 /// The outcome of a `tools/call`: `isError: true` becomes `McpError::Tool` with the server's own text.
 pub fn tool_outcome(outcome: Result<Box<RawValue>>) -> Result<Box<RawValue>> {
     let result = outcome?;
+    // Most results carry no `isError` key at all; the already-validated text need not be parsed again.
+    if !result.get().starts_with('{') {
+        return Err(McpError::Protocol("tools/call returned a result that is not an object".into()));
+    }
+    if memchr::memmem::find(result.get().as_bytes(), b"\"isError\"").is_none() {
+        return Ok(result);
+    }
     let view: mcp::CallResultView = serde_json::from_str(result.get())
         .map_err(|e| McpError::Protocol(format!("tools/call returned a malformed result: {e}")))?;
     if view.is_error == Some(true) {

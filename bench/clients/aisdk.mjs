@@ -5,7 +5,7 @@
 // initialize-first servers answer with "method not found" before it falls back to initialize.
 import { createMCPClient } from '@ai-sdk/mcp';
 import { StdioMCPTransport } from '@ai-sdk/mcp/mcp-stdio';
-import { runClient } from '../lib/workloads.mjs';
+import { connectAll, runClient } from '../lib/workloads.mjs';
 
 async function connectOne(server) {
   const client = await createMCPClient({
@@ -28,14 +28,7 @@ await runClient({
   name: 'aisdk',
   imports: [import.meta.resolve('@ai-sdk/mcp'), import.meta.resolve('@ai-sdk/mcp/mcp-stdio')],
   async connect(servers) {
-    const settled = await Promise.allSettled(servers.map(connectOne));
-    const connected = settled.filter((s) => s.status === 'fulfilled').map((s) => s.value);
-    const close = () => Promise.all(connected.map((c) => c.client.close())).then(() => {});
-    const failed = settled.find((s) => s.status === 'rejected');
-    if (failed) {
-      await close();
-      throw failed.reason;
-    }
+    const { connected, close } = await connectAll(servers, connectOne);
     const map = new Map();
     for (const { server, tools } of connected) {
       for (const [name, tool] of Object.entries(tools)) map.set(`${server.name}__${name}`, tool);

@@ -4,7 +4,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { runClient } from '../lib/workloads.mjs';
+import { connectAll, runClient } from '../lib/workloads.mjs';
 
 async function connectOne(server) {
   const client = new Client({ name: 'bench', version: '1.0.0' });
@@ -30,14 +30,7 @@ await runClient({
     import.meta.resolve('@modelcontextprotocol/sdk/client/streamableHttp.js'),
   ],
   async connect(servers) {
-    const settled = await Promise.allSettled(servers.map(connectOne));
-    const connected = settled.filter((s) => s.status === 'fulfilled').map((s) => s.value);
-    const close = () => Promise.all(connected.map((c) => c.client.close())).then(() => {});
-    const failed = settled.find((s) => s.status === 'rejected');
-    if (failed) {
-      await close();
-      throw failed.reason;
-    }
+    const { connected, close } = await connectAll(servers, connectOne);
     const map = new Map();
     for (const { server, client, tools } of connected) {
       for (const tool of tools) map.set(`${server.name}__${tool.name}`, { client, tool });

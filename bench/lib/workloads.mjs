@@ -13,6 +13,8 @@
 // figures belong to this client alone: the servers are separate processes.
 
 import { spawn, execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -228,6 +230,30 @@ const workloads = {
     return { rss_delta_mb: (after.rss - before.rss) / MiB, heap_delta_mb: (after.heapUsed - before.heapUsed) / MiB };
   },
 
+  // W8: mcpferry's mcp__search_tools over a realistic 2 000-tool catalog (the test suite's generator), through
+  // the public API end to end: the first query builds the index, then every query of the suite's set, 10 times.
+  async W8(adapter) {
+    const fixture = join(REPO_DIR, '__test__', 'fixtures', 'server.mjs');
+    const queries = JSON.parse(readFileSync(join(REPO_DIR, '__test__', 'fixtures', 'search-queries.json'), 'utf8')).map((q) => q.query);
+    const conn = await adapter.connect([{ name: 'cat', kind: 'stdio', command: process.execPath, args: [fixture, RUN_TAG], env: { FIXTURE_CATALOG: '2000' } }]);
+    const search = conn.tool('mcp', 'search_tools');
+    const t0 = performance.now();
+    await search({ query: 'first query builds the index' });
+    const firstMs = performance.now() - t0;
+    const times = [];
+    for (let round = 0; round < 10; round++) {
+      for (const query of queries) {
+        const start = performance.now();
+        const result = await search({ query });
+        times.push((performance.now() - start) * 1000);
+        if (!Array.isArray(result.structuredContent?.matches)) throw new Error('search returned no matches list');
+      }
+    }
+    await conn.close();
+    times.sort((a, b) => a - b);
+    return { first_search_ms: firstMs, search_p50_us: percentile(times, 0.5), search_p99_us: percentile(times, 0.99), search_max_us: times[times.length - 1] };
+  },
+
   // W7: import time in a cold process. Each repetition is a fresh `node` that times only its own import()
   // of what a user of the client needs; the median of the repetitions is reported.
   async W7(adapter) {
@@ -277,4 +303,20 @@ export async function runClient(adapter) {
   // Every connection was closed above; exiting now also covers a library that leaves a timer behind.
   // Servers exit on end of stdin, so none can outlive this process.
   process.exit(0);
+}
+
+/**
+ * Connect every server with `connectOne` (resolving to `{ client, ... }`); if any fails, close the ones
+ * that connected and throw. Shared by the clients whose SDKs connect one server at a time.
+ */
+export async function connectAll(servers, connectOne) {
+  const settled = await Promise.allSettled(servers.map(connectOne));
+  const connected = settled.filter((s) => s.status === 'fulfilled').map((s) => s.value);
+  const close = () => Promise.all(connected.map((c) => c.client.close())).then(() => {});
+  const failed = settled.find((s) => s.status === 'rejected');
+  if (failed) {
+    await close();
+    throw failed.reason;
+  }
+  return { connected, close };
 }
