@@ -4,7 +4,7 @@
 
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { mcpTools } from '../dist/index.js';
+import { composeMcpSystemPrompt, mcpTools } from '../dist/index.js';
 import { startEverythingHttp } from './servers/everything-http.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -18,12 +18,16 @@ const servers = [
 
 console.log(`Servers: weather (stdio, ${servers[0].args[0]}), everything (Streamable HTTP, ${everything.url})`);
 const started = performance.now();
-const { tools, close } = await mcpTools(servers, {
+const toolset = await mcpTools(servers, {
   tools: { block: ['*elicitation*', '*sampling*'] },
   onDiagnostic: (d) => console.log(`  [diagnostic] ${d.code}: ${d.message}`),
 });
+const { tools, close } = toolset;
 console.log(`Connected ${servers.length} servers in ${(performance.now() - started).toFixed(0)} ms; ${Object.keys(tools).length} tools:`);
 for (const tool of Object.values(tools)) console.log(`  ${tool.name.padEnd(48)} ${tool.description.slice(0, 60)}`);
+
+console.log('\nThe MCP section of the agent\'s system prompt (composeMcpSystemPrompt):');
+console.log(composeMcpSystemPrompt(toolset).replace(/^/gm, '  │ '));
 
 const show = async (name, args, ctx) => {
   process.stdout.write(`\n> ${name}(${JSON.stringify(args)})\n`);

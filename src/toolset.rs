@@ -846,7 +846,7 @@ impl Inner {
             .iter()
             .map(|t| ToolText { name: &t.name, description: t.description.as_deref().unwrap_or(""), input_schema: &t.input_schema })
             .collect();
-        let always_load = self.disclosure.always_load.iter().any(|s| *s == slot.entry.name);
+        let always_load = self.disclosure.always_load.contains(&slot.entry.name);
         let decision = disclosure::decide(&texts, self.disclosure.budget_tokens, always_load);
         if decision.floor_exceeds_budget {
             self.report(Diagnostic::DisclosureBudgetExceeded {

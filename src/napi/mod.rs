@@ -296,6 +296,7 @@ impl NativeToolset {
     /// `auth` (server → token), `allowedHosts` resolver (server → JSON array), `policy.decide`
     /// (request JSON → decision JSON) and `policy.ask` (question JSON → approved).
     #[napi(constructor)]
+    #[allow(clippy::too_many_arguments)] // each optional callback is its own argument so JS passes plain functions
     pub fn new(
         config_json: String,
         #[napi(ts_arg_type = "(kind: string, payloadJson: string) => void")] on_event: EventCallback,

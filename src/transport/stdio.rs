@@ -485,6 +485,65 @@ impl TailBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::jsonrpc::RequestId;
+
+    /// Records what a transport hands over.
+    #[derive(Default)]
+    struct Recorder {
+        messages: Mutex<Vec<String>>,
+        failed: Mutex<Vec<(RequestId, String)>>,
+    }
+
+    impl MessageSink for Recorder {
+        fn on_message(&self, frame: &[u8]) -> bool {
+            let text = String::from_utf8_lossy(frame).into_owned();
+            let ok = serde_json::from_str::<serde_json::Value>(&text).is_ok();
+            self.messages.lock().unwrap().push(text);
+            ok
+        }
+        fn on_request_failed(&self, id: RequestId, error: McpError) {
+            self.failed.lock().unwrap().push((id, error.code().to_owned()));
+        }
+        fn is_pending(&self, _: RequestId) -> bool {
+            true
+        }
+        fn on_closed(&self, _: McpError) {}
+    }
+
+    #[test]
+    fn line_reader_splits_anywhere_and_skips_blank_lines() {
+        let stream = b"{\"id\":1}\r\n\n{\"id\":2,\"x\":\"a b\"}\n{\"id\":3}\n";
+        for split in 0..stream.len() {
+            let sink = Recorder::default();
+            let mut lines = LineReader::new(1024);
+            lines.feed(&stream[..split], &sink).unwrap();
+            lines.feed(&stream[split..], &sink).unwrap();
+            let got = sink.messages.lock().unwrap().clone();
+            assert_eq!(got, ["{\"id\":1}", "{\"id\":2,\"x\":\"a b\"}", "{\"id\":3}"], "split at {split}");
+        }
+    }
+
+    #[test]
+    fn line_reader_refuses_an_oversized_line_and_carries_on() {
+        let big = format!("{{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":\"{}\"}}\n{{\"id\":8}}\n", "x".repeat(5000));
+        for chunk in [big.len(), 100] {
+            let sink = Recorder::default();
+            let mut lines = LineReader::new(1000);
+            for piece in big.as_bytes().chunks(chunk) {
+                lines.feed(piece, &sink).unwrap();
+            }
+            assert_eq!(*sink.failed.lock().unwrap(), [(7, "mcp_result_too_large".to_owned())]);
+            assert_eq!(*sink.messages.lock().unwrap(), ["{\"id\":8}"], "the next message still arrives");
+        }
+    }
+
+    #[test]
+    fn line_reader_reports_garbage() {
+        let sink = Recorder::default();
+        let err = LineReader::new(1024).feed(b"Starting server on port 3000...\n", &sink).unwrap_err();
+        assert_eq!(err.code(), "mcp_protocol_error");
+        assert!(err.to_string().contains("Starting server"), "{err}");
+    }
 
     #[test]
     fn tail_keeps_only_the_last_bytes() {
