@@ -80,6 +80,14 @@ test('a broken response stream is resumed with Last-Event-ID after exactly the r
   await close();
 });
 
+test('a stream broken in the middle of an event resumes cleanly: the half event is dropped', async (t) => {
+  const server = await startStreamableFixture({ responses: 'sse', getStream: 'sse' });
+  t.after(server.close);
+  const { tools, close } = await open(server.url);
+  assert.equal((await tools.web__resumable.execute({ retryMs: 100, partial: true })).content[0].text, 'resumed result');
+  await close();
+});
+
 test('an expired session (404) is re-initialized once and the request sent again', async (t) => {
   const server = await startStreamableFixture();
   t.after(server.close);

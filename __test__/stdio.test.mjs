@@ -119,6 +119,15 @@ test('an abort rejects with mcp_aborted, cancels on the server, and leaves no li
   const cancel = await until(() => server.received().find((m) => m.method === 'notifications/cancelled'));
   assert.equal(cancel.params.requestId, call.id);
 
+  // Aborted in the same tick it was made: the call never leaves this process.
+  const early = new AbortController();
+  const beforeEarly = server.received().length;
+  const aborted = tools.ab__echo.execute({ text: 'never sent' }, { signal: early.signal });
+  early.abort();
+  await assert.rejects(aborted, { code: 'mcp_aborted' });
+  await tools.ab__echo.execute({ text: 'flush' });
+  assert.equal(server.received().slice(beforeEarly).filter((m) => m.params?.arguments?.text === 'never sent').length, 0);
+
   // An already-aborted signal never reaches the server.
   const before = server.received().length;
   await assert.rejects(tools.ab__echo.execute({ text: 'x' }, { signal: controller.signal }), { code: 'mcp_aborted' });
@@ -356,6 +365,7 @@ test('bad input is refused with typed errors', async () => {
   await assert.rejects(mcpTools([], { storage: {} }), { code: 'mcp_config_invalid', message: /connection store/ });
   const { tools, close } = await open([fixture('args').entry]);
   await assert.rejects(tools.args__echo.execute('a string'), { code: 'mcp_invalid_arguments' });
+  await assert.rejects(tools.args__echo.execute({ n: 1n }), { code: 'mcp_invalid_arguments', message: /not JSON/ });
   await close();
   await assert.rejects(tools.args__echo.execute({ text: 'late' }), { code: 'mcp_connection_closed' });
 });

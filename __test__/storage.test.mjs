@@ -132,6 +132,27 @@ for (const [kind, makeStore] of Object.entries(stores)) {
   });
 }
 
+test('close() while a rebuilt server is still connecting fails its waiting calls at once', async () => {
+  const storage = createMemoryMcpConnectionStore();
+  const first = await open([fixture('sleepy').entry], { storage });
+  await first.close();
+  const pidfile = scratchFile('sleepy.pid');
+  const rebuilt = await rebuildMcpToolsFromStorage([fixture('sleepy', { FIXTURE_INIT_DELAY_MS: '3000', FIXTURE_MODE: 'grandchild', FIXTURE_PIDFILE: pidfile }).entry], { storage });
+  const waiting = rebuilt.tools.sleepy__echo.execute({ text: 'x' }).then(() => assert.fail('resolved'), (e) => e);
+  await new Promise((r) => setTimeout(r, 100));
+  const started = Date.now();
+  await rebuilt.close();
+  const error = await waiting;
+  assert.equal(error.code, 'mcp_connection_closed');
+  assert.ok(Date.now() - started < 2500, 'not held until the timeout');
+  await rebuilt.reconciled;
+  // The half-connected server's process group is gone too, not left to finish its handshake.
+  const { processState } = await import('./helpers.mjs');
+  const grandchild = Number(readFileSync(pidfile, 'utf8'));
+  await new Promise((r) => setTimeout(r, 200));
+  assert.ok([null, 'Z'].includes(processState(grandchild)), `grandchild ${processState(grandchild)}`);
+});
+
 test('without a store there is no baseline and nothing is quarantined', async () => {
   const changed = fixture('free', { FIXTURE_ECHO_DESCRIPTION: 'A different description.' });
   const { tools, close, diagnostics } = await open([changed.entry], {});

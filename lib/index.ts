@@ -1,7 +1,7 @@
 // mcpferry: every tool of every configured MCP server as an entry in an agent's tool map.
 // This file wires options and callbacks to the native engine; all protocol work happens in Rust.
 
-import { createMcpError, fromEngine, McpAbortedError, type McpErrorCode } from './errors';
+import { createMcpError, fromEngine, McpAbortedError, McpError, type McpErrorCode } from './errors';
 import { isStore, nativeStoreId, storeDispatcher, storeFactories } from './stores';
 import { Socket } from 'node:net';
 import type { Diagnostic, McpOptions, McpServer, McpTool, McpToolCallContext, McpToolResult, McpToolset } from './types';
@@ -182,7 +182,8 @@ function deliver(onDiagnostic: McpOptions['onDiagnostic'], diagnostic: Diagnosti
 class CallChannel {
   private nextCallId = 1;
   private readonly settle = new Map<number, { resolve(r: McpToolResult): void; reject(e: unknown): void }>();
-  private batch = '';
+  /** Calls made since the last flush, by id: `callId \t abortable \t name \t argumentsJson`. */
+  private readonly unflushed = new Map<number, string>();
   // Calls in flight keep the process alive (the engine's wake-up callback is weak on purpose).
   private keepAlive: ReturnType<typeof setInterval> | undefined;
 
@@ -194,7 +195,7 @@ class CallChannel {
     return new Promise<McpToolResult>((resolve, reject) => {
       if (this.settle.size === 0) this.hold();
       if (signal) {
-        const onAbort = () => this.native().abort(callId);
+        const onAbort = () => this.abort(callId);
         signal.addEventListener('abort', onAbort, { once: true });
         // One listener per call, removed when it settles: a shared signal never accumulates them.
         const done = () => signal.removeEventListener('abort', onAbort);
@@ -202,20 +203,31 @@ class CallChannel {
       } else {
         this.settle.set(callId, { resolve, reject });
       }
-      if (this.batch === '') queueMicrotask(() => this.flush());
-      this.batch += `${callId}\t${signal ? callId : 0}\t${name}\t${argumentsJson}\n`;
+      if (this.unflushed.size === 0) queueMicrotask(() => this.flush());
+      this.unflushed.set(callId, `${callId}\t${signal ? callId : 0}\t${name}\t${argumentsJson}\n`);
     });
   }
 
+  /** An abort before the flush never reaches the engine; after it, the engine cancels the request. */
+  private abort(callId: number): void {
+    if (this.unflushed.delete(callId)) {
+      this.complete(callId, 'mcp_aborted', 'MCP request aborted by the caller');
+    } else {
+      this.native().abort(callId);
+    }
+  }
+
   private flush(): void {
-    const batch = this.batch;
-    this.batch = '';
+    if (this.unflushed.size === 0) return;
+    const ids = [...this.unflushed.keys()];
+    const batch = [...this.unflushed.values()].join('');
+    this.unflushed.clear();
     try {
       this.native().callTools(batch);
     } catch (error) {
-      for (const line of batch.split('\n')) {
-        if (line) this.complete(Number(line.slice(0, line.indexOf('\t'))), 'mcp_protocol_error', String(fromEngine(error)));
-      }
+      const failure = fromEngine(error);
+      const code = failure instanceof McpError ? failure.code : 'mcp_protocol_error';
+      for (const id of ids) this.complete(id, code, failure instanceof Error ? failure.message : String(failure));
     }
   }
 
@@ -284,7 +296,13 @@ function makeTool(calls: CallChannel, projected: ProjectedTool): McpTool {
     execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult> {
       const signal = ctx?.signal;
       if (signal?.aborted) return Promise.reject(new McpAbortedError('mcp_aborted', 'MCP request aborted by the caller'));
-      const argumentsJson = args === undefined || args === null ? '{}' : JSON.stringify(args);
+      let argumentsJson: string;
+      try {
+        argumentsJson = args === undefined || args === null ? '{}' : JSON.stringify(args);
+      } catch (error) {
+        // BigInt, cycles: not JSON, so not arguments a server could receive.
+        return Promise.reject(createMcpError('mcp_invalid_arguments', `tool arguments are not JSON: ${(error as Error).message}`));
+      }
       return calls.call(name, argumentsJson, signal);
     },
   };

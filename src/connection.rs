@@ -135,6 +135,8 @@ struct State {
 
 struct Pending {
     reply: Reply,
+    /// Handed to the transport. A request given up before that is never sent, and not cancelled.
+    dispatched: bool,
     timeout: Duration,
     /// Moved later by every progress notification for this request.
     deadline: Instant,
@@ -296,7 +298,7 @@ impl Shared {
                 return None;
             }
             let cancellable = method != "initialize";
-            state.pending.insert(id, Pending { reply, timeout, deadline, cancellable });
+            state.pending.insert(id, Pending { reply, dispatched: false, timeout, deadline, cancellable });
             match state.sweep_target {
                 Some(target) if target <= deadline => false,
                 _ => {
@@ -314,9 +316,26 @@ impl Shared {
         Some(Outbound::request(id, jsonrpc::request(id, method, params(id).as_deref()), method == "initialize"))
     }
 
+    /// Hand requests to the transport, skipping any given up since they were registered (an abort that
+    /// raced the start). Done under the state lock, so a `notifications/cancelled` for one of them is
+    /// always queued after the request itself.
     fn dispatch(&self, transport: &Arc<dyn Transport>, messages: Vec<Outbound>) {
-        let ids: Vec<RequestId> = messages.iter().filter_map(|m| m.request_id).collect();
-        if let Err(error) = transport.send_all(messages) {
+        let (ids, sent) = {
+            let mut state = self.state.lock().unwrap();
+            let messages: Vec<Outbound> = messages
+                .into_iter()
+                .filter(|m| match m.request_id.and_then(|id| state.pending.get_mut(&id)) {
+                    Some(pending) => {
+                        pending.dispatched = true;
+                        true
+                    }
+                    None => m.request_id.is_none(),
+                })
+                .collect();
+            let ids: Vec<RequestId> = messages.iter().filter_map(|m| m.request_id).collect();
+            (ids, if messages.is_empty() { Ok(()) } else { transport.send_all(messages) })
+        };
+        if let Err(error) = sent {
             for id in ids {
                 self.settle(id, Err(error.clone()));
             }
@@ -333,7 +352,22 @@ impl Shared {
 
     /// Stop waiting for `id` (timeout or abort): tell the transport and the server, fail the caller.
     fn give_up(&self, id: RequestId, reason: McpError) {
-        let Some(pending) = self.state.lock().unwrap().pending.remove(&id) else { return };
+        self.give_up_if(id, reason, |_| true);
+    }
+
+    /// `give_up` when `still` holds for the pending entry (checked under the lock).
+    fn give_up_if(&self, id: RequestId, reason: McpError, still: impl FnOnce(&Pending) -> bool) {
+        let pending = {
+            let mut state = self.state.lock().unwrap();
+            if !state.pending.get(&id).is_some_and(still) {
+                return;
+            }
+            state.pending.remove(&id).expect("checked above")
+        };
+        if !pending.dispatched {
+            pending.reply.send(Err(reason));
+            return;
+        }
         if let Some(transport) = self.transport.get().and_then(Weak::upgrade) {
             transport.request_ended(id);
             if pending.cancellable {
@@ -433,7 +467,9 @@ async fn sweep(connection: Arc<Shared>) {
         for id in expired {
             let timeout = connection.state.lock().unwrap().pending.get(&id).map(|p| p.timeout);
             if let Some(timeout) = timeout {
-                connection.give_up(id, McpError::Timeout { after_ms: timeout.as_millis() as u64 });
+                // Re-checked under the lock: a progress notification may have just moved the deadline.
+                let error = McpError::Timeout { after_ms: timeout.as_millis() as u64 };
+                connection.give_up_if(id, error, |p| p.deadline <= now);
             }
         }
         // Held across the wait: `end` (close, loss, or the Connection dropped) wakes and stops this task.

@@ -104,6 +104,8 @@ struct Inner {
     /// Flips to true once the first projection is out, so a list_changed that races it is applied after.
     projected: watch::Sender<bool>,
     closing: AtomicBool,
+    /// Flips with `closing`, for tasks that wait on something else meanwhile.
+    closed_signal: watch::Sender<bool>,
     closed: tokio::sync::OnceCell<()>,
 }
 
@@ -215,6 +217,7 @@ impl Toolset {
                 startup_diagnostics: Mutex::new(Some(Vec::new())),
                 projected: watch::channel(false).0,
                 closing: AtomicBool::new(false),
+                closed_signal: watch::channel(false).0,
                 closed: tokio::sync::OnceCell::new(),
             }),
         })
@@ -358,7 +361,6 @@ impl Toolset {
         let _ = self.inner.reconciling.subscribe().wait_for(|pending| *pending == 0).await;
     }
 
-    /// Call a projected tool. `abort_id` (non-zero) links the call to a later [`Toolset::abort`].
     /// Start tool calls; each outcome goes to `sink` under its `call_id`. Calls to one server go out in
     /// one write. With no `policy`, no `auth` and a ready server, nothing here waits or spawns: the
     /// request is written from the calling thread and answered from the transport's reader.
@@ -376,7 +378,9 @@ impl Toolset {
                     if direct {
                         by_server.entry(route.server).or_default().push((call, route));
                     } else {
-                        tokio::spawn(inner.clone().call_gated(call, route, sink.clone()));
+                        // Registered now, not in the task, so an abort that arrives before it runs is not lost.
+                        let abort = (call.abort_id != 0).then(|| inner.register_abort(call.abort_id));
+                        tokio::spawn(inner.clone().call_gated(call, route, abort, sink.clone()));
                     }
                 }
                 Err(error) => sink.complete(call.call_id, Err(error)),
@@ -390,7 +394,7 @@ impl Toolset {
                 continue;
             };
             let aborts: Vec<Option<Arc<AbortHandle>>> =
-                calls.iter().map(|(call, _)| (call.abort_id != 0).then(|| inner.abort_handle(call.abort_id))).collect();
+                calls.iter().map(|(call, _)| (call.abort_id != 0).then(|| inner.register_abort(call.abort_id))).collect();
             let starts: Vec<StartCall> = calls
                 .iter()
                 .zip(&aborts)
@@ -406,14 +410,24 @@ impl Toolset {
     }
 
     /// The caller's AbortSignal fired for the call registered under `abort_id`.
+    /// Does nothing for a call that already completed or was never started (JavaScript aborts a call
+    /// still waiting for its flush by itself), so the registry holds only calls in flight.
     pub fn abort(&self, abort_id: u32) {
-        self.inner.abort_handle(abort_id).abort();
+        let handle = self.inner.aborts.lock().unwrap().get(&abort_id).cloned();
+        if let Some(handle) = handle {
+            handle.abort();
+        }
     }
 
     /// Close every connection. Idempotent: later calls wait for the first to finish.
     pub async fn close(&self) {
         let inner = self.inner.clone();
         inner.closing.store(true, Ordering::SeqCst);
+        inner.closed_signal.send_replace(true);
+        for slot in &inner.servers {
+            // Calls waiting for a server to connect give up now, with mcp_connection_closed.
+            slot.state.send_replace(SlotState::Down);
+        }
         self.inner
             .closed
             .get_or_init(|| async move {
@@ -472,10 +486,9 @@ impl Inner {
     }
 
     /// A call that must wait first: for `policy.decide`, for `auth`, or for its server to be ready.
-    async fn call_gated(self: Arc<Self>, call: CallRequest, route: Route, sink: Arc<dyn CallSink>) {
+    async fn call_gated(self: Arc<Self>, call: CallRequest, route: Route, abort: Option<Arc<AbortHandle>>, sink: Arc<dyn CallSink>) {
         let index = route.server;
         let slot = &self.servers[index];
-        let abort = (call.abort_id != 0).then(|| self.abort_handle(call.abort_id));
         let gate = async {
             if self.hooks.decide.is_some() {
                 let request = policy::request_json(&call.name, &slot.entry.name, &route.remote_name, call.arguments());
@@ -683,6 +696,9 @@ impl Inner {
         let slot = &self.servers[index];
         let mut state = slot.state.subscribe();
         let settled = tokio::time::timeout(self.timeout, state.wait_for(|s| *s != SlotState::Connecting)).await;
+        if self.closing.load(Ordering::SeqCst) {
+            return Err(McpError::Closed);
+        }
         let ready = matches!(settled, Ok(Ok(s)) if *s == SlotState::Ready);
         if !ready {
             return Err(McpError::Transport(format!("server {:?} is unavailable", slot.entry.name)));
@@ -699,12 +715,32 @@ impl Inner {
     /// After a rebuild: connect, list, vet and correct the map in place.
     async fn reconcile(self: Arc<Self>, index: usize) {
         let slot = &self.servers[index];
-        match self.clone().connect_server(index).await {
+        // A list_changed during this waits for it (see `refresh`), so it is applied after, not lost.
+        let _one_at_a_time = slot.refreshing.lock().await;
+        // close() during the handshake drops it: the half-open transport's Drop reaps the process.
+        let mut closing = self.closed_signal.subscribe();
+        let connected = tokio::select! {
+            connected = self.clone().connect_server(index) => connected,
+            _ = closing.wait_for(|closed| *closed) => Err((McpError::Closed, None)),
+        };
+        match connected {
             Ok((connection, listing)) if !self.closing.load(Ordering::SeqCst) => match self.vet(index, &listing.tools).await {
                 Ok(vetting) => {
-                    *slot.connection.write().unwrap() = Some(connection);
-                    self.apply(index, listing, &vetting);
-                    slot.state.send_replace(SlotState::Ready);
+                    let stored = {
+                        // Checked again under the slot's lock: close() may have run during the store I/O.
+                        let mut current = slot.connection.write().unwrap();
+                        let open = !self.closing.load(Ordering::SeqCst);
+                        if open {
+                            *current = Some(connection.clone());
+                        }
+                        open
+                    };
+                    if !stored {
+                        connection.close().await;
+                    } else {
+                        self.apply(index, listing, &vetting);
+                        slot.state.send_replace(SlotState::Ready);
+                    }
                 }
                 Err(e) => {
                     connection.close().await;
@@ -734,9 +770,11 @@ impl Inner {
         }
     }
 
-    fn abort_handle(&self, abort_id: u32) -> Arc<AbortHandle> {
-        // Registered by whichever comes first, the call or its abort, so an early abort is never lost.
-        self.aborts.lock().unwrap().entry(abort_id).or_default().clone()
+    /// Registered synchronously when the call starts; removed by its completion.
+    fn register_abort(&self, abort_id: u32) -> Arc<AbortHandle> {
+        let handle = Arc::new(AbortHandle::default());
+        self.aborts.lock().unwrap().insert(abort_id, handle.clone());
+        handle
     }
 
     /// Everything checked before a server is contacted: containment for stdio; for HTTP the host
@@ -957,6 +995,10 @@ impl Inner {
     async fn refresh(self: Arc<Self>, index: usize) {
         let _ = self.projected.subscribe().wait_for(|done| *done).await;
         let slot = &self.servers[index];
+        let settled = slot.state.subscribe().wait_for(|s| *s != SlotState::Connecting).await.map(|s| *s);
+        if !matches!(settled, Ok(SlotState::Ready)) {
+            return;
+        }
         let _one_at_a_time = slot.refreshing.lock().await;
         let Some(connection) = slot.connection.read().unwrap().clone() else { return };
         let opts = RequestOptions { timeout: self.timeout, abort: None };
@@ -1051,7 +1093,9 @@ impl ConnectionEvents for ServerListener {
             return;
         }
         // Before the connection is handed out, `connect` reports the failure itself.
-        let Some(connection) = toolset.servers[self.index].connection.read().unwrap().clone() else { return };
+        let slot = &toolset.servers[self.index];
+        let Some(connection) = slot.connection.read().unwrap().clone() else { return };
+        slot.state.send_replace(SlotState::Down);
         toolset.report_degraded(self.index, reason, connection.stderr_tail());
     }
 }

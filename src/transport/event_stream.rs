@@ -50,6 +50,16 @@ impl EventStreamParser {
         }
     }
 
+    /// Start on a new response (a reconnection): forget any half-read line or event, keep the last
+    /// event id and the retry delay, which belong to the stream, not to one connection.
+    pub fn reset_connection(&mut self) {
+        self.line.clear();
+        self.after_cr = false;
+        self.data.clear();
+        self.has_data = false;
+        self.event.clear();
+    }
+
     /// Feed the next chunk; complete events are appended to `out`.
     pub fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<Event>) -> Result<(), EventStreamError> {
         if self.after_cr && chunk.first() == Some(&b'\n') {
@@ -164,6 +174,17 @@ mod tests {
     fn bare_cr_line_endings_and_named_events() {
         let (events, _) = parse_all(&[b"event: endpoint\rdata: /messages?s=1\r", b"\r"]);
         assert_eq!(events, vec![Event { event: "endpoint".into(), data: "/messages?s=1".into() }]);
+    }
+
+    #[test]
+    fn a_reconnection_drops_the_half_read_event_but_keeps_the_id() {
+        let mut parser = EventStreamParser::new(1024);
+        let mut out = Vec::new();
+        parser.feed(b"id: 6\ndata: ok\n\ndata: {\"partial", &mut out).unwrap();
+        parser.reset_connection();
+        parser.feed(b"id: 7\ndata: {\"whole\":1}\n\n", &mut out).unwrap();
+        assert_eq!(out.iter().map(|e| e.data.as_str()).collect::<Vec<_>>(), ["ok", "{\"whole\":1}"]);
+        assert_eq!(parser.last_event_id.as_deref(), Some("7"));
     }
 
     #[test]

@@ -80,6 +80,14 @@ impl Transport for SseTransport {
     }
 }
 
+impl Drop for SseTransport {
+    fn drop(&mut self) {
+        // Dropped without close(): end the stream and every POST.
+        self.shared.closed.store(true, Ordering::SeqCst);
+        self.shared.tasks.lock().unwrap().drain(..).for_each(|t| t.abort());
+    }
+}
+
 impl Shared {
     async fn post(&self, json: String) -> Result<()> {
         let mut endpoint = self.endpoint.subscribe();

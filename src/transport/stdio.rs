@@ -124,14 +124,21 @@ impl Transport for StdioTransport {
             if first {
                 // Ending stdin is the polite request to exit; most servers take it.
                 outbox.close();
-                if !wait_for_exit(&mut exit, STDIO_EXIT_GRACE_MS).await || group_alive(group) {
+                if !wait_for_exit(&mut exit, STDIO_EXIT_GRACE_MS).await || group_alive(group).await {
                     // The whole group: a server's own children must not outlive it.
                     signal_group(group, libc::SIGTERM);
                     let deadline = tokio::time::Instant::now() + Duration::from_millis(STDIO_TERM_GRACE_MS);
-                    while (exit.borrow().is_none() || group_alive(group)) && tokio::time::Instant::now() < deadline {
+                    let mut alive = true;
+                    while tokio::time::Instant::now() < deadline {
+                        alive = exit.borrow().is_none() || group_alive(group).await;
+                        if !alive {
+                            break;
+                        }
                         tokio::time::sleep(Duration::from_millis(10)).await;
                     }
-                    signal_group(group, libc::SIGKILL);
+                    if alive {
+                        signal_group(group, libc::SIGKILL);
+                    }
                 }
             }
             wait_for_exit(&mut exit, u64::MAX).await;
@@ -168,9 +175,13 @@ fn signal_group(group: i32, signal: i32) {
     }
 }
 
-fn group_alive(group: i32) -> bool {
-    // Signal 0 checks for existence. Exited members that nobody reaps still count, as the kernel does.
-    group > 0 && unsafe { libc::kill(-group, 0) } == 0 && group_has_live_member(group)
+async fn group_alive(group: i32) -> bool {
+    // Signal 0 checks for existence (zombies count); then /proc tells live members from zombies. The
+    // scan reads files, so it runs on the blocking pool, not on the engine's one worker.
+    if group <= 0 || unsafe { libc::kill(-group, 0) } != 0 {
+        return false;
+    }
+    tokio::task::spawn_blocking(move || group_has_live_member(group)).await.unwrap_or(true)
 }
 
 /// True when some member of the group is not a zombie. Zombies reparented to an init that never
@@ -271,17 +282,31 @@ impl Outbox {
     }
 }
 
-async fn write_loop(mut stdin: ChildStdin, outbox: Arc<Outbox>) {
+/// Owns the child's stdin for the writer task. However the task ends (drained, failed, or dropped with
+/// the runtime), the outbox is marked closed before the descriptor is: a direct write from another
+/// thread can never reach a closed or reused descriptor.
+struct StdinOwner {
+    stdin: ChildStdin,
+    outbox: Arc<Outbox>,
+}
+
+impl Drop for StdinOwner {
+    fn drop(&mut self) {
+        self.outbox.close();
+        // `stdin` is dropped after this, closing the pipe: the server's signal to exit.
+    }
+}
+
+async fn write_loop(stdin: ChildStdin, outbox: Arc<Outbox>) {
+    let mut owner = StdinOwner { stdin, outbox: outbox.clone() };
     let mut batch = Vec::new();
     while outbox.take(&mut batch).await.is_some() {
-        if stdin.write_all(&batch).await.is_err() {
+        if owner.stdin.write_all(&batch).await.is_err() {
             // The reader sees the same death as EOF and reports it; nothing more to send.
-            outbox.close();
             break;
         }
         batch.clear();
     }
-    // Dropping stdin closes the pipe: the server's signal to exit.
 }
 
 /// Splits a byte stream into newline-delimited messages and hands each to the sink: whole lines

@@ -59,6 +59,15 @@ struct Session {
     generation: u64,
 }
 
+/// What a GET for the session's event stream found.
+enum GetStream {
+    Open(Response),
+    /// 405 or another refusal: the server offers no stream.
+    NotOffered,
+    /// 404 on our session id: the session (of this generation) has expired.
+    SessionExpired(u64),
+}
+
 #[derive(Default)]
 struct Tasks {
     by_request: HashMap<RequestId, AbortHandle>,
@@ -100,6 +109,9 @@ impl Transport for StreamableHttpTransport {
             let shared = shared.clone();
             async move {
                 let _ = wait_filed.await;
+                if shared.closed.load(Ordering::SeqCst) {
+                    return;
+                }
                 let outcome = shared.post(&body, request_id, message.is_initialize, true).await;
                 if let Some(id) = request_id {
                     shared.tasks.lock().unwrap().by_request.remove(&id);
@@ -139,6 +151,8 @@ impl Transport for StreamableHttpTransport {
             if shared.closed.swap(true, Ordering::SeqCst) {
                 return;
             }
+            // Nothing started before close (a late notification POST, a re-initialize) outlives it.
+            let _renewal = shared.reinitializing.lock().await;
             let tasks = std::mem::take(&mut *shared.tasks.lock().unwrap());
             tasks.by_request.values().chain(&tasks.background).for_each(AbortHandle::abort);
             let session = shared.session.lock().unwrap().clone();
@@ -148,6 +162,15 @@ impl Transport for StreamableHttpTransport {
                 let _ = tokio::time::timeout(Duration::from_millis(DELETE_TIMEOUT_MS), delete.send()).await;
             }
         })
+    }
+}
+
+impl Drop for StreamableHttpTransport {
+    fn drop(&mut self) {
+        // Dropped without close(): stop the background stream and every request task.
+        self.shared.closed.store(true, Ordering::SeqCst);
+        let tasks = std::mem::take(&mut *self.shared.tasks.lock().unwrap());
+        tasks.by_request.values().chain(&tasks.background).for_each(AbortHandle::abort);
     }
 }
 
@@ -242,21 +265,29 @@ impl Shared {
                 return Err(McpError::Transport(format!("the response stream broke {MAX_STREAM_RESUMES} times; giving up")));
             }
             tokio::time::sleep(Duration::from_millis(parser.retry_ms.unwrap_or(DEFAULT_RETRY_MS))).await;
-            response = self.open_get_stream(Some(&last_event_id)).await?.ok_or_else(|| {
-                McpError::Transport("the server does not offer a GET stream to resume the response on".into())
-            })?;
+            response = match self.open_get_stream(Some(&last_event_id)).await? {
+                GetStream::Open(response) => response,
+                _ => return Err(McpError::Transport("the server does not offer a GET stream to resume the response on".into())),
+            };
+            parser.reset_connection();
         }
     }
 
-    /// GET the session's event stream. `Ok(None)` when the server doesn't offer one (405 and the like).
-    async fn open_get_stream(&self, last_event_id: Option<&str>) -> Result<Option<Response>> {
+    /// GET the session's event stream.
+    async fn open_get_stream(&self, last_event_id: Option<&str>) -> Result<GetStream> {
         let session = self.session.lock().unwrap().clone();
         let mut request = self.with_session(self.client.get(self.spec.url.clone()), &session).header(ACCEPT, EVENT_STREAM);
         if let Some(value) = last_event_id.and_then(http::header_value) {
             request = request.header(HEADER_LAST_EVENT_ID, value);
         }
         let response = request.send().await.map_err(http::transport_error)?;
-        Ok((response.status().is_success() && http::is_event_stream(&response)).then_some(response))
+        Ok(if response.status().is_success() && http::is_event_stream(&response) {
+            GetStream::Open(response)
+        } else if response.status() == StatusCode::NOT_FOUND && session.id.is_some() {
+            GetStream::SessionExpired(session.generation)
+        } else {
+            GetStream::NotOffered
+        })
     }
 
     /// The standalone GET stream for server-initiated messages. Optional on the server's side: a 405
@@ -267,8 +298,16 @@ impl Shared {
         while !self.closed.load(Ordering::SeqCst) && failures < MAX_GET_STREAM_FAILURES {
             let last_event_id = parser.last_event_id.clone();
             let mut response = match self.open_get_stream(last_event_id.as_deref()).await {
-                Ok(Some(response)) => response,
-                Ok(None) => return,
+                Ok(GetStream::Open(response)) => response,
+                Ok(GetStream::NotOffered) => return,
+                Ok(GetStream::SessionExpired(generation)) => {
+                    // The session ended under the stream: renew it (once for everyone) and listen on the new one.
+                    if self.reinitialize(generation).await.is_err() {
+                        return;
+                    }
+                    parser = EventStreamParser::new(self.options.max_message_bytes);
+                    continue;
+                }
                 Err(_) => {
                     failures += 1;
                     tokio::time::sleep(Duration::from_millis(DEFAULT_RETRY_MS)).await;
@@ -276,6 +315,7 @@ impl Shared {
                 }
             };
             let opened = Instant::now();
+            parser.reset_connection();
             let sink = &self.sink;
             let limit = self.options.max_message_bytes;
             let end = http::read_events(&mut response, &mut parser, None, |event| {
