@@ -170,6 +170,22 @@ test('server-initiated messages arrive on the GET stream', async (t) => {
   await close();
 });
 
+test('the GET stream survives a session expiry: it renews the session and listens on the new one', async (t) => {
+  const server = await startStreamableFixture({ getStream: 'sse' });
+  t.after(server.close);
+  const { tools, close } = await open(server.url);
+  await until(() => server.log.some((r) => r.method === 'GET' && r.headers['mcp-session-id'] === 'session-1'));
+  server.restart();
+  // The stream reconnects (after its retry delay), finds its session gone, renews it and listens again.
+  await until(() => server.log.some((r) => r.method === 'GET' && r.headers['mcp-session-id'] === 'session-2'), { timeoutMs: 8000 });
+  await new Promise((r) => setTimeout(r, 50));
+  server.pushOnGetStream({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
+  const relist = await until(() => server.log.find((r) => r.body?.method === 'tools/list' && r.headers['mcp-session-id'] === 'session-2'));
+  assert.ok(relist, 'server-initiated messages arrive on the renewed session');
+  assert.equal((await tools.web__echo.execute({ text: 'after renewal' })).content[0].text, 'echo: after renewal');
+  await close();
+});
+
 test('an unreachable or refusing HTTP server is degraded with a typed error', async () => {
   const { tools, close, diagnostics } = await open('http://127.0.0.1:9/mcp');
   await close();
