@@ -19,6 +19,22 @@ pub struct HttpSpec {
     pub credential: Credential,
 }
 
+/// What both HTTP transports hold: the client, where to go, where answers go, the bounds, and whether
+/// the transport was closed. Each transport's own state derefs to it.
+pub struct HttpBase {
+    pub client: reqwest::Client,
+    pub spec: HttpSpec,
+    pub sink: Arc<dyn super::MessageSink>,
+    pub options: super::TransportOptions,
+    pub closed: std::sync::atomic::AtomicBool,
+}
+
+impl HttpBase {
+    pub fn new(spec: &HttpSpec, sink: Arc<dyn super::MessageSink>, options: super::TransportOptions) -> Result<Self> {
+        Ok(HttpBase { client: client(spec.guard.clone())?, spec: spec.clone(), sink, options, closed: false.into() })
+    }
+}
+
 /// The current `Authorization` value, if `auth` is configured.
 #[derive(Debug, Clone, Default)]
 pub struct Credential(Arc<Mutex<Option<HeaderValue>>>);

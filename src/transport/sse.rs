@@ -3,12 +3,12 @@
 //! on another origin is refused, since it would send our requests (and headers) somewhere else.
 
 use super::event_stream::{EventStreamParser, DEFAULT_EVENT_TYPE};
-use super::http::{self, HttpSpec, EVENT_STREAM};
+use super::http::{self, HttpBase, HttpSpec, EVENT_STREAM};
 use super::{describe_garbage, BoxFuture, MessageSink, Outbound, Transport, TransportOptions};
 use crate::error::{McpError, Result};
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use std::ops::ControlFlow;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
@@ -21,25 +21,24 @@ pub struct SseTransport {
 }
 
 struct Shared {
-    client: reqwest::Client,
-    spec: HttpSpec,
-    sink: Arc<dyn MessageSink>,
-    options: TransportOptions,
+    base: HttpBase,
     endpoint: watch::Sender<Option<Url>>,
     tasks: Mutex<Vec<AbortHandle>>,
-    closed: AtomicBool,
+}
+
+impl std::ops::Deref for Shared {
+    type Target = HttpBase;
+    fn deref(&self) -> &HttpBase {
+        &self.base
+    }
 }
 
 impl SseTransport {
     pub fn open(spec: &HttpSpec, sink: Arc<dyn MessageSink>, options: TransportOptions) -> Result<Arc<Self>> {
         let shared = Arc::new(Shared {
-            client: http::client(spec.guard.clone())?,
-            spec: spec.clone(),
-            sink,
-            options,
+            base: HttpBase::new(spec, sink, options)?,
             endpoint: watch::channel(None).0,
             tasks: Mutex::new(Vec::new()),
-            closed: AtomicBool::new(false),
         });
         let reader = tokio::spawn(shared.clone().read_stream());
         shared.tasks.lock().unwrap().push(reader.abort_handle());

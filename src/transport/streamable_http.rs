@@ -9,7 +9,7 @@
 //! resent: after a request has gone out, a transport failure fails the call (no replay of mutations).
 
 use super::event_stream::{EventStreamParser, DEFAULT_EVENT_TYPE};
-use super::http::{self, HttpSpec, StreamEnd, ACCEPT_BOTH, EVENT_STREAM, HEADER_LAST_EVENT_ID, HEADER_PROTOCOL_VERSION, HEADER_SESSION_ID};
+use super::http::{self, HttpBase, HttpSpec, StreamEnd, ACCEPT_BOTH, EVENT_STREAM, HEADER_LAST_EVENT_ID, HEADER_PROTOCOL_VERSION, HEADER_SESSION_ID};
 use super::{BoxFuture, MessageSink, Outbound, Transport, TransportOptions};
 use crate::error::{McpError, Result};
 use crate::protocol::jsonrpc::{self, Message, RawMessage, RequestId};
@@ -18,7 +18,7 @@ use reqwest::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use reqwest::{RequestBuilder, Response, StatusCode};
 use std::collections::HashMap;
 use std::ops::ControlFlow;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::task::AbortHandle;
@@ -39,16 +39,19 @@ pub struct StreamableHttpTransport {
 }
 
 struct Shared {
-    client: reqwest::Client,
-    spec: HttpSpec,
-    sink: Arc<dyn MessageSink>,
-    options: TransportOptions,
+    base: HttpBase,
     session: Mutex<Session>,
     /// The `initialize` message, kept to start a new session if the server expires this one.
     initialize: Mutex<Option<bytes::Bytes>>,
     reinitializing: tokio::sync::Mutex<()>,
     tasks: Mutex<Tasks>,
-    closed: AtomicBool,
+}
+
+impl std::ops::Deref for Shared {
+    type Target = HttpBase;
+    fn deref(&self) -> &HttpBase {
+        &self.base
+    }
 }
 
 #[derive(Default, Clone)]
@@ -78,15 +81,11 @@ impl StreamableHttpTransport {
     pub fn open(spec: &HttpSpec, sink: Arc<dyn MessageSink>, options: TransportOptions) -> Result<Arc<Self>> {
         Ok(Arc::new(StreamableHttpTransport {
             shared: Arc::new(Shared {
-                client: http::client(spec.guard.clone())?,
-                spec: spec.clone(),
-                sink,
-                options,
+                base: HttpBase::new(spec, sink, options)?,
                 session: Mutex::new(Session::default()),
                 initialize: Mutex::new(None),
                 reinitializing: tokio::sync::Mutex::new(()),
                 tasks: Mutex::new(Tasks::default()),
-                closed: AtomicBool::new(false),
             }),
         }))
     }
