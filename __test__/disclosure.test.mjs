@@ -120,7 +120,7 @@ test('mcp__search_tools ranks the right tool in the top 5 for paraphrased querie
   }
   await close();
   assert.ok(queries.length >= 20);
-  // Word-matching has no synonyms: a paraphrase sharing no word with its tool can miss. 30 of 40 is the bar.
+  // Lexical search (generic verb synonyms only): a paraphrase sharing no word with its tool can miss. 30 of 40 is the bar.
   assert.ok(top5 >= 30, `${top5}/${queries.length} in the top 5; missed: ${misses.join(' | ')}`);
 });
 

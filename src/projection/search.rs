@@ -169,11 +169,22 @@ impl SearchIndex {
             first
         });
 
+        // Generic verbs of tool vocabulary also match their near-synonyms, at a lower weight, so "show
+        // the tickets" finds a tool described as "List tickets".
+        let mut weighted: Vec<(String, f32)> = query_terms.iter().map(|t| (t.clone(), 1.0)).collect();
+        for term in &query_terms {
+            for synonym in synonyms_of(term) {
+                if !weighted.iter().any(|(t, _)| t == synonym) {
+                    weighted.push((synonym.clone(), SYNONYM_WEIGHT));
+                }
+            }
+        }
+
         let mut scores = vec![0f32; self.document_count];
         let mut matched: Vec<u32> = Vec::new();
-        for term in &query_terms {
+        for (term, weight) in &weighted {
             let Some(&term_id) = self.term_ids.get(term) else { continue };
-            let idf = self.inverse_document_frequency[term_id];
+            let idf = self.inverse_document_frequency[term_id] * weight;
             for posting in &self.postings[term_id] {
                 let score = &mut scores[posting.document as usize];
                 // Every contribution is positive, so zero means "not matched yet".
@@ -192,6 +203,31 @@ impl SearchIndex {
         hits.truncate(limit);
         hits
     }
+}
+
+/// How much a near-synonym of a query word counts, against the word itself.
+pub const SYNONYM_WEIGHT: f32 = 0.3;
+
+/// Groups of generic verbs that name the same operation in tool descriptions. Deliberately generic: no
+/// domain nouns, so no catalog is favoured.
+const VERB_GROUPS: &[&[&str]] = &[
+    &["show", "list", "display", "view", "get", "fetch", "retrieve"],
+    &["find", "search", "lookup", "query"],
+    &["create", "make", "add", "new"],
+    &["delete", "remove", "erase"],
+    &["update", "edit", "change", "modify", "set", "adjust"],
+    &["send", "post", "notify", "tell"],
+    &["start", "begin", "launch", "run"],
+    &["stop", "end", "halt"],
+];
+
+/// The other stemmed members of `term`'s verb group, if it is in one.
+fn synonyms_of(term: &str) -> &'static [String] {
+    static GROUPS: std::sync::OnceLock<Vec<Vec<String>>> = std::sync::OnceLock::new();
+    let groups = GROUPS.get_or_init(|| {
+        VERB_GROUPS.iter().map(|group| group.iter().flat_map(|word| tokenize(word)).collect()).collect()
+    });
+    groups.iter().find(|group| group.iter().any(|member| member == term)).map_or(&[], |group| group.as_slice())
 }
 
 /// The searchable terms of `text`, in order, stemmed, without stop words.
@@ -521,5 +557,19 @@ mod tests {
         // Lexical search ranks a paraphrase first less often than it finds it ("file a bug" shares only
         // "repository" with the issue tool); most should still be first.
         assert!(first >= 16, "{first} of {} ranked first", requests.len());
+    }
+
+    #[test]
+    fn generic_verbs_match_their_near_synonyms_at_a_lower_weight() {
+        let docs = ["List tickets in the help desk.", "Show the weather."]
+            .iter()
+            .enumerate()
+            .map(|(i, d)| SearchDocument { name: format!("tool_{i}"), description: d.to_string(), parameter_names: vec![] })
+            .collect();
+        let index = SearchIndex::build(docs);
+        let hits = index.search("show help desk tickets", 2);
+        assert_eq!(hits[0].index, 0, "the synonym (show → list) plus the shared nouns win");
+        let exact = index.search("show", 2);
+        assert_eq!(exact[0].index, 1, "the word itself outweighs its synonym");
     }
 }
