@@ -207,6 +207,41 @@ test('an empty store is an error; a row whose type or url no longer matches is r
   assert.equal(b.log.length, 0, 'the new endpoint was never contacted');
 });
 
+test('two processes on one SQLite file: both connect, one baseline is recorded and both honour it', async () => {
+  const file = scratchFile('shared.db');
+  const entry = fixture('shared').entry;
+  const script = `
+    const { createSqliteMcpConnectionStore, mcpTools } = require(${JSON.stringify(join(here, '..', 'dist', 'index.js'))});
+    (async () => {
+      const storage = createSqliteMcpConnectionStore(${JSON.stringify(file)});
+      const diagnostics = [];
+      const { tools, close } = await mcpTools([${JSON.stringify(entry)}], { storage, onDiagnostic: (d) => diagnostics.push(d.code) });
+      const text = (await tools.shared__echo.execute({ text: String(process.pid) })).content[0].text;
+      await close();
+      console.log(JSON.stringify({ text, diagnostics, rows: (await storage.list()).length }));
+    })();`;
+  const { spawn } = await import('node:child_process');
+  const run = () =>
+    new Promise((resolve) => {
+      const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      let err = '';
+      child.stdout.on('data', (c) => (out += c));
+      child.stderr.on('data', (c) => (err += c));
+      child.on('close', (code) => resolve({ code, out, err }));
+    });
+  const results = await Promise.all([run(), run()]);
+  for (const { code, out, err } of results) {
+    assert.equal(code, 0, err);
+    const parsed = JSON.parse(out.trim().split('\n').pop());
+    assert.match(parsed.text, /^echo: \d+$/);
+    assert.deepEqual(parsed.diagnostics, [], 'no drift between the two writers');
+    assert.equal(parsed.rows, 1);
+  }
+  const [row] = await createSqliteMcpConnectionStore(file).list();
+  assert.ok(row.toolFingerprints && Object.keys(row.toolFingerprints).length > 0, 'one baseline recorded');
+});
+
 test('restart: build, close, rebuild in a new process from the SQLite file, call a tool', async () => {
   const file = scratchFile('restart.db');
   const entry = fixture('persisted').entry;
