@@ -195,10 +195,6 @@ impl Connection {
         self.transport.stderr_tail()
     }
 
-    pub fn is_alive(&self) -> bool {
-        self.shared.state.lock().unwrap().ended.is_none()
-    }
-
     /// Fail what is pending with `Closed` and release the transport. Idempotent.
     pub async fn close(&self) {
         self.shared.end(McpError::Closed);

@@ -69,20 +69,43 @@ impl McpError {
     }
 }
 
+/// Matches the variants that carry their own text, binding it to `$text` (by reference or mutable
+/// reference, as `$error` is). One list of them, for `Display` and for redaction.
+macro_rules! with_text {
+    ($error:expr, $text:ident => $carries:expr, _ => $fixed:expr) => {
+        match $error {
+            McpError::Tool($text)
+            | McpError::Protocol($text)
+            | McpError::Transport($text)
+            | McpError::ConfigInvalid($text)
+            | McpError::InvalidArguments($text)
+            | McpError::ToolUnavailable($text)
+            | McpError::HostNotAllowed($text)
+            | McpError::PolicyDenied($text)
+            | McpError::ApprovalRequired($text)
+            | McpError::Auth($text)
+            | McpError::ContainmentViolation($text)
+            | McpError::ToolQuarantined($text)
+            | McpError::Storage($text) => $carries,
+            _ => $fixed,
+        }
+    };
+}
+
+impl McpError {
+    /// The same error with every secret in its message replaced (see `guard::redact`).
+    pub fn redacted(mut self, secrets: &crate::guard::redact::Secrets) -> Self {
+        if !secrets.is_empty() {
+            with_text!(&mut self, text => *text = secrets.redact(text), _ => {});
+        }
+        self
+    }
+}
+
 impl fmt::Display for McpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             McpError::Tool(text) => write!(f, "MCP tool error: {text}"),
-            McpError::Protocol(m) | McpError::Transport(m) | McpError::ConfigInvalid(m) => f.write_str(m),
-            McpError::ToolUnavailable(m)
-            | McpError::InvalidArguments(m)
-            | McpError::HostNotAllowed(m)
-            | McpError::PolicyDenied(m)
-            | McpError::ApprovalRequired(m)
-            | McpError::Auth(m)
-            | McpError::ContainmentViolation(m)
-            | McpError::ToolQuarantined(m)
-            | McpError::Storage(m) => f.write_str(m),
             McpError::Timeout { after_ms } => {
                 write!(f, "MCP request timed out: no response or progress for {after_ms} ms")
             }
@@ -91,36 +114,11 @@ impl fmt::Display for McpError {
                 write!(f, "MCP message exceeds the result limit of {limit_bytes} bytes")
             }
             McpError::Closed => f.write_str("MCP connection closed"),
+            other => with_text!(other, text => f.write_str(text), _ => Ok(())),
         }
     }
 }
 
 impl std::error::Error for McpError {}
-
-impl McpError {
-    /// The same error with every secret in its message replaced (see `guard::redact`).
-    pub fn redacted(self, secrets: &crate::guard::redact::Secrets) -> Self {
-        if secrets.is_empty() {
-            return self;
-        }
-        let r = |m: String| secrets.redact(&m);
-        match self {
-            McpError::Tool(m) => McpError::Tool(r(m)),
-            McpError::Protocol(m) => McpError::Protocol(r(m)),
-            McpError::Transport(m) => McpError::Transport(r(m)),
-            McpError::ConfigInvalid(m) => McpError::ConfigInvalid(r(m)),
-            McpError::InvalidArguments(m) => McpError::InvalidArguments(r(m)),
-            McpError::ToolUnavailable(m) => McpError::ToolUnavailable(r(m)),
-            McpError::HostNotAllowed(m) => McpError::HostNotAllowed(r(m)),
-            McpError::PolicyDenied(m) => McpError::PolicyDenied(r(m)),
-            McpError::ApprovalRequired(m) => McpError::ApprovalRequired(r(m)),
-            McpError::Auth(m) => McpError::Auth(r(m)),
-            McpError::ContainmentViolation(m) => McpError::ContainmentViolation(r(m)),
-            McpError::ToolQuarantined(m) => McpError::ToolQuarantined(r(m)),
-            McpError::Storage(m) => McpError::Storage(r(m)),
-            other => other,
-        }
-    }
-}
 
 pub type Result<T> = std::result::Result<T, McpError>;

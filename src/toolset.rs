@@ -35,13 +35,19 @@ pub struct CallRequest {
     /// Non-zero when the caller may abort it with [`Toolset::abort`].
     pub abort_id: u32,
     pub name: String,
-    /// The arguments, validated as a JSON object by `admit`.
-    pub arguments_json: String,
+    /// The arguments, checked as JSON once, here; `None` if they are not JSON (refused by `admit`).
+    arguments: Option<Box<RawValue>>,
 }
 
 impl CallRequest {
+    pub fn new(call_id: u32, abort_id: u32, name: String, arguments_json: String) -> Self {
+        // Validates without copying: the text becomes the RawValue.
+        let arguments = RawValue::from_string(arguments_json).ok();
+        CallRequest { call_id, abort_id, name, arguments }
+    }
+
     fn arguments(&self) -> &RawValue {
-        serde_json::from_str(&self.arguments_json).expect("validated when admitted")
+        self.arguments.as_deref().expect("admitted calls have JSON arguments")
     }
 }
 
@@ -452,7 +458,8 @@ impl Inner {
         let name = call.name.as_str();
         if (name == MCP_DESCRIBE_TOOL || name == MCP_SEARCH_TOOLS) && self.any_abbreviated() {
             // Answered from the cached catalog: no server is contacted.
-            return Ok(Admitted::Local(self.local_tool(name, &call.arguments_json)));
+            let arguments = call.arguments.as_deref().map_or("", RawValue::get);
+            return Ok(Admitted::Local(self.local_tool(name, arguments)));
         }
         let route = self.routes.read().unwrap().get(name).cloned().ok_or_else(|| {
             McpError::ToolUnavailable(format!(
@@ -466,7 +473,7 @@ impl Inner {
                  tell the user the server must be re-trusted."
             )));
         }
-        let is_object = serde_json::from_str::<&RawValue>(&call.arguments_json).is_ok_and(|raw| raw.get().starts_with('{'));
+        let is_object = call.arguments.as_deref().is_some_and(|raw| raw.get().starts_with('{'));
         if !is_object {
             return Err(McpError::InvalidArguments("tool arguments must be a JSON object".to_owned()));
         }

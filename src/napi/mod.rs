@@ -377,12 +377,9 @@ impl NativeToolset {
             else {
                 return Err(to_js_error(McpError::config("malformed call batch")));
             };
-            calls.push(CallRequest {
-                call_id: call_id.parse().map_err(|_| to_js_error(McpError::config("malformed call id")))?,
-                abort_id: abort_id.parse().map_err(|_| to_js_error(McpError::config("malformed abort id")))?,
-                name: name.to_owned(),
-                arguments_json: arguments.to_owned(),
-            });
+            let call_id = call_id.parse().map_err(|_| to_js_error(McpError::config("malformed call id")))?;
+            let abort_id = abort_id.parse().map_err(|_| to_js_error(McpError::config("malformed abort id")))?;
+            calls.push(CallRequest::new(call_id, abort_id, name.to_owned(), arguments.to_owned()));
         }
         let sink = self.completions.clone() as Arc<dyn CallSink>;
         // The engine may spawn (gated calls, timers): run inside the runtime even from the JS thread.
