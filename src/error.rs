@@ -39,6 +39,11 @@ pub enum McpError {
     /// The connection store failed, is empty where a rebuild needs rows, or holds a row that no
     /// longer matches the configured server.
     Storage(String),
+    /// A message nested deeper than the engine accepts (a nesting bomb would break the agent's
+    /// `JSON.stringify`, or a recursive parser).
+    ResultTooDeep { max_depth: usize },
+    /// A bug in the engine (a panic), caught and turned into this call's failure.
+    Internal(String),
 }
 
 impl McpError {
@@ -61,6 +66,8 @@ impl McpError {
             McpError::ContainmentViolation(_) => "mcp_containment_violation",
             McpError::ToolQuarantined(_) => "mcp_tool_quarantined",
             McpError::Storage(_) => "mcp_storage_error",
+            McpError::ResultTooDeep { .. } => "mcp_result_too_deep",
+            McpError::Internal(_) => "mcp_internal_error",
         }
     }
 
@@ -86,7 +93,8 @@ macro_rules! with_text {
             | McpError::Auth($text)
             | McpError::ContainmentViolation($text)
             | McpError::ToolQuarantined($text)
-            | McpError::Storage($text) => $carries,
+            | McpError::Storage($text)
+            | McpError::Internal($text) => $carries,
             _ => $fixed,
         }
     };
@@ -114,6 +122,9 @@ impl fmt::Display for McpError {
                 write!(f, "MCP message exceeds the result limit of {limit_bytes} bytes")
             }
             McpError::Closed => f.write_str("MCP connection closed"),
+            McpError::ResultTooDeep { max_depth } => {
+                write!(f, "MCP message is nested deeper than the limit of {max_depth} levels")
+            }
             other => with_text!(other, text => f.write_str(text), _ => Ok(())),
         }
     }
