@@ -23,4 +23,6 @@ pub enum Diagnostic {
     DisclosureBudgetExceeded { server: String, tool_count: usize, floor_tokens: usize, budget_tokens: usize, message: String },
     /// `notifications/tools/list_changed` was applied to the tool map.
     ToolsChanged { server: String, added: Vec<String>, removed: Vec<String>, changed: Vec<String>, message: String },
+    /// A bug in the engine (a panic) was caught; the work it interrupted failed with `mcp_internal_error`.
+    InternalError { server: Option<String>, message: String },
 }

@@ -20,3 +20,6 @@ pub const MAX_CONNECT_TIMEOUT_MS: u64 = 30_000;
 pub const MAX_TOOL_NAME_CHARS: usize = 64;
 /// Bytes of an offending message quoted in an error.
 pub const MAX_QUOTED_BYTES: usize = 200;
+/// How long `close()` waits for the engine's own tasks (after the connections are closed) before it
+/// resolves anyway and reports an `internal-error` diagnostic.
+pub const MAX_CLOSE_WAIT_MS: u64 = 5_000;

@@ -1,0 +1,290 @@
+//! The call router. A call is admitted against the current route table, waits at its gates if it has
+//! any (`policy.decide`/`ask`, `auth`, the server still connecting), and is then checked once more,
+//! against the table current at that moment, while holding the publication lock for reading: nothing
+//! can be published between that last check and the write of the call's bytes.
+//!
+//! Every call completes exactly once: an outcome from its server, a refusal, or — if the task carrying
+//! it panics or is dropped — `mcp_internal_error` from [`CallCompletion`]'s `Drop`.
+
+use super::local;
+use super::routes::{Route, RouteTable};
+use super::supervisor::SlotState;
+use super::Inner;
+use crate::connection::{tool_outcome, AbortHandle, Completion, Connection, Reply, StartCall};
+use crate::diagnostics::Diagnostic;
+use crate::error::{McpError, Result};
+use crate::guard::policy;
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// One tool call as the caller hands it over.
+pub struct CallRequest {
+    pub call_id: u32,
+    /// Non-zero when the caller may abort it with [`super::Toolset::abort`].
+    pub abort_id: u32,
+    pub name: String,
+    /// The arguments, checked as JSON once, here; `None` if they are not JSON (refused by `admit`).
+    arguments: Option<Box<RawValue>>,
+}
+
+impl CallRequest {
+    pub fn new(call_id: u32, abort_id: u32, name: String, arguments_json: String) -> Self {
+        // Validates without copying: the text becomes the RawValue.
+        let arguments = RawValue::from_string(arguments_json).ok();
+        CallRequest { call_id, abort_id, name, arguments }
+    }
+
+    fn arguments(&self) -> &RawValue {
+        self.arguments.as_deref().expect("admitted calls have JSON arguments")
+    }
+}
+
+/// Receives every call's outcome: the raw result JSON, or the error.
+pub trait CallSink: Send + Sync + 'static {
+    fn complete(&self, call_id: u32, outcome: Result<Box<str>>);
+}
+
+enum Admitted {
+    /// Answered without a server (`mcp__describe_tool`, `mcp__search_tools`).
+    Local,
+    Remote(Route),
+}
+
+/// A call's completion that cannot be lost: completed explicitly, handed to the connection as its
+/// reply, or — when dropped unused, which only a panic or a runtime shutdown does — failed with
+/// `mcp_internal_error`.
+struct CallCompletion {
+    done: Option<Completion>,
+    inner: Arc<Inner>,
+    server: Option<usize>,
+}
+
+impl CallCompletion {
+    fn finish(mut self, outcome: Result<Box<RawValue>>) {
+        (self.done.take().expect("completed once"))(outcome);
+    }
+
+    fn into_reply(mut self) -> Reply {
+        Reply::Callback(self.done.take().expect("completed once"))
+    }
+}
+
+impl Drop for CallCompletion {
+    fn drop(&mut self) {
+        let Some(done) = self.done.take() else { return };
+        let doing = if std::thread::panicking() { "panicked" } else { "stopped" };
+        let message = format!("the engine {doing} while handling this call; this is a bug in mcpferry");
+        let server = self.server.map(|i| self.inner.servers[i].entry.name.clone());
+        self.inner.report(Diagnostic::InternalError { server, message: message.clone() });
+        done(Err(McpError::Internal(message)));
+    }
+}
+
+impl super::Toolset {
+    /// Start tool calls; each outcome goes to `sink` under its `call_id`. Calls to one server go out in
+    /// one write. With no `policy`, no `auth` and a ready server, nothing here waits or spawns: the
+    /// request is written from the calling thread and answered from the transport's reader.
+    pub fn start_calls(&self, calls: Vec<CallRequest>, sink: &Arc<dyn CallSink>) {
+        let inner = &self.inner;
+        // Held from admission to the write: the table admitted against is the one current at the write.
+        let _no_publication = inner.publication.read();
+        let table = inner.routes.load();
+        let mut by_server: HashMap<usize, Vec<(CallRequest, Route)>> = HashMap::new();
+        for call in calls {
+            match inner.admit(&table, &call) {
+                Ok(Admitted::Local) => inner.start_local(call, sink.clone()),
+                Ok(Admitted::Remote(route)) => {
+                    let slot = &inner.servers[route.server];
+                    let direct = inner.hooks.decide.is_none()
+                        && !(slot.entry.is_http() && inner.hooks.auth.is_some())
+                        && *slot.state.borrow() == SlotState::Ready;
+                    if direct {
+                        by_server.entry(route.server).or_default().push((call, route));
+                    } else {
+                        // Registered now, not in the task, so an abort that arrives before it runs is not lost.
+                        let abort = (call.abort_id != 0).then(|| inner.register_abort(call.abort_id));
+                        let done = inner.call_completion(Some(route.server), &call, sink);
+                        inner.tasks.spawn(inner.clone().call_gated(call, route, abort, done));
+                    }
+                }
+                Err(error) => sink.complete(call.call_id, Err(error)),
+            }
+        }
+        for (index, calls) in by_server {
+            let Some(connection) = inner.servers[index].connection() else {
+                for (call, _) in calls {
+                    sink.complete(call.call_id, Err(McpError::Closed));
+                }
+                continue;
+            };
+            let aborts: Vec<Option<Arc<AbortHandle>>> =
+                calls.iter().map(|(call, _)| (call.abort_id != 0).then(|| inner.register_abort(call.abort_id))).collect();
+            let starts: Vec<StartCall> = calls
+                .iter()
+                .zip(&aborts)
+                .map(|((call, route), abort)| StartCall {
+                    remote_name: &route.remote_name,
+                    arguments: call.arguments(),
+                    abort: abort.as_deref(),
+                    reply: Reply::Callback(inner.completion(Some(index), call, sink)),
+                })
+                .collect();
+            connection.start_calls(starts, inner.timeout);
+        }
+    }
+}
+
+impl Inner {
+    /// The checks every call passes before anything is sent: open, known, not quarantined, arguments an object.
+    fn admit(&self, table: &RouteTable, call: &CallRequest) -> Result<Admitted> {
+        if self.cancel.is_cancelled() {
+            return Err(McpError::Closed);
+        }
+        let name = call.name.as_str();
+        if local::is_local(name) && table.any_abbreviated() {
+            return Ok(Admitted::Local);
+        }
+        let route = table.routes.get(name).cloned().ok_or_else(|| unavailable(name))?;
+        if route.quarantined {
+            return Err(quarantined(name));
+        }
+        let is_object = call.arguments.as_deref().is_some_and(|raw| raw.get().starts_with('{'));
+        if !is_object {
+            return Err(McpError::InvalidArguments("tool arguments must be a JSON object".to_owned()));
+        }
+        Ok(Admitted::Remote(route))
+    }
+
+    /// Where one call's outcome goes: the `isError` check, redaction, the abort registry, the sink.
+    fn completion(self: &Arc<Self>, server: Option<usize>, call: &CallRequest, sink: &Arc<dyn CallSink>) -> Completion {
+        let (inner, sink, call_id, abort_id) = (self.clone(), sink.clone(), call.call_id, call.abort_id);
+        Box::new(move |outcome| {
+            if abort_id != 0 {
+                inner.aborts.lock().remove(&abort_id);
+            }
+            let outcome = tool_outcome(outcome).map(Box::<str>::from);
+            let outcome = match server {
+                Some(index) => outcome.map_err(|e| e.redacted(&inner.servers[index].secrets)),
+                None => outcome,
+            };
+            sink.complete(call_id, outcome);
+        })
+    }
+
+    fn call_completion(self: &Arc<Self>, server: Option<usize>, call: &CallRequest, sink: &Arc<dyn CallSink>) -> CallCompletion {
+        CallCompletion { done: Some(self.completion(server, call, sink)), inner: self.clone(), server }
+    }
+
+    /// `mcp__describe_tool` / `mcp__search_tools`, answered on the blocking pool: building the search
+    /// index of a big catalogue takes tens of milliseconds, which the JavaScript thread must not wait.
+    fn start_local(self: &Arc<Self>, call: CallRequest, sink: Arc<dyn CallSink>) {
+        let done = self.call_completion(None, &call, &sink);
+        let table = self.routes.load_full();
+        self.tasks.spawn(async move {
+            let arguments = call.arguments.as_deref().map_or(String::new(), |a| a.get().to_owned());
+            let answered = tokio::task::spawn_blocking(move || local::answer(&table, &call.name, &arguments)).await;
+            let outcome = match answered {
+                Ok(outcome) => outcome.map(|text| RawValue::from_string(text.into()).expect("local answers are JSON")),
+                Err(e) => Err(super::panic_error("answering a local tool", e)),
+            };
+            done.finish(outcome);
+        });
+    }
+
+    /// A call that must wait first: for `policy.decide`, for `auth`, or for its server to be ready.
+    async fn call_gated(self: Arc<Self>, call: CallRequest, route: Route, abort: Option<Arc<AbortHandle>>, done: CallCompletion) {
+        let index = route.server;
+        let slot = &self.servers[index];
+        let gate = async {
+            if self.hooks.decide.is_some() {
+                let request = policy::request_json(&call.name, &slot.entry.name, &route.remote_name, call.arguments());
+                policy::authorize(&self.hooks, &call.name, request).await?;
+            }
+            self.wait_ready(index).await?;
+            if slot.entry.is_http() && self.hooks.auth.is_some() {
+                // Re-resolved on every call, so a rotated token takes effect without reconnecting.
+                self.authenticate(index).await?;
+            }
+            Ok(())
+        };
+        let gated: Result<()> = tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => Err(McpError::Closed),
+            _ = async { match &abort { Some(a) => a.wait().await, None => std::future::pending().await } } => Err(McpError::Aborted),
+            gated = gate => gated,
+        };
+        if let Err(error) = gated {
+            return done.finish(Err(error));
+        }
+        // The last check, against the table current now; nothing is published until the bytes are out.
+        let _no_publication = self.publication.read();
+        match self.recheck(&call.name, &route) {
+            Ok(connection) => {
+                let start =
+                    StartCall { remote_name: &route.remote_name, arguments: call.arguments(), abort: abort.as_deref(), reply: done.into_reply() };
+                connection.start_calls([start], self.timeout);
+            }
+            Err(error) => done.finish(Err(error)),
+        }
+    }
+
+    /// Wait while the server is still being (re)connected.
+    async fn wait_ready(&self, index: usize) -> Result<()> {
+        let slot = &self.servers[index];
+        let mut state = slot.state.subscribe();
+        let settled = tokio::time::timeout(self.timeout, state.wait_for(|s| *s != SlotState::Connecting)).await;
+        match settled {
+            Ok(Ok(s)) if *s == SlotState::Ready => Ok(()),
+            _ if self.cancel.is_cancelled() => Err(McpError::Closed),
+            _ => Err(McpError::Transport(format!("server {:?} is unavailable", slot.entry.name))),
+        }
+    }
+
+    /// Whether a call admitted earlier may still go where it was admitted to: the current table must
+    /// route its name to the same server tool, unquarantined and with the definition the call was
+    /// approved against, and the server must be ready. Called under the publication read lock.
+    fn recheck(&self, name: &str, admitted: &Route) -> Result<Arc<Connection>> {
+        if self.cancel.is_cancelled() {
+            return Err(McpError::Closed);
+        }
+        let table = self.routes.load();
+        let current = table.routes.get(name).filter(|r| r.server == admitted.server && r.remote_name == admitted.remote_name);
+        let Some(current) = current else { return Err(unavailable(name)) };
+        if current.quarantined {
+            return Err(quarantined(name));
+        }
+        if !Arc::ptr_eq(&current.definition, &admitted.definition) && current.definition != admitted.definition {
+            return Err(McpError::ToolUnavailable(format!(
+                "tool {name:?} changed its definition while this call waited; it was not sent. Read the tool's new \
+                 definition and call it again if it still fits."
+            )));
+        }
+        let slot = &self.servers[admitted.server];
+        match (*slot.state.borrow(), slot.connection()) {
+            (SlotState::Ready, Some(connection)) => Ok(connection),
+            _ => Err(McpError::Transport(format!("server {:?} is unavailable", slot.entry.name))),
+        }
+    }
+
+    /// Registered synchronously when the call starts; removed by its completion.
+    fn register_abort(&self, abort_id: u32) -> Arc<AbortHandle> {
+        let handle = Arc::new(AbortHandle::default());
+        self.aborts.lock().insert(abort_id, handle.clone());
+        handle
+    }
+}
+
+fn unavailable(name: &str) -> McpError {
+    McpError::ToolUnavailable(format!(
+        "tool {name:?} is not available: its server does not (or no longer) publish it. Do not call it again; \
+         choose another tool."
+    ))
+}
+
+fn quarantined(name: &str) -> McpError {
+    McpError::ToolQuarantined(format!(
+        "tool {name:?} is quarantined: its definition changed since it was first trusted. Do not call it; \
+         tell the user the server must be re-trusted."
+    ))
+}

@@ -1,0 +1,215 @@
+//! The route table: which projected name reaches which server's tool. It is an immutable snapshot,
+//! built by [`project_server`] (a pure function of a listing, its vetting and the disclosure options)
+//! outside any lock the call path takes, then published whole. A call reads the snapshot current at
+//! the moment it is sent; a reader never waits for a writer to finish projecting.
+
+use crate::catalog::Listing;
+use crate::config::DisclosureConfig;
+use crate::diagnostics::Diagnostic;
+use crate::guard::filter::ToolFilter;
+use crate::projection::disclosure::{self, Tier, ToolText, MCP_DESCRIBE_TOOL, MCP_SEARCH_TOOLS};
+use crate::projection::search::{SearchDocument, SearchIndex};
+use crate::projection::{json_text, naming, ProjectedTool};
+use crate::protocol::mcp::Tool;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, OnceLock};
+
+/// Where one projected name goes.
+#[derive(Clone)]
+pub(crate) struct Route {
+    pub server: usize,
+    pub remote_name: Arc<str>,
+    pub quarantined: bool,
+    /// The tool as published, full schema included: what `mcp__describe_tool` answers from, and what a
+    /// call that waited (policy, auth) is re-checked against before it is sent.
+    pub definition: Arc<ProjectedTool>,
+}
+
+/// One server's part of the map as the agent sees it.
+#[derive(Clone, Default)]
+pub(crate) struct ServerView {
+    pub tools: Arc<Vec<ProjectedTool>>,
+    /// `None` until the server's tools are projected.
+    pub tier: Option<Tier>,
+}
+
+/// One published state of the whole map.
+#[derive(Default)]
+pub(crate) struct RouteTable {
+    pub routes: HashMap<String, Route>,
+    /// By server index.
+    pub servers: Vec<ServerView>,
+    /// Built on the first search of this snapshot, never on the JavaScript thread.
+    search: OnceLock<Arc<ToolSearch>>,
+}
+
+/// The search index and, by position, the projected names and descriptions it answers with.
+pub(crate) struct ToolSearch {
+    pub index: SearchIndex,
+    pub names: Vec<String>,
+    pub descriptions: Vec<String>,
+}
+
+impl RouteTable {
+    pub fn empty(server_count: usize) -> Self {
+        RouteTable { routes: HashMap::new(), servers: vec![ServerView::default(); server_count], search: OnceLock::new() }
+    }
+
+    /// A new table with `server`'s routes taken out, for that server to be projected again into it.
+    pub fn without_server(&self, server: usize) -> Self {
+        let routes = self.routes.iter().filter(|(_, r)| r.server != server).map(|(k, r)| (k.clone(), r.clone())).collect();
+        RouteTable { routes, servers: self.servers.clone(), search: OnceLock::new() }
+    }
+
+    pub fn any_abbreviated(&self) -> bool {
+        self.servers.iter().any(|s| s.tier.is_some_and(Tier::is_abbreviated))
+    }
+
+    pub fn search(&self) -> Arc<ToolSearch> {
+        self.search
+            .get_or_init(|| {
+                let mut entries: Vec<(&String, &Route)> = self.routes.iter().filter(|(_, r)| !r.quarantined).collect();
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+                let docs = entries
+                    .iter()
+                    .map(|(name, r)| {
+                        let schema: serde_json::Value = serde_json::from_str(r.definition.input_schema.get()).unwrap_or_default();
+                        SearchDocument::from_tool(name, &r.definition.description, &schema)
+                    })
+                    .collect();
+                Arc::new(ToolSearch {
+                    index: SearchIndex::build(docs),
+                    names: entries.iter().map(|(n, _)| (*n).clone()).collect(),
+                    descriptions: entries.iter().map(|(_, r)| r.definition.description.clone()).collect(),
+                })
+            })
+            .clone()
+    }
+}
+
+/// What the drift baseline says about one listing.
+#[derive(Debug, Default)]
+pub(crate) struct Vetting {
+    pub quarantined: HashSet<String>,
+    pub withheld: HashSet<String>,
+}
+
+/// Who a server is, for naming its tools.
+pub(crate) struct ServerIdentity<'a> {
+    pub index: usize,
+    pub name: &'a str,
+    pub label: &'a str,
+    pub identity: &'a str,
+    pub always_load: bool,
+}
+
+/// The projection options shared by every server of a toolset.
+pub(crate) struct ProjectionOptions<'a> {
+    pub filter: &'a ToolFilter,
+    pub disclosure: &'a DisclosureConfig,
+}
+
+/// Project one server's listing into `table`, claiming names against the routes already in it.
+/// Pure: what it would report is returned, not sent.
+pub(crate) fn project_server(
+    server: &ServerIdentity<'_>,
+    listing: Listing,
+    vetting: &Vetting,
+    options: &ProjectionOptions<'_>,
+    table: &mut RouteTable,
+) -> Vec<Diagnostic> {
+    let mut diagnostics = Vec::new();
+    for rejected in &listing.rejected {
+        diagnostics.push(Diagnostic::ToolRejected {
+            server: server.name.to_owned(),
+            tool: rejected.tool.clone(),
+            message: format!("tool {:?} of server {:?} was left out: {}", rejected.tool, server.name, rejected.reason),
+        });
+    }
+    let admitted: Vec<&Tool> = listing
+        .tools
+        .iter()
+        .filter(|tool| options.filter.admits(&tool.name) && !vetting.withheld.contains(&tool.name))
+        .collect();
+    // One code path with a threshold: the server's tools all get the tier its catalog affords.
+    let texts: Vec<ToolText> = admitted
+        .iter()
+        .map(|t| ToolText { name: &t.name, description: t.description.as_deref().unwrap_or(""), input_schema: &t.input_schema })
+        .collect();
+    let budget = options.disclosure.budget_tokens;
+    let decision = disclosure::decide(&texts, budget, server.always_load);
+    if decision.floor_exceeds_budget {
+        diagnostics.push(Diagnostic::DisclosureBudgetExceeded {
+            server: server.name.to_owned(),
+            tool_count: admitted.len(),
+            floor_tokens: decision.floor_tokens,
+            budget_tokens: budget,
+            message: format!(
+                "server {:?} publishes {} tools whose names and descriptions alone take ~{} tokens, over the disclosure \
+                 budget of {budget}; narrow it with the tools filter (tools: {{ allow: [...] }} or {{ block: [...] }})",
+                server.name,
+                admitted.len(),
+                decision.floor_tokens,
+            ),
+        });
+    }
+    let shown: Vec<ProjectedTool> = admitted
+        .into_iter()
+        .map(|tool| {
+            let quarantined = vetting.quarantined.contains(&tool.name);
+            let name = claim_name(server, &tool.name, &mut table.routes, &mut diagnostics);
+            let full = Arc::new(if quarantined {
+                ProjectedTool::quarantined(name.clone(), server.name, tool)
+            } else {
+                ProjectedTool::new(name.clone(), server.name, tool)
+            });
+            let mut shown = (*full).clone();
+            if !quarantined && decision.tier != Tier::Full {
+                shown.input_schema = json_text(&disclosure::schema_for(decision.tier, &tool.input_schema));
+            }
+            let route = Route { server: server.index, remote_name: tool.name.as_str().into(), quarantined, definition: full };
+            table.routes.insert(name, route);
+            shown
+        })
+        .collect();
+    table.servers[server.index] = ServerView { tools: Arc::new(shown), tier: Some(decision.tier) };
+    table.search = OnceLock::new();
+    diagnostics
+}
+
+/// The projected name for one remote tool: `label__tool`, made provider-safe, and disambiguated by the
+/// server's identity when another server's tool (or a local tool) already holds it.
+fn claim_name(server: &ServerIdentity<'_>, remote_name: &str, taken: &mut HashMap<String, Route>, diagnostics: &mut Vec<Diagnostic>) -> String {
+    let mut name = naming::project_tool_name(server.label, remote_name);
+    let owned_by_other = taken.get(&name).is_some_and(|r| r.server != server.index || &*r.remote_name != remote_name);
+    if owned_by_other || name == MCP_DESCRIBE_TOOL || name == MCP_SEARCH_TOOLS {
+        // `a` + `b__c` and `a__b` + `c` meet on one name; the later one is disambiguated by its identity.
+        let original = format!("{}{}{}", server.label, naming::SEPARATOR, remote_name);
+        name = naming::rewrite(&original, &format!("{}\u{0}{}", server.identity, remote_name));
+    }
+    if name != format!("{}{}{}", server.label, naming::SEPARATOR, remote_name) && server.label == server.name {
+        diagnostics.push(Diagnostic::ToolNameRewritten {
+            server: server.name.to_owned(),
+            tool: remote_name.to_owned(),
+            name: name.clone(),
+            message: format!("tool {remote_name:?} of server {:?} is projected as {name:?} (provider-safe name)", server.name),
+        });
+    }
+    name
+}
+
+/// What moved between two projections of one server, for the owner to apply in place.
+pub(crate) fn diff(server: &str, before: &[ProjectedTool], after: &[ProjectedTool]) -> super::ToolsChange {
+    let old: HashMap<&str, &ProjectedTool> = before.iter().map(|t| (t.name.as_str(), t)).collect();
+    let new_names: HashSet<&str> = after.iter().map(|t| t.name.as_str()).collect();
+    let mut change = super::ToolsChange { server: server.to_owned(), added: vec![], changed: vec![], removed: vec![] };
+    for tool in after {
+        match old.get(tool.name.as_str()) {
+            None => change.added.push(tool.clone()),
+            Some(previous) if *previous != tool => change.changed.push(tool.clone()),
+            Some(_) => {}
+        }
+    }
+    change.removed = before.iter().filter(|t| !new_names.contains(t.name.as_str())).map(|t| t.name.clone()).collect();
+    change
+}

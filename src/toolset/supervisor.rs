@@ -1,0 +1,446 @@
+//! One supervisor per server. It owns everything that server's life involves: connecting and vetting,
+//! reconciling after a rebuild, refreshing on `list_changed` (coalesced: at most one refresh running
+//! and one pending, however many notifications arrive), noticing a lost connection, and closing. Each
+//! of its tasks is tracked under its own cancellation token, a child of the toolset's, so `close()`
+//! ends them all and can wait for them.
+
+use super::routes::Vetting;
+use super::{panic_error, Inner};
+use crate::catalog::{self, Listing};
+use crate::config::{ServerEntry, ServerKind};
+use crate::connection::{Connection, ConnectionEvents, RequestOptions};
+use crate::diagnostics::Diagnostic;
+use crate::error::{McpError, Result};
+use crate::guard::containment;
+use crate::guard::hosts::HostGuard;
+use crate::guard::redact::Secrets;
+use crate::limits::MAX_CONNECT_TIMEOUT_MS;
+use crate::protocol::mcp::Tool;
+use crate::store::{self, StoredServer};
+use crate::transport::http::{Credential, HttpSpec};
+use crate::transport::stdio::StdioSpec;
+use crate::transport::{TransportOptions, TransportSpec};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Whether calls to a server can go ahead, must wait for its (re)connection, or fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SlotState {
+    Connecting,
+    Ready,
+    Down,
+}
+
+pub(crate) struct Supervisor {
+    pub entry: ServerEntry,
+    pub label: String,
+    /// The entry's identity (kind, command or URL), for names and store ids.
+    pub identity: String,
+    /// The bearer sent to this server, rotated by `auth` on every call.
+    pub credential: Credential,
+    /// Values never to appear in anything this server's failures produce.
+    pub secrets: Secrets,
+    pub state: watch::Sender<SlotState>,
+    connection: Mutex<Option<Installed>>,
+    /// Connecting, reconciling and refreshing this server happen one at a time.
+    cycle: tokio::sync::Mutex<()>,
+    /// A `list_changed` arrived that no refresh has started on yet.
+    refresh_pending: AtomicBool,
+    /// A refresh task is running (it takes the pending flag before each listing).
+    refresh_running: AtomicBool,
+    pub cancel: CancellationToken,
+    pub tasks: TaskTracker,
+}
+
+/// The live connection, with the listener that reports its loss.
+struct Installed {
+    connection: Arc<Connection>,
+    listener: Arc<ServerListener>,
+}
+
+/// A server connected, listed and vetted, not yet in the map.
+pub(crate) struct Ready {
+    pub connection: Arc<Connection>,
+    pub listener: Arc<ServerListener>,
+    pub listing: Listing,
+    pub vetting: Vetting,
+}
+
+type Failure = (McpError, Option<String>);
+
+impl Supervisor {
+    pub fn new(entry: ServerEntry, label: String, cancel: CancellationToken) -> Self {
+        let secrets = Secrets::default();
+        match &entry.kind {
+            ServerKind::Stdio { env, .. } => env
+                .iter()
+                .filter(|(name, _)| crate::guard::redact::looks_secret(name))
+                .for_each(|(_, value)| secrets.add(value)),
+            ServerKind::StreamableHttp { headers, .. } | ServerKind::Sse { headers, .. } => {
+                headers.values().for_each(|v| secrets.add(&String::from_utf8_lossy(v.as_bytes())))
+            }
+        }
+        Supervisor {
+            identity: entry.identity(),
+            entry,
+            label,
+            credential: Credential::default(),
+            secrets,
+            state: watch::channel(SlotState::Connecting).0,
+            connection: Mutex::new(None),
+            cycle: tokio::sync::Mutex::new(()),
+            refresh_pending: AtomicBool::new(false),
+            refresh_running: AtomicBool::new(false),
+            cancel,
+            tasks: TaskTracker::new(),
+        }
+    }
+
+    /// The live connection, if the server is ready.
+    pub fn connection(&self) -> Option<Arc<Connection>> {
+        self.connection.lock().as_ref().map(|i| i.connection.clone())
+    }
+}
+
+impl Inner {
+    /// Connect, list and vet one server; the result is not yet installed or projected.
+    pub(super) async fn connect_and_vet(self: Arc<Self>, index: usize) -> std::result::Result<Ready, Failure> {
+        let slot = &self.servers[index];
+        let _one_at_a_time = slot.cycle.lock().await;
+        let work = async {
+            let (connection, listener, listing) = self.connect_server(index).await?;
+            match self.vet(index, &listing.tools).await {
+                Ok(vetting) => Ok(Ready { connection, listener, listing, vetting }),
+                Err(e) => {
+                    connection.close().await;
+                    Err((e, None))
+                }
+            }
+        };
+        // Cancelled mid-handshake, the half-open transport is dropped: its Drop reaps a stdio process.
+        tokio::select! {
+            biased;
+            _ = slot.cancel.cancelled() => Err((McpError::Closed, None)),
+            ready = work => ready,
+        }
+    }
+
+    async fn connect_server(self: &Arc<Self>, index: usize) -> std::result::Result<(Arc<Connection>, Arc<ServerListener>, Listing), Failure> {
+        let spec = self.transport_spec(index).await.map_err(|e| (e, None))?;
+        let listener = Arc::new(ServerListener { toolset: Arc::downgrade(self), index, lost: OnceLock::new(), installed: AtomicBool::new(false) });
+        let handshake_timeout = self.timeout.min(Duration::from_millis(MAX_CONNECT_TIMEOUT_MS));
+        let handshake = RequestOptions { timeout: handshake_timeout, abort: None };
+        let options = TransportOptions { max_message_bytes: self.max_result_bytes, idle_timeout: self.timeout };
+        let connection = Connection::open(&spec, listener.clone(), options, &handshake).await?;
+        let opts = RequestOptions { timeout: self.timeout, abort: None };
+        match catalog::list_tools(&connection, &opts).await {
+            Ok(listing) => Ok((Arc::new(connection), listener, listing)),
+            Err(e) => {
+                connection.close().await;
+                Err((e, connection.stderr_tail()))
+            }
+        }
+    }
+
+    /// Make `connection` the server's live one and mark the server ready. False (and the server down,
+    /// its loss reported) if the connection was lost before this, or the toolset is closing.
+    pub(super) fn install(&self, index: usize, connection: Arc<Connection>, listener: Arc<ServerListener>) -> bool {
+        let slot = &self.servers[index];
+        let mut current = slot.connection.lock();
+        if slot.cancel.is_cancelled() {
+            drop(current);
+            slot.tasks.spawn(async move { connection.close().await });
+            return false;
+        }
+        // Checked under the same lock the loss handler takes, so a loss is seen here or there, once.
+        if let Some(reason) = listener.lost.get() {
+            let tail = connection.stderr_tail();
+            slot.state.send_replace(SlotState::Down);
+            self.report_degraded(index, reason, tail);
+            return false;
+        }
+        listener.installed.store(true, Ordering::SeqCst);
+        if let Some(previous) = current.replace(Installed { connection, listener }) {
+            slot.tasks.spawn(async move { previous.connection.close().await });
+        }
+        slot.state.send_replace(SlotState::Ready);
+        true
+    }
+
+    /// The installed connection ended without being asked to.
+    fn connection_lost(&self, index: usize, listener: &Arc<ServerListener>, reason: &McpError) {
+        let slot = &self.servers[index];
+        if slot.cancel.is_cancelled() {
+            return;
+        }
+        let mut current = slot.connection.lock();
+        let is_current = current.as_ref().is_some_and(|i| Arc::ptr_eq(&i.listener, listener));
+        if !listener.installed.load(Ordering::SeqCst) || !is_current {
+            return; // not installed yet: `install` sees the loss and reports it
+        }
+        let lost = current.take().expect("checked above");
+        drop(current);
+        slot.state.send_replace(SlotState::Down);
+        self.report_degraded(index, reason, lost.connection.stderr_tail());
+    }
+
+    /// Close one server's connection. Its tasks are cancelled by the toolset's token.
+    pub(super) async fn close_server(self: Arc<Self>, index: usize) {
+        let slot = &self.servers[index];
+        slot.state.send_replace(SlotState::Down);
+        let installed = slot.connection.lock().take();
+        if let Some(installed) = installed {
+            installed.connection.close().await;
+        }
+    }
+
+    /// `notifications/tools/list_changed`: mark a refresh pending and start the refresh task unless
+    /// one runs (it takes the pending mark before its next listing). A flood costs one flag store each.
+    fn list_changed(self: &Arc<Self>, index: usize) {
+        let slot = &self.servers[index];
+        slot.refresh_pending.store(true, Ordering::SeqCst);
+        if slot.refresh_running.swap(true, Ordering::SeqCst) || slot.cancel.is_cancelled() {
+            return;
+        }
+        let inner = self.clone();
+        slot.tasks.spawn(async move {
+            let slot = &inner.servers[index];
+            let _running = ClearOnDrop(&slot.refresh_running);
+            loop {
+                while slot.refresh_pending.swap(false, Ordering::SeqCst) {
+                    tokio::select! {
+                        biased;
+                        _ = slot.cancel.cancelled() => return,
+                        _ = inner.refresh(index) => {}
+                    }
+                }
+                slot.refresh_running.store(false, Ordering::SeqCst);
+                // A notification between the last take and the store above started no task: run it here.
+                if !slot.refresh_pending.load(Ordering::SeqCst) || slot.refresh_running.swap(true, Ordering::SeqCst) {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Re-list one server, vet it against the baseline, update the map in place.
+    async fn refresh(&self, index: usize) {
+        let _ = self.projected.subscribe().wait_for(|done| *done).await;
+        let slot = &self.servers[index];
+        let settled = slot.state.subscribe().wait_for(|s| *s != SlotState::Connecting).await.map(|s| *s);
+        if !matches!(settled, Ok(SlotState::Ready)) {
+            return;
+        }
+        let _one_at_a_time = slot.cycle.lock().await;
+        let Some(connection) = slot.connection() else { return };
+        let opts = RequestOptions { timeout: self.timeout, abort: None };
+        let vetted = match catalog::list_tools(&connection, &opts).await {
+            Ok(listing) => self.vet(index, &listing.tools).await.map(|vetting| (listing, vetting)),
+            Err(e) => Err(McpError::Protocol(format!("re-listing tools failed: {e}"))),
+        };
+        if slot.cancel.is_cancelled() {
+            return;
+        }
+        match vetted {
+            Ok((listing, vetting)) => self.apply(index, listing, &vetting),
+            Err(e) => self.report_degraded(index, &e, None),
+        }
+    }
+
+    /// After a rebuild: connect, list, vet and correct the map in place, in the background.
+    pub(super) fn start_reconcile(self: &Arc<Self>, index: usize) {
+        self.reconciling.send_modify(|n| *n += 1);
+        let inner = self.clone();
+        self.servers[index].tasks.spawn(async move {
+            // Counted down however the task ends: finished, cancelled by close(), or panicked.
+            let _done = CountDownOnDrop(&inner.reconciling);
+            let attempt = inner.servers[index].tasks.spawn(inner.clone().connect_and_vet(index));
+            let outcome = attempt.await.unwrap_or_else(|e| Err((panic_error("reconciling the server", e), None)));
+            let slot = &inner.servers[index];
+            match outcome {
+                Ok(ready) => {
+                    if inner.install(index, ready.connection, ready.listener) {
+                        inner.apply(index, ready.listing, &ready.vetting);
+                    }
+                }
+                Err((error, stderr_tail)) => {
+                    slot.state.send_replace(SlotState::Down);
+                    if !slot.cancel.is_cancelled() {
+                        inner.report_degraded(index, &error, stderr_tail);
+                    }
+                }
+            }
+        });
+    }
+
+    pub(super) fn store_id(&self, index: usize) -> String {
+        let slot = &self.servers[index];
+        store::server_id(&slot.entry.name, slot.entry.kind_name(), &slot.identity)
+    }
+
+    /// Persist this listing and check it against the drift baseline (recorded now if there is none).
+    async fn vet(&self, index: usize, tools: &[Tool]) -> Result<Vetting> {
+        let Some(store) = &self.store else { return Ok(Vetting::default()) };
+        let entry = &self.servers[index].entry;
+        let id = self.store_id(index);
+        let row = StoredServer {
+            id: id.clone(),
+            name: entry.name.clone(),
+            kind: entry.kind_name().to_owned(),
+            url: entry.url(),
+            tools: tools.to_vec(),
+            tool_fingerprints: None,
+        };
+        store.save(row).await?;
+        let baseline = store.claim_baseline(&id, store::fingerprints(tools)).await?;
+        Ok(self.vet_against(index, Some(&baseline), tools, true))
+    }
+
+    pub(super) fn vet_against(&self, index: usize, baseline: Option<&store::Fingerprints>, tools: &[Tool], report: bool) -> Vetting {
+        let Some(baseline) = baseline else { return Vetting::default() };
+        let drift = store::compare(baseline, tools);
+        let server = &self.servers[index].entry.name;
+        if report {
+            for tool in &drift.changed {
+                self.report(Diagnostic::ToolQuarantined {
+                    server: server.clone(),
+                    tool: tool.clone(),
+                    message: format!("tool {tool:?} of server {server:?} changed since it was trusted; it is quarantined"),
+                });
+            }
+            for tool in &drift.added {
+                self.report(Diagnostic::ToolWithheld {
+                    server: server.clone(),
+                    tool: tool.clone(),
+                    message: format!("tool {tool:?} of server {server:?} is not in its trusted baseline; it is withheld"),
+                });
+            }
+            for tool in &drift.removed {
+                self.report(Diagnostic::ToolRemoved {
+                    server: server.clone(),
+                    tool: tool.clone(),
+                    message: format!("tool {tool:?} of server {server:?} is no longer published"),
+                });
+            }
+        }
+        Vetting { quarantined: drift.changed.into_iter().collect(), withheld: drift.added.into_iter().collect() }
+    }
+
+    /// Everything checked before a server is contacted: containment for stdio; for HTTP the host
+    /// guard (no request at all to a host outside it) and the connect-time credential.
+    async fn transport_spec(&self, index: usize) -> Result<TransportSpec> {
+        let slot = &self.servers[index];
+        match &slot.entry.kind {
+            ServerKind::Stdio { command, args, env, cwd, root } => {
+                let env = containment::child_environment(|name| std::env::var(name).ok(), env);
+                let (command, cwd, root, resolve_env) = (command.clone(), cwd.clone(), root.clone(), env.clone());
+                // canonicalize and PATH lookups touch the file system: off the engine's worker.
+                let (program, cwd) = tokio::task::spawn_blocking(move || -> Result<_> {
+                    match root {
+                        Some(root) => {
+                            let contained = containment::contain(&root, &command, cwd.as_deref())?;
+                            let program = match contained.program {
+                                Some(program) => program,
+                                None => containment::resolve_program(&command, &resolve_env, Some(&contained.cwd))?,
+                            };
+                            Ok((program, Some(contained.cwd)))
+                        }
+                        None => Ok((containment::resolve_program(&command, &resolve_env, cwd.as_deref())?, cwd)),
+                    }
+                })
+                .await
+                .map_err(|e| panic_error("resolving the server's command", e))??;
+                let reader_host = self.hooks.stdio_reader.clone();
+                Ok(TransportSpec::Stdio(StdioSpec { program, args: args.clone(), env, cwd, reader_host }))
+            }
+            ServerKind::StreamableHttp { url, headers } | ServerKind::Sse { url, headers } => {
+                let guard = self.host_guard(index).await?;
+                if let Some(guard) = &guard {
+                    guard.check_url(url)?;
+                }
+                if self.hooks.auth.is_some() {
+                    self.authenticate(index).await?;
+                }
+                let spec = HttpSpec { url: url.clone(), headers: headers.clone(), guard, credential: slot.credential.clone() };
+                Ok(match slot.entry.kind {
+                    ServerKind::Sse { .. } => TransportSpec::Sse(spec),
+                    _ => TransportSpec::StreamableHttp(spec),
+                })
+            }
+        }
+    }
+
+    /// The static list, or the resolver's answer for this server.
+    async fn host_guard(&self, index: usize) -> Result<Option<Arc<HostGuard>>> {
+        if let Some(resolver) = &self.hooks.allowed_hosts {
+            let name = self.servers[index].entry.name.clone();
+            let hosts = resolver
+                .call(name.clone())
+                .await
+                .map_err(|_| McpError::HostNotAllowed(format!("the allowedHosts resolver failed for server {name:?}; refusing")))?;
+            return Ok(Some(Arc::new(HostGuard::new(&hosts)?)));
+        }
+        Ok(self.allowed_hosts.clone())
+    }
+
+    /// Ask `auth` for this server's token and make it the credential. The token joins the secrets.
+    pub(super) async fn authenticate(&self, index: usize) -> Result<()> {
+        let Some(auth) = &self.hooks.auth else { return Ok(()) };
+        let slot = &self.servers[index];
+        let name = &slot.entry.name;
+        let token = auth.call(name.clone()).await.map_err(|_| McpError::Auth(format!("the auth callback failed for server {name:?}")))?;
+        if token.is_empty() {
+            return Err(McpError::Auth(format!("the auth callback returned no token for server {name:?}")));
+        }
+        slot.secrets.add(&token);
+        slot.credential.set_bearer(&token)
+    }
+}
+
+/// A connection's link back to its toolset; weak, so a dropped toolset is not kept alive by its servers.
+pub(crate) struct ServerListener {
+    toolset: Weak<Inner>,
+    index: usize,
+    /// Why the connection ended, once it has.
+    lost: OnceLock<McpError>,
+    /// Set by `install` under the supervisor's connection lock.
+    installed: AtomicBool,
+}
+
+impl ConnectionEvents for ServerListener {
+    fn tools_list_changed(&self) {
+        if let Some(toolset) = self.toolset.upgrade() {
+            toolset.list_changed(self.index);
+        }
+    }
+
+    fn connection_lost(&self, reason: &McpError) {
+        let _ = self.lost.set(reason.clone());
+        let Some(toolset) = self.toolset.upgrade() else { return };
+        let me = toolset.servers[self.index].connection.lock().as_ref().map(|i| i.listener.clone());
+        if let Some(me) = me.filter(|l| std::ptr::eq(Arc::as_ptr(l), self)) {
+            toolset.connection_lost(self.index, &me, reason);
+        }
+    }
+}
+
+struct ClearOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for ClearOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+struct CountDownOnDrop<'a>(&'a watch::Sender<usize>);
+
+impl Drop for CountDownOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
+}
