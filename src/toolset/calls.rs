@@ -288,3 +288,83 @@ fn quarantined(name: &str) -> McpError {
          tell the user the server must be re-trusted."
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::toolset::{Toolset, ToolsChange, ToolsetEvents};
+    use parking_lot::Mutex;
+
+    #[derive(Default)]
+    struct Recorder {
+        outcomes: Mutex<Vec<(u32, std::result::Result<String, &'static str>)>>,
+        diagnostics: Mutex<Vec<Diagnostic>>,
+    }
+
+    impl CallSink for Recorder {
+        fn complete(&self, call_id: u32, outcome: Result<Box<str>>) {
+            self.outcomes.lock().push((call_id, outcome.map(String::from).map_err(|e| e.code())));
+        }
+    }
+
+    impl ToolsetEvents for Recorder {
+        fn diagnostic(&self, diagnostic: &Diagnostic) {
+            self.diagnostics.lock().push(diagnostic.clone());
+        }
+        fn tools_changed(&self, _: &ToolsChange) {}
+    }
+
+    fn toolset(recorder: &Arc<Recorder>) -> Toolset {
+        let config = crate::config::parse(r#"{"servers":[]}"#).unwrap();
+        let toolset = Toolset::new(config, Default::default(), None, recorder.clone()).unwrap();
+        toolset.inner.startup_diagnostics.lock().take();
+        toolset
+    }
+
+    #[tokio::test]
+    async fn a_call_whose_task_panics_still_completes_once_with_an_internal_error() {
+        let recorder = Arc::new(Recorder::default());
+        let toolset = toolset(&recorder);
+        let sink: Arc<dyn CallSink> = recorder.clone();
+        let call = CallRequest::new(7, 0, "x__y".into(), "{}".into());
+        let done = toolset.inner.call_completion(None, &call, &sink);
+        let task = toolset.inner.tasks.spawn(async move {
+            let _owned = done;
+            panic!("a bug in a gate");
+        });
+        assert!(task.await.unwrap_err().is_panic());
+        assert_eq!(*recorder.outcomes.lock(), [(7, Err("mcp_internal_error"))]);
+        assert!(matches!(recorder.diagnostics.lock().as_slice(), [Diagnostic::InternalError { .. }]));
+    }
+
+    #[tokio::test]
+    async fn a_completed_call_is_not_completed_again_when_dropped() {
+        let recorder = Arc::new(Recorder::default());
+        let toolset = toolset(&recorder);
+        let sink: Arc<dyn CallSink> = recorder.clone();
+        let call = CallRequest::new(8, 0, "x__y".into(), "{}".into());
+        toolset.inner.call_completion(None, &call, &sink).finish(Err(McpError::Aborted));
+        assert_eq!(*recorder.outcomes.lock(), [(8, Err("mcp_aborted"))]);
+        assert!(recorder.diagnostics.lock().is_empty());
+    }
+
+    #[tokio::test]
+    async fn close_fails_a_call_parked_at_a_gate_and_waits_for_its_task() {
+        let recorder = Arc::new(Recorder::default());
+        let toolset = toolset(&recorder);
+        let sink: Arc<dyn CallSink> = recorder.clone();
+        let call = CallRequest::new(9, 0, "x__y".into(), "{}".into());
+        let done = toolset.inner.call_completion(None, &call, &sink);
+        let inner = toolset.inner.clone();
+        // A gate that never opens (an `ask` nobody answers), as call_gated waits on it.
+        toolset.inner.tasks.spawn(async move {
+            tokio::select! {
+                _ = inner.cancel.cancelled() => done.finish(Err(McpError::Closed)),
+                _ = std::future::pending::<()>() => {}
+            }
+        });
+        toolset.close().await;
+        assert_eq!(*recorder.outcomes.lock(), [(9, Err("mcp_connection_closed"))]);
+        assert!(toolset.inner.tasks.is_empty(), "close() waited for the call's task");
+    }
+}

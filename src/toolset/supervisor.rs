@@ -8,7 +8,7 @@ use super::routes::Vetting;
 use super::{panic_error, Inner};
 use crate::catalog::{self, Listing};
 use crate::config::{ServerEntry, ServerKind};
-use crate::connection::{Connection, ConnectionEvents, RequestOptions};
+use crate::connection::{AbortHandle, Connection, ConnectionEvents, RequestOptions};
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
 use crate::guard::containment;
@@ -109,12 +109,27 @@ impl Supervisor {
 
 impl Inner {
     /// Connect, list and vet one server; the result is not yet installed or projected.
+    ///
+    /// Cancelled by `close()`, it does not just stop: the handshake or listing in flight fails with the
+    /// cancellation, and the half-open connection is closed properly (a stdio server's process group
+    /// is signalled and waited for) before this returns, so no child outlives `close()`.
     pub(super) async fn connect_and_vet(self: Arc<Self>, index: usize) -> std::result::Result<Ready, Failure> {
         let slot = &self.servers[index];
         let _one_at_a_time = slot.cycle.lock().await;
+        let stop = AbortHandle::default();
+        let trip = async {
+            slot.cancel.cancelled().await;
+            stop.abort();
+            std::future::pending::<()>().await
+        };
         let work = async {
-            let (connection, listener, listing) = self.connect_server(index).await?;
-            match self.vet(index, &listing.tools).await {
+            let (connection, listener, listing) = self.connect_server(index, &stop).await?;
+            let vetted = tokio::select! {
+                biased;
+                _ = slot.cancel.cancelled() => Err(McpError::Closed),
+                vetted = self.vet(index, &listing.tools) => vetted,
+            };
+            match vetted {
                 Ok(vetting) => Ok(Ready { connection, listener, listing, vetting }),
                 Err(e) => {
                     connection.close().await;
@@ -122,22 +137,32 @@ impl Inner {
                 }
             }
         };
-        // Cancelled mid-handshake, the half-open transport is dropped: its Drop reaps a stdio process.
-        tokio::select! {
-            biased;
-            _ = slot.cancel.cancelled() => Err((McpError::Closed, None)),
-            ready = work => ready,
-        }
+        let outcome = tokio::select! {
+            outcome = work => outcome,
+            _ = trip => unreachable!("never completes"),
+        };
+        outcome.map_err(|(error, tail)| if slot.cancel.is_cancelled() { (McpError::Closed, tail) } else { (error, tail) })
     }
 
-    async fn connect_server(self: &Arc<Self>, index: usize) -> std::result::Result<(Arc<Connection>, Arc<ServerListener>, Listing), Failure> {
-        let spec = self.transport_spec(index).await.map_err(|e| (e, None))?;
+    async fn connect_server(
+        self: &Arc<Self>,
+        index: usize,
+        stop: &AbortHandle,
+    ) -> std::result::Result<(Arc<Connection>, Arc<ServerListener>, Listing), Failure> {
+        let slot = &self.servers[index];
+        // Nothing is running yet while the spec is prepared (callbacks, file system): simply dropped.
+        let spec = tokio::select! {
+            biased;
+            _ = slot.cancel.cancelled() => Err(McpError::Closed),
+            spec = self.transport_spec(index) => spec,
+        }
+        .map_err(|e| (e, None))?;
         let listener = Arc::new(ServerListener { toolset: Arc::downgrade(self), index, lost: OnceLock::new(), installed: AtomicBool::new(false) });
         let handshake_timeout = self.timeout.min(Duration::from_millis(MAX_CONNECT_TIMEOUT_MS));
-        let handshake = RequestOptions { timeout: handshake_timeout, abort: None };
+        let handshake = RequestOptions { timeout: handshake_timeout, abort: Some(stop) };
         let options = TransportOptions { max_message_bytes: self.max_result_bytes, idle_timeout: self.timeout };
         let connection = Connection::open(&spec, listener.clone(), options, &handshake).await?;
-        let opts = RequestOptions { timeout: self.timeout, abort: None };
+        let opts = RequestOptions { timeout: self.timeout, abort: Some(stop) };
         match catalog::list_tools(&connection, &opts).await {
             Ok(listing) => Ok((Arc::new(connection), listener, listing)),
             Err(e) => {
