@@ -132,7 +132,7 @@ test('composeMcpSystemPrompt names servers, deferred ones and the helper tools, 
   const prompt = composeMcpSystemPrompt(toolset);
   await toolset.close();
   assert.match(prompt, /`big`: 500 tools, schemas abbreviated/);
-  assert.match(prompt, /`small`: 13 tools/);
+  assert.match(prompt, /`small`: 14 tools/);
   assert.match(prompt, /Unavailable: `down`/);
   assert.match(prompt, /mcp__describe_tool/);
   assert.match(prompt, /mcp__search_tools/);

@@ -243,7 +243,7 @@ test('tools/list is followed across pages; a repeated cursor is refused', async 
   const server = fixture('paged', { FIXTURE_TOOLS: '250', FIXTURE_PAGE_SIZE: '100' });
   const { tools, close } = await open([server.entry]);
   await close();
-  assert.equal(Object.keys(tools).length, 13 + 250);
+  assert.equal(Object.keys(tools).length, 14 + 250);
   const lists = server.received().filter((m) => m.method === 'tools/list');
   assert.deepEqual(lists.map((m) => m.params?.cursor), [undefined, '100', '200']);
 

@@ -163,10 +163,10 @@ impl Inner {
             if abort_id != 0 {
                 inner.aborts.lock().remove(&abort_id);
             }
-            let outcome = tool_outcome(outcome).map(Box::<str>::from);
+            // Local answers are ours: no `isError` to look for, no server secret to redact.
             let outcome = match server {
-                Some(index) => outcome.map_err(|e| e.redacted(&inner.servers[index].secrets)),
-                None => outcome,
+                Some(index) => tool_outcome(outcome).map(Box::<str>::from).map_err(|e| e.redacted(&inner.servers[index].secrets)),
+                None => outcome.map(Box::<str>::from),
             };
             sink.complete(call_id, outcome);
         })

@@ -143,19 +143,22 @@ impl Toolset {
     pub async fn connect(&self) -> (Vec<ProjectedTool>, Vec<Diagnostic>) {
         let inner = &self.inner;
         inner.report_name_collisions();
+        // close() waits for this whole connect, not just the attempts: nothing is published after it.
+        let _owned_by_close = inner.tasks.token();
         let attempts: Vec<_> = (0..inner.servers.len())
             .filter(|&i| inner.servers[i].entry.enabled)
-            .map(|i| (i, inner.servers[i].tasks.spawn(inner.clone().connect_and_vet(i))))
+            .map(|i| (i, inner.servers[i].tasks.spawn(inner.clone().attach(i))))
             .collect();
         let mut table = RouteTable::empty(inner.servers.len());
+        let mut attached = Vec::new();
         for (index, attempt) in attempts {
             let outcome = attempt.await.unwrap_or_else(|e| Err((panic_error("connecting to the server", e), None)));
             match outcome {
-                Ok(ready) => {
-                    if inner.install(index, ready.connection, ready.listener) {
-                        let diagnostics = inner.project_into(index, ready.listing, &ready.vetting, &mut table);
-                        diagnostics.into_iter().for_each(|d| inner.report(d));
-                    }
+                Ok(server) => {
+                    server.diagnostics.iter().cloned().for_each(|d| inner.report(d));
+                    let diagnostics = inner.project_into(index, server.listing, &server.vetting, &mut table);
+                    diagnostics.into_iter().for_each(|d| inner.report(d));
+                    attached.push((index, server.cycle));
                 }
                 Err((error, stderr_tail)) => {
                     inner.servers[index].state.send_replace(SlotState::Down);
@@ -169,6 +172,9 @@ impl Toolset {
             slot.state.send_replace(SlotState::Down);
         }
         let table = inner.finish_startup(table);
+        for (index, _cycle) in attached {
+            inner.mark_ready(index);
+        }
         let mut tools: Vec<ProjectedTool> = table.servers.iter().flat_map(|s| s.tools.iter().cloned()).collect();
         tools.extend(local::virtual_tools(&table));
         let diagnostics = inner.startup_diagnostics.lock().take().unwrap_or_default();
@@ -187,6 +193,7 @@ impl Toolset {
                 "the connection store is empty: nothing was persisted to rebuild from (use mcpTools for a cold start)".into(),
             ));
         }
+        let _owned_by_close = inner.tasks.token();
         inner.report_name_collisions();
         let mut table = RouteTable::empty(inner.servers.len());
         let mut to_reconcile = Vec::new();
@@ -206,7 +213,7 @@ impl Toolset {
                     "the stored row for server {:?} is a {} server at {}, not what is configured now; refused",
                     slot.entry.name,
                     row.kind,
-                    row.url.as_deref().unwrap_or("(no url)")
+                    row.url.as_deref().map_or("(no url)".into(), url_without_secrets)
                 ))),
                 Some(_) => None,
             };
@@ -216,7 +223,8 @@ impl Toolset {
                 continue;
             }
             let row = row.expect("refused above when missing");
-            let vetting = inner.vet_against(index, row.tool_fingerprints.as_ref(), &row.tools, false);
+            // Reported when the server is reconciled, not from the stored copy.
+            let (vetting, _) = inner.vet_against(index, row.tool_fingerprints.as_ref(), &row.tools);
             let listing = crate::catalog::Listing { tools: row.tools.clone(), rejected: Vec::new() };
             let diagnostics = inner.project_into(index, listing, &vetting, &mut table);
             diagnostics.into_iter().for_each(|d| inner.report(d));
@@ -342,19 +350,18 @@ impl Inner {
         table
     }
 
-    /// Replace one server's part of the map with a fresh listing and tell the owner what moved.
+    /// Replace one server's part of the map with a fresh listing and tell the owner what moved. The
+    /// owner hears of changes in the order the tables were published (events are sent, without
+    /// blocking, while the next writer waits).
     fn apply(&self, index: usize, listing: crate::catalog::Listing, vetting: &routes::Vetting) {
         let server = self.servers[index].entry.name.clone();
-        let (change, virtual_before, virtual_after, diagnostics) = {
-            let _writer = self.projecting.lock();
-            let current = self.routes.load_full();
-            let mut next = current.without_server(index);
-            let diagnostics = self.project_into(index, listing, vetting, &mut next);
-            let change = routes::diff(&server, &current.servers[index].tools, &next.servers[index].tools);
-            let (before, after) = (local::virtual_tools(&current), local::virtual_tools(&next));
-            self.publish(next);
-            (change, before, after, diagnostics)
-        };
+        let _writer = self.projecting.lock();
+        let current = self.routes.load_full();
+        let mut next = current.without_server(index);
+        let diagnostics = self.project_into(index, listing, vetting, &mut next);
+        let change = routes::diff(&server, &current.servers[index].tools, &next.servers[index].tools);
+        let (virtual_before, virtual_after) = (local::virtual_tools(&current), local::virtual_tools(&next));
+        self.publish(next);
         diagnostics.into_iter().for_each(|d| self.report(d));
         if virtual_before.len() != virtual_after.len() {
             self.events.tools_changed(&ToolsChange {
@@ -424,6 +431,16 @@ impl Inner {
                 });
             }
         }
+    }
+}
+
+/// A stored URL as it may appear in a message: scheme, host, port and path; never its query (which may
+/// carry a token), fragment or user info.
+fn url_without_secrets(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(url) => format!("{}://{}{}", url.scheme(), url.host_str().unwrap_or(""), url.port().map_or(String::new(), |p| format!(":{p}")))
+            + url.path(),
+        Err(_) => "(an unparseable url)".into(),
     }
 }
 

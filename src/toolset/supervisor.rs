@@ -47,8 +47,9 @@ pub(crate) struct Supervisor {
     pub secrets: Secrets,
     pub state: watch::Sender<SlotState>,
     connection: Mutex<Option<Installed>>,
-    /// Connecting, reconciling and refreshing this server happen one at a time.
-    cycle: tokio::sync::Mutex<()>,
+    /// Connecting, reconciling and refreshing this server happen one at a time, each from its listing
+    /// to the publication of its table and the server's state.
+    cycle: Arc<tokio::sync::Mutex<()>>,
     /// A `list_changed` arrived that no refresh has started on yet.
     refresh_pending: AtomicBool,
     /// A refresh task is running (it takes the pending flag before each listing).
@@ -63,12 +64,14 @@ struct Installed {
     listener: Arc<ServerListener>,
 }
 
-/// A server connected, listed and vetted, not yet in the map.
-pub(crate) struct Ready {
-    pub connection: Arc<Connection>,
-    pub listener: Arc<ServerListener>,
+/// A server connected, listed, vetted and installed (still `Connecting` to callers), not yet in the map.
+/// Holds the server's cycle lock until the owner has published its table and marked it ready.
+pub(crate) struct Attached {
     pub listing: Listing,
     pub vetting: Vetting,
+    /// What vetting found, reported by the owner in server order.
+    pub diagnostics: Vec<Diagnostic>,
+    pub cycle: tokio::sync::OwnedMutexGuard<()>,
 }
 
 type Failure = (McpError, Option<String>);
@@ -93,7 +96,7 @@ impl Supervisor {
             secrets,
             state: watch::channel(SlotState::Connecting).0,
             connection: Mutex::new(None),
-            cycle: tokio::sync::Mutex::new(()),
+            cycle: Arc::new(tokio::sync::Mutex::new(())),
             refresh_pending: AtomicBool::new(false),
             refresh_running: AtomicBool::new(false),
             cancel,
@@ -108,14 +111,16 @@ impl Supervisor {
 }
 
 impl Inner {
-    /// Connect, list and vet one server; the result is not yet installed or projected.
+    /// Connect, list, vet and install one server, holding its cycle lock, which the result carries on:
+    /// the caller publishes the server's tools and only then marks it ready ([`Inner::mark_ready`]), so
+    /// no call is admitted against a table older than the vetting.
     ///
     /// Cancelled by `close()`, it does not just stop: the handshake or listing in flight fails with the
     /// cancellation, and the half-open connection is closed properly (a stdio server's process group
     /// is signalled and waited for) before this returns, so no child outlives `close()`.
-    pub(super) async fn connect_and_vet(self: Arc<Self>, index: usize) -> std::result::Result<Ready, Failure> {
+    pub(super) async fn attach(self: Arc<Self>, index: usize) -> std::result::Result<Attached, Failure> {
         let slot = &self.servers[index];
-        let _one_at_a_time = slot.cycle.lock().await;
+        let cycle = slot.cycle.clone().lock_owned().await;
         let stop = AbortHandle::default();
         let trip = async {
             slot.cancel.cancelled().await;
@@ -130,7 +135,10 @@ impl Inner {
                 vetted = self.vet(index, &listing.tools) => vetted,
             };
             match vetted {
-                Ok(vetting) => Ok(Ready { connection, listener, listing, vetting }),
+                Ok((vetting, diagnostics)) => {
+                    self.install(index, connection, listener).await?;
+                    Ok(Attached { listing, vetting, diagnostics, cycle })
+                }
                 Err(e) => {
                     connection.close().await;
                     Err((e, None))
@@ -172,29 +180,40 @@ impl Inner {
         }
     }
 
-    /// Make `connection` the server's live one and mark the server ready. False (and the server down,
-    /// its loss reported) if the connection was lost before this, or the toolset is closing.
-    pub(super) fn install(&self, index: usize, connection: Arc<Connection>, listener: Arc<ServerListener>) -> bool {
+    /// Make `connection` the server's live one (its state is left to [`Inner::mark_ready`]). Fails, with
+    /// the connection closed, if it was lost before this or the toolset is closing.
+    async fn install(&self, index: usize, connection: Arc<Connection>, listener: Arc<ServerListener>) -> std::result::Result<(), Failure> {
         let slot = &self.servers[index];
-        let mut current = slot.connection.lock();
-        if slot.cancel.is_cancelled() {
-            drop(current);
-            slot.tasks.spawn(async move { connection.close().await });
-            return false;
+        let refused = {
+            let mut current = slot.connection.lock();
+            if slot.cancel.is_cancelled() {
+                Some(McpError::Closed)
+            } else if let Some(reason) = listener.lost.get() {
+                // Checked under the lock the loss handler takes, so a loss is handled here or there, once.
+                Some(reason.clone())
+            } else {
+                listener.installed.store(true, Ordering::SeqCst);
+                if let Some(previous) = current.replace(Installed { connection: connection.clone(), listener }) {
+                    slot.tasks.spawn(async move { previous.connection.close().await });
+                }
+                None
+            }
+        };
+        match refused {
+            None => Ok(()),
+            Some(reason) => {
+                connection.close().await;
+                Err((reason, connection.stderr_tail()))
+            }
         }
-        // Checked under the same lock the loss handler takes, so a loss is seen here or there, once.
-        if let Some(reason) = listener.lost.get() {
-            let tail = connection.stderr_tail();
-            slot.state.send_replace(SlotState::Down);
-            self.report_degraded(index, reason, tail);
-            return false;
+    }
+
+    /// The server's tools are published: calls may go to it now.
+    pub(super) fn mark_ready(&self, index: usize) {
+        let slot = &self.servers[index];
+        if !slot.cancel.is_cancelled() && slot.connection.lock().is_some() {
+            slot.state.send_replace(SlotState::Ready);
         }
-        listener.installed.store(true, Ordering::SeqCst);
-        if let Some(previous) = current.replace(Installed { connection, listener }) {
-            slot.tasks.spawn(async move { previous.connection.close().await });
-        }
-        slot.state.send_replace(SlotState::Ready);
-        true
     }
 
     /// The installed connection ended without being asked to.
@@ -212,6 +231,8 @@ impl Inner {
         drop(current);
         slot.state.send_replace(SlotState::Down);
         self.report_degraded(index, reason, lost.connection.stderr_tail());
+        // Its kill sequence is tracked, so close() waits for the process group to be gone.
+        slot.tasks.spawn(async move { lost.connection.close().await });
     }
 
     /// Close one server's connection. Its tasks are cancelled by the toolset's token.
@@ -235,7 +256,8 @@ impl Inner {
         let inner = self.clone();
         slot.tasks.spawn(async move {
             let slot = &inner.servers[index];
-            let _running = ClearOnDrop(&slot.refresh_running);
+            // Clears the running flag if this task ends while it owns it (cancelled, panicked).
+            let mut running = RunningFlag { flag: &slot.refresh_running, owned: true };
             loop {
                 while slot.refresh_pending.swap(false, Ordering::SeqCst) {
                     tokio::select! {
@@ -244,11 +266,13 @@ impl Inner {
                         _ = inner.refresh(index) => {}
                     }
                 }
-                slot.refresh_running.store(false, Ordering::SeqCst);
-                // A notification between the last take and the store above started no task: run it here.
+                running.release();
+                // A notification between the last take and the release started no task: run it here,
+                // unless another task took the flag meanwhile.
                 if !slot.refresh_pending.load(Ordering::SeqCst) || slot.refresh_running.swap(true, Ordering::SeqCst) {
                     return;
                 }
+                running.owned = true;
             }
         });
     }
@@ -265,33 +289,36 @@ impl Inner {
         let Some(connection) = slot.connection() else { return };
         let opts = RequestOptions { timeout: self.timeout, abort: None };
         let vetted = match catalog::list_tools(&connection, &opts).await {
-            Ok(listing) => self.vet(index, &listing.tools).await.map(|vetting| (listing, vetting)),
+            Ok(listing) => self.vet(index, &listing.tools).await.map(|vetted| (listing, vetted)),
             Err(e) => Err(McpError::Protocol(format!("re-listing tools failed: {e}"))),
         };
         if slot.cancel.is_cancelled() {
             return;
         }
         match vetted {
-            Ok((listing, vetting)) => self.apply(index, listing, &vetting),
+            Ok((listing, (vetting, diagnostics))) => {
+                diagnostics.into_iter().for_each(|d| self.report(d));
+                self.apply(index, listing, &vetting);
+            }
             Err(e) => self.report_degraded(index, &e, None),
         }
     }
 
-    /// After a rebuild: connect, list, vet and correct the map in place, in the background.
+    /// After a rebuild: connect, list, vet and correct the map in place, in the background. The server
+    /// stays `Connecting` (calls wait) until the corrected table is published.
     pub(super) fn start_reconcile(self: &Arc<Self>, index: usize) {
         self.reconciling.send_modify(|n| *n += 1);
         let inner = self.clone();
         self.servers[index].tasks.spawn(async move {
             // Counted down however the task ends: finished, cancelled by close(), or panicked.
             let _done = CountDownOnDrop(&inner.reconciling);
-            let attempt = inner.servers[index].tasks.spawn(inner.clone().connect_and_vet(index));
-            let outcome = attempt.await.unwrap_or_else(|e| Err((panic_error("reconciling the server", e), None)));
             let slot = &inner.servers[index];
-            match outcome {
-                Ok(ready) => {
-                    if inner.install(index, ready.connection, ready.listener) {
-                        inner.apply(index, ready.listing, &ready.vetting);
-                    }
+            match inner.clone().attach(index).await {
+                Ok(attached) => {
+                    attached.diagnostics.into_iter().for_each(|d| inner.report(d));
+                    inner.apply(index, attached.listing, &attached.vetting);
+                    inner.mark_ready(index);
+                    drop(attached.cycle);
                 }
                 Err((error, stderr_tail)) => {
                     slot.state.send_replace(SlotState::Down);
@@ -309,8 +336,8 @@ impl Inner {
     }
 
     /// Persist this listing and check it against the drift baseline (recorded now if there is none).
-    async fn vet(&self, index: usize, tools: &[Tool]) -> Result<Vetting> {
-        let Some(store) = &self.store else { return Ok(Vetting::default()) };
+    async fn vet(&self, index: usize, tools: &[Tool]) -> Result<(Vetting, Vec<Diagnostic>)> {
+        let Some(store) = &self.store else { return Ok((Vetting::default(), Vec::new())) };
         let entry = &self.servers[index].entry;
         let id = self.store_id(index);
         let row = StoredServer {
@@ -323,37 +350,38 @@ impl Inner {
         };
         store.save(row).await?;
         let baseline = store.claim_baseline(&id, store::fingerprints(tools)).await?;
-        Ok(self.vet_against(index, Some(&baseline), tools, true))
+        Ok(self.vet_against(index, Some(&baseline), tools))
     }
 
-    pub(super) fn vet_against(&self, index: usize, baseline: Option<&store::Fingerprints>, tools: &[Tool], report: bool) -> Vetting {
-        let Some(baseline) = baseline else { return Vetting::default() };
+    /// What the baseline says of `tools`, and the diagnostics that tell it.
+    pub(super) fn vet_against(&self, index: usize, baseline: Option<&store::Fingerprints>, tools: &[Tool]) -> (Vetting, Vec<Diagnostic>) {
+        let Some(baseline) = baseline else { return (Vetting::default(), Vec::new()) };
         let drift = store::compare(baseline, tools);
         let server = &self.servers[index].entry.name;
-        if report {
-            for tool in &drift.changed {
-                self.report(Diagnostic::ToolQuarantined {
-                    server: server.clone(),
-                    tool: tool.clone(),
-                    message: format!("tool {tool:?} of server {server:?} changed since it was trusted; it is quarantined"),
-                });
-            }
-            for tool in &drift.added {
-                self.report(Diagnostic::ToolWithheld {
-                    server: server.clone(),
-                    tool: tool.clone(),
-                    message: format!("tool {tool:?} of server {server:?} is not in its trusted baseline; it is withheld"),
-                });
-            }
-            for tool in &drift.removed {
-                self.report(Diagnostic::ToolRemoved {
-                    server: server.clone(),
-                    tool: tool.clone(),
-                    message: format!("tool {tool:?} of server {server:?} is no longer published"),
-                });
-            }
+        let mut diagnostics = Vec::new();
+        for tool in &drift.changed {
+            diagnostics.push(Diagnostic::ToolQuarantined {
+                server: server.clone(),
+                tool: tool.clone(),
+                message: format!("tool {tool:?} of server {server:?} changed since it was trusted; it is quarantined"),
+            });
         }
-        Vetting { quarantined: drift.changed.into_iter().collect(), withheld: drift.added.into_iter().collect() }
+        for tool in &drift.added {
+            diagnostics.push(Diagnostic::ToolWithheld {
+                server: server.clone(),
+                tool: tool.clone(),
+                message: format!("tool {tool:?} of server {server:?} is not in its trusted baseline; it is withheld"),
+            });
+        }
+        for tool in &drift.removed {
+            diagnostics.push(Diagnostic::ToolRemoved {
+                server: server.clone(),
+                tool: tool.clone(),
+                message: format!("tool {tool:?} of server {server:?} is no longer published"),
+            });
+        }
+        let vetting = Vetting { quarantined: drift.changed.into_iter().collect(), withheld: drift.added.into_iter().collect() };
+        (vetting, diagnostics)
     }
 
     /// Everything checked before a server is contacted: containment for stdio; for HTTP the host
@@ -454,11 +482,24 @@ impl ConnectionEvents for ServerListener {
     }
 }
 
-struct ClearOnDrop<'a>(&'a AtomicBool);
+/// The refresh task's claim on `refresh_running`: released explicitly, or on drop while still owned.
+struct RunningFlag<'a> {
+    flag: &'a AtomicBool,
+    owned: bool,
+}
 
-impl Drop for ClearOnDrop<'_> {
+impl RunningFlag<'_> {
+    fn release(&mut self) {
+        self.owned = false;
+        self.flag.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Drop for RunningFlag<'_> {
     fn drop(&mut self) {
-        self.0.store(false, Ordering::SeqCst);
+        if self.owned {
+            self.flag.store(false, Ordering::SeqCst);
+        }
     }
 }
 
