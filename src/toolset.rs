@@ -91,6 +91,8 @@ struct Inner {
     hooks: Hooks,
     /// The static `allowedHosts` list, compiled once.
     allowed_hosts: Option<Arc<HostGuard>>,
+    /// The `proxy` option, for every HTTP server.
+    proxy: Option<url::Url>,
     timeout: Duration,
     max_result_bytes: usize,
     filter: crate::guard::filter::ToolFilter,
@@ -210,6 +212,7 @@ impl Toolset {
                 servers,
                 hooks,
                 allowed_hosts,
+                proxy: config.proxy,
                 timeout: Duration::from_millis(config.timeout_ms),
                 max_result_bytes: config.max_result_bytes,
                 filter: config.filter,
@@ -813,7 +816,7 @@ impl Inner {
                 if self.hooks.auth.is_some() {
                     self.authenticate(index).await?;
                 }
-                let spec = HttpSpec { url: url.clone(), headers: headers.clone(), guard, credential: slot.credential.clone() };
+                let spec = HttpSpec { url: url.clone(), headers: headers.clone(), guard, proxy: self.proxy.clone(), credential: slot.credential.clone() };
                 Ok(match slot.entry.kind {
                     ServerKind::Sse { .. } => TransportSpec::Sse(spec),
                     _ => TransportSpec::StreamableHttp(spec),
