@@ -32,6 +32,8 @@ pub const MAX_REDIRECTS: usize = 5;
 /// Slack added to `timeoutMs` for an HTTP request's own deadline, so the connection's timeout (which
 /// also tells the server to cancel) normally fires first.
 pub const HTTP_DEADLINE_SLACK_MS: u64 = 1_000;
+/// Longest reconnection delay a server's SSE `retry` field may ask for.
+pub const MAX_SSE_RETRY_MS: u64 = 30_000;
 /// After `close()` cancels an HTTP transport's tasks, how long it waits for them to finish.
 pub const HTTP_CLOSE_GRACE_MS: u64 = 500;
 /// How long `close()` waits for the server to answer the session's `DELETE`.

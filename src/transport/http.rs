@@ -13,7 +13,8 @@ use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{Method, Response};
 use std::future::Future;
 use std::ops::ControlFlow;
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::AbortHandle;
@@ -183,12 +184,12 @@ impl Credential {
         let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
             .map_err(|_| McpError::Auth("auth returned a token that cannot be sent in a header".into()))?;
         value.set_sensitive(true);
-        *self.0.lock().unwrap() = Some(value);
+        *self.0.lock() = Some(value);
         Ok(())
     }
 
     pub fn current(&self) -> Option<HeaderValue> {
-        self.0.lock().unwrap().clone()
+        self.0.lock().clone()
     }
 }
 

@@ -7,6 +7,11 @@
 //! A 404 to a request that carried a session id means the session expired before the request was
 //! processed: the transport re-initializes once and sends that request again. Nothing else is ever
 //! resent: after a request has gone out, a transport failure fails the call (no replay of mutations).
+//!
+//! Bounds: every request goes through `egress` with a deadline; a re-initialize runs under one too.
+//! Every task (requests, the GET stream, notification and reply POSTs) lives in the transport's
+//! `TaskSet`, so `close()` cancels them all and finishes within `HTTP_CLOSE_BOUND_MS` whatever the
+//! server does; notifications and replies are bounded by `http::SideQueue`.
 
 use super::event_stream::{EventStreamParser, DEFAULT_EVENT_TYPE};
 use super::http::{
@@ -16,7 +21,7 @@ use super::http::{
 use super::{BoxFuture, MessageSink, Outbound, Transport, TransportOptions};
 use crate::egress::Exchange;
 use crate::error::{McpError, Result};
-use crate::limits::HTTP_SESSION_DELETE_TIMEOUT_MS;
+use crate::limits::{HTTP_SESSION_DELETE_TIMEOUT_MS, MAX_SSE_RETRY_MS};
 use crate::protocol::jsonrpc::{self, Message, RawMessage, RequestId};
 use crate::protocol::mcp::InitializeResult;
 use reqwest::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
@@ -24,7 +29,8 @@ use reqwest::{Method, Response, StatusCode};
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::AbortHandle;
 
@@ -34,6 +40,11 @@ const DEFAULT_RETRY_MS: u64 = 1_000;
 const MAX_STREAM_RESUMES: u32 = 5;
 /// Consecutive failed or empty GET streams before the transport stops reopening it.
 const MAX_GET_STREAM_FAILURES: u32 = 5;
+
+/// The server's `retry` delay, capped: a hostile value must not park a stream for days.
+fn retry_delay(parser: &EventStreamParser) -> Duration {
+    Duration::from_millis(parser.retry_ms.unwrap_or(DEFAULT_RETRY_MS).min(MAX_SSE_RETRY_MS))
+}
 
 pub struct StreamableHttpTransport {
     shared: Arc<Shared>,
@@ -105,7 +116,7 @@ impl Transport for StreamableHttpTransport {
         }
         let body = bytes::Bytes::from(message.json);
         if message.is_initialize {
-            *shared.initialize.lock().unwrap() = Some(body.clone());
+            *shared.initialize.lock() = Some(body.clone());
         }
         let Some(id) = message.request_id else {
             // A flood of these (one reply per server ping) is dropped past the queue's bound.
@@ -122,19 +133,19 @@ impl Transport for StreamableHttpTransport {
                     return;
                 }
                 let outcome = shared.post(&body, Some(id), message.is_initialize, true).await;
-                shared.by_request.lock().unwrap().remove(&id);
+                shared.by_request.lock().remove(&id);
                 if let Err(error) = outcome {
                     shared.sink.on_request_failed(id, error);
                 }
             }
         });
-        shared.by_request.lock().unwrap().insert(id, task);
+        shared.by_request.lock().insert(id, task);
         let _ = filed.send(());
         Ok(())
     }
 
     fn request_ended(&self, id: RequestId) {
-        if let Some(task) = self.shared.by_request.lock().unwrap().remove(&id) {
+        if let Some(task) = self.shared.by_request.lock().remove(&id) {
             task.abort();
         }
     }
@@ -142,7 +153,7 @@ impl Transport for StreamableHttpTransport {
     fn complete_handshake(&self, initialized: Outbound, protocol_version: &'static str) -> BoxFuture<'static, Result<()>> {
         let shared = self.shared.clone();
         Box::pin(async move {
-            shared.session.lock().unwrap().protocol_version = Some(protocol_version);
+            shared.session.lock().protocol_version = Some(protocol_version);
             let deadline = shared.deadline();
             let body = bytes::Bytes::from(initialized.json);
             tokio::time::timeout(deadline, shared.post(&body, None, false, true))
@@ -162,8 +173,8 @@ impl Transport for StreamableHttpTransport {
             // Every request, notification, stream and re-initialize stops here, whatever the server does;
             // none of them holds anything close() waits for.
             shared.tasks.shutdown().await;
-            shared.by_request.lock().unwrap().clear();
-            let session = shared.session.lock().unwrap().clone();
+            shared.by_request.lock().clear();
+            let session = shared.session.lock().clone();
             if session.id.is_some() {
                 // Ending the session is a courtesy; a server that doesn't support it answers 405.
                 let delete = shared
@@ -207,7 +218,7 @@ impl Shared {
 
     /// POST one message and deliver whatever comes back.
     async fn post(&self, body: &bytes::Bytes, request_id: Option<RequestId>, is_initialize: bool, may_reinitialize: bool) -> Result<()> {
-        let session = self.session.lock().unwrap().clone();
+        let session = self.session.lock().clone();
         let exchange = Self::json_post(self.with_session(Method::POST, &session), body);
         let mut response = self.egress.send(exchange).await?;
         let status = response.status();
@@ -222,7 +233,7 @@ impl Shared {
         // A session id belongs to the server's origin: one set by a redirect target is not taken.
         if is_initialize && response.url().origin() == self.spec.url.origin() {
             if let Some(id) = response.headers().get(HEADER_SESSION_ID) {
-                self.session.lock().unwrap().id = Some(id.clone());
+                self.session.lock().id = Some(id.clone());
             }
         }
         if !status.is_success() {
@@ -276,7 +287,7 @@ impl Shared {
             if resumes > MAX_STREAM_RESUMES {
                 return Err(McpError::Transport(format!("the response stream broke {MAX_STREAM_RESUMES} times; giving up")));
             }
-            tokio::time::sleep(Duration::from_millis(parser.retry_ms.unwrap_or(DEFAULT_RETRY_MS))).await;
+            tokio::time::sleep(retry_delay(&parser)).await;
             response = match self.open_get_stream(Some(&last_event_id)).await? {
                 GetStream::Open(response) => response,
                 _ => return Err(McpError::Transport("the server does not offer a GET stream to resume the response on".into())),
@@ -287,7 +298,7 @@ impl Shared {
 
     /// GET the session's event stream.
     async fn open_get_stream(&self, last_event_id: Option<&str>) -> Result<GetStream> {
-        let session = self.session.lock().unwrap().clone();
+        let session = self.session.lock().clone();
         let mut exchange = self.with_session(Method::GET, &session).protocol_header(ACCEPT, HeaderValue::from_static(EVENT_STREAM));
         if let Some(value) = last_event_id.and_then(http::header_value) {
             exchange = exchange.origin_header(HeaderName::from_static(HEADER_LAST_EVENT_ID), value);
@@ -339,7 +350,7 @@ impl Shared {
             .await;
             // A stream that lived a while was healthy; one that keeps dying at once is not.
             failures = if end == Ok(StreamEnd::Closed) && opened.elapsed() > Duration::from_secs(5) { 0 } else { failures + 1 };
-            tokio::time::sleep(Duration::from_millis(parser.retry_ms.unwrap_or(DEFAULT_RETRY_MS))).await;
+            tokio::time::sleep(retry_delay(&parser)).await;
         }
     }
 
@@ -358,13 +369,13 @@ impl Shared {
 
     async fn renew_session(&self, expired_generation: u64) -> Result<()> {
         let negotiated = {
-            let session = self.session.lock().unwrap();
+            let session = self.session.lock();
             if session.generation != expired_generation {
                 return Ok(()); // another request already did it
             }
             session.protocol_version
         };
-        let initialize = self.initialize.lock().unwrap().clone().ok_or(McpError::Closed)?;
+        let initialize = self.initialize.lock().clone().ok_or(McpError::Closed)?;
         let exchange = Self::json_post(self.exchange(Method::POST, self.spec.url.clone()), &initialize);
         let mut response = self.egress.send(exchange).await?;
         if !response.status().is_success() {
@@ -384,7 +395,7 @@ impl Shared {
             )));
         }
         let session = {
-            let mut session = self.session.lock().unwrap();
+            let mut session = self.session.lock();
             session.id = new_id;
             session.generation += 1;
             session.clone()
