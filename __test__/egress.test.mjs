@@ -60,8 +60,14 @@ test('proxy variables in the environment are ignored: the request never reaches 
   assert.equal(upstream.log.length, 0);
 });
 
-test('an explicit proxy must pass allowedHosts itself, and the target host is still checked', async (t) => {
-  const upstream = await startMcpServer();
+test('an explicit proxy must pass allowedHosts itself, and the target host is still checked on every hop', async (t) => {
+  const upstream = await startMcpServer({
+    route(req, res) {
+      if (req.headers.host !== 'redirecting.test') return false;
+      res.writeHead(307, { location: 'http://elsewhere.test/mcp' }).end();
+      return true;
+    },
+  });
   t.after(upstream.close);
   const proxy = await startProxy({ upstream: `127.0.0.1:${upstream.port}` });
   t.after(proxy.close);
@@ -91,6 +97,14 @@ test('an explicit proxy must pass allowedHosts itself, and the target host is st
   await through.close();
   assert.equal(proxy.log[0].url, 'http://internal-metadata.test/mcp');
   assert.ok(upstream.log.length > 0);
+
+  // A redirect hop through the proxy is checked like any other: the proxy is never asked for it.
+  const before = proxy.log.length;
+  const hop = await open([{ ...entry, url: 'http://redirecting.test/mcp' }], { proxy: proxy.url, allowedHosts: ['redirecting.test', '127.0.0.1'] });
+  await hop.close();
+  assert.equal(hop.diagnostics[0].errorCode, 'mcp_host_not_allowed');
+  assert.match(hop.diagnostics[0].message, /redirect refused: host elsewhere\.test/);
+  assert.deepEqual(proxy.log.slice(before).map((r) => r.url), ['http://redirecting.test/mcp']);
 
   for (const bad of ['socks5://127.0.0.1:1080', 'http://user:pw@127.0.0.1:3128', 'not a url', 'http://127.0.0.1:3128/?token=x', 42]) {
     await assert.rejects(mcpTools([entry], { proxy: bad }), { code: 'mcp_config_invalid' }, String(bad));
