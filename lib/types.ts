@@ -61,6 +61,12 @@ export interface McpOptions {
   auth?: (server: string, ctx: { session: Session }) => Promise<{ token: string }>;
   /** Hosts HTTP servers may reach (an SSRF guard), or a per-server resolver (requires `session`). */
   allowedHosts?: readonly string[] | ((server: string, ctx: { session: Session }) => readonly string[] | Promise<readonly string[]>);
+  /**
+   * Reach every HTTP server through this proxy (`http://host:port` or `https://host:port`). Without it,
+   * connections are direct: HTTP_PROXY/HTTPS_PROXY/ALL_PROXY in the environment are ignored. With
+   * `allowedHosts`, the proxy's own host must be listed too.
+   */
+  proxy?: string;
   /** Required when `auth` or an `allowedHosts` resolver is set: one toolset per session. */
   session?: Session;
   /** The approval gate every tool call passes through. Tool annotations play no part. */

@@ -20,6 +20,9 @@ pub struct ToolsetConfig {
     pub max_result_bytes: usize,
     pub filter: ToolFilter,
     pub disclosure: DisclosureConfig,
+    /// The `proxy` option: every HTTP server is reached through it. `None`: direct connections (proxy
+    /// variables in the environment are ignored).
+    pub proxy: Option<Url>,
 }
 
 /// `disclosure: { budget, alwaysLoad }` and `contextWindowTokens`, resolved.
@@ -59,10 +62,12 @@ impl ServerEntry {
         }
     }
 
+    /// The URL as stored and shown: origin and path, never the query (it may carry a token). The full
+    /// URL is part of [`ServerEntry::identity`], which stores see only hashed.
     pub fn url(&self) -> Option<String> {
         match &self.kind {
             ServerKind::Stdio { .. } => None,
-            ServerKind::StreamableHttp { url, .. } | ServerKind::Sse { url, .. } => Some(url.to_string()),
+            ServerKind::StreamableHttp { url, .. } | ServerKind::Sse { url, .. } => Some(crate::egress::display_url(url)),
         }
     }
 
@@ -109,7 +114,12 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         crate::guard::hosts::HostGuard::new(hosts)?;
     }
     let disclosure = parse_disclosure(root)?;
-    Ok(ToolsetConfig { servers, allowed_hosts, timeout_ms, max_result_bytes, filter, disclosure })
+    let proxy = match root.get("proxy") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(crate::egress::proxy_url(text)?),
+        Some(_) => return Err(McpError::config("options.proxy must be a string (an http:// or https:// URL)")),
+    };
+    Ok(ToolsetConfig { servers, allowed_hosts, timeout_ms, max_result_bytes, filter, disclosure, proxy })
 }
 
 fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> {
@@ -295,6 +305,8 @@ mod tests {
             (r#"{"servers":[],"allowedHosts":["bad host"]}"#, "allowedHosts"),
             (r#"{"servers":[],"disclosure":{"budget":"lots"}}"#, "budget must be"),
             (r#"{"servers":[],"disclosure":{"always":["a"]}}"#, "unknown key"),
+            (r#"{"servers":[],"proxy":42}"#, "options.proxy must be a string"),
+            (r#"{"servers":[],"proxy":"socks5://127.0.0.1:1080"}"#, "options.proxy must be an http"),
         ];
         for (json, expected) in cases {
             let err = parse(json).unwrap_err();

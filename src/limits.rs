@@ -23,3 +23,34 @@ pub const MAX_QUOTED_BYTES: usize = 200;
 /// How long `close()` waits for the engine's own tasks (after the connections are closed) before it
 /// resolves anyway and reports an `internal-error` diagnostic.
 pub const MAX_CLOSE_WAIT_MS: u64 = 5_000;
+
+
+// Outbound HTTP (src/egress.rs and the HTTP transports).
+
+/// How long a TCP (and TLS) connection to a server or proxy may take to open.
+pub const HTTP_CONNECT_TIMEOUT_MS: u64 = 10_000;
+/// How long an unused keep-alive connection stays in the pool.
+pub const HTTP_POOL_IDLE_TIMEOUT_MS: u64 = 90_000;
+/// Redirects followed for one request before it fails with `mcp_transport_error`.
+pub const MAX_REDIRECTS: usize = 5;
+/// Slack added to `timeoutMs` for an HTTP request's own deadline, so the connection's timeout (which
+/// also tells the server to cancel) normally fires first.
+pub const HTTP_DEADLINE_SLACK_MS: u64 = 1_000;
+/// Longest reconnection delay a server's SSE `retry` field may ask for.
+pub const MAX_SSE_RETRY_MS: u64 = 30_000;
+/// After `close()` cancels an HTTP transport's tasks, how long it waits for them to finish.
+pub const HTTP_CLOSE_GRACE_MS: u64 = 500;
+/// How long `close()` waits for the server to answer the session's `DELETE`.
+pub const HTTP_SESSION_DELETE_TIMEOUT_MS: u64 = 2_000;
+/// The most an HTTP transport's `close()` takes, whatever the server does.
+pub const HTTP_CLOSE_BOUND_MS: u64 = HTTP_CLOSE_GRACE_MS + HTTP_SESSION_DELETE_TIMEOUT_MS;
+/// Notification and reply POSTs (the ones no caller waits for) in flight at once, per server.
+pub const MAX_CONCURRENT_SIDE_POSTS: usize = 8;
+/// Notification and reply POSTs queued behind those; beyond this they are dropped (a server flooding
+/// requests gets no answer to the excess, and cannot grow the engine's memory).
+pub const MAX_QUEUED_SIDE_POSTS: usize = 256;
+/// Bytes of an error response's body read for the excerpt quoted in the error (more than is quoted,
+/// so secrets are blanked before the excerpt is cut).
+pub const ERROR_BODY_READ_BYTES: usize = 4 * MAX_QUOTED_BYTES;
+/// How long the engine waits for that much of an error response's body.
+pub const ERROR_BODY_READ_TIMEOUT_MS: u64 = 2_000;

@@ -1,6 +1,9 @@
 //! `allowedHosts`: the SSRF guard. A URL whose host is outside the list is refused before any request;
-//! so is every redirect hop, and so is a DNS answer that points a listed name at an internal address
+//! so is every redirect hop (checked in `egress.rs`, which follows redirects itself), and so is a DNS
+//! answer that points a listed name at an internal address
 //! (loopback, private, link-local, cloud metadata) unless that exact host or address is listed itself.
+//! Through a `proxy`, the proxy resolves the server's name, so the DNS-answer check covers the proxy's
+//! own name only; the proxy's host must be listed like any other.
 //!
 //! Hosts are compared after the WHATWG URL parser has canonicalized them, so `2130706433`, `0177.0.0.1`
 //! and `127.1` are all `127.0.0.1`; an IPv4-mapped IPv6 address is compared as its IPv4 address; a
@@ -159,7 +162,7 @@ fn in_v4_net(ip: Ipv4Addr, net: Ipv4Addr, prefix: u32) -> bool {
     (u32::from(ip) & mask) == (u32::from(net) & mask)
 }
 
-/// The marker error our resolver and redirect policy raise, found again in reqwest's error chain.
+/// The marker error our resolver raises, found again in reqwest's error chain (`egress::request_error`).
 #[derive(Debug)]
 pub struct HostRefused(pub String);
 
@@ -189,19 +192,6 @@ impl reqwest::dns::Resolve for GuardedResolver {
             }
         })
     }
-}
-
-/// Follow at most `max` redirects, each to a host the guard allows.
-pub fn redirect_policy(guard: Option<Arc<HostGuard>>, max: usize) -> reqwest::redirect::Policy {
-    reqwest::redirect::Policy::custom(move |attempt| {
-        if attempt.previous().len() > max {
-            return attempt.error(HostRefused(format!("more than {max} redirects")));
-        }
-        match guard.as_ref().map(|g| g.check_url(attempt.url())) {
-            Some(Err(e)) => attempt.error(HostRefused(format!("redirect refused: {e}"))),
-            _ => attempt.follow(),
-        }
-    })
 }
 
 #[cfg(test)]

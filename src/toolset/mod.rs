@@ -67,6 +67,8 @@ pub(crate) struct Inner {
     hooks: Hooks,
     /// The static `allowedHosts` list, compiled once.
     allowed_hosts: Option<Arc<HostGuard>>,
+    /// The `proxy` option, for every HTTP server.
+    proxy: Option<url::Url>,
     timeout: Duration,
     max_result_bytes: usize,
     filter: ToolFilter,
@@ -118,6 +120,7 @@ impl Toolset {
                 servers,
                 hooks,
                 allowed_hosts,
+                proxy: config.proxy,
                 timeout: Duration::from_millis(config.timeout_ms),
                 max_result_bytes: config.max_result_bytes,
                 filter: config.filter,
@@ -213,7 +216,7 @@ impl Toolset {
                     "the stored row for server {:?} is a {} server at {}, not what is configured now; refused",
                     slot.entry.name,
                     row.kind,
-                    row.url.as_deref().map_or("(no url)".into(), url_without_secrets)
+                    row.url.as_deref().map_or("(no url)".into(), stored_url)
                 ))),
                 Some(_) => None,
             };
@@ -434,14 +437,9 @@ impl Inner {
     }
 }
 
-/// A stored URL as it may appear in a message: scheme, host, port and path; never its query (which may
-/// carry a token), fragment or user info.
-fn url_without_secrets(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(url) => format!("{}://{}{}", url.scheme(), url.host_str().unwrap_or(""), url.port().map_or(String::new(), |p| format!(":{p}")))
-            + url.path(),
-        Err(_) => "(an unparseable url)".into(),
-    }
+/// A stored URL as it may appear in a message (a row written by an older version may hold a query).
+fn stored_url(url: &str) -> String {
+    url::Url::parse(url).map_or_else(|_| "(an unparseable url)".into(), |url| crate::egress::display_url(&url))
 }
 
 /// A task that panicked, as the error of the work it was doing.

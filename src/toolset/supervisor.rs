@@ -419,7 +419,7 @@ impl Inner {
                 if self.hooks.auth.is_some() {
                     self.authenticate(index).await?;
                 }
-                let spec = HttpSpec { url: url.clone(), headers: headers.clone(), guard, credential: slot.credential.clone() };
+                let spec = HttpSpec { url: url.clone(), headers: headers.clone(), guard, proxy: self.proxy.clone(), credential: slot.credential.clone() };
                 Ok(match slot.entry.kind {
                     ServerKind::Sse { .. } => TransportSpec::Sse(spec),
                     _ => TransportSpec::StreamableHttp(spec),

@@ -1,37 +1,177 @@
-//! What the two HTTP transports share: the client, session headers, bounded body and event reading.
+//! What the two HTTP transports share: the egress client, session headers, the task set every
+//! request runs in, the bounded queue for notification and reply POSTs, bounded body and event reading.
 
 use super::event_stream::{Event, EventStreamError, EventStreamParser};
+use crate::egress::{self, Egress, EgressPolicy, Exchange};
 use crate::error::{McpError, Result};
-use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE};
-use reqwest::Response;
-use crate::guard::hosts::{self, GuardedResolver, HostGuard, HostRefused};
+use crate::guard::hosts::HostGuard;
+use crate::limits::{
+    ERROR_BODY_READ_BYTES, ERROR_BODY_READ_TIMEOUT_MS, HTTP_CLOSE_GRACE_MS, HTTP_DEADLINE_SLACK_MS, MAX_CONCURRENT_SIDE_POSTS,
+    MAX_QUEUED_SIDE_POSTS,
+};
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::{Method, Response};
+use std::future::Future;
 use std::ops::ControlFlow;
-use std::sync::{Arc, Mutex, Once};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::AbortHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-/// How to reach one HTTP server: its URL, the validated extra headers, the host guard, and the bearer
-/// credential (shared with the toolset, which rotates it when `auth` hands out a new token).
+/// How to reach one HTTP server: its URL, the validated extra headers, the host guard, the proxy, and
+/// the bearer credential (shared with the toolset, which rotates it when `auth` hands out a new token).
 #[derive(Debug, Clone)]
 pub struct HttpSpec {
     pub url: url::Url,
     pub headers: HeaderMap,
     pub guard: Option<Arc<HostGuard>>,
+    /// The `proxy` option; `None` means direct connections (proxy variables in the environment are ignored).
+    pub proxy: Option<url::Url>,
     pub credential: Credential,
 }
 
-/// What both HTTP transports hold: the client, where to go, where answers go, the bounds, and whether
-/// the transport was closed. Each transport's own state derefs to it.
+/// What both HTTP transports hold: the egress client, where to go, where answers go, the bounds, the
+/// tasks, and whether the transport was closed. Each transport's own state derefs to it.
 pub struct HttpBase {
-    pub client: reqwest::Client,
+    pub egress: Egress,
     pub spec: HttpSpec,
     pub sink: Arc<dyn super::MessageSink>,
     pub options: super::TransportOptions,
     pub closed: std::sync::atomic::AtomicBool,
+    pub tasks: TaskSet,
 }
 
 impl HttpBase {
     pub fn new(spec: &HttpSpec, sink: Arc<dyn super::MessageSink>, options: super::TransportOptions) -> Result<Self> {
-        Ok(HttpBase { client: client(spec.guard.clone())?, spec: spec.clone(), sink, options, closed: false.into() })
+        let egress = Egress::new(&EgressPolicy { guard: spec.guard.clone(), proxy: spec.proxy.clone() })?;
+        Ok(HttpBase { egress, spec: spec.clone(), sink, options, closed: false.into(), tasks: TaskSet::default() })
+    }
+
+    /// The deadline of one HTTP exchange: the call timeout plus slack, so the connection's own timeout
+    /// (which also tells the server to cancel) normally fires first.
+    pub fn deadline(&self) -> Duration {
+        self.options.idle_timeout + Duration::from_millis(HTTP_DEADLINE_SLACK_MS)
+    }
+
+    /// A request to `url` carrying the configured headers and the bearer, which only the server's own
+    /// origin ever gets.
+    pub fn exchange(&self, method: Method, url: url::Url) -> Exchange {
+        let mut origin = self.spec.headers.clone();
+        if let Some(bearer) = self.spec.credential.current() {
+            origin.insert(AUTHORIZATION, bearer);
+        }
+        Exchange::new(method, url, self.deadline()).origin_headers(origin)
+    }
+
+    /// A short, safe excerpt of an error response: status and the start of the body, with the server
+    /// URL's query values blanked (a server may echo its request line). Blanked before it is cut, and
+    /// from more than is quoted, so a value straddling the cut is blanked whole.
+    pub async fn error_excerpt(&self, mut response: Response) -> String {
+        let status = response.status();
+        let mut head = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_millis(ERROR_BODY_READ_TIMEOUT_MS), async {
+            while head.len() < ERROR_BODY_READ_BYTES {
+                match response.chunk().await {
+                    Ok(Some(bytes)) => head.extend_from_slice(&bytes),
+                    _ => break,
+                }
+            }
+        })
+        .await;
+        head.truncate(ERROR_BODY_READ_BYTES);
+        let body = egress::scrub_url_secrets(&String::from_utf8_lossy(&head), &self.spec.url);
+        let body = super::quote_bytes(body.as_bytes());
+        if body.is_empty() {
+            format!("HTTP {status}")
+        } else {
+            format!("HTTP {status}: {body}")
+        }
+    }
+}
+
+/// Every task a transport starts: cancelled together on close, then given a bounded time to finish.
+#[derive(Clone, Default)]
+pub struct TaskSet {
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl TaskSet {
+    /// Run `task` until it ends or the set is cancelled.
+    pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) -> AbortHandle {
+        let cancel = self.cancel.clone();
+        self.tracker
+            .spawn(async move {
+                cancel.run_until_cancelled(task).await;
+            })
+            .abort_handle()
+    }
+
+    /// Stop every task at its next await point (a dropped transport).
+    pub fn cancel(&self) {
+        self.cancel.cancel();
+    }
+
+    /// Cancel every task and wait at most `HTTP_CLOSE_GRACE_MS` for them to end.
+    pub async fn shutdown(&self) {
+        self.cancel.cancel();
+        self.tracker.close();
+        let _ = tokio::time::timeout(Duration::from_millis(HTTP_CLOSE_GRACE_MS), self.tracker.wait()).await;
+    }
+
+    /// Tasks still running.
+    pub fn len(&self) -> usize {
+        self.tracker.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tracker.is_empty()
+    }
+}
+
+/// Notifications and replies to server requests: nobody waits for their outcome, so a server that
+/// floods requests must not make them grow without bound. They queue (at most
+/// `MAX_QUEUED_SIDE_POSTS`, the excess is dropped) for at most `MAX_CONCURRENT_SIDE_POSTS` tasks,
+/// each POST under the transport's deadline.
+pub struct SideQueue(mpsc::Sender<bytes::Bytes>);
+
+pub struct SideQueueReceiver(mpsc::Receiver<bytes::Bytes>);
+
+pub fn side_queue() -> (SideQueue, SideQueueReceiver) {
+    let (sender, receiver) = mpsc::channel(MAX_QUEUED_SIDE_POSTS);
+    (SideQueue(sender), SideQueueReceiver(receiver))
+}
+
+impl SideQueue {
+    /// Queue one message; false if the queue is full and it was dropped.
+    pub fn push(&self, body: bytes::Bytes) -> bool {
+        self.0.try_send(body).is_ok()
+    }
+}
+
+impl SideQueueReceiver {
+    /// Serve the queue from `tasks`, posting each message with `post` under `deadline`.
+    pub fn serve<F, Fut>(self, tasks: &TaskSet, deadline: Duration, post: F)
+    where
+        F: Fn(bytes::Bytes) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let SideQueueReceiver(mut queue) = self;
+        let workers = tasks.clone();
+        tasks.spawn(async move {
+            let slots = Arc::new(Semaphore::new(MAX_CONCURRENT_SIDE_POSTS));
+            while let Some(body) = queue.recv().await {
+                let Ok(slot) = slots.clone().acquire_owned().await else { return };
+                let posting = post(body);
+                workers.spawn(async move {
+                    let _ = tokio::time::timeout(deadline, posting).await;
+                    drop(slot);
+                });
+            }
+        });
     }
 }
 
@@ -44,21 +184,12 @@ impl Credential {
         let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
             .map_err(|_| McpError::Auth("auth returned a token that cannot be sent in a header".into()))?;
         value.set_sensitive(true);
-        *self.0.lock().unwrap() = Some(value);
+        *self.0.lock() = Some(value);
         Ok(())
     }
 
     pub fn current(&self) -> Option<HeaderValue> {
-        self.0.lock().unwrap().clone()
-    }
-
-    /// The configured headers plus the bearer, for one request.
-    pub fn apply(&self, request: reqwest::RequestBuilder, headers: &HeaderMap) -> reqwest::RequestBuilder {
-        let request = request.headers(headers.clone());
-        match self.current() {
-            Some(bearer) => request.header(reqwest::header::AUTHORIZATION, bearer),
-            None => request,
-        }
+        self.0.lock().clone()
     }
 }
 
@@ -67,46 +198,7 @@ pub const HEADER_PROTOCOL_VERSION: &str = "mcp-protocol-version";
 pub const HEADER_LAST_EVENT_ID: &str = "last-event-id";
 pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
 pub const EVENT_STREAM: &str = "text/event-stream";
-
-const CONNECT_TIMEOUT_SECS: u64 = 10;
-const POOL_IDLE_TIMEOUT_SECS: u64 = 90;
-const MAX_REDIRECTS: usize = 5;
-
-static CRYPTO_PROVIDER: Once = Once::new();
-
-/// A client with keep-alive pooling and HTTP/2 where the server offers it (ALPN). TLS is rustls with
-/// ring, so the addon needs no system TLS library. With a guard, DNS answers and redirect hops pass it.
-pub fn client(guard: Option<Arc<HostGuard>>) -> Result<reqwest::Client> {
-    CRYPTO_PROVIDER.call_once(|| {
-        // Fails only if a provider is installed already, which is just as good.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
-    let mut builder = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(CONNECT_TIMEOUT_SECS))
-        .pool_idle_timeout(Duration::from_secs(POOL_IDLE_TIMEOUT_SECS))
-        .tcp_nodelay(true)
-        .redirect(hosts::redirect_policy(guard.clone(), MAX_REDIRECTS));
-    if let Some(guard) = guard {
-        builder = builder.dns_resolver(Arc::new(GuardedResolver { guard }));
-    }
-    builder
-        .build()
-        .map_err(|e| McpError::Transport(format!("could not build the HTTP client: {e}")))
-}
-
-pub fn transport_error(e: reqwest::Error) -> McpError {
-    // reqwest's Display can include the URL; it never includes header values.
-    let mut message = format!("HTTP request failed: {e}");
-    let mut source = std::error::Error::source(&e);
-    while let Some(cause) = source {
-        if let Some(refused) = cause.downcast_ref::<HostRefused>() {
-            return McpError::HostNotAllowed(refused.0.clone());
-        }
-        message.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    McpError::Transport(message)
-}
+pub const APPLICATION_JSON: &str = "application/json";
 
 pub fn is_event_stream(response: &Response) -> bool {
     content_type(response).is_some_and(|t| t.starts_with(EVENT_STREAM))
@@ -139,20 +231,6 @@ pub async fn read_body(response: &mut Response, max_bytes: usize, idle: Duration
     Ok(body)
 }
 
-/// A short, safe excerpt of an error body for a message.
-pub async fn error_excerpt(mut response: Response) -> String {
-    let status = response.status();
-    let body = match tokio::time::timeout(Duration::from_secs(2), response.chunk()).await {
-        Ok(Ok(Some(bytes))) => super::quote_bytes(&bytes),
-        _ => String::new(),
-    };
-    if body.is_empty() {
-        format!("HTTP {status}")
-    } else {
-        format!("HTTP {status}: {body}")
-    }
-}
-
 async fn next_chunk(response: &mut Response, idle: Option<Duration>) -> Result<Option<bytes::Bytes>> {
     let chunk = match idle {
         Some(idle) => tokio::time::timeout(idle, response.chunk())
@@ -160,7 +238,7 @@ async fn next_chunk(response: &mut Response, idle: Option<Duration>) -> Result<O
             .map_err(|_| McpError::Timeout { after_ms: idle.as_millis() as u64 })?,
         None => response.chunk().await,
     };
-    chunk.map_err(transport_error)
+    chunk.map_err(|e| egress::request_error(e, response.url()))
 }
 
 /// How an event stream ended, when it did not fail.
@@ -197,5 +275,43 @@ pub async fn read_events(
                 return outcome.map(|()| StreamEnd::Stopped);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test]
+    async fn side_posts_are_bounded_and_cancelled_with_their_transport() {
+        let tasks = TaskSet::default();
+        let (queue, receiver) = side_queue();
+        let started = Arc::new(AtomicUsize::new(0));
+        let counter = started.clone();
+        // Posts that never finish, as to a server that never answers.
+        receiver.serve(&tasks, Duration::from_secs(3600), move |_| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            std::future::pending::<()>()
+        });
+        let accepted = (0..10_000).filter(|_| queue.push(bytes::Bytes::from_static(b"{}"))).count();
+        assert!(accepted <= MAX_QUEUED_SIDE_POSTS + MAX_CONCURRENT_SIDE_POSTS + 1, "{accepted} accepted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(started.load(Ordering::SeqCst), MAX_CONCURRENT_SIDE_POSTS);
+        assert!(tasks.len() <= MAX_CONCURRENT_SIDE_POSTS + 1, "{} tasks", tasks.len());
+        let closing = std::time::Instant::now();
+        tasks.shutdown().await;
+        assert!(closing.elapsed() < Duration::from_millis(HTTP_CLOSE_GRACE_MS), "took {:?}", closing.elapsed());
+        assert!(tasks.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_side_post_that_hangs_is_ended_by_its_deadline() {
+        let tasks = TaskSet::default();
+        let (queue, receiver) = side_queue();
+        receiver.serve(&tasks, Duration::from_millis(20), |_| std::future::pending::<()>());
+        queue.push(bytes::Bytes::from_static(b"{}"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(tasks.len(), 1, "only the queue's server is left");
     }
 }

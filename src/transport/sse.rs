@@ -1,17 +1,18 @@
 //! The legacy HTTP+SSE transport (protocol 2024-11-05): one long GET event stream carries everything the
 //! server sends; its first `endpoint` event names the URL the client POSTs its messages to. An endpoint
-//! on another origin is refused, since it would send our requests (and headers) somewhere else.
+//! on another origin is refused, since it would send our requests (and headers) somewhere else; so is a
+//! redirect of a POST to another origin, on any hop.
 
 use super::event_stream::{EventStreamParser, DEFAULT_EVENT_TYPE};
-use super::http::{self, HttpBase, HttpSpec, EVENT_STREAM};
+use super::http::{self, side_queue, HttpBase, HttpSpec, SideQueue, APPLICATION_JSON, EVENT_STREAM};
 use super::{describe_garbage, BoxFuture, MessageSink, Outbound, Transport, TransportOptions};
 use crate::error::{McpError, Result};
-use reqwest::header::{ACCEPT, CONTENT_TYPE};
+use reqwest::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::Method;
 use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::sync::watch;
-use tokio::task::AbortHandle;
 use url::Url;
 
 pub const ENDPOINT_EVENT: &str = "endpoint";
@@ -23,7 +24,8 @@ pub struct SseTransport {
 struct Shared {
     base: HttpBase,
     endpoint: watch::Sender<Option<Url>>,
-    tasks: Mutex<Vec<AbortHandle>>,
+    /// Notifications and replies: bounded, see `http::SideQueue`.
+    side_posts: SideQueue,
 }
 
 impl std::ops::Deref for Shared {
@@ -35,13 +37,16 @@ impl std::ops::Deref for Shared {
 
 impl SseTransport {
     pub fn open(spec: &HttpSpec, sink: Arc<dyn MessageSink>, options: TransportOptions) -> Result<Arc<Self>> {
-        let shared = Arc::new(Shared {
-            base: HttpBase::new(spec, sink, options)?,
-            endpoint: watch::channel(None).0,
-            tasks: Mutex::new(Vec::new()),
+        let (side_posts, side_queue) = side_queue();
+        let shared = Arc::new(Shared { base: HttpBase::new(spec, sink, options)?, endpoint: watch::channel(None).0, side_posts });
+        let poster = shared.clone();
+        side_queue.serve(&shared.tasks, shared.deadline(), move |body| {
+            let shared = poster.clone();
+            async move {
+                let _ = shared.post(body).await;
+            }
         });
-        let reader = tokio::spawn(shared.clone().read_stream());
-        shared.tasks.lock().unwrap().push(reader.abort_handle());
+        shared.tasks.spawn(shared.clone().read_stream());
         Ok(Arc::new(SseTransport { shared }))
     }
 }
@@ -51,29 +56,30 @@ impl Transport for SseTransport {
         if self.shared.closed.load(Ordering::SeqCst) {
             return Err(McpError::Closed);
         }
+        let body = bytes::Bytes::from(message.json);
+        let Some(id) = message.request_id else {
+            self.shared.side_posts.push(body);
+            return Ok(());
+        };
         let shared = self.shared.clone();
-        let task = tokio::spawn(async move {
-            let outcome = shared.post(message.json).await;
-            if let (Err(error), Some(id)) = (outcome, message.request_id) {
+        self.shared.tasks.spawn(async move {
+            if let Err(error) = shared.post_within_deadline(body).await {
                 shared.sink.on_request_failed(id, error);
             }
         });
-        let mut tasks = self.shared.tasks.lock().unwrap();
-        tasks.retain(|t| !t.is_finished());
-        tasks.push(task.abort_handle());
         Ok(())
     }
 
     fn complete_handshake(&self, initialized: Outbound, _protocol_version: &'static str) -> BoxFuture<'static, Result<()>> {
         let shared = self.shared.clone();
-        Box::pin(async move { shared.post(initialized.json).await })
+        Box::pin(async move { shared.post_within_deadline(bytes::Bytes::from(initialized.json)).await })
     }
 
     fn close(&self) -> BoxFuture<'static, ()> {
         let shared = self.shared.clone();
         Box::pin(async move {
             if !shared.closed.swap(true, Ordering::SeqCst) {
-                shared.tasks.lock().unwrap().drain(..).for_each(|t| t.abort());
+                shared.tasks.shutdown().await;
             }
         })
     }
@@ -83,31 +89,34 @@ impl Drop for SseTransport {
     fn drop(&mut self) {
         // Dropped without close(): end the stream and every POST.
         self.shared.closed.store(true, Ordering::SeqCst);
-        self.shared.tasks.lock().unwrap().drain(..).for_each(|t| t.abort());
+        self.shared.tasks.cancel();
     }
 }
 
 impl Shared {
-    async fn post(&self, json: String) -> Result<()> {
+    /// `post`, waiting for the endpoint included, within the transport's deadline.
+    async fn post_within_deadline(&self, body: bytes::Bytes) -> Result<()> {
+        let deadline = self.deadline();
+        tokio::time::timeout(deadline, self.post(body))
+            .await
+            .unwrap_or(Err(McpError::Timeout { after_ms: deadline.as_millis() as u64 }))
+    }
+
+    async fn post(&self, body: bytes::Bytes) -> Result<()> {
         let mut endpoint = self.endpoint.subscribe();
         let url = endpoint.wait_for(Option::is_some).await.map_err(|_| McpError::Closed)?.clone().expect("waited for it");
-        if let Some(guard) = &self.spec.guard {
-            guard.check_url(&url)?;
-        }
-        let response = self
-            .spec
-            .credential
-            .apply(self.client.post(url), &self.spec.headers)
-            .header(CONTENT_TYPE, "application/json")
-            .body(json)
-            .send()
-            .await
-            .map_err(http::transport_error)?;
+        // Every hop stays on the stream's origin, as the announced endpoint must.
+        let exchange = self
+            .exchange(Method::POST, url)
+            .protocol_header(CONTENT_TYPE, HeaderValue::from_static(APPLICATION_JSON))
+            .body(body)
+            .same_origin_only();
+        let response = self.egress.send(exchange).await?;
         // The answer comes on the event stream; the POST's own body carries nothing we need.
         if response.status().is_success() {
             Ok(())
         } else {
-            Err(McpError::Transport(http::error_excerpt(response).await))
+            Err(McpError::Transport(self.error_excerpt(response).await))
         }
     }
 
@@ -119,13 +128,13 @@ impl Shared {
     }
 
     async fn stream_until_end(&self) -> McpError {
-        let request = self.spec.credential.apply(self.client.get(self.spec.url.clone()), &self.spec.headers).header(ACCEPT, EVENT_STREAM);
-        let mut response = match request.send().await {
+        let exchange = self.exchange(Method::GET, self.spec.url.clone()).protocol_header(ACCEPT, HeaderValue::from_static(EVENT_STREAM));
+        let mut response = match self.egress.send(exchange).await {
             Ok(response) => response,
-            Err(e) => return http::transport_error(e),
+            Err(e) => return e,
         };
         if !response.status().is_success() || !http::is_event_stream(&response) {
-            return McpError::Transport(format!("the SSE stream could not be opened: {}", http::error_excerpt(response).await));
+            return McpError::Transport(format!("the SSE stream could not be opened: {}", self.error_excerpt(response).await));
         }
         let mut parser = EventStreamParser::new(self.options.max_message_bytes);
         let limit = self.options.max_message_bytes;

@@ -7,19 +7,30 @@
 //! A 404 to a request that carried a session id means the session expired before the request was
 //! processed: the transport re-initializes once and sends that request again. Nothing else is ever
 //! resent: after a request has gone out, a transport failure fails the call (no replay of mutations).
+//!
+//! Bounds: every request goes through `egress` with a deadline; a re-initialize runs under one too.
+//! Every task (requests, the GET stream, notification and reply POSTs) lives in the transport's
+//! `TaskSet`, so `close()` cancels them all and finishes within `HTTP_CLOSE_BOUND_MS` whatever the
+//! server does; notifications and replies are bounded by `http::SideQueue`.
 
 use super::event_stream::{EventStreamParser, DEFAULT_EVENT_TYPE};
-use super::http::{self, HttpBase, HttpSpec, StreamEnd, ACCEPT_BOTH, EVENT_STREAM, HEADER_LAST_EVENT_ID, HEADER_PROTOCOL_VERSION, HEADER_SESSION_ID};
+use super::http::{
+    self, side_queue, HttpBase, HttpSpec, SideQueue, StreamEnd, ACCEPT_BOTH, APPLICATION_JSON, EVENT_STREAM, HEADER_LAST_EVENT_ID,
+    HEADER_PROTOCOL_VERSION, HEADER_SESSION_ID,
+};
 use super::{BoxFuture, MessageSink, Outbound, Transport, TransportOptions};
+use crate::egress::Exchange;
 use crate::error::{McpError, Result};
+use crate::limits::{HTTP_SESSION_DELETE_TIMEOUT_MS, MAX_SSE_RETRY_MS};
 use crate::protocol::jsonrpc::{self, Message, RawMessage, RequestId};
 use crate::protocol::mcp::InitializeResult;
-use reqwest::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
-use reqwest::{RequestBuilder, Response, StatusCode};
+use reqwest::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::{Method, Response, StatusCode};
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::AbortHandle;
 
@@ -29,10 +40,11 @@ const DEFAULT_RETRY_MS: u64 = 1_000;
 const MAX_STREAM_RESUMES: u32 = 5;
 /// Consecutive failed or empty GET streams before the transport stops reopening it.
 const MAX_GET_STREAM_FAILURES: u32 = 5;
-const DELETE_TIMEOUT_MS: u64 = 2_000;
-/// A response stream is given up after the call's idle timeout plus this, so the connection's own
-/// timeout (which also cancels on the server) normally fires first.
-const STREAM_IDLE_SLACK_MS: u64 = 1_000;
+
+/// The server's `retry` delay, capped: a hostile value must not park a stream for days.
+fn retry_delay(parser: &EventStreamParser) -> Duration {
+    Duration::from_millis(parser.retry_ms.unwrap_or(DEFAULT_RETRY_MS).min(MAX_SSE_RETRY_MS))
+}
 
 pub struct StreamableHttpTransport {
     shared: Arc<Shared>,
@@ -44,7 +56,10 @@ struct Shared {
     /// The `initialize` message, kept to start a new session if the server expires this one.
     initialize: Mutex<Option<bytes::Bytes>>,
     reinitializing: tokio::sync::Mutex<()>,
-    tasks: Mutex<Tasks>,
+    /// The task of each request in flight, to stop it when the connection stops waiting.
+    by_request: Mutex<HashMap<RequestId, AbortHandle>>,
+    /// Notifications and replies: bounded, see `http::SideQueue`.
+    side_posts: SideQueue,
 }
 
 impl std::ops::Deref for Shared {
@@ -71,23 +86,25 @@ enum GetStream {
     SessionExpired(u64),
 }
 
-#[derive(Default)]
-struct Tasks {
-    by_request: HashMap<RequestId, AbortHandle>,
-    background: Vec<AbortHandle>,
-}
-
 impl StreamableHttpTransport {
     pub fn open(spec: &HttpSpec, sink: Arc<dyn MessageSink>, options: TransportOptions) -> Result<Arc<Self>> {
-        Ok(Arc::new(StreamableHttpTransport {
-            shared: Arc::new(Shared {
-                base: HttpBase::new(spec, sink, options)?,
-                session: Mutex::new(Session::default()),
-                initialize: Mutex::new(None),
-                reinitializing: tokio::sync::Mutex::new(()),
-                tasks: Mutex::new(Tasks::default()),
-            }),
-        }))
+        let (side_posts, side_queue) = side_queue();
+        let shared = Arc::new(Shared {
+            base: HttpBase::new(spec, sink, options)?,
+            session: Mutex::new(Session::default()),
+            initialize: Mutex::new(None),
+            reinitializing: tokio::sync::Mutex::new(()),
+            by_request: Mutex::new(HashMap::new()),
+            side_posts,
+        });
+        let poster = shared.clone();
+        side_queue.serve(&shared.tasks, shared.deadline(), move |body| {
+            let shared = poster.clone();
+            async move {
+                let _ = shared.post(&body, None, false, true).await;
+            }
+        });
+        Ok(Arc::new(StreamableHttpTransport { shared }))
     }
 }
 
@@ -99,36 +116,36 @@ impl Transport for StreamableHttpTransport {
         }
         let body = bytes::Bytes::from(message.json);
         if message.is_initialize {
-            *shared.initialize.lock().unwrap() = Some(body.clone());
+            *shared.initialize.lock() = Some(body.clone());
         }
-        let request_id = message.request_id;
+        let Some(id) = message.request_id else {
+            // A flood of these (one reply per server ping) is dropped past the queue's bound.
+            shared.side_posts.push(body);
+            return Ok(());
+        };
         // The task waits for its abort handle to be filed, so a fast response can't leave a stale entry.
         let (filed, wait_filed) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn({
+        let task = shared.tasks.spawn({
             let shared = shared.clone();
             async move {
                 let _ = wait_filed.await;
                 if shared.closed.load(Ordering::SeqCst) {
                     return;
                 }
-                let outcome = shared.post(&body, request_id, message.is_initialize, true).await;
-                if let Some(id) = request_id {
-                    shared.tasks.lock().unwrap().by_request.remove(&id);
-                    if let Err(error) = outcome {
-                        shared.sink.on_request_failed(id, error);
-                    }
+                let outcome = shared.post(&body, Some(id), message.is_initialize, true).await;
+                shared.by_request.lock().remove(&id);
+                if let Err(error) = outcome {
+                    shared.sink.on_request_failed(id, error);
                 }
             }
         });
-        if let Some(id) = request_id {
-            shared.tasks.lock().unwrap().by_request.insert(id, task.abort_handle());
-        }
+        shared.by_request.lock().insert(id, task);
         let _ = filed.send(());
         Ok(())
     }
 
     fn request_ended(&self, id: RequestId) {
-        if let Some(task) = self.shared.tasks.lock().unwrap().by_request.remove(&id) {
+        if let Some(task) = self.shared.by_request.lock().remove(&id) {
             task.abort();
         }
     }
@@ -136,10 +153,13 @@ impl Transport for StreamableHttpTransport {
     fn complete_handshake(&self, initialized: Outbound, protocol_version: &'static str) -> BoxFuture<'static, Result<()>> {
         let shared = self.shared.clone();
         Box::pin(async move {
-            shared.session.lock().unwrap().protocol_version = Some(protocol_version);
-            shared.post(&bytes::Bytes::from(initialized.json), None, false, true).await?;
-            let task = tokio::spawn(shared.clone().listen());
-            shared.tasks.lock().unwrap().background.push(task.abort_handle());
+            shared.session.lock().protocol_version = Some(protocol_version);
+            let deadline = shared.deadline();
+            let body = bytes::Bytes::from(initialized.json);
+            tokio::time::timeout(deadline, shared.post(&body, None, false, true))
+                .await
+                .unwrap_or(Err(McpError::Timeout { after_ms: deadline.as_millis() as u64 }))?;
+            shared.tasks.spawn(shared.clone().listen());
             Ok(())
         })
     }
@@ -150,15 +170,17 @@ impl Transport for StreamableHttpTransport {
             if shared.closed.swap(true, Ordering::SeqCst) {
                 return;
             }
-            // Nothing started before close (a late notification POST, a re-initialize) outlives it.
-            let _renewal = shared.reinitializing.lock().await;
-            let tasks = std::mem::take(&mut *shared.tasks.lock().unwrap());
-            tasks.by_request.values().chain(&tasks.background).for_each(AbortHandle::abort);
-            let session = shared.session.lock().unwrap().clone();
+            // Every request, notification, stream and re-initialize stops here, whatever the server does;
+            // none of them holds anything close() waits for.
+            shared.tasks.shutdown().await;
+            shared.by_request.lock().clear();
+            let session = shared.session.lock().clone();
             if session.id.is_some() {
                 // Ending the session is a courtesy; a server that doesn't support it answers 405.
-                let delete = shared.with_session(shared.client.delete(shared.spec.url.clone()), &session);
-                let _ = tokio::time::timeout(Duration::from_millis(DELETE_TIMEOUT_MS), delete.send()).await;
+                let delete = shared
+                    .with_session(Method::DELETE, &session)
+                    .deadline(Duration::from_millis(HTTP_SESSION_DELETE_TIMEOUT_MS));
+                let _ = shared.egress.send(delete).await;
             }
         })
     }
@@ -168,36 +190,37 @@ impl Drop for StreamableHttpTransport {
     fn drop(&mut self) {
         // Dropped without close(): stop the background stream and every request task.
         self.shared.closed.store(true, Ordering::SeqCst);
-        let tasks = std::mem::take(&mut *self.shared.tasks.lock().unwrap());
-        tasks.by_request.values().chain(&tasks.background).for_each(AbortHandle::abort);
+        self.shared.tasks.cancel();
     }
 }
 
 impl Shared {
-    fn with_session(&self, request: RequestBuilder, session: &Session) -> RequestBuilder {
-        let mut request = self.spec.credential.apply(request, &self.spec.headers);
+    /// A request to the server's URL with the configured headers, the bearer and the session id (all
+    /// for the server's origin only) and the negotiated protocol version.
+    fn with_session(&self, method: Method, session: &Session) -> Exchange {
+        let mut exchange = self.exchange(method, self.spec.url.clone());
         if let Some(id) = &session.id {
-            request = request.header(HEADER_SESSION_ID, id.clone());
+            exchange = exchange.origin_header(HeaderName::from_static(HEADER_SESSION_ID), id.clone());
         }
         if let Some(version) = session.protocol_version {
-            request = request.header(HEADER_PROTOCOL_VERSION, version);
+            exchange = exchange.protocol_header(HeaderName::from_static(HEADER_PROTOCOL_VERSION), HeaderValue::from_static(version));
         }
-        request
+        exchange
     }
 
-    fn stream_idle(&self) -> Duration {
-        self.options.idle_timeout + Duration::from_millis(STREAM_IDLE_SLACK_MS)
+    /// A JSON-RPC POST of `body`, as Streamable HTTP frames it.
+    fn json_post(exchange: Exchange, body: &bytes::Bytes) -> Exchange {
+        exchange
+            .protocol_header(CONTENT_TYPE, HeaderValue::from_static(APPLICATION_JSON))
+            .protocol_header(ACCEPT, HeaderValue::from_static(ACCEPT_BOTH))
+            .body(body.clone())
     }
 
     /// POST one message and deliver whatever comes back.
     async fn post(&self, body: &bytes::Bytes, request_id: Option<RequestId>, is_initialize: bool, may_reinitialize: bool) -> Result<()> {
-        let session = self.session.lock().unwrap().clone();
-        let request = self
-            .with_session(self.client.post(self.spec.url.clone()), &session)
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, ACCEPT_BOTH)
-            .body(body.clone());
-        let mut response = request.send().await.map_err(http::transport_error)?;
+        let session = self.session.lock().clone();
+        let exchange = Self::json_post(self.with_session(Method::POST, &session), body);
+        let mut response = self.egress.send(exchange).await?;
         let status = response.status();
         if status == StatusCode::NOT_FOUND && session.id.is_some() && !is_initialize {
             if !may_reinitialize {
@@ -207,13 +230,14 @@ impl Shared {
             self.reinitialize(session.generation).await?;
             return Box::pin(self.post(body, request_id, false, false)).await;
         }
-        if is_initialize {
+        // A session id belongs to the server's origin: one set by a redirect target is not taken.
+        if is_initialize && response.url().origin() == self.spec.url.origin() {
             if let Some(id) = response.headers().get(HEADER_SESSION_ID) {
-                self.session.lock().unwrap().id = Some(id.clone());
+                self.session.lock().id = Some(id.clone());
             }
         }
         if !status.is_success() {
-            return Err(McpError::Transport(http::error_excerpt(response).await));
+            return Err(McpError::Transport(self.error_excerpt(response).await));
         }
         if http::is_event_stream(&response) {
             return self.consume_stream(response, request_id).await;
@@ -226,7 +250,7 @@ impl Shared {
                 None => Ok(()),
             };
         }
-        let body = http::read_body(&mut response, self.options.max_message_bytes, self.stream_idle()).await?;
+        let body = http::read_body(&mut response, self.options.max_message_bytes, self.deadline()).await?;
         if body.iter().all(u8::is_ascii_whitespace) && request_id.is_none() {
             return Ok(());
         }
@@ -251,7 +275,7 @@ impl Shared {
                 }
             };
             let limit = self.options.max_message_bytes;
-            http::read_events(&mut response, &mut parser, Some(self.stream_idle()), deliver, limit).await?;
+            http::read_events(&mut response, &mut parser, Some(self.deadline()), deliver, limit).await?;
             let Some(id) = request_id else { return Ok(()) };
             if !self.sink.is_pending(id) {
                 return Ok(());
@@ -263,7 +287,7 @@ impl Shared {
             if resumes > MAX_STREAM_RESUMES {
                 return Err(McpError::Transport(format!("the response stream broke {MAX_STREAM_RESUMES} times; giving up")));
             }
-            tokio::time::sleep(Duration::from_millis(parser.retry_ms.unwrap_or(DEFAULT_RETRY_MS))).await;
+            tokio::time::sleep(retry_delay(&parser)).await;
             response = match self.open_get_stream(Some(&last_event_id)).await? {
                 GetStream::Open(response) => response,
                 _ => return Err(McpError::Transport("the server does not offer a GET stream to resume the response on".into())),
@@ -274,12 +298,12 @@ impl Shared {
 
     /// GET the session's event stream.
     async fn open_get_stream(&self, last_event_id: Option<&str>) -> Result<GetStream> {
-        let session = self.session.lock().unwrap().clone();
-        let mut request = self.with_session(self.client.get(self.spec.url.clone()), &session).header(ACCEPT, EVENT_STREAM);
+        let session = self.session.lock().clone();
+        let mut exchange = self.with_session(Method::GET, &session).protocol_header(ACCEPT, HeaderValue::from_static(EVENT_STREAM));
         if let Some(value) = last_event_id.and_then(http::header_value) {
-            request = request.header(HEADER_LAST_EVENT_ID, value);
+            exchange = exchange.origin_header(HeaderName::from_static(HEADER_LAST_EVENT_ID), value);
         }
-        let response = request.send().await.map_err(http::transport_error)?;
+        let response = self.egress.send(exchange).await?;
         Ok(if response.status().is_success() && http::is_event_stream(&response) {
             GetStream::Open(response)
         } else if response.status() == StatusCode::NOT_FOUND && session.id.is_some() {
@@ -326,38 +350,41 @@ impl Shared {
             .await;
             // A stream that lived a while was healthy; one that keeps dying at once is not.
             failures = if end == Ok(StreamEnd::Closed) && opened.elapsed() > Duration::from_secs(5) { 0 } else { failures + 1 };
-            tokio::time::sleep(Duration::from_millis(parser.retry_ms.unwrap_or(DEFAULT_RETRY_MS))).await;
+            tokio::time::sleep(retry_delay(&parser)).await;
         }
     }
 
-    /// Start a new session after the server expired ours. Runs once for all requests that saw the 404.
+    /// Start a new session after the server expired ours. Runs once for all requests that saw the 404,
+    /// and all of it (waiting for another renewal included) within one deadline: a server that never
+    /// answers the new `initialize` holds nothing for longer.
     async fn reinitialize(&self, expired_generation: u64) -> Result<()> {
-        let _one_at_a_time = self.reinitializing.lock().await;
+        let deadline = self.deadline();
+        tokio::time::timeout(deadline, async {
+            let _one_at_a_time = self.reinitializing.lock().await;
+            self.renew_session(expired_generation).await
+        })
+        .await
+        .unwrap_or(Err(McpError::Timeout { after_ms: deadline.as_millis() as u64 }))
+    }
+
+    async fn renew_session(&self, expired_generation: u64) -> Result<()> {
         let negotiated = {
-            let session = self.session.lock().unwrap();
+            let session = self.session.lock();
             if session.generation != expired_generation {
                 return Ok(()); // another request already did it
             }
             session.protocol_version
         };
-        let initialize = self.initialize.lock().unwrap().clone().ok_or(McpError::Closed)?;
-        let mut response = self
-            .spec
-            .credential
-            .apply(self.client.post(self.spec.url.clone()), &self.spec.headers)
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, ACCEPT_BOTH)
-            .body(initialize)
-            .send()
-            .await
-            .map_err(http::transport_error)?;
+        let initialize = self.initialize.lock().clone().ok_or(McpError::Closed)?;
+        let exchange = Self::json_post(self.exchange(Method::POST, self.spec.url.clone()), &initialize);
+        let mut response = self.egress.send(exchange).await?;
         if !response.status().is_success() {
             return Err(McpError::Transport(format!(
                 "re-initializing the expired session failed: {}",
-                http::error_excerpt(response).await
+                self.error_excerpt(response).await
             )));
         }
-        let new_id = response.headers().get(HEADER_SESSION_ID).cloned();
+        let new_id = response.headers().get(HEADER_SESSION_ID).cloned().filter(|_| response.url().origin() == self.spec.url.origin());
         let result = self.read_single_response(&mut response).await?;
         let init: InitializeResult = serde_json::from_str(&result)
             .map_err(|e| McpError::Protocol(format!("re-initialize returned a malformed result: {e}")))?;
@@ -368,18 +395,13 @@ impl Shared {
             )));
         }
         let session = {
-            let mut session = self.session.lock().unwrap();
+            let mut session = self.session.lock();
             session.id = new_id;
             session.generation += 1;
             session.clone()
         };
-        let initialized = jsonrpc::notification("notifications/initialized", None);
-        let notify = self
-            .with_session(self.client.post(self.spec.url.clone()), &session)
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, ACCEPT_BOTH)
-            .body(initialized);
-        notify.send().await.map_err(http::transport_error)?;
+        let initialized = bytes::Bytes::from(jsonrpc::notification("notifications/initialized", None));
+        self.egress.send(Self::json_post(self.with_session(Method::POST, &session), &initialized)).await?;
         Ok(())
     }
 
@@ -389,14 +411,14 @@ impl Shared {
         let bodies = if http::is_event_stream(response) {
             let mut parser = EventStreamParser::new(limit);
             let mut found = None;
-            http::read_events(response, &mut parser, Some(self.stream_idle()), |event| {
+            http::read_events(response, &mut parser, Some(self.deadline()), |event| {
                 found = Some(event.data);
                 ControlFlow::Break(Ok(()))
             }, limit)
             .await?;
             found.map(String::into_bytes).unwrap_or_default()
         } else {
-            http::read_body(response, limit, self.stream_idle()).await?
+            http::read_body(response, limit, self.deadline()).await?
         };
         match serde_json::from_slice::<RawMessage>(&bodies).ok().and_then(RawMessage::classify) {
             Some(Message::Response { outcome: Ok(result), .. }) => Ok(result.get().to_owned()),
