@@ -126,7 +126,7 @@ struct ServerSlot {
     /// The bearer sent to this server, rotated by `auth` on every call.
     credential: Credential,
     /// Values never to appear in anything this server's failures produce.
-    secrets: Secrets,
+    secrets: Arc<Secrets>,
     state: watch::Sender<SlotState>,
     /// How this server's schemas are disclosed; `None` until its tools are projected.
     tier: Mutex<Option<Tier>>,
@@ -182,7 +182,7 @@ impl Toolset {
             .into_iter()
             .zip(labels)
             .map(|(entry, label)| {
-                let secrets = Secrets::default();
+                let secrets = Arc::new(Secrets::default());
                 match &entry.kind {
                     ServerKind::Stdio { env, .. } => env
                         .iter()
@@ -859,7 +859,7 @@ impl Inner {
         let listener = Arc::new(ServerListener { toolset: Arc::downgrade(&self), index });
         let handshake_timeout = self.timeout.min(Duration::from_millis(MAX_CONNECT_TIMEOUT_MS));
         let handshake = RequestOptions { timeout: handshake_timeout, abort: None };
-        let options = TransportOptions { max_message_bytes: self.max_result_bytes, idle_timeout: self.timeout };
+        let options = TransportOptions { max_message_bytes: self.max_result_bytes, idle_timeout: self.timeout, secrets: self.servers[index].secrets.clone() };
         let connection = Connection::open(&spec, listener, options, &handshake).await?;
         let opts = RequestOptions { timeout: self.timeout, abort: None };
         match catalog::list_tools(&connection, &opts).await {

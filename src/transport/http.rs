@@ -140,10 +140,10 @@ pub async fn read_body(response: &mut Response, max_bytes: usize, idle: Duration
 }
 
 /// A short, safe excerpt of an error body for a message.
-pub async fn error_excerpt(mut response: Response) -> String {
+pub async fn error_excerpt(mut response: Response, secrets: &crate::guard::redact::Secrets) -> String {
     let status = response.status();
     let body = match tokio::time::timeout(Duration::from_secs(2), response.chunk()).await {
-        Ok(Ok(Some(bytes))) => super::quote_bytes(&bytes),
+        Ok(Ok(Some(bytes))) => super::quote_bytes(&bytes, secrets),
         _ => String::new(),
     };
     if body.is_empty() {

@@ -107,7 +107,7 @@ impl Shared {
         if response.status().is_success() {
             Ok(())
         } else {
-            Err(McpError::Transport(http::error_excerpt(response).await))
+            Err(McpError::Transport(http::error_excerpt(response, &self.options.secrets).await))
         }
     }
 
@@ -125,7 +125,7 @@ impl Shared {
             Err(e) => return http::transport_error(e),
         };
         if !response.status().is_success() || !http::is_event_stream(&response) {
-            return McpError::Transport(format!("the SSE stream could not be opened: {}", http::error_excerpt(response).await));
+            return McpError::Transport(format!("the SSE stream could not be opened: {}", http::error_excerpt(response, &self.options.secrets).await));
         }
         let mut parser = EventStreamParser::new(self.options.max_message_bytes);
         let limit = self.options.max_message_bytes;
@@ -138,7 +138,7 @@ impl Shared {
                     Err(e) => return ControlFlow::Break(Err(e)),
                 }
             } else if event.event == DEFAULT_EVENT_TYPE && !self.sink.on_message(event.data.as_bytes()) {
-                return ControlFlow::Break(Err(McpError::Protocol(describe_garbage(event.data.as_bytes()))));
+                return ControlFlow::Break(Err(McpError::Protocol(describe_garbage(event.data.as_bytes(), &self.options.secrets))));
             }
             ControlFlow::Continue(())
         }, limit)

@@ -213,7 +213,7 @@ impl Shared {
             }
         }
         if !status.is_success() {
-            return Err(McpError::Transport(http::error_excerpt(response).await));
+            return Err(McpError::Transport(http::error_excerpt(response, &self.options.secrets).await));
         }
         if http::is_event_stream(&response) {
             return self.consume_stream(response, request_id).await;
@@ -233,7 +233,7 @@ impl Shared {
         if self.sink.on_message(&body) || request_id.is_none() {
             Ok(())
         } else {
-            Err(McpError::Protocol(super::describe_garbage(&body)))
+            Err(McpError::Protocol(super::describe_garbage(&body, &self.options.secrets)))
         }
     }
 
@@ -247,7 +247,7 @@ impl Shared {
                 if event.event != DEFAULT_EVENT_TYPE || sink.on_message(event.data.as_bytes()) {
                     ControlFlow::Continue(())
                 } else {
-                    ControlFlow::Break(Err(McpError::Protocol(super::describe_garbage(event.data.as_bytes()))))
+                    ControlFlow::Break(Err(McpError::Protocol(super::describe_garbage(event.data.as_bytes(), &self.options.secrets))))
                 }
             };
             let limit = self.options.max_message_bytes;
@@ -354,7 +354,7 @@ impl Shared {
         if !response.status().is_success() {
             return Err(McpError::Transport(format!(
                 "re-initializing the expired session failed: {}",
-                http::error_excerpt(response).await
+                http::error_excerpt(response, &self.options.secrets).await
             )));
         }
         let new_id = response.headers().get(HEADER_SESSION_ID).cloned();
