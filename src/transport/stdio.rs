@@ -216,8 +216,12 @@ impl Transport for StdioTransport {
 
 impl Drop for StdioTransport {
     fn drop(&mut self) {
-        // A toolset dropped without close() still must not leave processes or tasks behind.
-        if !self.closing.load(Ordering::SeqCst) && self.exit.borrow().is_none() {
+        // A toolset dropped without close() still must not leave processes or tasks behind. A close()
+        // under way (it owns clones of what it needs) finishes the job itself, with its graces.
+        if self.closing.load(Ordering::SeqCst) {
+            return;
+        }
+        if self.exit.borrow().is_none() {
             signal_group(self.process_group, libc::SIGKILL);
         }
         self.tasks.cancel.cancel();
@@ -790,6 +794,19 @@ mod tests {
         let pending = transport.outbox.state.lock().unwrap().pending.len();
         assert!(pending <= MAX_STDIO_PENDING_WRITE_BYTES, "{pending}");
         transport.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_close_under_way_survives_the_transport_being_dropped() {
+        // The server exits as soon as its stdin ends; the close must see that, not escalate to signals.
+        let transport = StdioTransport::spawn(&spec("read line; exit 0"), Arc::new(Recorder::default()), options()).unwrap();
+        let tasks = transport.tasks.tracker.clone();
+        let started = std::time::Instant::now();
+        let closing = tokio::spawn(transport.close());
+        drop(transport);
+        closing.await.unwrap();
+        assert!(started.elapsed() < Duration::from_millis(STDIO_EXIT_GRACE_MS), "took {:?}", started.elapsed());
+        assert!(tasks.is_empty());
     }
 
     #[tokio::test]
