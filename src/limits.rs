@@ -54,3 +54,19 @@ pub const MAX_QUEUED_SIDE_POSTS: usize = 256;
 pub const ERROR_BODY_READ_BYTES: usize = 4 * MAX_QUOTED_BYTES;
 /// How long the engine waits for that much of an error response's body.
 pub const ERROR_BODY_READ_TIMEOUT_MS: u64 = 2_000;
+/// Bytes queued for a stdio server's stdin beyond what its pipe holds. A server that stops reading its
+/// input makes further sends fail at once (`mcp_transport_error`) instead of growing the queue.
+pub const MAX_STDIO_PENDING_WRITE_BYTES: usize = 16 * 1024 * 1024;
+/// Bytes of one oversized stdio line skipped past the message limit while waiting for its newline.
+/// Past this the line is taken never to end: the server's output can no longer be split into
+/// messages, so its connection is closed (pending and later calls fail at once, not by timeout).
+pub const MAX_SKIPPED_LINE_BYTES: usize = 16 * 1024 * 1024;
+/// After SIGKILL to a stdio server's process group, how long close() waits to see the exit. A process
+/// in uninterruptible sleep can outlive SIGKILL for a while; close() does not wait for it.
+pub const STDIO_KILL_WAIT_MS: u64 = 500;
+/// After a stdio server is gone, how long close() lets the transport's tasks read the last output
+/// (the final stderr lines) before cancelling them; and how long it then waits for them to stop.
+pub const STDIO_TASK_JOIN_MS: u64 = 200;
+/// The longest close() of one stdio transport takes, whatever the server does: stdin EOF, SIGTERM,
+/// SIGKILL, each with its grace, then the tasks joined.
+pub const STDIO_CLOSE_MAX_MS: u64 = STDIO_EXIT_GRACE_MS + STDIO_TERM_GRACE_MS + STDIO_KILL_WAIT_MS + 2 * STDIO_TASK_JOIN_MS;

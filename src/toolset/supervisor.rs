@@ -43,8 +43,9 @@ pub(crate) struct Supervisor {
     pub identity: String,
     /// The bearer sent to this server, rotated by `auth` on every call.
     pub credential: Credential,
-    /// Values never to appear in anything this server's failures produce.
-    pub secrets: Secrets,
+    /// Values never to appear in anything this server's failures produce; shared with its transport,
+    /// which redacts before it truncates.
+    pub secrets: Arc<Secrets>,
     pub state: watch::Sender<SlotState>,
     connection: Mutex<Option<Installed>>,
     /// Connecting, reconciling and refreshing this server happen one at a time, each from its listing
@@ -78,14 +79,15 @@ type Failure = (McpError, Option<String>);
 
 impl Supervisor {
     pub fn new(entry: ServerEntry, label: String, cancel: CancellationToken) -> Self {
-        let secrets = Secrets::default();
+        let secrets = Arc::new(Secrets::default());
         match &entry.kind {
             ServerKind::Stdio { env, .. } => env
                 .iter()
                 .filter(|(name, _)| crate::guard::redact::looks_secret(name))
                 .for_each(|(_, value)| secrets.add(value)),
+            // Raw bytes: a value that isn't ASCII is still a secret.
             ServerKind::StreamableHttp { headers, .. } | ServerKind::Sse { headers, .. } => {
-                headers.values().for_each(|v| secrets.add(&String::from_utf8_lossy(v.as_bytes())))
+                headers.values().for_each(|v| secrets.add_bytes(v.as_bytes()))
             }
         }
         Supervisor {
@@ -168,7 +170,7 @@ impl Inner {
         let listener = Arc::new(ServerListener { toolset: Arc::downgrade(self), index, lost: OnceLock::new(), installed: AtomicBool::new(false) });
         let handshake_timeout = self.timeout.min(Duration::from_millis(MAX_CONNECT_TIMEOUT_MS));
         let handshake = RequestOptions { timeout: handshake_timeout, abort: Some(stop) };
-        let options = TransportOptions { max_message_bytes: self.max_result_bytes, idle_timeout: self.timeout };
+        let options = TransportOptions { max_message_bytes: self.max_result_bytes, idle_timeout: self.timeout, secrets: slot.secrets.clone() };
         let connection = Connection::open(&spec, listener.clone(), options, &handshake).await?;
         let opts = RequestOptions { timeout: self.timeout, abort: Some(stop) };
         match catalog::list_tools(&connection, &opts).await {
@@ -441,7 +443,8 @@ impl Inner {
         Ok(self.allowed_hosts.clone())
     }
 
-    /// Ask `auth` for this server's token and make it the credential. The token joins the secrets.
+    /// Ask `auth` for this server's token and make it the credential. The token replaces the previous
+    /// one among the secrets: the set holds live values only, however often the token rotates.
     pub(super) async fn authenticate(&self, index: usize) -> Result<()> {
         let Some(auth) = &self.hooks.auth else { return Ok(()) };
         let slot = &self.servers[index];
@@ -450,7 +453,7 @@ impl Inner {
         if token.is_empty() {
             return Err(McpError::Auth(format!("the auth callback returned no token for server {name:?}")));
         }
-        slot.secrets.add(&token);
+        slot.secrets.set_rotating("bearer", token.as_bytes());
         slot.credential.set_bearer(&token)
     }
 }

@@ -72,8 +72,10 @@ impl HttpBase {
     pub async fn error_excerpt(&self, mut response: Response) -> String {
         let status = response.status();
         let mut head = Vec::new();
+        // Enough beyond what is quoted that a secret straddling the cut is seen whole and redacted.
+        let read_bytes = ERROR_BODY_READ_BYTES.max(crate::limits::MAX_QUOTED_BYTES + self.options.secrets.longest_bytes());
         let _ = tokio::time::timeout(Duration::from_millis(ERROR_BODY_READ_TIMEOUT_MS), async {
-            while head.len() < ERROR_BODY_READ_BYTES {
+            while head.len() < read_bytes {
                 match response.chunk().await {
                     Ok(Some(bytes)) => head.extend_from_slice(&bytes),
                     _ => break,
@@ -81,9 +83,9 @@ impl HttpBase {
             }
         })
         .await;
-        head.truncate(ERROR_BODY_READ_BYTES);
+        head.truncate(read_bytes);
         let body = egress::scrub_url_secrets(&String::from_utf8_lossy(&head), &self.spec.url);
-        let body = super::quote_bytes(body.as_bytes());
+        let body = super::quote_bytes(body.as_bytes(), &self.options.secrets);
         if body.is_empty() {
             format!("HTTP {status}")
         } else {

@@ -18,6 +18,7 @@ pub mod stdio;
 pub mod streamable_http;
 
 use crate::error::{McpError, Result};
+use crate::guard::redact::Secrets;
 use crate::protocol::jsonrpc::RequestId;
 use std::future::Future;
 use std::pin::Pin;
@@ -88,35 +89,41 @@ pub enum TransportSpec {
     Sse(http::HttpSpec),
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct TransportOptions {
     /// Largest single message accepted from the server.
     pub max_message_bytes: usize,
     /// How long a response stream may stay silent before the transport gives up on it.
     pub idle_timeout: Duration,
+    /// The server's secrets: text a transport puts into an error or a stderr tail is redacted with
+    /// them before it is cut to size (see `guard::redact`).
+    pub secrets: Arc<Secrets>,
 }
 
 pub fn open(spec: &TransportSpec, sink: Arc<dyn MessageSink>, options: TransportOptions) -> Result<Arc<dyn Transport>> {
     Ok(match spec {
-        TransportSpec::Stdio(s) => stdio::StdioTransport::spawn(s, sink, options.max_message_bytes)?,
+        TransportSpec::Stdio(s) => stdio::StdioTransport::spawn(s, sink, options)?,
         TransportSpec::StreamableHttp(s) => streamable_http::StreamableHttpTransport::open(s, sink, options)?,
         TransportSpec::Sse(s) => sse::SseTransport::open(s, sink, options)?,
     })
 }
 
-/// Quote at most a few hundred bytes of untrusted text in an error message.
-pub fn quote_bytes(bytes: &[u8]) -> String {
+/// Quote at most a few hundred bytes of untrusted text in an error message, secrets redacted. The
+/// redaction sees the text past the cut, so a secret the cut would split is replaced whole.
+pub fn quote_bytes(bytes: &[u8], secrets: &Secrets) -> String {
     let limit = crate::limits::MAX_QUOTED_BYTES;
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(limit)]);
-    let mut quoted: String = text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-    if bytes.len() > limit {
+    let context = &bytes[..bytes.len().min(limit + secrets.longest_bytes())];
+    let redacted = secrets.redact_window(context, 0..limit);
+    let shown = crate::guard::redact::head_of(&redacted, limit);
+    let mut quoted: String = String::from_utf8_lossy(shown).chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    if shown.len() < redacted.len() || bytes.len() > limit {
         quoted.push('…');
     }
     quoted
 }
 
-pub fn describe_garbage(frame: &[u8]) -> String {
-    format!("MCP server sent a message that is not JSON-RPC: {}", quote_bytes(frame))
+pub fn describe_garbage(frame: &[u8], secrets: &Secrets) -> String {
+    format!("MCP server sent a message that is not JSON-RPC: {}", quote_bytes(frame, secrets))
 }
 
 impl From<std::io::Error> for McpError {

@@ -147,7 +147,7 @@ impl Shared {
                     Err(e) => return ControlFlow::Break(Err(e)),
                 }
             } else if event.event == DEFAULT_EVENT_TYPE && !self.sink.on_message(event.data.as_bytes()) {
-                return ControlFlow::Break(Err(McpError::Protocol(describe_garbage(event.data.as_bytes()))));
+                return ControlFlow::Break(Err(McpError::Protocol(describe_garbage(event.data.as_bytes(), &self.options.secrets))));
             }
             ControlFlow::Continue(())
         }, limit)

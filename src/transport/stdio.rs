@@ -3,10 +3,22 @@
 //! The child runs in its own process group with an allowlisted environment. Writes are coalesced:
 //! every message queued while the pipe is busy goes out in the next single `write`. stderr is drained
 //! continuously so a chatty server never blocks, and its last bytes are kept for diagnostics.
+//!
+//! What a hostile or broken server can make us hold is bounded: the stdin queue
+//! (`MAX_STDIO_PENDING_WRITE_BYTES`), one line (`max_message_bytes`, then skipped up to
+//! `MAX_SKIPPED_LINE_BYTES` before the connection is given up), the stderr tail. Every descriptor we
+//! create is close-on-exec, so no server inherits another's pipes. Every task runs under the
+//! transport's tracker and token, and close() ends within `STDIO_CLOSE_MAX_MS` with none left running.
 
-use super::{describe_garbage, BoxFuture, MessageSink, Outbound, Transport};
+use super::{describe_garbage, BoxFuture, MessageSink, Outbound, Transport, TransportOptions};
 use crate::error::{McpError, Result};
-use crate::limits::{STDERR_TAIL_BYTES, STDIO_EXIT_GRACE_MS, STDIO_TERM_GRACE_MS};
+use crate::guard::redact::Secrets;
+use crate::limits::{
+    MAX_SKIPPED_LINE_BYTES, MAX_STDIO_PENDING_WRITE_BYTES, STDERR_TAIL_BYTES, STDIO_CLOSE_MAX_MS, STDIO_EXIT_GRACE_MS,
+    STDIO_KILL_WAIT_MS, STDIO_TASK_JOIN_MS, STDIO_TERM_GRACE_MS,
+};
+use std::future::Future;
+use std::os::fd::{AsFd, AsRawFd, IntoRawFd, RawFd};
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,8 +26,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout, Command};
-use std::os::fd::{AsRawFd, RawFd};
 use tokio::sync::{watch, Notify};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// How to start one stdio server. `env` is the complete environment the child gets.
 #[derive(Clone)]
@@ -41,17 +54,56 @@ const READ_BUFFER_BYTES: usize = 16 * 1024;
 const STDERR_READ_CHUNK_BYTES: usize = 1024;
 /// A burst larger than this is written in more than one go, so one huge burst can't hog memory twice.
 const MAX_COALESCED_WRITE_BYTES: usize = 1024 * 1024;
+/// How long one scan of /proc for live members of a server's process group may take before close()
+/// assumes the group is still alive and escalates.
+const GROUP_SCAN_MS: u64 = 200;
+
+/// Every task of one transport runs under its tracker and stops at its token: close() cancels the
+/// token and joins the tracker, so no task outlives it.
+#[derive(Clone, Default)]
+struct Tasks {
+    tracker: TaskTracker,
+    cancel: CancellationToken,
+}
+
+impl Tasks {
+    /// Run `task` until it finishes or the transport is cancelled.
+    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let cancel = self.cancel.clone();
+        self.tracker.spawn(async move {
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => {}
+                _ = task => {}
+            }
+        });
+    }
+
+    /// Let the tasks finish what they are doing for `grace`, then cancel those still running and
+    /// wait (boundedly) for them to stop.
+    async fn join(&self, grace: Duration) {
+        self.tracker.close();
+        if tokio::time::timeout(grace, self.tracker.wait()).await.is_err() {
+            self.cancel.cancel();
+            let _ = tokio::time::timeout(Duration::from_millis(STDIO_TASK_JOIN_MS), self.tracker.wait()).await;
+        }
+    }
+}
 
 pub struct StdioTransport {
     outbox: Arc<Outbox>,
     process_group: i32,
     stderr_tail: Arc<Mutex<TailBuffer>>,
+    secrets: Arc<Secrets>,
     exit: watch::Receiver<Option<ExitStatus>>,
     closing: Arc<AtomicBool>,
+    /// Set once the first close() has finished, for later calls to wait on.
+    closed: watch::Sender<bool>,
+    tasks: Tasks,
 }
 
 impl StdioTransport {
-    pub fn spawn(spec: &StdioSpec, sink: Arc<dyn MessageSink>, max_message_bytes: usize) -> Result<Arc<Self>> {
+    pub fn spawn(spec: &StdioSpec, sink: Arc<dyn MessageSink>, options: TransportOptions) -> Result<Arc<Self>> {
         let mut command = Command::new(&spec.program);
         command
             .args(&spec.args)
@@ -64,6 +116,7 @@ impl StdioTransport {
         if let Some(cwd) = &spec.cwd {
             command.current_dir(cwd);
         }
+        // std creates the pipes close-on-exec (pipe2 with O_CLOEXEC); the child's ends become its 0/1/2.
         let mut child = command
             .spawn()
             .map_err(|e| McpError::Transport(format!("failed to start {}: {e}", spec.program.display())))?;
@@ -76,33 +129,50 @@ impl StdioTransport {
         let stderr_tail = Arc::new(Mutex::new(TailBuffer::default()));
         let closing = Arc::new(AtomicBool::new(false));
         let (exit_tx, exit_rx) = watch::channel(None);
+        let tasks = Tasks::default();
+        let secrets = options.secrets.clone();
+        let lines = || LineReader::new(options.max_message_bytes, secrets.clone());
 
-        tokio::spawn(write_loop(stdin, outbox.clone()));
-        tokio::spawn(drain_stderr(stderr, stderr_tail.clone()));
-        tokio::spawn(async move {
+        tasks.spawn(write_loop(stdin, outbox.clone()));
+        tasks.spawn(drain_stderr(stderr, stderr_tail.clone(), secrets.clone()));
+        tasks.spawn(async move {
             let status = child.wait().await.ok();
             let _ = exit_tx.send(status);
         });
-        let duplicate = spec.reader_host.as_ref().map(|_| unsafe { libc::dup(stdout.as_raw_fd()) });
-        match (&spec.reader_host, duplicate) {
-            (Some(host), Some(fd)) if fd >= 0 => {
-                // The host reads a duplicate; ours closes here, so end of file reaches the host alone.
+        match &spec.reader_host {
+            Some(host) => {
+                // The host reads a duplicate, made close-on-exec (F_DUPFD_CLOEXEC) like every descriptor
+                // we hold: a server spawned later must not inherit another server's stdout. Ours closes
+                // here, so end of file reaches the host alone.
+                let duplicate = stdout.as_fd().try_clone_to_owned().map_err(|e| {
+                    McpError::Transport(format!("cannot hand the stdout of {} to the host: {e}", spec.program.display()))
+                });
                 drop(stdout);
+                let duplicate = match duplicate {
+                    Ok(fd) => fd,
+                    Err(e) => {
+                        signal_group(process_group, libc::SIGKILL);
+                        tasks.cancel.cancel();
+                        return Err(e);
+                    }
+                };
                 let reader = Arc::new(ExternalReader {
-                    lines: Mutex::new(LineReader::new(max_message_bytes)),
+                    lines: Mutex::new(lines()),
                     sink,
                     exit: exit_rx.clone(),
                     closing: closing.clone(),
                     ended: AtomicBool::new(false),
+                    tasks: tasks.clone(),
                 });
-                host.attach(reader, fd);
+                host.attach(reader, duplicate.into_raw_fd());
             }
-            _ => {
-                tokio::spawn(read_loop(stdout, sink, max_message_bytes, exit_rx.clone(), closing.clone()));
+            None => {
+                tasks.spawn(read_loop(stdout, sink, lines(), exit_rx.clone(), closing.clone()));
             }
         }
 
-        Ok(Arc::new(StdioTransport { outbox, process_group, stderr_tail, exit: exit_rx, closing }))
+        let closed = watch::channel(false).0;
+        Ok(Arc::new(StdioTransport { outbox, process_group, stderr_tail, secrets, exit: exit_rx, closing, closed, tasks }))
     }
 }
 
@@ -115,56 +185,75 @@ impl Transport for StdioTransport {
         self.outbox.push(messages.into_iter().map(|m| m.json))
     }
 
+    /// Ends within [`STDIO_CLOSE_MAX_MS`] whatever the server does; a second call waits for the first
+    /// as long (no longer).
     fn close(&self) -> BoxFuture<'static, ()> {
         let first = !self.closing.swap(true, Ordering::SeqCst);
         let outbox = self.outbox.clone();
         let group = self.process_group;
-        let mut exit = self.exit.clone();
+        let exit = self.exit.clone();
+        let tasks = self.tasks.clone();
+        let closed = self.closed.clone();
         Box::pin(async move {
             if first {
-                // Ending stdin is the polite request to exit; most servers take it.
-                outbox.close();
-                if !wait_for_exit(&mut exit, STDIO_EXIT_GRACE_MS).await || group_alive(group).await {
-                    // The whole group: a server's own children must not outlive it.
-                    signal_group(group, libc::SIGTERM);
-                    let deadline = tokio::time::Instant::now() + Duration::from_millis(STDIO_TERM_GRACE_MS);
-                    let mut alive = true;
-                    while tokio::time::Instant::now() < deadline {
-                        alive = exit.borrow().is_none() || group_alive(group).await;
-                        if !alive {
-                            break;
-                        }
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
-                    if alive {
-                        signal_group(group, libc::SIGKILL);
-                    }
-                }
+                stop_process(&outbox, group, exit).await;
+                // The pipes end with the process: give the readers a moment for its last words (stderr),
+                // then cancel what still runs (a descendant that left the group may hold the pipes open).
+                tasks.join(Duration::from_millis(STDIO_TASK_JOIN_MS)).await;
+                closed.send_replace(true);
+            } else {
+                let mut done = closed.subscribe();
+                let _ = tokio::time::timeout(Duration::from_millis(STDIO_CLOSE_MAX_MS), done.wait_for(|d| *d)).await;
             }
-            wait_for_exit(&mut exit, u64::MAX).await;
         })
     }
 
     fn stderr_tail(&self) -> Option<String> {
-        let tail = self.stderr_tail.lock().unwrap();
-        (!tail.is_empty()).then(|| tail.text())
+        let mut tail = self.stderr_tail.lock().unwrap();
+        (!tail.is_empty()).then(|| tail.text(&self.secrets))
     }
 }
 
 impl Drop for StdioTransport {
     fn drop(&mut self) {
-        // A toolset dropped without close() still must not leave processes behind.
-        if !self.closing.load(Ordering::SeqCst) && self.exit.borrow().is_none() {
+        // A toolset dropped without close() still must not leave processes or tasks behind. A close()
+        // under way (it owns clones of what it needs) finishes the job itself, with its graces.
+        if self.closing.load(Ordering::SeqCst) {
+            return;
+        }
+        if self.exit.borrow().is_none() {
             signal_group(self.process_group, libc::SIGKILL);
         }
+        self.tasks.cancel.cancel();
     }
+}
+
+/// Ask the server to exit (stdin EOF), then make it (SIGTERM, then SIGKILL to its whole group), each
+/// step with its grace. Returns within STDIO_EXIT_GRACE_MS + STDIO_TERM_GRACE_MS + STDIO_KILL_WAIT_MS
+/// (plus one bounded /proc scan), even if the exit is never seen.
+async fn stop_process(outbox: &Outbox, group: i32, mut exit: watch::Receiver<Option<ExitStatus>>) {
+    // Ending stdin is the polite request to exit; most servers take it.
+    outbox.close();
+    if wait_for_exit(&mut exit, STDIO_EXIT_GRACE_MS).await && !group_alive(group).await {
+        return;
+    }
+    // The whole group: a server's own children must not outlive it.
+    signal_group(group, libc::SIGTERM);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(STDIO_TERM_GRACE_MS);
+    while tokio::time::Instant::now() < deadline {
+        if exit.borrow().is_some() && !group_alive(group).await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    signal_group(group, libc::SIGKILL);
+    // Bounded: a process stuck in uninterruptible sleep (or an exit we never get to see) must not hold
+    // close() forever. The reaper task is cancelled with the others; tokio reaps an orphan later.
+    wait_for_exit(&mut exit, STDIO_KILL_WAIT_MS).await;
 }
 
 async fn wait_for_exit(exit: &mut watch::Receiver<Option<ExitStatus>>, within_ms: u64) -> bool {
     let wait = exit.wait_for(|s| s.is_some());
-    if within_ms == u64::MAX {
-        return wait.await.is_ok();
-    }
     matches!(tokio::time::timeout(Duration::from_millis(within_ms), wait).await, Ok(Ok(_)))
 }
 
@@ -181,7 +270,8 @@ async fn group_alive(group: i32) -> bool {
     if group <= 0 || unsafe { libc::kill(-group, 0) } != 0 {
         return false;
     }
-    tokio::task::spawn_blocking(move || group_has_live_member(group)).await.unwrap_or(true)
+    let scan = tokio::task::spawn_blocking(move || group_has_live_member(group));
+    matches!(tokio::time::timeout(Duration::from_millis(GROUP_SCAN_MS), scan).await, Ok(Ok(true)) | Err(_))
 }
 
 /// True when some member of the group is not a zombie. Zombies reparented to an init that never
@@ -234,6 +324,17 @@ impl Outbox {
             return Err(McpError::Closed);
         }
         let was_empty = state.pending.is_empty();
+        let messages: Vec<String> = messages.collect();
+        let incoming: usize = messages.iter().map(|m| m.len() + 1).sum();
+        // What waits here is what the pipe would not take: the server is not reading. A burst is
+        // always taken when nothing waits, so one large message still goes out.
+        if !was_empty && state.pending.len() + incoming > MAX_STDIO_PENDING_WRITE_BYTES {
+            return Err(McpError::Transport(format!(
+                "MCP server is not reading its input: {} bytes already wait to be written to its stdin (limit {MAX_STDIO_PENDING_WRITE_BYTES})",
+                state.pending.len()
+            )));
+        }
+        state.pending.reserve(incoming);
         for message in messages {
             state.pending.extend_from_slice(message.as_bytes());
             state.pending.push(b'\n');
@@ -310,20 +411,31 @@ async fn write_loop(stdin: ChildStdin, outbox: Arc<Outbox>) {
 }
 
 /// Splits a byte stream into newline-delimited messages and hands each to the sink: whole lines
-/// straight from the caller's buffer, partial ones accumulated; a line over the limit is dropped as it
-/// arrives (only its head is kept, to find the call it answered).
+/// straight from the caller's buffer, partial ones accumulated. A line over the limit fails the call it
+/// answers the moment the limit is passed (its head is kept to find that call) and is then skipped up
+/// to its newline; a line that goes on for [`MAX_SKIPPED_LINE_BYTES`] more with no newline is fatal.
 pub struct LineReader {
     line: Vec<u8>,
-    oversized: bool,
+    /// When the current line is oversized: how many of its bytes lie past the limit so far.
+    skipped: Option<usize>,
     max_message_bytes: usize,
+    max_skipped_bytes: usize,
+    secrets: Arc<Secrets>,
 }
 
 impl LineReader {
-    pub fn new(max_message_bytes: usize) -> Self {
-        LineReader { line: Vec::new(), oversized: false, max_message_bytes }
+    /// `secrets` redact what a fatal error quotes from the stream.
+    pub fn new(max_message_bytes: usize, secrets: Arc<Secrets>) -> Self {
+        Self::with_skip_limit(max_message_bytes, MAX_SKIPPED_LINE_BYTES, secrets)
     }
 
-    /// Deliver every complete line in `bytes`. An error is a line that is not JSON-RPC: fatal.
+    /// Like [`LineReader::new`], with the bound on an unterminated oversized line given.
+    pub fn with_skip_limit(max_message_bytes: usize, max_skipped_bytes: usize, secrets: Arc<Secrets>) -> Self {
+        LineReader { line: Vec::new(), skipped: None, max_message_bytes, max_skipped_bytes, secrets }
+    }
+
+    /// Deliver every complete line in `bytes`. An error is fatal for the stream: a line that is not
+    /// JSON-RPC, or an oversized line that never ends.
     pub fn feed(&mut self, mut bytes: &[u8], sink: &dyn MessageSink) -> Result<()> {
         while !bytes.is_empty() {
             let (chunk, complete) = match memchr::memchr(b'\n', bytes) {
@@ -331,34 +443,42 @@ impl LineReader {
                 None => (bytes, false),
             };
             bytes = &bytes[chunk.len() + usize::from(complete)..];
-            if complete && self.line.is_empty() && !self.oversized {
+            if complete && self.line.is_empty() && self.skipped.is_none() {
                 // The common case: a whole message in the buffer, handed over without a copy.
                 if chunk.len() <= self.max_message_bytes {
-                    deliver(sink, chunk)?;
+                    deliver(sink, chunk, &self.secrets)?;
                 } else {
                     refuse_oversized(sink, &chunk[..OVERSIZED_HEAD_BYTES.min(chunk.len())], self.max_message_bytes);
                 }
                 continue;
             }
-            if !self.oversized {
-                self.line.extend_from_slice(chunk);
-                if self.line.len() > self.max_message_bytes {
-                    self.oversized = true;
-                    self.line.truncate(OVERSIZED_HEAD_BYTES);
+            match &mut self.skipped {
+                Some(skipped) => *skipped += chunk.len(),
+                None => {
+                    self.line.extend_from_slice(chunk);
+                    if self.line.len() > self.max_message_bytes {
+                        // Fail the call now, not when (or if) the newline comes.
+                        let past_limit = self.line.len() - self.max_message_bytes;
+                        self.line.truncate(OVERSIZED_HEAD_BYTES);
+                        refuse_oversized(sink, &self.line, self.max_message_bytes);
+                        self.line.clear();
+                        self.skipped = Some(past_limit);
+                    }
                 }
             }
             if complete {
-                let line = std::mem::take(&mut self.line);
-                let outcome = if self.oversized {
-                    refuse_oversized(sink, &line, self.max_message_bytes);
-                    Ok(())
-                } else {
-                    deliver(sink, &line)
+                let outcome = match self.skipped.take() {
+                    Some(_) => Ok(()),
+                    None => deliver(sink, &self.line, &self.secrets),
                 };
-                self.line = line;
                 self.line.clear();
-                self.oversized = false;
                 outcome?;
+            } else if self.skipped.is_some_and(|skipped| skipped > self.max_skipped_bytes) {
+                return Err(McpError::Transport(format!(
+                    "MCP server wrote a line of more than {} bytes with no end (limit {} bytes); its output can no longer be read as messages",
+                    self.max_message_bytes + self.max_skipped_bytes,
+                    self.max_message_bytes
+                )));
             }
         }
         Ok(())
@@ -368,12 +488,11 @@ impl LineReader {
 async fn read_loop(
     stdout: ChildStdout,
     sink: Arc<dyn MessageSink>,
-    max_message_bytes: usize,
+    mut lines: LineReader,
     exit: watch::Receiver<Option<ExitStatus>>,
     closing: Arc<AtomicBool>,
 ) {
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, stdout);
-    let mut lines = LineReader::new(max_message_bytes);
     let failure = loop {
         let available = match reader.fill_buf().await {
             Ok([]) => break None,
@@ -383,8 +502,8 @@ async fn read_loop(
         let consumed = available.len();
         let fed = lines.feed(available, &*sink);
         reader.consume(consumed);
-        if let Err(garbage) = fed {
-            break Some(garbage);
+        if let Err(fatal) = fed {
+            break Some(fatal);
         }
     };
     report_end(&*sink, failure, exit, &closing).await;
@@ -414,6 +533,7 @@ pub struct ExternalReader {
     exit: watch::Receiver<Option<ExitStatus>>,
     closing: Arc<AtomicBool>,
     ended: AtomicBool,
+    tasks: Tasks,
 }
 
 impl ExternalReader {
@@ -422,39 +542,44 @@ impl ExternalReader {
             return;
         }
         let fed = self.lines.lock().unwrap().feed(bytes, &*self.sink);
-        if let Err(garbage) = fed {
-            self.end(Some(garbage));
+        if let Err(fatal) = fed {
+            self.end(Some(fatal));
         }
     }
 
-    /// The host saw end of file (or an error) on the stream.
+    /// The host saw end of file (or an error) on the stream, or what it fed was fatal.
     pub fn end(&self, failure: Option<McpError>) {
         if self.ended.swap(true, Ordering::SeqCst) {
             return;
         }
+        if self.closing.load(Ordering::SeqCst) {
+            self.sink.on_closed(McpError::Closed);
+            return;
+        }
         let (sink, exit, closing) = (self.sink.clone(), self.exit.clone(), self.closing.clone());
-        tokio::spawn(async move { report_end(&*sink, failure, exit, &closing).await });
+        // Under the transport's tracker: close() waits for (or cancels) it like its own readers.
+        self.tasks.spawn(async move { report_end(&*sink, failure, exit, &closing).await });
     }
 }
 
 /// Where a stdio transport offers its stdout to be read by the host. Given the reader and a file
-/// descriptor the host now owns (a duplicate: closing it is the host's job).
+/// descriptor the host now owns (a close-on-exec duplicate: closing it is the host's job).
 pub trait ReaderHost: Send + Sync {
     fn attach(&self, reader: Arc<ExternalReader>, fd: RawFd);
 }
 
 /// Hand one line to the sink. A line that is not JSON-RPC ends the session: on a pipe there is no
 /// telling which request it was meant to answer, or what the server will write next.
-fn deliver(sink: &dyn MessageSink, line: &[u8]) -> Result<()> {
+fn deliver(sink: &dyn MessageSink, line: &[u8], secrets: &Secrets) -> Result<()> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     if line.iter().all(u8::is_ascii_whitespace) || sink.on_message(line) {
         Ok(())
     } else {
-        Err(McpError::Protocol(describe_garbage(line)))
+        Err(McpError::Protocol(describe_garbage(line, secrets)))
     }
 }
 
-/// An oversized line was dropped unread; fail the one call it answered, found from its first bytes.
+/// An oversized line is being dropped unread; fail the one call it answers, found from its first bytes.
 fn refuse_oversized(sink: &dyn MessageSink, head: &[u8], limit_bytes: usize) {
     if let Some(id) = crate::protocol::jsonrpc::sniff_response_id(head) {
         sink.on_request_failed(id, McpError::ResultTooLarge { limit_bytes });
@@ -470,27 +595,34 @@ fn describe_exit(status: ExitStatus) -> String {
     }
 }
 
-async fn drain_stderr(mut stderr: tokio::process::ChildStderr, tail: Arc<Mutex<TailBuffer>>) {
+async fn drain_stderr(mut stderr: tokio::process::ChildStderr, tail: Arc<Mutex<TailBuffer>>, secrets: Arc<Secrets>) {
     let mut chunk = vec![0u8; STDERR_READ_CHUNK_BYTES];
     while let Ok(n) = stderr.read(&mut chunk).await {
         if n == 0 {
             break;
         }
-        tail.lock().unwrap().push(&chunk[..n]);
+        tail.lock().unwrap().push(&chunk[..n], secrets.longest_bytes());
     }
 }
 
-/// The last `STDERR_TAIL_BYTES` bytes written.
+/// The last bytes a server wrote to stderr: the last [`STDERR_TAIL_BYTES`] are shown, and as many
+/// again as the longest secret is long are kept before them, so that a secret split by the cut is
+/// still recognised and redacted whole.
 #[derive(Default)]
 pub struct TailBuffer {
     bytes: std::collections::VecDeque<u8>,
+    /// Bytes have been dropped from the front: the first kept bytes may be the end of a secret.
+    cut: bool,
 }
 
 impl TailBuffer {
-    pub fn push(&mut self, data: &[u8]) {
-        let data = &data[data.len().saturating_sub(STDERR_TAIL_BYTES)..];
-        let overflow = (self.bytes.len() + data.len()).saturating_sub(STDERR_TAIL_BYTES);
-        self.bytes.drain(..overflow);
+    /// Append `data`, keeping `STDERR_TAIL_BYTES + context_bytes`.
+    pub fn push(&mut self, data: &[u8], context_bytes: usize) {
+        let keep = STDERR_TAIL_BYTES + context_bytes;
+        let data = &data[data.len().saturating_sub(keep)..];
+        let overflow = (self.bytes.len() + data.len()).saturating_sub(keep);
+        self.cut |= overflow > 0;
+        self.bytes.drain(..overflow.min(self.bytes.len()));
         self.bytes.extend(data);
     }
 
@@ -498,18 +630,22 @@ impl TailBuffer {
         self.bytes.is_empty()
     }
 
-    pub fn text(&self) -> String {
-        let (a, b) = self.bytes.as_slices();
-        let mut all = Vec::with_capacity(a.len() + b.len());
-        all.extend_from_slice(a);
-        all.extend_from_slice(b);
-        String::from_utf8_lossy(&all).into_owned()
+    /// The last `STDERR_TAIL_BYTES` bytes of the text, redacted before they were cut (a marker at the
+    /// cut is shown whole).
+    pub fn text(&mut self, secrets: &Secrets) -> String {
+        let all = self.bytes.make_contiguous();
+        // The shown part starts far enough in that a secret cut off at the front lies wholly before it.
+        let context = if self.cut { secrets.longest_bytes().min(all.len()) } else { 0 };
+        let start = all.len().saturating_sub(STDERR_TAIL_BYTES).max(context);
+        let redacted = secrets.redact_window(all, start..all.len());
+        String::from_utf8_lossy(crate::guard::redact::tail_of(&redacted, STDERR_TAIL_BYTES)).into_owned()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::guard::redact::REDACTED;
     use crate::protocol::jsonrpc::RequestId;
 
     /// Records what a transport hands over.
@@ -540,7 +676,7 @@ mod tests {
         let stream = b"{\"id\":1}\r\n\n{\"id\":2,\"x\":\"a b\"}\n{\"id\":3}\n";
         for split in 0..stream.len() {
             let sink = Recorder::default();
-            let mut lines = LineReader::new(1024);
+            let mut lines = LineReader::new(1024, Arc::default());
             lines.feed(&stream[..split], &sink).unwrap();
             lines.feed(&stream[split..], &sink).unwrap();
             let got = sink.messages.lock().unwrap().clone();
@@ -553,7 +689,7 @@ mod tests {
         let big = format!("{{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":\"{}\"}}\n{{\"id\":8}}\n", "x".repeat(5000));
         for chunk in [big.len(), 100] {
             let sink = Recorder::default();
-            let mut lines = LineReader::new(1000);
+            let mut lines = LineReader::new(1000, Arc::default());
             for piece in big.as_bytes().chunks(chunk) {
                 lines.feed(piece, &sink).unwrap();
             }
@@ -563,22 +699,164 @@ mod tests {
     }
 
     #[test]
+    fn an_oversized_line_fails_its_call_before_its_newline_and_only_once() {
+        let sink = Recorder::default();
+        let mut lines = LineReader::new(1000, Arc::default());
+        lines.feed(br#"{"jsonrpc":"2.0","id":7,"result":""#, &sink).unwrap();
+        lines.feed(&[b'x'; 999], &sink).unwrap();
+        assert_eq!(*sink.failed.lock().unwrap(), [(7, "mcp_result_too_large".to_owned())], "failed as the limit passed");
+        lines.feed(&[b'x'; 5000], &sink).unwrap();
+        lines.feed(b"\"}\n{\"id\":8}\n", &sink).unwrap();
+        assert_eq!(sink.failed.lock().unwrap().len(), 1, "not again at the newline");
+        assert_eq!(*sink.messages.lock().unwrap(), ["{\"id\":8}"]);
+    }
+
+    #[test]
+    fn a_line_that_never_ends_is_fatal() {
+        let sink = Recorder::default();
+        let mut lines = LineReader::with_skip_limit(1000, 10_000, Arc::default());
+        let head = br#"{"jsonrpc":"2.0","id":3,"result":""#;
+        lines.feed(head, &sink).unwrap();
+        let mut fed = head.len();
+        let error = loop {
+            fed += 700;
+            match lines.feed(&[b'x'; 700], &sink) {
+                Ok(()) => assert!(fed <= 1000 + 10_000, "still reading after {fed} bytes with no newline"),
+                Err(e) => break e,
+            }
+        };
+        assert!(fed > 1000 + 10_000, "the bound is the skip limit past the message limit ({fed})");
+        assert_eq!(error.code(), "mcp_transport_error");
+        assert!(error.to_string().contains("with no end"), "{error}");
+        assert_eq!(*sink.failed.lock().unwrap(), [(3, "mcp_result_too_large".to_owned())]);
+    }
+
+    #[test]
+    fn garbage_is_quoted_with_secrets_redacted_before_the_cut() {
+        let secrets = Arc::new(Secrets::default());
+        secrets.add("sk-secret-123");
+        // The quote's cut (MAX_QUOTED_BYTES) falls inside the secret.
+        let line = format!("{}sk-secret-123 trailing\n", "x".repeat(crate::limits::MAX_QUOTED_BYTES - 11));
+        let error = LineReader::new(1024, secrets).feed(line.as_bytes(), &Recorder::default()).unwrap_err().to_string();
+        assert!(error.contains("x[redacted]"), "{error}");
+        assert!(!error.contains("sk-s") && !error.contains("-123"), "{error}");
+    }
+
+    #[test]
+    fn the_stderr_tail_redacts_a_secret_split_by_its_cut() {
+        let secrets = Secrets::default();
+        secrets.add("sk-secret-123");
+        for split in 1..13 {
+            let mut tail = TailBuffer::default();
+            // Written in small pieces, as a pipe delivers it; the tail's cut falls `split` bytes into the secret.
+            let stderr = format!("{}sk-secret-123{}", "a".repeat(3000), "y".repeat(STDERR_TAIL_BYTES - (13 - split)));
+            for piece in stderr.as_bytes().chunks(1000) {
+                tail.push(piece, secrets.longest_bytes());
+            }
+            let text = tail.text(&secrets);
+            assert!(text.len() < STDERR_TAIL_BYTES + REDACTED.len());
+            assert!(text.starts_with("[redacted]y") && text.ends_with('y'), "split {split}: {}", &text[..40]);
+            for fragment in ["sk-s", "cret", "-123", "t-12", "et-1"] {
+                assert!(!text.contains(fragment), "split {split}: {}", &text[..40]);
+            }
+        }
+    }
+
+    fn spec(script: &str) -> StdioSpec {
+        StdioSpec {
+            program: "/bin/sh".into(),
+            args: vec!["-c".to_owned(), script.to_owned()],
+            env: vec![("PATH".to_owned(), std::env::var("PATH").unwrap_or_default())],
+            cwd: None,
+            reader_host: None,
+        }
+    }
+
+    fn options() -> TransportOptions {
+        TransportOptions { max_message_bytes: 1024, idle_timeout: Duration::from_secs(5), secrets: Arc::default() }
+    }
+
+    #[tokio::test]
+    async fn a_server_that_never_reads_its_input_makes_sends_fail_instead_of_queueing() {
+        let transport = StdioTransport::spawn(&spec("exec sleep 30"), Arc::new(Recorder::default()), options()).unwrap();
+        let message = "x".repeat(1024 * 1024);
+        let mut accepted = 0usize;
+        let error = loop {
+            match transport.send(Outbound::other(message.clone())) {
+                Ok(()) => accepted += 1,
+                Err(e) => break e,
+            }
+            assert!(accepted * message.len() <= 2 * MAX_STDIO_PENDING_WRITE_BYTES, "queued {accepted} MiB");
+            tokio::task::yield_now().await;
+        };
+        assert_eq!(error.code(), "mcp_transport_error");
+        assert!(error.to_string().contains("not reading its input"), "{error}");
+        let pending = transport.outbox.state.lock().unwrap().pending.len();
+        assert!(pending <= MAX_STDIO_PENDING_WRITE_BYTES, "{pending}");
+        transport.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_close_under_way_survives_the_transport_being_dropped() {
+        // The server exits as soon as its stdin ends; the close must see that, not escalate to signals.
+        let transport = StdioTransport::spawn(&spec("read line; exit 0"), Arc::new(Recorder::default()), options()).unwrap();
+        let tasks = transport.tasks.tracker.clone();
+        let started = std::time::Instant::now();
+        let closing = tokio::spawn(transport.close());
+        drop(transport);
+        closing.await.unwrap();
+        assert!(started.elapsed() < Duration::from_millis(STDIO_EXIT_GRACE_MS), "took {:?}", started.elapsed());
+        assert!(tasks.is_empty());
+    }
+
+    #[tokio::test]
+    async fn close_is_bounded_and_leaves_no_task_when_a_descendant_holds_the_pipes() {
+        // A descendant that left the process group keeps stdout and stderr open: the readers never see
+        // end of file by themselves.
+        let pidfile = std::env::temp_dir().join(format!("mcpferry-escaped-{}", std::process::id()));
+        let script = format!("setsid sh -c 'echo $$ > {}; exec sleep 30' & trap '' TERM; sleep 30", pidfile.display());
+        let transport = StdioTransport::spawn(&spec(&script), Arc::new(Recorder::default()), options()).unwrap();
+        let mut escaped = None;
+        for _ in 0..200 {
+            escaped = std::fs::read_to_string(&pidfile).ok().and_then(|p| p.trim().parse::<i32>().ok());
+            if escaped.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let started = std::time::Instant::now();
+        transport.close().await;
+        let took = started.elapsed();
+        if let Some(pid) = escaped {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        let _ = std::fs::remove_file(&pidfile);
+        assert!(escaped.is_some(), "the descendant started");
+        assert!(took <= Duration::from_millis(STDIO_CLOSE_MAX_MS), "close took {took:?}");
+        assert!(transport.tasks.tracker.is_empty(), "{} tasks outlived close()", transport.tasks.tracker.len());
+        let again = std::time::Instant::now();
+        transport.close().await;
+        assert!(again.elapsed() < Duration::from_millis(50), "a second close returns once the first is done");
+    }
+
+    #[test]
     fn line_reader_reports_garbage() {
         let sink = Recorder::default();
-        let err = LineReader::new(1024).feed(b"Starting server on port 3000...\n", &sink).unwrap_err();
+        let err = LineReader::new(1024, Arc::default()).feed(b"Starting server on port 3000...\n", &sink).unwrap_err();
         assert_eq!(err.code(), "mcp_protocol_error");
         assert!(err.to_string().contains("Starting server"), "{err}");
     }
 
     #[test]
     fn tail_keeps_only_the_last_bytes() {
+        let none = Secrets::default();
         let mut tail = TailBuffer::default();
-        tail.push(&vec![b'a'; STDERR_TAIL_BYTES]);
-        tail.push(b"end");
-        let text = tail.text();
+        tail.push(&vec![b'a'; STDERR_TAIL_BYTES], 0);
+        tail.push(b"end", 0);
+        let text = tail.text(&none);
         assert_eq!(text.len(), STDERR_TAIL_BYTES);
         assert!(text.ends_with("aend"));
-        tail.push(&vec![b'z'; STDERR_TAIL_BYTES * 2]);
-        assert!(tail.text().bytes().all(|b| b == b'z'));
+        tail.push(&vec![b'z'; STDERR_TAIL_BYTES * 2], 0);
+        assert!(tail.text(&none).bytes().all(|b| b == b'z'));
     }
 }

@@ -257,7 +257,7 @@ impl Shared {
         if self.sink.on_message(&body) || request_id.is_none() {
             Ok(())
         } else {
-            Err(McpError::Protocol(super::describe_garbage(&body)))
+            Err(McpError::Protocol(super::describe_garbage(&body, &self.options.secrets)))
         }
     }
 
@@ -271,7 +271,7 @@ impl Shared {
                 if event.event != DEFAULT_EVENT_TYPE || sink.on_message(event.data.as_bytes()) {
                     ControlFlow::Continue(())
                 } else {
-                    ControlFlow::Break(Err(McpError::Protocol(super::describe_garbage(event.data.as_bytes()))))
+                    ControlFlow::Break(Err(McpError::Protocol(super::describe_garbage(event.data.as_bytes(), &self.options.secrets))))
                 }
             };
             let limit = self.options.max_message_bytes;
