@@ -20,3 +20,16 @@ pub const MAX_CONNECT_TIMEOUT_MS: u64 = 30_000;
 pub const MAX_TOOL_NAME_CHARS: usize = 64;
 /// Bytes of an offending message quoted in an error.
 pub const MAX_QUOTED_BYTES: usize = 200;
+/// Deepest nesting of arrays and objects accepted in one tool result or one tool definition, in levels
+/// (`{}` is one level). Below serde_json's recursion limit (128), so recursive code never sees deeper
+/// JSON, and far below what an agent's `JSON.parse`/`JSON.stringify` handle.
+pub const MAX_JSON_DEPTH: usize = 100;
+/// Longest tool description accepted, in bytes. A longer one would flood the model's context; the tool
+/// is left out with a diagnostic.
+pub const MAX_TOOL_DESCRIPTION_BYTES: usize = 64 * 1024;
+/// Longest tool name accepted from a server, in bytes (the spec recommends at most 128 characters).
+pub const MAX_REMOTE_TOOL_NAME_BYTES: usize = 1024;
+/// Longest id of a server-to-client request that is echoed in the answer, in bytes. A request whose id
+/// is longer, or not a string or number, is dropped unanswered, so a reply never costs more than its
+/// request bought.
+pub const MAX_ECHOED_REQUEST_ID_BYTES: usize = 256;
