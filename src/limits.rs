@@ -6,7 +6,8 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
 pub const DEFAULT_MAX_RESULT_BYTES: usize = 2 * 1024 * 1024;
 /// Pages of `tools/list` followed before discovery gives up.
 pub const MAX_LIST_PAGES: usize = 100;
-/// Tools accepted from one server.
+/// Tool entries read from one server, kept or rejected; listing stops there and the rest are reported as
+/// left out (one diagnostic).
 pub const MAX_TOOLS_PER_SERVER: usize = 10_000;
 /// Bytes of a stdio server's stderr kept for the diagnostic when it dies.
 pub const STDERR_TAIL_BYTES: usize = 8 * 1024;
