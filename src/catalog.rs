@@ -1,17 +1,29 @@
 //! Tool discovery: `tools/list` followed page by page under bounds, with a per-server sanity check of
 //! what the server published.
+//!
+//! A page is parsed in two steps: its envelope first, with each tool kept as raw text, then each tool on
+//! its own. A tool that is malformed (`name: null`), nested past `MAX_JSON_DEPTH`, or over a size bound
+//! is left out with a reason, and the rest of the server still loads: one bad definition must not cost
+//! the user every good tool of that server.
 
 use crate::connection::{Connection, RequestOptions};
 use crate::error::{McpError, Result};
-use crate::limits::{MAX_LIST_PAGES, MAX_TOOLS_PER_SERVER};
-use crate::protocol::mcp::{self, ListToolsPage, Tool};
+use crate::limits::{
+    MAX_JSON_DEPTH, MAX_LIST_PAGES, MAX_QUOTED_BYTES, MAX_REMOTE_TOOL_NAME_BYTES, MAX_TOOLS_PER_SERVER,
+    MAX_TOOL_DESCRIPTION_BYTES,
+};
+use crate::protocol::mcp::{self, ListToolsPage, Tool, ToolNameProbe};
+use crate::protocol::nesting;
+use serde_json::value::RawValue;
 use std::collections::HashSet;
 
 /// A tool the catalog left out, and why. Reported as a diagnostic; the rest of the server still loads.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rejected {
+    /// The tool's name as published (clamped to `MAX_QUOTED_BYTES`), or `tool #<position>` when it has
+    /// no usable name.
     pub tool: String,
-    pub reason: &'static str,
+    pub reason: String,
 }
 
 #[derive(Debug, Default)]
@@ -20,17 +32,16 @@ pub struct Listing {
     pub rejected: Vec<Rejected>,
 }
 
-/// List every tool of a server. A repeated cursor, too many pages or too many tools is an error:
-/// a server that does that is broken or hostile, and a partial catalog would mislead.
+/// List every tool of a server. A repeated cursor or too many pages is an error: a server that does that
+/// is broken or hostile, and a partial catalog would mislead. Past `MAX_TOOLS_PER_SERVER` tools, listing
+/// stops and the rest are reported as left out.
 pub async fn list_tools(connection: &Connection, opts: &RequestOptions<'_>) -> Result<Listing> {
     let mut pages = Pages::default();
     let mut cursor: Option<String> = None;
     loop {
         let params = mcp::list_tools_params(cursor.as_deref());
         let raw = connection.request("tools/list", params.as_deref(), opts).await?;
-        let page: ListToolsPage = serde_json::from_str(raw.get())
-            .map_err(|e| McpError::Protocol(format!("tools/list returned a malformed result: {e}")))?;
-        cursor = pages.accept(page)?;
+        cursor = pages.accept(raw.get())?;
         if cursor.is_none() {
             return Ok(pages.finish());
         }
@@ -42,17 +53,31 @@ pub async fn list_tools(connection: &Connection, opts: &RequestOptions<'_>) -> R
 struct Pages {
     count: usize,
     cursors: HashSet<String>,
-    tools: Vec<Tool>,
+    /// Tool entries seen, kept or not: the position of the next one.
+    entries: usize,
+    names: HashSet<String>,
+    listing: Listing,
 }
 
 impl Pages {
-    fn accept(&mut self, page: ListToolsPage) -> Result<Option<String>> {
+    /// Take one page (the `tools/list` result text); the cursor of the next page, if any is to be read.
+    fn accept(&mut self, page: &str) -> Result<Option<String>> {
         self.count += 1;
-        self.tools.extend(page.tools);
-        if self.tools.len() > MAX_TOOLS_PER_SERVER {
-            return Err(McpError::Protocol(format!(
-                "server published more than {MAX_TOOLS_PER_SERVER} tools; refusing the catalog"
-            )));
+        let page: ListToolsPage = serde_json::from_str(page)
+            .map_err(|e| McpError::Protocol(format!("tools/list returned a malformed result: {e}")))?;
+        for raw in page.tools {
+            if self.entries == MAX_TOOLS_PER_SERVER {
+                // One entry for the lot: reporting each would let the server flood the diagnostics.
+                self.listing.rejected.push(Rejected {
+                    tool: label(raw, self.entries),
+                    reason: format!(
+                        "the server published more than {MAX_TOOLS_PER_SERVER} tools; this one and every later one \
+                         are left out"
+                    ),
+                });
+                return Ok(None);
+            }
+            self.admit(raw);
         }
         let Some(next) = page.next_cursor else { return Ok(None) };
         if !self.cursors.insert(next.clone()) {
@@ -64,46 +89,93 @@ impl Pages {
         Ok(Some(next))
     }
 
-    fn finish(self) -> Listing {
-        let mut seen = HashSet::new();
-        let mut listing = Listing::default();
-        for tool in self.tools {
-            let reason = if tool.name.is_empty() {
-                Some("the tool has an empty name")
-            } else if !seen.insert(tool.name.clone()) {
-                Some("the server listed this tool name more than once; the first is kept")
-            } else if !tool.input_schema.is_object() {
-                Some("the tool's inputSchema is not a JSON object")
-            } else {
-                None
-            };
-            match reason {
-                Some(reason) => listing.rejected.push(Rejected { tool: tool.name, reason }),
-                None => listing.tools.push(tool),
+    /// Parse and check one tool definition; keep it or record why not.
+    fn admit(&mut self, raw: &RawValue) {
+        let position = self.entries;
+        self.entries += 1;
+        let tool = match parse_tool(raw) {
+            Ok(tool) => tool,
+            Err(reason) => {
+                self.listing.rejected.push(Rejected { tool: label(raw, position), reason });
+                return;
             }
+        };
+        let reason = if tool.name.is_empty() {
+            Some("the tool has an empty name".to_owned())
+        } else if tool.name.len() > MAX_REMOTE_TOOL_NAME_BYTES {
+            Some(format!("the tool's name is longer than {MAX_REMOTE_TOOL_NAME_BYTES} bytes"))
+        } else if tool.description.as_ref().is_some_and(|d| d.len() > MAX_TOOL_DESCRIPTION_BYTES) {
+            Some(format!("the tool's description is longer than {MAX_TOOL_DESCRIPTION_BYTES} bytes"))
+        } else if !tool.input_schema.is_object() {
+            Some("the tool's inputSchema is not a JSON object".to_owned())
+        } else if !self.names.insert(tool.name.clone()) {
+            Some("the server listed this tool name more than once; the first is kept".to_owned())
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => self.listing.rejected.push(Rejected { tool: clamp(&tool.name), reason }),
+            None => self.listing.tools.push(tool),
         }
-        listing
     }
+
+    fn finish(self) -> Listing {
+        self.listing
+    }
+}
+
+/// One tool definition, its depth checked before serde's recursive parser sees it.
+fn parse_tool(raw: &RawValue) -> std::result::Result<Tool, String> {
+    if nesting::exceeds_depth(raw.get().as_bytes(), MAX_JSON_DEPTH) {
+        return Err(format!("the tool definition is nested deeper than {MAX_JSON_DEPTH} levels"));
+    }
+    serde_json::from_str(raw.get()).map_err(|e| format!("the tool definition is malformed: {e}"))
+}
+
+/// What to call a refused tool: its name when it has a string one, else its position in the listing.
+fn label(raw: &RawValue, position: usize) -> String {
+    let name = serde_json::from_str::<ToolNameProbe>(raw.get())
+        .ok()
+        .and_then(|probe| probe.name)
+        .and_then(|name| serde_json::from_str::<String>(name.get()).ok());
+    match name {
+        Some(name) if !name.is_empty() => clamp(&name),
+        _ => format!("tool #{position}"),
+    }
+}
+
+/// A server-chosen name cut to a length fit for a diagnostic.
+fn clamp(name: &str) -> String {
+    if name.len() <= MAX_QUOTED_BYTES {
+        return name.to_owned();
+    }
+    let mut end = MAX_QUOTED_BYTES;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &name[..end])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
-    fn page(names: &[&str], next: Option<&str>) -> ListToolsPage {
-        let tools = names
-            .iter()
-            .map(|n| serde_json::from_value(serde_json::json!({ "name": n, "inputSchema": { "type": "object" } })).unwrap())
-            .collect();
-        ListToolsPage { tools, next_cursor: next.map(str::to_owned) }
+    fn page(names: &[&str], next: Option<&str>) -> String {
+        let tools: Vec<_> = names.iter().map(|n| json!({ "name": n, "inputSchema": { "type": "object" } })).collect();
+        json!({ "tools": tools, "nextCursor": next }).to_string()
+    }
+
+    fn names(listing: &Listing) -> Vec<&str> {
+        listing.tools.iter().map(|t| t.name.as_str()).collect()
     }
 
     #[test]
     fn follows_cursors_and_refuses_a_repeat() {
         let mut pages = Pages::default();
-        assert_eq!(pages.accept(page(&["a"], Some("c1"))).unwrap().as_deref(), Some("c1"));
-        assert_eq!(pages.accept(page(&["b"], Some("c2"))).unwrap().as_deref(), Some("c2"));
-        let err = pages.accept(page(&["c"], Some("c1"))).unwrap_err();
+        assert_eq!(pages.accept(&page(&["a"], Some("c1"))).unwrap().as_deref(), Some("c1"));
+        assert_eq!(pages.accept(&page(&["b"], Some("c2"))).unwrap().as_deref(), Some("c2"));
+        let err = pages.accept(&page(&["c"], Some("c1"))).unwrap_err();
         assert!(err.to_string().contains("repeated the cursor"), "{err}");
     }
 
@@ -112,7 +184,7 @@ mod tests {
         let mut pages = Pages::default();
         let mut result = Ok(None);
         for i in 0..=MAX_LIST_PAGES {
-            result = pages.accept(page(&[], Some(&format!("c{i}"))));
+            result = pages.accept(&page(&[], Some(&format!("c{i}"))));
             if result.is_err() {
                 break;
             }
@@ -124,11 +196,87 @@ mod tests {
     #[test]
     fn rejects_duplicates_empty_names_and_bad_schemas() {
         let mut pages = Pages::default();
-        let mut p = page(&["a", "a", ""], None);
-        p.tools.push(serde_json::from_value(serde_json::json!({ "name": "s", "inputSchema": "nope" })).unwrap());
-        pages.accept(p).unwrap();
+        let text = json!({ "tools": [
+            { "name": "a", "inputSchema": { "type": "object" } },
+            { "name": "a", "inputSchema": { "type": "object" } },
+            { "name": "", "inputSchema": { "type": "object" } },
+            { "name": "s", "inputSchema": "nope" },
+        ] });
+        pages.accept(&text.to_string()).unwrap();
         let listing = pages.finish();
-        assert_eq!(listing.tools.len(), 1);
+        assert_eq!(names(&listing), ["a"]);
         assert_eq!(listing.rejected.len(), 3);
+    }
+
+    /// Before per-tool parsing, each of these made the whole page (and so the whole server) fail.
+    #[test]
+    fn one_malformed_tool_costs_only_itself() {
+        let deep_schema = "{\"a\":".repeat(2_000) + "1" + &"}".repeat(2_000);
+        let text = format!(
+            r#"{{"tools":[
+                {{"name":"good_1","inputSchema":{{"type":"object"}}}},
+                {{"name":null,"inputSchema":{{"type":"object"}}}},
+                {{"name":"deep","inputSchema":{deep_schema}}},
+                {{"name":"typed_wrong","description":7}},
+                42,
+                {{"inputSchema":{{}}}},
+                {{"name":"good_2"}}
+            ]}}"#
+        );
+        let mut pages = Pages::default();
+        assert_eq!(pages.accept(&text).unwrap(), None);
+        let listing = pages.finish();
+        assert_eq!(names(&listing), ["good_1", "good_2"]);
+        let rejected: Vec<(&str, &str)> =
+            listing.rejected.iter().map(|r| (r.tool.as_str(), r.reason.as_str())).collect();
+        assert_eq!(rejected.len(), 5, "{rejected:?}");
+        assert_eq!(rejected[0].0, "tool #1");
+        assert!(rejected[0].1.contains("malformed") && rejected[0].1.contains("null"), "{}", rejected[0].1);
+        assert_eq!(rejected[1], ("deep", "the tool definition is nested deeper than 100 levels"));
+        assert_eq!(rejected[2].0, "typed_wrong");
+        assert_eq!(rejected[3].0, "tool #4");
+        assert_eq!(rejected[4].0, "tool #5");
+    }
+
+    #[test]
+    fn keeps_the_first_tools_past_the_cap_and_reports_the_rest_once() {
+        let mut pages = Pages::default();
+        let first: Vec<String> = (0..MAX_TOOLS_PER_SERVER - 1).map(|i| format!("t{i}")).collect();
+        let first: Vec<&str> = first.iter().map(String::as_str).collect();
+        assert_eq!(pages.accept(&page(&first, Some("next"))).unwrap().as_deref(), Some("next"));
+        // The page that crosses the cap ends the listing even though it names another page.
+        assert_eq!(pages.accept(&page(&["last", "over_1", "over_2"], Some("more"))).unwrap(), None);
+        let listing = pages.finish();
+        assert_eq!(listing.tools.len(), MAX_TOOLS_PER_SERVER);
+        assert_eq!(listing.tools.last().unwrap().name, "last");
+        assert_eq!(listing.rejected.len(), 1);
+        assert_eq!(listing.rejected[0].tool, "over_1");
+        assert!(listing.rejected[0].reason.contains("more than 10000 tools"), "{}", listing.rejected[0].reason);
+    }
+
+    #[test]
+    fn bounds_names_and_descriptions() {
+        let long_name = "n".repeat(MAX_REMOTE_TOOL_NAME_BYTES + 1);
+        let text = json!({ "tools": [
+            { "name": long_name },
+            { "name": "wordy", "description": "d".repeat(MAX_TOOL_DESCRIPTION_BYTES + 1) },
+            { "name": "fine", "description": "d".repeat(MAX_TOOL_DESCRIPTION_BYTES) },
+        ] });
+        let mut pages = Pages::default();
+        pages.accept(&text.to_string()).unwrap();
+        let listing = pages.finish();
+        assert_eq!(names(&listing), ["fine"]);
+        assert_eq!(listing.rejected[0].tool.len(), MAX_QUOTED_BYTES + '…'.len_utf8());
+        assert!(listing.rejected[0].reason.contains("name is longer"));
+        assert_eq!(listing.rejected[1].tool, "wordy");
+        assert!(listing.rejected[1].reason.contains("description is longer"));
+    }
+
+    #[test]
+    fn a_malformed_envelope_still_fails_the_page() {
+        let mut pages = Pages::default();
+        for text in [r#"{"tools":{}}"#, r#"{"nextCursor":"x"}"#, "[]", r#"{"tools":[],"nextCursor":5}"#] {
+            assert_eq!(pages.accept(text).unwrap_err().code(), "mcp_protocol_error", "{text}");
+        }
     }
 }

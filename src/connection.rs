@@ -7,13 +7,18 @@
 //! so a request costs no timer of its own.
 
 use crate::error::{McpError, Result};
+use crate::limits::MAX_JSON_DEPTH;
 use crate::protocol::jsonrpc::{self, Message, RawMessage, RequestId, METHOD_NOT_FOUND};
 use crate::protocol::mcp::{self, InitializeResult};
+use crate::protocol::nesting;
 use crate::transport::{self, MessageSink, Outbound, Transport, TransportOptions, TransportSpec};
+// Locks that do not poison: a panic in one request's path must not turn every later lock into a panic.
+use parking_lot::Mutex;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
@@ -36,9 +41,14 @@ pub enum Reply {
 }
 
 impl Reply {
+    /// Deliver the outcome. Never called with a lock held. A callback that panics loses only its own
+    /// outcome: the panic stops here, so the reader, the sweeper, and the other requests being settled in
+    /// the same pass carry on.
     fn send(self, outcome: Result<Box<RawValue>>) {
         match self {
-            Reply::Callback(done) => done(outcome),
+            Reply::Callback(done) => {
+                let _ = std::panic::catch_unwind(AssertUnwindSafe(move || done(outcome)));
+            }
             Reply::Channel(tx) => {
                 let _ = tx.send(outcome);
             }
@@ -59,7 +69,7 @@ impl AbortHandle {
     pub fn abort(&self) {
         self.aborted.store(true, Ordering::SeqCst);
         self.wake.notify_waiters();
-        let started = self.started.lock().unwrap().take();
+        let started = self.started.lock().take();
         if let Some((shared, id)) = started {
             if let Some(shared) = shared.upgrade() {
                 shared.give_up(id, McpError::Aborted);
@@ -84,7 +94,7 @@ impl AbortHandle {
     }
 
     fn attach(&self, shared: &Arc<Shared>, id: RequestId) {
-        *self.started.lock().unwrap() = Some((Arc::downgrade(shared), id));
+        *self.started.lock() = Some((Arc::downgrade(shared), id));
         // An abort that landed between the check and the attach still cancels.
         if self.is_aborted() {
             self.abort();
@@ -122,6 +132,9 @@ pub struct Shared {
     events: Arc<dyn ConnectionEvents>,
     /// Wakes the sweeper when a request's deadline is earlier than the one it sleeps towards.
     sweep_wake: Notify,
+    /// Makes the sweeper panic, to test its supervision.
+    #[cfg(test)]
+    sweep_fault: AtomicBool,
 }
 
 #[derive(Default)]
@@ -152,16 +165,10 @@ impl Connection {
         options: TransportOptions,
         handshake: &RequestOptions<'_>,
     ) -> std::result::Result<Connection, (McpError, Option<String>)> {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State::default()),
-            next_id: AtomicU64::new(1),
-            transport: OnceLock::new(),
-            events,
-            sweep_wake: Notify::new(),
-        });
+        let shared = Shared::new(events);
         let transport = transport::open(spec, shared.clone(), options).map_err(|e| (e, None))?;
         let _ = shared.transport.set(Arc::downgrade(&transport));
-        tokio::spawn(sweep(shared.clone()));
+        start_sweeper(&shared);
         match handshake_with(&shared, &transport, handshake).await {
             Ok(session) => Ok(Connection { shared, transport, session }),
             Err(e) => {
@@ -216,9 +223,14 @@ pub struct StartCall<'a> {
     pub reply: Reply,
 }
 
-/// The outcome of a `tools/call`: `isError: true` becomes `McpError::Tool` with the server's own text.
+/// The outcome of a `tools/call`: `isError: true` becomes `McpError::Tool` with the server's own text,
+/// and a result nested deeper than `MAX_JSON_DEPTH` becomes `McpError::ResultTooDeep` (it would break
+/// the agent's `JSON.parse`/`JSON.stringify`, or anything else that walks it recursively).
 pub fn tool_outcome(outcome: Result<Box<RawValue>>) -> Result<Box<RawValue>> {
     let result = outcome?;
+    if nesting::exceeds_depth(result.get().as_bytes(), MAX_JSON_DEPTH) {
+        return Err(McpError::ResultTooDeep { max_depth: MAX_JSON_DEPTH });
+    }
     // Most results carry no `isError` key at all; the already-validated text need not be parsed again.
     if !result.get().starts_with('{') {
         return Err(McpError::Protocol("tools/call returned a result that is not an object".into()));
@@ -269,6 +281,18 @@ async fn request(
 }
 
 impl Shared {
+    fn new(events: Arc<dyn ConnectionEvents>) -> Arc<Shared> {
+        Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            next_id: AtomicU64::new(1),
+            transport: OnceLock::new(),
+            events,
+            sweep_wake: Notify::new(),
+            #[cfg(test)]
+            sweep_fault: AtomicBool::new(false),
+        })
+    }
+
     /// Enter a request in the pending map and serialize it. `None` if it was answered at once
     /// (connection ended, already aborted).
     fn register(
@@ -286,7 +310,7 @@ impl Shared {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let deadline = Instant::now() + timeout;
         let wake_sweeper = {
-            let mut state = self.state.lock().unwrap();
+            let mut state = self.state.lock();
             if let Some(ended) = &state.ended {
                 let ended = ended.clone();
                 drop(state);
@@ -317,7 +341,7 @@ impl Shared {
     /// always queued after the request itself.
     fn dispatch(&self, transport: &Arc<dyn Transport>, messages: Vec<Outbound>) {
         let (ids, sent) = {
-            let mut state = self.state.lock().unwrap();
+            let mut state = self.state.lock();
             let messages: Vec<Outbound> = messages
                 .into_iter()
                 .filter(|m| match m.request_id.and_then(|id| state.pending.get_mut(&id)) {
@@ -340,7 +364,7 @@ impl Shared {
 
     /// Deliver the outcome of request `id`, if it is still pending.
     fn settle(&self, id: RequestId, outcome: Result<Box<RawValue>>) {
-        let pending = self.state.lock().unwrap().pending.remove(&id);
+        let pending = self.state.lock().pending.remove(&id);
         if let Some(pending) = pending {
             pending.reply.send(outcome);
         }
@@ -354,7 +378,7 @@ impl Shared {
     /// `give_up` when `still` holds for the pending entry (checked under the lock).
     fn give_up_if(&self, id: RequestId, reason: McpError, still: impl FnOnce(&Pending) -> bool) {
         let pending = {
-            let mut state = self.state.lock().unwrap();
+            let mut state = self.state.lock();
             if !state.pending.get(&id).is_some_and(still) {
                 return;
             }
@@ -378,7 +402,7 @@ impl Shared {
     /// End the connection: every pending request fails with `reason`. Returns false if already ended.
     fn end(&self, reason: McpError) -> bool {
         let pending = {
-            let mut state = self.state.lock().unwrap();
+            let mut state = self.state.lock();
             if state.ended.is_some() {
                 return false;
             }
@@ -418,10 +442,16 @@ impl Shared {
             }
             // An error with a null id answers something unparseable we never send; nothing waits on it.
             Message::Response { id: None, .. } => {}
+            // Server-to-client requests are answered inline, one at a time, before the next message is read:
+            // no task or queue per request here, so a flood costs nothing beyond the transport's own bounds,
+            // and each answer is small whatever the request carried.
+            Message::Request { id, .. } if !jsonrpc::is_echoable_id(id) => {}
             Message::Request { id, method, .. } => {
                 let reply = if method == "ping" {
                     jsonrpc::result_response(id, "{}")
                 } else {
+                    // This text goes back to the server that sent it, not out of the engine: nothing to redact.
+                    let method = transport::quote_bytes(method.as_bytes(), &crate::guard::redact::Secrets::default());
                     jsonrpc::error_response(id, METHOD_NOT_FOUND, &format!("this client does not handle {method}"))
                 };
                 self.send(reply);
@@ -432,7 +462,7 @@ impl Shared {
                         .and_then(|p| serde_json::from_str::<mcp::ProgressParams>(p.get()).ok())
                         .and_then(|p| jsonrpc::parse_request_id(p.progress_token));
                     if let Some(token) = token {
-                        if let Some(pending) = self.state.lock().unwrap().pending.get_mut(&token) {
+                        if let Some(pending) = self.state.lock().pending.get_mut(&token) {
                             // Later only, so the sweeper (sleeping towards an earlier time) needs no wake.
                             pending.deadline = Instant::now() + pending.timeout;
                         }
@@ -445,13 +475,30 @@ impl Shared {
     }
 }
 
+/// Start the sweeper under a supervisor: if it ever panics, no timeout would fire again, so the
+/// connection ends with `McpError::Internal` and every pending request settles with it.
+fn start_sweeper(shared: &Arc<Shared>) {
+    let sweeper = tokio::spawn(sweep(shared.clone()));
+    let owner = Arc::downgrade(shared);
+    tokio::spawn(async move {
+        let Err(failure) = sweeper.await else { return };
+        if let (true, Some(shared)) = (failure.is_panic(), owner.upgrade()) {
+            shared.lose(McpError::Internal("the connection's timeout task panicked; the connection was ended".into()));
+        }
+    });
+}
+
 /// The one timer of a connection: fails every request whose idle deadline has passed, then sleeps
 /// until the earliest remaining one (or until woken for an earlier one).
 async fn sweep(connection: Arc<Shared>) {
     loop {
+        #[cfg(test)]
+        if connection.sweep_fault.load(Ordering::SeqCst) {
+            panic!("injected sweeper fault");
+        }
         let now = Instant::now();
         let (expired, next) = {
-            let mut state = connection.state.lock().unwrap();
+            let mut state = connection.state.lock();
             if state.ended.is_some() {
                 return;
             }
@@ -461,7 +508,7 @@ async fn sweep(connection: Arc<Shared>) {
             (expired, next)
         };
         for id in expired {
-            let timeout = connection.state.lock().unwrap().pending.get(&id).map(|p| p.timeout);
+            let timeout = connection.state.lock().pending.get(&id).map(|p| p.timeout);
             if let Some(timeout) = timeout {
                 // Re-checked under the lock: a progress notification may have just moved the deadline.
                 let error = McpError::Timeout { after_ms: timeout.as_millis() as u64 };
@@ -484,27 +531,48 @@ async fn sweep(connection: Arc<Shared>) {
     }
 }
 
+impl Shared {
+    /// One message (not a batch). Parsing keeps every payload (`params`, `result`, `error.data`) as raw
+    /// text, which serde_json scans without recursion, so nesting depth cannot break the frame; a message
+    /// that still does not decode fails only the request it answers, when its id can be read.
+    fn deliver(&self, frame: &[u8]) -> bool {
+        let problem = match serde_json::from_slice::<RawMessage>(frame) {
+            Ok(raw) => match raw.classify() {
+                Some(message) => {
+                    self.handle(message);
+                    return true;
+                }
+                None => "a response with neither result nor error".to_owned(),
+            },
+            Err(e) => format!("a malformed response ({e})"),
+        };
+        match jsonrpc::sniff_response_id(frame) {
+            // One of our ids: fail that request (a no-op when it already settled) and keep the session,
+            // since the framing is intact and the server can still answer the others.
+            Some(id) if id > 0 && id < self.next_id.load(Ordering::Relaxed) => {
+                self.settle(id, Err(McpError::Protocol(format!("MCP server sent {problem}"))));
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
 impl MessageSink for Shared {
     fn on_message(&self, frame: &[u8]) -> bool {
-        let is_batch = frame.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
-        if !is_batch {
-            return match serde_json::from_slice::<RawMessage>(frame).ok().and_then(RawMessage::classify) {
-                Some(message) => {
-                    self.handle(message);
-                    true
-                }
-                None => false,
-            };
-        }
-        let Ok(items) = serde_json::from_slice::<Vec<&RawValue>>(frame) else { return false };
-        items.into_iter().all(|item| {
-            match serde_json::from_str::<RawMessage>(item.get()).ok().and_then(RawMessage::classify) {
-                Some(message) => {
-                    self.handle(message);
-                    true
-                }
-                None => false,
+        let delivered = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let is_batch = frame.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
+            if !is_batch {
+                return self.deliver(frame);
             }
+            let Ok(items) = serde_json::from_slice::<Vec<&RawValue>>(frame) else { return false };
+            items.into_iter().all(|item| self.deliver(item.get().as_bytes()))
+        }));
+        // A bug while handling a message: end the session so every pending request settles, rather than
+        // let the panic take the transport's reader (and with it every later response) down.
+        delivered.unwrap_or_else(|_| {
+            self.lose(McpError::Internal("the engine panicked while handling a message from the server".into()));
+            true
         })
     }
 
@@ -513,10 +581,236 @@ impl MessageSink for Shared {
     }
 
     fn is_pending(&self, id: RequestId) -> bool {
-        self.state.lock().unwrap().pending.contains_key(&id)
+        self.state.lock().pending.contains_key(&id)
     }
 
     fn on_closed(&self, reason: McpError) {
         self.lose(reason);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::BoxFuture;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A transport that records what the connection sends.
+    #[derive(Default)]
+    struct Recorder {
+        sent: Mutex<Vec<String>>,
+    }
+
+    impl Transport for Recorder {
+        fn send(&self, message: Outbound) -> Result<()> {
+            self.sent.lock().push(message.json);
+            Ok(())
+        }
+        fn close(&self) -> BoxFuture<'static, ()> {
+            Box::pin(async {})
+        }
+    }
+
+    #[derive(Default)]
+    struct Events {
+        lost: Mutex<Option<McpError>>,
+    }
+
+    impl ConnectionEvents for Events {
+        fn tools_list_changed(&self) {}
+        fn connection_lost(&self, reason: &McpError) {
+            *self.lost.lock() = Some(reason.clone());
+        }
+    }
+
+    struct Harness {
+        shared: Arc<Shared>,
+        transport: Arc<dyn Transport>,
+        recorder: Arc<Recorder>,
+        events: Arc<Events>,
+    }
+
+    type Outcome = Result<String>;
+
+    impl Harness {
+        fn new() -> Harness {
+            let events = Arc::new(Events::default());
+            let shared = Shared::new(events.clone());
+            let recorder = Arc::new(Recorder::default());
+            let transport: Arc<dyn Transport> = recorder.clone();
+            let _ = shared.transport.set(Arc::downgrade(&transport));
+            start_sweeper(&shared);
+            Harness { shared, transport, recorder, events }
+        }
+
+        /// Start a request whose outcome arrives on the returned channel (through a callback, as tool
+        /// calls do); the callback panics after delivering when `panics` is set.
+        fn start(&self, timeout_ms: u64, panics: bool) -> (RequestId, tokio::sync::mpsc::UnboundedReceiver<Outcome>) {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let done: Completion = Box::new(move |outcome| {
+                let _ = tx.send(tool_outcome(outcome).map(|raw| raw.get().to_owned()));
+                if panics {
+                    panic!("injected panic in a completion");
+                }
+            });
+            let id = self.shared.next_id.load(Ordering::SeqCst);
+            let message = self.shared.register("tools/call", |_| None, Duration::from_millis(timeout_ms), None, Reply::Callback(done));
+            // None when it was answered at once (the connection had ended).
+            if let Some(message) = message {
+                self.shared.dispatch(&self.transport, vec![message]);
+            }
+            (id, rx)
+        }
+
+        fn receive(&self, frame: &str) -> bool {
+            self.shared.on_message(frame.as_bytes())
+        }
+    }
+
+    async fn outcome(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Outcome>) -> Outcome {
+        tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.expect("the request settles").expect("an outcome")
+    }
+
+    fn code(outcome: &Outcome) -> &'static str {
+        outcome.as_ref().map_or_else(McpError::code, |_| "ok")
+    }
+
+    fn response(id: RequestId, result: &str) -> String {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#)
+    }
+
+    #[tokio::test]
+    async fn a_panicking_completion_does_not_take_other_completions_with_it() {
+        let harness = Harness::new();
+        let (a, mut a_rx) = harness.start(60_000, true);
+        let (b, mut b_rx) = harness.start(60_000, false);
+        let batch = format!("[{},{}]", response(a, r#"{"content":[]}"#), response(b, r#"{"content":[]}"#));
+        assert!(harness.receive(&batch));
+        assert_eq!(code(&outcome(&mut a_rx).await), "ok");
+        assert_eq!(code(&outcome(&mut b_rx).await), "ok");
+        // The connection is intact: a later request still completes.
+        let (c, mut c_rx) = harness.start(60_000, false);
+        assert!(harness.receive(&response(c, "{}")));
+        assert_eq!(code(&outcome(&mut c_rx).await), "ok");
+    }
+
+    #[tokio::test]
+    async fn a_completion_panicking_on_timeout_leaves_the_other_timeouts_running() {
+        let harness = Harness::new();
+        let (_, mut first) = harness.start(20, true);
+        let (_, mut second) = harness.start(200, false);
+        assert_eq!(code(&outcome(&mut first).await), "mcp_timeout");
+        assert_eq!(code(&outcome(&mut second).await), "mcp_timeout");
+    }
+
+    #[tokio::test]
+    async fn a_panicking_sweeper_ends_the_connection_so_every_request_settles() {
+        let harness = Harness::new();
+        let (_, mut pending) = harness.start(60_000, false);
+        harness.shared.sweep_fault.store(true, Ordering::SeqCst);
+        harness.shared.sweep_wake.notify_one();
+        assert_eq!(code(&outcome(&mut pending).await), "mcp_internal_error");
+        assert_eq!(harness.events.lost.lock().as_ref().map(McpError::code), Some("mcp_internal_error"));
+        let (_, mut later) = harness.start(60_000, false);
+        assert_eq!(code(&outcome(&mut later).await), "mcp_internal_error", "later requests fail at once");
+    }
+
+    #[tokio::test]
+    async fn deep_nesting_fails_only_the_call_it_answers() {
+        let harness = Harness::new();
+        let deep = "[".repeat(100_000) + &"]".repeat(100_000);
+        let (a, mut a_rx) = harness.start(60_000, false);
+        let (b, mut b_rx) = harness.start(60_000, false);
+        let (c, mut c_rx) = harness.start(60_000, false);
+        let deep_error = format!(r#"{{"jsonrpc":"2.0","id":{a},"error":{{"code":-32000,"message":"boom","data":{deep}}}}}"#);
+        assert!(harness.receive(&deep_error));
+        let error = outcome(&mut a_rx).await.unwrap_err();
+        assert_eq!((error.code(), error.to_string().as_str()), ("mcp_protocol_error", "MCP error -32000: boom"));
+        assert!(harness.receive(&response(b, &format!(r#"{{"structuredContent":{deep}}}"#))));
+        assert_eq!(outcome(&mut b_rx).await, Err(McpError::ResultTooDeep { max_depth: MAX_JSON_DEPTH }));
+        assert!(harness.receive(&response(c, r#"{"content":[{"type":"text","text":"fine"}]}"#)));
+        assert_eq!(code(&outcome(&mut c_rx).await), "ok");
+        assert!(harness.events.lost.lock().is_none());
+    }
+
+    #[tokio::test]
+    async fn results_up_to_the_depth_limit_pass_untouched() {
+        let harness = Harness::new();
+        // The result object is one level; the rest brings it to exactly MAX_JSON_DEPTH.
+        let nested = "[".repeat(MAX_JSON_DEPTH - 1) + &"]".repeat(MAX_JSON_DEPTH - 1);
+        let result = format!(r#"{{"structuredContent":{nested}}}"#);
+        let (id, mut rx) = harness.start(60_000, false);
+        assert!(harness.receive(&response(id, &result)));
+        assert_eq!(outcome(&mut rx).await, Ok(result));
+    }
+
+    #[tokio::test]
+    async fn an_undecodable_response_with_a_readable_id_fails_only_its_call() {
+        let harness = Harness::new();
+        let (a, mut a_rx) = harness.start(60_000, false);
+        let (b, mut b_rx) = harness.start(60_000, false);
+        let (c, mut c_rx) = harness.start(60_000, false);
+        let mut invalid_utf8 = format!(r#"{{"jsonrpc":"2.0","id":{a},"result":{{"text":"#).into_bytes();
+        invalid_utf8.extend_from_slice(b"\"\xff\xfe\"}}");
+        assert!(harness.shared.on_message(&invalid_utf8));
+        assert_eq!(code(&outcome(&mut a_rx).await), "mcp_protocol_error");
+        assert!(harness.receive(&format!(r#"{{"jsonrpc":"2.0","id":{b},"error":{{"code":"x","message":5}}}}"#)));
+        assert_eq!(code(&outcome(&mut b_rx).await), "mcp_protocol_error");
+        assert!(harness.receive(&format!(r#"{{"jsonrpc":"2.0","id":{c}}}"#)));
+        let error = outcome(&mut c_rx).await.unwrap_err();
+        assert!(error.to_string().contains("neither result nor error"), "{error}");
+        // Garbage that answers no request of ours still ends the session.
+        assert!(!harness.receive("this is not json"));
+        assert!(!harness.receive(r#"{"jsonrpc":"2.0","id":999,"result":"#));
+    }
+
+    #[tokio::test]
+    async fn unknown_duplicate_and_late_responses_are_ignored() {
+        let harness = Harness::new();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let counted = calls.clone();
+        let done: Completion = Box::new(move |outcome| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            let _ = tx.send(outcome.map(|raw| raw.get().to_owned()));
+        });
+        let id = harness.shared.next_id.load(Ordering::SeqCst);
+        let message = harness.shared.register("tools/call", |_| None, Duration::from_secs(60), None, Reply::Callback(done));
+        harness.shared.dispatch(&harness.transport, vec![message.unwrap()]);
+        assert!(harness.receive(&response(id + 1_000, r#""unknown""#)));
+        assert!(harness.receive(&response(id, r#""first""#)));
+        assert!(harness.receive(&response(id, r#""second""#)));
+        assert_eq!(outcome(&mut rx).await, Ok(r#""first""#.to_owned()));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+
+        // A response after the caller aborted is dropped too.
+        let abort = AbortHandle::default();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let done: Completion = Box::new(move |outcome| {
+            let _ = tx.send(outcome.map(|raw| raw.get().to_owned()));
+        });
+        let id = harness.shared.next_id.load(Ordering::SeqCst);
+        let message = harness.shared.register("tools/call", |_| None, Duration::from_secs(60), Some(&abort), Reply::Callback(done));
+        harness.shared.dispatch(&harness.transport, vec![message.unwrap()]);
+        abort.abort();
+        assert_eq!(code(&outcome(&mut rx).await), "mcp_aborted");
+        assert!(harness.recorder.sent.lock().last().unwrap().contains("notifications/cancelled"));
+        assert!(harness.receive(&response(id, r#""late""#)));
+        assert!(rx.try_recv().is_err());
+        assert!(harness.events.lost.lock().is_none());
+    }
+
+    #[tokio::test]
+    async fn server_requests_get_small_answers_or_none() {
+        let harness = Harness::new();
+        let huge = "m".repeat(1_000_000);
+        assert!(harness.receive(&format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{huge}"}}"#)));
+        assert!(harness.receive(&format!(r#"{{"jsonrpc":"2.0","id":"{huge}","method":"ping"}}"#)));
+        assert!(harness.receive(r#"{"jsonrpc":"2.0","id":{"nested":[1]},"method":"ping"}"#));
+        assert!(harness.receive(r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#));
+        let sent = harness.recorder.sent.lock().clone();
+        assert_eq!(sent.len(), 2, "unechoable ids get no answer");
+        assert!(sent[0].len() < 512 && sent[0].contains("-32601"), "{}", sent[0].len());
+        assert_eq!(sent[1], r#"{"jsonrpc":"2.0","id":"p","result":{}}"#);
     }
 }

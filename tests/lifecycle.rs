@@ -103,8 +103,10 @@ async fn a_list_changed_flood_on_the_get_stream_is_coalesced() {
         server.push(&json!({ "jsonrpc": "2.0", "method": "notifications/tools/list_changed" }));
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
+    // One listing runs and one waits, whatever arrives meanwhile: the count follows how long the flood
+    // takes to arrive (a few listing times), not how many notifications it holds.
     let listings = server.received_methods("tools/list");
-    assert!((2..=3).contains(&listings), "{listings} listings for 1000 notifications");
+    assert!((2..=10).contains(&listings), "{listings} listings for 1000 notifications");
     toolset.close().await;
 }
 

@@ -43,6 +43,27 @@ pub fn rewrite(text: &str, hash_input: &str) -> String {
     safe
 }
 
+/// A projected name for `remote_name` of the server labelled `label` (identified by `identity`) that
+/// `is_taken` does not report taken. The plain `${label}__${tool}` (rewritten if unsafe) comes first; a
+/// taken one is rewritten with a hash of the server's identity and the tool, and that again with a
+/// counter until free. Every candidate is checked, so no crafted set of names (a tool literally named
+/// like another one's rewrite) can make two tools share a name, or one server's tool shadow another's.
+pub fn claim_unique(label: &str, remote_name: &str, identity: &str, is_taken: impl Fn(&str) -> bool) -> String {
+    let preferred = project_tool_name(label, remote_name);
+    if !is_taken(&preferred) {
+        return preferred;
+    }
+    let original = format!("{label}{SEPARATOR}{remote_name}");
+    let mut hash_input = format!("{identity}\u{0}{remote_name}");
+    loop {
+        let candidate = rewrite(&original, &hash_input);
+        if !is_taken(&candidate) {
+            return candidate;
+        }
+        hash_input.push('\u{0}');
+    }
+}
+
 /// Labels for the configured servers. A name used by one server is its own label; a name shared by
 /// several gives each a suffix hashed from its identity (command line or URL), so reordering the
 /// list never repoints a name at a different backend.
@@ -92,6 +113,37 @@ mod tests {
         let unicode = project_tool_name("srv", "résumé");
         assert!(is_provider_safe(&unicode), "{unicode}");
         assert_ne!(project_tool_name("srv", "a.b"), project_tool_name("srv", "a,b"), "distinct originals stay distinct");
+    }
+
+    #[test]
+    fn claimed_names_never_collide_even_when_crafted_to() {
+        use std::collections::HashMap;
+        let mut taken: HashMap<String, (&str, String)> = HashMap::new();
+        let mut claim = |label: &'static str, identity: &str, tool: &str| {
+            let name = claim_unique(label, tool, identity, |n| taken.contains_key(n));
+            assert!(is_provider_safe(&name), "{name}");
+            taken.insert(name.clone(), (label, tool.to_owned()));
+            name
+        };
+        // `a.b` is rewritten; a tool literally named like that rewrite, and one named like the rewrite's
+        // own rewrite, are listed first to take those names.
+        let first_rewrite = project_tool_name("c", "a.b");
+        let crafted = first_rewrite.strip_prefix("c__").unwrap().to_owned();
+        let second_rewrite = rewrite(&format!("c__{crafted}"), &format!("stdio:c\u{0}{crafted}"));
+        let crafted_again = second_rewrite.strip_prefix("c__").unwrap().to_owned();
+        let names = [
+            claim("c", "stdio:c", &crafted_again),
+            claim("c", "stdio:c", &crafted),
+            claim("c", "stdio:c", "a.b"),
+            claim("c", "stdio:c", &crafted),
+            // Across servers: `x` + `_y` and `x_` + `y` meet on `x___y`.
+            claim("x", "stdio:x", "_y"),
+            claim("x_", "stdio:x_", "y"),
+        ];
+        assert_eq!(names.iter().collect::<std::collections::HashSet<_>>().len(), names.len(), "{names:?}");
+        assert_eq!(names[0], format!("c__{crafted_again}"));
+        assert_eq!(names[4], "x___y");
+        assert_ne!(names[5], "x___y");
     }
 
     #[test]

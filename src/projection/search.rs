@@ -10,7 +10,7 @@
 //! short stop-word list, and strips common English suffixes, identically for documents and queries.
 
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// BM25 term-frequency saturation: how quickly repeats of one term stop adding score.
 const BM25_K1: f32 = 1.2;
@@ -160,22 +160,19 @@ impl SearchIndex {
         if limit == 0 {
             return Vec::new();
         }
-        let mut query_terms = tokenize(query);
-        // A repeated word is one need, not a stronger one.
-        let mut seen = Vec::with_capacity(query_terms.len());
-        query_terms.retain(|term| {
-            let first = !seen.contains(term);
-            seen.push(term.clone());
-            first
-        });
+        // A repeated word is one need, not a stronger one. Sets, not list scans: the query comes from a
+        // model and can be long, and this runs on the caller's (JavaScript) thread.
+        let tokens = tokenize(query);
+        let mut seen: HashSet<&str> = HashSet::with_capacity(tokens.len());
+        let query_terms: Vec<&str> = tokens.iter().map(String::as_str).filter(|term| seen.insert(term)).collect();
 
         // Generic verbs of tool vocabulary also match their near-synonyms, at a lower weight, so "show
         // the tickets" finds a tool described as "List tickets".
-        let mut weighted: Vec<(String, f32)> = query_terms.iter().map(|t| (t.clone(), 1.0)).collect();
+        let mut weighted: Vec<(&str, f32)> = query_terms.iter().map(|&t| (t, 1.0)).collect();
         for term in &query_terms {
             for synonym in synonyms_of(term) {
-                if !weighted.iter().any(|(t, _)| t == synonym) {
-                    weighted.push((synonym.clone(), SYNONYM_WEIGHT));
+                if seen.insert(synonym.as_str()) {
+                    weighted.push((synonym.as_str(), SYNONYM_WEIGHT));
                 }
             }
         }
@@ -183,7 +180,7 @@ impl SearchIndex {
         let mut scores = vec![0f32; self.document_count];
         let mut matched: Vec<u32> = Vec::new();
         for (term, weight) in &weighted {
-            let Some(&term_id) = self.term_ids.get(term) else { continue };
+            let Some(&term_id) = self.term_ids.get(*term) else { continue };
             let idf = self.inverse_document_frequency[term_id] * weight;
             for posting in &self.postings[term_id] {
                 let score = &mut scores[posting.document as usize];
@@ -332,6 +329,20 @@ mod tests {
         assert_eq!(tokenize("github__list_pull_requests"), ["github", "list", "pull", "request"]);
         assert_eq!(tokenize("  USER's  e-mail!! "), ["user", "mail"]);
         assert_eq!(tokenize("Ünïcödé Straße"), ["ünïcödé", "straße"], "non-ASCII is lowercased, not stemmed");
+    }
+
+    /// A query is text from a model, searched on the caller's thread: 100 000 distinct words must be
+    /// de-duplicated in linear time (the list scan took minutes).
+    #[test]
+    fn a_huge_query_is_deduplicated_in_linear_time() {
+        let index = SearchIndex::build(vec![doc("list_issues", "List the issues of a project", &["project"])]);
+        let words: Vec<String> = (0..100_000).map(|i| format!("word{i}x")).collect();
+        let query = words.join(" ") + " show issues";
+        let started = Instant::now();
+        let hits = index.search(&query, 5);
+        let elapsed = started.elapsed();
+        assert_eq!(hits.len(), 1);
+        assert!(elapsed < Duration::from_secs(3), "{elapsed:?}");
     }
 
     #[test]

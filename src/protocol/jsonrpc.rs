@@ -12,12 +12,13 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub type RequestId = u64;
 
 #[derive(Debug, Deserialize)]
-pub struct ErrorObject {
+pub struct ErrorObject<'a> {
     pub code: i64,
     #[serde(default)]
     pub message: String,
-    #[serde(default)]
-    pub data: Option<serde_json::Value>,
+    /// Kept as text and never walked: it may nest arbitrarily deep, and nothing here reads it.
+    #[serde(borrow, default)]
+    pub data: Option<&'a RawValue>,
 }
 
 /// Any JSON-RPC message, before it is classified.
@@ -31,14 +32,14 @@ pub struct RawMessage<'a> {
     pub params: Option<&'a RawValue>,
     #[serde(borrow, default)]
     pub result: Option<&'a RawValue>,
-    #[serde(default)]
-    pub error: Option<ErrorObject>,
+    #[serde(borrow, default)]
+    pub error: Option<ErrorObject<'a>>,
 }
 
 pub enum Message<'a> {
     Request { id: &'a RawValue, method: Cow<'a, str>, params: Option<&'a RawValue> },
     Notification { method: Cow<'a, str>, params: Option<&'a RawValue> },
-    Response { id: Option<RequestId>, outcome: std::result::Result<&'a RawValue, ErrorObject> },
+    Response { id: Option<RequestId>, outcome: std::result::Result<&'a RawValue, ErrorObject<'a>> },
 }
 
 impl<'a> RawMessage<'a> {
@@ -64,6 +65,14 @@ pub fn parse_request_id(raw: &RawValue) -> Option<RequestId> {
     let text = raw.get();
     let digits = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')).unwrap_or(text);
     digits.parse().ok()
+}
+
+/// Whether the id of a server's request may be echoed in our answer: a string or number of bounded size,
+/// as JSON-RPC requires. Anything else (an object, a megabyte of text) is not answered at all.
+pub fn is_echoable_id(id: &RawValue) -> bool {
+    let text = id.get();
+    text.len() <= crate::limits::MAX_ECHOED_REQUEST_ID_BYTES
+        && text.bytes().next().is_some_and(|b| b == b'"' || b == b'-' || b.is_ascii_digit())
 }
 
 /// Serialize a request. `params` must already be valid JSON.
@@ -193,6 +202,27 @@ mod tests {
             Message::Response { id: None, outcome: Err(_) } => {}
             _ => panic!("null id error"),
         }
+    }
+
+    #[test]
+    fn error_data_is_never_walked() {
+        let deep = "[".repeat(5_000) + &"]".repeat(5_000);
+        let text = format!(r#"{{"jsonrpc":"2.0","id":4,"error":{{"code":-1,"message":"deep","data":{deep}}}}}"#);
+        match parse(&text) {
+            Message::Response { id: Some(4), outcome: Err(e) } => {
+                assert_eq!((e.code, e.message.as_str()), (-1, "deep"));
+                assert_eq!(e.data.map(|d| d.get().len()), Some(deep.len()));
+            }
+            _ => panic!("not an error"),
+        }
+    }
+
+    #[test]
+    fn only_small_scalar_ids_are_echoed() {
+        let id = |text: &str| -> bool { is_echoable_id(serde_json::from_str::<&RawValue>(text).unwrap()) };
+        assert!(id("7") && id("-1") && id(r#""abc""#));
+        assert!(!id("null") && !id("{}") && !id("[1]") && !id("true"));
+        assert!(!id(&format!("\"{}\"", "x".repeat(crate::limits::MAX_ECHOED_REQUEST_ID_BYTES))));
     }
 
     #[test]

@@ -89,12 +89,22 @@ fn empty_object_schema() -> Value {
     serde_json::json!({ "type": "object" })
 }
 
+/// One `tools/list` page with each tool left as its text, so one malformed tool can be refused on its
+/// own (see `catalog`) instead of failing the whole page.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ListToolsPage {
-    pub tools: Vec<Tool>,
+pub struct ListToolsPage<'a> {
+    #[serde(borrow)]
+    pub tools: Vec<&'a RawValue>,
     #[serde(default)]
     pub next_cursor: Option<String>,
+}
+
+/// The `name` of a tool definition that did not parse, to say which one was refused.
+#[derive(Debug, Deserialize)]
+pub struct ToolNameProbe<'a> {
+    #[serde(borrow, default)]
+    pub name: Option<&'a RawValue>,
 }
 
 /// What the engine needs to see of a `tools/call` result; everything else is forwarded untouched.

@@ -178,15 +178,14 @@ pub(crate) fn project_server(
 }
 
 /// The projected name for one remote tool: `label__tool`, made provider-safe, and disambiguated by the
-/// server's identity when another server's tool (or a local tool) already holds it.
+/// server's identity when another tool (or a local tool) already holds it; every candidate is checked.
 fn claim_name(server: &ServerIdentity<'_>, remote_name: &str, taken: &mut HashMap<String, Route>, diagnostics: &mut Vec<Diagnostic>) -> String {
-    let mut name = naming::project_tool_name(server.label, remote_name);
-    let owned_by_other = taken.get(&name).is_some_and(|r| r.server != server.index || &*r.remote_name != remote_name);
-    if owned_by_other || name == MCP_DESCRIBE_TOOL || name == MCP_SEARCH_TOOLS {
-        // `a` + `b__c` and `a__b` + `c` meet on one name; the later one is disambiguated by its identity.
-        let original = format!("{}{}{}", server.label, naming::SEPARATOR, remote_name);
-        name = naming::rewrite(&original, &format!("{}\u{0}{}", server.identity, remote_name));
-    }
+    let is_taken = |name: &str| {
+        name == MCP_DESCRIBE_TOOL
+            || name == MCP_SEARCH_TOOLS
+            || taken.get(name).is_some_and(|r| r.server != server.index || &*r.remote_name != remote_name)
+    };
+    let name = naming::claim_unique(server.label, remote_name, server.identity, is_taken);
     if name != format!("{}{}{}", server.label, naming::SEPARATOR, remote_name) && server.label == server.name {
         diagnostics.push(Diagnostic::ToolNameRewritten {
             server: server.name.to_owned(),
