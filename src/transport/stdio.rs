@@ -22,7 +22,8 @@ use std::os::fd::{AsFd, AsRawFd, IntoRawFd, RawFd};
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout, Command};
@@ -209,7 +210,7 @@ impl Transport for StdioTransport {
     }
 
     fn stderr_tail(&self) -> Option<String> {
-        let mut tail = self.stderr_tail.lock().unwrap();
+        let mut tail = self.stderr_tail.lock();
         (!tail.is_empty()).then(|| tail.text(&self.secrets))
     }
 }
@@ -319,7 +320,7 @@ impl Outbox {
     }
 
     fn push(&self, messages: impl Iterator<Item = String>) -> Result<()> {
-        let mut state = self.state.lock().unwrap();
+        let mut state = self.state.lock();
         if state.closed {
             return Err(McpError::Closed);
         }
@@ -355,7 +356,7 @@ impl Outbox {
     }
 
     fn close(&self) {
-        self.state.lock().unwrap().closed = true;
+        self.state.lock().closed = true;
         self.wake.notify_one();
     }
 
@@ -363,7 +364,7 @@ impl Outbox {
     async fn take(&self, spare: &mut Vec<u8>) -> Option<()> {
         loop {
             {
-                let mut state = self.state.lock().unwrap();
+                let mut state = self.state.lock();
                 if !state.pending.is_empty() {
                     if state.pending.len() <= MAX_COALESCED_WRITE_BYTES {
                         std::mem::swap(&mut state.pending, spare);
@@ -541,7 +542,7 @@ impl ExternalReader {
         if self.ended.load(Ordering::SeqCst) {
             return;
         }
-        let fed = self.lines.lock().unwrap().feed(bytes, &*self.sink);
+        let fed = self.lines.lock().feed(bytes, &*self.sink);
         if let Err(fatal) = fed {
             self.end(Some(fatal));
         }
@@ -601,7 +602,7 @@ async fn drain_stderr(mut stderr: tokio::process::ChildStderr, tail: Arc<Mutex<T
         if n == 0 {
             break;
         }
-        tail.lock().unwrap().push(&chunk[..n], secrets.longest_bytes());
+        tail.lock().push(&chunk[..n], secrets.longest_bytes());
     }
 }
 
@@ -659,11 +660,11 @@ mod tests {
         fn on_message(&self, frame: &[u8]) -> bool {
             let text = String::from_utf8_lossy(frame).into_owned();
             let ok = serde_json::from_str::<serde_json::Value>(&text).is_ok();
-            self.messages.lock().unwrap().push(text);
+            self.messages.lock().push(text);
             ok
         }
         fn on_request_failed(&self, id: RequestId, error: McpError) {
-            self.failed.lock().unwrap().push((id, error.code().to_owned()));
+            self.failed.lock().push((id, error.code().to_owned()));
         }
         fn is_pending(&self, _: RequestId) -> bool {
             true
@@ -679,7 +680,7 @@ mod tests {
             let mut lines = LineReader::new(1024, Arc::default());
             lines.feed(&stream[..split], &sink).unwrap();
             lines.feed(&stream[split..], &sink).unwrap();
-            let got = sink.messages.lock().unwrap().clone();
+            let got = sink.messages.lock().clone();
             assert_eq!(got, ["{\"id\":1}", "{\"id\":2,\"x\":\"a b\"}", "{\"id\":3}"], "split at {split}");
         }
     }
@@ -693,8 +694,8 @@ mod tests {
             for piece in big.as_bytes().chunks(chunk) {
                 lines.feed(piece, &sink).unwrap();
             }
-            assert_eq!(*sink.failed.lock().unwrap(), [(7, "mcp_result_too_large".to_owned())]);
-            assert_eq!(*sink.messages.lock().unwrap(), ["{\"id\":8}"], "the next message still arrives");
+            assert_eq!(*sink.failed.lock(), [(7, "mcp_result_too_large".to_owned())]);
+            assert_eq!(*sink.messages.lock(), ["{\"id\":8}"], "the next message still arrives");
         }
     }
 
@@ -704,11 +705,11 @@ mod tests {
         let mut lines = LineReader::new(1000, Arc::default());
         lines.feed(br#"{"jsonrpc":"2.0","id":7,"result":""#, &sink).unwrap();
         lines.feed(&[b'x'; 999], &sink).unwrap();
-        assert_eq!(*sink.failed.lock().unwrap(), [(7, "mcp_result_too_large".to_owned())], "failed as the limit passed");
+        assert_eq!(*sink.failed.lock(), [(7, "mcp_result_too_large".to_owned())], "failed as the limit passed");
         lines.feed(&[b'x'; 5000], &sink).unwrap();
         lines.feed(b"\"}\n{\"id\":8}\n", &sink).unwrap();
-        assert_eq!(sink.failed.lock().unwrap().len(), 1, "not again at the newline");
-        assert_eq!(*sink.messages.lock().unwrap(), ["{\"id\":8}"]);
+        assert_eq!(sink.failed.lock().len(), 1, "not again at the newline");
+        assert_eq!(*sink.messages.lock(), ["{\"id\":8}"]);
     }
 
     #[test]
@@ -728,7 +729,7 @@ mod tests {
         assert!(fed > 1000 + 10_000, "the bound is the skip limit past the message limit ({fed})");
         assert_eq!(error.code(), "mcp_transport_error");
         assert!(error.to_string().contains("with no end"), "{error}");
-        assert_eq!(*sink.failed.lock().unwrap(), [(3, "mcp_result_too_large".to_owned())]);
+        assert_eq!(*sink.failed.lock(), [(3, "mcp_result_too_large".to_owned())]);
     }
 
     #[test]
@@ -791,7 +792,7 @@ mod tests {
         };
         assert_eq!(error.code(), "mcp_transport_error");
         assert!(error.to_string().contains("not reading its input"), "{error}");
-        let pending = transport.outbox.state.lock().unwrap().pending.len();
+        let pending = transport.outbox.state.lock().pending.len();
         assert!(pending <= MAX_STDIO_PENDING_WRITE_BYTES, "{pending}");
         transport.close().await;
     }
