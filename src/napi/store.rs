@@ -121,8 +121,7 @@ impl NativeStore {
             if path.is_empty() || path.contains('\0') {
                 return Err(McpError::config("createSqliteMcpConnectionStore needs a file path"));
             }
-            let store = super::runtime::within_runtime(|| SqliteStore::open_lazily(std::path::Path::new(&path)));
-            Ok(Self::register(Arc::new(store)))
+            Ok(Self::register(Arc::new(SqliteStore::open_lazily(std::path::Path::new(&path)))))
         })
     }
 

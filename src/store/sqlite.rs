@@ -188,23 +188,17 @@ impl ConnectionStore for SqliteStore {
 
 /// A [`SqliteStore`] that is opened on first use, on the blocking pool, so whoever creates it (the JS
 /// thread, through `createSqliteMcpConnectionStore`) never waits on the file: opening can take up to
-/// [`BUSY_TIMEOUT`] while another process holds it. Opening starts at once in the background when a
-/// runtime is available; a failure is returned (as `mcp_storage_error`) by the operation that needed
-/// the store, and the next operation tries again.
+/// [`BUSY_TIMEOUT`] while another process holds it. A failure to open is returned (as
+/// `mcp_storage_error`) by the operation that needed the store, and the next operation tries again.
+/// Operations that arrive while an open is under way wait for it rather than start their own.
 pub struct LazySqliteStore {
     path: PathBuf,
-    opened: Arc<tokio::sync::OnceCell<SqliteStore>>,
+    opened: tokio::sync::OnceCell<SqliteStore>,
 }
 
 impl SqliteStore {
     pub fn open_lazily(path: &Path) -> LazySqliteStore {
-        let store = LazySqliteStore { path: path.to_owned(), opened: Arc::new(tokio::sync::OnceCell::new()) };
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            let (opened, path) = (store.opened.clone(), store.path.clone());
-            // A failure here is not reported: the first operation retries and reports it.
-            runtime.spawn(async move { opened.get_or_try_init(|| open_on_blocking_pool(path)).await.map(drop) });
-        }
-        store
+        LazySqliteStore { path: path.to_owned(), opened: tokio::sync::OnceCell::new() }
     }
 }
 
