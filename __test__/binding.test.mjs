@@ -103,9 +103,13 @@ test('a panic in any sync entry point is a thrown mcp_internal_error, and the pr
   assertInternal(await panicking('NativeToolset.new', () => mcpTools([])));
 
   const server = fixture('sync');
-  const toolset = await mcpTools([server.entry]);
+  const diagnostics = [];
+  const toolset = await mcpTools([server.entry], { onDiagnostic: (d) => diagnostics.push(d) });
   assertInternal(await panicking('NativeToolset.systemPrompt', () => composeMcpSystemPrompt(toolset)));
   assertInternal(await panicking('NativeToolset.callTools', () => toolset.tools.sync__echo.execute({ text: 'a' })));
+  // The application hears of it even where a thrown error is absorbed (a stream handler, a drain).
+  await until(() => diagnostics.filter((d) => d.code === 'internal-error').length === 2);
+  assert.match(diagnostics.find((d) => d.code === 'internal-error').message, /NativeToolset.systemPrompt/);
   // The toolset is intact afterwards.
   assert.equal((await toolset.tools.sync__echo.execute({ text: 'b' })).content[0].text, 'echo: b');
   assert.match(composeMcpSystemPrompt(toolset), /sync/);

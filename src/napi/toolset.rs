@@ -9,7 +9,7 @@ use crate::diagnostics::Diagnostic;
 use crate::error::McpError;
 use crate::hooks::Hooks;
 use crate::projection::ProjectedTool;
-use crate::toolset::{CallSink, Toolset};
+use crate::toolset::{CallSink, Toolset, ToolsetEvents, LOCAL_SERVER};
 use crate::transport::stdio::{ExternalReader, ReaderHost};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -48,6 +48,20 @@ pub struct NativeToolset {
     inner: Arc<Toolset>,
     completions: Arc<Completions>,
     readers: Option<Arc<JsReaderHost>>,
+    events: Arc<JsEvents>,
+}
+
+impl NativeToolset {
+    /// `guard`, plus an `internal-error` diagnostic when a panic was contained, so the application's
+    /// `onDiagnostic` hears of the engine bug even where the thrown error is caught and absorbed.
+    fn guarded<T>(&self, entry: &'static str, body: impl FnOnce() -> crate::error::Result<T>) -> napi::Result<T, String> {
+        guard(entry, body).inspect_err(|error| {
+            if error.status == McpError::Internal(String::new()).code() {
+                let diagnostic = Diagnostic::InternalError { server: LOCAL_SERVER.to_owned(), message: error.reason.clone() };
+                self.events.diagnostic(&diagnostic);
+            }
+        })
+    }
 }
 
 #[napi]
@@ -79,6 +93,7 @@ impl NativeToolset {
                 return Err(McpError::config("options.storage was not handed to the engine as a store"));
             }
             let events = Arc::new(JsEvents::new(on_event));
+            let events_for_panics = events.clone();
             let readers = read_stdio_in_js.then(|| {
                 Arc::new(JsReaderHost { events: events.clone(), readers: Mutex::new(HashMap::new()), next_id: AtomicU32::new(1) })
             });
@@ -90,7 +105,8 @@ impl NativeToolset {
                 stdio_reader: readers.clone().map(|r| r as Arc<dyn ReaderHost>),
             };
             let toolset = Toolset::new(config, hooks, store, events)?;
-            Ok(NativeToolset { inner: Arc::new(toolset), completions: Arc::new(Completions::new(on_completions)), readers })
+            let completions = Arc::new(Completions::new(on_completions));
+            Ok(NativeToolset { inner: Arc::new(toolset), completions, readers, events: events_for_panics })
         })
     }
 
@@ -112,7 +128,7 @@ impl NativeToolset {
     /// The MCP section of a system prompt for this toolset (never server instructions).
     #[napi]
     pub fn system_prompt(&self) -> Result<String, String> {
-        guard("NativeToolset.systemPrompt", || Ok(self.inner.system_prompt()))
+        self.guarded("NativeToolset.systemPrompt", || Ok(self.inner.system_prompt()))
     }
 
     /// Resolves when background reconciliation after `rebuild` has finished.
@@ -130,7 +146,7 @@ impl NativeToolset {
     /// `onCompletions` callback and `drainCompletions`.
     #[napi]
     pub fn call_tools(&self, batch: String) -> Result<(), String> {
-        guard("NativeToolset.callTools", || {
+        self.guarded("NativeToolset.callTools", || {
             let calls = parse_calls(&batch)?;
             let sink = self.completions.clone() as Arc<dyn CallSink>;
             within_runtime(|| self.inner.start_calls(calls, &sink));
@@ -141,14 +157,14 @@ impl NativeToolset {
     /// Every outcome since the last drain (the format is in `wire.rs`).
     #[napi]
     pub fn drain_completions(&self) -> Result<String, String> {
-        guard("NativeToolset.drainCompletions", || Ok(self.completions.drain()))
+        self.guarded("NativeToolset.drainCompletions", || Ok(self.completions.drain()))
     }
 
     /// Bytes a stdio server wrote, read by JavaScript. Returns the call outcomes they completed, in the
     /// `drainCompletions` format, so a response costs no wake-up at all.
     #[napi]
     pub fn feed_stdout(&self, reader_id: u32, chunk: Buffer) -> Result<String, String> {
-        guard("NativeToolset.feedStdout", || {
+        self.guarded("NativeToolset.feedStdout", || {
             let reader = self.readers.as_ref().and_then(|r| r.readers.lock().get(&reader_id).cloned());
             Ok(match reader {
                 Some(reader) => self.completions.feeding(|| within_runtime(|| reader.feed(&chunk))),
@@ -160,7 +176,7 @@ impl NativeToolset {
     /// The stdout JavaScript was reading ended (`error` set if it failed).
     #[napi]
     pub fn stdout_ended(&self, reader_id: u32, error: Option<String>) -> Result<(), String> {
-        guard("NativeToolset.stdoutEnded", || {
+        self.guarded("NativeToolset.stdoutEnded", || {
             let reader = self.readers.as_ref().and_then(|r| r.readers.lock().remove(&reader_id));
             if let Some(reader) = reader {
                 let failure = error.map(|e| McpError::Transport(format!("MCP server stdout failed: {e}")));
@@ -173,7 +189,7 @@ impl NativeToolset {
     /// Abort the call started with `abortId`.
     #[napi]
     pub fn abort(&self, abort_id: u32) -> Result<(), String> {
-        guard("NativeToolset.abort", || {
+        self.guarded("NativeToolset.abort", || {
             within_runtime(|| self.inner.abort(abort_id));
             Ok(())
         })
