@@ -206,7 +206,7 @@ test('arguments that are not a JSON object are refused with mcp_invalid_argument
   const echo = toolset.tools.args__echo;
   const cyclic = { text: 'x' };
   cyclic.self = cyclic;
-  const bad = ['text', 42, true, ['a'], cyclic, { text: 1n }, { text: 'x', run: () => 1 }, { text: Symbol('s') }, { m: new Map([[1, 2]]) }, () => 1];
+  const bad = ['text', 42, true, ['a'], cyclic, { text: 1n }, { deep: [{ n: 2n }] }, new Map([['text', 'x']]), new Set(['x']), Symbol('s'), () => 1];
   // Bad and good calls made in one tick: the good one goes through whatever its neighbours are.
   const outcomes = await Promise.allSettled([...bad.map((args) => echo.execute(args)), echo.execute({ text: 'fine' })]);
   const good = outcomes.pop();
