@@ -16,6 +16,7 @@ import {
   DEFAULT_DISCLOSURE_BUDGET_TOKENS,
   mcpTools,
   MCP_DESCRIBE_TOOL,
+  rebuildMcpToolsFromStorage,
   MCP_SEARCH_TOOLS,
   McpConfigError,
   McpError,
@@ -189,6 +190,12 @@ test('wrong options and malformed entries are refused by the engine with mcp_con
   }
 });
 
+test('rebuildMcpToolsFromStorage without a store is refused by the engine too', async () => {
+  for (const opts of [undefined, {}, { storage: null }]) {
+    await assert.rejects(rebuildMcpToolsFromStorage([], opts), (error) => error instanceof McpConfigError && /storage/.test(error.message));
+  }
+});
+
 test('a policy whose methods live on its prototype is accepted', async () => {
   class Gate {
     decide() {
@@ -337,29 +344,39 @@ async function longestStall(work) {
   }
 }
 
-test('a SQLite file locked by another process never blocks the event loop; the failure is mcp_storage_error', { timeout: 60_000 }, async () => {
-  const file = scratchFile('locked.db');
-  const holder = await lockSqliteFile(file);
-  try {
-    const diagnostics = [];
-    const { result: store, longest } = await longestStall(async () => {
-      const store = createSqliteMcpConnectionStore(file);
-      const toolset = await mcpTools([fixture('locked').entry], { storage: store, onDiagnostic: (d) => diagnostics.push(d) });
-      await toolset.close();
-      return store;
-    });
-    assert.ok(longest < 50, `the event loop stalled for ${Math.round(longest)} ms`);
-    const degraded = diagnostics.find((d) => d.code === 'server-degraded');
-    assert.equal(degraded?.errorCode, 'mcp_storage_error', JSON.stringify(diagnostics));
-    assert.match(degraded.message, /locked|busy/i);
+/** Bound on any one stall of the event loop while the store is locked, in ms (the defect: ~5 000). */
+const MAX_STALL_MS = 50;
 
-    // Once the other process lets go, the same store opens and works.
-    holder.kill('SIGKILL');
-    await new Promise((r) => holder.once('exit', r));
-    await until(async () => Array.isArray(await store.list().catch(() => null)), { timeoutMs: 15_000, stepMs: 100 });
-  } finally {
-    holder.kill('SIGKILL');
+test('a SQLite file locked by another process never blocks the event loop; the failure is mcp_storage_error', { timeout: 60_000 }, async () => {
+  const stalls = [];
+  // A machine under load can deschedule the process for longer than the bound once; blocking on the
+  // file (what this guards against) stalls every attempt, so a second attempt decides.
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const file = scratchFile('locked.db');
+    const holder = await lockSqliteFile(file);
+    try {
+      const diagnostics = [];
+      const { result: store, longest } = await longestStall(async () => {
+        const store = createSqliteMcpConnectionStore(file);
+        const toolset = await mcpTools([fixture('locked').entry], { storage: store, onDiagnostic: (d) => diagnostics.push(d) });
+        await toolset.close();
+        return store;
+      });
+      const degraded = diagnostics.find((d) => d.code === 'server-degraded');
+      assert.equal(degraded?.errorCode, 'mcp_storage_error', JSON.stringify(diagnostics));
+      assert.match(degraded.message, /locked|busy/i);
+      stalls.push(Math.round(longest));
+
+      // Once the other process lets go, the same store opens and works.
+      holder.kill('SIGKILL');
+      await new Promise((r) => holder.once('exit', r));
+      await until(async () => Array.isArray(await store.list().catch(() => null)), { timeoutMs: 15_000, stepMs: 100 });
+    } finally {
+      holder.kill('SIGKILL');
+    }
+    if (stalls.at(-1) < MAX_STALL_MS) return;
   }
+  assert.fail(`the event loop stalled for ${stalls.join(' and ')} ms`);
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -63,6 +63,8 @@ export interface EngineConstants {
   searchTools: string;
   defaultTimeoutMs: number;
   defaultMaxResultBytes: number;
+  /** The key of the markers standing for callbacks, the store and the session in the options JSON. */
+  configMarkerKey: string;
 }
 
 export const engine: EngineConstants = JSON.parse(binding.engineConstants());

@@ -60,8 +60,7 @@ function configError(message: string): Error {
 }
 
 /** Stands, in the JSON the engine validates, for a value JSON cannot carry (see src/config.rs). */
-const MARKER_KEY = '$mcpferry';
-const marker = (kind: string) => ({ [MARKER_KEY]: kind });
+const marker = (kind: string) => ({ [engine.configMarkerKey]: kind });
 
 function markUnserializable(_key: string, value: unknown): unknown {
   switch (typeof value) {

@@ -45,6 +45,7 @@ pub fn engine_constants() -> String {
         "searchTools": d::MCP_SEARCH_TOOLS,
         "defaultTimeoutMs": DEFAULT_TIMEOUT_MS,
         "defaultMaxResultBytes": DEFAULT_MAX_RESULT_BYTES,
+        "configMarkerKey": crate::config::MARKER_KEY,
     })
     .to_string()
 }
