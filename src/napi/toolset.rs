@@ -114,7 +114,12 @@ impl NativeToolset {
     #[napi(ts_return_type = "Promise<string>")]
     pub fn connect<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, String>> {
         let inner = self.inner.clone();
-        settle(env, "NativeToolset.connect", async move { Ok(inner.connect().await) }, |(t, d)| opened(t, d))
+        // Serialized (and memory trimmed) on the engine's thread, not in the JS-thread resolve.
+        let connected = async move {
+            let (tools, diagnostics) = inner.connect().await;
+            Ok(opened(tools, diagnostics))
+        };
+        settle(env, "NativeToolset.connect", connected, |json| json)
     }
 
     /// Project the tool map from storage (no server is asked anything first); reconnection and
@@ -122,7 +127,8 @@ impl NativeToolset {
     #[napi(ts_return_type = "Promise<string>")]
     pub fn rebuild<'env>(&self, env: &'env Env, stdio_allowed: bool) -> napi::Result<PromiseRaw<'env, String>> {
         let inner = self.inner.clone();
-        settle(env, "NativeToolset.rebuild", async move { inner.rebuild(stdio_allowed).await }, |(t, d)| opened(t, d))
+        let rebuilt = async move { inner.rebuild(stdio_allowed).await.map(|(tools, diagnostics)| opened(tools, diagnostics)) };
+        settle(env, "NativeToolset.rebuild", rebuilt, |json| json)
     }
 
     /// The MCP section of a system prompt for this toolset (never server instructions).
