@@ -14,7 +14,7 @@ pub mod memory;
 pub mod sqlite;
 
 pub use memory::MemoryStore;
-pub use sqlite::SqliteStore;
+pub use sqlite::{LazySqliteStore, SqliteStore};
 
 use crate::error::{McpError, Result};
 use crate::protocol::mcp::Tool;
@@ -160,9 +160,9 @@ pub async fn retrust(store: &dyn ConnectionStore, server_name: &str) -> Result<u
     Ok(matching.len())
 }
 
-/// Every storage failure, with the `store: ` prefix that says where it came from.
+/// Every storage failure: `mcp_storage_error`, with the `store: ` prefix that says where it came from.
 pub(crate) fn store_error(message: impl std::fmt::Display) -> McpError {
-    McpError::Transport(format!("store: {message}"))
+    McpError::Storage(format!("store: {message}"))
 }
 
 pub(crate) fn unknown_row_error(id: &str) -> McpError {
@@ -510,10 +510,10 @@ mod tests {
     }
 
     #[test]
-    fn store_errors_are_prefixed_transport_errors() {
+    fn store_errors_are_prefixed_storage_errors() {
         let error = store_error("disk full");
-        assert_eq!(error, McpError::Transport("store: disk full".to_owned()));
-        assert_eq!(error.code(), "mcp_transport_error");
+        assert_eq!(error, McpError::Storage("store: disk full".to_owned()));
+        assert_eq!(error.code(), "mcp_storage_error");
     }
 
     #[test]
