@@ -120,9 +120,12 @@ test('a panic in any sync entry point is a thrown mcp_internal_error, and the pr
   await new Promise((r) => setTimeout(r, 50));
   assertInternal(await panicking('NativeToolset.abort', async () => (aborting.abort(), await slow)));
 
-  // Bytes from a server the engine fails to take: that server's stream is lost, not the process.
-  const fed = await panicking('NativeToolset.feedStdout', () => toolset.tools.sync__echo.execute({ text: 'c' }));
-  assert.ok(fed instanceof McpError, String(fed));
+  // Bytes from a server the engine fails to take: that server's stream is lost, not the process. (Only
+  // Node feeds stdout through this entry; Bun's stdio servers are read by the engine itself.)
+  if (typeof Bun === 'undefined') {
+    const fed = await panicking('NativeToolset.feedStdout', () => toolset.tools.sync__echo.execute({ text: 'c' }));
+    assert.ok(fed instanceof McpError, String(fed));
+  }
   await toolset.close();
 
   // The wake-up drain: outcomes that cannot be collected fail their calls instead of leaving them pending.

@@ -98,7 +98,7 @@ function configJson(servers: unknown, opts: unknown): string {
   try {
     return JSON.stringify({ servers, options }, markUnserializable);
   } catch (error) {
-    throw configError(`options and server entries must be plain data: ${(error as Error).message}`);
+    throw configError(`options and server entries must be plain data, without circular references: ${(error as Error).message}`);
   }
 }
 
