@@ -5,6 +5,7 @@
 import { binding, engine, type NativeToolset } from './binding';
 import { createMcpError, fromEngine, McpError, type McpErrorCode } from './errors';
 import { isStore, nativeStoreId, storeDispatcher, storeFactories } from './stores';
+import { closeSync } from 'node:fs';
 import { Socket } from 'node:net';
 import type { Diagnostic, McpOptions, McpPolicy, McpServer, McpTool, McpToolCallContext, McpToolResult, McpToolset } from './types';
 
@@ -288,12 +289,18 @@ class CallChannel {
 // descriptor, so there the engine reads it on its own threads.
 const READ_STDIO_IN_JS = process.env.MCPFERRY_ENGINE_READER !== '1' && typeof (globalThis as { Bun?: unknown }).Bun === 'undefined';
 
-function readStdout(native: NativeToolset, calls: CallChannel, readerId: number, fd: number): void {
+/**
+ * Read one stdio server's stdout on the event loop. Returns the function that ends the reading (destroys
+ * the socket, closing the descriptor, and tells the engine); `readers` holds it until the stream ends,
+ * so close() can end streams a server's stray descendants keep open.
+ */
+function readStdout(native: NativeToolset, calls: CallChannel, readerId: number, fd: number, readers: Set<() => void>): void {
   let ended = false;
   let socket: Socket | undefined;
   const end = (error: string | null) => {
     if (ended) return;
     ended = true;
+    readers.delete(stop);
     socket?.destroy();
     try {
       native.stdoutEnded(readerId, error);
@@ -301,9 +308,17 @@ function readStdout(native: NativeToolset, calls: CallChannel, readerId: number,
       // The engine failed to take the end (a contained bug); the server's calls time out as usual.
     }
   };
+  const stop = () => end(null);
+  readers.add(stop);
   try {
     socket = new Socket({ fd, readable: true, writable: false });
   } catch (error) {
+    // The descriptor is ours to close: no socket took it.
+    try {
+      closeSync(fd);
+    } catch {
+      // Already closed: nothing to release.
+    }
     end(String(error));
     return;
   }
@@ -395,6 +410,8 @@ async function openToolset(
   const onDiagnostic = typeof options.onDiagnostic === 'function' ? options.onDiagnostic : undefined;
   const tools: Record<string, McpTool> = {};
   const calls = new CallChannel(() => native);
+  // The stdout streams read here; ended by close() if a server's stray descendants keep them open.
+  const readers = new Set<() => void>();
 
   const onEvent = (kind: string, payloadJson: string) => {
     try {
@@ -402,7 +419,9 @@ async function openToolset(
       if (kind === 'diagnostic') {
         deliver(onDiagnostic, payload);
       } else if (kind === 'stdio-reader') {
-        readStdout(native, calls, payload.readerId, payload.fd);
+        readStdout(native, calls, payload.readerId, payload.fd, readers);
+        // A stream handed over while closing is ended at once.
+        if (closing) for (const stop of [...readers]) stop();
       } else if (kind === 'tools') {
         const change = payload as ToolsChange;
         for (const removed of change.removed) delete tools[removed];
@@ -437,10 +456,17 @@ async function openToolset(
   let closing: Promise<void> | undefined;
   // Resolves once the engine let go of every server and every call has settled; the keep-alive timer
   // is gone even if the engine failed to close.
+  const endStreams = () => {
+    for (const stop of [...readers]) stop();
+  };
   const close = (): Promise<void> =>
     (closing ??= native.close().then(
-      () => calls.shutdown(),
+      () => {
+        endStreams();
+        calls.shutdown();
+      },
       (error) => {
+        endStreams();
         calls.shutdown();
         throw engineFailure(error);
       },

@@ -15,6 +15,7 @@ use crate::limits::{
 use crate::protocol::mcp::{self, ListToolsPage, Tool, ToolNameProbe};
 use crate::protocol::nesting;
 use serde_json::value::RawValue;
+use sha2::Digest;
 use std::collections::HashSet;
 
 /// A tool the catalog left out, and why. Reported as a diagnostic; the rest of the server still loads.
@@ -52,7 +53,8 @@ pub async fn list_tools(connection: &Connection, opts: &RequestOptions<'_>) -> R
 #[derive(Default)]
 struct Pages {
     count: usize,
-    cursors: HashSet<String>,
+    /// SHA-256 of every cursor seen: a server's cursors can be megabytes each.
+    cursors: HashSet<[u8; 32]>,
     /// Tool entries seen, kept or not: the position of the next one.
     entries: usize,
     names: HashSet<String>,
@@ -80,8 +82,10 @@ impl Pages {
             self.admit(raw);
         }
         let Some(next) = page.next_cursor else { return Ok(None) };
-        if !self.cursors.insert(next.clone()) {
-            return Err(McpError::Protocol(format!("tools/list repeated the cursor {next:?}; refusing a pagination loop")));
+        let seen: [u8; 32] = sha2::Sha256::digest(next.as_bytes()).into();
+        if !self.cursors.insert(seen) {
+            let shown: String = next.chars().take(64).collect();
+            return Err(McpError::Protocol(format!("tools/list repeated the cursor {shown:?}; refusing a pagination loop")));
         }
         if self.count >= MAX_LIST_PAGES {
             return Err(McpError::Protocol(format!("tools/list did not finish within {MAX_LIST_PAGES} pages")));

@@ -91,12 +91,32 @@ pub struct ServerEntry {
     pub kind: ServerKind,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub enum ServerKind {
     Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf>, root: Option<PathBuf> },
     StreamableHttp { url: Url, headers: HeaderMap },
     /// The legacy HTTP+SSE transport.
     Sse { url: Url, headers: HeaderMap },
+}
+
+/// Shows what an entry is, never what it carries: env values, arguments, header values and the URL's
+/// query may all be credentials.
+impl std::fmt::Debug for ServerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServerKind::Stdio { command, args, env, .. } => f
+                .debug_struct("Stdio")
+                .field("command", command)
+                .field("args", &args.len())
+                .field("env", &env.keys().collect::<Vec<_>>())
+                .finish_non_exhaustive(),
+            ServerKind::StreamableHttp { url, headers } | ServerKind::Sse { url, headers } => f
+                .debug_struct(if matches!(self, ServerKind::Sse { .. }) { "Sse" } else { "StreamableHttp" })
+                .field("url", &crate::egress::display_url(url))
+                .field("headers", &headers.keys().collect::<Vec<_>>())
+                .finish(),
+        }
+    }
 }
 
 impl ServerEntry {

@@ -253,7 +253,19 @@ async fn handshake_with(shared: &Arc<Shared>, transport: &Arc<dyn Transport>, op
         .map_err(|e| McpError::Protocol(format!("initialize returned a malformed result: {e}")))?;
     let protocol_version = mcp::check_negotiated_version(&init.protocol_version).map_err(McpError::Protocol)?;
     let initialized = Outbound::other(jsonrpc::notification("notifications/initialized", None));
-    transport.complete_handshake(initialized, protocol_version).await?;
+    // Bounded like the request before it, and cancelled with it: a server that never answers the
+    // `initialized` POST holds the handshake no longer than an unanswered `initialize` would.
+    let completing = tokio::time::timeout(opts.timeout, transport.complete_handshake(initialized, protocol_version));
+    let aborted = async {
+        match opts.abort {
+            Some(abort) => abort.wait().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        completed = completing => completed.map_err(|_| McpError::Timeout { after_ms: opts.timeout.as_millis() as u64 })??,
+        _ = aborted => return Err(McpError::Aborted),
+    }
     let info = init.server_info.unwrap_or_default();
     Ok(SessionInfo {
         protocol_version,
@@ -418,11 +430,10 @@ impl Shared {
 
     /// The server broke the protocol or died: fail everything, tell the owner, release the transport.
     fn lose(&self, reason: McpError) {
+        // The transport is closed by the connection's owner, whose close() is awaited and tracked (the
+        // toolset's supervisor), not by a task nobody waits for.
         if self.end(reason.clone()) {
             self.events.connection_lost(&reason);
-            if let Some(transport) = self.transport.get().and_then(Weak::upgrade) {
-                tokio::spawn(transport.close());
-            }
         }
     }
 

@@ -84,3 +84,8 @@ pub const MAX_REMOTE_TOOL_NAME_BYTES: usize = 1024;
 /// is longer, or not a string or number, is dropped unanswered, so a reply never costs more than its
 /// request bought.
 pub const MAX_ECHOED_REQUEST_ID_BYTES: usize = 256;
+/// Shortest time between two re-listings of one server after `list_changed`: a server announcing a
+/// change after every listing costs a listing per interval, not a busy loop.
+pub const MIN_REFRESH_INTERVAL_MS: u64 = 200;
+/// `tool-rejected` diagnostics per listing; the rest are counted in one more.
+pub const MAX_REJECTION_DIAGNOSTICS: usize = 20;

@@ -18,7 +18,7 @@ use tokio::sync::Notify;
 fn toolset(server: &FakeServer, hooks: Hooks, store: bool, recorder: &Arc<Recorder>) -> Toolset {
     let config = json!({
         "servers": [{ "name": "fake", "type": "streamable-http", "url": server.url }],
-        "timeoutMs": 3000,
+        "options": { "timeoutMs": 3000 },
     });
     let config = mcpferry::config::parse(&config.to_string()).unwrap();
     let store = store.then(|| Arc::new(MemoryStore::new()) as Arc<dyn mcpferry::store::ConnectionStore>);
@@ -55,7 +55,7 @@ impl Callback<String, String> for Gate {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_completes_while_a_reinitialization_never_answers() {
-    let server = FakeServer::start(Script { get_expired: true, stall_reinitialize: true }).await;
+    let server = FakeServer::start(Script { get_expired: true, stall_reinitialize: true, ..Script::default() }).await;
     let recorder = Arc::new(Recorder::default());
     let toolset = toolset(&server, Hooks::default(), false, &recorder);
     let (tools, _) = toolset.connect().await;
@@ -125,5 +125,55 @@ async fn a_panicking_policy_hook_fails_that_call_and_nothing_else() {
     assert!(recorder.outcome(2).unwrap().is_ok(), "the other call went through");
     assert_eq!(server.calls_to("boom"), 0);
     assert!(recorder.has_diagnostic(|d| matches!(d, Diagnostic::InternalError { .. })));
+    toolset.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_a_get_route_is_not_reinitialized_in_a_loop() {
+    // A POST-only server answers the GET stream 404, as if the session had expired, every time.
+    let server = FakeServer::start(Script { get_expired: true, ..Script::default() }).await;
+    let recorder = Arc::new(Recorder::default());
+    let toolset = toolset(&server, Hooks::default(), false, &recorder);
+    toolset.connect().await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let initializes = server.received_methods("initialize");
+    assert!(initializes <= 2, "{initializes} initializes in 2.5 s");
+    call(&toolset, &recorder, 1, "fake__echo");
+    assert!(support::until(Duration::from_secs(5), || recorder.outcome(1).is_some()).await);
+    assert!(recorder.outcome(1).unwrap().is_ok(), "the server still works");
+    toolset.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_initialized_notification_is_bounded_and_cancelled_by_close() {
+    let server = FakeServer::start(Script { stall_initialized: true, ..Script::default() }).await;
+    let recorder = Arc::new(Recorder::default());
+    let toolset = Arc::new(toolset(&server, Hooks::default(), false, &recorder));
+    let connecting = tokio::spawn({
+        let toolset = toolset.clone();
+        async move { toolset.connect().await }
+    });
+    assert!(support::until(Duration::from_secs(5), || server.received_methods("notifications/initialized") == 1).await);
+    // close() reaches the handshake in flight: it does not wait out the POST's own deadline.
+    let started = Instant::now();
+    toolset.close().await;
+    assert!(started.elapsed() < Duration::from_millis(2500), "close took {:?}", started.elapsed());
+    let (tools, _) = connecting.await.unwrap();
+    assert!(tools.is_empty());
+    assert!(!recorder.has_diagnostic(|d| matches!(d, Diagnostic::InternalError { .. })), "{:?}", recorder.diagnostics.lock());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_announces_a_change_after_every_listing_is_relisted_at_a_bounded_rate() {
+    let server = FakeServer::start(Script { change_after_every_list: true, ..Script::default() }).await;
+    let recorder = Arc::new(Recorder::default());
+    let toolset = toolset(&server, Hooks::default(), false, &recorder);
+    toolset.connect().await;
+    assert!(support::until(Duration::from_secs(5), || server.has_stream()).await);
+    server.push(&json!({ "jsonrpc": "2.0", "method": "notifications/tools/list_changed" }));
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let listings = server.received_methods("tools/list");
+    // One listing per MIN_REFRESH_INTERVAL_MS (200 ms) at most, not back to back.
+    assert!(listings <= 8, "{listings} listings in a second");
     toolset.close().await;
 }

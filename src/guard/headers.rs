@@ -36,8 +36,10 @@ pub fn validate_headers(at: &str, headers: &Map<String, Value>) -> Result<Header
         if text.len() > MAX_HEADER_VALUE_BYTES {
             return Err(McpError::config(format!("{at}.headers: the value of {name:?} is over {MAX_HEADER_VALUE_BYTES} bytes")));
         }
-        let value = HeaderValue::from_str(text)
+        let mut value = HeaderValue::from_str(text)
             .map_err(|_| McpError::config(format!("{at}.headers: the value of {name:?} has characters a header cannot carry")))?;
+        // Configured values are credentials as often as not: kept out of HPACK's table and of Debug output.
+        value.set_sensitive(true);
         total += name.len() + text.len();
         if total > MAX_HEADER_BYTES_PER_SERVER {
             return Err(McpError::config(format!("{at}.headers: over {MAX_HEADER_BYTES_PER_SERVER} bytes in all")));

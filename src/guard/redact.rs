@@ -24,8 +24,12 @@ pub fn looks_secret(name: &str) -> bool {
     MARKERS.iter().any(|m| upper.contains(m))
 }
 
+/// Values a rotating slot keeps: the current one and the one it replaced.
+const ROTATED_VALUES_KEPT: usize = 2;
+
 /// The secret values of one server. Fixed values (configured headers, env) stay for its lifetime;
-/// a rotating slot (a bearer token from `auth`) holds only its current value, so a token refreshed
+/// a rotating slot (a bearer token from `auth`) holds only its current value and the one before it
+/// (an error raised with the old token may be redacted just after a rotation), so a token refreshed
 /// every few minutes does not grow the set.
 #[derive(Default)]
 pub struct Secrets {
@@ -35,7 +39,8 @@ pub struct Secrets {
 #[derive(Default)]
 struct SecretSet {
     fixed: Vec<Vec<u8>>,
-    rotating: HashMap<String, Vec<u8>>,
+    /// Per slot: the previous value (if any) and the current one, in that order.
+    rotating: HashMap<String, Vec<Vec<u8>>>,
     /// One searcher per distinct value, rebuilt whenever the values change (rare) so that redaction
     /// (every error) only searches.
     finders: Vec<Finder<'static>>,
@@ -44,7 +49,7 @@ struct SecretSet {
 
 impl SecretSet {
     fn rebuild(&mut self) {
-        let mut values: Vec<&[u8]> = self.fixed.iter().chain(self.rotating.values()).map(Vec::as_slice).collect();
+        let mut values: Vec<&[u8]> = self.fixed.iter().chain(self.rotating.values().flatten()).map(Vec::as_slice).collect();
         values.sort_unstable();
         values.dedup();
         self.longest_bytes = values.iter().map(|v| v.len()).max().unwrap_or(0);
@@ -76,6 +81,12 @@ impl SecretSet {
 }
 
 /// Whether `value` is long enough to be treated as a secret.
+/// A URL path segment that reads like a key rather than a word: at least 16 characters, with both
+/// letters and digits.
+fn looks_like_key(segment: &str) -> bool {
+    segment.len() >= 16 && segment.chars().any(|c| c.is_ascii_digit()) && segment.chars().any(|c| c.is_ascii_alphabetic())
+}
+
 fn long_enough(value: &[u8]) -> bool {
     match std::str::from_utf8(value) {
         Ok(text) => text.chars().count() >= MIN_SECRET_CHARS,
@@ -93,6 +104,53 @@ impl Secrets {
     /// Add a value that stays secret for the server's lifetime (configured env value, header value).
     pub fn add(&self, value: &str) {
         self.add_bytes(value.as_bytes());
+    }
+
+    /// A configured header value, whole and in the parts a server may echo alone: the credential after
+    /// an auth scheme (`Bearer sk-…` → `sk-…`) and each cookie's value.
+    pub fn add_header_value(&self, value: &[u8]) {
+        self.add_bytes(value);
+        let Ok(text) = std::str::from_utf8(value) else { return };
+        if let Some((scheme, credential)) = text.trim().split_once(' ') {
+            if scheme.chars().all(|c| c.is_ascii_alphabetic()) {
+                self.add(credential.trim());
+            }
+        }
+        for cookie in text.split(';') {
+            if let Some((_, value)) = cookie.split_once('=') {
+                self.add(value.trim());
+            }
+        }
+    }
+
+    /// What in a server URL may be a credential: every query value, and path segments that look like
+    /// keys (long, letters and digits mixed) — hosted servers often put the key in the path.
+    pub fn add_url_credentials(&self, url: &url::Url) {
+        for (_, value) in url.query_pairs() {
+            self.add(&value);
+        }
+        for segment in url.path_segments().into_iter().flatten() {
+            if looks_like_key(segment) {
+                self.add(segment);
+            }
+        }
+    }
+
+    /// Command-line arguments a server could print back: the value of a credential-named flag, given
+    /// as `--api-key=VALUE` or as `--api-key VALUE`.
+    pub fn add_argument_credentials(&self, args: &[String]) {
+        for (i, arg) in args.iter().enumerate() {
+            let Some(flag) = arg.strip_prefix('-') else { continue };
+            match flag.split_once('=') {
+                Some((name, value)) if looks_secret(name) => self.add(value),
+                None if looks_secret(flag) => {
+                    if let Some(value) = args.get(i + 1).filter(|v| !v.starts_with('-')) {
+                        self.add(value);
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     /// Like [`Secrets::add`] for raw bytes, such as a header value with non-ASCII or non-UTF-8 bytes.
@@ -114,13 +172,23 @@ impl Secrets {
         }
     }
 
-    /// Make `value` the one current secret of `slot` (e.g. `"bearer"`), replacing the value the slot
-    /// held before: a rotated-out token is no longer live, and the set stays as small as the live values.
+    /// Make `value` the current secret of `slot` (e.g. `"bearer"`). The slot keeps the value before it
+    /// (an error raised with it may be redacted just after the rotation) and drops older ones, so the
+    /// set stays as small as the live values however often the token rotates.
     /// A value too short to be a secret empties the slot.
     pub fn set_rotating(&self, slot: &str, value: &[u8]) {
         let mut set = self.set.write();
         let changed = if long_enough(value) {
-            set.rotating.insert(slot.to_owned(), value.to_vec()).as_deref() != Some(value)
+            let values = set.rotating.entry(slot.to_owned()).or_default();
+            if values.last().map(Vec::as_slice) == Some(value) {
+                false
+            } else {
+                values.push(value.to_vec());
+                if values.len() > ROTATED_VALUES_KEPT {
+                    values.remove(0);
+                }
+                true
+            }
         } else {
             set.rotating.remove(slot).is_some()
         };
@@ -278,14 +346,29 @@ mod tests {
     }
 
     #[test]
+    fn credentials_inside_headers_urls_and_arguments_are_secrets() {
+        let secrets = Secrets::default();
+        secrets.add_header_value(b"Bearer sk-live-abcdef123");
+        secrets.add_header_value(b"session=abc123def456; theme=dark-mode-x");
+        secrets.add_url_credentials(&url::Url::parse("https://mcp.example/s/k3y9a8b7c6d5e4f3g2/mcp?api_key=qk-999888777").unwrap());
+        secrets.add_argument_credentials(&["--api-key".into(), "ak-123456789".into(), "--token=tk-987654321".into(), "--verbose".into(), "server.js".into()]);
+        let text = "invalid key sk-live-abcdef123, cookie abc123def456, path k3y9a8b7c6d5e4f3g2, query qk-999888777, args ak-123456789 tk-987654321 server.js";
+        assert_eq!(
+            secrets.redact(text),
+            "invalid key [redacted], cookie [redacted], path [redacted], query [redacted], args [redacted] [redacted] server.js"
+        );
+        assert_eq!(secrets.redact("/s/mcp/tools"), "/s/mcp/tools", "ordinary path segments are not secrets");
+    }
+
+    #[test]
     fn a_rotating_slot_holds_only_the_live_value() {
         let secrets = Secrets::default();
         secrets.add("fixed-header-value");
         for i in 0..1000 {
             secrets.set_rotating("bearer", format!("token-number-{i}").as_bytes());
         }
-        assert_eq!(secrets.set.read().finders.len(), 2, "one fixed value and the current token");
-        assert_eq!(secrets.redact("token-number-999 token-number-998"), "[redacted] token-number-998");
+        assert_eq!(secrets.set.read().finders.len(), 3, "one fixed value, the current token and the one before");
+        assert_eq!(secrets.redact("token-number-999 token-number-998 token-number-997"), "[redacted] [redacted] token-number-997");
         assert_eq!(secrets.redact("fixed-header-value"), REDACTED);
         secrets.set_rotating("bearer", b"");
         assert_eq!(secrets.set.read().finders.len(), 1, "an empty token empties the slot");

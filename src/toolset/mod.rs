@@ -217,7 +217,7 @@ impl Toolset {
                     Some(McpError::config("stdio servers are not rebuilt here ({ stdio: false })"))
                 }
                 None => Some(McpError::Storage(format!("server {:?} was not persisted; it is not rebuilt", slot.entry.name))),
-                Some(row) if row.kind != slot.entry.kind_name() || row.url != slot.entry.url() => Some(McpError::Storage(format!(
+                Some(row) if row.kind != slot.entry.kind_name() || row.url != slot.entry.url().map(|u| slot.secrets.redact(&u)) => Some(McpError::Storage(format!(
                     "the stored row for server {:?} is a {} server at {}, not what is configured now; refused",
                     slot.entry.name,
                     row.kind,

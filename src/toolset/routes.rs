@@ -9,6 +9,7 @@ use crate::diagnostics::Diagnostic;
 use crate::guard::filter::ToolFilter;
 use crate::projection::disclosure::{self, Tier, ToolText, MCP_DESCRIBE_TOOL, MCP_SEARCH_TOOLS};
 use crate::projection::search::{SearchDocument, SearchIndex};
+use crate::limits::MAX_REJECTION_DIAGNOSTICS;
 use crate::projection::{json_text, naming, ProjectedTool};
 use crate::protocol::mcp::Tool;
 use std::collections::{HashMap, HashSet};
@@ -119,11 +120,19 @@ pub(crate) fn project_server(
     table: &mut RouteTable,
 ) -> Vec<Diagnostic> {
     let mut diagnostics = Vec::new();
-    for rejected in &listing.rejected {
+    // A server that publishes thousands of bad tools gets a few diagnostics and a count, not thousands.
+    for rejected in listing.rejected.iter().take(MAX_REJECTION_DIAGNOSTICS) {
         diagnostics.push(Diagnostic::ToolRejected {
             server: server.name.to_owned(),
             tool: rejected.tool.clone(),
             message: format!("tool {:?} of server {:?} was left out: {}", rejected.tool, server.name, rejected.reason),
+        });
+    }
+    if let Some(more) = listing.rejected.len().checked_sub(MAX_REJECTION_DIAGNOSTICS).filter(|n| *n > 0) {
+        diagnostics.push(Diagnostic::ToolRejected {
+            server: server.name.to_owned(),
+            tool: format!("({more} more)"),
+            message: format!("{more} more tools of server {:?} were left out for the same kinds of reasons", server.name),
         });
     }
     let admitted: Vec<&Tool> = listing

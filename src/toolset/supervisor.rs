@@ -14,7 +14,7 @@ use crate::error::{McpError, Result};
 use crate::guard::containment;
 use crate::guard::hosts::HostGuard;
 use crate::guard::redact::Secrets;
-use crate::limits::MAX_CONNECT_TIMEOUT_MS;
+use crate::limits::{MAX_CONNECT_TIMEOUT_MS, MIN_REFRESH_INTERVAL_MS};
 use crate::protocol::mcp::Tool;
 use crate::store::{self, StoredServer};
 use crate::transport::http::{Credential, HttpSpec};
@@ -81,13 +81,14 @@ impl Supervisor {
     pub fn new(entry: ServerEntry, label: String, cancel: CancellationToken) -> Self {
         let secrets = Arc::new(Secrets::default());
         match &entry.kind {
-            ServerKind::Stdio { env, .. } => env
-                .iter()
-                .filter(|(name, _)| crate::guard::redact::looks_secret(name))
-                .for_each(|(_, value)| secrets.add(value)),
+            ServerKind::Stdio { env, args, .. } => {
+                env.iter().filter(|(name, _)| crate::guard::redact::looks_secret(name)).for_each(|(_, value)| secrets.add(value));
+                secrets.add_argument_credentials(args);
+            }
             // Raw bytes: a value that isn't ASCII is still a secret.
-            ServerKind::StreamableHttp { headers, .. } | ServerKind::Sse { headers, .. } => {
-                headers.values().for_each(|v| secrets.add_bytes(v.as_bytes()))
+            ServerKind::StreamableHttp { headers, url } | ServerKind::Sse { headers, url } => {
+                headers.values().for_each(|v| secrets.add_header_value(v.as_bytes()));
+                secrets.add_url_credentials(url);
             }
         }
         Supervisor {
@@ -265,7 +266,12 @@ impl Inner {
                     tokio::select! {
                         biased;
                         _ = slot.cancel.cancelled() => return,
-                        _ = inner.refresh(index) => {}
+                        // A server that announces a change after every listing is re-listed at most this
+                        // often, not back to back.
+                        _ = async {
+                            inner.refresh(index).await;
+                            tokio::time::sleep(Duration::from_millis(MIN_REFRESH_INTERVAL_MS)).await;
+                        } => {}
                     }
                 }
                 running.release();
@@ -346,7 +352,8 @@ impl Inner {
             id: id.clone(),
             name: entry.name.clone(),
             kind: entry.kind_name().to_owned(),
-            url: entry.url(),
+            // Origin and path, with any key-like path segment redacted: a store row is durable.
+            url: entry.url().map(|url| self.servers[index].secrets.redact(&url)),
             tools: tools.to_vec(),
             tool_fingerprints: None,
         };

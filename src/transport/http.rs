@@ -23,7 +23,7 @@ use tokio_util::task::TaskTracker;
 
 /// How to reach one HTTP server: its URL, the validated extra headers, the host guard, the proxy, and
 /// the bearer credential (shared with the toolset, which rotates it when `auth` hands out a new token).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct HttpSpec {
     pub url: url::Url,
     pub headers: HeaderMap,
@@ -31,6 +31,17 @@ pub struct HttpSpec {
     /// The `proxy` option; `None` means direct connections (proxy variables in the environment are ignored).
     pub proxy: Option<url::Url>,
     pub credential: Credential,
+}
+
+/// The URL without its query (it may carry a key); header names without their values.
+impl std::fmt::Debug for HttpSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpSpec")
+            .field("url", &crate::egress::display_url(&self.url))
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("proxy", &self.proxy.as_ref().map(crate::egress::display_url))
+            .finish_non_exhaustive()
+    }
 }
 
 /// What both HTTP transports hold: the egress client, where to go, where answers go, the bounds, the

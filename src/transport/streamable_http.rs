@@ -318,17 +318,28 @@ impl Shared {
     async fn listen(self: Arc<Self>) {
         let mut parser = EventStreamParser::new(self.options.max_message_bytes);
         let mut failures = 0;
+        // The session this loop renewed itself and has not yet seen a stream on.
+        let mut renewed_here: Option<u64> = None;
         while !self.closed.load(Ordering::SeqCst) && failures < MAX_GET_STREAM_FAILURES {
             let last_event_id = parser.last_event_id.clone();
             let mut response = match self.open_get_stream(last_event_id.as_deref()).await {
-                Ok(GetStream::Open(response)) => response,
+                Ok(GetStream::Open(response)) => {
+                    renewed_here = None;
+                    response
+                }
                 Ok(GetStream::NotOffered) => return,
+                // A 404 again on the session just renewed for it: the server has no GET route (a 404 is
+                // how a POST-only server says so), not an expired session. Renewing again would loop.
+                Ok(GetStream::SessionExpired(generation)) if renewed_here == Some(generation) => return,
                 Ok(GetStream::SessionExpired(generation)) => {
                     // The session ended under the stream: renew it (once for everyone) and listen on the new one.
                     if self.reinitialize(generation).await.is_err() {
                         return;
                     }
+                    renewed_here = Some(self.session.lock().generation);
+                    failures += 1;
                     parser = EventStreamParser::new(self.options.max_message_bytes);
+                    tokio::time::sleep(Duration::from_millis(DEFAULT_RETRY_MS)).await;
                     continue;
                 }
                 Err(_) => {

@@ -23,6 +23,10 @@ pub struct Script {
     pub get_expired: bool,
     /// Never answer an `initialize` after the first one.
     pub stall_reinitialize: bool,
+    /// Never answer the `notifications/initialized` POST.
+    pub stall_initialized: bool,
+    /// Announce `list_changed` on the GET stream right after every `tools/list`.
+    pub change_after_every_list: bool,
 }
 
 pub struct FakeServer {
@@ -153,6 +157,9 @@ impl FakeServer {
     fn answer_post(&self, body: &[u8]) -> Reply {
         let Ok(message) = serde_json::from_slice::<Value>(body) else { return Reply::Status(400) };
         self.received.lock().push(message.clone());
+        if message["method"] == "notifications/initialized" && self.script.lock().stall_initialized {
+            return Reply::Never;
+        }
         let (Some(id), Some(method)) = (message.get("id"), message.get("method").and_then(Value::as_str)) else {
             return Reply::Status(202); // a notification, or a response to one of our requests
         };
@@ -167,7 +174,12 @@ impl FakeServer {
                     "serverInfo": { "name": "fake", "version": "1.0.0" },
                 })
             }
-            "tools/list" => json!({ "tools": *self.tools.lock() }),
+            "tools/list" => {
+                if self.script.lock().change_after_every_list {
+                    self.push(&json!({ "jsonrpc": "2.0", "method": "notifications/tools/list_changed" }));
+                }
+                json!({ "tools": *self.tools.lock() })
+            }
             "tools/call" => json!({ "content": [{ "type": "text", "text": format!("called {}", message["params"]["name"]) }] }),
             "ping" => json!({}),
             _ => return Reply::Json(json!({ "jsonrpc": "2.0", "id": id, "error": { "code": -32601, "message": "no such method" } })),
