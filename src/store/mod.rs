@@ -11,9 +11,11 @@
 //! `remove` lets a new baseline in.
 
 pub mod memory;
+pub mod postgres;
 pub mod sqlite;
 
 pub use memory::MemoryStore;
+pub use postgres::{PostgresOptions, PostgresStore, PostgresTls};
 pub use sqlite::SqliteStore;
 
 use crate::error::{McpError, Result};
@@ -160,9 +162,9 @@ pub async fn retrust(store: &dyn ConnectionStore, server_name: &str) -> Result<u
     Ok(matching.len())
 }
 
-/// Every storage failure, with the `store: ` prefix that says where it came from.
+/// Every storage failure: `mcp_storage_error`, with the `store: ` prefix that says where it came from.
 pub(crate) fn store_error(message: impl std::fmt::Display) -> McpError {
-    McpError::Transport(format!("store: {message}"))
+    McpError::Storage(format!("store: {message}"))
 }
 
 pub(crate) fn unknown_row_error(id: &str) -> McpError {
@@ -192,8 +194,9 @@ fn canonical_json(value: &Value) -> String {
 }
 
 /// Behaviour every [`ConnectionStore`] must have, run against each implementation by its own tests.
-#[cfg(test)]
-pub(crate) mod contract {
+/// Public (hidden) so tests/ can run it against the stores that need a database server.
+#[doc(hidden)]
+pub mod contract {
     use super::*;
     use serde_json::json;
 
@@ -510,10 +513,10 @@ mod tests {
     }
 
     #[test]
-    fn store_errors_are_prefixed_transport_errors() {
+    fn store_errors_are_prefixed_storage_errors() {
         let error = store_error("disk full");
-        assert_eq!(error, McpError::Transport("store: disk full".to_owned()));
-        assert_eq!(error.code(), "mcp_transport_error");
+        assert_eq!(error, McpError::Storage("store: disk full".to_owned()));
+        assert_eq!(error.code(), "mcp_storage_error");
     }
 
     #[test]
