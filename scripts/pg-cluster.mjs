@@ -3,18 +3,22 @@
 // the unix socket inside the folder, and a password-authenticated test user (so a test that looks for a
 // leaked password looks for a real one).
 //
-//   node scripts/pg-cluster.mjs start [--durable]   start one, print {url, dir, port} as one JSON line, leave it running
+//   node scripts/pg-cluster.mjs start [--durable] [--tls]
+//                                                   start one, print {url, dir, port, caFile} as one JSON line, leave it running
 //   node scripts/pg-cluster.mjs stop <dir>          stop it and delete its folder
-//   node scripts/pg-cluster.mjs serve [--durable]   start one, print the JSON line, then obey "stop" / "start"
+//   node scripts/pg-cluster.mjs serve [--durable] [--tls]
+//                                                   start one, print the JSON line, then obey "stop" / "start"
 //                                                   lines on stdin (answering "stopped" / "started"); at the end
 //                                                   of stdin (the owner exited, however) stop it and delete it
 //
 // Postgres refuses to run as root, and CI runs as root: then every server command runs as the `postgres`
 // user (runuser), in a folder that user owns. Without --durable the cluster skips fsync: it is thrown away.
+// With --tls it also accepts TLS, with a server certificate (for 127.0.0.1) from a CA made for it, whose
+// certificate is caFile.
 
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
@@ -86,7 +90,27 @@ function pgCtl(dir, action) {
   return pg('pg_ctl', [...args, '-m', 'fast', 'stop'], { allowFailure: true });
 }
 
-async function start({ durable }) {
+/** A CA and a server certificate for 127.0.0.1 signed by it, made with the openssl command. */
+function makeCertificates(tlsDir, owner) {
+  mkdirSync(tlsDir);
+  const openssl = (...args) => {
+    const result = spawnSync('openssl', args, { cwd: tlsDir, encoding: 'utf8' });
+    if (result.status !== 0) throw new Error(`openssl ${args[0]} failed: ${(result.stderr || result.error?.message || '').trim()}`);
+  };
+  openssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=mcpferry test CA', '-keyout', 'ca.key', '-out', 'ca.crt');
+  openssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=127.0.0.1', '-keyout', 'server.key', '-out', 'server.csr');
+  writeFileSync(join(tlsDir, 'server.ext'), 'subjectAltName = IP:127.0.0.1, DNS:localhost\nbasicConstraints = CA:FALSE\nextendedKeyUsage = serverAuth\n');
+  openssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '1', '-extfile', 'server.ext', '-out', 'server.crt');
+  // Postgres refuses a key others can read, or one it does not own.
+  chmodSync(join(tlsDir, 'server.key'), 0o600);
+  if (owner) {
+    chownSync(tlsDir, owner.uid, owner.gid);
+    for (const file of ['server.key', 'server.crt']) chownSync(join(tlsDir, file), owner.uid, owner.gid);
+  }
+  return { cert: join(tlsDir, 'server.crt'), key: join(tlsDir, 'server.key'), caFile: join(tlsDir, 'ca.crt') };
+}
+
+async function start({ durable, tls }) {
   const dir = mkdtempSync(join(tmpdir(), DIR_PREFIX));
   try {
     const owner = asRoot ? postgresUser() : null;
@@ -101,6 +125,7 @@ async function start({ durable }) {
     pg('initdb', ['-D', data, '-U', 'postgres', '--pwfile', pwfile, '--auth-local=trust', '--auth-host=scram-sha-256', '-E', 'UTF8', '--no-sync', '--no-instructions']);
     rmSync(pwfile);
 
+    const certificates = tls ? makeCertificates(join(dir, 'tls'), owner) : null;
     const port = await freePort();
     const settings = [
       `listen_addresses = '127.0.0.1'`,
@@ -108,6 +133,7 @@ async function start({ durable }) {
       `unix_socket_directories = '${dir}'`,
       `max_connections = ${MAX_CONNECTIONS}`,
       ...(durable ? [] : ['fsync = off', 'synchronous_commit = off', 'full_page_writes = off']),
+      ...(certificates ? [`ssl = on`, `ssl_cert_file = '${certificates.cert}'`, `ssl_key_file = '${certificates.key}'`] : []),
     ];
     appendFileSync(join(data, 'postgresql.conf'), `\n# scripts/pg-cluster.mjs\n${settings.join('\n')}\n`);
     try {
@@ -120,7 +146,7 @@ async function start({ durable }) {
       '-c', `CREATE ROLE ${TEST_USER} LOGIN CREATEDB PASSWORD '${password}'`,
       '-c', `CREATE DATABASE ${TEST_DATABASE} OWNER ${TEST_USER}`]);
 
-    const cluster = { url: `postgres://${TEST_USER}:${password}@127.0.0.1:${port}/${TEST_DATABASE}`, dir, port, durable };
+    const cluster = { url: `postgres://${TEST_USER}:${password}@127.0.0.1:${port}/${TEST_DATABASE}`, dir, port, durable, caFile: certificates?.caFile ?? null };
     writeFileSync(join(dir, 'cluster.json'), JSON.stringify(cluster));
     return cluster;
   } catch (error) {
@@ -172,15 +198,16 @@ async function serve(options) {
 
 const [command, ...rest] = process.argv.slice(2);
 const durable = rest.includes('--durable');
+const tls = rest.includes('--tls');
 try {
   if (command === 'start') {
-    process.stdout.write(`${JSON.stringify(await start({ durable }))}\n`);
+    process.stdout.write(`${JSON.stringify(await start({ durable, tls }))}\n`);
   } else if (command === 'stop' && rest[0]) {
     stop(rest[0]);
   } else if (command === 'serve') {
-    await serve({ durable });
+    await serve({ durable, tls });
   } else {
-    console.error('usage: pg-cluster.mjs start [--durable] | stop <dir> | serve [--durable]');
+    console.error('usage: pg-cluster.mjs start [--durable] [--tls] | stop <dir> | serve [--durable] [--tls]');
     process.exit(2);
   }
 } catch (error) {

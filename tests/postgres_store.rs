@@ -7,7 +7,9 @@ mod support_pg;
 use mcpferry::error::McpError;
 use mcpferry::store::contract;
 use mcpferry::store::postgres::{SCHEMA_COMPONENT, SCHEMA_VERSION};
-use mcpferry::store::{compare, fingerprints, retrust, ConnectionStore, Fingerprints, PostgresOptions, PostgresStore, StoredServer};
+use mcpferry::store::{
+    compare, fingerprints, retrust, ConnectionStore, Fingerprints, PostgresOptions, PostgresStore, PostgresTls, StoredServer,
+};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use support_pg::{admin_client, fresh_database, password_of, shared_url, with_password, ServedCluster};
@@ -546,4 +548,48 @@ async fn a_database_restart_fails_calls_then_they_recover() {
     assert_eq!(recovered.unwrap().tool_fingerprints, Some(baseline.clone()));
     store.save(row).await.unwrap();
     assert_eq!(store.claim_baseline("docs:1", Fingerprints::new()).await.unwrap(), baseline);
+}
+
+/// TLS is rustls, and the server's certificate is verified: against the CA given, or the system's
+/// roots (which don't know the test CA); `Require` never falls back to plain text.
+#[tokio::test]
+async fn tls_connections_are_verified_with_rustls() {
+    let cluster = tokio::task::spawn_blocking(|| ServedCluster::start_with(&["--tls"])).await.unwrap();
+    let ca = std::fs::read_to_string(cluster.ca_file.as_deref().unwrap()).unwrap();
+    let tls_options = |ca: Option<&str>| {
+        let mut options = PostgresOptions::new(&cluster.url);
+        options.tls = Some(PostgresTls::Require);
+        options.ca_certificates_pem = ca.map(str::to_owned);
+        options
+    };
+
+    let store = PostgresStore::connect(tls_options(Some(&ca))).await.unwrap();
+    store.save(contract::row("docs:1", "docs", listing("Searches"), None)).await.unwrap();
+    let encrypted: i64 = admin_client(&cluster.url)
+        .await
+        .query_one(
+            "SELECT count(*) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) WHERE application_name = 'mcpferry' AND ssl",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(encrypted >= 1, "the store's connections use TLS");
+
+    let error = PostgresStore::connect(tls_options(None)).await.unwrap_err();
+    assert_storage_error_without_secrets(&error, &cluster.url);
+    assert!(error.to_string().contains("certificate"), "{error}");
+
+    let plain = fresh_database(&shared_url()).await;
+    let mut options = PostgresOptions::new(&plain);
+    options.tls = Some(PostgresTls::Require);
+    let error = PostgresStore::connect(options).await.unwrap_err();
+    assert_storage_error_without_secrets(&error, &plain);
+    assert!(error.to_string().contains("TLS"), "{error}");
+
+    let mut options = tls_options(Some("-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n"));
+    assert_eq!(PostgresStore::new(options.clone()).unwrap_err().code(), "mcp_config_invalid");
+    options.ca_certificates_pem = Some("no PEM at all".to_owned());
+    assert_eq!(PostgresStore::new(options).unwrap_err().code(), "mcp_config_invalid");
+    tokio::task::spawn_blocking(move || drop(cluster)).await.unwrap();
 }

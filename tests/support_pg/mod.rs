@@ -20,6 +20,8 @@ pub const URL_VARIABLE: &str = "MCPFERRY_TEST_PG_URL";
 pub struct ServedCluster {
     pub url: String,
     pub dir: String,
+    /// With `--tls`: the PEM file of the CA that signed the server's certificate.
+    pub ca_file: Option<String>,
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
@@ -27,10 +29,16 @@ pub struct ServedCluster {
 
 impl ServedCluster {
     pub fn start() -> ServedCluster {
+        Self::start_with(&[])
+    }
+
+    /// With `pg-cluster.mjs serve` options (`--tls`, `--durable`).
+    pub fn start_with(options: &[&str]) -> ServedCluster {
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts").join("pg-cluster.mjs");
         let mut child = Command::new("node")
             .arg(&script)
             .arg("serve")
+            .args(options)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -49,6 +57,7 @@ impl ServedCluster {
         ServedCluster {
             url: cluster["url"].as_str().unwrap().to_owned(),
             dir: cluster["dir"].as_str().unwrap().to_owned(),
+            ca_file: cluster["caFile"].as_str().map(str::to_owned),
             child,
             stdin,
             stdout,
