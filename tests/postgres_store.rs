@@ -191,7 +191,28 @@ async fn corrupt_json_is_an_error_naming_the_row() {
 /// moment, each with a baseline of its own: one is recorded and every worker is handed that one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixteen_workers_claiming_at_once_record_one_baseline() {
+    sixteen_workers_claim_at_once(&fresh_database(&shared_url()).await).await;
+}
+
+/// The same where the operator made every transaction SERIALIZABLE by default: a worker that queued
+/// behind the winner would otherwise get a serialization failure instead of the winner's baseline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn claims_hold_under_a_serializable_default() {
     let url = fresh_database(&shared_url()).await;
+    let database = url::Url::parse(&url).unwrap().path().trim_start_matches('/').to_owned();
+    admin_client(&url)
+        .await
+        .batch_execute(&format!("ALTER DATABASE {database} SET default_transaction_isolation = 'serializable'"))
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        sixteen_workers_claim_at_once(&url).await;
+        admin_client(&url).await.batch_execute("DELETE FROM mcp_servers").await.unwrap();
+    }
+}
+
+async fn sixteen_workers_claim_at_once(url: &str) {
+    let url = url.to_owned();
     let outcomes = workers_at_once(|n, start| {
         let url = url.clone();
         async move {

@@ -190,11 +190,17 @@ impl PostgresStore {
         }
 
         config.connect_timeout(options.connect_timeout);
-        // Server-side: the server cancels a statement that runs longer (and frees its locks).
-        let statement_timeout = format!("-c statement_timeout={}", options.statement_timeout.as_millis());
+        // Server-side: the server cancels a statement that runs longer (and frees its locks). READ
+        // COMMITTED whatever the database's default: each statement must see the commits it waited
+        // for (a queued claim sees the winner's baseline, a queued schema setup sees the tables), where
+        // REPEATABLE READ or SERIALIZABLE would fail them with a serialization error instead.
+        let ours = format!(
+            "-c statement_timeout={} -c default_transaction_isolation=read\\ committed",
+            options.statement_timeout.as_millis()
+        );
         let session_options = match config.get_options() {
-            Some(existing) if !existing.trim().is_empty() => format!("{existing} {statement_timeout}"),
-            _ => statement_timeout,
+            Some(existing) if !existing.trim().is_empty() => format!("{existing} {ours}"),
+            _ => ours,
         };
         config.options(&session_options);
         if config.get_application_name().is_none() {
