@@ -12,7 +12,9 @@ use mcpferry::store::{
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use support_pg::{admin_client, fresh_database, password_of, shared_url, with_password, ServedCluster};
+use support_pg::{
+    admin_client, fresh_database, fresh_database_with, password_of, shared_url, with_password, ServedCluster,
+};
 use tokio::sync::Barrier;
 
 /// A worker process started by `fleet_of_processes_*`: this same test binary, running only the
@@ -97,6 +99,19 @@ async fn the_schema_is_the_sqlite_rows_columns_under_a_version() {
     // Connecting again to a current schema changes nothing.
     PostgresStore::connect(PostgresOptions::new(&url)).await.unwrap();
     assert_eq!(admin.query("SELECT * FROM mcpferry_schema", &[]).await.unwrap().len(), 1);
+}
+
+/// `list()` is ordered by id byte by byte, like the other stores, even in a database whose locale
+/// sorts otherwise (ICU English puts "b" before "B").
+#[tokio::test]
+async fn list_orders_ids_by_bytes_whatever_the_locale() {
+    let url = fresh_database_with(&shared_url(), "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C'").await;
+    let store = store(&url);
+    for id in ["b:1", "B:1", "a_1", "a-2"] {
+        store.save(contract::row(id, "docs", vec![], None)).await.unwrap();
+    }
+    let ids: Vec<String> = store.list().await.unwrap().into_iter().map(|row| row.id).collect();
+    assert_eq!(ids, ["B:1", "a-2", "a_1", "b:1"]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -61,8 +61,10 @@ const CREATE_VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS mcpferry_schema (
 )";
 
 /// Schema steps by the version they lead to: `MIGRATIONS[n]` takes version n to n + 1.
+/// Ids compare byte by byte ("C"), as in the SQLite and memory stores, whatever the database's locale:
+/// `list()` orders the same everywhere, and the primary key's index serves that order.
 const MIGRATIONS: &[&str] = &["CREATE TABLE mcp_servers (
-    id TEXT PRIMARY KEY,
+    id TEXT COLLATE \"C\" PRIMARY KEY,
     name TEXT NOT NULL,
     type TEXT NOT NULL,
     url TEXT,

@@ -103,10 +103,15 @@ pub fn shared_url() -> String {
 
 /// A new, empty database on the cluster at `url`, and the URL that reaches it.
 pub async fn fresh_database(url: &str) -> String {
+    fresh_database_with(url, "").await
+}
+
+/// The same, with `CREATE DATABASE` options (a locale, say).
+pub async fn fresh_database_with(url: &str, options: &str) -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let name = format!("t_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
     let admin = admin_client(url).await;
-    admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {name} {options}")).await.unwrap();
     let mut fresh = url::Url::parse(url).unwrap();
     fresh.set_path(&name);
     fresh.to_string()
