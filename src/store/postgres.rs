@@ -37,8 +37,10 @@ pub const SCHEMA_COMPONENT: &str = "connection_store";
 /// up once ("mcpferry" in ASCII).
 pub const SCHEMA_LOCK_KEY: i64 = 0x6d63_7066_6572_7279;
 
-/// Connections one store keeps open at most.
-pub const DEFAULT_POOL_SIZE: usize = 8;
+/// Connections one store keeps open at most. Small on purpose: a worker makes few store calls, and a
+/// fleet's connections add up (workers × pool ≤ the server's max_connections); bench/pg-claims.md
+/// measured more claims per second with pools of 1-4 than of 8-16 when 16 workers claim at once.
+pub const DEFAULT_POOL_SIZE: usize = 4;
 /// How long opening a connection (TCP, TLS, authentication) may take.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one statement may run on the server before it cancels it (`statement_timeout`).
