@@ -179,6 +179,36 @@ async fn save_keeps_the_baseline_in_sql_and_two_stores_see_each_other() {
 }
 
 #[tokio::test]
+async fn close_releases_the_connections() {
+    let url = fresh_database(&shared_url()).await;
+    let store = PostgresStore::connect(PostgresOptions::new(&url)).await.unwrap();
+    store.save(contract::row("docs:1", "docs", vec![], None)).await.unwrap();
+    let admin = admin_client(&url).await;
+    let open = || async {
+        let database = url::Url::parse(&url).unwrap().path().trim_start_matches('/').to_owned();
+        let row = admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'mcpferry' AND datname = $1",
+                &[&database],
+            )
+            .await
+            .unwrap();
+        row.get::<_, i64>(0)
+    };
+    assert!(open().await >= 1);
+    store.close();
+    let error = store.get("docs:1").await.unwrap_err();
+    assert_storage_error_without_secrets(&error, &url);
+    assert!(error.to_string().contains("closed"), "{error}");
+    // The server sees the sessions end (asynchronously).
+    let deadline = Instant::now() + PROMPT;
+    while open().await > 0 {
+        assert!(Instant::now() < deadline, "the store's connections stayed open after close()");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
 async fn corrupt_json_is_an_error_naming_the_row() {
     let url = fresh_database(&shared_url()).await;
     let store = store(&url);

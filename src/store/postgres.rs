@@ -253,6 +253,12 @@ impl PostgresStore {
         Ok(store)
     }
 
+    /// Closes every pooled connection now rather than when the store is dropped; later calls fail
+    /// with `mcp_storage_error`. Calls in flight finish on the connection they hold.
+    pub fn close(&self) {
+        self.pool.close();
+    }
+
     /// `user@host:port/dbname`: where this store points, without credentials.
     pub fn target(&self) -> &str {
         &self.target
@@ -291,6 +297,7 @@ impl PostgresStore {
                 store_error(format!("Postgres at {}: timed out connecting to the database", self.target))
             }
             PoolError::Backend(e) => self.sql_error("cannot connect", &e),
+            PoolError::Closed => store_error(format!("Postgres at {}: the store was closed", self.target)),
             other => store_error(format!("Postgres at {}: {}", self.target, self.secrets.redact(&other.to_string()))),
         })
     }
