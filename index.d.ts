@@ -12,7 +12,11 @@ export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-was
 /** A connection store that lives in the engine: in memory, or a SQLite file. */
 export declare class NativeStore {
   static memory(): NativeStore
-  /** Opens (or creates) a SQLite store at `path`: WAL, a schema version, safe for several processes. */
+  /**
+   * A SQLite store at `path`: WAL, a schema version, safe for several processes. Returns at once;
+   * the file is opened on the engine's blocking pool (never on the JS thread), and a failure to
+   * open surfaces as `mcp_storage_error` on first use.
+   */
   static sqlite(path: string): NativeStore
   get id(): number
   /** The row as JSON, or null. */
@@ -29,10 +33,11 @@ export declare class NativeStore {
 /** A set of MCP server connections behind one tool map. */
 export declare class NativeToolset {
   /**
-   * `configJson` is the server list and options as JSON; `onEvent(kind, payloadJson)` receives
-   * `diagnostic` and `tools` (tool-map change) events. The optional callbacks are the application's
-   * `auth` (server → token), `allowedHosts` resolver (server → JSON array), `policy.decide`
-   * (request JSON → decision JSON) and `policy.ask` (question JSON → approved).
+   * `configJson` is the server list and options as JSON, validated by the engine (see `config.rs`);
+   * `onEvent(kind, payloadJson)` receives `diagnostic`, `tools` (tool-map change) and
+   * `stdio-reader` events. The optional callbacks are the application's `auth` (server → token),
+   * `allowedHosts` resolver (server → JSON array), `policy.decide` (request JSON → decision JSON)
+   * and `policy.ask` (question JSON → approved).
    */
   constructor(configJson: string, onEvent: (kind: string, payloadJson: string) => void, onCompletions: () => void, auth: ((server: string) => Promise<string>) | undefined | null, allowedHosts: ((server: string) => Promise<string>) | undefined | null, decide: ((requestJson: string) => Promise<string>) | undefined | null, ask: ((questionJson: string) => Promise<boolean>) | undefined | null, nativeStoreId: number | undefined | null, readStdioInJs: boolean, jsStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null)
   /** Connect every enabled server; resolves to `{"tools": [...], "diagnostics": [...]}` as JSON. */
@@ -47,15 +52,11 @@ export declare class NativeToolset {
   /** Resolves when background reconciliation after `rebuild` has finished. */
   reconciled(): Promise<void>
   /**
-   * Start tool calls. `batch` holds one call per line: `callId \t abortId \t name \t argumentsJson`
-   * (names are provider-safe and compact JSON has no raw tabs or newlines). Outcomes arrive through
-   * the `onCompletions` callback and `drainCompletions`.
+   * Start tool calls (the batch format is in `wire.rs`). Outcomes arrive through the
+   * `onCompletions` callback and `drainCompletions`.
    */
   callTools(batch: string): void
-  /**
-   * Every outcome since the last drain, as a JSON array of `[callId, errorCode, resultOrMessage]`
-   * (`errorCode` empty on success; the result is the server's JSON, embedded verbatim).
-   */
+  /** Every outcome since the last drain (the format is in `wire.rs`). */
   drainCompletions(): string
   /**
    * Bytes a stdio server wrote, read by JavaScript. Returns the call outcomes they completed, in the
@@ -66,8 +67,17 @@ export declare class NativeToolset {
   stdoutEnded(readerId: number, error?: string | undefined | null): void
   /** Abort the call started with `abortId`. */
   abort(abortId: number): void
+  /** Close every connection; resolves once the engine has let go of every server. */
   close(): Promise<void>
 }
+
+export declare function debugPanicNext(entry: string): void
+
+/**
+ * What the TypeScript layer must agree on with the engine, defined once here: every error code
+ * (each maps to an error class), the public constants, and the defaults the options fall back to.
+ */
+export declare function engineConstants(): string
 
 /** The engine's own version, to check that the loaded binary matches the package. */
 export declare function engineVersion(): string

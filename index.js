@@ -837,4 +837,6 @@ module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __n
 module.exports = nativeBinding
 module.exports.NativeStore = nativeBinding.NativeStore
 module.exports.NativeToolset = nativeBinding.NativeToolset
+module.exports.debugPanicNext = nativeBinding.debugPanicNext
+module.exports.engineConstants = nativeBinding.engineConstants
 module.exports.engineVersion = nativeBinding.engineVersion

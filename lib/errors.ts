@@ -1,5 +1,9 @@
-// Typed errors with a stable `code`. The engine reports failures as `[code] message`; this module is
-// the one place that turns that into classes.
+// Typed errors with a stable `code`. The engine throws and rejects with errors whose `code` is its own
+// error code, and lists every code it has (`engine.errorCodes`); this module is the one place that maps
+// a code to its class. A code without a class of its own (an engine newer than this file) becomes a
+// plain `McpError` carrying that code: `err.code` is always the engine's.
+
+import { engine } from './binding';
 
 export type McpErrorCode =
   | 'mcp_tool_error'
@@ -18,12 +22,14 @@ export type McpErrorCode =
   | 'mcp_auth_error'
   | 'mcp_containment_violation'
   | 'mcp_tool_quarantined'
-  | 'mcp_storage_error';
+  | 'mcp_storage_error'
+  | 'mcp_result_too_deep'
+  | 'mcp_internal_error';
 
 export class McpError extends Error {
   readonly code: McpErrorCode;
-  constructor(code: McpErrorCode, message: string) {
-    super(message);
+  constructor(code: McpErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
     this.code = code;
     this.name = new.target.name;
   }
@@ -63,6 +69,10 @@ export class McpContainmentError extends McpError {}
 export class McpToolQuarantinedError extends McpError {}
 /** The connection store failed, is empty where a rebuild needs rows, or holds a mismatched row. */
 export class McpStorageError extends McpError {}
+/** A message from the server was nested deeper than the engine accepts (a nesting bomb). */
+export class McpResultTooDeepError extends McpError {}
+/** A bug in mcpferry (a panic in the engine), contained: this call or operation failed, the process lives on. */
+export class McpInternalError extends McpError {}
 
 const classes: Record<McpErrorCode, new (code: McpErrorCode, message: string) => McpError> = {
   mcp_tool_error: McpToolError,
@@ -82,18 +92,23 @@ const classes: Record<McpErrorCode, new (code: McpErrorCode, message: string) =>
   mcp_containment_violation: McpContainmentError,
   mcp_tool_quarantined: McpToolQuarantinedError,
   mcp_storage_error: McpStorageError,
+  mcp_result_too_deep: McpResultTooDeepError,
+  mcp_internal_error: McpInternalError,
 };
 
-export function createMcpError(code: McpErrorCode, message: string): McpError {
-  return new classes[code](code, message);
+/** The engine's codes that have no class of their own here (empty when this file is current). */
+export const UNMAPPED_ENGINE_CODES: readonly string[] = engine.errorCodes.filter((code) => !(code in classes));
+
+/** The typed error for `code`; a code this file does not know gives a plain `McpError` with that code. */
+export function createMcpError(code: McpErrorCode, message: string, options?: { cause?: unknown }): McpError {
+  const ErrorClass = Object.prototype.hasOwnProperty.call(classes, code) ? classes[code] : McpError;
+  return new ErrorClass(code, message, options);
 }
 
-const ENGINE_ERROR = /^\[(mcp_[a-z_]+)\] ([\s\S]*)$/;
-
-/** Turn an error thrown by the native engine into its typed class; anything else passes through. */
+/** Turn an error thrown by the native engine (its `code` is the engine's) into its typed class. */
 export function fromEngine(error: unknown): unknown {
   if (error instanceof McpError || !(error instanceof Error)) return error;
-  const match = ENGINE_ERROR.exec(error.message);
-  if (!match || !(match[1] in classes)) return error;
-  return createMcpError(match[1] as McpErrorCode, match[2]);
+  const code = (error as { code?: unknown }).code;
+  if (typeof code !== 'string' || !code.startsWith('mcp_')) return error;
+  return createMcpError(code as McpErrorCode, error.message);
 }

@@ -1,50 +1,17 @@
 // mcpferry: every tool of every configured MCP server as an entry in an agent's tool map.
-// This file wires options and callbacks to the native engine; all protocol work happens in Rust.
+// This file converts options and callbacks for the native engine and forwards them; the engine
+// validates every option (src/config.rs) and does all protocol work.
 
-import { createMcpError, fromEngine, McpAbortedError, McpError, type McpErrorCode } from './errors';
+import { binding, engine, type NativeToolset } from './binding';
+import { createMcpError, fromEngine, McpError, type McpErrorCode } from './errors';
 import { isStore, nativeStoreId, storeDispatcher, storeFactories } from './stores';
 import { Socket } from 'node:net';
-import type { Diagnostic, McpOptions, McpServer, McpTool, McpToolCallContext, McpToolResult, McpToolset } from './types';
+import type { Diagnostic, McpOptions, McpPolicy, McpServer, McpTool, McpToolCallContext, McpToolResult, McpToolset } from './types';
 
 export * from './errors';
 export type * from './types';
 export { retrustMcpServer } from './stores';
 export type { McpConnectionStore, StoredServer } from './stores';
-
-interface NativeToolset {
-  systemPrompt(): string;
-  connect(): Promise<string>;
-  rebuild(stdioAllowed: boolean): Promise<string>;
-  reconciled(): Promise<void>;
-  callTools(batch: string): void;
-  drainCompletions(): string;
-  feedStdout(readerId: number, chunk: Buffer): string;
-  stdoutEnded(readerId: number, error: string | null): void;
-  abort(abortId: number): void;
-  close(): Promise<void>;
-}
-
-type StringHook = ((arg: string) => Promise<string>) | undefined;
-
-interface NativeBinding {
-  NativeToolset: new (
-    configJson: string,
-    onEvent: (kind: string, payloadJson: string) => void,
-    onCompletions: () => void,
-    auth: StringHook,
-    allowedHosts: StringHook,
-    decide: StringHook,
-    ask: ((questionJson: string) => Promise<boolean>) | undefined,
-    nativeStoreId: number | undefined,
-    readStdioInJs: boolean,
-    jsStore: ((op: string, argsJson: string) => Promise<string>) | undefined,
-  ) => NativeToolset;
-  NativeStore: Parameters<typeof storeFactories>[0];
-  engineVersion(): string;
-}
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const binding: NativeBinding = require('../index.js');
 
 type ProjectedTool = Omit<McpTool, 'execute'>;
 interface ToolsChange {
@@ -54,34 +21,19 @@ interface ToolsChange {
   removed: string[];
 }
 
-const KNOWN_OPTIONS = new Set([
-  'tools',
-  'timeoutMs',
-  'maxResultBytes',
-  'onDiagnostic',
-  'session',
-  'auth',
-  'allowedHosts',
-  'proxy',
-  'policy',
-  'storage',
-  'disclosure',
-  'contextWindowTokens',
-]);
-
 /** The default disclosure budget: about 10 % of a 200k context window. */
-export const DEFAULT_DISCLOSURE_BUDGET_TOKENS = 20_000;
+export const DEFAULT_DISCLOSURE_BUDGET_TOKENS: number = engine.defaultDisclosureBudgetTokens;
 /** The tool that returns the full schema of a tool whose schema is abbreviated. */
-export const MCP_DESCRIBE_TOOL = 'mcp__describe_tool';
+export const MCP_DESCRIBE_TOOL: string = engine.describeTool;
 /** The tool that searches every tool by what it does, when catalogs are too big to list. */
-export const MCP_SEARCH_TOOLS = 'mcp__search_tools';
+export const MCP_SEARCH_TOOLS: string = engine.searchTools;
 
 /**
  * The disclosure budget's token estimate: four characters (UTF-16 code units) per token, rounded up.
  * A deliberate order-of-magnitude approximation, identical to the engine's.
  */
 export function estimateTokens(text: string): number {
-  return Math.ceil(String(text).length / 4);
+  return Math.ceil(String(text).length / engine.charsPerToken);
 }
 
 const natives = new WeakMap<McpToolset, NativeToolset>();
@@ -94,7 +46,11 @@ const natives = new WeakMap<McpToolset, NativeToolset>();
 export function composeMcpSystemPrompt(toolset: McpToolset): string {
   const native = natives.get(toolset);
   if (!native) throw configError('composeMcpSystemPrompt takes a toolset returned by mcpTools or rebuildMcpToolsFromStorage');
-  return native.systemPrompt();
+  try {
+    return native.systemPrompt();
+  } catch (error) {
+    throw engineFailure(error);
+  }
 }
 
 export const { createMemoryMcpConnectionStore, createSqliteMcpConnectionStore } = storeFactories(binding.NativeStore);
@@ -103,50 +59,63 @@ function configError(message: string): Error {
   return createMcpError('mcp_config_invalid', message);
 }
 
-function checkOptions(servers: unknown, opts: unknown): asserts opts is McpOptions {
-  if (!Array.isArray(servers)) throw configError('servers must be an array of server entries');
-  if (opts === null || typeof opts !== 'object') throw configError('options must be an object');
-  for (const key of Object.keys(opts)) {
-    if (!KNOWN_OPTIONS.has(key)) throw configError(`unknown option ${JSON.stringify(key)}`);
+/** Stands, in the JSON the engine validates, for a value JSON cannot carry (see src/config.rs). */
+const marker = (kind: string) => ({ [engine.configMarkerKey]: kind });
+
+function markUnserializable(_key: string, value: unknown): unknown {
+  switch (typeof value) {
+    case 'function':
+      return marker('function');
+    case 'bigint':
+      return marker('bigint');
+    case 'symbol':
+      return marker('symbol');
+    default:
+      return value;
   }
-  const { onDiagnostic, auth, allowedHosts, policy, session } = opts as McpOptions;
-  if (onDiagnostic !== undefined && typeof onDiagnostic !== 'function') {
-    throw configError('onDiagnostic must be a function');
-  }
-  if (auth !== undefined) {
-    if (typeof auth !== 'function') throw configError('auth must be a function (server, { session }) => Promise<{ token }>');
-    // A credential resolved at connect time belongs to one session; without one, every user of this
-    // toolset would be authenticated as whoever connected first.
-    if (session === undefined) throw configError('auth requires session: build one toolset per session');
-  }
-  if (typeof allowedHosts === 'function') {
-    if (session === undefined) throw configError('an allowedHosts resolver requires session');
-  } else if (allowedHosts !== undefined && (!Array.isArray(allowedHosts) || allowedHosts.some((h) => typeof h !== 'string'))) {
-    throw configError('allowedHosts must be an array of host names or a function (server, { session }) => host names');
-  }
-  const { storage } = opts as McpOptions;
-  if (storage !== undefined && !isStore(storage)) {
-    throw configError('storage must be a connection store (get, list, save, remove, claimBaseline)');
-  }
-  if (policy !== undefined) {
-    if (policy === null || typeof policy !== 'object' || typeof policy.decide !== 'function') {
-      throw configError('policy must be an object with a decide(request) function');
+}
+
+/**
+ * The servers and options as the engine validates them: as given, with the session, the store and
+ * every callback replaced by a marker (they cross beside the JSON). No checking here: a wrong option
+ * is the engine's to name.
+ */
+function configJson(servers: unknown, opts: unknown): string {
+  let options = opts;
+  if (opts !== null && typeof opts === 'object' && !Array.isArray(opts)) {
+    const given = opts as Record<string, unknown>;
+    const forwarded: Record<string, unknown> = { ...given };
+    // The session is opaque: only whether there is one matters to the engine.
+    if (given.session !== undefined) forwarded.session = marker('value');
+    if (isStore(given.storage)) forwarded.storage = marker('store');
+    // Methods may live on a prototype, which JSON would not see.
+    const policy = given.policy as Partial<McpPolicy> | null | undefined;
+    if (policy !== null && typeof policy === 'object' && !Array.isArray(policy)) {
+      forwarded.policy = { ...policy, decide: policy.decide, ask: policy.ask };
     }
-    if (policy.ask !== undefined && typeof policy.ask !== 'function') throw configError('policy.ask must be a function');
+    options = forwarded;
+  }
+  try {
+    return JSON.stringify({ servers, options }, markUnserializable);
+  } catch (error) {
+    throw configError(`options and server entries must be plain data, without circular references: ${(error as Error).message}`);
   }
 }
 
 /** Wrap the application's callbacks for the engine: always async, plain data in and out. */
 function hooksFor(opts: McpOptions) {
   const { auth, allowedHosts, policy, session } = opts;
+  const decide = typeof policy?.decide === 'function' ? policy.decide.bind(policy) : undefined;
+  const ask = typeof policy?.ask === 'function' ? policy.ask.bind(policy) : undefined;
   return {
-    auth: auth
-      ? async (server: string) => {
-          const credential = await auth(server, { session });
-          if (!credential || typeof credential.token !== 'string') throw new Error('auth resolved without a token');
-          return credential.token;
-        }
-      : undefined,
+    auth:
+      typeof auth === 'function'
+        ? async (server: string) => {
+            const credential = await auth(server, { session });
+            if (!credential || typeof credential.token !== 'string') throw new Error('auth resolved without a token');
+            return credential.token;
+          }
+        : undefined,
     allowedHosts:
       typeof allowedHosts === 'function'
         ? async (server: string) => {
@@ -155,13 +124,13 @@ function hooksFor(opts: McpOptions) {
             return JSON.stringify(hosts);
           }
         : undefined,
-    decide: policy
-      ? async (requestJson: string) => JSON.stringify((await policy.decide({ ...JSON.parse(requestJson), session })) ?? null)
+    decide: decide
+      ? async (requestJson: string) => JSON.stringify((await decide({ ...JSON.parse(requestJson), session })) ?? null)
       : undefined,
-    ask: policy?.ask
+    ask: ask
       ? async (questionJson: string) => {
           const { request, reason } = JSON.parse(questionJson);
-          return (await policy.ask!({ ...request, session }, reason ?? undefined)) === true;
+          return (await ask({ ...request, session }, reason ?? undefined)) === true;
         }
       : undefined,
   };
@@ -175,6 +144,15 @@ function deliver(onDiagnostic: McpOptions['onDiagnostic'], diagnostic: Diagnosti
   }
 }
 
+/** A failure of the engine itself, as the error every affected call rejects with. */
+function engineFailure(error: unknown): McpError {
+  const typed = fromEngine(error);
+  if (typed instanceof McpError) return typed;
+  return createMcpError('mcp_internal_error', `mcpferry engine failure: ${typed instanceof Error ? typed.message : String(typed)}`);
+}
+
+const CLOSED_MESSAGE = 'MCP connection closed';
+
 /**
  * The JavaScript half of the call path. Calls made in one synchronous run are handed to the engine
  * together on the next microtask (one crossing, one pipe write for a burst); outcomes come back the
@@ -187,10 +165,14 @@ class CallChannel {
   private readonly unflushed = new Map<number, string>();
   // Calls in flight keep the process alive (the engine's wake-up callback is weak on purpose).
   private keepAlive: ReturnType<typeof setInterval> | undefined;
+  private closed = false;
+  /** A drain failed: outcomes may sit in the engine, which wakes us only when its batch was empty. */
+  private undrained = false;
 
   constructor(private readonly native: () => NativeToolset) {}
 
   call(name: string, argumentsJson: string, signal: AbortSignal | undefined): Promise<McpToolResult> {
+    if (this.closed) return Promise.reject(createMcpError('mcp_connection_closed', CLOSED_MESSAGE));
     const callId = this.nextCallId;
     this.nextCallId = this.nextCallId >= 0xffff_fff0 ? 1 : this.nextCallId + 1;
     return new Promise<McpToolResult>((resolve, reject) => {
@@ -213,8 +195,12 @@ class CallChannel {
   private abort(callId: number): void {
     if (this.unflushed.delete(callId)) {
       this.complete(callId, 'mcp_aborted', 'MCP request aborted by the caller');
-    } else {
+      return;
+    }
+    try {
       this.native().abort(callId);
+    } catch (error) {
+      this.fail(callId, engineFailure(error));
     }
   }
 
@@ -226,15 +212,27 @@ class CallChannel {
     try {
       this.native().callTools(batch);
     } catch (error) {
-      const failure = fromEngine(error);
-      const code = failure instanceof McpError ? failure.code : 'mcp_protocol_error';
-      for (const id of ids) this.complete(id, code, failure instanceof Error ? failure.message : String(failure));
+      const failure = engineFailure(error);
+      for (const id of ids) this.fail(id, failure);
     }
+    if (this.undrained) this.drain();
   }
 
   /** The engine says outcomes are waiting. */
   drain = (): void => {
-    this.accept(this.native().drainCompletions());
+    let outcomes: string;
+    try {
+      outcomes = this.native().drainCompletions();
+    } catch (error) {
+      // Outcomes that cannot be collected would leave their calls pending forever. Whatever the
+      // engine still holds is collected (and ignored) on the next flush, so wake-ups resume.
+      this.undrained = true;
+      const failure = engineFailure(error);
+      for (const id of [...this.settle.keys()]) this.fail(id, failure);
+      return;
+    }
+    this.undrained = false;
+    this.accept(outcomes);
   };
 
   /** Outcomes in the engine's `[[callId, errorCode, payload], ...]` form. */
@@ -245,12 +243,34 @@ class CallChannel {
   }
 
   private complete(callId: number, code: string, payload: unknown): void {
+    if (code === '') this.settleCall(callId, (waiting) => waiting.resolve(payload as McpToolResult));
+    else this.fail(callId, createMcpError(code as McpErrorCode, String(payload)));
+  }
+
+  private fail(callId: number, error: McpError): void {
+    this.settleCall(callId, (waiting) => waiting.reject(error));
+  }
+
+  private settleCall(callId: number, how: (waiting: { resolve(r: McpToolResult): void; reject(e: unknown): void }) => void): void {
     const waiting = this.settle.get(callId);
     if (!waiting) return;
     this.settle.delete(callId);
     if (this.settle.size === 0) this.release();
-    if (code === '') waiting.resolve(payload as McpToolResult);
-    else waiting.reject(createMcpError(code as McpErrorCode, String(payload)));
+    how(waiting);
+  }
+
+  /**
+   * After the engine closed: collect what it completed, then settle whatever it did not with
+   * mcp_connection_closed, and drop the keep-alive timer. Later calls reject at once.
+   */
+  shutdown(): void {
+    this.closed = true;
+    this.drain();
+    this.unflushed.clear();
+    const closed = createMcpError('mcp_connection_closed', CLOSED_MESSAGE);
+    for (const id of [...this.settle.keys()]) this.fail(id, closed);
+    clearInterval(this.keepAlive);
+    this.keepAlive = undefined;
   }
 
   private hold(): void {
@@ -270,12 +290,17 @@ const READ_STDIO_IN_JS = process.env.MCPFERRY_ENGINE_READER !== '1' && typeof (g
 
 function readStdout(native: NativeToolset, calls: CallChannel, readerId: number, fd: number): void {
   let ended = false;
+  let socket: Socket | undefined;
   const end = (error: string | null) => {
     if (ended) return;
     ended = true;
-    native.stdoutEnded(readerId, error);
+    socket?.destroy();
+    try {
+      native.stdoutEnded(readerId, error);
+    } catch {
+      // The engine failed to take the end (a contained bug); the server's calls time out as usual.
+    }
   };
-  let socket: Socket;
   try {
     socket = new Socket({ fd, readable: true, writable: false });
   } catch (error) {
@@ -284,10 +309,36 @@ function readStdout(native: NativeToolset, calls: CallChannel, readerId: number,
   }
   // A server's pipe must not keep the process alive; calls in flight do that (see CallChannel).
   socket.unref();
-  socket.on('data', (chunk: Buffer) => calls.accept(native.feedStdout(readerId, chunk)));
+  socket.on('data', (chunk: Buffer) => {
+    let outcomes: string;
+    try {
+      outcomes = native.feedStdout(readerId, chunk);
+    } catch (error) {
+      // The engine could not take these bytes: this server's stream is lost, not the process.
+      end(`the engine failed reading this server: ${(error as Error).message}`);
+      calls.drain();
+      return;
+    }
+    calls.accept(outcomes);
+  });
   socket.on('end', () => end(null));
   socket.on('error', (error) => end(error.message));
   socket.on('close', () => end(null));
+}
+
+/**
+ * Tool arguments as JSON. A value JSON cannot carry at the top (a function, a symbol, a Map or Set,
+ * which would turn into nothing or `{}`) is refused; BigInt and cycles throw in JSON.stringify.
+ * Inside the object, JSON's own rules apply (a function-valued property is left out, as by every
+ * JSON-based client): checking every nested value costs ~3x the stringify on the hot path.
+ */
+function argumentsJson(args: unknown): string {
+  if (args === undefined || args === null) return '{}';
+  const type = typeof args;
+  if (type === 'function' || type === 'symbol' || args instanceof Map || args instanceof Set) {
+    throw new TypeError(`a ${args instanceof Map ? 'Map' : args instanceof Set ? 'Set' : type} is not a JSON object`);
+  }
+  return JSON.stringify(args) ?? '';
 }
 
 function makeTool(calls: CallChannel, projected: ProjectedTool): McpTool {
@@ -296,15 +347,15 @@ function makeTool(calls: CallChannel, projected: ProjectedTool): McpTool {
     ...projected,
     execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult> {
       const signal = ctx?.signal;
-      if (signal?.aborted) return Promise.reject(new McpAbortedError('mcp_aborted', 'MCP request aborted by the caller'));
-      let argumentsJson: string;
+      if (signal?.aborted) return Promise.reject(createMcpError('mcp_aborted', 'MCP request aborted by the caller'));
+      let json: string;
       try {
-        argumentsJson = args === undefined || args === null ? '{}' : JSON.stringify(args);
+        json = argumentsJson(args);
       } catch (error) {
-        // BigInt, cycles: not JSON, so not arguments a server could receive.
+        // BigInt, cycles, functions: not JSON, so not arguments a server could receive.
         return Promise.reject(createMcpError('mcp_invalid_arguments', `tool arguments are not JSON: ${(error as Error).message}`));
       }
-      return calls.call(name, argumentsJson, signal);
+      return calls.call(name, json, signal);
     },
   };
 }
@@ -329,8 +380,7 @@ export function rebuildMcpToolsFromStorage(
   opts: McpOptions,
   capabilities: { stdio?: boolean } = {},
 ): Promise<McpToolset> {
-  if (!opts || !opts.storage) return Promise.reject(configError('rebuildMcpToolsFromStorage needs opts.storage'));
-  return openToolset(servers, opts, (native) => native.rebuild(capabilities.stdio !== false), true);
+  return openToolset(servers, opts, (native) => native.rebuild(capabilities?.stdio !== false), true);
 }
 
 async function openToolset(
@@ -339,8 +389,10 @@ async function openToolset(
   start: (native: NativeToolset) => Promise<string>,
   reconciles: boolean,
 ): Promise<McpToolset> {
-  checkOptions(servers, opts);
-  const { onDiagnostic } = opts;
+  const config = configJson(servers, opts);
+  // Past the engine's validation below, `opts` is an object of the documented shape.
+  const options: McpOptions = opts !== null && typeof opts === 'object' ? opts : {};
+  const onDiagnostic = typeof options.onDiagnostic === 'function' ? options.onDiagnostic : undefined;
   const tools: Record<string, McpTool> = {};
   const calls = new CallChannel(() => native);
 
@@ -361,22 +413,12 @@ async function openToolset(
     }
   };
 
-  const config = JSON.stringify({
-    servers,
-    tools: opts.tools,
-    timeoutMs: opts.timeoutMs,
-    maxResultBytes: opts.maxResultBytes,
-    allowedHosts: Array.isArray(opts.allowedHosts) ? opts.allowedHosts : undefined,
-    proxy: opts.proxy,
-    auth: opts.auth !== undefined,
-    disclosure: opts.disclosure,
-    contextWindowTokens: opts.contextWindowTokens,
-  });
-  const hooks = hooksFor(opts);
+  const hooks = hooksFor(options);
+  const storage = options.storage;
   let native: NativeToolset;
   try {
-    const storeId = opts.storage ? nativeStoreId(opts.storage) : undefined;
-    const jsStore = opts.storage && storeId === undefined ? storeDispatcher(opts.storage) : undefined;
+    const storeId = isStore(storage) ? nativeStoreId(storage) : undefined;
+    const jsStore = isStore(storage) && storeId === undefined ? storeDispatcher(storage) : undefined;
     native = new binding.NativeToolset(
       config,
       onEvent,
@@ -390,22 +432,34 @@ async function openToolset(
       jsStore,
     );
   } catch (error) {
-    throw fromEngine(error);
+    throw engineFailure(error);
   }
+  let closing: Promise<void> | undefined;
+  // Resolves once the engine let go of every server and every call has settled; the keep-alive timer
+  // is gone even if the engine failed to close.
+  const close = (): Promise<void> =>
+    (closing ??= native.close().then(
+      () => calls.shutdown(),
+      (error) => {
+        calls.shutdown();
+        throw engineFailure(error);
+      },
+    ));
+
   let connected: { tools: ProjectedTool[]; diagnostics: Diagnostic[] };
   try {
     connected = JSON.parse(await start(native));
   } catch (error) {
-    await native.close();
-    throw fromEngine(error);
+    await close().catch(() => {});
+    throw engineFailure(error);
   }
   for (const tool of connected.tools) tools[tool.name] = makeTool(calls, tool);
   for (const diagnostic of connected.diagnostics) deliver(onDiagnostic, diagnostic);
 
   const toolset: McpToolset = {
     tools,
-    close: () => native.close(),
-    reconciled: reconciles ? native.reconciled() : Promise.resolve(),
+    close,
+    reconciled: reconciles ? native.reconciled().catch((error) => Promise.reject(engineFailure(error))) : Promise.resolve(),
   };
   natives.set(toolset, native);
   return toolset;

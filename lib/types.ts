@@ -136,5 +136,7 @@ export type Diagnostic =
   | (DiagnosticBase & { code: 'tool-rejected'; tool: string })
   | (DiagnosticBase & { code: 'tool-name-rewritten'; tool: string; name: string })
   | (DiagnosticBase & { code: 'tools-changed'; added: string[]; changed: string[]; removed: string[] })
+  /** A bug in mcpferry (a panic) was contained; the operation it hit failed with `mcp_internal_error`. */
+  | (DiagnosticBase & { code: 'internal-error' })
   | (DiagnosticBase & { code: 'tool-quarantined' | 'tool-withheld' | 'tool-removed'; tool: string })
   | (DiagnosticBase & { code: 'disclosure-budget-exceeded'; toolCount: number; floorTokens: number; budgetTokens: number });

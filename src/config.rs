@@ -1,5 +1,11 @@
 //! The options and server entries as they arrive from JavaScript (JSON), checked field by field so
-//! a mistake is reported with the entry and field it is in.
+//! a mistake is reported with the entry and field it is in. This is the only validator: the
+//! TypeScript layer forwards what the caller gave, with every value JSON cannot carry (a callback,
+//! the store, the session, a BigInt) replaced by a marker `{"$mcpferry": "<kind>"}`, and this module
+//! decides whether it is acceptable.
+//!
+//! The wire shape is `{"servers": <as given>, "options": <as given, marked>}`. Adding an option is a
+//! local change: its key in `OPTION_KEYS`, a field in `ToolsetConfig`, a line in `parse`.
 
 use crate::error::{McpError, Result};
 use crate::guard::filter::ToolFilter;
@@ -11,9 +17,33 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+/// Every option `mcpTools` accepts; any other key is refused (a typo must not silently disable a guard).
+pub const OPTION_KEYS: &[&str] = &[
+    "tools",
+    "proxy",
+    "timeoutMs",
+    "maxResultBytes",
+    "onDiagnostic",
+    "session",
+    "auth",
+    "allowedHosts",
+    "policy",
+    "storage",
+    "disclosure",
+    "contextWindowTokens",
+];
+
+/// The key of a marker standing for a value JSON cannot carry: `{"$mcpferry": "function"}` (also
+/// `"store"`, `"value"` for the opaque session, `"bigint"`, `"symbol"`).
+pub const MARKER_KEY: &str = "$mcpferry";
+
 #[derive(Debug)]
 pub struct ToolsetConfig {
     pub servers: Vec<ServerEntry>,
+    /// Which of the application's callbacks are configured.
+    pub callbacks: CallbackOptions,
+    /// Whether `storage` is set (the store itself is handed over beside the JSON).
+    pub storage: bool,
     /// A static `allowedHosts` list. `None`: no host restriction (unless a resolver hook is set).
     pub allowed_hosts: Option<Vec<String>>,
     pub timeout_ms: u64,
@@ -23,6 +53,27 @@ pub struct ToolsetConfig {
     /// The `proxy` option: every HTTP server is reached through it. `None`: direct connections (proxy
     /// variables in the environment are ignored).
     pub proxy: Option<Url>,
+}
+
+/// Which callbacks the options configure. The callbacks themselves cross beside the JSON.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CallbackOptions {
+    pub on_diagnostic: bool,
+    pub auth: bool,
+    /// `allowedHosts` given as a resolver function rather than a list.
+    pub allowed_hosts_resolver: bool,
+    pub decide: bool,
+    pub ask: bool,
+}
+
+impl CallbackOptions {
+    /// The callbacks handed over must be exactly the ones the options declare.
+    pub fn check_given(&self, auth: bool, allowed_hosts: bool, decide: bool, ask: bool) -> Result<()> {
+        if (self.auth, self.allowed_hosts_resolver, self.decide, self.ask) != (auth, allowed_hosts, decide, ask) {
+            return Err(McpError::config("the callbacks handed to the engine do not match the options"));
+        }
+        Ok(())
+    }
 }
 
 /// `disclosure: { budget, alwaysLoad }` and `contextWindowTokens`, resolved.
@@ -84,12 +135,25 @@ impl ServerEntry {
 }
 
 pub fn parse(json: &str) -> Result<ToolsetConfig> {
-    let root: Value = serde_json::from_str(json).map_err(|e| McpError::config(format!("options are not valid JSON: {e}")))?;
-    let root = object(&root, "options")?;
+    let wire: Value = serde_json::from_str(json).map_err(|e| McpError::config(format!("options are not valid JSON: {e}")))?;
+    let wire = object(&wire, "the engine's configuration")?;
+    // Absent is no options; `null` (or anything but an object) is a mistake worth naming.
+    let root = match wire.get("options") {
+        None => &Map::new(),
+        Some(options) => object(options, "options")?,
+    };
+    if let Some(key) = root.keys().find(|k| !OPTION_KEYS.contains(&k.as_str())) {
+        return Err(McpError::config(format!("unknown option {key:?}")));
+    }
+    let callbacks = parse_callbacks(root)?;
+    let storage = match root.get("storage") {
+        None | Some(Value::Null) => false,
+        Some(v) if marker(v) == Some("store") => true,
+        Some(_) => return Err(McpError::config("options.storage must be a connection store (get, list, save, remove, claimBaseline)")),
+    };
     // With `auth`, the engine owns the Authorization header.
-    let auth = matches!(root.get("auth"), Some(Value::Bool(true)));
-    let servers = match root.get("servers") {
-        Some(Value::Array(items)) => items.iter().enumerate().map(|(i, v)| parse_server(i, v, auth)).collect::<Result<_>>()?,
+    let servers = match wire.get("servers") {
+        Some(Value::Array(items)) => items.iter().enumerate().map(|(i, v)| parse_server(i, v, callbacks.auth)).collect::<Result<_>>()?,
         _ => return Err(McpError::config("servers must be an array of server entries")),
     };
     let timeout_ms = optional_positive_integer(root, "timeoutMs", "options")?.unwrap_or(DEFAULT_TIMEOUT_MS);
@@ -109,7 +173,7 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
             )?
         }
     };
-    let allowed_hosts = optional_strings(root, "allowedHosts", "options")?;
+    let allowed_hosts = if callbacks.allowed_hosts_resolver { None } else { optional_strings(root, "allowedHosts", "options")? };
     if let Some(hosts) = &allowed_hosts {
         crate::guard::hosts::HostGuard::new(hosts)?;
     }
@@ -119,7 +183,46 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         Some(Value::String(text)) => Some(crate::egress::proxy_url(text)?),
         Some(_) => return Err(McpError::config("options.proxy must be a string (an http:// or https:// URL)")),
     };
-    Ok(ToolsetConfig { servers, allowed_hosts, timeout_ms, max_result_bytes, filter, disclosure, proxy })
+    Ok(ToolsetConfig { servers, callbacks, storage, allowed_hosts, timeout_ms, max_result_bytes, filter, disclosure, proxy })
+}
+
+/// The kind a marker stands for, if `value` is one.
+fn marker(value: &Value) -> Option<&str> {
+    let map = value.as_object().filter(|m| m.len() == 1)?;
+    map.get(MARKER_KEY)?.as_str()
+}
+
+fn is_function(value: Option<&Value>) -> Option<bool> {
+    match value {
+        None | Some(Value::Null) => Some(false),
+        Some(v) if marker(v) == Some("function") => Some(true),
+        Some(_) => None,
+    }
+}
+
+fn parse_callbacks(root: &Map<String, Value>) -> Result<CallbackOptions> {
+    let on_diagnostic = is_function(root.get("onDiagnostic")).ok_or_else(|| McpError::config("options.onDiagnostic must be a function"))?;
+    let auth = is_function(root.get("auth"))
+        .ok_or_else(|| McpError::config("options.auth must be a function (server, { session }) => Promise<{ token }>"))?;
+    let allowed_hosts_resolver = matches!(root.get("allowedHosts"), Some(v) if marker(v) == Some("function"));
+    let (decide, ask) = match root.get("policy") {
+        None | Some(Value::Null) => (false, false),
+        Some(Value::Object(policy)) if is_function(policy.get("decide")) == Some(true) => {
+            let ask = is_function(policy.get("ask")).ok_or_else(|| McpError::config("options.policy.ask must be a function"))?;
+            (true, ask)
+        }
+        Some(_) => return Err(McpError::config("options.policy must be an object with a decide(request) function")),
+    };
+    // A credential or host list resolved at connect time belongs to one session; without one, every
+    // user of this toolset would be served as whoever connected first.
+    let session = root.get("session").is_some();
+    if auth && !session {
+        return Err(McpError::config("options.auth requires session: build one toolset per session"));
+    }
+    if allowed_hosts_resolver && !session {
+        return Err(McpError::config("an options.allowedHosts resolver requires session"));
+    }
+    Ok(CallbackOptions { on_diagnostic, auth, allowed_hosts_resolver, decide, ask })
 }
 
 fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> {
@@ -270,6 +373,13 @@ fn optional_positive_integer(map: &Map<String, Value>, key: &str, at: &str) -> R
 mod tests {
     use super::*;
 
+    /// Tests write options beside `servers`, as a caller would; this nests them as the wire does.
+    fn parse(flat: &str) -> Result<ToolsetConfig> {
+        let mut options: Map<String, Value> = serde_json::from_str(flat).unwrap();
+        let servers = options.remove("servers").unwrap_or(Value::Null);
+        super::parse(&serde_json::json!({ "servers": servers, "options": options }).to_string())
+    }
+
     #[test]
     fn parses_a_stdio_entry_with_defaults() {
         let cfg = parse(r#"{"servers":[{"name":"a","type":"stdio","command":"node","args":["s.js"],"env":{"K":"v"}}]}"#).unwrap();
@@ -301,17 +411,56 @@ mod tests {
             (r#"{"servers":[{"name":"h","type":"streamable-http","url":"not a url"}]}"#, "not a valid URL"),
             (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","command":"y"}]}"#, "unknown field"),
             (r#"{"servers":[{"name":"h","type":"sse","url":"http://good.example@evil.test/"}]}"#, "must not carry credentials"),
-            (r#"{"auth":true,"servers":[{"name":"h","type":"sse","url":"http://x/","headers":{"authorization":"Bearer t0ken-value"}}]}"#, "set by the auth option"),
+            (r#"{"auth":{"$mcpferry":"function"},"session":{"$mcpferry":"value"},"servers":[{"name":"h","type":"sse","url":"http://x/","headers":{"authorization":"Bearer t0ken-value"}}]}"#, "set by the auth option"),
             (r#"{"servers":[],"allowedHosts":["bad host"]}"#, "allowedHosts"),
             (r#"{"servers":[],"disclosure":{"budget":"lots"}}"#, "budget must be"),
             (r#"{"servers":[],"disclosure":{"always":["a"]}}"#, "unknown key"),
             (r#"{"servers":[],"proxy":42}"#, "options.proxy must be a string"),
             (r#"{"servers":[],"proxy":"socks5://127.0.0.1:1080"}"#, "options.proxy must be an http"),
+            (r#"{"servers":[],"timeout":5}"#, "unknown option \"timeout\""),
+            (r#"{"servers":[],"timeoutMs":{"$mcpferry":"bigint"}}"#, "timeoutMs must be a positive integer"),
+            (r#"{"servers":[],"onDiagnostic":"log"}"#, "onDiagnostic must be a function"),
+            (r#"{"servers":[],"auth":{"$mcpferry":"function"}}"#, "auth requires session"),
+            (r#"{"servers":[],"auth":{"token":"t"},"session":1}"#, "auth must be a function"),
+            (r#"{"servers":[],"allowedHosts":{"$mcpferry":"function"}}"#, "resolver requires session"),
+            (r#"{"servers":[],"allowedHosts":"a.test"}"#, "allowedHosts must be an array"),
+            (r#"{"servers":[],"policy":{"ask":{"$mcpferry":"function"}}}"#, "policy must be an object with a decide"),
+            (r#"{"servers":[],"policy":{"decide":{"$mcpferry":"function"},"ask":true}}"#, "policy.ask must be a function"),
+            (r#"{"servers":[],"storage":{"get":1}}"#, "storage must be a connection store"),
+            (r#"{"servers":[{"name":{"$mcpferry":"function"},"type":"stdio","command":"x"}]}"#, "servers[0].name"),
+            (r#"{"servers":[null]}"#, "servers[0] must be an object"),
         ];
+        for options in ["[]", "null", "42"] {
+            let json = format!(r#"{{"servers":[],"options":{options}}}"#);
+            assert!(super::parse(&json).unwrap_err().to_string().contains("options must be an object"), "{options}");
+        }
         for (json, expected) in cases {
             let err = parse(json).unwrap_err();
             assert_eq!(err.code(), "mcp_config_invalid");
             assert!(err.to_string().contains(expected), "{json}: {err}");
         }
+    }
+}
+
+#[cfg(test)]
+mod callback_tests {
+    use super::*;
+
+    #[test]
+    fn callbacks_store_and_session_are_read_from_their_markers() {
+        let f = r#"{"$mcpferry":"function"}"#;
+        let json = format!(
+            r#"{{"servers":[],"options":{{"onDiagnostic":{f},"auth":{f},"allowedHosts":{f},"session":{{"$mcpferry":"value"}},"policy":{{"decide":{f},"ask":{f}}},"storage":{{"$mcpferry":"store"}}}}}}"#
+        );
+        let config = parse(&json).unwrap();
+        let all = CallbackOptions { on_diagnostic: true, auth: true, allowed_hosts_resolver: true, decide: true, ask: true };
+        assert_eq!(config.callbacks, all);
+        assert!(config.storage);
+        assert_eq!(config.allowed_hosts, None);
+        assert!(config.callbacks.check_given(true, true, true, true).is_ok());
+        assert!(config.callbacks.check_given(true, false, true, true).is_err());
+        let bare = parse(r#"{"servers":[]}"#).unwrap();
+        assert_eq!(bare.callbacks, CallbackOptions::default());
+        assert!(!bare.storage);
     }
 }

@@ -21,8 +21,10 @@ pub enum Diagnostic {
     ToolRemoved { server: String, tool: String, message: String },
     /// Even the catalog floor (every name and description) of a server is over the disclosure budget.
     DisclosureBudgetExceeded { server: String, tool_count: usize, floor_tokens: usize, budget_tokens: usize, message: String },
+    /// A bug in mcpferry (a panic) was contained: the operation it hit failed with
+    /// `mcp_internal_error`, the process and the other calls go on. `server` is the affected server,
+    /// or `mcpferry` when the toolset as a whole was hit.
+    InternalError { server: String, message: String },
     /// `notifications/tools/list_changed` was applied to the tool map.
     ToolsChanged { server: String, added: Vec<String>, removed: Vec<String>, changed: Vec<String>, message: String },
-    /// A bug in the engine (a panic) was caught; the work it interrupted failed with `mcp_internal_error`.
-    InternalError { server: Option<String>, message: String },
 }

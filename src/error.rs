@@ -74,6 +74,59 @@ impl McpError {
     pub fn config(message: impl Into<String>) -> Self {
         McpError::ConfigInvalid(message.into())
     }
+
+    /// Every code `code()` can return, in declaration order: derived from one value of each variant,
+    /// so the list crossing to JavaScript (which maps each code to an error class) cannot drift.
+    pub fn codes() -> Vec<&'static str> {
+        Self::one_of_each().iter().map(McpError::code).collect()
+    }
+
+    fn one_of_each() -> [McpError; 19] {
+        // The match has no wildcard: adding a variant fails to compile until it is listed below too.
+        let _listed_below = |e: &McpError| match e {
+            McpError::Tool(_)
+            | McpError::Protocol(_)
+            | McpError::Timeout { .. }
+            | McpError::Aborted
+            | McpError::Transport(_)
+            | McpError::ConfigInvalid(_)
+            | McpError::ResultTooLarge { .. }
+            | McpError::InvalidArguments(_)
+            | McpError::ToolUnavailable(_)
+            | McpError::Closed
+            | McpError::HostNotAllowed(_)
+            | McpError::PolicyDenied(_)
+            | McpError::ApprovalRequired(_)
+            | McpError::Auth(_)
+            | McpError::ContainmentViolation(_)
+            | McpError::ToolQuarantined(_)
+            | McpError::Storage(_)
+            | McpError::ResultTooDeep { .. }
+            | McpError::Internal(_) => (),
+        };
+        let text = String::new;
+        [
+            McpError::Tool(text()),
+            McpError::Protocol(text()),
+            McpError::Timeout { after_ms: 0 },
+            McpError::Aborted,
+            McpError::Transport(text()),
+            McpError::ConfigInvalid(text()),
+            McpError::ResultTooLarge { limit_bytes: 0 },
+            McpError::InvalidArguments(text()),
+            McpError::ToolUnavailable(text()),
+            McpError::Closed,
+            McpError::HostNotAllowed(text()),
+            McpError::PolicyDenied(text()),
+            McpError::ApprovalRequired(text()),
+            McpError::Auth(text()),
+            McpError::ContainmentViolation(text()),
+            McpError::ToolQuarantined(text()),
+            McpError::Storage(text()),
+            McpError::ResultTooDeep { max_depth: 0 },
+            McpError::Internal(text()),
+        ]
+    }
 }
 
 /// Matches the variants that carry their own text, binding it to `$text` (by reference or mutable
@@ -133,3 +186,17 @@ impl fmt::Display for McpError {
 impl std::error::Error for McpError {}
 
 pub type Result<T> = std::result::Result<T, McpError>;
+
+#[cfg(test)]
+mod tests {
+    use super::McpError;
+
+    #[test]
+    fn codes_are_unique_stable_and_prefixed() {
+        let codes = McpError::codes();
+        let unique: std::collections::BTreeSet<_> = codes.iter().collect();
+        assert_eq!(unique.len(), codes.len(), "{codes:?}");
+        assert!(codes.iter().all(|c| c.starts_with("mcp_")));
+        assert!(codes.contains(&"mcp_result_too_deep") && codes.contains(&"mcp_internal_error"));
+    }
+}

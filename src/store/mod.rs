@@ -16,7 +16,7 @@ pub mod sqlite;
 
 pub use memory::MemoryStore;
 pub use postgres::{PostgresOptions, PostgresStore, PostgresTls};
-pub use sqlite::SqliteStore;
+pub use sqlite::{LazySqliteStore, SqliteStore};
 
 use crate::error::{McpError, Result};
 use crate::protocol::mcp::Tool;

@@ -186,6 +186,70 @@ impl ConnectionStore for SqliteStore {
     }
 }
 
+/// A [`SqliteStore`] that is opened on first use, on the blocking pool, so whoever creates it (the JS
+/// thread, through `createSqliteMcpConnectionStore`) never waits on the file: opening can take up to
+/// [`BUSY_TIMEOUT`] while another process holds it. A failure to open is returned (as
+/// `mcp_storage_error`) by the operation that needed the store, and the next operation tries again.
+/// Operations that arrive while an open is under way wait for it rather than start their own.
+pub struct LazySqliteStore {
+    path: PathBuf,
+    opened: tokio::sync::OnceCell<SqliteStore>,
+}
+
+impl SqliteStore {
+    pub fn open_lazily(path: &Path) -> LazySqliteStore {
+        LazySqliteStore { path: path.to_owned(), opened: tokio::sync::OnceCell::new() }
+    }
+}
+
+async fn open_on_blocking_pool(path: PathBuf) -> Result<SqliteStore> {
+    tokio::task::spawn_blocking(move || SqliteStore::open(&path))
+        .await
+        .map_err(|e| store_error(format!("opening the SQLite file did not finish: {e}")))?
+}
+
+impl LazySqliteStore {
+    async fn store(&self) -> Result<&SqliteStore> {
+        self.opened.get_or_try_init(|| open_on_blocking_pool(self.path.clone())).await
+    }
+}
+
+impl std::fmt::Debug for LazySqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazySqliteStore").field("path", &self.path).field("opened", &self.opened.initialized()).finish()
+    }
+}
+
+impl ConnectionStore for LazySqliteStore {
+    fn get(&self, id: &str) -> BoxFuture<'_, Result<Option<StoredServer>>> {
+        let id = id.to_owned();
+        Box::pin(async move { self.store().await?.get(&id).await })
+    }
+
+    fn list(&self) -> BoxFuture<'_, Result<Vec<StoredServer>>> {
+        Box::pin(async move { self.store().await?.list().await })
+    }
+
+    fn save(&self, row: StoredServer) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move { self.store().await?.save(row).await })
+    }
+
+    fn remove(&self, id: &str) -> BoxFuture<'_, Result<()>> {
+        let id = id.to_owned();
+        Box::pin(async move { self.store().await?.remove(&id).await })
+    }
+
+    fn claim_baseline(&self, id: &str, fingerprints: Fingerprints) -> BoxFuture<'_, Result<Fingerprints>> {
+        let id = id.to_owned();
+        Box::pin(async move { self.store().await?.claim_baseline(&id, fingerprints).await })
+    }
+
+    fn clear_baseline(&self, id: &str) -> BoxFuture<'_, Result<()>> {
+        let id = id.to_owned();
+        Box::pin(async move { self.store().await?.clear_baseline(&id).await })
+    }
+}
+
 /// A row's columns before their JSON is parsed, so a bad value becomes an error naming the row.
 /// The Postgres store reads its rows into this too: the same columns, decoded the same way.
 pub(super) struct RawRow {
@@ -337,6 +401,22 @@ mod tests {
         let dirs: Vec<TempDir> = (0..16).map(|_| TempDir::new()).collect();
         let mut next = dirs.iter();
         contract::run_all(|| SqliteStore::open(&next.next().unwrap().db()).unwrap()).await;
+    }
+
+    #[tokio::test]
+    async fn a_lazy_store_meets_the_contract_and_reports_open_failures_on_use() {
+        let dirs: Vec<TempDir> = (0..16).map(|_| TempDir::new()).collect();
+        let mut next = dirs.iter();
+        contract::run_all(|| SqliteStore::open_lazily(&next.next().unwrap().db())).await;
+
+        let dir = TempDir::new();
+        std::fs::write(dir.db(), vec![b'x'; 4096]).unwrap();
+        let store = SqliteStore::open_lazily(&dir.db());
+        let error = store.list().await.unwrap_err();
+        assert_eq!(error.code(), "mcp_storage_error", "{error}");
+        // The next operation tries again, and succeeds once the file is usable.
+        std::fs::remove_file(dir.db()).unwrap();
+        assert!(store.list().await.unwrap().is_empty());
     }
 
     #[tokio::test]

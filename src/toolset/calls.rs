@@ -75,7 +75,7 @@ impl Drop for CallCompletion {
         let Some(done) = self.done.take() else { return };
         let doing = if std::thread::panicking() { "panicked" } else { "stopped" };
         let message = format!("the engine {doing} while handling this call; this is a bug in mcpferry");
-        let server = self.server.map(|i| self.inner.servers[i].entry.name.clone());
+        let server = self.server.map_or_else(|| super::LOCAL_SERVER.to_owned(), |i| self.inner.servers[i].entry.name.clone());
         self.inner.report(Diagnostic::InternalError { server, message: message.clone() });
         done(Err(McpError::Internal(message)));
     }

@@ -155,7 +155,12 @@ impl Toolset {
         let mut table = RouteTable::empty(inner.servers.len());
         let mut attached = Vec::new();
         for (index, attempt) in attempts {
-            let outcome = attempt.await.unwrap_or_else(|e| Err((panic_error("connecting to the server", e), None)));
+            let outcome = attempt.await.unwrap_or_else(|e| {
+                let error = panic_error("connecting to the server", e);
+                let server = inner.servers[index].entry.name.clone();
+                inner.report(Diagnostic::InternalError { server, message: error.to_string() });
+                Err((error, None))
+            });
             match outcome {
                 Ok(server) => {
                     server.diagnostics.iter().cloned().for_each(|d| inner.report(d));
@@ -308,7 +313,7 @@ impl Toolset {
                 };
                 if tokio::time::timeout(Duration::from_millis(MAX_CLOSE_WAIT_MS), everything).await.is_err() {
                     inner.report(Diagnostic::InternalError {
-                        server: None,
+                        server: LOCAL_SERVER.to_owned(),
                         message: format!("close() gave up waiting for the engine's tasks after {MAX_CLOSE_WAIT_MS} ms"),
                     });
                 }

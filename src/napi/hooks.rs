@@ -1,0 +1,77 @@
+//! The application's callbacks (`auth`, the `allowedHosts` resolver, `policy.decide`, `policy.ask`)
+//! and the event channel, as threadsafe functions the engine can call from any thread.
+//!
+//! Every one is weak: a toolset the program forgot to close never keeps the process alive. Each is
+//! called with `call_async_catch`, so a callback that throws synchronously becomes an error the
+//! engine handles, not a crash.
+
+use crate::diagnostics::Diagnostic;
+use crate::hooks::Callback;
+use crate::toolset::{ToolsChange, ToolsetEvents};
+use crate::transport::BoxFuture;
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use std::sync::Arc;
+
+/// A user callback taking one string and returning a Promise.
+pub(crate) type JsCallback<R> = ThreadsafeFunction<String, Promise<R>, String, Status, false, true>;
+
+/// `(kind, payloadJson)`: `diagnostic`, `tools` (a tool-map change) and `stdio-reader` events.
+pub(crate) type EventCallback = ThreadsafeFunction<FnArgs<(String, String)>, (), FnArgs<(String, String)>, Status, false, true>;
+
+struct JsHook<R: FromNapiValue + Send + 'static>(Arc<JsCallback<R>>);
+
+impl<R: FromNapiValue + Send + 'static> Callback<String, R> for JsHook<R> {
+    fn call(&self, arg: String) -> BoxFuture<'static, std::result::Result<R, String>> {
+        let callback = self.0.clone();
+        Box::pin(async move {
+            let promise = callback.call_async_catch(arg).await.map_err(|e| e.reason.clone())?;
+            promise.await.map_err(|e| e.reason.clone())
+        })
+    }
+}
+
+pub(crate) fn hook<R: FromNapiValue + Send + 'static>(callback: Option<JsCallback<R>>) -> Option<Arc<dyn Callback<String, R>>> {
+    callback.map(|c| Arc::new(JsHook(Arc::new(c))) as Arc<dyn Callback<String, R>>)
+}
+
+/// The allowedHosts resolver answers with a JSON array of hosts.
+struct HostsHook(Arc<dyn Callback<String, String>>);
+
+impl Callback<String, Vec<String>> for HostsHook {
+    fn call(&self, arg: String) -> BoxFuture<'static, std::result::Result<Vec<String>, String>> {
+        let inner = self.0.call(arg);
+        Box::pin(async move {
+            let json = inner.await?;
+            serde_json::from_str(&json).map_err(|_| "allowedHosts must resolve to an array of strings".to_owned())
+        })
+    }
+}
+
+pub(crate) fn hosts_hook(callback: Option<JsCallback<String>>) -> Option<Arc<dyn Callback<String, Vec<String>>>> {
+    hook(callback).map(|h| Arc::new(HostsHook(h)) as Arc<dyn Callback<String, Vec<String>>>)
+}
+
+pub(crate) struct JsEvents {
+    callback: EventCallback,
+}
+
+impl JsEvents {
+    pub(crate) fn new(callback: EventCallback) -> Self {
+        JsEvents { callback }
+    }
+
+    pub(crate) fn emit(&self, kind: &str, payload: String) {
+        self.callback.call((kind.to_owned(), payload).into(), ThreadsafeFunctionCallMode::NonBlocking);
+    }
+}
+
+impl ToolsetEvents for JsEvents {
+    fn diagnostic(&self, diagnostic: &Diagnostic) {
+        self.emit("diagnostic", serde_json::to_string(diagnostic).expect("diagnostics serialize"));
+    }
+
+    fn tools_changed(&self, change: &ToolsChange) {
+        self.emit("tools", serde_json::to_string(change).expect("tool changes serialize"));
+    }
+}

@@ -1,0 +1,47 @@
+//! The engine's tokio runtime, installed when the addon loads.
+//!
+//! One worker thread: the engine's work per message is microseconds of parsing, so a second worker
+//! only adds cross-thread wake-ups and another malloc arena (resident memory) for nothing. Work that
+//! blocks a thread — SQLite (which waits up to its busy timeout on a locked file), `canonicalize`,
+//! `which`, DNS resolution — must never run on that worker: it goes to the blocking pool, which is
+//! sized so that a handful of stalled SQLite calls cannot starve DNS lookups or a stdio spawn. Its
+//! threads exist only while there is blocking work, and exit after idling.
+
+/// The worker threads polling every connection.
+const ENGINE_WORKER_THREADS: usize = 1;
+/// Upper bound on concurrent blocking operations. Each SQLite call may hold a thread for up to the
+/// store's busy timeout (5 s) while another process writes; with 8 threads (the previous bound), a
+/// burst of 8 such calls stalled every DNS lookup and stdio spawn behind them. 64 leaves room for
+/// one stalled store call per server of a large toolset plus the lookups, at ~8 MiB of reserved
+/// (not resident) stack each.
+const MAX_BLOCKING_THREADS: usize = 64;
+/// How long an idle blocking thread lives before it exits, in seconds.
+const BLOCKING_THREAD_KEEP_ALIVE_SECS: u64 = 10;
+
+#[napi_derive::module_init]
+fn init_runtime() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(ENGINE_WORKER_THREADS)
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
+        .thread_keep_alive(std::time::Duration::from_secs(BLOCKING_THREAD_KEEP_ALIVE_SECS))
+        .thread_name("mcpferry")
+        .enable_all()
+        .build()
+        .expect("the engine's runtime starts");
+    napi::bindgen_prelude::create_custom_tokio_runtime(runtime);
+}
+
+/// Give memory freed after a large burst of allocation (a big catalog parsed on an engine thread)
+/// back to the system: glibc keeps per-thread arenas otherwise, and resident memory stays high.
+pub(crate) fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Runs `work` inside the engine's runtime even when called from the JS thread: the engine may
+/// spawn (gated calls, timers) from a sync entry point.
+pub(crate) fn within_runtime<T>(work: impl FnOnce() -> T) -> T {
+    napi::bindgen_prelude::within_runtime_if_available(work)
+}

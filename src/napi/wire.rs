@@ -1,0 +1,112 @@
+//! The two formats that cross on the hot path, one crossing each way per burst of calls.
+//!
+//! Calls go in as one string, one call per line: `callId \t abortId \t name \t argumentsJson` (names
+//! are provider-safe and compact JSON has no raw tabs or newlines). Outcomes come back as a JSON
+//! array of `[callId, errorCode, resultOrMessage]` (`errorCode` empty on success; the result is the
+//! server's JSON, embedded verbatim, never re-serialized).
+
+use crate::error::{McpError, Result};
+use crate::toolset::{CallRequest, CallSink};
+use napi::bindgen_prelude::*;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Parses a call batch. A malformed line fails the whole batch: it can only come from a broken caller.
+pub(crate) fn parse_calls(batch: &str) -> Result<Vec<CallRequest>> {
+    let mut calls = Vec::new();
+    for line in batch.split('\n').filter(|l| !l.is_empty()) {
+        let mut fields = line.splitn(4, '\t');
+        let (Some(call_id), Some(abort_id), Some(name), Some(arguments)) = (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            return Err(McpError::InvalidArguments("malformed call batch".to_owned()));
+        };
+        let call_id = call_id.parse().map_err(|_| McpError::InvalidArguments("malformed call id".to_owned()))?;
+        let abort_id = abort_id.parse().map_err(|_| McpError::InvalidArguments("malformed abort id".to_owned()))?;
+        calls.push(CallRequest::new(call_id, abort_id, name.to_owned(), arguments.to_owned()));
+    }
+    Ok(calls)
+}
+
+/// No payload: it only says "drain now". Weak: pending calls keep the process alive from JS instead.
+pub(crate) type CompletionWake = ThreadsafeFunction<(), (), (), Status, false, true>;
+
+/// Call outcomes wait here until JavaScript drains them. The first one after a drain sends a single
+/// wake-up through a threadsafe function; a burst of outcomes costs one crossing, not one each.
+pub(crate) struct Completions {
+    batch: Mutex<String>,
+    wake: CompletionWake,
+    /// Set while JavaScript feeds stdout synchronously: it drains right after, so no wake-up is needed.
+    feeding: AtomicBool,
+}
+
+impl Completions {
+    pub(crate) fn new(wake: CompletionWake) -> Self {
+        Completions { batch: Mutex::new(String::new()), wake, feeding: AtomicBool::new(false) }
+    }
+
+    pub(crate) fn drain(&self) -> String {
+        let mut batch = self.batch.lock();
+        if batch.is_empty() {
+            return "[]".to_owned();
+        }
+        let mut out = std::mem::take(&mut *batch);
+        out.push(']');
+        out
+    }
+
+    /// Runs `feed` (JavaScript handing over stdout bytes) without wake-ups, then drains. The flag is
+    /// cleared even if `feed` panics, or no wake-up would ever be sent again.
+    pub(crate) fn feeding(&self, feed: impl FnOnce()) -> String {
+        struct Clear<'a>(&'a AtomicBool);
+        impl Drop for Clear<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::SeqCst);
+            }
+        }
+        self.feeding.store(true, Ordering::SeqCst);
+        let clear = Clear(&self.feeding);
+        feed();
+        drop(clear);
+        self.drain()
+    }
+}
+
+impl CallSink for Completions {
+    fn complete(&self, call_id: u32, outcome: Result<Box<str>>) {
+        let first = {
+            let mut batch = self.batch.lock();
+            let first = batch.is_empty();
+            batch.push(if first { '[' } else { ',' });
+            match outcome {
+                Ok(result) => {
+                    batch.push_str(&format!("[{call_id},\"\","));
+                    batch.push_str(&result);
+                }
+                Err(error) => {
+                    batch.push_str(&format!("[{call_id},\"{}\",", error.code()));
+                    batch.push_str(&serde_json::to_string(&error.to_string()).expect("strings serialize"));
+                }
+            }
+            batch.push(']');
+            first
+        };
+        if first && !self.feeding.load(Ordering::SeqCst) {
+            self.wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_calls;
+
+    #[test]
+    fn a_batch_is_one_call_per_line() {
+        let calls = parse_calls("1\t0\ta__x\t{}\n2\t2\tb__y\t{\"k\":\"a\\tb\"}\n").unwrap();
+        assert_eq!(calls.iter().map(|c| (c.call_id, c.abort_id, c.name.as_str())).collect::<Vec<_>>(), [(1, 0, "a__x"), (2, 2, "b__y")]);
+        for bad in ["1\t0\tname", "x\t0\tn\t{}", "1\t-1\tn\t{}"] {
+            assert_eq!(parse_calls(bad).err().map(|e| e.code()), Some("mcp_invalid_arguments"), "{bad}");
+        }
+    }
+}
