@@ -16,7 +16,7 @@ use super::sqlite::{decode, encode, now_ms, RawRow};
 use super::{store_error, unknown_row_error, BoxFuture, ConnectionStore, Fingerprints, StoredServer};
 use crate::error::{McpError, Result};
 use crate::guard::redact::Secrets;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use std::fmt;
@@ -194,19 +194,6 @@ impl PostgresStore {
         }
 
         config.connect_timeout(options.connect_timeout);
-        // Server-side: the server cancels a statement that runs longer (and frees its locks). READ
-        // COMMITTED whatever the database's default: each statement must see the commits it waited
-        // for (a queued claim sees the winner's baseline, a queued schema setup sees the tables), where
-        // REPEATABLE READ or SERIALIZABLE would fail them with a serialization error instead.
-        let ours = format!(
-            "-c statement_timeout={} -c default_transaction_isolation=read\\ committed",
-            options.statement_timeout.as_millis()
-        );
-        let session_options = match config.get_options() {
-            Some(existing) if !existing.trim().is_empty() => format!("{existing} {ours}"),
-            _ => ours,
-        };
-        config.options(&session_options);
         if config.get_application_name().is_none() {
             config.application_name("mcpferry");
         }
@@ -220,6 +207,22 @@ impl PostgresStore {
         let connector = tls_connector(config.get_ssl_mode(), options.ca_certificates_pem.as_deref())?;
         let target = describe_target(&config);
 
+        // Every new connection, before its first use: the server cancels a statement that runs longer
+        // (and frees its locks); and READ COMMITTED whatever the database's default, because each
+        // statement must see the commits it waited for (a queued claim sees the winner's baseline, a
+        // queued schema setup sees the tables) where REPEATABLE READ or SERIALIZABLE would fail them
+        // with a serialization error instead. A SET rather than startup options, which poolers such
+        // as PgBouncer refuse.
+        let session_setup: Arc<str> = format!(
+            "SET statement_timeout = {}; SET default_transaction_isolation = 'read committed'",
+            options.statement_timeout.as_millis()
+        )
+        .into();
+        let set_up_session = Hook::async_fn(move |client, _| {
+            let setup = Arc::clone(&session_setup);
+            Box::pin(async move { client.batch_execute(&setup).await.map_err(HookError::Backend) })
+        });
+
         let manager = Manager::from_config(
             config,
             connector,
@@ -232,6 +235,7 @@ impl PostgresStore {
             .create_timeout(Some(options.connect_timeout))
             .recycle_timeout(Some(options.connect_timeout))
             .runtime(Runtime::Tokio1)
+            .post_create(set_up_session)
             .build()
             .map_err(|error| McpError::config(format!("cannot build the Postgres pool: {error}")))?;
         Ok(Self {
@@ -297,6 +301,7 @@ impl PostgresStore {
                 store_error(format!("Postgres at {}: timed out connecting to the database", self.target))
             }
             PoolError::Backend(e) => self.sql_error("cannot connect", &e),
+            PoolError::PostCreateHook(HookError::Backend(e)) => self.sql_error("cannot set up the session", &e),
             PoolError::Closed => store_error(format!("Postgres at {}: the store was closed", self.target)),
             other => store_error(format!("Postgres at {}: {}", self.target, self.secrets.redact(&other.to_string()))),
         })
