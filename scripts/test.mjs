@@ -60,10 +60,39 @@ function counts(out) {
   return tally;
 }
 
+/**
+ * A throwaway Postgres cluster for the Postgres store's tests (scripts/pg-cluster.mjs), stopped and
+ * deleted when this process exits, however it exits. Returns {url} or {error}: a cluster that can't
+ * start fails the run with the reason; nothing is skipped.
+ */
+function startPostgres() {
+  const script = join(root, 'scripts', 'pg-cluster.mjs');
+  const started = spawnSync(process.execPath, [script, 'start'], { cwd: root, encoding: 'utf8' });
+  if (started.status !== 0) return { error: (started.stderr || started.error?.message || `exit ${started.status}`).trim() };
+  const cluster = JSON.parse(started.stdout.trim().split('\n').pop());
+  let stopped = false;
+  const stop = () => {
+    if (stopped) return;
+    stopped = true;
+    spawnSync(process.execPath, [script, 'stop', cluster.dir], { stdio: 'inherit' });
+  };
+  process.on('exit', stop);
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.once(signal, () => process.exit(130));
+  return { url: cluster.url, stop };
+}
+
 const results = [];
+const postgres = startPostgres();
+if (postgres.error) {
+  console.error(`\n=== Postgres could not start, so the Postgres store's tests fail:\n${postgres.error}`);
+  results.push({ label: 'postgres', code: 1, out: postgres.error });
+}
 // Without the napi glue: tests/ link the engine into plain executables, where Node's N-API symbols don't
 // exist. The addon itself (with the glue) is built by `npm run build` and tested from JavaScript.
-results.push(await run('cargo test', 'cargo', ['test', '--quiet', '--no-default-features']));
+results.push(
+  await run('cargo test', 'cargo', ['test', '--quiet', '--no-default-features'], postgres.url ? { MCPFERRY_TEST_PG_URL: postgres.url } : {}),
+);
+postgres.stop?.();
 results.push(await run(`Node ${process.versions.node}`, process.execPath, ['--test', '--test-reporter=tap', ...suites]));
 // On Node, stdio responses are read on the JS event loop; Bun reads them on an engine thread. Run the
 // stdio suite once more on Node with the engine's reader, so both paths are tested on both runtimes.

@@ -11,9 +11,11 @@
 //! `remove` lets a new baseline in.
 
 pub mod memory;
+pub mod postgres;
 pub mod sqlite;
 
 pub use memory::MemoryStore;
+pub use postgres::{PostgresOptions, PostgresStore, PostgresTls};
 pub use sqlite::{LazySqliteStore, SqliteStore};
 
 use crate::error::{McpError, Result};
@@ -192,8 +194,9 @@ fn canonical_json(value: &Value) -> String {
 }
 
 /// Behaviour every [`ConnectionStore`] must have, run against each implementation by its own tests.
-#[cfg(test)]
-pub(crate) mod contract {
+/// Public (hidden) so tests/ can run it against the stores that need a database server.
+#[doc(hidden)]
+pub mod contract {
     use super::*;
     use serde_json::json;
 

@@ -251,13 +251,14 @@ impl ConnectionStore for LazySqliteStore {
 }
 
 /// A row's columns before their JSON is parsed, so a bad value becomes an error naming the row.
-struct RawRow {
-    id: String,
-    name: String,
-    kind: String,
-    url: Option<String>,
-    tools: String,
-    tool_fingerprints: Option<String>,
+/// The Postgres store reads its rows into this too: the same columns, decoded the same way.
+pub(super) struct RawRow {
+    pub(super) id: String,
+    pub(super) name: String,
+    pub(super) kind: String,
+    pub(super) url: Option<String>,
+    pub(super) tools: String,
+    pub(super) tool_fingerprints: Option<String>,
 }
 
 impl RawRow {
@@ -272,7 +273,7 @@ impl RawRow {
         })
     }
 
-    fn decode(self) -> Result<StoredServer> {
+    pub(super) fn decode(self) -> Result<StoredServer> {
         let tools = decode(&self.tools, &self.id, "tools")?;
         let tool_fingerprints =
             self.tool_fingerprints.as_deref().map(|text| decode(text, &self.id, "tool_fingerprints")).transpose()?;
@@ -340,17 +341,17 @@ fn sql_error(error: rusqlite::Error) -> crate::error::McpError {
     store_error(format!("SQLite: {error}"))
 }
 
-fn encode<T: serde::Serialize>(value: &T, id: &str, column: &str) -> Result<String> {
+pub(super) fn encode<T: serde::Serialize>(value: &T, id: &str, column: &str) -> Result<String> {
     serde_json::to_string(value).map_err(|e| store_error(format!("cannot encode {column} of server {id:?}: {e}")))
 }
 
-fn decode<T: serde::de::DeserializeOwned>(text: &str, id: &str, column: &str) -> Result<T> {
+pub(super) fn decode<T: serde::de::DeserializeOwned>(text: &str, id: &str, column: &str) -> Result<T> {
     serde_json::from_str(text).map_err(|e| {
         store_error(format!("the stored {column} of server {id:?} is not valid JSON of the expected shape: {e}"))
     })
 }
 
-fn now_ms() -> i64 {
+pub(super) fn now_ms() -> i64 {
     // A clock before 1970 records 0; updated_at is informational, never used for decisions.
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
