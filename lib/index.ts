@@ -71,6 +71,9 @@ function markUnserializable(_key: string, value: unknown): unknown {
       return marker('bigint');
     case 'symbol':
       return marker('symbol');
+    case 'number':
+      // JSON would turn NaN and ±Infinity into null, which reads as "not given".
+      return Number.isFinite(value) ? value : marker('non-finite number');
     default:
       return value;
   }
@@ -82,6 +85,16 @@ function markUnserializable(_key: string, value: unknown): unknown {
  * is the engine's to name.
  */
 function configJson(servers: unknown, opts: unknown): string {
+  try {
+    return configJsonUnchecked(servers, opts);
+  } catch (error) {
+    if (error instanceof McpError) throw error;
+    // A getter that throws, a proxy that refuses: the options are not plain data.
+    throw configError(`options and server entries must be plain data: ${(error as Error)?.message ?? String(error)}`);
+  }
+}
+
+function configJsonUnchecked(servers: unknown, opts: unknown): string {
   let options = opts;
   if (opts !== null && typeof opts === 'object' && !Array.isArray(opts)) {
     const given = opts as Record<string, unknown>;
@@ -356,12 +369,30 @@ function argumentsJson(args: unknown): string {
   return JSON.stringify(args) ?? '';
 }
 
+/** Anything that behaves as an AbortSignal: checked by shape, so signals of other realms (and Bun's) pass. */
+function isAbortSignal(value: unknown): value is AbortSignal {
+  const candidate = value as Partial<AbortSignal> | null;
+  return (
+    typeof candidate === 'object' &&
+    candidate !== null &&
+    typeof candidate.aborted === 'boolean' &&
+    typeof candidate.addEventListener === 'function' &&
+    typeof candidate.removeEventListener === 'function'
+  );
+}
+
 function makeTool(calls: CallChannel, projected: ProjectedTool): McpTool {
   const name = projected.name;
   return {
     ...projected,
     execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult> {
-      const signal = ctx?.signal;
+      if (ctx !== undefined && ctx !== null && typeof ctx !== 'object') {
+        return Promise.reject(createMcpError('mcp_invalid_arguments', 'the call context must be an object ({ signal?, toolCallId?, runId? })'));
+      }
+      const signal = ctx?.signal ?? undefined;
+      if (signal !== undefined && !isAbortSignal(signal)) {
+        return Promise.reject(createMcpError('mcp_invalid_arguments', 'ctx.signal must be an AbortSignal'));
+      }
       if (signal?.aborted) return Promise.reject(createMcpError('mcp_aborted', 'MCP request aborted by the caller'));
       let json: string;
       try {

@@ -62,6 +62,10 @@ impl EventStreamParser {
 
     /// Feed the next chunk; complete events are appended to `out`.
     pub fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<Event>) -> Result<(), EventStreamError> {
+        // An empty chunk says nothing: it must not forget a `\r` that ended the previous one.
+        if chunk.is_empty() {
+            return Ok(());
+        }
         if self.after_cr && chunk.first() == Some(&b'\n') {
             chunk = &chunk[1..];
         }

@@ -457,7 +457,13 @@ impl LineReader {
                 Some(skipped) => *skipped += chunk.len(),
                 None => {
                     self.line.extend_from_slice(chunk);
-                    if self.line.len() > self.max_message_bytes {
+                    // Below a 4 KiB limit, wait for the whole head (or the line's end) before refusing:
+                    // the id may come after the limit, and a line read whole would show it.
+                    let head_known = self.line.len() >= OVERSIZED_HEAD_BYTES
+                        || complete
+                        || (self.line.len() > self.max_message_bytes
+                            && crate::protocol::jsonrpc::sniff_response_id(&self.line).is_some());
+                    if self.line.len() > self.max_message_bytes && head_known {
                         // Fail the call now, not when (or if) the newline comes.
                         let past_limit = self.line.len() - self.max_message_bytes;
                         self.line.truncate(OVERSIZED_HEAD_BYTES);
