@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { startHostileHttp } from './fixtures/hostile/http-server.mjs';
-import { open, assertFails, assertAnswers, closeWithin, rss, assertRssBounded, timed, MIB } from './fixtures/hostile/harness.mjs';
+import { open, assertFails, assertAnswers, closeWithin, rss, assertRssBounded, timed, testConfinedToOneCall, stillServes, MIB } from './fixtures/hostile/harness.mjs';
 import { until } from './helpers.mjs';
 
 /** timeoutMs for calls that must fail sooner than it. */
@@ -36,8 +36,6 @@ async function withServer(mode, opts, body) {
     await server.close();
   }
 }
-
-const stillServes = async (tools) => assert.equal(await assertAnswers(() => tools.h__echo.execute({ text: 'after' }), PROMPT_MS), 'echo: after');
 
 test('a garbage body with invalid UTF-8 fails the call as a protocol error at once', async () => {
   await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
@@ -83,33 +81,7 @@ test('a never-ending SSE event trickled a byte at a time ends at the timeout', a
   });
 });
 
-test('a result nested 100 000 deep fails that call with a typed error; the server keeps serving', async () => {
-  await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
-    await assertFails(() => tools.h__deep_result.execute({ depth: 100_000 }), ['mcp_result_too_deep'], PROMPT_MS);
-    await stillServes(tools);
-  });
-});
-
-test('error.data nested 5 000 deep fails that call only', async () => {
-  await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
-    await assertFails(() => tools.h__deep_error.execute({ depth: 5000 }), ['mcp_protocol_error', 'mcp_result_too_deep'], PROMPT_MS);
-    await stillServes(tools);
-  });
-});
-
-test('responses to unknown and malformed ids on a call\'s stream are ignored; the real answer arrives', async () => {
-  await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
-    assert.equal(await assertAnswers(() => tools.h__unknown_ids.execute({}), PROMPT_MS), 'the real answer');
-    await stillServes(tools);
-  });
-});
-
-test('duplicate responses to one id: the first wins', async () => {
-  await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
-    assert.equal(await assertAnswers(() => tools.h__duplicate_id.execute({}), PROMPT_MS), 'first');
-    await stillServes(tools);
-  });
-});
+testConfinedToOneCall(test, (body) => withServer('', { timeoutMs: LONG_TIMEOUT_MS }, body), PROMPT_MS);
 
 test('a flood of 50 000 notifications on a call\'s stream: the call completes in bounded memory', async () => {
   const before = rss();

@@ -4,7 +4,9 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { hostileStdio, open, assertFails, assertAnswers, assertAllGone, closeWithin, rss, assertRssBounded, MIB } from './fixtures/hostile/harness.mjs';
+import {
+  hostileStdio, open, assertFails, assertAnswers, assertAllGone, closeWithin, rss, assertRssBounded, testConfinedToOneCall, stillServes, MIB,
+} from './fixtures/hostile/harness.mjs';
 import { until } from './helpers.mjs';
 
 /** timeoutMs for calls that must fail sooner than it: a result arriving near it is the defect. */
@@ -28,8 +30,6 @@ async function withServer(mode, opts, body, closeMs = CLOSE_MS) {
     assertAllGone(server.pids(), `hostile server (${mode || 'default'})`);
   }
 }
-
-const stillServes = async (tools) => assert.equal(await assertAnswers(() => tools.h__echo.execute({ text: 'after' }), PROMPT_MS), 'echo: after');
 
 test('garbage on stdout fails the call as a protocol error at once', async () => {
   await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
@@ -58,34 +58,7 @@ test('an oversized line that does end fails only its call; the next response is 
   });
 });
 
-test('a result nested 100 000 deep fails that call with a typed error; the server keeps serving', async () => {
-  await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
-    await assertFails(() => tools.h__deep_result.execute({ depth: 100_000 }), ['mcp_result_too_deep'], PROMPT_MS);
-    await stillServes(tools);
-  });
-});
-
-test('error.data nested 5 000 deep fails that call only', async () => {
-  await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
-    await assertFails(() => tools.h__deep_error.execute({ depth: 5000 }), ['mcp_protocol_error', 'mcp_result_too_deep'], PROMPT_MS);
-    await stillServes(tools);
-  });
-});
-
-test('responses to unknown, malformed and out-of-range ids are ignored; the real answer arrives', async () => {
-  await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
-    assert.equal(await assertAnswers(() => tools.h__unknown_ids.execute({}), PROMPT_MS), 'the real answer');
-    await stillServes(tools);
-  });
-});
-
-test('duplicate responses to one id: the first wins, the rest touch no other call', async () => {
-  await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
-    assert.equal(await assertAnswers(() => tools.h__duplicate_id.execute({}), PROMPT_MS), 'first');
-    const [a, b] = await Promise.all([tools.h__echo.execute({ text: 'a' }), tools.h__echo.execute({ text: 'b' })]);
-    assert.deepEqual([a.content[0].text, b.content[0].text], ['echo: a', 'echo: b']);
-  });
-});
+testConfinedToOneCall(test, (body) => withServer('', { timeoutMs: LONG_TIMEOUT_MS }, body), PROMPT_MS);
 
 test('a response after cancellation is dropped; the aborted call stays aborted', async () => {
   await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async (toolset, server) => {
