@@ -2,10 +2,14 @@
 // is refused with a typed error (err.code), reaches no server, spawns nothing, and never crashes the
 // process or leaves a call or a child behind.
 
-import { test } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mcpTools, composeMcpSystemPrompt } from '../dist/index.js';
-import { hostileStdio, open, assertFails, assertAnswers, assertAllGone, closeWithin, timed } from './fixtures/hostile/harness.mjs';
+import {
+  hostileStdio, open, assertFails, assertAnswers, assertAllGone, closeWithin, timed, loopHoldingTimers, exitWhenDone,
+} from './fixtures/hostile/harness.mjs';
+
+exitWhenDone(after);
 
 /** A refusal of bad input needs no I/O: it comes at once. */
 const PROMPT_MS = 1000;
@@ -82,13 +86,19 @@ test('unusual but valid arguments arrive intact', async () => {
 });
 
 test('a call context of the wrong type is refused with a typed error or ignored, never a crash', async () => {
+  const timersBefore = loopHoldingTimers();
+  const misses = [];
   await withServer({}, async ({ tools }) => {
     for (const ctx of ['ctx', 42, { signal: 'nope' }, { signal: {} }, { signal: { aborted: false } }, { toolCallId: 5 }]) {
       const { value, error } = await timed(() => tools.h__echo.execute({ text: 'c' }, ctx));
-      if (error) assert.match(String(error.code), /^mcp_/, `ctx ${JSON.stringify(ctx)}: ${error}`);
-      else assert.equal(value.content[0].text, 'echo: c');
+      if (error ? !String(error.code).startsWith('mcp_') : value.content[0].text !== 'echo: c') {
+        misses.push(`ctx ${JSON.stringify(ctx)}: ${error ? `${error.constructor.name} ${error.message}` : JSON.stringify(value)}`);
+      }
     }
   });
+  assert.deepEqual(misses, []);
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(loopHoldingTimers(), timersBefore, 'a refused call left a timer holding the process open');
 });
 
 test('malformed server entries are refused with mcp_config_invalid, and nothing is spawned', async () => {
@@ -211,11 +221,13 @@ test('a throwing onDiagnostic and a policy that answers garbage break nothing', 
 
 test('a call parked in a policy that never decides is settled by close(), within its bound', async () => {
   const server = hostileStdio('h');
+  const timersBefore = loopHoldingTimers();
   const toolset = await mcpTools([server.entry], { policy: { decide: () => new Promise(() => {}) } });
   const parked = timed(() => toolset.tools.h__echo.execute({ text: 'x' }));
   await new Promise((r) => setTimeout(r, 50));
   await closeWithin(toolset, CLOSE_MS);
   const { error, ms } = await parked;
+  assert.equal(loopHoldingTimers(), timersBefore, 'a timer still holds the process open after close()');
   assert.equal(error?.code, 'mcp_connection_closed');
   assert.ok(ms < CLOSE_MS + 500, `the parked call settled after ${ms} ms`);
   assert.equal(calls(server), 0);

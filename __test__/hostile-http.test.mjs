@@ -2,10 +2,12 @@
 // correct result within a stated bound, bounded memory where the server controls a size, and that no
 // connection of ours to the server outlives close().
 
-import { test } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startHostileHttp } from './fixtures/hostile/http-server.mjs';
-import { open, assertFails, assertAnswers, closeWithin, rss, assertRssBounded, timed, testConfinedToOneCall, stillServes, MIB } from './fixtures/hostile/harness.mjs';
+import { open, assertFails, assertAnswers, closeWithin, rss, assertRssBounded, timed, testConfinedToOneCall, stillServes, MIB, exitWhenDone } from './fixtures/hostile/harness.mjs';
+
+exitWhenDone(after);
 import { until } from './helpers.mjs';
 
 /** timeoutMs for calls that must fail sooner than it. */

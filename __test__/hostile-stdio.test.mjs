@@ -2,11 +2,13 @@
 // result, an answer within a stated bound (never the full timeout where the client can know sooner),
 // bounded memory where the server controls a size, and no process of the server's left after close().
 
-import { test } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  hostileStdio, open, assertFails, assertAnswers, assertAllGone, closeWithin, rss, assertRssBounded, testConfinedToOneCall, stillServes, MIB,
+  hostileStdio, open, assertFails, assertAnswers, assertAllGone, closeWithin, rss, assertRssBounded, testConfinedToOneCall, stillServes, MIB, exitWhenDone,
 } from './fixtures/hostile/harness.mjs';
+
+exitWhenDone(after);
 import { until } from './helpers.mjs';
 
 /** timeoutMs for calls that must fail sooner than it: a result arriving near it is the defect. */
