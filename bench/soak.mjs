@@ -122,11 +122,13 @@ async function soakCycles() {
   const baseline = { descriptors: before.size, children: children().length, rssMib: rssMib() };
   const started = Date.now();
   let peakChildren = 0;
+  const rssSamples = [];
   for (let i = 0; i < CYCLES; i++) {
     const toolset = await mcpTools([server]);
     if (!toolset.tools.soak__echo) throw new Error(`cycle ${i}: no tools`);
     await toolset.close();
     peakChildren = Math.max(peakChildren, children().length);
+    if ((i + 1) % Math.max(1, Math.floor(CYCLES / SAMPLES)) === 0) rssSamples.push(Number(rssMib().toFixed(1)));
   }
   const seconds = (Date.now() - started) / 1000;
   const now = descriptors();
@@ -146,6 +148,8 @@ async function soakCycles() {
     newDescriptors: [...now].filter(([fd, target]) => before.get(fd) !== target).map(([fd, target]) => `${fd} → ${target}`),
     peakChildrenAfterClose: peakChildren,
     rssMib: [Number(baseline.rssMib.toFixed(1)), Number(after.rssMib.toFixed(1))],
+    // Not bounded here (the issue bounds descriptors and children); printed to show any trend.
+    rssSamplesMib: rssSamples,
     ok,
   };
 }
