@@ -9,6 +9,7 @@
 #   FUZZ_TARGETS="a b"           a subset (default: every target in fuzz/Cargo.toml)
 #   FUZZ_MAX_SECONDS=0           stop a target after this long whatever its count (0: no limit)
 #   FUZZ_SANITIZER=address       address | none (none is about twice as fast)
+#   FUZZ_MAX_LEN=4096            longest input (line_reader always gets 16 KiB: its limits start above 4 KiB)
 #   FUZZ_WORK=/var/tmp/mcpferry-fuzz   grown corpora, crash reproducers and logs
 #   FUZZ_TARGET_DIR=$FUZZ_WORK/target  build artifacts
 set -uo pipefail
@@ -29,6 +30,14 @@ cargo +nightly fuzz build --sanitizer "$sanitizer" --target-dir "$target_dir" >"
   exit 2
 }
 
+# The line framer's limits start above the 4 KiB head it keeps of an oversized line: it needs longer inputs.
+max_len_for() {
+  case "$1" in
+    line_reader) echo 16384 ;;
+    *) echo "${FUZZ_MAX_LEN:-4096}" ;;
+  esac
+}
+
 status=0
 printf '%-14s %12s %9s %9s  %s\n' target executions 'exec/s' new-units result
 for target in $targets; do
@@ -37,7 +46,7 @@ for target in $targets; do
   log="$work/$target.log"
   mkdir -p "$corpus" "$artifacts"
   cargo +nightly fuzz run "$target" --sanitizer "$sanitizer" --target-dir "$target_dir" "$corpus" "$root/fuzz/seeds/$target" -- \
-    -runs="$runs" -max_total_time="$max_seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+    -runs="$runs" -max_total_time="$max_seconds" -max_len="$(max_len_for "$target")" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$artifacts" >"$log" 2>&1
   code=$?
   executions="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)"
