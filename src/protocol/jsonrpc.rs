@@ -156,6 +156,11 @@ pub fn sniff_response_id(head: &[u8]) -> Option<RequestId> {
                 if let Some((s, e)) = key_at_depth_one.take() {
                     if &head[s..e] == b"id" {
                         let digits: Vec<u8> = head[i..].iter().copied().take_while(u8::is_ascii_digit).collect();
+                        // A number cut by the end of the head may be the prefix of another id: only
+                        // one that visibly ends counts.
+                        if i + digits.len() >= head.len() {
+                            return None;
+                        }
                         return std::str::from_utf8(&digits).ok()?.parse().ok();
                     }
                 }

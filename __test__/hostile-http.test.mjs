@@ -1,0 +1,192 @@
+// Hostile Streamable HTTP servers (issue 10, "Hostile servers"). Each test asserts a typed error or the
+// correct result within a stated bound, bounded memory where the server controls a size, and that no
+// connection of ours to the server outlives close().
+
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startHostileHttp } from './fixtures/hostile/http-server.mjs';
+import { open, assertFails, assertAnswers, closeWithin, rss, assertRssBounded, timed, testConfinedToOneCall, stillServes, MIB, exitWhenDone } from './fixtures/hostile/harness.mjs';
+
+exitWhenDone(after);
+import { until } from './helpers.mjs';
+
+/** timeoutMs for calls that must fail sooner than it. */
+const LONG_TIMEOUT_MS = 5000;
+/** How soon a failure the client can see in the bytes must reach the caller. */
+const PROMPT_MS = 1500;
+/** A short timeoutMs, for cases where the timeout is the right answer. */
+const SHORT_TIMEOUT_MS = 1000;
+/** How far past timeoutMs such a timeout may land. */
+const TIMEOUT_SLACK_MS = 1500;
+/** close() with requests still open (a bounded grace period, whatever the server does). */
+const CLOSE_MS = 3000;
+
+/** Start a hostile server in `mode`, connect, run `body`, close; no socket of ours may stay open. */
+async function withServer(mode, opts, body) {
+  const server = await startHostileHttp({ mode });
+  try {
+    const toolset = await open([{ name: 'h', type: 'streamable-http', url: server.url }], opts);
+    try {
+      await body(toolset, server);
+    } finally {
+      await closeWithin(toolset, CLOSE_MS);
+    }
+    await until(() => server.openSockets() === 0, { timeoutMs: 1000 }).catch(() =>
+      assert.fail(`${server.openSockets()} connections to the server still open after close()`),
+    );
+  } finally {
+    await server.close();
+  }
+}
+
+test('a garbage body with invalid UTF-8 fails the call as a protocol error at once', async () => {
+  await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
+    await assertFails(() => tools.h__garbage_body.execute({}), ['mcp_protocol_error'], PROMPT_MS);
+    await stillServes(tools);
+  });
+});
+
+test('a 64 MiB body fails the call once the limit passes, in bounded memory', async () => {
+  const before = rss();
+  await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
+    await assertFails(() => tools.h__huge_body.execute({}), ['mcp_result_too_large'], PROMPT_MS);
+    assertRssBounded(before, 48 * MIB, '64 MiB body');
+    await stillServes(tools);
+  });
+});
+
+test('a never-ending chunked JSON body fails the call once the limit passes', async () => {
+  await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
+    await assertFails(() => tools.h__endless_json_fast.execute({}), ['mcp_result_too_large'], PROMPT_MS);
+    await stillServes(tools);
+  });
+});
+
+test('a never-ending JSON body trickled a byte at a time ends at the timeout, not never', async () => {
+  await withServer('', { timeoutMs: SHORT_TIMEOUT_MS }, async ({ tools }) => {
+    await assertFails(() => tools.h__endless_json_slow.execute({}), ['mcp_timeout'], SHORT_TIMEOUT_MS + TIMEOUT_SLACK_MS);
+    await stillServes(tools);
+  });
+});
+
+test('a never-ending SSE event fails the call once the limit passes', async () => {
+  await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
+    await assertFails(() => tools.h__endless_sse_event.execute({}), ['mcp_result_too_large'], PROMPT_MS);
+    await stillServes(tools);
+  });
+});
+
+test('a never-ending SSE event trickled a byte at a time ends at the timeout', async () => {
+  await withServer('', { timeoutMs: SHORT_TIMEOUT_MS }, async ({ tools }) => {
+    await assertFails(() => tools.h__endless_sse_event_slow.execute({}), ['mcp_timeout'], SHORT_TIMEOUT_MS + TIMEOUT_SLACK_MS);
+    await stillServes(tools);
+  });
+});
+
+testConfinedToOneCall(test, (body) => withServer('', { timeoutMs: LONG_TIMEOUT_MS }, body), PROMPT_MS);
+
+test('a flood of 50 000 notifications on a call\'s stream: the call completes in bounded memory', async () => {
+  const before = rss();
+  await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
+    assert.equal(await assertAnswers(() => tools.h__notification_flood.execute({ count: 50_000 }), 20_000), 'flooded 50000');
+    assertRssBounded(before, 64 * MIB, '50 000 notifications');
+  });
+});
+
+test('a flood of 1 000 pings: every one answered', async () => {
+  await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
+    assert.equal(await assertAnswers(() => tools.h__ping_flood.execute({ count: 1000, waitMs: 10_000 }), 15_000), '1000');
+  });
+});
+
+test('a flood of 500 pings whose replies the server never acknowledges: bounded concurrent replies, all cut at close()', async () => {
+  let held = 0;
+  // withServer checks first that close() cut every held reply; then the bound on how many were open.
+  await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }, server) => {
+    await assertAnswers(() => tools.h__ping_flood.execute({ count: 500, hold: true, waitMs: 1500 }), 5000);
+    held = server.maxHeldReplies();
+  });
+  assert.ok(held <= 64, `${held} reply POSTs open at once`);
+});
+
+test('a flood of 1 000 list_changed notifications is coalesced into a couple of re-lists', async () => {
+  await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }, server) => {
+    const before = server.lists();
+    assert.equal(await assertAnswers(() => tools.h__list_changed_flood.execute({ count: 1000 }), 5000), 'announced 1000 changes');
+    await new Promise((r) => setTimeout(r, 1000));
+    const relists = server.lists() - before;
+    assert.ok(relists >= 1 && relists <= 3, `${relists} tools/list requests for one burst of 1 000 notifications`);
+  });
+});
+
+test('a call the server never answers times out; close() then completes within its bound', async () => {
+  await withServer('', { timeoutMs: SHORT_TIMEOUT_MS }, async ({ tools }) => {
+    await assertFails(() => tools.h__stall.execute({}), ['mcp_timeout'], SHORT_TIMEOUT_MS + TIMEOUT_SLACK_MS);
+  });
+});
+
+test('close() while calls are stalled settles them as closed, within the close bound', async () => {
+  const server = await startHostileHttp();
+  try {
+    const toolset = await open([{ name: 'h', type: 'streamable-http', url: server.url }], { timeoutMs: 30_000 });
+    const pending = Promise.all([1, 2, 3].map(() => timed(() => toolset.tools.h__stall.execute({}))));
+    await until(() => server.log.filter((r) => r.rpc === 'tools/call').length === 3);
+    await closeWithin(toolset, CLOSE_MS);
+    for (const { error, ms } of await pending) {
+      assert.equal(error?.code, 'mcp_connection_closed');
+      assert.ok(ms < CLOSE_MS + 500, `settled after ${ms} ms`);
+    }
+    await until(() => server.openSockets() === 0, { timeoutMs: 1000 });
+  } finally {
+    await server.close();
+  }
+});
+
+test('an initialize that is never answered ends in a timeout diagnostic within the bound', async () => {
+  const server = await startHostileHttp({ mode: 'never-init' });
+  try {
+    const { value: toolset, error, ms } = await timed(() => open([{ name: 'h', type: 'streamable-http', url: server.url }], { timeoutMs: SHORT_TIMEOUT_MS }));
+    assert.ifError(error);
+    assert.ok(ms < SHORT_TIMEOUT_MS + TIMEOUT_SLACK_MS, `mcpTools took ${ms} ms`);
+    assert.equal(toolset.diagnostics.find((d) => d.code === 'server-degraded')?.errorCode, 'mcp_timeout');
+    await closeWithin(toolset, CLOSE_MS);
+    await until(() => server.openSockets() === 0, { timeoutMs: 1000 });
+  } finally {
+    await server.close();
+  }
+});
+
+for (const mode of ['redirect-loop', 'redirect-ping-pong']) {
+  test(`a ${mode} degrades the server with a typed error after a bounded number of hops`, async () => {
+    const server = await startHostileHttp({ mode });
+    try {
+      const { value: toolset, error, ms } = await timed(() => open([{ name: 'h', type: 'streamable-http', url: server.url }], { timeoutMs: LONG_TIMEOUT_MS }));
+      assert.ifError(error);
+      assert.ok(ms < PROMPT_MS, `mcpTools took ${ms} ms`);
+      const degraded = toolset.diagnostics.find((d) => d.code === 'server-degraded');
+      assert.ok(['mcp_transport_error', 'mcp_protocol_error', 'mcp_host_not_allowed'].includes(degraded?.errorCode), JSON.stringify(toolset.diagnostics));
+      assert.ok(server.log.length <= 25, `${server.log.length} requests followed`);
+      await closeWithin(toolset, CLOSE_MS);
+    } finally {
+      await server.close();
+    }
+  });
+}
+
+test('10 000 tools, one with a 1 MiB description: all projected, the last one callable', async () => {
+  await withServer('tools-10000', { timeoutMs: 20_000, maxResultBytes: 8 * MIB }, async ({ tools }) => {
+    assert.equal(Object.keys(tools).filter((n) => n.startsWith('h__')).length, 10_000);
+    assert.equal(tools.h__t9999.description.length, MIB);
+    assert.equal(await assertAnswers(() => tools.h__t9999.execute({}), PROMPT_MS), 'called t9999');
+  });
+});
+
+for (const mode of ['deep-schema', 'null-name']) {
+  test(`a malformed tool (${mode}) is rejected alone; the good tools stay`, async () => {
+    await withServer(mode, { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools, diagnostics }) => {
+      assert.deepEqual(diagnostics.filter((d) => d.code === 'server-degraded'), []);
+      assert.ok(diagnostics.some((d) => d.code === 'tool-rejected'), JSON.stringify(diagnostics).slice(0, 400));
+      await stillServes(tools);
+    });
+  });
+}
