@@ -136,10 +136,10 @@ test('10 000 tools: all projected, the last one callable', async () => {
   });
 });
 
-test('a 1 MiB description: the tool is listed with its description, its neighbours unharmed', async () => {
-  await withServer('huge-description', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
-    assert.equal(typeof tools.h__verbose?.description, 'string');
-    assert.ok(tools.h__verbose.description.length <= MIB);
+test('a 1 MiB description: that tool is left out with a diagnostic (over 64 KiB), its neighbours unharmed', async () => {
+  await withServer('huge-description', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools, diagnostics }) => {
+    assert.equal(tools.h__verbose, undefined, 'a description that size would flood any prompt');
+    assert.ok(diagnostics.some((d) => d.code === 'tool-rejected' && d.tool === 'verbose' && /description/.test(d.message)));
     await stillServes(tools);
   });
 });

@@ -48,8 +48,10 @@ pub const HTTP_CLOSE_BOUND_MS: u64 = HTTP_CLOSE_GRACE_MS + HTTP_SESSION_DELETE_T
 /// Notification and reply POSTs (the ones no caller waits for) in flight at once, per server.
 pub const MAX_CONCURRENT_SIDE_POSTS: usize = 8;
 /// Notification and reply POSTs queued behind those; beyond this they are dropped (a server flooding
-/// requests gets no answer to the excess, and cannot grow the engine's memory).
-pub const MAX_QUEUED_SIDE_POSTS: usize = 256;
+/// requests gets no answer to the excess, and cannot grow the engine's memory). Answers to server
+/// requests are small (an id of at most 256 bytes and a short result or error), so this holds well
+/// under a few MiB, and a burst of a thousand pings is still answered in full.
+pub const MAX_QUEUED_SIDE_POSTS: usize = 4096;
 /// Bytes of an error response's body read for the excerpt quoted in the error (more than is quoted,
 /// so secrets are blanked before the excerpt is cut).
 pub const ERROR_BODY_READ_BYTES: usize = 4 * MAX_QUOTED_BYTES;
