@@ -7,6 +7,8 @@
 //   node scripts/package.mjs [--target <rust triple>] [--binary <file.node>] [--out <dir>]
 //     --binary  pack this already-built engine instead of building one (the install test packs the debug build)
 //     --zig     cross-link with cargo-zigbuild (used by scripts/build-platforms.mjs)
+//   node scripts/package.mjs --lint            (`npm run lint:package`: @arethetypeswrong/cli and publint
+//                                              on the main package as packed)
 //   node scripts/package.mjs --check-publish   (prepublishOnly: refuse to publish a stray local binary,
 //                                              put LICENSE into every platform package)
 //
@@ -128,6 +130,23 @@ function checkPublish() {
   writeFileSync(join(root, 'package.json'), `${JSON.stringify(publishedManifest(manifest), null, 2)}\n`);
 }
 
+/** attw and publint (devDependencies) on the main package exactly as it is packed. */
+function lint() {
+  const work = mkdtempSync(join(tmpdir(), 'mcpferry-lint-'));
+  try {
+    const tarball = packMain(work);
+    run('tar', ['-xzf', tarball, '-C', work]);
+    const bin = (name) => join(root, 'node_modules', '.bin', name);
+    for (const tool of ['attw', 'publint']) {
+      if (!existsSync(bin(tool))) throw new Error(`${tool} is not installed: add the devDependencies @arethetypeswrong/cli and publint`);
+    }
+    run(bin('attw'), [tarball], { stdio: ['ignore', 'inherit', 'inherit'] });
+    run(bin('publint'), ['--strict', join(work, 'package')], { stdio: ['ignore', 'inherit', 'inherit'] });
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
 function option(name) {
   const i = process.argv.indexOf(name);
   return i === -1 ? undefined : process.argv[i + 1];
@@ -137,6 +156,8 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
   try {
     if (process.argv.includes('--check-publish')) {
       checkPublish();
+    } else if (process.argv.includes('--lint')) {
+      lint();
     } else {
       const target = option('--target') ?? hostTarget();
       const out = resolve(option('--out') ?? join(root, 'packages'));
