@@ -64,11 +64,12 @@ function muslHost(target, binary) {
   mkdirSync(dir, { recursive: true });
   const stubs = symbols.map((s) => `void ${s}(void) { abort(); }`).join('\n');
   writeFileSync(join(dir, 'napi-stubs.c'), `#include <stdlib.h>\n${stubs}\n`);
-  const zig = ['-m', 'ziglang', 'cc', '-target', ZIG_TARGET[target]];
+  // -fno-sanitize: zig's default UBSan runtime needs musl 1.2.5 (statx); Debian's loader is 1.2.3.
+  const zig = ['-m', 'ziglang', 'cc', '-target', ZIG_TARGET[target], '-O2', '-fno-sanitize=all'];
   const lib = sh('python3', [...zig, '-shared', '-fPIC', '-o', join(dir, 'libnapi-stubs.so'), join(dir, 'napi-stubs.c')]);
   if (!lib.ok) throw new Error(`zig cc (stubs): ${lib.out}`);
   const exe = join(dir, 'load-host');
-  const host = sh('python3', [...zig, '-o', exe, join(root, 'scripts', 'musl-load-host.c'), join(dir, 'libnapi-stubs.so'), '-Wl,-rpath,$ORIGIN']);
+  const host = sh('python3', [...zig, '-o', exe, join(root, 'scripts', 'musl-load-host.c'), '-Wl,--no-as-needed', join(dir, 'libnapi-stubs.so'), '-Wl,-rpath,$ORIGIN']);
   if (!host.ok) throw new Error(`zig cc (host): ${host.out}`);
   return exe;
 }

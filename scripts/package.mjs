@@ -9,6 +9,7 @@
 //     --zig     cross-link with cargo-zigbuild (used by scripts/build-platforms.mjs)
 //   node scripts/package.mjs --lint            (`npm run lint:package`: @arethetypeswrong/cli and publint
 //                                              on the main package as packed)
+//   node scripts/package.mjs --check-pack      (prepack: refuse a development build in the root)
 //   node scripts/package.mjs --check-publish   (prepublishOnly: refuse to publish a stray local binary,
 //                                              put LICENSE into every platform package)
 //
@@ -108,6 +109,17 @@ export function buildRelease(target, outDir, { zig = false } = {}) {
 }
 
 /**
+ * prepack: `files` lists mcpferry.*.node so that a git-URL install (which packs the clone without running
+ * prepack) keeps the engine it built; a development build in the root must not reach a tarball otherwise.
+ */
+function checkPack() {
+  const stray = readdirSync(root).filter((f) => f.endsWith('.node'));
+  if (stray.length) {
+    throw new Error(`refusing to pack: ${stray.join(', ')} in the package root would ship inside the main package. ` + 'Use `npm run package` (it packs the main and the platform package), or delete the file.');
+  }
+}
+
+/**
  * The manifest as published: without `prepare`, which only builds git-URL installs (scripts/prepare.mjs).
  * npm 11 lists every dependency with a `prepare` among "install scripts not yet covered by allowScripts",
  * so leaving it in would make every user's install warn.
@@ -122,10 +134,7 @@ export function publishedManifest(pkg) {
  * `prepare` from package.json, refuse a local build in the root, and give every platform package LICENSE.
  */
 function checkPublish() {
-  const stray = readdirSync(root).filter((f) => f.endsWith('.node'));
-  if (stray.length) {
-    throw new Error(`refusing to publish: ${stray.join(', ')} in the package root would ship inside the main package; delete it (binaries ship in npm/<platform>/)`);
-  }
+  checkPack();
   for (const target of manifest.napi.targets) copyFileSync(join(root, 'LICENSE'), join(root, 'npm', platformOf(target), 'LICENSE'));
   writeFileSync(join(root, 'package.json'), `${JSON.stringify(publishedManifest(manifest), null, 2)}\n`);
 }
@@ -152,10 +161,18 @@ function option(name) {
   return i === -1 ? undefined : process.argv[i + 1];
 }
 
+const FLAGS = new Set(['--check-publish', '--check-pack', '--lint', '--zig']);
+const OPTIONS = new Set(['--target', '--binary', '--out']);
+
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   try {
+    for (let i = 2; i < process.argv.length; i += OPTIONS.has(process.argv[i]) ? 2 : 1) {
+      if (!FLAGS.has(process.argv[i]) && !OPTIONS.has(process.argv[i])) throw new Error(`unknown argument ${process.argv[i]} (see the top of scripts/package.mjs)`);
+    }
     if (process.argv.includes('--check-publish')) {
       checkPublish();
+    } else if (process.argv.includes('--check-pack')) {
+      checkPack();
     } else if (process.argv.includes('--lint')) {
       lint();
     } else {
