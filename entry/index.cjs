@@ -1,0 +1,38 @@
+'use strict';
+// The package's CommonJS entry. It loads the native engine through binding.cjs first, so a missing
+// platform package fails with an error that names it, then exposes only the documented API of dist/:
+// dist's internal helpers (createMcpError, fromEngine) stay out. index.d.cts lists the same names; index.mjs
+// re-exports these (Node's CommonJS lexer reads the `exports.name =` lines statically).
+
+require('./binding.cjs');
+const api = require('../dist/index.js');
+
+exports.mcpTools = api.mcpTools;
+exports.rebuildMcpToolsFromStorage = api.rebuildMcpToolsFromStorage;
+exports.createMemoryMcpConnectionStore = api.createMemoryMcpConnectionStore;
+exports.createSqliteMcpConnectionStore = api.createSqliteMcpConnectionStore;
+exports.retrustMcpServer = api.retrustMcpServer;
+exports.composeMcpSystemPrompt = api.composeMcpSystemPrompt;
+exports.estimateTokens = api.estimateTokens;
+exports.DEFAULT_DISCLOSURE_BUDGET_TOKENS = api.DEFAULT_DISCLOSURE_BUDGET_TOKENS;
+exports.MCP_DESCRIBE_TOOL = api.MCP_DESCRIBE_TOOL;
+exports.MCP_SEARCH_TOOLS = api.MCP_SEARCH_TOOLS;
+exports.engineVersion = api.engineVersion;
+exports.McpError = api.McpError;
+exports.McpToolError = api.McpToolError;
+exports.McpProtocolError = api.McpProtocolError;
+exports.McpTimeoutError = api.McpTimeoutError;
+exports.McpAbortedError = api.McpAbortedError;
+exports.McpTransportError = api.McpTransportError;
+exports.McpConfigError = api.McpConfigError;
+exports.McpResultTooLargeError = api.McpResultTooLargeError;
+exports.McpInvalidArgumentsError = api.McpInvalidArgumentsError;
+exports.McpToolUnavailableError = api.McpToolUnavailableError;
+exports.McpConnectionClosedError = api.McpConnectionClosedError;
+exports.McpHostNotAllowedError = api.McpHostNotAllowedError;
+exports.McpPolicyDeniedError = api.McpPolicyDeniedError;
+exports.McpApprovalRequiredError = api.McpApprovalRequiredError;
+exports.McpAuthError = api.McpAuthError;
+exports.McpContainmentError = api.McpContainmentError;
+exports.McpToolQuarantinedError = api.McpToolQuarantinedError;
+exports.McpStorageError = api.McpStorageError;

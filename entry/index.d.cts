@@ -1,0 +1,35 @@
+// Types of the CommonJS entry: the documented API only (see index.cjs).
+export {
+  mcpTools,
+  rebuildMcpToolsFromStorage,
+  createMemoryMcpConnectionStore,
+  createSqliteMcpConnectionStore,
+  retrustMcpServer,
+  composeMcpSystemPrompt,
+  estimateTokens,
+  DEFAULT_DISCLOSURE_BUDGET_TOKENS,
+  MCP_DESCRIBE_TOOL,
+  MCP_SEARCH_TOOLS,
+  engineVersion,
+  McpError,
+  McpToolError,
+  McpProtocolError,
+  McpTimeoutError,
+  McpAbortedError,
+  McpTransportError,
+  McpConfigError,
+  McpResultTooLargeError,
+  McpInvalidArgumentsError,
+  McpToolUnavailableError,
+  McpConnectionClosedError,
+  McpHostNotAllowedError,
+  McpPolicyDeniedError,
+  McpApprovalRequiredError,
+  McpAuthError,
+  McpContainmentError,
+  McpToolQuarantinedError,
+  McpStorageError,
+} from '../dist/index.js';
+export type { McpErrorCode } from '../dist/errors.js';
+export type { McpConnectionStore, StoredServer } from '../dist/stores.js';
+export type * from '../dist/types.js';

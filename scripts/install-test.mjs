@@ -1,0 +1,209 @@
+#!/usr/bin/env node
+// The install test (`npm test` runs it; alone: `npm run test:install [-- <node22 binary>]`). It packs the
+// main package and this platform's package the way `npm run package` does, installs the two tarballs into
+// a fresh project in the system temp directory (outside the repo, so none of its node_modules is
+// reachable) with npm offline and a dead registry, so nothing called mcpferry can come from anywhere
+// else, then uses the installed package the way a user would: connect the example stdio server and call
+// its tool on Node 20, Node 22 and Bun, from CommonJS and from ESM, and compile a typed usage file with
+// moduleResolution node16, nodenext and bundler.
+//
+// The platform package carries the DEBUG engine `npm run build` left in the repo root (its debug info
+// stripped, to pack fast); `npm run package` is the release path and packs the same way.
+
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { hostTarget, manifest, packMain, packPlatform, platformOf, root } from './package.mjs';
+
+const target = hostTarget();
+const platform = platformOf(target);
+const platformPackage = `${manifest.name}-${platform}`;
+const NODE22 = process.argv[2] ?? join(root, 'node_modules', '.cache', 'mcpferry', 'node22', 'package', 'bin', 'node');
+const BUN = join(root, 'node_modules', '.bin', 'bun');
+const TSC = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+/** Exported by dist/ (lib/index.ts re-exports all of lib/errors.ts) but not part of the package's API. */
+const INTERNAL = ['createMcpError', 'fromEngine'];
+const RUN_TIMEOUT_MS = 60_000;
+
+const work = mkdtempSync(join(tmpdir(), 'mcpferry-install-'));
+const app = join(work, 'app');
+let tarballs;
+
+/** The user's environment, without what `npm test` adds (npm_* config, NODE_PATH would reach the repo). */
+function cleanEnv() {
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(npm_|NODE_PATH$|NODE_OPTIONS$|INIT_CWD$)/i.test(k)));
+  return { ...env, npm_config_update_notifier: 'false' };
+}
+
+function exec(command, args, cwd) {
+  const result = spawnSync(command, args, { cwd, env: cleanEnv(), encoding: 'utf8', timeout: RUN_TIMEOUT_MS });
+  return { status: result.status, stdout: result.stdout ?? '', stderr: `${result.stderr ?? ''}${result.error ? String(result.error) : ''}` };
+}
+
+function ok(command, args, cwd) {
+  const result = exec(command, args, cwd);
+  assert.equal(result.status, 0, `${command} ${args.join(' ')} exited ${result.status}\n${result.stdout}\n${result.stderr}`);
+  return result;
+}
+
+/** A project that depends on nothing but the given tarballs, installed with no registry at all. */
+function installProject(dir, files) {
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'app', private: true }));
+  const npmArgs = ['install', '--offline', '--no-audit', '--no-fund', '--cache', join(work, 'npm-cache'), '--registry', 'http://127.0.0.1:9/', ...files];
+  return exec('npm', npmArgs, dir);
+}
+
+
+const USE_CJS = `const { join } = require('node:path');
+const { mcpTools, McpToolError } = require('mcpferry');
+(async () => {
+  const toolset = await mcpTools([{ name: 'weather', type: 'stdio', command: process.execPath, args: [join(__dirname, 'weather.mjs')] }]);
+  try {
+    const result = await toolset.tools.weather__forecast.execute({ city: 'lisbon' });
+    const failure = await toolset.tools.weather__forecast.execute({ city: 'atlantis' }).catch((e) => e);
+    console.log(JSON.stringify({ text: result.content[0].text, toolError: failure instanceof McpToolError && failure.code, tools: Object.keys(toolset.tools).sort() }));
+  } finally {
+    await toolset.close();
+  }
+})().catch((e) => { console.error(e); process.exit(1); });
+`;
+
+const USE_MJS = `import { mcpTools, McpToolError } from 'mcpferry';
+const toolset = await mcpTools([{ name: 'weather', type: 'stdio', command: process.execPath, args: [new URL('./weather.mjs', import.meta.url).pathname] }]);
+try {
+  const result = await toolset.tools.weather__forecast.execute({ city: 'lisbon' });
+  const failure = await toolset.tools.weather__forecast.execute({ city: 'atlantis' }).catch((e) => e);
+  console.log(JSON.stringify({ text: result.content[0].text, toolError: failure instanceof McpToolError && failure.code, tools: Object.keys(toolset.tools).sort() }));
+} finally {
+  await toolset.close();
+}
+`;
+
+// Both entries, and what dist/ exports: the package must expose exactly dist's API minus INTERNAL.
+const API_MJS = `import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import * as esm from 'mcpferry';
+const require = createRequire(import.meta.url);
+const cjs = require('mcpferry');
+const dist = require(join(dirname(require.resolve('mcpferry/package.json')), 'dist', 'index.js'));
+console.log(JSON.stringify({ esm: Object.keys(esm).sort(), cjs: Object.keys(cjs).sort(), dist: Object.keys(dist).sort(), sameClasses: esm.McpError === cjs.McpError, engine: cjs.engineVersion() }));
+`;
+
+const EXPECTED = { text: 'lisbon: 19 °C tomorrow', toolError: 'mcp_tool_error', tools: ['weather__forecast', 'weather__to_fahrenheit'] };
+
+const TYPED = `import { mcpTools, McpError, estimateTokens, type McpServer, type McpToolset, type McpToolResult, type Diagnostic } from 'mcpferry';
+// @ts-expect-error internal helpers are not part of the package's API
+import { createMcpError } from 'mcpferry';
+
+const servers: McpServer[] = [{ name: 'weather', type: 'stdio', command: 'node', args: ['weather.mjs'] }];
+
+export async function forecast(city: string, signal: AbortSignal): Promise<string> {
+  const seen: Diagnostic[] = [];
+  const toolset: McpToolset = await mcpTools(servers, { onDiagnostic: (d) => { seen.push(d); } });
+  try {
+    const result: McpToolResult = await toolset.tools.weather__forecast.execute({ city }, { signal });
+    const first = result.content[0];
+    return first.type === 'text' ? String(first.text) : '';
+  } catch (error) {
+    if (error instanceof McpError) return error.code;
+    throw error;
+  } finally {
+    await toolset.close();
+  }
+}
+
+export const budget: number = estimateTokens('hello');
+export const unused = createMcpError;
+`;
+
+before(() => {
+  const debug = join(root, `${manifest.napi.binaryName}.${platform}.node`);
+  assert.ok(existsSync(debug), `no engine at ${debug}: run \`npm run build\` first`);
+  const binary = join(work, `${platform}.node`);
+  if (spawnSync('strip', ['--strip-debug', '-o', binary, debug]).status !== 0) copyFileSync(debug, binary);
+  tarballs = [packMain(work), packPlatform(target, binary, work)];
+  const install = installProject(app, tarballs);
+  assert.equal(install.status, 0, `npm install of the tarballs failed:\n${install.stdout}\n${install.stderr}`);
+  copyFileSync(join(root, 'examples', 'servers', 'weather.mjs'), join(app, 'weather.mjs'));
+  writeFileSync(join(app, 'use.cjs'), USE_CJS);
+  writeFileSync(join(app, 'use.mjs'), USE_MJS);
+  writeFileSync(join(app, 'api.mjs'), API_MJS);
+});
+
+after(() => rmSync(work, { recursive: true, force: true }));
+
+/** "Node 22" as the binary reports it (CI passes its matrix Node as the second Node). */
+function nodeLabel(binary, fallback) {
+  const version = existsSync(binary) ? spawnSync(binary, ['-p', 'process.versions.node'], { encoding: 'utf8' }).stdout?.trim() : '';
+  return version ? `Node ${version.split('.')[0]}` : fallback;
+}
+
+const runtimes = [
+  [nodeLabel(process.execPath, 'Node'), () => process.execPath],
+  [nodeLabel(NODE22, 'Node 22'), () => NODE22],
+  ['Bun', () => BUN],
+];
+
+test('the install holds mcpferry and its platform package and nothing else', () => {
+  const installed = readdirSync(join(app, 'node_modules')).filter((n) => !n.startsWith('.')).sort();
+  assert.deepEqual(installed, [manifest.name, platformPackage].sort());
+  const pkg = JSON.parse(readFileSync(join(app, 'node_modules', manifest.name, 'package.json'), 'utf8'));
+  assert.equal(pkg.optionalDependencies[platformPackage], manifest.version);
+  assert.equal(pkg.dependencies, undefined, 'the package has no runtime dependencies');
+  assert.equal(pkg.scripts.prepare, undefined, 'the packed manifest has no prepare (npm 11 would warn on every install)');
+  assert.ok(!readdirSync(join(app, 'node_modules', manifest.name)).some((f) => f.endsWith('.node')), 'the main package carries no engine');
+});
+
+for (const [runtime, binary] of runtimes) {
+  for (const [system, file] of [['CommonJS', 'use.cjs'], ['ESM', 'use.mjs']]) {
+    test(`${runtime}, ${system}: connects the example stdio server and calls its tool`, () => {
+      assert.ok(existsSync(binary()), `${runtime} not found at ${binary()}`);
+      const { stdout } = ok(binary(), [file], app);
+      assert.deepEqual(JSON.parse(stdout.trim().split('\n').pop()), EXPECTED);
+    });
+  }
+}
+
+test('require and import expose the same documented API: dist minus its internal helpers', () => {
+  const { stdout } = ok(process.execPath, ['api.mjs'], app);
+  const api = JSON.parse(stdout);
+  assert.deepEqual(api.esm, api.cjs);
+  assert.deepEqual(api.cjs, api.dist.filter((name) => !INTERNAL.includes(name)));
+  assert.equal(api.sameClasses, true, 'one set of error classes for both module systems');
+  assert.equal(api.engine, manifest.version);
+});
+
+const RESOLUTIONS = {
+  node16: { module: 'node16', moduleResolution: 'node16', files: ['typed.mts', 'typed.cts'] },
+  nodenext: { module: 'nodenext', moduleResolution: 'nodenext', files: ['typed.mts', 'typed.cts'] },
+  bundler: { module: 'esnext', moduleResolution: 'bundler', files: ['typed.ts'] },
+};
+
+for (const [name, { module, moduleResolution, files }] of Object.entries(RESOLUTIONS)) {
+  test(`TypeScript resolves the types with moduleResolution ${name} (tsc --noEmit)`, () => {
+    const dir = join(app, `ts-${name}`);
+    mkdirSync(dir, { recursive: true });
+    for (const file of files) writeFileSync(join(dir, file), TYPED);
+    const compilerOptions = { module, moduleResolution, target: 'ES2022', lib: ['ES2022', 'DOM'], types: [], strict: true, noEmit: true, skipLibCheck: false };
+    writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions, files }));
+    ok(process.execPath, [TSC, '-p', join(dir, 'tsconfig.json')], dir);
+  });
+}
+
+test('without its platform package, loading names the package, the Rust target and the fix', () => {
+  const bare = join(work, 'bare');
+  const install = installProject(bare, [tarballs[0]]);
+  assert.equal(install.status, 0, `npm install of the main tarball alone failed:\n${install.stderr}`);
+  assert.ok(!existsSync(join(bare, 'node_modules', platformPackage)));
+  const result = exec(process.execPath, ['-e', "require('mcpferry')"], bare);
+  assert.notEqual(result.status, 0);
+  assert.match(result.stderr, new RegExp(`"${platformPackage}"`));
+  assert.match(result.stderr, new RegExp(`Rust target ${target}`));
+  assert.match(result.stderr, new RegExp(`npm install ${platformPackage}@${manifest.version.replace(/\./g, '\\.')}`));
+  // The first lines are ours; napi's generic message survives only in the `cause` chain printed below.
+  assert.doesNotMatch(result.stderr.split('\n    at ')[0], /npm has a bug/);
+});
