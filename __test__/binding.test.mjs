@@ -11,7 +11,6 @@ import { join } from 'node:path';
 import {
   composeMcpSystemPrompt,
   createMemoryMcpConnectionStore,
-  createMcpError,
   createSqliteMcpConnectionStore,
   DEFAULT_DISCLOSURE_BUDGET_TOKENS,
   mcpTools,
@@ -24,8 +23,9 @@ import {
   McpInvalidArgumentsError,
   McpStorageError,
   retrustMcpServer,
-  UNMAPPED_ENGINE_CODES,
 } from '../dist/index.js';
+// Internal to the package (not exported by it): the code → class table and its check.
+import { createMcpError, UNMAPPED_ENGINE_CODES } from '../dist/errors.js';
 import { storeDispatcher } from '../dist/stores.js';
 import { fixture, here, scratchFile, until } from './helpers.mjs';
 

@@ -36,3 +36,5 @@ exports.McpAuthError = api.McpAuthError;
 exports.McpContainmentError = api.McpContainmentError;
 exports.McpToolQuarantinedError = api.McpToolQuarantinedError;
 exports.McpStorageError = api.McpStorageError;
+exports.McpResultTooDeepError = api.McpResultTooDeepError;
+exports.McpInternalError = api.McpInternalError;

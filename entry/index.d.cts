@@ -29,6 +29,8 @@ export {
   McpContainmentError,
   McpToolQuarantinedError,
   McpStorageError,
+  McpResultTooDeepError,
+  McpInternalError,
 } from '../dist/index.js';
 export type { McpErrorCode } from '../dist/errors.js';
 export type { McpConnectionStore, StoredServer } from '../dist/stores.js';

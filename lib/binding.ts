@@ -51,7 +51,8 @@ interface NativeBinding {
 }
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-export const binding: NativeBinding = require('../index.js');
+// Through the loader wrapper: a missing platform package fails with an error that names it.
+export const binding: NativeBinding = require('../entry/binding.cjs');
 
 export interface EngineConstants {
   /** Every code an engine error can carry (`McpError::code()`), in the engine's order. */

@@ -9,7 +9,30 @@ import { closeSync } from 'node:fs';
 import { Socket } from 'node:net';
 import type { Diagnostic, McpOptions, McpPolicy, McpServer, McpTool, McpToolCallContext, McpToolResult, McpToolset } from './types';
 
-export * from './errors';
+// The error classes are the API; createMcpError, fromEngine and UNMAPPED_ENGINE_CODES stay internal.
+export {
+  McpError,
+  McpToolError,
+  McpProtocolError,
+  McpTimeoutError,
+  McpAbortedError,
+  McpTransportError,
+  McpConfigError,
+  McpResultTooLargeError,
+  McpInvalidArgumentsError,
+  McpToolUnavailableError,
+  McpConnectionClosedError,
+  McpHostNotAllowedError,
+  McpPolicyDeniedError,
+  McpApprovalRequiredError,
+  McpAuthError,
+  McpContainmentError,
+  McpToolQuarantinedError,
+  McpStorageError,
+  McpResultTooDeepError,
+  McpInternalError,
+} from './errors';
+export type { McpErrorCode } from './errors';
 export type * from './types';
 export { retrustMcpServer } from './stores';
 export type { McpConnectionStore, StoredServer } from './stores';
