@@ -8,7 +8,7 @@ export interface NativeToolset {
   reconciled(): Promise<void>;
   callTools(batch: string): void;
   drainCompletions(): string;
-  feedStdout(readerId: number, chunk: Buffer): string;
+  feedStdout(readerId: number, chunk: Uint8Array): string;
   stdoutEnded(readerId: number, error: string | null): void;
   abort(abortId: number): void;
   close(): Promise<void>;
