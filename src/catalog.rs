@@ -12,7 +12,7 @@ use crate::limits::{
     MAX_JSON_DEPTH, MAX_LIST_PAGES, MAX_QUOTED_BYTES, MAX_REMOTE_TOOL_NAME_BYTES, MAX_TOOLS_PER_SERVER,
     MAX_TOOL_DESCRIPTION_BYTES,
 };
-use crate::protocol::mcp::{self, ListToolsPage, Tool, ToolNameProbe};
+use crate::protocol::mcp::{self, ListToolsPage, ParsedToolsPage, Tool, ToolNameProbe};
 use crate::protocol::nesting;
 use serde_json::value::RawValue;
 use sha2::Digest;
@@ -66,25 +66,46 @@ struct Pages {
 
 impl Pages {
     /// Take one page (the `tools/list` result text); the cursor of the next page, if any is to be read.
+    ///
+    /// A page whose tools all parse and stay within the depth bound (checked once over the whole page)
+    /// is read in one pass, as most pages are; any other page is read tool by tool, so one malformed
+    /// tool is refused alone.
     fn accept(&mut self, page: &str) -> Result<Option<String>> {
         self.count += 1;
-        let page: ListToolsPage = serde_json::from_str(page)
-            .map_err(|e| McpError::Protocol(format!("tools/list returned a malformed result: {e}")))?;
-        for raw in page.tools {
-            if self.entries == MAX_TOOLS_PER_SERVER {
-                // One entry for the lot: reporting each would let the server flood the diagnostics.
-                self.listing.rejected.push(Rejected {
-                    tool: label(raw, self.entries),
-                    reason: format!(
-                        "the server published more than {MAX_TOOLS_PER_SERVER} tools; this one and every later one \
-                         are left out"
-                    ),
-                });
-                return Ok(None);
+        // The page object and its `tools` array hold each tool two levels down.
+        let one_pass = (!nesting::exceeds_depth(page.as_bytes(), MAX_JSON_DEPTH + 2))
+            .then(|| serde_json::from_str::<ParsedToolsPage>(page).ok())
+            .flatten()
+            .filter(|parsed| self.entries + parsed.tools.len() <= MAX_TOOLS_PER_SERVER);
+        let next_cursor = match one_pass {
+            Some(parsed) => {
+                for tool in parsed.tools {
+                    self.entries += 1;
+                    self.check(tool);
+                }
+                parsed.next_cursor
             }
-            self.admit(raw);
-        }
-        let Some(next) = page.next_cursor else { return Ok(None) };
+            None => {
+                let page: ListToolsPage = serde_json::from_str(page)
+                    .map_err(|e| McpError::Protocol(format!("tools/list returned a malformed result: {e}")))?;
+                for raw in page.tools {
+                    if self.entries == MAX_TOOLS_PER_SERVER {
+                        // One entry for the lot: reporting each would let the server flood the diagnostics.
+                        self.listing.rejected.push(Rejected {
+                            tool: label(raw, self.entries),
+                            reason: format!(
+                                "the server published more than {MAX_TOOLS_PER_SERVER} tools; this one and every later one \
+                                 are left out"
+                            ),
+                        });
+                        return Ok(None);
+                    }
+                    self.admit(raw);
+                }
+                page.next_cursor
+            }
+        };
+        let Some(next) = next_cursor else { return Ok(None) };
         let seen: [u8; 32] = sha2::Sha256::digest(next.as_bytes()).into();
         if !self.cursors.insert(seen) {
             let shown: String = next.chars().take(64).collect();
@@ -100,13 +121,14 @@ impl Pages {
     fn admit(&mut self, raw: &RawValue) {
         let position = self.entries;
         self.entries += 1;
-        let tool = match parse_tool(raw) {
-            Ok(tool) => tool,
-            Err(reason) => {
-                self.listing.rejected.push(Rejected { tool: label(raw, position), reason });
-                return;
-            }
-        };
+        match parse_tool(raw) {
+            Ok(tool) => self.check(tool),
+            Err(reason) => self.listing.rejected.push(Rejected { tool: label(raw, position), reason }),
+        }
+    }
+
+    /// Check one parsed tool; keep it or record why not.
+    fn check(&mut self, tool: Tool) {
         let reason = if tool.name.is_empty() {
             Some("the tool has an empty name".to_owned())
         } else if tool.name.len() > MAX_REMOTE_TOOL_NAME_BYTES {

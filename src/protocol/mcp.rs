@@ -100,6 +100,15 @@ pub struct ListToolsPage<'a> {
     pub next_cursor: Option<String>,
 }
 
+/// One `tools/list` page parsed in one pass: the fast path for a page whose every tool is well formed.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParsedToolsPage {
+    pub tools: Vec<Tool>,
+    #[serde(default)]
+    pub next_cursor: Option<String>,
+}
+
 /// The `name` of a tool definition that did not parse, to say which one was refused.
 #[derive(Debug, Deserialize)]
 pub struct ToolNameProbe<'a> {
