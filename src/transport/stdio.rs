@@ -248,9 +248,16 @@ async fn stop_process(outbox: &Outbox, group: i32, mut exit: watch::Receiver<Opt
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     signal_group(group, libc::SIGKILL);
-    // Bounded: a process stuck in uninterruptible sleep (or an exit we never get to see) must not hold
-    // close() forever. The reaper task is cancelled with the others; tokio reaps an orphan later.
-    wait_for_exit(&mut exit, STDIO_KILL_WAIT_MS).await;
+    // Until the whole group is gone, not just the server: a killed grandchild on a loaded machine can
+    // still be running for a moment. Bounded: a process stuck in uninterruptible sleep (or an exit we
+    // never get to see) must not hold close() forever; tokio reaps an orphan later.
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(STDIO_KILL_WAIT_MS);
+    while tokio::time::Instant::now() < deadline {
+        if exit.borrow().is_some() && !group_alive(group).await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 async fn wait_for_exit(exit: &mut watch::Receiver<Option<ExitStatus>>, within_ms: u64) -> bool {
