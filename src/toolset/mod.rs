@@ -163,7 +163,7 @@ impl Toolset {
             });
             match outcome {
                 Ok(server) => {
-                    server.diagnostics.iter().cloned().for_each(|d| inner.report(d));
+                    server.diagnostics.into_iter().for_each(|d| inner.report(d));
                     let diagnostics = inner.project_into(index, server.listing, &server.vetting, &mut table);
                     diagnostics.into_iter().for_each(|d| inner.report(d));
                     attached.push((index, server.cycle));

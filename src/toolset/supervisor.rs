@@ -220,13 +220,13 @@ impl Inner {
     }
 
     /// The installed connection ended without being asked to.
-    fn connection_lost(&self, index: usize, listener: &Arc<ServerListener>, reason: &McpError) {
+    fn connection_lost(&self, index: usize, listener: &ServerListener, reason: &McpError) {
         let slot = &self.servers[index];
         if slot.cancel.is_cancelled() {
             return;
         }
         let mut current = slot.connection.lock();
-        let is_current = current.as_ref().is_some_and(|i| Arc::ptr_eq(&i.listener, listener));
+        let is_current = current.as_ref().is_some_and(|i| std::ptr::eq(Arc::as_ptr(&i.listener), listener));
         if !listener.installed.load(Ordering::SeqCst) || !is_current {
             return; // not installed yet: `install` sees the loss and reports it
         }
@@ -484,10 +484,8 @@ impl ConnectionEvents for ServerListener {
 
     fn connection_lost(&self, reason: &McpError) {
         let _ = self.lost.set(reason.clone());
-        let Some(toolset) = self.toolset.upgrade() else { return };
-        let me = toolset.servers[self.index].connection.lock().as_ref().map(|i| i.listener.clone());
-        if let Some(me) = me.filter(|l| std::ptr::eq(Arc::as_ptr(l), self)) {
-            toolset.connection_lost(self.index, &me, reason);
+        if let Some(toolset) = self.toolset.upgrade() {
+            toolset.connection_lost(self.index, self, reason);
         }
     }
 }
