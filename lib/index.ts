@@ -272,16 +272,16 @@ class CallChannel {
     this.accept(outcomes);
   };
 
-  /** Outcomes in the engine's `[[callId, errorCode, payload], ...]` form. */
+  /** Outcomes in the engine's `[[callId, errorCode, payload, properties?], ...]` form. */
   accept(outcomesJson: string): void {
     if (outcomesJson === '[]') return;
-    const outcomes: [number, string, unknown][] = JSON.parse(outcomesJson);
-    for (const [callId, code, payload] of outcomes) this.complete(callId, code, payload);
+    const outcomes: [number, string, unknown, Record<string, unknown>?][] = JSON.parse(outcomesJson);
+    for (const [callId, code, payload, properties] of outcomes) this.complete(callId, code, payload, properties);
   }
 
-  private complete(callId: number, code: string, payload: unknown): void {
+  private complete(callId: number, code: string, payload: unknown, properties?: Record<string, unknown>): void {
     if (code === '') this.settleCall(callId, (waiting) => waiting.resolve(payload as McpToolResult));
-    else this.fail(callId, createMcpError(code as McpErrorCode, String(payload)));
+    else this.fail(callId, Object.assign(createMcpError(code as McpErrorCode, String(payload)), properties));
   }
 
   private fail(callId: number, error: McpError): void {

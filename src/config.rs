@@ -31,6 +31,9 @@ pub const OPTION_KEYS: &[&str] = &[
     "storage",
     "disclosure",
     "contextWindowTokens",
+    "tokenStore",
+    "onAuthorizationUrl",
+    "authorizationTimeoutMs",
 ];
 
 /// The key of a marker standing for a value JSON cannot carry: `{"$mcpferry": "function"}` (also
@@ -53,6 +56,10 @@ pub struct ToolsetConfig {
     /// The `proxy` option: every HTTP server is reached through it. `None`: direct connections (proxy
     /// variables in the environment are ignored).
     pub proxy: Option<Url>,
+    /// Whether `tokenStore` is set (the store itself is handed over beside the JSON).
+    pub token_store: bool,
+    /// How long a person has to finish a login.
+    pub authorization_timeout_ms: u64,
 }
 
 /// Which callbacks the options configure. The callbacks themselves cross beside the JSON.
@@ -64,6 +71,8 @@ pub struct CallbackOptions {
     pub allowed_hosts_resolver: bool,
     pub decide: bool,
     pub ask: bool,
+    /// `onAuthorizationUrl`: the engine can send a person to a login page.
+    pub authorization_url: bool,
 }
 
 impl CallbackOptions {
@@ -94,9 +103,9 @@ pub struct ServerEntry {
 #[derive(Clone)]
 pub enum ServerKind {
     Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf>, root: Option<PathBuf> },
-    StreamableHttp { url: Url, headers: HeaderMap },
+    StreamableHttp { url: Url, headers: HeaderMap, oauth: Option<crate::auth::OAuthSettings> },
     /// The legacy HTTP+SSE transport.
-    Sse { url: Url, headers: HeaderMap },
+    Sse { url: Url, headers: HeaderMap, oauth: Option<crate::auth::OAuthSettings> },
 }
 
 /// Shows what an entry is, never what it carries: env values, arguments, header values and the URL's
@@ -110,10 +119,11 @@ impl std::fmt::Debug for ServerKind {
                 .field("args", &args.len())
                 .field("env", &env.keys().collect::<Vec<_>>())
                 .finish_non_exhaustive(),
-            ServerKind::StreamableHttp { url, headers } | ServerKind::Sse { url, headers } => f
+            ServerKind::StreamableHttp { url, headers, oauth } | ServerKind::Sse { url, headers, oauth } => f
                 .debug_struct(if matches!(self, ServerKind::Sse { .. }) { "Sse" } else { "StreamableHttp" })
                 .field("url", &crate::egress::display_url(url))
                 .field("headers", &headers.keys().collect::<Vec<_>>())
+                .field("oauth", oauth)
                 .finish(),
         }
     }
@@ -203,7 +213,26 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         Some(Value::String(text)) => Some(crate::egress::proxy_url(text)?),
         Some(_) => return Err(McpError::config("options.proxy must be a string (an http:// or https:// URL)")),
     };
-    Ok(ToolsetConfig { servers, callbacks, storage, allowed_hosts, timeout_ms, max_result_bytes, filter, disclosure, proxy })
+    let token_store = match root.get("tokenStore") {
+        None | Some(Value::Null) => false,
+        Some(v) if marker(v) == Some("tokenStore") => true,
+        Some(_) => return Err(McpError::config("options.tokenStore must be a token store (get, set, delete)")),
+    };
+    let authorization_timeout_ms =
+        optional_positive_integer(root, "authorizationTimeoutMs", "options")?.unwrap_or(crate::limits::DEFAULT_AUTHORIZATION_TIMEOUT_MS);
+    Ok(ToolsetConfig {
+        servers,
+        callbacks,
+        storage,
+        allowed_hosts,
+        timeout_ms,
+        max_result_bytes,
+        filter,
+        disclosure,
+        proxy,
+        token_store,
+        authorization_timeout_ms,
+    })
 }
 
 /// The kind a marker stands for, if `value` is one.
@@ -242,7 +271,9 @@ fn parse_callbacks(root: &Map<String, Value>) -> Result<CallbackOptions> {
     if allowed_hosts_resolver && !session {
         return Err(McpError::config("an options.allowedHosts resolver requires session"));
     }
-    Ok(CallbackOptions { on_diagnostic, auth, allowed_hosts_resolver, decide, ask })
+    let authorization_url =
+        is_function(root.get("onAuthorizationUrl")).ok_or_else(|| McpError::config("options.onAuthorizationUrl must be a function (url, info) => void"))?;
+    Ok(CallbackOptions { on_diagnostic, auth, allowed_hosts_resolver, decide, ask, authorization_url })
 }
 
 fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> {
@@ -260,6 +291,9 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
     };
     let kind = match entry.get("type").and_then(Value::as_str) {
         Some("stdio") => {
+            if entry.contains_key("oauth") {
+                return Err(McpError::config(format!("{at}.oauth: OAuth is for HTTP servers; a stdio server gets its credentials from env")));
+            }
             allow_keys(entry, &at, &["name", "type", "enabled", "command", "args", "env", "cwd", "root"])?;
             let command = match entry.get("command") {
                 Some(Value::String(s)) if !s.is_empty() => s.clone(),
@@ -291,7 +325,7 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
             ServerKind::Stdio { command, args, env, cwd, root }
         }
         Some(kind @ ("streamable-http" | "sse")) => {
-            allow_keys(entry, &at, &["name", "type", "enabled", "url", "headers"])?;
+            allow_keys(entry, &at, &["name", "type", "enabled", "url", "headers", "oauth"])?;
             let url = match entry.get("url") {
                 Some(Value::String(s)) => parse_url(s, &at)?,
                 _ => return Err(McpError::config(format!("{at}.url must be a string"))),
@@ -305,10 +339,22 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
                     "{at}.headers: \"Authorization\" is set by the auth option and cannot also be configured"
                 )));
             }
+            let oauth = match entry.get("oauth") {
+                None | Some(Value::Null) => None,
+                Some(value) => Some(crate::auth::OAuthSettings::parse(&at, value)?),
+            };
+            if oauth.is_some() && auth {
+                return Err(McpError::config(format!(
+                    "{at}.oauth: this toolset's auth option already supplies every server's token; use one or the other"
+                )));
+            }
+            if oauth.is_some() && headers.contains_key(reqwest::header::AUTHORIZATION) {
+                return Err(McpError::config(format!("{at}: a static \"Authorization\" header cannot be combined with oauth")));
+            }
             if kind == "sse" {
-                ServerKind::Sse { url, headers }
+                ServerKind::Sse { url, headers, oauth }
             } else {
-                ServerKind::StreamableHttp { url, headers }
+                ServerKind::StreamableHttp { url, headers, oauth }
             }
         }
         Some(other) => {
@@ -473,7 +519,7 @@ mod callback_tests {
             r#"{{"servers":[],"options":{{"onDiagnostic":{f},"auth":{f},"allowedHosts":{f},"session":{{"$mcpferry":"value"}},"policy":{{"decide":{f},"ask":{f}}},"storage":{{"$mcpferry":"store"}}}}}}"#
         );
         let config = parse(&json).unwrap();
-        let all = CallbackOptions { on_diagnostic: true, auth: true, allowed_hosts_resolver: true, decide: true, ask: true };
+        let all = CallbackOptions { on_diagnostic: true, auth: true, allowed_hosts_resolver: true, decide: true, ask: true, ..Default::default() };
         assert_eq!(config.callbacks, all);
         assert!(config.storage);
         assert_eq!(config.allowed_hosts, None);

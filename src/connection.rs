@@ -345,7 +345,7 @@ impl Shared {
         if let Some(abort) = abort {
             abort.attach(self, id);
         }
-        Some(Outbound::request(id, jsonrpc::request(id, method, params(id).as_deref()), method == "initialize"))
+        Some(Outbound::request(id, jsonrpc::request(id, method, params(id).as_deref()), method == "initialize", method != "tools/call"))
     }
 
     /// Hand requests to the transport, skipping any given up since they were registered (an abort that
@@ -473,10 +473,7 @@ impl Shared {
                         .and_then(|p| serde_json::from_str::<mcp::ProgressParams>(p.get()).ok())
                         .and_then(|p| jsonrpc::parse_request_id(p.progress_token));
                     if let Some(token) = token {
-                        if let Some(pending) = self.state.lock().pending.get_mut(&token) {
-                            // Later only, so the sweeper (sleeping towards an earlier time) needs no wake.
-                            pending.deadline = Instant::now() + pending.timeout;
-                        }
+                        self.keep_waiting(token);
                     }
                 }
                 "notifications/tools/list_changed" => self.events.tools_list_changed(),
@@ -597,6 +594,13 @@ impl MessageSink for Shared {
 
     fn on_closed(&self, reason: McpError) {
         self.lose(reason);
+    }
+
+    fn keep_waiting(&self, id: RequestId) {
+        if let Some(pending) = self.state.lock().pending.get_mut(&id) {
+            // Later only, so the sweeper (sleeping towards an earlier time) needs no wake.
+            pending.deadline = Instant::now() + pending.timeout;
+        }
     }
 }
 

@@ -21,6 +21,10 @@ pub struct Hooks {
     pub decide: Option<Arc<dyn Callback<String, String>>>,
     /// Policy request with the `ask` reason (JSON) → approved?
     pub ask: Option<Arc<dyn Callback<String, bool>>>,
+    /// `onAuthorizationUrl`: login prompt (JSON `{url, server, grant, userCode?, expiresAt?}`) → ignored.
+    pub authorization_url: Option<Arc<dyn Callback<String, String>>>,
+    /// Where OAuth tokens and client registrations are kept (`tokenStore`); a memory store when absent.
+    pub token_store: Option<Arc<dyn crate::auth::store::TokenStore>>,
     /// Reads stdio servers' stdout on the host's event loop when set (see `transport::stdio::ExternalReader`).
     pub stdio_reader: Option<Arc<dyn crate::transport::stdio::ReaderHost>>,
 }

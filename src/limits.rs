@@ -91,3 +91,24 @@ pub const MAX_ECHOED_REQUEST_ID_BYTES: usize = 256;
 pub const MIN_REFRESH_INTERVAL_MS: u64 = 200;
 /// `tool-rejected` diagnostics per listing; the rest are counted in one more.
 pub const MAX_REJECTION_DIAGNOSTICS: usize = 20;
+
+// OAuth (lead)
+/// The largest protected-resource or authorization-server metadata document, registration response or
+/// token response read.
+pub const MAX_OAUTH_METADATA_BYTES: usize = 64 * 1024;
+/// One authorization-server request (metadata, registration, token): until its response is read.
+pub const OAUTH_REQUEST_TIMEOUT_MS: u64 = 30_000;
+/// How long a person has to finish a login at the authorization URL, unless `authorizationTimeoutMs` says.
+pub const DEFAULT_AUTHORIZATION_TIMEOUT_MS: u64 = 300_000;
+/// Authorizations for one server in a row without a request succeeding in between (a step-up loop).
+pub const MAX_AUTHORIZATIONS_IN_A_ROW: u32 = 3;
+/// An access token this close to its expiry is refreshed before it is sent.
+pub const TOKEN_REFRESH_MARGIN_MS: u64 = 60_000;
+/// Requests the loopback redirect listener answers without the expected `state` before it gives up.
+pub const MAX_LOOPBACK_STRAY_REQUESTS: u32 = 32;
+/// The largest request head the loopback redirect listener reads.
+pub const MAX_LOOPBACK_REQUEST_BYTES: usize = 16 * 1024;
+/// How long the loopback listener waits for one connection's request head.
+pub const LOOPBACK_READ_TIMEOUT_MS: u64 = 5_000;
+/// Connections the loopback listener serves at once.
+pub const MAX_LOOPBACK_CONNECTIONS: usize = 8;
