@@ -112,3 +112,22 @@ pub const MAX_LOOPBACK_REQUEST_BYTES: usize = 16 * 1024;
 pub const LOOPBACK_READ_TIMEOUT_MS: u64 = 5_000;
 /// Connections the loopback listener serves at once.
 pub const MAX_LOOPBACK_CONNECTIONS: usize = 8;
+
+// OAuth (grants: token endpoint, client assertions, device flow)
+/// Bytes of a token endpoint's (or device authorization endpoint's) response body read, success or
+/// error. Tokens are JWTs of a few KiB at most; more is refused, not buffered.
+pub const OAUTH_TOKEN_RESPONSE_MAX_BYTES: usize = 64 * 1024;
+/// Lifetime of a `private_key_jwt` client assertion (`exp - iat`), in seconds: one request's worth.
+pub const OAUTH_CLIENT_ASSERTION_LIFETIME_SECS: u64 = 60;
+/// Device flow: the polling interval when the server names none (RFC 8628 §3.2), in seconds.
+pub const OAUTH_DEVICE_DEFAULT_INTERVAL_SECS: u64 = 5;
+/// Device flow: what each `slow_down` adds to the polling interval (RFC 8628 §3.5), in seconds.
+pub const OAUTH_DEVICE_SLOW_DOWN_SECS: u64 = 5;
+/// Device flow: the longest polling interval honoured, in seconds; a server asking for more is polled
+/// this often (a larger `interval` would outlast any sensible wait for a person).
+pub const OAUTH_DEVICE_MAX_INTERVAL_SECS: u64 = 60;
+/// Device flow: the longest `expires_in` honoured for a device code, in seconds (the person's wait is
+/// also bounded by the caller's deadline).
+pub const OAUTH_DEVICE_MAX_EXPIRES_SECS: u64 = 30 * 60;
+/// Device flow: when the server names no `expires_in`, how long the code is taken to live, in seconds.
+pub const OAUTH_DEVICE_DEFAULT_EXPIRES_SECS: u64 = 10 * 60;
