@@ -1,5 +1,6 @@
 //! mcpferry: an MCP client engine. The napi glue lives in `napi/` and only converts and delegates.
 
+pub mod auth;
 pub mod catalog;
 pub mod config;
 pub mod connection;
