@@ -131,3 +131,20 @@ pub const OAUTH_DEVICE_MAX_INTERVAL_SECS: u64 = 60;
 pub const OAUTH_DEVICE_MAX_EXPIRES_SECS: u64 = 30 * 60;
 /// Device flow: when the server names no `expires_in`, how long the code is taken to live, in seconds.
 pub const OAUTH_DEVICE_DEFAULT_EXPIRES_SECS: u64 = 10 * 60;
+
+// OAuth
+/// How long one operation on the OS secret store (keyring token store) may take, in milliseconds,
+/// connecting included: long enough for a person to answer an unlock prompt, short enough that a
+/// secret service that never answers does not hang a connection for good.
+pub const KEYRING_OPERATION_TIMEOUT_MS: u64 = 120_000;
+/// Largest encrypted token-store file read, in bytes. Tokens for hundreds of servers fit in well under
+/// a megabyte; a larger file is refused rather than read into memory.
+pub const TOKEN_FILE_MAX_BYTES: u64 = 16 * 1024 * 1024;
+/// PBKDF2-HMAC-SHA256 iterations that stretch a passphrase into an encrypted token file's key (OWASP's
+/// 2023 figure). Recorded in each file, so raising it later still reads older files.
+pub const TOKEN_FILE_PBKDF2_ITERATIONS: u32 = 600_000;
+/// Most PBKDF2 iterations a token file may ask for: a damaged or hostile header cannot make opening it
+/// take minutes.
+pub const TOKEN_FILE_PBKDF2_MAX_ITERATIONS: u32 = 10_000_000;
+/// Shortest passphrase accepted for an encrypted token file, in characters.
+pub const TOKEN_FILE_MIN_PASSPHRASE_CHARS: usize = 12;
