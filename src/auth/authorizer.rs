@@ -201,7 +201,9 @@ impl Authorizer {
                 for (token, hint) in [(tokens.refresh_token.as_deref(), "refresh_token"), (Some(tokens.access_token.as_str()), "access_token")] {
                     if let Some(token) = token {
                         let form = vec![("token", token.to_owned()), ("token_type_hint", hint.to_owned())];
-                        super::token::revoke(&self.egress, &endpoint, &tokens.issuer, &client, form, self.deadline).await?;
+                        super::token::post_form(&self.egress, &endpoint, "revocation endpoint", &tokens.issuer, &client, form, self.deadline)
+                            .await
+                            .map_err(McpError::from)?;
                     }
                 }
             }
@@ -279,7 +281,7 @@ impl Authorizer {
         let Some(tokens) = state.tokens.clone() else { return Err(McpError::Auth("no token to refresh".into())) };
         let Some(refresh_token) = tokens.refresh_token.clone() else { return Err(McpError::Auth("no refresh token".into())) };
         let endpoint = Url::parse(&tokens.token_endpoint).map_err(|_| McpError::Auth("the stored token endpoint is not a URL".into()))?;
-        super::discovery::require_secure(&endpoint, "token endpoint")?;
+        super::token::check_endpoint(&endpoint, "token endpoint")?;
         let client = self.client_for_refresh(&tokens).await;
         let form = vec![
             ("grant_type", "refresh_token".to_owned()),
@@ -331,7 +333,7 @@ impl Authorizer {
                 (Some(secret), None) => ClientSecret::Secret(secret.clone()),
                 (None, None) => ClientSecret::None,
             };
-            let method = self.settings.auth_method.clone().unwrap_or(match secret {
+            let method = self.settings.auth_method.unwrap_or(match secret {
                 ClientSecret::PrivateKey { .. } => AuthMethod::PrivateKeyJwt,
                 ClientSecret::Secret(_) => AuthMethod::ClientSecretBasic,
                 ClientSecret::None => AuthMethod::None,
@@ -429,14 +431,14 @@ impl Authorizer {
                     self.deadline,
                 )
                 .await
-                .map_err(super::token_error)?;
+                .map_err(McpError::from)?;
                 (client, response)
             }
             Grant::ClientCredentials => {
                 let client = registration::client_for(&self.egress, metadata, &self.settings, store, None, self.deadline).await?;
                 let response = super::client_credentials::client_credentials(&self.egress, metadata, &client, scope.clone(), &discovered.resource, self.deadline)
                     .await
-                    .map_err(super::token_error)?;
+                    .map_err(McpError::from)?;
                 (client, response)
             }
             Grant::JwtBearer => {
@@ -444,7 +446,7 @@ impl Authorizer {
                 let assertion = self.settings.identity_assertion.as_ref().expect("checked when parsed");
                 let response = super::cross_app::cross_app_access(&self.egress, metadata, &client, assertion, &discovered.resource, scope.clone(), self.deadline)
                     .await
-                    .map_err(super::token_error)?;
+                    .map_err(McpError::from)?;
                 (client, response)
             }
         };

@@ -93,6 +93,6 @@ impl CodeGrant<'_> {
         ];
         request_token(self.egress, &metadata.token_endpoint, &metadata.issuer, self.client, form, self.deadline)
             .await
-            .map_err(super::token_error)
+            .map_err(McpError::from)
     }
 }

@@ -15,6 +15,7 @@
 //! Endpoints must be `https`, or `http` on a loopback host.
 
 use super::challenge::Challenge;
+use super::token::check_endpoint;
 use crate::egress::{display_url, Egress, Exchange};
 use crate::error::{McpError, Result};
 use crate::limits::MAX_OAUTH_METADATA_BYTES;
@@ -106,7 +107,7 @@ pub async fn discover(egress: &Egress, server_url: &Url, challenge: &Challenge, 
         })?;
         let issuer_url = Url::parse(issuer)
             .map_err(|_| McpError::Auth(format!("the protected-resource metadata names an invalid authorization server {issuer:?}")))?;
-        require_secure(&issuer_url, "authorization server")?;
+        check_endpoint(&issuer_url, "authorization server")?;
         let metadata = authorization_server_metadata(egress, &issuer_url, deadline).await?.ok_or_else(|| {
             McpError::Auth(format!("the authorization server {} publishes no metadata", display_url(&issuer_url)))
         })?;
@@ -239,8 +240,8 @@ fn same_issuer(published: &str, expected: &str) -> bool {
 
 fn check_endpoints(metadata: &AuthServerMetadata) -> Result<()> {
     let issuer = Url::parse(&metadata.issuer).map_err(|_| McpError::Auth(format!("the authorization server's issuer {:?} is not a URL", metadata.issuer)))?;
-    require_secure(&issuer, "issuer")?;
-    require_secure(&metadata.token_endpoint, "token endpoint")?;
+    check_endpoint(&issuer, "issuer")?;
+    check_endpoint(&metadata.token_endpoint, "token endpoint")?;
     for (url, what) in [
         (&metadata.authorization_endpoint, "authorization endpoint"),
         (&metadata.registration_endpoint, "registration endpoint"),
@@ -248,24 +249,10 @@ fn check_endpoints(metadata: &AuthServerMetadata) -> Result<()> {
         (&metadata.revocation_endpoint, "revocation endpoint"),
     ] {
         if let Some(url) = url {
-            require_secure(url, what)?;
+            check_endpoint(url, what)?;
         }
     }
     Ok(())
-}
-
-/// OAuth 2.1 §1.5: authorization-server endpoints are https; plain http only on this machine.
-pub fn require_secure(url: &Url, what: &str) -> Result<()> {
-    let loopback = match url.host() {
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
-    };
-    if url.scheme() == "https" || (url.scheme() == "http" && loopback) {
-        return Ok(());
-    }
-    Err(McpError::Auth(format!("the {what} {} is not https: refusing to send credentials there", display_url(url))))
 }
 
 /// GET a JSON document. `None` when the server has none there (any non-success status); an error only
@@ -334,10 +321,10 @@ mod tests {
     #[test]
     fn endpoints_must_be_https_unless_on_this_machine() {
         for ok in ["https://as.example/token", "http://localhost:9/t", "http://127.0.0.1/t", "http://[::1]:3/t"] {
-            assert!(require_secure(&Url::parse(ok).unwrap(), "x").is_ok(), "{ok}");
+            assert!(check_endpoint(&Url::parse(ok).unwrap(), "x").is_ok(), "{ok}");
         }
         for bad in ["http://as.example/token", "http://10.0.0.1/t", "ftp://localhost/t"] {
-            assert!(require_secure(&Url::parse(bad).unwrap(), "x").is_err(), "{bad}");
+            assert!(check_endpoint(&Url::parse(bad).unwrap(), "x").is_err(), "{bad}");
         }
         assert_eq!(canonical_resource(&Url::parse("https://a/mcp?key=s#f").unwrap()), "https://a/mcp");
         assert!(same_issuer("https://a/", "https://a") && !same_issuer("https://a/x", "https://a"));

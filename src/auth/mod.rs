@@ -40,16 +40,33 @@ pub mod token;
 pub use authorizer::{AuthHost, Authorizer};
 pub use settings::OAuthSettings;
 
-use crate::error::McpError;
+use crate::config::{ServerEntry, ServerKind};
+use crate::error::{McpError, Result};
+use std::sync::Arc;
 
-/// A token endpoint's refusal as the engine's error: the OAuth error code, quoted; its description
-/// is the server's text and stays out.
-pub fn token_error(error: token::TokenError) -> McpError {
-    match error {
-        token::TokenError::Rejected { error, .. } => McpError::Auth(format!(
-            "the authorization server refused the token request: {}",
-            crate::transport::quote_bytes(error.as_bytes(), &Default::default())
-        )),
-        token::TokenError::Failed(e) => e,
+/// `logoutMcpServer`: revoke (where the authorization server offers it) and forget the tokens kept in
+/// `store` for one server entry. Its client registration stays: it is the application's, not the person's.
+pub async fn logout(entry: &ServerEntry, store: Arc<dyn store::TokenStore>, policy: &crate::egress::EgressPolicy) -> Result<()> {
+    let (ServerKind::StreamableHttp { url, oauth: Some(settings), .. } | ServerKind::Sse { url, oauth: Some(settings), .. }) = &entry.kind else {
+        return Err(McpError::config(format!("server {:?} has no oauth configuration to log out of", entry.name)));
+    };
+    if let Some(guard) = &policy.guard {
+        guard.check_url(url)?;
     }
+    let host = Arc::new(AuthHost {
+        store,
+        present: None,
+        login_timeout: std::time::Duration::from_millis(crate::limits::DEFAULT_AUTHORIZATION_TIMEOUT_MS),
+    });
+    let authorizer = Authorizer::new(
+        entry.name.clone(),
+        url.clone(),
+        settings.clone(),
+        host,
+        policy,
+        Default::default(),
+        Default::default(),
+        tokio_util::sync::CancellationToken::new(),
+    )?;
+    authorizer.logout().await
 }

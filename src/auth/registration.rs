@@ -5,7 +5,7 @@
 //! registered at one authorization server is never presented to another.
 
 use super::discovery::AuthServerMetadata;
-use super::settings::{auth_method_from_name, auth_method_name, Grant, OAuthSettings};
+use super::settings::{Grant, OAuthSettings};
 use super::store::TokenStore;
 use super::token::{AuthMethod, ClientCredentials, ClientSecret};
 use crate::egress::{display_url, Egress, Exchange};
@@ -62,7 +62,7 @@ pub async fn client_for(
             ClientSecret::Secret(s) => Some(s.clone()),
             _ => None,
         },
-        method: auth_method_name(&client.method).to_owned(),
+        method: client.method.as_str().to_owned(),
     };
     store.set(&key, &serde_json::to_string(&stored).expect("a registration serializes")).await?;
     Ok(client)
@@ -74,7 +74,7 @@ pub async fn stored_client(store: &dyn TokenStore, issuer: &str, client_id: &str
     if stored.issuer != issuer || stored.client_id != client_id {
         return None;
     }
-    let method = auth_method_from_name(&stored.method)?;
+    let method = AuthMethod::from_name(&stored.method)?;
     let secret = stored.client_secret.map(ClientSecret::Secret).unwrap_or(ClientSecret::None);
     Some(ClientCredentials { client_id: stored.client_id, secret, method })
 }
@@ -93,7 +93,7 @@ fn pre_registered(client_id: &str, settings: &OAuthSettings, metadata: &AuthServ
         }
         (None, None) => (ClientSecret::None, AuthMethod::None),
     };
-    let method = settings.auth_method.clone().unwrap_or(default_method);
+    let method = settings.auth_method.unwrap_or(default_method);
     ClientCredentials { client_id: client_id.to_owned(), secret, method }
 }
 
@@ -157,8 +157,8 @@ async fn register(
     let method = registered
         .token_endpoint_auth_method
         .as_deref()
-        .and_then(auth_method_from_name)
-        .or_else(|| auth_method_from_name(requested))
+        .and_then(AuthMethod::from_name)
+        .or_else(|| AuthMethod::from_name(requested))
         .expect("the requested method has a name");
     let (secret, method) = match (secret, method) {
         (Some(secret), method) => (ClientSecret::Secret(secret), if method == AuthMethod::None { AuthMethod::ClientSecretBasic } else { method }),

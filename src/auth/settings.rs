@@ -65,27 +65,6 @@ impl std::fmt::Debug for OAuthSettings {
     }
 }
 
-/// A token endpoint authentication method by its registered name (RFC 7591 §2).
-pub fn auth_method_from_name(name: &str) -> Option<AuthMethod> {
-    Some(match name {
-        "client_secret_basic" => AuthMethod::ClientSecretBasic,
-        "client_secret_post" => AuthMethod::ClientSecretPost,
-        "none" => AuthMethod::None,
-        "private_key_jwt" => AuthMethod::PrivateKeyJwt,
-        _ => return None,
-    })
-}
-
-/// The registered name of a method.
-pub fn auth_method_name(method: &AuthMethod) -> &'static str {
-    match method {
-        AuthMethod::ClientSecretBasic => "client_secret_basic",
-        AuthMethod::ClientSecretPost => "client_secret_post",
-        AuthMethod::None => "none",
-        AuthMethod::PrivateKeyJwt => "private_key_jwt",
-    }
-}
-
 const KEYS: &[&str] = &[
     "grant",
     "clientId",
@@ -133,7 +112,7 @@ impl OAuthSettings {
         };
         let auth_method = match text("tokenEndpointAuthMethod")?.as_deref() {
             None => None,
-            Some(name) => Some(auth_method_from_name(name).ok_or_else(|| {
+            Some(name) => Some(AuthMethod::from_name(name).ok_or_else(|| {
                 McpError::config(format!(
                     "{at}.tokenEndpointAuthMethod {name:?} is unknown (client_secret_basic, client_secret_post, none, private_key_jwt)"
                 ))
