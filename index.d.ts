@@ -30,6 +30,30 @@ export declare class NativeStore {
   retrust(serverName: string): Promise<number>
 }
 
+/** A token store that lives in the engine: in memory, in the OS secret store, or in an encrypted file. */
+export declare class NativeTokenStore {
+  static memory(): NativeTokenStore
+  /**
+   * The OS secret store, entries filed under `service` (default "mcpferry"). Returns at once; the
+   * OS store is contacted by the first operation, which rejects when there is none.
+   */
+  static keyring(service?: string | undefined | null): NativeTokenStore
+  /**
+   * An encrypted file at `path`, under `key`: a Buffer of exactly 32 bytes, or a passphrase string.
+   * Returns at once; the file is read by the first operation, which rejects on a wrong key.
+   */
+  static encryptedFile(path: string, key: Buffer | string): NativeTokenStore
+  /**
+   * A store implemented in JavaScript, reached through `dispatcher`, registered like a native one:
+   * the engine's half of a JS store can be exercised directly and handed to a toolset by id.
+   */
+  static fromDispatcher(dispatcher: (op: string, argsJson: string) => Promise<string>): NativeTokenStore
+  get id(): number
+  get(key: string): Promise<string | null>
+  set(key: string, value: string): Promise<void>
+  delete(key: string): Promise<void>
+}
+
 /** A set of MCP server connections behind one tool map. */
 export declare class NativeToolset {
   /**

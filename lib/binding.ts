@@ -25,6 +25,13 @@ export interface NativeStoreHandle {
   retrust(serverName: string): Promise<number>;
 }
 
+export interface NativeTokenStoreHandle {
+  readonly id: number;
+  get(key: string): Promise<string | null>;
+  set(key: string, value: string): Promise<void>;
+  delete(key: string): Promise<void>;
+}
+
 type StringHook = ((arg: string) => Promise<string>) | undefined;
 
 interface NativeBinding {
@@ -43,6 +50,12 @@ interface NativeBinding {
   NativeStore: {
     memory(): NativeStoreHandle;
     sqlite(path: string): NativeStoreHandle;
+  };
+  NativeTokenStore: {
+    memory(): NativeTokenStoreHandle;
+    keyring(service?: string): NativeTokenStoreHandle;
+    encryptedFile(path: string, key: Buffer | string): NativeTokenStoreHandle;
+    fromDispatcher(dispatcher: (op: string, argsJson: string) => Promise<string>): NativeTokenStoreHandle;
   };
   engineVersion(): string;
   engineConstants(): string;
