@@ -56,8 +56,21 @@ impl CodeGrant<'_> {
                 query.append_pair("scope", scope);
             }
         }
-        present(url).await?;
-        let redirect = tokio::time::timeout(self.login_timeout, loopback.wait(&state)).await.map_err(|_| {
+        // The listener serves while the host presents the URL: a host that drives the login itself (a
+        // headless test, a CLI that follows the redirect) resolves only once the redirect was answered.
+        let waiting = loopback.wait(&state);
+        let presenting = present(url);
+        let login = async {
+            tokio::pin!(waiting);
+            tokio::select! {
+                presented = presenting => {
+                    presented?;
+                    (&mut waiting).await
+                }
+                redirect = &mut waiting => redirect,
+            }
+        };
+        let redirect = tokio::time::timeout(self.login_timeout, login).await.map_err(|_| {
             McpError::Auth(format!("no login was completed within {} s", self.login_timeout.as_secs()))
         })??;
         let param = |name: &str| redirect.params.get(name).map(String::as_str);
