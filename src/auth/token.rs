@@ -231,6 +231,22 @@ pub fn check_endpoint(url: &Url, what: &str) -> crate::error::Result<()> {
     }
 }
 
+/// Refuse a grant the authorization server's metadata lists grants without. Metadata that lists none
+/// is not taken at its word (RFC 8414's default would exclude every grant here): the server decides.
+pub fn check_grant_supported(supported: Option<&Vec<String>>, grant: &str) -> crate::error::Result<()> {
+    match supported {
+        Some(grants) if !grants.iter().any(|g| g == grant) => Err(McpError::Auth(format!(
+            "the authorization server does not support the grant {grant} (its grant_types_supported omits it)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// What is left of a deadline that ends at `until`.
+pub fn remaining(until: std::time::Instant) -> Duration {
+    until.saturating_duration_since(std::time::Instant::now())
+}
+
 /// POST a form to a token endpoint with the client's authentication; `audience` is the AS issuer (the
 /// `aud` of a private_key_jwt assertion). `deadline` bounds the whole exchange, body included.
 pub async fn request_token(
@@ -322,7 +338,10 @@ fn authenticate(
             Ok(None)
         }
         (AuthMethod::None, _) => {
-            form.push(("client_id", client.client_id.clone()));
+            // An empty id is a request without any client (an identity provider that needs none).
+            if !client.client_id.is_empty() {
+                form.push(("client_id", client.client_id.clone()));
+            }
             Ok(None)
         }
         (AuthMethod::PrivateKeyJwt, ClientSecret::PrivateKey { pem, algorithm }) => {
