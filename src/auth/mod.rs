@@ -3,6 +3,7 @@
 
 pub mod client_credentials;
 pub mod cross_app;
+pub mod device;
 pub mod jwt;
 /// A copy of the lead's `AuthServerMetadata` (AUTH.md) until `discovery.rs` lands.
 pub mod metadata_stub;

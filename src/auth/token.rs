@@ -413,6 +413,8 @@ pub(crate) mod test_http {
         pub path: String,
         pub headers: Vec<(String, String)>,
         pub body: String,
+        /// When the request was complete.
+        pub at: std::time::Instant,
     }
 
     impl Recorded {
@@ -527,7 +529,7 @@ pub(crate) mod test_http {
         let length: usize = headers.iter().find(|(n, _)| n == "content-length").and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
         let mut body = vec![0; length];
         reader.read_exact(&mut body).await.ok()?;
-        Some(Recorded { method, path, headers, body: String::from_utf8_lossy(&body).into_owned() })
+        Some(Recorded { method, path, headers, body: String::from_utf8_lossy(&body).into_owned(), at: std::time::Instant::now() })
     }
 }
 
