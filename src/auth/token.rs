@@ -300,10 +300,17 @@ pub async fn post_form(
     .await
     .unwrap_or(Err(McpError::Timeout { after_ms: deadline.as_millis() as u64 }))
     .map_err(|e| e.redacted(&secrets))?;
-    if status.is_success() {
+    if status.is_success() && !is_error_object(&body) {
         return Ok(body);
     }
     Err(refusal(status, &body, endpoint, what, &secrets))
+}
+
+/// An RFC 6749 §5.2 error object without a token. Some servers (GitHub's device flow) send these
+/// with HTTP 200: they are refusals all the same.
+fn is_error_object(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body)
+        .is_ok_and(|v| v.get("error").is_some_and(Value::is_string) && v.get("access_token").is_none())
 }
 
 /// A value sent that must not come back in error text, raw and as it travels form-encoded.
@@ -685,6 +692,14 @@ mod tests {
         assert_eq!(exchanged.token_type, "N_A");
         let token = parse_token_response(br#"{"access_token":"t","token_type":"BEARER","expires_in":"120"}"#).unwrap();
         assert_eq!((token.token_type.as_str(), token.expires_in), ("Bearer", Some(120)));
+    }
+
+    #[tokio::test]
+    async fn an_error_object_sent_with_http_200_is_a_refusal() {
+        let server = TestServer::start(|_, _| Reply::json(200, json!({"error": "authorization_pending", "error_description": "wait"}))).await;
+        let none = client(AuthMethod::None, ClientSecret::None);
+        let error = request_token(&egress(), &server.url("/token"), "i", &none, vec![], DEADLINE).await.unwrap_err();
+        assert_eq!(error.error_code(), Some("authorization_pending"), "{error}");
     }
 
     #[tokio::test]
