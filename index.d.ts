@@ -63,7 +63,7 @@ export declare class NativeToolset {
    * `allowedHosts` resolver (server → JSON array), `policy.decide` (request JSON → decision JSON)
    * and `policy.ask` (question JSON → approved).
    */
-  constructor(configJson: string, onEvent: (kind: string, payloadJson: string) => void, onCompletions: () => void, auth: ((server: string) => Promise<string>) | undefined | null, allowedHosts: ((server: string) => Promise<string>) | undefined | null, decide: ((requestJson: string) => Promise<string>) | undefined | null, ask: ((questionJson: string) => Promise<boolean>) | undefined | null, nativeStoreId: number | undefined | null, readStdioInJs: boolean, jsStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null)
+  constructor(configJson: string, onEvent: (kind: string, payloadJson: string) => void, onCompletions: () => void, auth: ((server: string) => Promise<string>) | undefined | null, allowedHosts: ((server: string) => Promise<string>) | undefined | null, decide: ((requestJson: string) => Promise<string>) | undefined | null, ask: ((questionJson: string) => Promise<boolean>) | undefined | null, nativeStoreId: number | undefined | null, readStdioInJs: boolean, jsStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null, onAuthorizationUrl?: ((promptJson: string) => Promise<string>) | undefined | null, nativeTokenStoreId?: number | undefined | null, jsTokenStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null)
   /** Connect every enabled server; resolves to `{"tools": [...], "diagnostics": [...]}` as JSON. */
   connect(): Promise<string>
   /**
@@ -105,3 +105,9 @@ export declare function engineConstants(): string
 
 /** The engine's own version, to check that the loaded binary matches the package. */
 export declare function engineVersion(): string
+
+/**
+ * `logoutMcpServer`: `configJson` is `{"servers": [entry], "options": {tokenStore, allowedHosts?, proxy?}}`;
+ * the tokens kept for the entry are revoked where the authorization server offers it, then forgotten.
+ */
+export declare function logoutServer(configJson: string, nativeTokenStoreId?: number | undefined | null, jsTokenStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null): Promise<void>

@@ -841,3 +841,4 @@ module.exports.NativeToolset = nativeBinding.NativeToolset
 module.exports.debugPanicNext = nativeBinding.debugPanicNext
 module.exports.engineConstants = nativeBinding.engineConstants
 module.exports.engineVersion = nativeBinding.engineVersion
+module.exports.logoutServer = nativeBinding.logoutServer

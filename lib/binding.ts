@@ -46,6 +46,9 @@ interface NativeBinding {
     nativeStoreId: number | undefined,
     readStdioInJs: boolean,
     jsStore: ((op: string, argsJson: string) => Promise<string>) | undefined,
+    onAuthorizationUrl: StringHook,
+    nativeTokenStoreId: number | undefined,
+    jsTokenStore: ((op: string, argsJson: string) => Promise<string>) | undefined,
   ) => NativeToolset;
   NativeStore: {
     memory(): NativeStoreHandle;
@@ -57,6 +60,11 @@ interface NativeBinding {
     encryptedFile(path: string, key: Buffer | string): NativeTokenStoreHandle;
     fromDispatcher(dispatcher: (op: string, argsJson: string) => Promise<string>): NativeTokenStoreHandle;
   };
+  logoutServer(
+    configJson: string,
+    nativeTokenStoreId: number | undefined,
+    jsTokenStore: ((op: string, argsJson: string) => Promise<string>) | undefined,
+  ): Promise<void>;
   engineVersion(): string;
   engineConstants(): string;
   /** Debug builds of the engine only: the next call of the named entry point panics. */

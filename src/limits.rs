@@ -121,6 +121,11 @@ pub const OAUTH_TOKEN_RESPONSE_MAX_BYTES: usize = 64 * 1024;
 pub const OAUTH_CLIENT_ASSERTION_LIFETIME_SECS: u64 = 60;
 /// Device flow: the polling interval when the server names none (RFC 8628 §3.2), in seconds.
 pub const OAUTH_DEVICE_DEFAULT_INTERVAL_SECS: u64 = 5;
+/// Device flow: the shortest polling interval, in seconds, whatever the server says (0 would be a busy loop).
+pub const OAUTH_DEVICE_MIN_INTERVAL_SECS: u64 = 1;
+/// Device flow: how long one poll of the token endpoint may take, in seconds. A poll that times out
+/// doubles the interval (RFC 8628 §3.5) instead of ending the flow.
+pub const OAUTH_DEVICE_POLL_TIMEOUT_SECS: u64 = 30;
 /// Device flow: what each `slow_down` adds to the polling interval (RFC 8628 §3.5), in seconds.
 pub const OAUTH_DEVICE_SLOW_DOWN_SECS: u64 = 5;
 /// Device flow: the longest polling interval honoured, in seconds; a server asking for more is polled

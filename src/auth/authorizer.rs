@@ -422,10 +422,14 @@ impl Authorizer {
                     scope.clone(),
                     &discovered.resource,
                     move |prompt: super::device::DevicePrompt| {
-                        let mut json = serde_json::to_value(&prompt).unwrap_or_default();
-                        json["server"] = serde_json::Value::String(server.clone());
-                        json["grant"] = "device_code".into();
-                        present(json.to_string())
+                        let prompt = serde_json::json!({
+                            "url": prompt.url(),
+                            "server": server,
+                            "grant": "device_code",
+                            "userCode": prompt.user_code,
+                            "expiresAt": prompt.expires_at_ms,
+                        });
+                        present(prompt.to_string())
                     },
                     self.cancel.child_token(),
                     self.deadline,

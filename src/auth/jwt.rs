@@ -141,7 +141,7 @@ pub(crate) mod tests {
     use ring::signature::{UnparsedPublicKey, ECDSA_P256_SHA256_FIXED, RSA_PKCS1_2048_8192_SHA256};
 
     /// A 2048-bit RSA key made for these tests only (`openssl genpkey -algorithm RSA`); ring cannot
-    /// generate RSA keys.
+    /// generate RSA keys. (The keys in testdata/ protect nothing.)
     pub(crate) const TEST_RSA_PKCS8_PEM: &str = include_str!("testdata/rsa-2048-pkcs8.pem");
 
     /// A fresh P-256 key as PKCS#8 PEM.
@@ -193,6 +193,15 @@ pub(crate) mod tests {
         let jws = key.sign(&json!({"a": 1})).unwrap();
         let signature = URL_SAFE_NO_PAD.decode(jws.rsplit('.').next().unwrap()).unwrap();
         assert_eq!(signature.len(), 64, "ES256 signatures are fixed-size r||s, not DER");
+    }
+
+    #[test]
+    fn p256_keys_as_node_webcrypto_and_openssl_write_them_sign() {
+        // WebCrypto's PKCS#8 export is what the conformance suite's key (jose exportPKCS8) looks like.
+        for pem in [include_str!("testdata/p256-webcrypto-pkcs8.pem"), include_str!("testdata/p256-openssl-pkcs8.pem")] {
+            let key = SigningKey::from_pem(pem, SigningAlgorithm::Es256).unwrap();
+            check_assertion(&key, SigningAlgorithm::Es256);
+        }
     }
 
     #[test]

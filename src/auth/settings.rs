@@ -2,6 +2,7 @@
 //! redirect lands. Secrets in it (client secret, private key, the identity assertion) are registered with
 //! the server's redaction set by the supervisor and never shown by `Debug`.
 
+pub use super::cross_app::IdentityAssertion;
 use super::token::{AuthMethod, SigningAlgorithm};
 use crate::error::{McpError, Result};
 use serde_json::{Map, Value};
@@ -26,15 +27,6 @@ impl Grant {
     pub fn is_interactive(self) -> bool {
         matches!(self, Grant::AuthorizationCode | Grant::DeviceCode)
     }
-}
-
-/// Cross-app access: where to exchange the person's ID token, and as which IdP client.
-#[derive(Clone)]
-pub struct IdentityAssertion {
-    pub token_endpoint: Url,
-    pub id_token: String,
-    pub client_id: Option<String>,
-    pub client_secret: Option<String>,
 }
 
 #[derive(Clone)]

@@ -231,6 +231,22 @@ pub fn check_endpoint(url: &Url, what: &str) -> crate::error::Result<()> {
     }
 }
 
+/// Refuse a grant the authorization server's metadata lists grants without. Metadata that lists none
+/// is not taken at its word (RFC 8414's default would exclude every grant here): the server decides.
+pub fn check_grant_supported(supported: Option<&Vec<String>>, grant: &str) -> crate::error::Result<()> {
+    match supported {
+        Some(grants) if !grants.iter().any(|g| g == grant) => Err(McpError::Auth(format!(
+            "the authorization server does not support the grant {grant} (its grant_types_supported omits it)"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// What is left of a deadline that ends at `until`.
+pub fn remaining(until: std::time::Instant) -> Duration {
+    until.saturating_duration_since(std::time::Instant::now())
+}
+
 /// POST a form to a token endpoint with the client's authentication; `audience` is the AS issuer (the
 /// `aud` of a private_key_jwt assertion). `deadline` bounds the whole exchange, body included.
 pub async fn request_token(
@@ -284,10 +300,17 @@ pub async fn post_form(
     .await
     .unwrap_or(Err(McpError::Timeout { after_ms: deadline.as_millis() as u64 }))
     .map_err(|e| e.redacted(&secrets))?;
-    if status.is_success() {
+    if status.is_success() && !is_error_object(&body) {
         return Ok(body);
     }
     Err(refusal(status, &body, endpoint, what, &secrets))
+}
+
+/// An RFC 6749 §5.2 error object without a token. Some servers (GitHub's device flow) send these
+/// with HTTP 200: they are refusals all the same.
+fn is_error_object(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body)
+        .is_ok_and(|v| v.get("error").is_some_and(Value::is_string) && v.get("access_token").is_none())
 }
 
 /// A value sent that must not come back in error text, raw and as it travels form-encoded.
@@ -322,7 +345,10 @@ fn authenticate(
             Ok(None)
         }
         (AuthMethod::None, _) => {
-            form.push(("client_id", client.client_id.clone()));
+            // An empty id is a request without any client (an identity provider that needs none).
+            if !client.client_id.is_empty() {
+                form.push(("client_id", client.client_id.clone()));
+            }
             Ok(None)
         }
         (AuthMethod::PrivateKeyJwt, ClientSecret::PrivateKey { pem, algorithm }) => {
@@ -394,6 +420,8 @@ pub(crate) mod test_http {
         pub path: String,
         pub headers: Vec<(String, String)>,
         pub body: String,
+        /// When the request was complete.
+        pub at: std::time::Instant,
     }
 
     impl Recorded {
@@ -508,7 +536,7 @@ pub(crate) mod test_http {
         let length: usize = headers.iter().find(|(n, _)| n == "content-length").and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
         let mut body = vec![0; length];
         reader.read_exact(&mut body).await.ok()?;
-        Some(Recorded { method, path, headers, body: String::from_utf8_lossy(&body).into_owned() })
+        Some(Recorded { method, path, headers, body: String::from_utf8_lossy(&body).into_owned(), at: std::time::Instant::now() })
     }
 }
 
@@ -664,6 +692,14 @@ mod tests {
         assert_eq!(exchanged.token_type, "N_A");
         let token = parse_token_response(br#"{"access_token":"t","token_type":"BEARER","expires_in":"120"}"#).unwrap();
         assert_eq!((token.token_type.as_str(), token.expires_in), ("Bearer", Some(120)));
+    }
+
+    #[tokio::test]
+    async fn an_error_object_sent_with_http_200_is_a_refusal() {
+        let server = TestServer::start(|_, _| Reply::json(200, json!({"error": "authorization_pending", "error_description": "wait"}))).await;
+        let none = client(AuthMethod::None, ClientSecret::None);
+        let error = request_token(&egress(), &server.url("/token"), "i", &none, vec![], DEADLINE).await.unwrap_err();
+        assert_eq!(error.error_code(), Some("authorization_pending"), "{error}");
     }
 
     #[tokio::test]
