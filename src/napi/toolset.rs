@@ -70,7 +70,7 @@ impl NativeToolset {
     /// `onEvent(kind, payloadJson)` receives `diagnostic`, `tools` (tool-map change) and
     /// `stdio-reader` events. The optional callbacks are the application's `auth` (server → token),
     /// `allowedHosts` resolver (server → JSON array), `policy.decide` (request JSON → decision JSON)
-    /// and `policy.ask` (question JSON → approved).
+    /// and `policy.ask` (question JSON → approved); `onElicitation` (request JSON → result JSON) is last.
     #[napi(constructor)]
     #[allow(clippy::too_many_arguments)] // each optional callback is its own argument so JS passes plain functions
     pub fn new(
@@ -84,10 +84,12 @@ impl NativeToolset {
         native_store_id: Option<u32>,
         read_stdio_in_js: bool,
         #[napi(ts_arg_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")] js_store: Option<StoreDispatcher>,
+        #[napi(ts_arg_type = "((requestJson: string) => Promise<string>) | undefined | null")] on_elicitation: Option<JsCallback<String>>,
     ) -> Result<Self, String> {
         guard("NativeToolset.new", || {
             let config = crate::config::parse(&config_json)?;
             config.callbacks.check_given(auth.is_some(), allowed_hosts.is_some(), decide.is_some(), ask.is_some())?;
+            config.callbacks.check_elicitation_given(on_elicitation.is_some())?;
             let store = toolset_store(native_store_id, js_store)?;
             if config.storage != store.is_some() {
                 return Err(McpError::config("options.storage was not handed to the engine as a store"));
@@ -103,6 +105,7 @@ impl NativeToolset {
                 decide: hook(decide),
                 ask: hook(ask),
                 stdio_reader: readers.clone().map(|r| r as Arc<dyn ReaderHost>),
+                elicit: hook(on_elicitation),
             };
             let toolset = Toolset::new(config, hooks, store, events)?;
             let completions = Arc::new(Completions::new(on_completions));
