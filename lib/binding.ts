@@ -39,6 +39,7 @@ interface NativeBinding {
     nativeStoreId: number | undefined,
     readStdioInJs: boolean,
     jsStore: ((op: string, argsJson: string) => Promise<string>) | undefined,
+    onElicitation: StringHook,
   ) => NativeToolset;
   NativeStore: {
     memory(): NativeStoreHandle;

@@ -141,7 +141,7 @@ function configJsonUnchecked(servers: unknown, opts: unknown): string {
 
 /** Wrap the application's callbacks for the engine: always async, plain data in and out. */
 function hooksFor(opts: McpOptions) {
-  const { auth, allowedHosts, policy, session } = opts;
+  const { auth, allowedHosts, policy, session, onElicitation } = opts;
   const decide = typeof policy?.decide === 'function' ? policy.decide.bind(policy) : undefined;
   const ask = typeof policy?.ask === 'function' ? policy.ask.bind(policy) : undefined;
   return {
@@ -170,6 +170,14 @@ function hooksFor(opts: McpOptions) {
           return (await ask({ ...request, session }, reason ?? undefined)) === true;
         }
       : undefined,
+    // The engine checks the answer against the request; a throw here is a decline.
+    elicit:
+      typeof onElicitation === 'function'
+        ? async (requestJson: string) => {
+            const { server, request } = JSON.parse(requestJson);
+            return JSON.stringify((await onElicitation(request, { server, session })) ?? null);
+          }
+        : undefined,
   };
 }
 
@@ -503,6 +511,7 @@ async function openToolset(
       storeId,
       READ_STDIO_IN_JS,
       jsStore,
+      hooks.elicit,
     );
   } catch (error) {
     throw engineFailure(error);
