@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { mcpTools } from '../dist/index.js';
 import { here, until } from './helpers.mjs';
+import { startHttp } from './fixtures/elicitation-server.mjs';
 
 const SERVER = { name: 'srv', type: 'stdio', command: process.execPath, args: [join(here, 'fixtures', 'elicitation-server.mjs')] };
 
@@ -30,11 +31,12 @@ const URL_REQUEST = { mode: 'url', message: 'Connect your account', url: 'https:
 
 async function call(toolset, tool, args = {}) {
   const result = await toolset.tools[`srv__${tool}`].execute(args);
+  assert.equal(result.isError, undefined, result.content[0].text);
   return JSON.parse(result.content[0].text);
 }
 
-async function withToolset(opts, body) {
-  const toolset = await mcpTools([SERVER], opts);
+async function withToolset(opts, body, server = SERVER) {
+  const toolset = await mcpTools([server], opts);
   try {
     return await body(toolset);
   } finally {
@@ -232,6 +234,28 @@ test('a tool call waiting on the person does not time out while the elicitation 
     const { result } = await calling;
     assert.equal(result.content.name, 'Late');
   });
+});
+
+test('streamable HTTP: the request arrives on the call\'s response stream and the answer is posted back', async (t) => {
+  const http = await startHttp();
+  t.after(http.close);
+  const onElicitation = () => ({ action: 'accept', content: { name: 'Ada' } });
+  await withToolset({ onElicitation }, async (toolset) => {
+    assert.deepEqual(await call(toolset, 'capabilities'), { elicitation: { form: {} } });
+    const { result } = await call(toolset, 'ask', { params: SEP1034 });
+    assert.deepEqual(result.content, { name: 'Ada', age: 30, score: 95.5, status: 'active', verified: true });
+  }, { name: 'srv', type: 'streamable-http', url: http.url });
+});
+
+test('streamable HTTP: a response stream quiet while the person answers is not timed out', async (t) => {
+  const http = await startHttp();
+  t.after(http.close);
+  // Longer than timeoutMs plus the HTTP deadline's slack: the stream stays quiet all that time.
+  const onElicitation = () => new Promise((resolve) => setTimeout(() => resolve({ action: 'accept', content: {} }), 3500));
+  await withToolset({ onElicitation, timeoutMs: 1000 }, async (toolset) => {
+    const { result } = await call(toolset, 'ask', { params: SEP1034 });
+    assert.equal(result.action, 'accept');
+  }, { name: 'srv', type: 'streamable-http', url: http.url });
 });
 
 test('options: elicitationModes needs onElicitation and valid modes', async () => {

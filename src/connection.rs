@@ -157,6 +157,8 @@ struct Elicitations {
     /// Open elicitations by request id (its JSON text), each with the token the server's
     /// `notifications/cancelled` for it trips.
     open: Mutex<HashMap<String, CancellationToken>>,
+    /// When the last one ended: the server's answer to the request that asked comes after it.
+    last_ended: Mutex<Option<Instant>>,
 }
 
 #[derive(Default)]
@@ -334,6 +336,7 @@ impl Shared {
                 cancel: CancellationToken::new(),
                 tasks: TaskTracker::new(),
                 open: Mutex::new(HashMap::new()),
+                last_ended: Mutex::new(None),
             }),
             #[cfg(test)]
             sweep_fault: AtomicBool::new(false),
@@ -584,6 +587,7 @@ impl Shared {
     fn elicitation_ended(&self, key: &str, id: &RawValue, result: Option<String>) {
         if let Some(elicitations) = &self.elicitations {
             elicitations.open.lock().remove(key);
+            *elicitations.last_ended.lock() = Some(Instant::now());
         }
         let ended = {
             let mut state = self.state.lock();
@@ -744,6 +748,11 @@ impl MessageSink for Shared {
 
     fn on_closed(&self, reason: McpError) {
         self.lose(reason);
+    }
+
+    fn waited_on_host(&self, within: Duration) -> bool {
+        self.elicitation_open()
+            || self.elicitations.as_ref().is_some_and(|e| e.last_ended.lock().is_some_and(|at| at.elapsed() < within))
     }
 }
 

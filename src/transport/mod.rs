@@ -37,6 +37,11 @@ pub trait MessageSink: Send + Sync + 'static {
     fn is_pending(&self, id: RequestId) -> bool;
     /// The transport ended for good.
     fn on_closed(&self, reason: McpError);
+    /// Whether the connection was waiting on the host (an open elicitation) at any time in the last
+    /// `within`: a response stream quiet that long is then waiting on a person, not on the server.
+    fn waited_on_host(&self, _within: std::time::Duration) -> bool {
+        false
+    }
 }
 
 /// One outgoing message, with what a transport needs to know about it.
