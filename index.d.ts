@@ -61,9 +61,9 @@ export declare class NativeToolset {
    * `onEvent(kind, payloadJson)` receives `diagnostic`, `tools` (tool-map change) and
    * `stdio-reader` events. The optional callbacks are the application's `auth` (server → token),
    * `allowedHosts` resolver (server → JSON array), `policy.decide` (request JSON → decision JSON)
-   * and `policy.ask` (question JSON → approved).
+   * and `policy.ask` (question JSON → approved); `onElicitation` (request JSON → result JSON) is last.
    */
-  constructor(configJson: string, onEvent: (kind: string, payloadJson: string) => void, onCompletions: () => void, auth: ((server: string) => Promise<string>) | undefined | null, allowedHosts: ((server: string) => Promise<string>) | undefined | null, decide: ((requestJson: string) => Promise<string>) | undefined | null, ask: ((questionJson: string) => Promise<boolean>) | undefined | null, nativeStoreId: number | undefined | null, readStdioInJs: boolean, jsStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null, onAuthorizationUrl?: ((promptJson: string) => Promise<string>) | undefined | null, nativeTokenStoreId?: number | undefined | null, jsTokenStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null)
+  constructor(configJson: string, onEvent: (kind: string, payloadJson: string) => void, onCompletions: () => void, auth: ((server: string) => Promise<string>) | undefined | null, allowedHosts: ((server: string) => Promise<string>) | undefined | null, decide: ((requestJson: string) => Promise<string>) | undefined | null, ask: ((questionJson: string) => Promise<boolean>) | undefined | null, nativeStoreId: number | undefined | null, readStdioInJs: boolean, jsStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null, onAuthorizationUrl?: ((promptJson: string) => Promise<string>) | undefined | null, nativeTokenStoreId?: number | undefined | null, jsTokenStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null, onElicitation?: ((requestJson: string) => Promise<string>) | undefined | null)
   /** Connect every enabled server; resolves to `{"tools": [...], "diagnostics": [...]}` as JSON. */
   connect(): Promise<string>
   /**

@@ -49,6 +49,7 @@ interface NativeBinding {
     onAuthorizationUrl: StringHook,
     nativeTokenStoreId: number | undefined,
     jsTokenStore: ((op: string, argsJson: string) => Promise<string>) | undefined,
+    onElicitation: StringHook,
   ) => NativeToolset;
   NativeStore: {
     memory(): NativeStoreHandle;

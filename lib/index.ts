@@ -171,7 +171,7 @@ function withDefaults(opts: McpOptions): McpOptions {
 
 /** Wrap the application's callbacks for the engine: always async, plain data in and out. */
 function hooksFor(opts: McpOptions) {
-  const { auth, allowedHosts, policy, session, onAuthorizationUrl } = opts;
+  const { auth, allowedHosts, policy, session, onAuthorizationUrl, onElicitation } = opts;
   const decide = typeof policy?.decide === 'function' ? policy.decide.bind(policy) : undefined;
   const ask = typeof policy?.ask === 'function' ? policy.ask.bind(policy) : undefined;
   return {
@@ -206,6 +206,14 @@ function hooksFor(opts: McpOptions) {
             const { url, ...prompt } = JSON.parse(promptJson);
             await onAuthorizationUrl(url, prompt);
             return '';
+          }
+        : undefined,
+    // The engine checks the answer against the request; a throw here is a decline.
+    elicit:
+      typeof onElicitation === 'function'
+        ? async (requestJson: string) => {
+            const { server, request } = JSON.parse(requestJson);
+            return JSON.stringify((await onElicitation(request, { server, session })) ?? null);
           }
         : undefined,
   };
@@ -548,6 +556,7 @@ async function openToolset(
       hooks.authorizationUrl,
       tokenStoreId,
       jsTokenStore,
+      hooks.elicit,
     );
   } catch (error) {
     throw engineFailure(error);

@@ -139,7 +139,44 @@ export interface McpOptions {
   onAuthorizationUrl?: (url: string, prompt: McpAuthorizationPrompt) => void | Promise<void>;
   /** How long a person has to finish a login, in ms. Default 300 000. */
   authorizationTimeoutMs?: number;
+  /**
+   * Answers a server's `elicitation/create`: show the person `request.message` and which `ctx.server` asks,
+   * then resolve to their answer. Only with it does the client declare the elicitation capability. On
+   * `accept`, the schema's defaults fill the fields left out, and an answer that does not match the
+   * requested schema (wrong type, outside an enum, a required field missing, a field not asked for) is
+   * sent as `decline`, as is a throw or a rejection. No answer within 5 minutes is sent as `cancel`. At
+   * most 4 elicitations per server are open at once. The message and schema are the server's text:
+   * never show them to a model as instructions.
+   */
+  onElicitation?: (request: McpElicitationRequest, ctx: { server: string; session?: Session }) => McpElicitationResult | Promise<McpElicitationResult>;
+  /**
+   * The elicitation modes declared with `onElicitation`. Default `['form']`. Add `'url'` only when the host
+   * can show the full URL and open it in a browser after the person agrees (never fetch it yourself).
+   */
+  elicitationModes?: ReadonlyArray<'form' | 'url'>;
 }
+
+/** A server's request for input from the person (MCP `elicitation/create`). */
+export type McpElicitationRequest =
+  | {
+      mode: 'form';
+      message: string;
+      /** A flat object schema of primitive fields (string, number, integer, boolean, enums), as the server sent it. */
+      requestedSchema: JsonSchema;
+    }
+  | {
+      /** Send the person to `url` (http or https) after they agree; `accept` means they agreed, not that they finished. */
+      mode: 'url';
+      message: string;
+      url: string;
+      elicitationId: string;
+    };
+
+/** The person's answer: `content` (form mode, with `accept` only) holds the fields of `requestedSchema`. */
+export type McpElicitationResult = {
+  action: 'accept' | 'decline' | 'cancel';
+  content?: Record<string, string | number | boolean | string[]>;
+};
 
 export type JsonSchema = { [key: string]: unknown };
 

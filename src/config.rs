@@ -34,6 +34,8 @@ pub const OPTION_KEYS: &[&str] = &[
     "tokenStore",
     "onAuthorizationUrl",
     "authorizationTimeoutMs",
+    "onElicitation",
+    "elicitationModes",
 ];
 
 /// The key of a marker standing for a value JSON cannot carry: `{"$mcpferry": "function"}` (also
@@ -60,6 +62,8 @@ pub struct ToolsetConfig {
     pub token_store: bool,
     /// How long a person has to finish a login.
     pub authorization_timeout_ms: u64,
+    /// The elicitation modes declared when `onElicitation` is set (`elicitationModes`, default form).
+    pub elicitation_modes: crate::elicitation::Modes,
 }
 
 /// Which callbacks the options configure. The callbacks themselves cross beside the JSON.
@@ -73,6 +77,8 @@ pub struct CallbackOptions {
     pub ask: bool,
     /// `onAuthorizationUrl`: the engine can send a person to a login page.
     pub authorization_url: bool,
+    /// `onElicitation`.
+    pub elicit: bool,
 }
 
 impl CallbackOptions {
@@ -80,6 +86,14 @@ impl CallbackOptions {
     pub fn check_given(&self, auth: bool, allowed_hosts: bool, decide: bool, ask: bool) -> Result<()> {
         if (self.auth, self.allowed_hosts_resolver, self.decide, self.ask) != (auth, allowed_hosts, decide, ask) {
             return Err(McpError::config("the callbacks handed to the engine do not match the options"));
+        }
+        Ok(())
+    }
+
+    /// The elicitation callback handed over must be there exactly when the options declare it.
+    pub fn check_elicitation_given(&self, elicit: bool) -> Result<()> {
+        if self.elicit != elicit {
+            return Err(McpError::config("the onElicitation callback handed to the engine does not match the options"));
         }
         Ok(())
     }
@@ -220,6 +234,7 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
     };
     let authorization_timeout_ms =
         optional_positive_integer(root, "authorizationTimeoutMs", "options")?.unwrap_or(crate::limits::DEFAULT_AUTHORIZATION_TIMEOUT_MS);
+    let elicitation_modes = parse_elicitation_modes(root, callbacks.elicit)?;
     Ok(ToolsetConfig {
         servers,
         callbacks,
@@ -232,7 +247,31 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         proxy,
         token_store,
         authorization_timeout_ms,
+        elicitation_modes,
     })
+}
+
+/// `elicitationModes`: a non-empty array of `"form"` and `"url"`; only with `onElicitation`.
+fn parse_elicitation_modes(root: &Map<String, Value>, elicit: bool) -> Result<crate::elicitation::Modes> {
+    let Some(given) = root.get("elicitationModes").filter(|v| !v.is_null()) else {
+        return Ok(crate::elicitation::Modes::default());
+    };
+    if !elicit {
+        return Err(McpError::config("options.elicitationModes needs options.onElicitation, which answers the elicitations"));
+    }
+    let mut modes = crate::elicitation::Modes { form: false, url: false };
+    let names = given.as_array().filter(|names| !names.is_empty());
+    for name in names.into_iter().flatten() {
+        match name.as_str() {
+            Some("form") => modes.form = true,
+            Some("url") => modes.url = true,
+            _ => return Err(McpError::config("options.elicitationModes must be a non-empty array of \"form\" and \"url\"")),
+        }
+    }
+    if !modes.form && !modes.url {
+        return Err(McpError::config("options.elicitationModes must be a non-empty array of \"form\" and \"url\""));
+    }
+    Ok(modes)
 }
 
 /// The kind a marker stands for, if `value` is one.
@@ -254,6 +293,9 @@ fn parse_callbacks(root: &Map<String, Value>) -> Result<CallbackOptions> {
     let auth = is_function(root.get("auth"))
         .ok_or_else(|| McpError::config("options.auth must be a function (server, { session }) => Promise<{ token }>"))?;
     let allowed_hosts_resolver = matches!(root.get("allowedHosts"), Some(v) if marker(v) == Some("function"));
+    let elicit = is_function(root.get("onElicitation")).ok_or_else(|| {
+        McpError::config("options.onElicitation must be a function (request, { server, session }) => { action, content? }")
+    })?;
     let (decide, ask) = match root.get("policy") {
         None | Some(Value::Null) => (false, false),
         Some(Value::Object(policy)) if is_function(policy.get("decide")) == Some(true) => {
@@ -273,7 +315,7 @@ fn parse_callbacks(root: &Map<String, Value>) -> Result<CallbackOptions> {
     }
     let authorization_url =
         is_function(root.get("onAuthorizationUrl")).ok_or_else(|| McpError::config("options.onAuthorizationUrl must be a function (url, info) => void"))?;
-    Ok(CallbackOptions { on_diagnostic, auth, allowed_hosts_resolver, decide, ask, authorization_url })
+    Ok(CallbackOptions { on_diagnostic, auth, allowed_hosts_resolver, decide, ask, authorization_url, elicit })
 }
 
 fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> {
@@ -520,6 +562,7 @@ mod callback_tests {
         );
         let config = parse(&json).unwrap();
         let all = CallbackOptions { on_diagnostic: true, auth: true, allowed_hosts_resolver: true, decide: true, ask: true, ..Default::default() };
+        let all = CallbackOptions { on_diagnostic: true, auth: true, allowed_hosts_resolver: true, decide: true, ask: true, elicit: false };
         assert_eq!(config.callbacks, all);
         assert!(config.storage);
         assert_eq!(config.allowed_hosts, None);
@@ -528,5 +571,28 @@ mod callback_tests {
         let bare = parse(r#"{"servers":[]}"#).unwrap();
         assert_eq!(bare.callbacks, CallbackOptions::default());
         assert!(!bare.storage);
+    }
+
+    #[test]
+    fn elicitation_options_declare_the_callback_and_its_modes() {
+        use crate::elicitation::Modes;
+        let f = r#"{"$mcpferry":"function"}"#;
+        let modes = |extra: &str| parse(&format!(r#"{{"servers":[],"options":{{"onElicitation":{f}{extra}}}}}"#));
+        let config = modes("").unwrap();
+        assert!(config.callbacks.elicit);
+        assert_eq!(config.elicitation_modes, Modes { form: true, url: false });
+        assert!(config.callbacks.check_elicitation_given(true).is_ok());
+        assert!(config.callbacks.check_elicitation_given(false).is_err());
+        assert_eq!(modes(r#","elicitationModes":["form","url"]"#).unwrap().elicitation_modes, Modes { form: true, url: true });
+        assert_eq!(modes(r#","elicitationModes":["url"]"#).unwrap().elicitation_modes, Modes { form: false, url: true });
+        for bad in [r#","elicitationModes":[]"#, r#","elicitationModes":["sms"]"#, r#","elicitationModes":"url""#, r#","elicitationModes":[1]"#] {
+            let error = modes(bad).unwrap_err().to_string();
+            assert!(error.contains("non-empty array"), "{bad}: {error}");
+        }
+        let without = parse(r#"{"servers":[],"options":{"elicitationModes":["form"]}}"#).unwrap_err().to_string();
+        assert!(without.contains("needs options.onElicitation"), "{without}");
+        let not_a_function = parse(r#"{"servers":[],"options":{"onElicitation":true}}"#).unwrap_err().to_string();
+        assert!(not_a_function.contains("onElicitation must be a function"), "{not_a_function}");
+        assert!(!parse(r#"{"servers":[]}"#).unwrap().callbacks.elicit);
     }
 }

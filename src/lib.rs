@@ -5,6 +5,7 @@ pub mod catalog;
 pub mod config;
 pub mod connection;
 pub mod diagnostics;
+pub mod elicitation;
 pub mod egress;
 pub mod error;
 pub mod hooks;

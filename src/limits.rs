@@ -153,3 +153,17 @@ pub const TOKEN_FILE_PBKDF2_ITERATIONS: u32 = 600_000;
 pub const TOKEN_FILE_PBKDF2_MAX_ITERATIONS: u32 = 10_000_000;
 /// Shortest passphrase accepted for an encrypted token file, in characters.
 pub const TOKEN_FILE_MIN_PASSPHRASE_CHARS: usize = 12;
+// Elicitation (src/elicitation.rs and the server-request path in src/connection.rs).
+
+/// `elicitation/create` requests of one server waiting for the host at once; more are refused at once
+/// with a JSON-RPC error, so a server cannot pile up prompts (or tasks) on the host.
+pub const MAX_ELICITATIONS_IN_FLIGHT: usize = 4;
+/// How long the host's `onElicitation` may take to answer (a person filling a form) before the server
+/// is told `cancel`. While an elicitation is open, the server's other requests do not time out.
+pub const ELICITATION_TIMEOUT_MS: u64 = 300_000;
+/// Fields in one elicitation form; a larger `requestedSchema` is refused as invalid params.
+pub const MAX_ELICITATION_FIELDS: usize = 100;
+/// Options of one enum field (single or multi-select); a larger one is refused as invalid params.
+pub const MAX_ELICITATION_OPTIONS: usize = 1_000;
+/// Largest answer (its JSON) accepted from the host's `onElicitation`; a larger one is sent as `decline`.
+pub const MAX_ELICITATION_ANSWER_BYTES: usize = 256 * 1024;

@@ -71,7 +71,7 @@ impl NativeToolset {
     /// `onEvent(kind, payloadJson)` receives `diagnostic`, `tools` (tool-map change) and
     /// `stdio-reader` events. The optional callbacks are the application's `auth` (server → token),
     /// `allowedHosts` resolver (server → JSON array), `policy.decide` (request JSON → decision JSON)
-    /// and `policy.ask` (question JSON → approved).
+    /// and `policy.ask` (question JSON → approved); `onElicitation` (request JSON → result JSON) is last.
     #[napi(constructor)]
     #[allow(clippy::too_many_arguments)] // each optional callback is its own argument so JS passes plain functions
     pub fn new(
@@ -88,6 +88,7 @@ impl NativeToolset {
         #[napi(ts_arg_type = "((promptJson: string) => Promise<string>) | undefined | null")] on_authorization_url: Option<JsCallback<String>>,
         native_token_store_id: Option<u32>,
         #[napi(ts_arg_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")] js_token_store: Option<TokenStoreDispatcher>,
+        #[napi(ts_arg_type = "((requestJson: string) => Promise<string>) | undefined | null")] on_elicitation: Option<JsCallback<String>>,
     ) -> Result<Self, String> {
         guard("NativeToolset.new", || {
             let config = crate::config::parse(&config_json)?;
@@ -95,6 +96,7 @@ impl NativeToolset {
             if config.callbacks.authorization_url != on_authorization_url.is_some() {
                 return Err(McpError::config("the callbacks handed to the engine do not match the options"));
             }
+            config.callbacks.check_elicitation_given(on_elicitation.is_some())?;
             let store = toolset_store(native_store_id, js_store)?;
             let token_store = toolset_token_store(native_token_store_id, js_token_store)?;
             if config.token_store != token_store.is_some() {
@@ -116,6 +118,7 @@ impl NativeToolset {
                 stdio_reader: readers.clone().map(|r| r as Arc<dyn ReaderHost>),
                 authorization_url: hook(on_authorization_url),
                 token_store,
+                elicit: hook(on_elicitation),
             };
             let toolset = Toolset::new(config, hooks, store, events)?;
             let completions = Arc::new(Completions::new(on_completions));

@@ -65,6 +65,8 @@ pub struct Toolset {
 pub(crate) struct Inner {
     servers: Vec<Supervisor>,
     hooks: Hooks,
+    /// The elicitation modes declared to every server when `hooks.elicit` is set (`elicitationModes`).
+    elicitation_modes: crate::elicitation::Modes,
     /// The static `allowedHosts` list, compiled once.
     allowed_hosts: Option<Arc<HostGuard>>,
     /// The `proxy` option, for every HTTP server.
@@ -127,6 +129,7 @@ impl Toolset {
             inner: Arc::new(Inner {
                 servers,
                 hooks,
+                elicitation_modes: config.elicitation_modes,
                 allowed_hosts,
                 proxy: config.proxy,
                 timeout: Duration::from_millis(config.timeout_ms),

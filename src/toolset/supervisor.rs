@@ -14,7 +14,8 @@ use crate::error::{McpError, Result};
 use crate::guard::containment;
 use crate::guard::hosts::HostGuard;
 use crate::guard::redact::Secrets;
-use crate::limits::{MAX_CONNECT_TIMEOUT_MS, MIN_REFRESH_INTERVAL_MS};
+use crate::elicitation::Elicitor;
+use crate::limits::{ELICITATION_TIMEOUT_MS, MAX_CONNECT_TIMEOUT_MS, MIN_REFRESH_INTERVAL_MS};
 use crate::protocol::mcp::Tool;
 use crate::store::{self, StoredServer};
 use crate::transport::http::{Credential, HttpSpec};
@@ -175,7 +176,11 @@ impl Inner {
         let handshake_timeout = self.timeout.min(Duration::from_millis(MAX_CONNECT_TIMEOUT_MS));
         let handshake = RequestOptions { timeout: handshake_timeout, abort: Some(stop) };
         let options = TransportOptions { max_message_bytes: self.max_result_bytes, idle_timeout: self.timeout, secrets: slot.secrets.clone() };
-        let connection = Connection::open(&spec, listener.clone(), options, &handshake).await?;
+        let elicitor = self.hooks.elicit.clone().map(|callback| {
+            let (server, modes, timeout) = (slot.entry.name.clone(), self.elicitation_modes, Duration::from_millis(ELICITATION_TIMEOUT_MS));
+            Arc::new(Elicitor { server, modes, callback, timeout })
+        });
+        let connection = Connection::open(&spec, listener.clone(), options, &handshake, elicitor).await?;
         let opts = RequestOptions { timeout: self.timeout, abort: Some(stop) };
         match catalog::list_tools(&connection, &opts).await {
             Ok(listing) => Ok((Arc::new(connection), listener, listing)),

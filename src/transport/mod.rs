@@ -39,6 +39,11 @@ pub trait MessageSink: Send + Sync + 'static {
     fn on_closed(&self, reason: McpError);
     /// Work on the request's behalf is under way (a login): restart its idle timeout, as progress does.
     fn keep_waiting(&self, _id: RequestId) {}
+    /// Whether the connection was waiting on the host (an open elicitation) at any time in the last
+    /// `within`: a response stream quiet that long is then waiting on a person, not on the server.
+    fn waited_on_host(&self, _within: std::time::Duration) -> bool {
+        false
+    }
 }
 
 /// One outgoing message, with what a transport needs to know about it.

@@ -356,7 +356,11 @@ impl Shared {
                 }
             };
             let limit = self.options.max_message_bytes;
-            http::read_events(&mut response, &mut parser, Some(self.deadline()), deliver, limit).await?;
+            match http::read_events(&mut response, &mut parser, Some(self.deadline()), deliver, limit).await {
+                // The server is waiting for a person's answer to its elicitation: keep reading.
+                Err(McpError::Timeout { .. }) if self.sink.waited_on_host(self.deadline()) => continue,
+                read => read?,
+            };
             let Some(id) = request_id else { return Ok(()) };
             if !self.sink.is_pending(id) {
                 return Ok(());
