@@ -520,6 +520,13 @@ mod tests {
             (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","command":"y"}]}"#, "unknown field"),
             (r#"{"servers":[{"name":"h","type":"sse","url":"http://good.example@evil.test/"}]}"#, "must not carry credentials"),
             (r#"{"auth":{"$mcpferry":"function"},"session":{"$mcpferry":"value"},"servers":[{"name":"h","type":"sse","url":"http://x/","headers":{"authorization":"Bearer t0ken-value"}}]}"#, "set by the auth option"),
+            (r#"{"auth":{"$mcpferry":"function"},"session":{"$mcpferry":"value"},"servers":[{"name":"h","type":"streamable-http","url":"http://x/","oauth":true}]}"#, "use one or the other"),
+            (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","headers":{"Authorization":"Bearer t0ken-value"},"oauth":true}]}"#, "cannot be combined with oauth"),
+            (r#"{"servers":[{"name":"s","type":"stdio","command":"x","oauth":true}]}"#, "OAuth is for HTTP servers"),
+            (r#"{"servers":[{"name":"h","type":"sse","url":"http://x/","oauth":{"grant":"implicit"}}]}"#, "grant \"implicit\" is unknown"),
+            (r#"{"servers":[],"tokenStore":{"get":1}}"#, "options.tokenStore must be a token store"),
+            (r#"{"servers":[],"onAuthorizationUrl":"open"}"#, "onAuthorizationUrl must be a function"),
+            (r#"{"servers":[],"authorizationTimeoutMs":0}"#, "authorizationTimeoutMs must be a positive integer"),
             (r#"{"servers":[],"allowedHosts":["bad host"]}"#, "allowedHosts"),
             (r#"{"servers":[],"disclosure":{"budget":"lots"}}"#, "budget must be"),
             (r#"{"servers":[],"disclosure":{"always":["a"]}}"#, "unknown key"),
@@ -562,7 +569,7 @@ mod callback_tests {
         );
         let config = parse(&json).unwrap();
         let all = CallbackOptions { on_diagnostic: true, auth: true, allowed_hosts_resolver: true, decide: true, ask: true, ..Default::default() };
-        let all = CallbackOptions { on_diagnostic: true, auth: true, allowed_hosts_resolver: true, decide: true, ask: true, elicit: false };
+        let all = CallbackOptions { on_diagnostic: true, auth: true, allowed_hosts_resolver: true, decide: true, ask: true, elicit: false, authorization_url: false };
         assert_eq!(config.callbacks, all);
         assert!(config.storage);
         assert_eq!(config.allowed_hosts, None);

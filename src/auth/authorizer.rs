@@ -481,3 +481,157 @@ impl Authorizer {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::discovery::AuthServerMetadata;
+    use crate::auth::store::MemoryTokenStore;
+    use crate::auth::token::test_http::{Reply, TestServer};
+
+    fn authorizer(settings_json: &str, store: Arc<MemoryTokenStore>) -> Authorizer {
+        let settings = OAuthSettings::parse("servers[0]", &serde_json::from_str(settings_json).unwrap()).unwrap();
+        let host = Arc::new(AuthHost { store, present: None, login_timeout: Duration::from_secs(5) });
+        let mut authorizer = Authorizer::new(
+            "s".into(),
+            Url::parse("http://127.0.0.1:9/mcp").unwrap(),
+            settings,
+            host,
+            &EgressPolicy::default(),
+            Credential::default(),
+            Arc::default(),
+            CancellationToken::new(),
+        )
+        .unwrap();
+        authorizer.deadline = Duration::from_millis(300);
+        authorizer
+    }
+
+    fn discovered(as_scopes: Option<&[&str]>, resource_scopes: Option<&[&str]>) -> Discovered {
+        let metadata: AuthServerMetadata = serde_json::from_value(serde_json::json!({
+            "issuer": "http://127.0.0.1:8",
+            "token_endpoint": "http://127.0.0.1:8/token",
+            "scopes_supported": as_scopes,
+        }))
+        .unwrap();
+        Discovered {
+            resource: "http://127.0.0.1:9/mcp".into(),
+            resource_scopes: resource_scopes.map(|s| s.iter().map(|s| s.to_string()).collect()),
+            metadata,
+            legacy: false,
+            default_endpoints: false,
+        }
+    }
+
+    fn challenge(scope: Option<&str>) -> Challenge {
+        Challenge { scope: scope.map(str::to_owned), ..Challenge::default() }
+    }
+
+    #[test]
+    fn scopes_come_from_the_challenge_then_the_resource_then_nowhere() {
+        let a = authorizer("true", Arc::default());
+        let state = FlowState::default();
+        let d = discovered(None, Some(&["r1", "r2"]));
+        assert_eq!(a.scope_for(&state, &challenge(Some("c1")), &d, false).unwrap().as_deref(), Some("c1"));
+        assert_eq!(a.scope_for(&state, &challenge(None), &d, false).unwrap().as_deref(), Some("r1 r2"));
+        assert_eq!(a.scope_for(&state, &challenge(None), &discovered(None, None), false).unwrap(), None);
+        // offline_access only where the authorization server lists it, and never alone.
+        let offline = discovered(Some(&["r1", "offline_access"]), Some(&["r1"]));
+        assert_eq!(a.scope_for(&state, &challenge(None), &offline, false).unwrap().as_deref(), Some("r1 offline_access"));
+        let none = discovered(Some(&["offline_access"]), None);
+        assert_eq!(a.scope_for(&state, &challenge(None), &none, false).unwrap(), None);
+    }
+
+    #[test]
+    fn a_step_up_adds_to_what_was_asked_within_the_ceiling() {
+        let a = authorizer(r#"{"scopes":["read","write"]}"#, Arc::default());
+        let state = FlowState { requested_scope: Some("read".into()), ..FlowState::default() };
+        let d = discovered(None, None);
+        assert_eq!(a.scope_for(&state, &challenge(Some("read write")), &d, true).unwrap().as_deref(), Some("read write"));
+        // The ceiling filters a first request and refuses a step-up beyond it.
+        assert_eq!(a.scope_for(&state, &challenge(Some("read admin")), &d, false).unwrap().as_deref(), Some("read"));
+        let refused = a.scope_for(&state, &challenge(Some("admin")), &d, true).unwrap_err().to_string();
+        assert!(refused.contains("outside oauth.scopes"), "{refused}");
+    }
+
+    fn tokens(endpoint: &Url, rotates: Option<bool>) -> Tokens {
+        Tokens {
+            issuer: "http://127.0.0.1:8".into(),
+            resource: "http://127.0.0.1:9/mcp".into(),
+            client_id: "c".into(),
+            token_endpoint: endpoint.to_string(),
+            revocation_endpoint: None,
+            access_token: "access-1".into(),
+            refresh_token: Some("refresh-1".into()),
+            expires_at_ms: Some(1),
+            scope: None,
+            rotates,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_rotating_refresh_whose_answer_was_lost_is_never_sent_again() {
+        let server = TestServer::start(|_, _| Reply::hang()).await;
+        let store = Arc::new(MemoryTokenStore::new());
+        let a = authorizer("true", store.clone());
+        let mut state = FlowState::default();
+        a.install(&mut state, tokens(&server.url("/token"), None)).await.unwrap();
+        assert!(a.refresh(&mut state).await.is_err());
+        assert!(a.refresh(&mut state).await.is_err());
+        assert_eq!(server.received().len(), 1, "the refresh token went out once");
+        let kept = store.get(&keys::tokens("http://127.0.0.1:8", "http://127.0.0.1:9/mcp")).await.unwrap().unwrap();
+        assert!(!kept.contains("refresh-1"), "the spent refresh token is forgotten");
+    }
+
+    #[tokio::test]
+    async fn a_refresh_is_replayed_only_where_tokens_are_known_not_to_rotate() {
+        let server = TestServer::start(|_, _| Reply::hang()).await;
+        let a = authorizer("true", Arc::default());
+        let mut state = FlowState::default();
+        a.install(&mut state, tokens(&server.url("/token"), Some(false))).await.unwrap();
+        assert!(a.refresh(&mut state).await.is_err());
+        assert!(a.refresh(&mut state).await.is_err());
+        assert_eq!(server.received().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_refresh_rotates_and_the_new_token_is_in_use() {
+        let server = TestServer::start(|request, _| {
+            assert_eq!(request.field("grant_type").as_deref(), Some("refresh_token"));
+            assert_eq!(request.field("resource").as_deref(), Some("http://127.0.0.1:9/mcp"));
+            Reply::json(200, serde_json::json!({"access_token":"access-2","token_type":"Bearer","expires_in":3600,"refresh_token":"refresh-2"}))
+        })
+        .await;
+        let store = Arc::new(MemoryTokenStore::new());
+        let a = authorizer("true", store.clone());
+        let mut state = FlowState::default();
+        a.install(&mut state, tokens(&server.url("/token"), None)).await.unwrap();
+        let before = a.generation();
+        a.refresh(&mut state).await.unwrap();
+        assert!(a.generation() > before);
+        assert_eq!(a.credential.current().unwrap().to_str().unwrap(), "Bearer access-2");
+        let kept = store.get(&keys::tokens("http://127.0.0.1:8", "http://127.0.0.1:9/mcp")).await.unwrap().unwrap();
+        assert!(kept.contains("refresh-2") && !kept.contains("refresh-1"));
+        assert!(!a.refresh_due(), "the new token is not due");
+    }
+
+    #[tokio::test]
+    async fn a_rejected_refresh_forgets_the_tokens() {
+        let server = TestServer::start(|_, _| Reply::json(400, serde_json::json!({"error":"invalid_grant"}))).await;
+        let store = Arc::new(MemoryTokenStore::new());
+        let a = authorizer("true", store.clone());
+        let mut state = FlowState::default();
+        a.install(&mut state, tokens(&server.url("/token"), None)).await.unwrap();
+        let error = a.refresh(&mut state).await.unwrap_err();
+        assert_eq!(error.code(), "mcp_auth_error");
+        assert!(state.tokens.is_none());
+        assert!(store.get(&keys::tokens("http://127.0.0.1:8", "http://127.0.0.1:9/mcp")).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn without_a_way_to_a_person_the_login_is_refused_with_how_to_log_in() {
+        let a = authorizer("true", Arc::default());
+        let Err(error) = a.presenter(&discovered(None, None).metadata) else { panic!("a presenter without onAuthorizationUrl") };
+        assert!(error.to_string().contains("onAuthorizationUrl"), "{error}");
+    }
+}
