@@ -3,7 +3,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
@@ -145,6 +145,29 @@ test('encrypted file: concurrent writes from one process are all kept', async ()
   const [a, b] = [createEncryptedFileTokenStore(path, { key }), createEncryptedFileTokenStore(path, { key })];
   await Promise.all(Array.from({ length: 30 }, (_, i) => (i % 2 ? a : b).set(`key-${i}`, `value-${i}`)));
   for (let i = 0; i < 30; i++) assert.equal(await a.get(`key-${i}`), `value-${i}`, `key-${i} lost`);
+});
+
+test('encrypted file: two processes writing one file at once lose nothing (the lock file orders them)', async () => {
+  const path = scratchFile('tokens-two-processes.bin');
+  const key = randomBytes(32);
+  const writer = `
+    const { createEncryptedFileTokenStore } = await import(${JSON.stringify(pathToFileURL(join(here, '..', 'dist', 'token-stores.js')).href)});
+    const store = createEncryptedFileTokenStore(process.env.TOKEN_FILE, { key: Buffer.from(process.env.TOKEN_KEY, 'hex') });
+    await Promise.all(Array.from({ length: 20 }, (_, i) => store.set(process.env.WRITER + '-' + i, 'value-' + i)));`;
+  const run = (name) =>
+    new Promise((resolve, reject) => {
+      const child = spawn(process.execPath, ['--input-type=module', '-e', writer], {
+        env: { ...process.env, TOKEN_FILE: path, TOKEN_KEY: key.toString('hex'), WRITER: name },
+        stdio: ['ignore', 'ignore', 'inherit'],
+      });
+      child.on('error', reject);
+      child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`writer ${name} exited with ${code}`))));
+    });
+  await Promise.all([run('a'), run('b')]);
+  const store = createEncryptedFileTokenStore(path, { key });
+  for (const name of ['a', 'b']) {
+    for (let i = 0; i < 20; i++) assert.equal(await store.get(`${name}-${i}`), `value-${i}`, `${name}-${i} lost`);
+  }
 });
 
 // The engine's Secret Service client in a child process whose session bus is `busAddress`.

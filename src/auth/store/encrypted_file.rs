@@ -1,7 +1,8 @@
 //! Tokens in one encrypted file, under a key the host must give: 32 raw bytes, or a passphrase
 //! stretched with PBKDF2-HMAC-SHA256. Crypto is ring's (already linked for TLS): AES-256-GCM, a fresh
 //! random nonce for every write, the header authenticated as associated data, so a wrong key and a
-//! changed byte anywhere in the file are both caught, and told apart from nothing else.
+//! changed byte anywhere in the file are both caught (AES-GCM cannot tell the two apart; the error
+//! names both). The key and the contents never appear in an error or in `Debug`.
 //!
 //! File layout (version 1), all of it written at once:
 //!
