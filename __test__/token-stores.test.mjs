@@ -15,6 +15,7 @@ import {
   createEncryptedFileTokenStore,
   createKeyringTokenStore,
   createMemoryTokenStore,
+  engineTokenStoreId,
   isTokenStore,
   nativeTokenStoreId,
   tokenStoreDispatcher,
@@ -255,4 +256,14 @@ test('a JavaScript store, driven through the engine: round trip, and its failure
   const bad = await binding.NativeTokenStore.fromDispatcher(tokenStoreDispatcher(malformed)).get('k').catch((e) => e);
   assert.equal(bad.code, 'mcp_storage_error');
   assert.doesNotMatch(bad.message, /at-7f3a9c2e/);
+});
+
+test('engineTokenStoreId: a built-in has its own id; a JavaScript store gets one id, kept with it', () => {
+  const memory = createMemoryTokenStore();
+  assert.equal(engineTokenStoreId(memory), nativeTokenStoreId(memory));
+  const [one, other] = [createMapStore(), createMapStore()];
+  assert.equal(typeof engineTokenStoreId(one), 'number');
+  assert.equal(engineTokenStoreId(one), engineTokenStoreId(one));
+  assert.notEqual(engineTokenStoreId(one), engineTokenStoreId(other));
+  assert.notEqual(engineTokenStoreId(one), nativeTokenStoreId(memory));
 });
