@@ -135,3 +135,22 @@ export function tokenStoreDispatcher(store: McpTokenStore) {
     return 'null';
   };
 }
+
+/** The engine's half of each JavaScript store handed to it, kept as long as the store object lives. */
+const engineHalves = new WeakMap<McpTokenStore, NativeTokenStoreHandle>();
+
+/**
+ * The id under which the engine knows `store`: a built-in's own, or, for a store implemented in
+ * JavaScript, the id of the engine's half of it (made once per store and kept with it), so a toolset
+ * can be handed any token store as one number.
+ */
+export function engineTokenStoreId(store: McpTokenStore): number {
+  const native = nativeTokenStoreId(store);
+  if (native !== undefined) return native;
+  let half = engineHalves.get(store);
+  if (half === undefined) {
+    half = engineCall(() => binding.NativeTokenStore.fromDispatcher(tokenStoreDispatcher(store)));
+    engineHalves.set(store, half);
+  }
+  return half.id;
+}

@@ -1,7 +1,8 @@
 //! Tokens in one encrypted file, under a key the host must give: 32 raw bytes, or a passphrase
 //! stretched with PBKDF2-HMAC-SHA256. Crypto is ring's (already linked for TLS): AES-256-GCM, a fresh
 //! random nonce for every write, the header authenticated as associated data, so a wrong key and a
-//! changed byte anywhere in the file are both caught, and told apart from nothing else.
+//! changed byte anywhere in the file are both caught (AES-GCM cannot tell the two apart; the error
+//! names both). The key and the contents never appear in an error or in `Debug`.
 //!
 //! File layout (version 1), all of it written at once:
 //!
@@ -149,6 +150,8 @@ impl EncryptedFileTokenStore {
         if path.as_os_str().is_empty() || path.to_string_lossy().contains('\0') {
             return Err(McpError::config("createEncryptedFileTokenStore needs a file path"));
         }
+        // Fixed now: a later change of the process's working directory does not move the store.
+        let path = std::path::absolute(&path).map_err(|e| McpError::config(format!("createEncryptedFileTokenStore: {}: {e}", path.display())))?;
         let key_kind = match key {
             TokenFileKey::Raw(_) => "raw key",
             TokenFileKey::Passphrase(_) => "passphrase",
@@ -215,6 +218,10 @@ impl FileState {
             None => self.new_derivation()?,
         };
         let sealed = self.seal(derivation, &entries)?;
+        // Never write a file this store would refuse to read back.
+        if sealed.len() as u64 > TOKEN_FILE_MAX_BYTES {
+            return Err(self.error(format_args!("would grow past {TOKEN_FILE_MAX_BYTES} bytes; the value was not stored")));
+        }
         self.write_atomically(&sealed)
     }
 
@@ -524,6 +531,24 @@ mod tests {
         for i in 0..40 {
             assert_eq!(check.get(&format!("key-{i}")).await.unwrap(), Some(format!("value-{i}")), "key-{i} lost");
         }
+    }
+
+    #[tokio::test]
+    async fn a_write_past_the_size_limit_is_refused_and_the_file_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(&dir, TokenFileKey::raw(&RAW).unwrap());
+        store.set("small", "v").await.unwrap();
+        let huge = "x".repeat(TOKEN_FILE_MAX_BYTES as usize);
+        let message = storage_message(store.set("huge", &huge).await.unwrap_err());
+        assert!(message.contains("the value was not stored"), "{message}");
+        assert_eq!(store.get("small").await.unwrap().as_deref(), Some("v"));
+        assert_eq!(store.get("huge").await.unwrap(), None);
+    }
+
+    #[test]
+    fn a_relative_path_is_fixed_when_the_store_is_opened() {
+        let store = EncryptedFileTokenStore::open("tokens.bin", TokenFileKey::raw(&RAW).unwrap()).unwrap();
+        assert_eq!(store.path(), std::env::current_dir().unwrap().join("tokens.bin"));
     }
 
     #[test]

@@ -5,7 +5,11 @@
 //! Every call into the OS store blocks (a D-Bus round trip, perhaps an unlock prompt), so each runs on
 //! the blocking pool, under [`KEYRING_OPERATION_TIMEOUT_MS`]. The connection is made on first use, not
 //! at creation (creation happens on the JS thread); a failed connect is not remembered, so a secret
-//! service that starts later is found by the next operation.
+//! service that starts later is found by the next operation; the connection made is then kept for the
+//! store's life.
+//!
+//! Values are stored as UTF-8 bytes. Windows' Credential Manager holds at most 2 560 bytes per entry: a
+//! larger value is refused there with `McpError::Storage` (the OS's limit, reported as such).
 
 use super::{on_blocking_pool, TokenStore};
 use crate::error::{McpError, Result};
@@ -104,8 +108,8 @@ fn failure(what: &str, error: KeyringError) -> McpError {
 
 impl TokenStore for KeyringTokenStore {
     fn get(&self, key: &str) -> BoxFuture<'static, Result<Option<String>>> {
-        self.with_entry("get", key, |entry| match entry.get_password() {
-            Ok(value) => Ok(Some(value)),
+        self.with_entry("get", key, |entry| match entry.get_secret() {
+            Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|e| KeyringError::BadEncoding(e.into_bytes())),
             Err(KeyringError::NoEntry) => Ok(None),
             Err(e) => Err(e),
         })
@@ -113,7 +117,8 @@ impl TokenStore for KeyringTokenStore {
 
     fn set(&self, key: &str, value: &str) -> BoxFuture<'static, Result<()>> {
         let value = value.to_owned();
-        self.with_entry("set", key, move |entry| entry.set_password(&value))
+        // As UTF-8 bytes, not as a "password": Windows keeps a password as UTF-16, halving what fits.
+        self.with_entry("set", key, move |entry| entry.set_secret(value.as_bytes()))
     }
 
     fn delete(&self, key: &str) -> BoxFuture<'static, Result<()>> {
