@@ -355,7 +355,7 @@ impl Authorizer {
         }
         if step_up {
             let mut merged = split_scopes(state.requested_scope.as_deref());
-            merged.extend(scopes.into_iter());
+            merged.extend(scopes);
             scopes = split_scopes(Some(&merged.join(" ")));
         }
         if let Some(ceiling) = &self.settings.scopes {

@@ -28,6 +28,12 @@ pub struct Pkce {
     pub challenge: String,
 }
 
+impl Default for Pkce {
+    fn default() -> Pkce {
+        Pkce::new()
+    }
+}
+
 impl Pkce {
     pub fn new() -> Pkce {
         let verifier = random_value(RANDOM_VALUE_BYTES);

@@ -5,16 +5,14 @@
 //! as `mcp_storage_error` whose text holds no value.
 
 use super::errors::{guard, settle};
+use super::registry::Registry;
 use crate::auth::store::{EncryptedFileTokenStore, KeyringTokenStore, MemoryTokenStore, TokenFileKey, TokenStore};
 use crate::error::McpError;
 use crate::transport::BoxFuture;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
-use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 type Result<T, E = McpError> = std::result::Result<T, E>;
 
@@ -64,13 +62,7 @@ impl TokenStore for JsTokenStore {
 }
 
 /// Native token stores by id, so a toolset can be handed one through its config without a JS round trip.
-static NATIVE_TOKEN_STORES: Mutex<Option<HashMap<u32, Weak<dyn TokenStore>>>> = Mutex::new(None);
-static NEXT_TOKEN_STORE_ID: AtomicU32 = AtomicU32::new(1);
-
-fn native_token_store(id: u32) -> Result<Arc<dyn TokenStore>> {
-    let found = NATIVE_TOKEN_STORES.lock().as_ref().and_then(|stores| stores.get(&id)?.upgrade());
-    found.ok_or_else(|| McpError::config("the token store was released"))
-}
+static NATIVE_TOKEN_STORES: Registry<dyn TokenStore> = Registry::new("the token store was released");
 
 /// A token store that lives in the engine: in memory, in the OS secret store, or in an encrypted file.
 #[napi]
@@ -82,13 +74,7 @@ pub struct NativeTokenStore {
 #[napi]
 impl NativeTokenStore {
     fn register(store: Arc<dyn TokenStore>) -> Self {
-        let id = NEXT_TOKEN_STORE_ID.fetch_add(1, Ordering::Relaxed);
-        let mut stores = NATIVE_TOKEN_STORES.lock();
-        let stores = stores.get_or_insert_with(HashMap::new);
-        // Forget stores JavaScript has released, so the registry stays as small as the live set.
-        stores.retain(|_, store| store.strong_count() > 0);
-        stores.insert(id, Arc::downgrade(&store));
-        NativeTokenStore { store, id }
+        NativeTokenStore { id: NATIVE_TOKEN_STORES.register(&store), store }
     }
 
     #[napi(factory)]
@@ -156,7 +142,7 @@ impl NativeTokenStore {
 #[allow(dead_code)] // called by NativeToolset's constructor once the OAuth wiring lands
 pub(crate) fn toolset_token_store(native_id: Option<u32>, js: Option<TokenStoreDispatcher>) -> Result<Option<Arc<dyn TokenStore>>> {
     Ok(match (native_id, js) {
-        (Some(id), _) => Some(native_token_store(id)?),
+        (Some(id), _) => Some(NATIVE_TOKEN_STORES.get(id)?),
         (None, Some(dispatcher)) => Some(Arc::new(JsTokenStore::new(dispatcher))),
         (None, None) => None,
     })
