@@ -91,6 +91,8 @@ export declare class NativeToolset {
   stdoutEnded(readerId: number, error?: string | undefined | null): void
   /** Abort the call started with `abortId`. */
   abort(abortId: number): void
+  /** The host's `signal` fired: end every login in progress (`mcp_aborted`); none starts again. */
+  abortLogins(): void
   /** Close every connection; resolves once the engine has let go of every server. */
   close(): Promise<void>
 }

@@ -11,6 +11,7 @@ export interface NativeToolset {
   feedStdout(readerId: number, chunk: Uint8Array): string;
   stdoutEnded(readerId: number, error: string | null): void;
   abort(abortId: number): void;
+  abortLogins(): void;
   close(): Promise<void>;
 }
 

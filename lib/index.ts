@@ -139,6 +139,7 @@ function configJsonUnchecked(servers: unknown, opts: unknown): string {
     if (given.session !== undefined) forwarded.session = marker('value');
     if (isStore(given.storage)) forwarded.storage = marker('store');
     if (isTokenStore(given.tokenStore)) forwarded.tokenStore = marker('tokenStore');
+    if (given.signal instanceof AbortSignal) forwarded.signal = marker('signal');
     // Methods may live on a prototype, which JSON would not see.
     const policy = given.policy as Partial<McpPolicy> | null | undefined;
     if (policy !== null && typeof policy === 'object' && !Array.isArray(policy)) {
@@ -561,6 +562,23 @@ async function openToolset(
   } catch (error) {
     throw engineFailure(error);
   }
+  // `signal` ends every login in progress (and any later one); the listener goes with the toolset.
+  let stopListening = () => {};
+  const signal = options.signal;
+  if (signal instanceof AbortSignal) {
+    const abortLogins = () => {
+      try {
+        native.abortLogins();
+      } catch {
+        // The engine reports its own failures as diagnostics; an abort must not throw into the signal.
+      }
+    };
+    if (signal.aborted) abortLogins();
+    else {
+      signal.addEventListener('abort', abortLogins, { once: true });
+      stopListening = () => signal.removeEventListener('abort', abortLogins);
+    }
+  }
   let closing: Promise<void> | undefined;
   // Resolves once the engine let go of every server and every call has settled; the keep-alive timer
   // is gone even if the engine failed to close.
@@ -568,7 +586,7 @@ async function openToolset(
     for (const stop of [...readers]) stop();
   };
   const close = (): Promise<void> =>
-    (closing ??= native.close().then(
+    (closing ??= (stopListening(), native.close()).then(
       () => {
         endStreams();
         calls.shutdown();

@@ -140,6 +140,11 @@ export interface McpOptions {
   /** How long a person has to finish a login, in ms. Default 300 000. */
   authorizationTimeoutMs?: number;
   /**
+   * Ends every OAuth login of this toolset in progress (a device code being polled, a browser login being
+   * waited for) and any later one: the server is degraded with `mcp_aborted`. Calls have their own signal.
+   */
+  signal?: AbortSignal;
+  /**
    * Answers a server's `elicitation/create`: show the person `request.message` and which `ctx.server` asks,
    * then resolve to their answer. Only with it does the client declare the elicitation capability. On
    * `accept`, the schema's defaults fill the fields left out, and an answer that does not match the

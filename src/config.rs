@@ -34,6 +34,7 @@ pub const OPTION_KEYS: &[&str] = &[
     "tokenStore",
     "onAuthorizationUrl",
     "authorizationTimeoutMs",
+    "signal",
     "onElicitation",
     "elicitationModes",
 ];
@@ -232,6 +233,11 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         Some(v) if marker(v) == Some("tokenStore") => true,
         Some(_) => return Err(McpError::config("options.tokenStore must be a token store (get, set, delete)")),
     };
+    match root.get("signal") {
+        None | Some(Value::Null) => {}
+        Some(v) if marker(v) == Some("signal") => {}
+        Some(_) => return Err(McpError::config("options.signal must be an AbortSignal")),
+    }
     let authorization_timeout_ms =
         optional_positive_integer(root, "authorizationTimeoutMs", "options")?.unwrap_or(crate::limits::DEFAULT_AUTHORIZATION_TIMEOUT_MS);
     let elicitation_modes = parse_elicitation_modes(root, callbacks.elicit)?;

@@ -35,6 +35,8 @@ pub struct AuthHost {
     /// `onAuthorizationUrl`: sends a person to a login URL (JSON `{url, server, grant, userCode?, expiresAt?}`).
     pub present: Option<Arc<dyn Callback<String, String>>>,
     pub login_timeout: Duration,
+    /// Cancelled by the host's `signal`: every login in progress ends, and none starts again.
+    pub logins: CancellationToken,
 }
 
 /// Tokens as kept in the token store, under their issuer and resource.
@@ -182,10 +184,11 @@ impl Authorizer {
         if !step_up && state.tokens.as_ref().is_some_and(|t| t.refresh_token.is_some()) && self.refresh(&mut state).await.is_ok() {
             return Ok(());
         }
-        let cancel = self.cancel.clone();
+        let (cancel, logins) = (self.cancel.clone(), self.host.logins.clone());
         tokio::select! {
             authorized = self.authorize(&mut state, challenge, step_up) => authorized,
             _ = cancel.cancelled() => Err(McpError::Closed),
+            _ = logins.cancelled() => Err(McpError::Aborted),
         }
     }
 
@@ -431,7 +434,7 @@ impl Authorizer {
                         });
                         present(prompt.to_string())
                     },
-                    self.cancel.child_token(),
+                    self.host.logins.child_token(),
                     self.deadline,
                 )
                 .await
@@ -491,7 +494,7 @@ mod tests {
 
     fn authorizer(settings_json: &str, store: Arc<MemoryTokenStore>) -> Authorizer {
         let settings = OAuthSettings::parse("servers[0]", &serde_json::from_str(settings_json).unwrap()).unwrap();
-        let host = Arc::new(AuthHost { store, present: None, login_timeout: Duration::from_secs(5) });
+        let host = Arc::new(AuthHost { store, present: None, login_timeout: Duration::from_secs(5), logins: CancellationToken::new() });
         let mut authorizer = Authorizer::new(
             "s".into(),
             Url::parse("http://127.0.0.1:9/mcp").unwrap(),

@@ -57,6 +57,7 @@ pub async fn logout(entry: &ServerEntry, store: Arc<dyn store::TokenStore>, poli
         store,
         present: None,
         login_timeout: std::time::Duration::from_millis(crate::limits::DEFAULT_AUTHORIZATION_TIMEOUT_MS),
+        logins: tokio_util::sync::CancellationToken::new(),
     });
     let authorizer = Authorizer::new(
         entry.name.clone(),

@@ -217,6 +217,15 @@ impl NativeToolset {
         })
     }
 
+    /// The host's `signal` fired: end every login in progress (`mcp_aborted`); none starts again.
+    #[napi]
+    pub fn abort_logins(&self) -> Result<(), String> {
+        self.guarded("NativeToolset.abortLogins", || {
+            within_runtime(|| self.inner.abort_logins());
+            Ok(())
+        })
+    }
+
     /// Close every connection; resolves once the engine has let go of every server.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {

@@ -124,6 +124,7 @@ impl Toolset {
             store: hooks.token_store.clone().unwrap_or_else(|| Arc::new(crate::auth::store::MemoryTokenStore::default())),
             present: hooks.authorization_url.clone(),
             login_timeout: Duration::from_millis(config.authorization_timeout_ms),
+            logins: CancellationToken::new(),
         });
         Ok(Toolset {
             inner: Arc::new(Inner {
@@ -296,6 +297,11 @@ impl Toolset {
         if let Some(handle) = handle {
             handle.abort();
         }
+    }
+
+    /// The host's `signal` fired: every login in progress ends with `mcp_aborted`, and none starts again.
+    pub fn abort_logins(&self) {
+        self.inner.auth_host.logins.cancel();
     }
 
     /// Close every connection and end every task. Idempotent: later calls wait for the first to finish.
