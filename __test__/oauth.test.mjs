@@ -148,6 +148,18 @@ test('first login: discovery, dynamic registration, PKCE through the loopback re
   for (const key of tokenStore.values.keys()) for (const secret of as.secrets()) assert.ok(!key.includes(secret), 'a store key holds a secret');
 });
 
+test('an issuer with a path is found at its path-inserted metadata URL (RFC 8414 §3.1), and the login works', async (t) => {
+  const as = await startFixture(t, { issuerPath: '/realms/notes' });
+  const person = createPerson();
+  const { tools, diagnostics } = await open(t, [entryFor(as)], { onAuthorizationUrl: person.onAuthorizationUrl });
+  assert.deepEqual(diagnostics, []);
+  assert.equal(text(await tools.notes__read_notes.execute({})), '(no notes)');
+  const metadataRequests = as.requests.filter((r) => r.server === 'as' && r.path.startsWith('/.well-known/'));
+  assert.equal(metadataRequests[0].path, '/.well-known/oauth-authorization-server/realms/notes');
+  assert.equal(new URL(person.visits[0].url).pathname, '/realms/notes/authorize');
+  assert.equal(tokenRequests(as, 'authorization_code').length, 1);
+});
+
 test('the token store carries the login: a second toolset with the same store connects with no authorization', async (t) => {
   const as = await startFixture(t);
   const tokenStore = createMemoryTokenStore();
@@ -164,8 +176,8 @@ test('the token store carries the login: a second toolset with the same store co
   assert.equal(text(await second.tools.notes__read_notes.execute({})), '(no notes)');
   assert.equal(again.visits.length, 0, 'no person was asked');
   const since = as.requests.slice(before);
-  assert.equal(since.filter((r) => r.path === '/authorize').length, 0, 'no authorization request');
-  assert.equal(since.filter((r) => r.path === '/register').length, 0, 'the registration was kept too');
+  assert.equal(since.filter((r) => r.endpoint === '/authorize').length, 0, 'no authorization request');
+  assert.equal(since.filter((r) => r.endpoint === '/register').length, 0, 'the registration was kept too');
   assert.equal(since.filter((r) => r.server === 'rs' && r.headers.authorization === undefined).length, 0, 'the stored token went with the first request');
 });
 
@@ -266,7 +278,7 @@ test('logout revokes at the authorization server and removes the tokens; then th
   assert.match(degraded[0].message, /onAuthorizationUrl|log ?in/i);
   assert.equal(after.tools.notes__read_notes, undefined);
   assert.equal(text(await after.tools.plain__echo.execute({ text: 'still here' })), 'echo: still here');
-  assert.equal(as.requests.slice(before).filter((r) => r.path === '/authorize').length, 0);
+  assert.equal(as.requests.slice(before).filter((r) => r.endpoint === '/authorize').length, 0);
 });
 
 test('device flow: the person gets the verification URL and user code, approves, and the tools work', async (t) => {
