@@ -313,7 +313,10 @@ test('device flow: the person gets the verification URL and user code, approves,
 });
 
 test('device flow honours slow_down: every poll after it waits five seconds more', async (t) => {
-  const as = await startFixture(t, { knobs: { slowDownPolls: 1 } });
+  // A 2 s interval, not 1: node:http closes an idle keep-alive connection 5 + 1 s after its last
+  // response, and a poll due at exactly 1 + 5 s would race that close on the pooled connection.
+  const interval = 2;
+  const as = await startFixture(t, { knobs: { slowDownPolls: 1, deviceInterval: interval } });
   const { tools, diagnostics } = await open(t, [entryFor(as, { grant: 'device_code' })], {
     onAuthorizationUrl: (url, info) => as.approve(info.userCode),
   });
@@ -321,7 +324,7 @@ test('device flow honours slow_down: every poll after it waits five seconds more
   const [slowed, next] = as.devicePolls;
   assert.ok(next, 'polled again after slow_down');
   const waited = next.at - slowed.at;
-  assert.ok(waited >= (1 + 5) * 1000 - 150, `waited ${waited} ms after slow_down`);
+  assert.ok(waited >= (interval + 5) * 1000 - 150, `waited ${waited} ms after slow_down`);
   assert.equal(text(await tools.notes__read_notes.execute({})), '(no notes)');
 });
 
