@@ -224,6 +224,47 @@ test('a token the server stops accepting: the call is not re-sent, it rejects wi
   assert.equal(as.toolCalls.length, 1);
 });
 
+test('an ambiguous refresh (rotated at the server, its answer lost) is never replayed', async (t) => {
+  const as = await startFixture(t);
+  const person = createPerson();
+  const { tools } = await open(t, [entryFor(as)], { onAuthorizationUrl: person.onAuthorizationUrl });
+  as.expireAccessTokens();
+  as.knobs.dropRefreshResponses = 1;
+  const error = await rejection(tools.notes__read_notes.execute({}));
+  assert.equal(error.code, 'mcp_auth_error', String(error));
+  assert.equal(as.events.filter((e) => e.type === 'refresh-answer-dropped').length, 1);
+  assert.equal(as.mcpCalls('read_notes').length, 1, 'the call was not re-sent');
+  assert.deepEqual(as.toolCalls, []);
+  // Whatever comes next (a new login, or a refusal), the spent refresh token is not presented again:
+  // that would look like theft to the server and revoke the whole grant.
+  await tools.notes__read_notes.execute({}).catch(() => {});
+  assert.deepEqual(as.events.filter((e) => e.type === 'refresh-reuse'), []);
+  assert.equal(refreshes(as).length, 1);
+});
+
+test('credentials are kept per authorization server: a store shared with another server of the same name never sends it a foreign token', async (t) => {
+  const first = await startFixture(t);
+  const second = await startFixture(t);
+  const tokenStore = createInspectableTokenStore();
+  const person = createPerson();
+  const one = await open(t, [entryFor(first)], { tokenStore, onAuthorizationUrl: person.onAuthorizationUrl });
+  await one.tools.notes__read_notes.execute({});
+  await one.close();
+
+  // The same entry name, now pointing at another MCP server with its own authorization server.
+  const two = await open(t, [entryFor(second)], { tokenStore, onAuthorizationUrl: person.onAuthorizationUrl });
+  assert.deepEqual(two.diagnostics, []);
+  assert.equal(text(await two.tools.notes__read_notes.execute({})), '(no notes)');
+  assert.equal(person.visits.length, 2, 'a login at the second authorization server');
+  assert.equal(new URL(person.visits[1].url).origin, new URL(second.issuer).origin);
+  const foreign = [...first.accessTokens(), ...first.refreshTokens(), ...first.secrets()];
+  for (const request of second.requests) {
+    const sent = JSON.stringify([request.headers, request.body, request.query]);
+    for (const secret of foreign) assert.ok(!sent.includes(secret), `${request.path} received a credential of the first server`);
+  }
+  for (const request of second.to('/token')) assert.notEqual(request.form.client_id, first.registrations[0].client.client_id);
+});
+
 test('step-up: insufficient_scope on write_note brings a second authorization with notes:write; the call is not re-sent; calling again succeeds', async (t) => {
   const as = await startFixture(t);
   const person = createPerson();
