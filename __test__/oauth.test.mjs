@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { inspect } from 'node:util';
-import { createMemoryTokenStore, createSqliteMcpConnectionStore, logoutMcpServer, mcpTools, McpAuthError } from '../dist/index.js';
+import { createMemoryMcpConnectionStore, createMemoryTokenStore, createSqliteMcpConnectionStore, logoutMcpServer, mcpTools, McpAuthError } from '../dist/index.js';
 import { DEVICE_GRANT, NOTES_READ, NOTES_WRITE, startOAuthFixture } from './fixtures/oauth-server.mjs';
 import { fixture, scratchFile } from './helpers.mjs';
 
@@ -88,7 +88,7 @@ test('first login: discovery, dynamic registration, PKCE through the loopback re
   const mcp = as.requests.filter((r) => r.server === 'rs' && r.path === '/mcp');
   assert.equal(mcp[0].headers.authorization, undefined, 'the first request carries no token');
   assert.ok(as.requests.some((r) => r.path === '/.well-known/oauth-protected-resource/mcp'));
-  assert.equal(as.to('/.well-known/oauth-authorization-server').length >= 1, true);
+  assert.ok(as.to('/.well-known/oauth-authorization-server').length >= 1);
 
   // RFC 7591 registration as a native app with a loopback redirect and the refresh grant.
   assert.equal(as.registrations.length, 1);
@@ -453,58 +453,60 @@ for (const iss of ['wrong', 'missing']) {
   });
 }
 
-test('no token, code, verifier or client secret appears in a diagnostic, an error, or a connection-store row', async (t) => {
-  const client = { client_id: 'desktop-app', client_secret: 'desktop-secret-9b1e44d2', redirect_uris: ['http://127.0.0.1/callback'], grant_types: ['authorization_code', 'refresh_token'], token_endpoint_auth_method: 'client_secret_basic' };
-  const as = await startFixture(t, { clients: [client] });
-  const storagePath = scratchFile('oauth-store.db');
-  const storage = createSqliteMcpConnectionStore(storagePath);
-  const tokenStore = createInspectableTokenStore();
-  const person = createPerson();
-  const diagnostics = [];
-  const errors = [];
-  const entry = entryFor(as, { clientId: client.client_id, clientSecret: client.client_secret, tokenEndpointAuthMethod: 'client_secret_basic' });
-  const common = { storage, tokenStore, authorizationTimeoutMs: AUTHORIZATION_TIMEOUT_MS, onDiagnostic: (d) => diagnostics.push(d) };
-  const attempt = (pending) => pending.catch((error) => void errors.push(error));
+for (const kind of ['sqlite', 'memory']) {
+  test(`no token, code, verifier or client secret appears in a diagnostic, an error, or a ${kind} connection-store row`, async (t) => {
+    const client = { client_id: 'desktop-app', client_secret: 'desktop-secret-9b1e44d2', redirect_uris: ['http://127.0.0.1/callback'], grant_types: ['authorization_code', 'refresh_token'], token_endpoint_auth_method: 'client_secret_basic' };
+    const as = await startFixture(t, { clients: [client] });
+    const storagePath = kind === 'sqlite' ? scratchFile('oauth-store.db') : null;
+    const storage = kind === 'sqlite' ? createSqliteMcpConnectionStore(storagePath) : createMemoryMcpConnectionStore();
+    const tokenStore = createInspectableTokenStore();
+    const person = createPerson();
+    const diagnostics = [];
+    const errors = [];
+    const entry = entryFor(as, { clientId: client.client_id, clientSecret: client.client_secret, tokenEndpointAuthMethod: 'client_secret_basic' });
+    const common = { storage, tokenStore, authorizationTimeoutMs: AUTHORIZATION_TIMEOUT_MS, onDiagnostic: (d) => diagnostics.push(d) };
+    const attempt = (pending) => pending.catch((error) => void errors.push(error));
 
-  // A login, a refresh after the server dropped the token, a refused step-up, a step-up.
-  const toolset = await mcpTools([entry], { ...common, onAuthorizationUrl: person.onAuthorizationUrl });
-  t.after(toolset.close);
-  await toolset.tools.notes__read_notes.execute({});
-  as.expireAccessTokens();
-  await attempt(toolset.tools.notes__read_notes.execute({}));
-  as.knobs.denyAuthorization = true;
-  await attempt(toolset.tools.notes__write_note.execute({ text: 'refused' }));
-  as.knobs.denyAuthorization = false;
-  await attempt(toolset.tools.notes__write_note.execute({ text: 'stepped up' }));
-  await toolset.tools.notes__write_note.execute({ text: 'written' });
-  await toolset.close();
-  assert.equal(errors.length, 3, errors.map(String).join('\n'));
-  assert.ok(refreshes(as).length >= 1 && tokenRequests(as, 'authorization_code').length >= 2);
+    // A login, a refresh after the server dropped the token, a refused step-up, a step-up.
+    const toolset = await mcpTools([entry], { ...common, onAuthorizationUrl: person.onAuthorizationUrl });
+    t.after(toolset.close);
+    await toolset.tools.notes__read_notes.execute({});
+    as.expireAccessTokens();
+    await attempt(toolset.tools.notes__read_notes.execute({}));
+    as.knobs.denyAuthorization = true;
+    await attempt(toolset.tools.notes__write_note.execute({ text: 'refused' }));
+    as.knobs.denyAuthorization = false;
+    await attempt(toolset.tools.notes__write_note.execute({ text: 'stepped up' }));
+    await toolset.tools.notes__write_note.execute({ text: 'written' });
+    await toolset.close();
+    assert.equal(errors.length, 3, errors.map(String).join('\n'));
+    assert.ok(refreshes(as).length >= 1 && tokenRequests(as, 'authorization_code').length >= 2);
 
-  // A code refused for its wrong iss, and a login nobody can do, each as a degraded server.
-  as.knobs.iss = 'wrong';
-  const wrongIss = await mcpTools([entry], { ...common, tokenStore: createInspectableTokenStore(), onAuthorizationUrl: person.onAuthorizationUrl });
-  await wrongIss.close();
-  await logoutMcpServer(entry, { tokenStore });
-  const nobody = await mcpTools([entry], common);
-  await nobody.close();
-  assert.ok(diagnostics.filter((d) => d.code === 'server-degraded').length >= 2, JSON.stringify(diagnostics));
-  await Promise.all(person.visits.map((v) => v.landing));
+    // A code refused for its wrong iss, and a login nobody can do, each as a degraded server.
+    as.knobs.iss = 'wrong';
+    const wrongIss = await mcpTools([entry], { ...common, tokenStore: createInspectableTokenStore(), onAuthorizationUrl: person.onAuthorizationUrl });
+    await wrongIss.close();
+    await logoutMcpServer(entry, { tokenStore });
+    const nobody = await mcpTools([entry], common);
+    await nobody.close();
+    assert.ok(diagnostics.filter((d) => d.code === 'server-degraded').length >= 2, JSON.stringify(diagnostics));
+    await Promise.all(person.visits.map((v) => v.landing));
 
-  const secrets = [...as.secrets(), client.client_secret];
-  assert.ok(secrets.length >= 8, `${secrets.length} secrets to look for`);
-  const places = {
-    diagnostics: JSON.stringify(diagnostics) + diagnostics.map((d) => inspect(d, { depth: null })).join('\n'),
-    errors: errors.map((e) => `${e.message}\n${e.stack}\n${inspect(e, { depth: null })}\n${JSON.stringify(e)}`).join('\n'),
-    'connection-store rows': JSON.stringify(await storage.list()),
-    'connection-store file': ['', '-wal', '-journal'].map((suffix) => (existsSync(storagePath + suffix) ? readFileSync(storagePath + suffix, 'latin1') : '')).join('\n'),
-    'token-store keys': [...tokenStore.values.keys()].join('\n'),
-  };
-  assert.ok(places['connection-store rows'].includes(as.mcpUrl), 'the row for the server was written');
-  for (const [place, content] of Object.entries(places)) {
-    for (const secret of secrets) assert.ok(!content.includes(secret), `${place} holds a secret (${secret.slice(0, 8)}…)`);
-  }
-});
+    const secrets = [...as.secrets(), client.client_secret];
+    assert.ok(secrets.length >= 8, `${secrets.length} secrets to look for`);
+    const places = {
+      diagnostics: JSON.stringify(diagnostics) + diagnostics.map((d) => inspect(d, { depth: null })).join('\n'),
+      errors: errors.map((e) => `${e.message}\n${e.stack}\n${inspect(e, { depth: null })}\n${JSON.stringify(e)}`).join('\n'),
+      'connection-store rows': JSON.stringify(await storage.list()),
+      'connection-store file': ['', '-wal', '-journal'].map((suffix) => (storagePath && existsSync(storagePath + suffix) ? readFileSync(storagePath + suffix, 'latin1') : '')).join('\n'),
+      'token-store keys': [...tokenStore.values.keys()].join('\n'),
+    };
+    assert.ok(places['connection-store rows'].includes(as.mcpUrl), 'the row for the server was written');
+    for (const [place, content] of Object.entries(places)) {
+      for (const secret of secrets) assert.ok(!content.includes(secret), `${place} holds a secret (${secret.slice(0, 8)}…)`);
+    }
+  });
+}
 
 test('the fixture itself refuses what a real authorization server refuses', async (t) => {
   // Guards the guard: if the fixture accepted anything, the tests above could pass against a sloppy client.
