@@ -19,8 +19,10 @@ const log = (...a) => console.error('[conformance-client]', ...a);
 
 /** The Client ID Metadata Document URL the suite's CIMD scenarios expect (mcpferry uses it only when the AS advertises CIMD). */
 const CLIENT_METADATA_URL = 'https://conformance-test.local/client-metadata.json';
-/** Tool calls are idle-timed-out by mcpferry; the suite's own client timeout is 30 s. */
+/** Requests are idle-timed-out by mcpferry; the suite's own client timeout is 30 s. */
 const TIMEOUT_MS = 20_000;
+/** How long a login may wait for the redirect, in ms: a lost redirect fails inside the suite's 30 s. */
+const AUTHORIZATION_TIMEOUT_MS = 15_000;
 
 /** The server entry's `oauth` settings for an authorization scenario, from the suite's context. */
 function oauthSettings() {
@@ -121,6 +123,7 @@ try {
     // A fresh, empty store per run: a token from an earlier run would skip the flow the scenario checks.
     tokenStore: mcpferry.createMemoryTokenStore(),
     onAuthorizationUrl: openAuthorizationUrl,
+    authorizationTimeoutMs: AUTHORIZATION_TIMEOUT_MS,
     onElicitation: (request) => {
       log(`elicitation (${request.mode}): ${request.message}`);
       return { action: 'accept', content: {} };
