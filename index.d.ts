@@ -30,6 +30,30 @@ export declare class NativeStore {
   retrust(serverName: string): Promise<number>
 }
 
+/** A token store that lives in the engine: in memory, in the OS secret store, or in an encrypted file. */
+export declare class NativeTokenStore {
+  static memory(): NativeTokenStore
+  /**
+   * The OS secret store, entries filed under `service` (default "mcpferry"). Returns at once; the
+   * OS store is contacted by the first operation, which rejects when there is none.
+   */
+  static keyring(service?: string | undefined | null): NativeTokenStore
+  /**
+   * An encrypted file at `path`, under `key`: a Buffer of exactly 32 bytes, or a passphrase string.
+   * Returns at once; the file is read by the first operation, which rejects on a wrong key.
+   */
+  static encryptedFile(path: string, key: Buffer | string): NativeTokenStore
+  /**
+   * A store implemented in JavaScript, reached through `dispatcher`, registered like a native one:
+   * the engine's half of a JS store can be exercised directly and handed to a toolset by id.
+   */
+  static fromDispatcher(dispatcher: (op: string, argsJson: string) => Promise<string>): NativeTokenStore
+  get id(): number
+  get(key: string): Promise<string | null>
+  set(key: string, value: string): Promise<void>
+  delete(key: string): Promise<void>
+}
+
 /** A set of MCP server connections behind one tool map. */
 export declare class NativeToolset {
   /**
@@ -37,9 +61,9 @@ export declare class NativeToolset {
    * `onEvent(kind, payloadJson)` receives `diagnostic`, `tools` (tool-map change) and
    * `stdio-reader` events. The optional callbacks are the application's `auth` (server → token),
    * `allowedHosts` resolver (server → JSON array), `policy.decide` (request JSON → decision JSON)
-   * and `policy.ask` (question JSON → approved).
+   * and `policy.ask` (question JSON → approved); `onElicitation` (request JSON → result JSON) is last.
    */
-  constructor(configJson: string, onEvent: (kind: string, payloadJson: string) => void, onCompletions: () => void, auth: ((server: string) => Promise<string>) | undefined | null, allowedHosts: ((server: string) => Promise<string>) | undefined | null, decide: ((requestJson: string) => Promise<string>) | undefined | null, ask: ((questionJson: string) => Promise<boolean>) | undefined | null, nativeStoreId: number | undefined | null, readStdioInJs: boolean, jsStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null)
+  constructor(configJson: string, onEvent: (kind: string, payloadJson: string) => void, onCompletions: () => void, auth: ((server: string) => Promise<string>) | undefined | null, allowedHosts: ((server: string) => Promise<string>) | undefined | null, decide: ((requestJson: string) => Promise<string>) | undefined | null, ask: ((questionJson: string) => Promise<boolean>) | undefined | null, nativeStoreId: number | undefined | null, readStdioInJs: boolean, jsStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null, onAuthorizationUrl?: ((promptJson: string) => Promise<string>) | undefined | null, nativeTokenStoreId?: number | undefined | null, jsTokenStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null, onElicitation?: ((requestJson: string) => Promise<string>) | undefined | null)
   /** Connect every enabled server; resolves to `{"tools": [...], "diagnostics": [...]}` as JSON. */
   connect(): Promise<string>
   /**
@@ -81,3 +105,9 @@ export declare function engineConstants(): string
 
 /** The engine's own version, to check that the loaded binary matches the package. */
 export declare function engineVersion(): string
+
+/**
+ * `logoutMcpServer`: `configJson` is `{"servers": [entry], "options": {tokenStore, allowedHosts?, proxy?}}`;
+ * the tokens kept for the entry are revoked where the authorization server offers it, then forgotten.
+ */
+export declare function logoutServer(configJson: string, nativeTokenStoreId?: number | undefined | null, jsTokenStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null): Promise<void>

@@ -836,7 +836,9 @@ function __napiStampBindingTarget(exportsObject, target) {
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
 module.exports.NativeStore = nativeBinding.NativeStore
+module.exports.NativeTokenStore = nativeBinding.NativeTokenStore
 module.exports.NativeToolset = nativeBinding.NativeToolset
 module.exports.debugPanicNext = nativeBinding.debugPanicNext
 module.exports.engineConstants = nativeBinding.engineConstants
 module.exports.engineVersion = nativeBinding.engineVersion
+module.exports.logoutServer = nativeBinding.logoutServer

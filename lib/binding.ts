@@ -25,6 +25,13 @@ export interface NativeStoreHandle {
   retrust(serverName: string): Promise<number>;
 }
 
+export interface NativeTokenStoreHandle {
+  readonly id: number;
+  get(key: string): Promise<string | null>;
+  set(key: string, value: string): Promise<void>;
+  delete(key: string): Promise<void>;
+}
+
 type StringHook = ((arg: string) => Promise<string>) | undefined;
 
 interface NativeBinding {
@@ -39,11 +46,26 @@ interface NativeBinding {
     nativeStoreId: number | undefined,
     readStdioInJs: boolean,
     jsStore: ((op: string, argsJson: string) => Promise<string>) | undefined,
+    onAuthorizationUrl: StringHook,
+    nativeTokenStoreId: number | undefined,
+    jsTokenStore: ((op: string, argsJson: string) => Promise<string>) | undefined,
+    onElicitation: StringHook,
   ) => NativeToolset;
   NativeStore: {
     memory(): NativeStoreHandle;
     sqlite(path: string): NativeStoreHandle;
   };
+  NativeTokenStore: {
+    memory(): NativeTokenStoreHandle;
+    keyring(service?: string): NativeTokenStoreHandle;
+    encryptedFile(path: string, key: Buffer | string): NativeTokenStoreHandle;
+    fromDispatcher(dispatcher: (op: string, argsJson: string) => Promise<string>): NativeTokenStoreHandle;
+  };
+  logoutServer(
+    configJson: string,
+    nativeTokenStoreId: number | undefined,
+    jsTokenStore: ((op: string, argsJson: string) => Promise<string>) | undefined,
+  ): Promise<void>;
   engineVersion(): string;
   engineConstants(): string;
   /** Debug builds of the engine only: the next call of the named entry point panics. */

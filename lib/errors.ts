@@ -61,8 +61,12 @@ export class McpHostNotAllowedError extends McpError {}
 export class McpPolicyDeniedError extends McpError {}
 /** `policy.decide` asked for approval and none was granted; the server received nothing. */
 export class McpApprovalRequiredError extends McpError {}
-/** The `auth` callback failed or gave no usable token. */
-export class McpAuthError extends McpError {}
+/** The `auth` callback failed or gave no usable token, or an OAuth login, refresh or token request failed. */
+export class McpAuthError extends McpError {
+  /** Set on a tool call refused for authorization: a new token is in place and the call was not sent
+   * again. The agent decides whether to call again. */
+  declare readonly reauthorized?: boolean;
+}
 /** A stdio entry's command or cwd resolves outside its `root`. */
 export class McpContainmentError extends McpError {}
 /** The tool drifted from its trusted baseline; calls are refused until the server is re-trusted. */

@@ -5,9 +5,20 @@
 import { binding, engine, type NativeToolset } from './binding';
 import { createMcpError, fromEngine, McpError, type McpErrorCode } from './errors';
 import { isStore, nativeStoreId, storeDispatcher, storeFactories } from './stores';
+import { isTokenStore, nativeTokenStoreId, tokenStoreDispatcher, type McpTokenStore as McpTokenStoreType } from './token-stores';
 import { closeSync } from 'node:fs';
 import { Socket } from 'node:net';
-import type { Diagnostic, McpOptions, McpPolicy, McpServer, McpTool, McpToolCallContext, McpToolResult, McpToolset } from './types';
+import type {
+  Diagnostic,
+  McpAuthorizationPrompt,
+  McpOptions,
+  McpPolicy,
+  McpServer,
+  McpTool,
+  McpToolCallContext,
+  McpToolResult,
+  McpToolset,
+} from './types';
 
 // The error classes are the API; createMcpError, fromEngine and UNMAPPED_ENGINE_CODES stay internal.
 export {
@@ -35,6 +46,8 @@ export {
 export type { McpErrorCode } from './errors';
 export type * from './types';
 export { retrustMcpServer } from './stores';
+export { createMemoryTokenStore, createKeyringTokenStore, createEncryptedFileTokenStore } from './token-stores';
+export type { McpTokenStore } from './token-stores';
 export type { McpConnectionStore, StoredServer } from './stores';
 
 type ProjectedTool = Omit<McpTool, 'execute'>;
@@ -125,6 +138,7 @@ function configJsonUnchecked(servers: unknown, opts: unknown): string {
     // The session is opaque: only whether there is one matters to the engine.
     if (given.session !== undefined) forwarded.session = marker('value');
     if (isStore(given.storage)) forwarded.storage = marker('store');
+    if (isTokenStore(given.tokenStore)) forwarded.tokenStore = marker('tokenStore');
     // Methods may live on a prototype, which JSON would not see.
     const policy = given.policy as Partial<McpPolicy> | null | undefined;
     if (policy !== null && typeof policy === 'object' && !Array.isArray(policy)) {
@@ -139,9 +153,25 @@ function configJsonUnchecked(servers: unknown, opts: unknown): string {
   }
 }
 
+/**
+ * The CLI default of `onAuthorizationUrl`: prints the login URL (and a device code) to stderr and opens
+ * nothing. Pass it explicitly where stdin or stderr is not a terminal.
+ */
+export function printAuthorizationUrl(url: string, prompt: McpAuthorizationPrompt): void {
+  const code = prompt.userCode ? ` and enter the code ${prompt.userCode}` : '';
+  process.stderr.write(`mcpferry: to log in to ${JSON.stringify(prompt.server)}, open ${url}${code}\n`);
+}
+
+/** The options with their defaults filled in where a default is a callback: `printAuthorizationUrl` on a terminal. */
+function withDefaults(opts: McpOptions): McpOptions {
+  if (opts === null || typeof opts !== 'object' || 'onAuthorizationUrl' in opts) return opts;
+  const interactive = process.stdin?.isTTY === true && process.stderr?.isTTY === true;
+  return interactive ? { ...opts, onAuthorizationUrl: printAuthorizationUrl } : opts;
+}
+
 /** Wrap the application's callbacks for the engine: always async, plain data in and out. */
 function hooksFor(opts: McpOptions) {
-  const { auth, allowedHosts, policy, session } = opts;
+  const { auth, allowedHosts, policy, session, onAuthorizationUrl, onElicitation } = opts;
   const decide = typeof policy?.decide === 'function' ? policy.decide.bind(policy) : undefined;
   const ask = typeof policy?.ask === 'function' ? policy.ask.bind(policy) : undefined;
   return {
@@ -170,6 +200,22 @@ function hooksFor(opts: McpOptions) {
           return (await ask({ ...request, session }, reason ?? undefined)) === true;
         }
       : undefined,
+    authorizationUrl:
+      typeof onAuthorizationUrl === 'function'
+        ? async (promptJson: string) => {
+            const { url, ...prompt } = JSON.parse(promptJson);
+            await onAuthorizationUrl(url, prompt);
+            return '';
+          }
+        : undefined,
+    // The engine checks the answer against the request; a throw here is a decline.
+    elicit:
+      typeof onElicitation === 'function'
+        ? async (requestJson: string) => {
+            const { server, request } = JSON.parse(requestJson);
+            return JSON.stringify((await onElicitation(request, { server, session })) ?? null);
+          }
+        : undefined,
   };
 }
 
@@ -272,16 +318,16 @@ class CallChannel {
     this.accept(outcomes);
   };
 
-  /** Outcomes in the engine's `[[callId, errorCode, payload], ...]` form. */
+  /** Outcomes in the engine's `[[callId, errorCode, payload, properties?], ...]` form. */
   accept(outcomesJson: string): void {
     if (outcomesJson === '[]') return;
-    const outcomes: [number, string, unknown][] = JSON.parse(outcomesJson);
-    for (const [callId, code, payload] of outcomes) this.complete(callId, code, payload);
+    const outcomes: [number, string, unknown, Record<string, unknown>?][] = JSON.parse(outcomesJson);
+    for (const [callId, code, payload, properties] of outcomes) this.complete(callId, code, payload, properties);
   }
 
-  private complete(callId: number, code: string, payload: unknown): void {
+  private complete(callId: number, code: string, payload: unknown, properties?: Record<string, unknown>): void {
     if (code === '') this.settleCall(callId, (waiting) => waiting.resolve(payload as McpToolResult));
-    else this.fail(callId, createMcpError(code as McpErrorCode, String(payload)));
+    else this.fail(callId, Object.assign(createMcpError(code as McpErrorCode, String(payload)), properties));
   }
 
   private fail(callId: number, error: McpError): void {
@@ -454,10 +500,11 @@ export function rebuildMcpToolsFromStorage(
 
 async function openToolset(
   servers: readonly McpServer[],
-  opts: McpOptions,
+  given: McpOptions,
   start: (native: NativeToolset) => Promise<string>,
   reconciles: boolean,
 ): Promise<McpToolset> {
+  const opts = withDefaults(given);
   const config = configJson(servers, opts);
   // Past the engine's validation below, `opts` is an object of the documented shape.
   const options: McpOptions = opts !== null && typeof opts === 'object' ? opts : {};
@@ -492,6 +539,9 @@ async function openToolset(
   try {
     const storeId = isStore(storage) ? nativeStoreId(storage) : undefined;
     const jsStore = isStore(storage) && storeId === undefined ? storeDispatcher(storage) : undefined;
+    const tokenStore = isTokenStore(options.tokenStore) ? options.tokenStore : undefined;
+    const tokenStoreId = tokenStore ? nativeTokenStoreId(tokenStore) : undefined;
+    const jsTokenStore = tokenStore && tokenStoreId === undefined ? tokenStoreDispatcher(tokenStore) : undefined;
     native = new binding.NativeToolset(
       config,
       onEvent,
@@ -503,6 +553,10 @@ async function openToolset(
       storeId,
       READ_STDIO_IN_JS,
       jsStore,
+      hooks.authorizationUrl,
+      tokenStoreId,
+      jsTokenStore,
+      hooks.elicit,
     );
   } catch (error) {
     throw engineFailure(error);
@@ -543,6 +597,25 @@ async function openToolset(
   };
   natives.set(toolset, native);
   return toolset;
+}
+
+/**
+ * Log out of an `oauth` server: its tokens in `tokenStore` are revoked where the authorization server
+ * offers revocation (RFC 7009), then forgotten. The next toolset needs a new login.
+ */
+export async function logoutMcpServer(
+  server: McpServer,
+  opts: { tokenStore: McpTokenStoreType; allowedHosts?: readonly string[]; proxy?: string },
+): Promise<void> {
+  const tokenStore = opts?.tokenStore;
+  if (!isTokenStore(tokenStore)) throw configError('logoutMcpServer needs { tokenStore }, the store the tokens are kept in');
+  const config = configJson([server], { tokenStore, allowedHosts: opts.allowedHosts, proxy: opts.proxy });
+  const tokenStoreId = nativeTokenStoreId(tokenStore);
+  try {
+    await binding.logoutServer(config, tokenStoreId, tokenStoreId === undefined ? tokenStoreDispatcher(tokenStore) : undefined);
+  } catch (error) {
+    throw fromEngine(error);
+  }
 }
 
 /** The version of the loaded native engine. */

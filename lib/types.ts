@@ -20,8 +20,54 @@ export type McpServer =
       url: string;
       /** Extra request headers. Protocol-owned ones (Mcp-Session-Id, Content-Type, Accept, …) are refused. */
       headers?: Record<string, string>;
+      /**
+       * Log in to the server with OAuth 2.1 (MCP authorization): `true` for the defaults (an interactive
+       * login through the browser, the client registered dynamically). Not with the `auth` option or a
+       * static `Authorization` header.
+       */
+      oauth?: true | McpOAuth;
       enabled?: boolean;
     };
+
+/** How mcpferry obtains tokens for one server. Every secret here is redacted wherever text leaves the engine. */
+export interface McpOAuth {
+  /**
+   * `authorization_code` (default: a person logs in through `onAuthorizationUrl`, redirected back to a
+   * listener on 127.0.0.1), `device_code` (RFC 8628: a person enters a code on any device),
+   * `client_credentials` (the client's own credentials, no person), `jwt_bearer` (cross-app access with an
+   * identity assertion from the enterprise IdP).
+   */
+  grant?: 'authorization_code' | 'device_code' | 'client_credentials' | 'jwt_bearer';
+  /** A client registered with the authorization server beforehand (skips registration). */
+  clientId?: string;
+  clientSecret?: string;
+  /** Default: `private_key_jwt` with `privateKey`, else what the server supports (basic before post), else `none`. */
+  tokenEndpointAuthMethod?: 'client_secret_basic' | 'client_secret_post' | 'none' | 'private_key_jwt';
+  /** A PKCS#8 PEM private key for `private_key_jwt` client assertions. */
+  privateKey?: string;
+  /** Default `ES256` (P-256). */
+  signingAlgorithm?: 'ES256' | 'RS256';
+  /** Your Client ID Metadata Document (an https URL), used as the client_id where the server supports it. */
+  clientMetadataUrl?: string;
+  /** The name dynamic registration gives the client. Default `mcpferry`. */
+  clientName?: string;
+  /** The most mcpferry may ask for: a scope outside this list is never requested. */
+  scopes?: string[];
+  /** A fixed loopback redirect (`http://127.0.0.1:<port>/<path>`). Default: a free port, `/callback`. */
+  redirectUri?: string;
+  /** For `jwt_bearer`: where to exchange the person's ID token (RFC 8693), and as which IdP client. */
+  identityAssertion?: { tokenEndpoint: string; idToken: string; clientId?: string; clientSecret?: string };
+}
+
+/** What `onAuthorizationUrl` is told besides the URL. */
+export interface McpAuthorizationPrompt {
+  server: string;
+  grant: 'authorization_code' | 'device_code';
+  /** Device flow: the code the person enters at the URL. */
+  userCode?: string;
+  /** Device flow: when the code expires (ms since the epoch). */
+  expiresAt?: number;
+}
 
 /** Opaque to mcpferry: whatever identifies the user or conversation a toolset belongs to. */
 export type Session = unknown;
@@ -44,6 +90,7 @@ export interface McpPolicy {
 }
 
 import type { McpConnectionStore } from './stores';
+import type { McpTokenStore } from './token-stores';
 
 export interface McpOptions {
   /**
@@ -79,7 +126,57 @@ export interface McpOptions {
   maxResultBytes?: number;
   /** Receives everything the engine reports: degraded servers, name collisions, tool-list changes. */
   onDiagnostic?: (diagnostic: Diagnostic) => void;
+  /**
+   * Where OAuth tokens and client registrations are kept: `createKeyringTokenStore()` (the OS secret
+   * store), `createEncryptedFileTokenStore(path, { key })`, or your own. Default: this toolset's memory.
+   */
+  tokenStore?: McpTokenStore;
+  /**
+   * Sends a person to a login page (`oauth` servers). Without it, a server that needs a login is degraded
+   * with a diagnostic saying how to log in; the default is `printAuthorizationUrl` when stdin and stderr
+   * are terminals.
+   */
+  onAuthorizationUrl?: (url: string, prompt: McpAuthorizationPrompt) => void | Promise<void>;
+  /** How long a person has to finish a login, in ms. Default 300 000. */
+  authorizationTimeoutMs?: number;
+  /**
+   * Answers a server's `elicitation/create`: show the person `request.message` and which `ctx.server` asks,
+   * then resolve to their answer. Only with it does the client declare the elicitation capability. On
+   * `accept`, the schema's defaults fill the fields left out, and an answer that does not match the
+   * requested schema (wrong type, outside an enum, a required field missing, a field not asked for) is
+   * sent as `decline`, as is a throw or a rejection. No answer within 5 minutes is sent as `cancel`. At
+   * most 4 elicitations per server are open at once. The message and schema are the server's text:
+   * never show them to a model as instructions.
+   */
+  onElicitation?: (request: McpElicitationRequest, ctx: { server: string; session?: Session }) => McpElicitationResult | Promise<McpElicitationResult>;
+  /**
+   * The elicitation modes declared with `onElicitation`. Default `['form']`. Add `'url'` only when the host
+   * can show the full URL and open it in a browser after the person agrees (never fetch it yourself).
+   */
+  elicitationModes?: ReadonlyArray<'form' | 'url'>;
 }
+
+/** A server's request for input from the person (MCP `elicitation/create`). */
+export type McpElicitationRequest =
+  | {
+      mode: 'form';
+      message: string;
+      /** A flat object schema of primitive fields (string, number, integer, boolean, enums), as the server sent it. */
+      requestedSchema: JsonSchema;
+    }
+  | {
+      /** Send the person to `url` (http or https) after they agree; `accept` means they agreed, not that they finished. */
+      mode: 'url';
+      message: string;
+      url: string;
+      elicitationId: string;
+    };
+
+/** The person's answer: `content` (form mode, with `accept` only) holds the fields of `requestedSchema`. */
+export type McpElicitationResult = {
+  action: 'accept' | 'decline' | 'cancel';
+  content?: Record<string, string | number | boolean | string[]>;
+};
 
 export type JsonSchema = { [key: string]: unknown };
 

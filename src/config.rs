@@ -31,6 +31,11 @@ pub const OPTION_KEYS: &[&str] = &[
     "storage",
     "disclosure",
     "contextWindowTokens",
+    "tokenStore",
+    "onAuthorizationUrl",
+    "authorizationTimeoutMs",
+    "onElicitation",
+    "elicitationModes",
 ];
 
 /// The key of a marker standing for a value JSON cannot carry: `{"$mcpferry": "function"}` (also
@@ -53,6 +58,12 @@ pub struct ToolsetConfig {
     /// The `proxy` option: every HTTP server is reached through it. `None`: direct connections (proxy
     /// variables in the environment are ignored).
     pub proxy: Option<Url>,
+    /// Whether `tokenStore` is set (the store itself is handed over beside the JSON).
+    pub token_store: bool,
+    /// How long a person has to finish a login.
+    pub authorization_timeout_ms: u64,
+    /// The elicitation modes declared when `onElicitation` is set (`elicitationModes`, default form).
+    pub elicitation_modes: crate::elicitation::Modes,
 }
 
 /// Which callbacks the options configure. The callbacks themselves cross beside the JSON.
@@ -64,6 +75,10 @@ pub struct CallbackOptions {
     pub allowed_hosts_resolver: bool,
     pub decide: bool,
     pub ask: bool,
+    /// `onAuthorizationUrl`: the engine can send a person to a login page.
+    pub authorization_url: bool,
+    /// `onElicitation`.
+    pub elicit: bool,
 }
 
 impl CallbackOptions {
@@ -71,6 +86,14 @@ impl CallbackOptions {
     pub fn check_given(&self, auth: bool, allowed_hosts: bool, decide: bool, ask: bool) -> Result<()> {
         if (self.auth, self.allowed_hosts_resolver, self.decide, self.ask) != (auth, allowed_hosts, decide, ask) {
             return Err(McpError::config("the callbacks handed to the engine do not match the options"));
+        }
+        Ok(())
+    }
+
+    /// The elicitation callback handed over must be there exactly when the options declare it.
+    pub fn check_elicitation_given(&self, elicit: bool) -> Result<()> {
+        if self.elicit != elicit {
+            return Err(McpError::config("the onElicitation callback handed to the engine does not match the options"));
         }
         Ok(())
     }
@@ -94,9 +117,9 @@ pub struct ServerEntry {
 #[derive(Clone)]
 pub enum ServerKind {
     Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf>, root: Option<PathBuf> },
-    StreamableHttp { url: Url, headers: HeaderMap },
+    StreamableHttp { url: Url, headers: HeaderMap, oauth: Option<crate::auth::OAuthSettings> },
     /// The legacy HTTP+SSE transport.
-    Sse { url: Url, headers: HeaderMap },
+    Sse { url: Url, headers: HeaderMap, oauth: Option<crate::auth::OAuthSettings> },
 }
 
 /// Shows what an entry is, never what it carries: env values, arguments, header values and the URL's
@@ -110,10 +133,11 @@ impl std::fmt::Debug for ServerKind {
                 .field("args", &args.len())
                 .field("env", &env.keys().collect::<Vec<_>>())
                 .finish_non_exhaustive(),
-            ServerKind::StreamableHttp { url, headers } | ServerKind::Sse { url, headers } => f
+            ServerKind::StreamableHttp { url, headers, oauth } | ServerKind::Sse { url, headers, oauth } => f
                 .debug_struct(if matches!(self, ServerKind::Sse { .. }) { "Sse" } else { "StreamableHttp" })
                 .field("url", &crate::egress::display_url(url))
                 .field("headers", &headers.keys().collect::<Vec<_>>())
+                .field("oauth", oauth)
                 .finish(),
         }
     }
@@ -203,7 +227,51 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         Some(Value::String(text)) => Some(crate::egress::proxy_url(text)?),
         Some(_) => return Err(McpError::config("options.proxy must be a string (an http:// or https:// URL)")),
     };
-    Ok(ToolsetConfig { servers, callbacks, storage, allowed_hosts, timeout_ms, max_result_bytes, filter, disclosure, proxy })
+    let token_store = match root.get("tokenStore") {
+        None | Some(Value::Null) => false,
+        Some(v) if marker(v) == Some("tokenStore") => true,
+        Some(_) => return Err(McpError::config("options.tokenStore must be a token store (get, set, delete)")),
+    };
+    let authorization_timeout_ms =
+        optional_positive_integer(root, "authorizationTimeoutMs", "options")?.unwrap_or(crate::limits::DEFAULT_AUTHORIZATION_TIMEOUT_MS);
+    let elicitation_modes = parse_elicitation_modes(root, callbacks.elicit)?;
+    Ok(ToolsetConfig {
+        servers,
+        callbacks,
+        storage,
+        allowed_hosts,
+        timeout_ms,
+        max_result_bytes,
+        filter,
+        disclosure,
+        proxy,
+        token_store,
+        authorization_timeout_ms,
+        elicitation_modes,
+    })
+}
+
+/// `elicitationModes`: a non-empty array of `"form"` and `"url"`; only with `onElicitation`.
+fn parse_elicitation_modes(root: &Map<String, Value>, elicit: bool) -> Result<crate::elicitation::Modes> {
+    let Some(given) = root.get("elicitationModes").filter(|v| !v.is_null()) else {
+        return Ok(crate::elicitation::Modes::default());
+    };
+    if !elicit {
+        return Err(McpError::config("options.elicitationModes needs options.onElicitation, which answers the elicitations"));
+    }
+    let mut modes = crate::elicitation::Modes { form: false, url: false };
+    let names = given.as_array().filter(|names| !names.is_empty());
+    for name in names.into_iter().flatten() {
+        match name.as_str() {
+            Some("form") => modes.form = true,
+            Some("url") => modes.url = true,
+            _ => return Err(McpError::config("options.elicitationModes must be a non-empty array of \"form\" and \"url\"")),
+        }
+    }
+    if !modes.form && !modes.url {
+        return Err(McpError::config("options.elicitationModes must be a non-empty array of \"form\" and \"url\""));
+    }
+    Ok(modes)
 }
 
 /// The kind a marker stands for, if `value` is one.
@@ -225,6 +293,9 @@ fn parse_callbacks(root: &Map<String, Value>) -> Result<CallbackOptions> {
     let auth = is_function(root.get("auth"))
         .ok_or_else(|| McpError::config("options.auth must be a function (server, { session }) => Promise<{ token }>"))?;
     let allowed_hosts_resolver = matches!(root.get("allowedHosts"), Some(v) if marker(v) == Some("function"));
+    let elicit = is_function(root.get("onElicitation")).ok_or_else(|| {
+        McpError::config("options.onElicitation must be a function (request, { server, session }) => { action, content? }")
+    })?;
     let (decide, ask) = match root.get("policy") {
         None | Some(Value::Null) => (false, false),
         Some(Value::Object(policy)) if is_function(policy.get("decide")) == Some(true) => {
@@ -242,7 +313,9 @@ fn parse_callbacks(root: &Map<String, Value>) -> Result<CallbackOptions> {
     if allowed_hosts_resolver && !session {
         return Err(McpError::config("an options.allowedHosts resolver requires session"));
     }
-    Ok(CallbackOptions { on_diagnostic, auth, allowed_hosts_resolver, decide, ask })
+    let authorization_url =
+        is_function(root.get("onAuthorizationUrl")).ok_or_else(|| McpError::config("options.onAuthorizationUrl must be a function (url, info) => void"))?;
+    Ok(CallbackOptions { on_diagnostic, auth, allowed_hosts_resolver, decide, ask, authorization_url, elicit })
 }
 
 fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> {
@@ -260,6 +333,9 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
     };
     let kind = match entry.get("type").and_then(Value::as_str) {
         Some("stdio") => {
+            if entry.contains_key("oauth") {
+                return Err(McpError::config(format!("{at}.oauth: OAuth is for HTTP servers; a stdio server gets its credentials from env")));
+            }
             allow_keys(entry, &at, &["name", "type", "enabled", "command", "args", "env", "cwd", "root"])?;
             let command = match entry.get("command") {
                 Some(Value::String(s)) if !s.is_empty() => s.clone(),
@@ -291,7 +367,7 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
             ServerKind::Stdio { command, args, env, cwd, root }
         }
         Some(kind @ ("streamable-http" | "sse")) => {
-            allow_keys(entry, &at, &["name", "type", "enabled", "url", "headers"])?;
+            allow_keys(entry, &at, &["name", "type", "enabled", "url", "headers", "oauth"])?;
             let url = match entry.get("url") {
                 Some(Value::String(s)) => parse_url(s, &at)?,
                 _ => return Err(McpError::config(format!("{at}.url must be a string"))),
@@ -305,10 +381,22 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
                     "{at}.headers: \"Authorization\" is set by the auth option and cannot also be configured"
                 )));
             }
+            let oauth = match entry.get("oauth") {
+                None | Some(Value::Null) => None,
+                Some(value) => Some(crate::auth::OAuthSettings::parse(&at, value)?),
+            };
+            if oauth.is_some() && auth {
+                return Err(McpError::config(format!(
+                    "{at}.oauth: this toolset's auth option already supplies every server's token; use one or the other"
+                )));
+            }
+            if oauth.is_some() && headers.contains_key(reqwest::header::AUTHORIZATION) {
+                return Err(McpError::config(format!("{at}: a static \"Authorization\" header cannot be combined with oauth")));
+            }
             if kind == "sse" {
-                ServerKind::Sse { url, headers }
+                ServerKind::Sse { url, headers, oauth }
             } else {
-                ServerKind::StreamableHttp { url, headers }
+                ServerKind::StreamableHttp { url, headers, oauth }
             }
         }
         Some(other) => {
@@ -432,6 +520,13 @@ mod tests {
             (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","command":"y"}]}"#, "unknown field"),
             (r#"{"servers":[{"name":"h","type":"sse","url":"http://good.example@evil.test/"}]}"#, "must not carry credentials"),
             (r#"{"auth":{"$mcpferry":"function"},"session":{"$mcpferry":"value"},"servers":[{"name":"h","type":"sse","url":"http://x/","headers":{"authorization":"Bearer t0ken-value"}}]}"#, "set by the auth option"),
+            (r#"{"auth":{"$mcpferry":"function"},"session":{"$mcpferry":"value"},"servers":[{"name":"h","type":"streamable-http","url":"http://x/","oauth":true}]}"#, "use one or the other"),
+            (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","headers":{"Authorization":"Bearer t0ken-value"},"oauth":true}]}"#, "cannot be combined with oauth"),
+            (r#"{"servers":[{"name":"s","type":"stdio","command":"x","oauth":true}]}"#, "OAuth is for HTTP servers"),
+            (r#"{"servers":[{"name":"h","type":"sse","url":"http://x/","oauth":{"grant":"implicit"}}]}"#, "grant \"implicit\" is unknown"),
+            (r#"{"servers":[],"tokenStore":{"get":1}}"#, "options.tokenStore must be a token store"),
+            (r#"{"servers":[],"onAuthorizationUrl":"open"}"#, "onAuthorizationUrl must be a function"),
+            (r#"{"servers":[],"authorizationTimeoutMs":0}"#, "authorizationTimeoutMs must be a positive integer"),
             (r#"{"servers":[],"allowedHosts":["bad host"]}"#, "allowedHosts"),
             (r#"{"servers":[],"disclosure":{"budget":"lots"}}"#, "budget must be"),
             (r#"{"servers":[],"disclosure":{"always":["a"]}}"#, "unknown key"),
@@ -473,7 +568,8 @@ mod callback_tests {
             r#"{{"servers":[],"options":{{"onDiagnostic":{f},"auth":{f},"allowedHosts":{f},"session":{{"$mcpferry":"value"}},"policy":{{"decide":{f},"ask":{f}}},"storage":{{"$mcpferry":"store"}}}}}}"#
         );
         let config = parse(&json).unwrap();
-        let all = CallbackOptions { on_diagnostic: true, auth: true, allowed_hosts_resolver: true, decide: true, ask: true };
+        let all = CallbackOptions { on_diagnostic: true, auth: true, allowed_hosts_resolver: true, decide: true, ask: true, ..Default::default() };
+        let all = CallbackOptions { on_diagnostic: true, auth: true, allowed_hosts_resolver: true, decide: true, ask: true, elicit: false, authorization_url: false };
         assert_eq!(config.callbacks, all);
         assert!(config.storage);
         assert_eq!(config.allowed_hosts, None);
@@ -482,5 +578,28 @@ mod callback_tests {
         let bare = parse(r#"{"servers":[]}"#).unwrap();
         assert_eq!(bare.callbacks, CallbackOptions::default());
         assert!(!bare.storage);
+    }
+
+    #[test]
+    fn elicitation_options_declare_the_callback_and_its_modes() {
+        use crate::elicitation::Modes;
+        let f = r#"{"$mcpferry":"function"}"#;
+        let modes = |extra: &str| parse(&format!(r#"{{"servers":[],"options":{{"onElicitation":{f}{extra}}}}}"#));
+        let config = modes("").unwrap();
+        assert!(config.callbacks.elicit);
+        assert_eq!(config.elicitation_modes, Modes { form: true, url: false });
+        assert!(config.callbacks.check_elicitation_given(true).is_ok());
+        assert!(config.callbacks.check_elicitation_given(false).is_err());
+        assert_eq!(modes(r#","elicitationModes":["form","url"]"#).unwrap().elicitation_modes, Modes { form: true, url: true });
+        assert_eq!(modes(r#","elicitationModes":["url"]"#).unwrap().elicitation_modes, Modes { form: false, url: true });
+        for bad in [r#","elicitationModes":[]"#, r#","elicitationModes":["sms"]"#, r#","elicitationModes":"url""#, r#","elicitationModes":[1]"#] {
+            let error = modes(bad).unwrap_err().to_string();
+            assert!(error.contains("non-empty array"), "{bad}: {error}");
+        }
+        let without = parse(r#"{"servers":[],"options":{"elicitationModes":["form"]}}"#).unwrap_err().to_string();
+        assert!(without.contains("needs options.onElicitation"), "{without}");
+        let not_a_function = parse(r#"{"servers":[],"options":{"onElicitation":true}}"#).unwrap_err().to_string();
+        assert!(not_a_function.contains("onElicitation must be a function"), "{not_a_function}");
+        assert!(!parse(r#"{"servers":[]}"#).unwrap().callbacks.elicit);
     }
 }

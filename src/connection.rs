@@ -1,14 +1,19 @@
 //! One live session with one server: request ids, the pending map, idle timeouts reset by progress,
 //! cancellation (`notifications/cancelled`), server-to-client requests and notifications.
 //!
+//! Server-to-client requests are answered inline, except `elicitation/create`, which waits for the
+//! host: each runs as a task this connection owns (at most `MAX_ELICITATIONS_IN_FLIGHT`, each bounded
+//! by the elicitor's timeout, all cancelled when the connection ends).
+//!
 //! Requests are started synchronously ([`Connection::start`]) and answered through a [`Reply`]: a
 //! callback for tool calls (so a JavaScript caller needs no task or promise per call on our side) or a
 //! channel for the engine's own `async` requests. One sweeper task per connection owns every deadline,
 //! so a request costs no timer of its own.
 
+use crate::elicitation::{self, Elicitor};
 use crate::error::{McpError, Result};
-use crate::limits::MAX_JSON_DEPTH;
-use crate::protocol::jsonrpc::{self, Message, RawMessage, RequestId, METHOD_NOT_FOUND};
+use crate::limits::{MAX_ELICITATIONS_IN_FLIGHT, MAX_JSON_DEPTH};
+use crate::protocol::jsonrpc::{self, Message, RawMessage, RequestId, INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::protocol::mcp::{self, InitializeResult};
 use crate::protocol::nesting;
 use crate::transport::{self, MessageSink, Outbound, Transport, TransportOptions, TransportSpec};
@@ -22,6 +27,8 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 /// What a connection tells its owner.
 pub trait ConnectionEvents: Send + Sync + 'static {
@@ -132,9 +139,26 @@ pub struct Shared {
     events: Arc<dyn ConnectionEvents>,
     /// Wakes the sweeper when a request's deadline is earlier than the one it sleeps towards.
     sweep_wake: Notify,
+    /// This connection, for the tasks it starts (elicitations).
+    me: Weak<Shared>,
+    /// Set when the host answers elicitations (`onElicitation`).
+    elicitations: Option<Elicitations>,
     /// Makes the sweeper panic, to test its supervision.
     #[cfg(test)]
     sweep_fault: AtomicBool,
+}
+
+/// The elicitations the host is answering for this connection.
+struct Elicitations {
+    elicitor: Arc<Elicitor>,
+    /// Cancelled when the connection ends: every open elicitation stops waiting for the host.
+    cancel: CancellationToken,
+    tasks: TaskTracker,
+    /// Open elicitations by request id (its JSON text), each with the token the server's
+    /// `notifications/cancelled` for it trips.
+    open: Mutex<HashMap<String, CancellationToken>>,
+    /// When the last one ended: the server's answer to the request that asked comes after it.
+    last_ended: Mutex<Option<Instant>>,
 }
 
 #[derive(Default)]
@@ -159,13 +183,16 @@ struct Pending {
 
 impl Connection {
     /// Open the transport and run the handshake: `initialize`, version check, `notifications/initialized`.
+    /// With an `elicitor`, the client declares the elicitation capability (its modes) and answers the
+    /// server's `elicitation/create` requests through the host; without one, it declares none.
     pub async fn open(
         spec: &TransportSpec,
         events: Arc<dyn ConnectionEvents>,
         options: TransportOptions,
         handshake: &RequestOptions<'_>,
+        elicitor: Option<Arc<Elicitor>>,
     ) -> std::result::Result<Connection, (McpError, Option<String>)> {
-        let shared = Shared::new(events);
+        let shared = Shared::new(events, elicitor);
         let transport = transport::open(spec, shared.clone(), options).map_err(|e| (e, None))?;
         let _ = shared.transport.set(Arc::downgrade(&transport));
         start_sweeper(&shared);
@@ -173,6 +200,7 @@ impl Connection {
             Ok(session) => Ok(Connection { shared, transport, session }),
             Err(e) => {
                 shared.end(McpError::Closed);
+                shared.elicitations_stopped().await;
                 transport.close().await;
                 Err((e, transport.stderr_tail()))
             }
@@ -202,9 +230,11 @@ impl Connection {
         self.transport.stderr_tail()
     }
 
-    /// Fail what is pending with `Closed` and release the transport. Idempotent.
+    /// Fail what is pending with `Closed`, stop the open elicitations (the server gets no answer to
+    /// them) and release the transport. Idempotent.
     pub async fn close(&self) {
         self.shared.end(McpError::Closed);
+        self.shared.elicitations_stopped().await;
         self.transport.close().await;
     }
 }
@@ -247,7 +277,7 @@ pub fn tool_outcome(outcome: Result<Box<RawValue>>) -> Result<Box<RawValue>> {
 }
 
 async fn handshake_with(shared: &Arc<Shared>, transport: &Arc<dyn Transport>, opts: &RequestOptions<'_>) -> Result<SessionInfo> {
-    let params = mcp::initialize_params();
+    let params = mcp::initialize_params(shared.elicitations.as_ref().map(|e| e.elicitor.modes));
     let raw = request(shared, transport, "initialize", |_| Some(params), opts).await?;
     let init: InitializeResult = serde_json::from_str(raw.get())
         .map_err(|e| McpError::Protocol(format!("initialize returned a malformed result: {e}")))?;
@@ -293,13 +323,21 @@ async fn request(
 }
 
 impl Shared {
-    fn new(events: Arc<dyn ConnectionEvents>) -> Arc<Shared> {
-        Arc::new(Shared {
+    fn new(events: Arc<dyn ConnectionEvents>, elicitor: Option<Arc<Elicitor>>) -> Arc<Shared> {
+        Arc::new_cyclic(|me| Shared {
             state: Mutex::new(State::default()),
             next_id: AtomicU64::new(1),
             transport: OnceLock::new(),
             events,
             sweep_wake: Notify::new(),
+            me: me.clone(),
+            elicitations: elicitor.map(|elicitor| Elicitations {
+                elicitor,
+                cancel: CancellationToken::new(),
+                tasks: TaskTracker::new(),
+                open: Mutex::new(HashMap::new()),
+                last_ended: Mutex::new(None),
+            }),
             #[cfg(test)]
             sweep_fault: AtomicBool::new(false),
         })
@@ -345,7 +383,7 @@ impl Shared {
         if let Some(abort) = abort {
             abort.attach(self, id);
         }
-        Some(Outbound::request(id, jsonrpc::request(id, method, params(id).as_deref()), method == "initialize"))
+        Some(Outbound::request(id, jsonrpc::request(id, method, params(id).as_deref()), method == "initialize", method != "tools/call"))
     }
 
     /// Hand requests to the transport, skipping any given up since they were registered (an abort that
@@ -422,6 +460,9 @@ impl Shared {
             std::mem::take(&mut state.pending)
         };
         self.sweep_wake.notify_one();
+        if let Some(elicitations) = &self.elicitations {
+            elicitations.cancel.cancel();
+        }
         for (_, p) in pending {
             p.reply.send(Err(reason.clone()));
         }
@@ -457,6 +498,9 @@ impl Shared {
             // no task or queue per request here, so a flood costs nothing beyond the transport's own bounds,
             // and each answer is small whatever the request carried.
             Message::Request { id, .. } if !jsonrpc::is_echoable_id(id) => {}
+            Message::Request { id, method, params } if method == "elicitation/create" && self.elicitations.is_some() => {
+                self.elicit(id, params);
+            }
             Message::Request { id, method, .. } => {
                 let reply = if method == "ping" {
                     jsonrpc::result_response(id, "{}")
@@ -473,17 +517,118 @@ impl Shared {
                         .and_then(|p| serde_json::from_str::<mcp::ProgressParams>(p.get()).ok())
                         .and_then(|p| jsonrpc::parse_request_id(p.progress_token));
                     if let Some(token) = token {
-                        if let Some(pending) = self.state.lock().pending.get_mut(&token) {
-                            // Later only, so the sweeper (sleeping towards an earlier time) needs no wake.
-                            pending.deadline = Instant::now() + pending.timeout;
-                        }
+                        self.keep_waiting(token);
                     }
                 }
                 "notifications/tools/list_changed" => self.events.tools_list_changed(),
+                "notifications/cancelled" => self.elicitation_cancelled(params),
+                // `notifications/elicitation/complete` (URL mode) has nothing waiting on it here: the
+                // accept was the host's whole part, and the spec lets a client ignore it.
                 _ => {}
             },
         }
     }
+}
+
+/// Elicitations: the host's answer is awaited in a task the connection owns, never inline.
+impl Shared {
+    /// Answer `elicitation/create` through the host: refused at once (invalid params) when it asks for
+    /// an undeclared mode or breaks the spec's schema rules, or (busy) when `MAX_ELICITATIONS_IN_FLIGHT`
+    /// are open; otherwise the host is asked in a task, and its answer, checked, goes back to this
+    /// server only. The request's text goes to the host and nowhere else.
+    fn elicit(&self, id: &RawValue, params: Option<&RawValue>) {
+        let Some(elicitations) = &self.elicitations else { return };
+        let request = match elicitation::parse_request(params, elicitations.elicitor.modes) {
+            Ok(request) => request,
+            Err(why) => return self.send(jsonrpc::error_response(id, INVALID_PARAMS, &why)),
+        };
+        let Some(shared) = self.me.upgrade() else { return };
+        let key = request_key(id);
+        let stop = {
+            let mut open = elicitations.open.lock();
+            let refusal = if open.contains_key(&key) {
+                Some("an elicitation with this id is already open")
+            } else if open.len() >= MAX_ELICITATIONS_IN_FLIGHT {
+                Some("too many elicitations in flight; try again when one is answered")
+            } else {
+                None
+            };
+            if let Some(refusal) = refusal {
+                drop(open);
+                return self.send(jsonrpc::error_response(id, elicitation::BUSY_ERROR_CODE, refusal));
+            }
+            let stop = elicitations.cancel.child_token();
+            open.insert(key.clone(), stop.clone());
+            stop
+        };
+        let elicitor = &elicitations.elicitor;
+        let asking = elicitor.callback.call(elicitation::host_request(&elicitor.server, &request));
+        let timeout = elicitor.timeout;
+        let id = id.to_owned();
+        elicitations.tasks.spawn(async move {
+            let result = tokio::select! {
+                biased;
+                // The connection ended or the server cancelled: nobody is left to answer.
+                _ = stop.cancelled() => None,
+                answered = tokio::time::timeout(timeout, asking) => Some(match answered {
+                    Ok(Ok(answer)) => elicitation::answer(&request, &answer),
+                    // The host threw or rejected; its reason stays with the host.
+                    Ok(Err(_)) => elicitation::DECLINE.to_owned(),
+                    Err(_) => elicitation::CANCEL.to_owned(),
+                }),
+            };
+            shared.elicitation_ended(&key, &id, result);
+        });
+    }
+
+    fn elicitation_ended(&self, key: &str, id: &RawValue, result: Option<String>) {
+        if let Some(elicitations) = &self.elicitations {
+            elicitations.open.lock().remove(key);
+            *elicitations.last_ended.lock() = Some(Instant::now());
+        }
+        let ended = {
+            let mut state = self.state.lock();
+            // Like progress: the server's requests get a full idle period from the answer on. Later
+            // only, so the sweeper needs no wake.
+            let now = Instant::now();
+            for pending in state.pending.values_mut() {
+                pending.deadline = pending.deadline.max(now + pending.timeout);
+            }
+            state.ended.is_some()
+        };
+        if let (Some(result), false) = (result, ended) {
+            self.send(jsonrpc::result_response(id, &result));
+        }
+    }
+
+    /// The server's `notifications/cancelled` for an open elicitation: stop waiting for the host and
+    /// send nothing (the spec's answer to a cancelled request).
+    fn elicitation_cancelled(&self, params: Option<&RawValue>) {
+        let Some(elicitations) = &self.elicitations else { return };
+        let Some(request) = params.and_then(|p| serde_json::from_str::<mcp::CancelledParams>(p.get()).ok()) else { return };
+        if let Some(stop) = elicitations.open.lock().get(&request_key(request.request_id)) {
+            stop.cancel();
+        }
+    }
+
+    /// While the host is answering an elicitation, the server's requests are not timed out: the tool
+    /// call that asked is waiting on the person, not on the server.
+    fn elicitation_open(&self) -> bool {
+        self.elicitations.as_ref().is_some_and(|e| !e.open.lock().is_empty())
+    }
+
+    /// Wait until every elicitation task has stopped (after `end`, which cancels them all).
+    async fn elicitations_stopped(&self) {
+        if let Some(elicitations) = &self.elicitations {
+            elicitations.tasks.close();
+            elicitations.tasks.wait().await;
+        }
+    }
+}
+
+/// A server request's id as a key: its JSON text, normalized (`"a"` and `"\u0061"` are one id).
+fn request_key(id: &RawValue) -> String {
+    serde_json::from_str::<serde_json::Value>(id.get()).map_or_else(|_| id.get().to_owned(), |id| id.to_string())
 }
 
 /// Start the sweeper under a supervisor: if it ever panics, no timeout would fire again, so the
@@ -512,6 +657,9 @@ async fn sweep(connection: Arc<Shared>) {
             let mut state = connection.state.lock();
             if state.ended.is_some() {
                 return;
+            }
+            if connection.elicitation_open() {
+                state.pending.values_mut().filter(|p| p.deadline <= now).for_each(|p| p.deadline = now + p.timeout);
             }
             let expired: Vec<RequestId> = state.pending.iter().filter(|(_, p)| p.deadline <= now).map(|(id, _)| *id).collect();
             let next = state.pending.values().filter(|p| p.deadline > now).map(|p| p.deadline).min();
@@ -598,6 +746,18 @@ impl MessageSink for Shared {
     fn on_closed(&self, reason: McpError) {
         self.lose(reason);
     }
+
+    fn keep_waiting(&self, id: RequestId) {
+        if let Some(pending) = self.state.lock().pending.get_mut(&id) {
+            // Later only, so the sweeper (sleeping towards an earlier time) needs no wake.
+            pending.deadline = Instant::now() + pending.timeout;
+        }
+    }
+
+    fn waited_on_host(&self, within: Duration) -> bool {
+        self.elicitation_open()
+            || self.elicitations.as_ref().is_some_and(|e| e.last_ended.lock().is_some_and(|at| at.elapsed() < within))
+    }
 }
 
 #[cfg(test)]
@@ -646,7 +806,7 @@ mod tests {
     impl Harness {
         fn new() -> Harness {
             let events = Arc::new(Events::default());
-            let shared = Shared::new(events.clone());
+            let shared = Shared::new(events.clone(), None);
             let recorder = Arc::new(Recorder::default());
             let transport: Arc<dyn Transport> = recorder.clone();
             let _ = shared.transport.set(Arc::downgrade(&transport));
@@ -809,6 +969,150 @@ mod tests {
         assert!(harness.receive(&response(id, r#""late""#)));
         assert!(rx.try_recv().is_err());
         assert!(harness.events.lost.lock().is_none());
+    }
+
+    /// The host's side of elicitation, driven by the test: each request arrives with the sender of its answer.
+    type Asked = (String, oneshot::Sender<std::result::Result<String, String>>);
+
+    struct Host(tokio::sync::mpsc::UnboundedSender<Asked>);
+
+    impl crate::hooks::Callback<String, String> for Host {
+        fn call(&self, request: String) -> BoxFuture<'static, std::result::Result<String, String>> {
+            let (tx, rx) = oneshot::channel();
+            let _ = self.0.send((request, tx));
+            Box::pin(async move { rx.await.unwrap_or_else(|_| Err("dropped".into())) })
+        }
+    }
+
+    fn elicitation_harness(modes: elicitation::Modes, timeout: Duration) -> (Harness, tokio::sync::mpsc::UnboundedReceiver<Asked>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let elicitor = Elicitor { server: "srv".into(), modes, callback: Arc::new(Host(tx)), timeout };
+        let events = Arc::new(Events::default());
+        let shared = Shared::new(events.clone(), Some(Arc::new(elicitor)));
+        let recorder = Arc::new(Recorder::default());
+        let transport: Arc<dyn Transport> = recorder.clone();
+        let _ = shared.transport.set(Arc::downgrade(&transport));
+        start_sweeper(&shared);
+        (Harness { shared, transport, recorder, events }, rx)
+    }
+
+    const FORM: &str = r#"{"message":"Your name?","requestedSchema":{"type":"object","properties":{"name":{"type":"string","default":"Ada"},"n":{"type":"integer"}}}}"#;
+
+    fn elicit(id: &str, params: &str) -> String {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"elicitation/create","params":{params}}}"#)
+    }
+
+    /// The answers sent so far, parsed.
+    fn sent(harness: &Harness) -> Vec<serde_json::Value> {
+        harness.recorder.sent.lock().iter().map(|m| serde_json::from_str(m).unwrap()).collect()
+    }
+
+    async fn answered(harness: &Harness, count: usize) -> Vec<serde_json::Value> {
+        for _ in 0..500 {
+            if harness.recorder.sent.lock().len() >= count {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        sent(harness)
+    }
+
+    #[tokio::test]
+    async fn an_elicitation_is_answered_by_the_host_with_defaults_and_checked() {
+        let (harness, mut host) = elicitation_harness(elicitation::Modes::default(), Duration::from_secs(60));
+        assert!(harness.receive(&elicit(r#""e1""#, FORM)));
+        let (request, reply) = host.recv().await.unwrap();
+        let request: serde_json::Value = serde_json::from_str(&request).unwrap();
+        assert_eq!(request["server"], "srv");
+        assert_eq!(request["request"]["message"], "Your name?");
+        reply.send(Ok(r#"{"action":"accept","content":{"n":3}}"#.into())).unwrap();
+        let sent = answered(&harness, 1).await;
+        assert_eq!(sent, vec![serde_json::json!({"jsonrpc":"2.0","id":"e1","result":{"action":"accept","content":{"name":"Ada","n":3}}})]);
+
+        // A wrong type is not sent as accept; a throwing host declines.
+        assert!(harness.receive(&elicit("2", FORM)));
+        host.recv().await.unwrap().1.send(Ok(r#"{"action":"accept","content":{"n":"3"}}"#.into())).unwrap();
+        assert!(harness.receive(&elicit("3", FORM)));
+        host.recv().await.unwrap().1.send(Err("host failure".into())).unwrap();
+        let sent = answered(&harness, 3).await;
+        assert_eq!(sent[1]["result"], serde_json::json!({"action":"decline"}));
+        assert_eq!(sent[2]["result"], serde_json::json!({"action":"decline"}));
+        assert!(!harness.recorder.sent.lock().concat().contains("host failure"));
+    }
+
+    #[tokio::test]
+    async fn elicitations_in_flight_are_bounded_and_the_excess_refused_at_once() {
+        let (harness, mut host) = elicitation_harness(elicitation::Modes::default(), Duration::from_secs(60));
+        let flood = MAX_ELICITATIONS_IN_FLIGHT + 3;
+        for id in 0..flood {
+            assert!(harness.receive(&elicit(&id.to_string(), FORM)));
+        }
+        let refused = sent(&harness);
+        assert_eq!(refused.len(), 3, "the excess is answered at once");
+        assert!(refused.iter().all(|r| r["error"]["code"] == elicitation::BUSY_ERROR_CODE));
+        let mut open = Vec::new();
+        while let Ok(asked) = host.try_recv() {
+            open.push(asked);
+        }
+        assert_eq!(open.len(), MAX_ELICITATIONS_IN_FLIGHT, "the host sees only what is in flight");
+        // A duplicate id is refused too; an answer frees a slot.
+        assert!(harness.receive(&elicit("0", FORM)));
+        assert_eq!(sent(&harness).len(), 4);
+        open.pop().unwrap().1.send(Ok(r#"{"action":"cancel"}"#.into())).unwrap();
+        answered(&harness, 5).await;
+        assert!(harness.receive(&elicit(r#""next""#, FORM)));
+        assert!(tokio::time::timeout(Duration::from_secs(5), host.recv()).await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn undeclared_modes_and_bad_schemas_are_invalid_params_and_nothing_is_asked() {
+        let (harness, mut host) = elicitation_harness(elicitation::Modes::default(), Duration::from_secs(60));
+        let url = r#"{"mode":"url","message":"m","url":"https://example.com/","elicitationId":"x"}"#;
+        assert!(harness.receive(&elicit("1", url)));
+        assert!(harness.receive(&elicit("2", r#"{"message":"m","requestedSchema":{"type":"object","properties":{"a":{"type":"object"}}}}"#)));
+        let sent = sent(&harness);
+        assert!(sent.iter().all(|r| r["error"]["code"] == INVALID_PARAMS), "{sent:?}");
+        assert!(host.try_recv().is_err());
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_or_timed_out_elicitation_frees_its_slot() {
+        let (harness, mut host) = elicitation_harness(elicitation::Modes::default(), Duration::from_millis(50));
+        assert!(harness.receive(&elicit("7", FORM)));
+        let _never_answered = host.recv().await.unwrap();
+        let sent = answered(&harness, 1).await;
+        assert_eq!(sent[0], serde_json::json!({"jsonrpc":"2.0","id":7,"result":{"action":"cancel"}}));
+
+        let (harness, mut host) = elicitation_harness(elicitation::Modes::default(), Duration::from_secs(60));
+        assert!(harness.receive(&elicit(r#""c""#, FORM)));
+        let (_, mut reply) = host.recv().await.unwrap();
+        assert!(harness.receive(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c"}}"#));
+        tokio::time::timeout(Duration::from_secs(5), reply.closed()).await.expect("the host's wait is dropped");
+        assert!(!harness.shared.elicitation_open());
+        assert!(harness.recorder.sent.lock().is_empty(), "a cancelled request gets no answer");
+    }
+
+    #[tokio::test]
+    async fn an_open_elicitation_holds_the_servers_timeouts_and_the_end_stops_it() {
+        let (harness, mut host) = elicitation_harness(elicitation::Modes::default(), Duration::from_secs(60));
+        let (_, mut call) = harness.start(100, false);
+        assert!(harness.receive(&elicit("9", FORM)));
+        let (_, reply) = host.recv().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(call.try_recv().is_err(), "the call waits on the person, not on the server");
+        harness.shared.end(McpError::Closed);
+        tokio::time::timeout(Duration::from_secs(5), harness.shared.elicitations_stopped()).await.expect("every elicitation task stops");
+        assert!(reply.is_closed());
+        assert_eq!(code(&outcome(&mut call).await), "mcp_connection_closed");
+        let sent = harness.recorder.sent.lock().clone();
+        assert!(sent.len() == 1 && sent[0].contains("tools/call"), "only the call went out, no answer: {sent:?}");
+    }
+
+    #[tokio::test]
+    async fn without_an_elicitor_elicitation_is_method_not_found() {
+        let harness = Harness::new();
+        assert!(harness.receive(&elicit("1", FORM)));
+        assert_eq!(sent(&harness)[0]["error"]["code"], METHOD_NOT_FOUND);
     }
 
     #[tokio::test]

@@ -30,8 +30,11 @@ pub enum McpError {
     PolicyDenied(String),
     /// `policy.decide` asked for approval and no approver granted it.
     ApprovalRequired(String),
-    /// The `auth` callback failed or returned no usable token.
+    /// The `auth` callback failed or returned no usable token, or an OAuth flow failed or was refused.
     Auth(String),
+    /// A tool call was refused for authorization; a new token is now in place, and the call was not sent
+    /// again (`mcp_auth_error` with `reauthorized: true`: the agent decides whether to call again).
+    Reauthorized(String),
     /// A stdio entry's command or cwd resolves outside its `root`.
     ContainmentViolation(String),
     /// The tool's definition drifted from its trusted baseline; calls are refused until re-trusted.
@@ -62,7 +65,7 @@ impl McpError {
             McpError::HostNotAllowed(_) => "mcp_host_not_allowed",
             McpError::PolicyDenied(_) => "mcp_policy_denied",
             McpError::ApprovalRequired(_) => "mcp_approval_required",
-            McpError::Auth(_) => "mcp_auth_error",
+            McpError::Auth(_) | McpError::Reauthorized(_) => "mcp_auth_error",
             McpError::ContainmentViolation(_) => "mcp_containment_violation",
             McpError::ToolQuarantined(_) => "mcp_tool_quarantined",
             McpError::Storage(_) => "mcp_storage_error",
@@ -98,6 +101,8 @@ impl McpError {
             | McpError::PolicyDenied(_)
             | McpError::ApprovalRequired(_)
             | McpError::Auth(_)
+            // Shares Auth's code, so it is not listed again.
+            | McpError::Reauthorized(_)
             | McpError::ContainmentViolation(_)
             | McpError::ToolQuarantined(_)
             | McpError::Storage(_)
@@ -144,6 +149,7 @@ macro_rules! with_text {
             | McpError::PolicyDenied($text)
             | McpError::ApprovalRequired($text)
             | McpError::Auth($text)
+            | McpError::Reauthorized($text)
             | McpError::ContainmentViolation($text)
             | McpError::ToolQuarantined($text)
             | McpError::Storage($text)
@@ -154,6 +160,11 @@ macro_rules! with_text {
 }
 
 impl McpError {
+    /// Properties the JavaScript error carries beside `code` and `message`, as a JSON object.
+    pub fn js_properties(&self) -> Option<&'static str> {
+        matches!(self, McpError::Reauthorized(_)).then_some(r#"{"reauthorized":true}"#)
+    }
+
     /// The same error with every secret in its message replaced (see `guard::redact`).
     pub fn redacted(mut self, secrets: &crate::guard::redact::Secrets) -> Self {
         if !secrets.is_empty() {

@@ -1,9 +1,11 @@
 //! mcpferry: an MCP client engine. The napi glue lives in `napi/` and only converts and delegates.
 
+pub mod auth;
 pub mod catalog;
 pub mod config;
 pub mod connection;
 pub mod diagnostics;
+pub mod elicitation;
 pub mod egress;
 pub mod error;
 pub mod hooks;

@@ -91,3 +91,79 @@ pub const MAX_ECHOED_REQUEST_ID_BYTES: usize = 256;
 pub const MIN_REFRESH_INTERVAL_MS: u64 = 200;
 /// `tool-rejected` diagnostics per listing; the rest are counted in one more.
 pub const MAX_REJECTION_DIAGNOSTICS: usize = 20;
+
+// OAuth (lead)
+/// The largest protected-resource or authorization-server metadata document, registration response or
+/// token response read.
+pub const MAX_OAUTH_METADATA_BYTES: usize = 64 * 1024;
+/// One authorization-server request (metadata, registration, token): until its response is read.
+pub const OAUTH_REQUEST_TIMEOUT_MS: u64 = 30_000;
+/// How long a person has to finish a login at the authorization URL, unless `authorizationTimeoutMs` says.
+pub const DEFAULT_AUTHORIZATION_TIMEOUT_MS: u64 = 300_000;
+/// Authorizations for one server in a row without a request succeeding in between (a step-up loop).
+pub const MAX_AUTHORIZATIONS_IN_A_ROW: u32 = 3;
+/// An access token this close to its expiry is refreshed before it is sent.
+pub const TOKEN_REFRESH_MARGIN_MS: u64 = 60_000;
+/// Requests the loopback redirect listener answers without the expected `state` before it gives up.
+pub const MAX_LOOPBACK_STRAY_REQUESTS: u32 = 32;
+/// The largest request head the loopback redirect listener reads.
+pub const MAX_LOOPBACK_REQUEST_BYTES: usize = 16 * 1024;
+/// How long the loopback listener waits for one connection's request head.
+pub const LOOPBACK_READ_TIMEOUT_MS: u64 = 5_000;
+/// Connections the loopback listener serves at once.
+pub const MAX_LOOPBACK_CONNECTIONS: usize = 8;
+
+// OAuth (grants: token endpoint, client assertions, device flow)
+/// Bytes of a token endpoint's (or device authorization endpoint's) response body read, success or
+/// error. Tokens are JWTs of a few KiB at most; more is refused, not buffered.
+pub const OAUTH_TOKEN_RESPONSE_MAX_BYTES: usize = 64 * 1024;
+/// Lifetime of a `private_key_jwt` client assertion (`exp - iat`), in seconds: one request's worth.
+pub const OAUTH_CLIENT_ASSERTION_LIFETIME_SECS: u64 = 60;
+/// Device flow: the polling interval when the server names none (RFC 8628 §3.2), in seconds.
+pub const OAUTH_DEVICE_DEFAULT_INTERVAL_SECS: u64 = 5;
+/// Device flow: the shortest polling interval, in seconds, whatever the server says (0 would be a busy loop).
+pub const OAUTH_DEVICE_MIN_INTERVAL_SECS: u64 = 1;
+/// Device flow: how long one poll of the token endpoint may take, in seconds. A poll that times out
+/// doubles the interval (RFC 8628 §3.5) instead of ending the flow.
+pub const OAUTH_DEVICE_POLL_TIMEOUT_SECS: u64 = 30;
+/// Device flow: what each `slow_down` adds to the polling interval (RFC 8628 §3.5), in seconds.
+pub const OAUTH_DEVICE_SLOW_DOWN_SECS: u64 = 5;
+/// Device flow: the longest polling interval honoured, in seconds; a server asking for more is polled
+/// this often (a larger `interval` would outlast any sensible wait for a person).
+pub const OAUTH_DEVICE_MAX_INTERVAL_SECS: u64 = 60;
+/// Device flow: the longest `expires_in` honoured for a device code, in seconds (the person's wait is
+/// also bounded by the caller's deadline).
+pub const OAUTH_DEVICE_MAX_EXPIRES_SECS: u64 = 30 * 60;
+/// Device flow: when the server names no `expires_in`, how long the code is taken to live, in seconds.
+pub const OAUTH_DEVICE_DEFAULT_EXPIRES_SECS: u64 = 10 * 60;
+
+// OAuth
+/// How long one operation on the OS secret store (keyring token store) may take, in milliseconds,
+/// connecting included: long enough for a person to answer an unlock prompt, short enough that a
+/// secret service that never answers does not hang a connection for good.
+pub const KEYRING_OPERATION_TIMEOUT_MS: u64 = 120_000;
+/// Largest encrypted token-store file read, in bytes. Tokens for hundreds of servers fit in well under
+/// a megabyte; a larger file is refused rather than read into memory.
+pub const TOKEN_FILE_MAX_BYTES: u64 = 16 * 1024 * 1024;
+/// PBKDF2-HMAC-SHA256 iterations that stretch a passphrase into an encrypted token file's key (OWASP's
+/// 2023 figure). Recorded in each file, so raising it later still reads older files.
+pub const TOKEN_FILE_PBKDF2_ITERATIONS: u32 = 600_000;
+/// Most PBKDF2 iterations a token file may ask for: a damaged or hostile header cannot make opening it
+/// take minutes.
+pub const TOKEN_FILE_PBKDF2_MAX_ITERATIONS: u32 = 10_000_000;
+/// Shortest passphrase accepted for an encrypted token file, in characters.
+pub const TOKEN_FILE_MIN_PASSPHRASE_CHARS: usize = 12;
+// Elicitation (src/elicitation.rs and the server-request path in src/connection.rs).
+
+/// `elicitation/create` requests of one server waiting for the host at once; more are refused at once
+/// with a JSON-RPC error, so a server cannot pile up prompts (or tasks) on the host.
+pub const MAX_ELICITATIONS_IN_FLIGHT: usize = 4;
+/// How long the host's `onElicitation` may take to answer (a person filling a form) before the server
+/// is told `cancel`. While an elicitation is open, the server's other requests do not time out.
+pub const ELICITATION_TIMEOUT_MS: u64 = 300_000;
+/// Fields in one elicitation form; a larger `requestedSchema` is refused as invalid params.
+pub const MAX_ELICITATION_FIELDS: usize = 100;
+/// Options of one enum field (single or multi-select); a larger one is refused as invalid params.
+pub const MAX_ELICITATION_OPTIONS: usize = 1_000;
+/// Largest answer (its JSON) accepted from the host's `onElicitation`; a larger one is sent as `decline`.
+pub const MAX_ELICITATION_ANSWER_BYTES: usize = 256 * 1024;

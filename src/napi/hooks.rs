@@ -1,5 +1,5 @@
-//! The application's callbacks (`auth`, the `allowedHosts` resolver, `policy.decide`, `policy.ask`)
-//! and the event channel, as threadsafe functions the engine can call from any thread.
+//! The application's callbacks (`auth`, the `allowedHosts` resolver, `policy.decide`, `policy.ask`,
+//! `onElicitation`) and the event channel, as threadsafe functions the engine can call from any thread.
 //!
 //! Every one is weak: a toolset the program forgot to close never keeps the process alive. Each is
 //! called with `call_async_catch`, so a callback that throws synchronously becomes an error the

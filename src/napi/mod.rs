@@ -9,14 +9,18 @@
 //! | `wire.rs`     | the call-batch and completion-batch formats that cross on the hot path          |
 //! | `toolset.rs`  | `NativeToolset`: a toolset and the stdio readers JavaScript runs for it         |
 //! | `store.rs`    | `NativeStore` (memory, SQLite) and stores implemented in JavaScript             |
+//! | `token_store.rs` | `NativeTokenStore` (memory, OS keyring, encrypted file) and JS token stores  |
+//! | `registry.rs` | engine objects JavaScript holds (stores, token stores), by id, held weakly      |
 //!
 //! JSON crosses as strings, never as napi objects (a string crosses in under a microsecond, an object
 //! graph in tens). Every failure crosses as a JS `Error` whose `code` is the `McpError` code.
 
 mod errors;
 mod hooks;
+mod registry;
 mod runtime;
 mod store;
+mod token_store;
 mod toolset;
 mod wire;
 

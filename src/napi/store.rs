@@ -4,16 +4,14 @@
 //! Every failure of either kind crosses as `mcp_storage_error`.
 
 use super::errors::{guard, settle};
+use super::registry::Registry;
 use crate::error::McpError;
 type Result<T, E = McpError> = std::result::Result<T, E>;
 use crate::store::{self, BoxFuture, ConnectionStore, Fingerprints, MemoryStore, SqliteStore, StoredServer};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
-use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 /// A store implemented in JavaScript: `(op, argsJson) => Promise<resultJson>`. Weak, like every callback.
 pub(crate) type StoreDispatcher = ThreadsafeFunction<FnArgs<(String, String)>, Promise<String>, FnArgs<(String, String)>, Status, false, true>;
@@ -72,12 +70,10 @@ impl ConnectionStore for JsStore {
 }
 
 /// Native stores by id, so a toolset can be handed one through its config without a JS round trip.
-static NATIVE_STORES: Mutex<Option<HashMap<u32, Weak<dyn ConnectionStore>>>> = Mutex::new(None);
-static NEXT_STORE_ID: AtomicU32 = AtomicU32::new(1);
+static NATIVE_STORES: Registry<dyn ConnectionStore> = Registry::new("the storage store was released");
 
 pub(crate) fn native_store(id: u32) -> Result<Arc<dyn ConnectionStore>> {
-    let found = NATIVE_STORES.lock().as_ref().and_then(|stores| stores.get(&id)?.upgrade());
-    found.ok_or_else(|| McpError::config("the storage store was released"))
+    NATIVE_STORES.get(id)
 }
 
 /// A connection store that lives in the engine: in memory, or a SQLite file.
@@ -98,13 +94,7 @@ fn from_json<T: serde::de::DeserializeOwned>(json: &str, what: &str) -> Result<T
 #[napi]
 impl NativeStore {
     fn register(store: Arc<dyn ConnectionStore>) -> Self {
-        let id = NEXT_STORE_ID.fetch_add(1, Ordering::Relaxed);
-        let mut stores = NATIVE_STORES.lock();
-        let stores = stores.get_or_insert_with(HashMap::new);
-        // Forget stores JavaScript has released, so the registry stays as small as the live set.
-        stores.retain(|_, store| store.strong_count() > 0);
-        stores.insert(id, Arc::downgrade(&store));
-        NativeStore { store, id }
+        NativeStore { id: NATIVE_STORES.register(&store), store }
     }
 
     #[napi(factory)]

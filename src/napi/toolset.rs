@@ -4,6 +4,7 @@ use super::errors::{guard, settle};
 use super::hooks::{hook, hosts_hook, EventCallback, JsCallback, JsEvents};
 use super::runtime::{release_freed_memory, within_runtime};
 use super::store::{toolset_store, StoreDispatcher};
+use super::token_store::{toolset_token_store, TokenStoreDispatcher};
 use super::wire::{parse_calls, CompletionWake, Completions};
 use crate::diagnostics::Diagnostic;
 use crate::error::McpError;
@@ -70,7 +71,7 @@ impl NativeToolset {
     /// `onEvent(kind, payloadJson)` receives `diagnostic`, `tools` (tool-map change) and
     /// `stdio-reader` events. The optional callbacks are the application's `auth` (server → token),
     /// `allowedHosts` resolver (server → JSON array), `policy.decide` (request JSON → decision JSON)
-    /// and `policy.ask` (question JSON → approved).
+    /// and `policy.ask` (question JSON → approved); `onElicitation` (request JSON → result JSON) is last.
     #[napi(constructor)]
     #[allow(clippy::too_many_arguments)] // each optional callback is its own argument so JS passes plain functions
     pub fn new(
@@ -84,11 +85,23 @@ impl NativeToolset {
         native_store_id: Option<u32>,
         read_stdio_in_js: bool,
         #[napi(ts_arg_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")] js_store: Option<StoreDispatcher>,
+        #[napi(ts_arg_type = "((promptJson: string) => Promise<string>) | undefined | null")] on_authorization_url: Option<JsCallback<String>>,
+        native_token_store_id: Option<u32>,
+        #[napi(ts_arg_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")] js_token_store: Option<TokenStoreDispatcher>,
+        #[napi(ts_arg_type = "((requestJson: string) => Promise<string>) | undefined | null")] on_elicitation: Option<JsCallback<String>>,
     ) -> Result<Self, String> {
         guard("NativeToolset.new", || {
             let config = crate::config::parse(&config_json)?;
             config.callbacks.check_given(auth.is_some(), allowed_hosts.is_some(), decide.is_some(), ask.is_some())?;
+            if config.callbacks.authorization_url != on_authorization_url.is_some() {
+                return Err(McpError::config("the callbacks handed to the engine do not match the options"));
+            }
+            config.callbacks.check_elicitation_given(on_elicitation.is_some())?;
             let store = toolset_store(native_store_id, js_store)?;
+            let token_store = toolset_token_store(native_token_store_id, js_token_store)?;
+            if config.token_store != token_store.is_some() {
+                return Err(McpError::config("options.tokenStore was not handed to the engine as a token store"));
+            }
             if config.storage != store.is_some() {
                 return Err(McpError::config("options.storage was not handed to the engine as a store"));
             }
@@ -103,6 +116,9 @@ impl NativeToolset {
                 decide: hook(decide),
                 ask: hook(ask),
                 stdio_reader: readers.clone().map(|r| r as Arc<dyn ReaderHost>),
+                authorization_url: hook(on_authorization_url),
+                token_store,
+                elicit: hook(on_elicitation),
             };
             let toolset = Toolset::new(config, hooks, store, events)?;
             let completions = Arc::new(Completions::new(on_completions));
@@ -211,4 +227,24 @@ impl NativeToolset {
         };
         settle(env, "NativeToolset.close", closed, drop)
     }
+}
+
+/// `logoutMcpServer`: `configJson` is `{"servers": [entry], "options": {tokenStore, allowedHosts?, proxy?}}`;
+/// the tokens kept for the entry are revoked where the authorization server offers it, then forgotten.
+#[napi(ts_return_type = "Promise<void>")]
+pub fn logout_server<'env>(
+    env: &'env Env,
+    config_json: String,
+    native_token_store_id: Option<u32>,
+    #[napi(ts_arg_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")] js_token_store: Option<TokenStoreDispatcher>,
+) -> napi::Result<PromiseRaw<'env, ()>> {
+    let logout = async move {
+        let config = crate::config::parse(&config_json)?;
+        let [entry] = <[_; 1]>::try_from(config.servers).map_err(|_| McpError::config("logoutMcpServer takes one server entry"))?;
+        let store = toolset_token_store(native_token_store_id, js_token_store)?
+            .ok_or_else(|| McpError::config("logoutMcpServer needs the tokenStore the server's tokens are kept in"))?;
+        let guard = config.allowed_hosts.as_deref().map(crate::guard::hosts::HostGuard::new).transpose()?.map(Arc::new);
+        crate::auth::logout(&entry, store, &crate::egress::EgressPolicy { guard, proxy: config.proxy }).await
+    };
+    settle(env, "logoutServer", logout, |()| ())
 }

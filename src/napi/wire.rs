@@ -86,6 +86,10 @@ impl CallSink for Completions {
                 Err(error) => {
                     batch.push_str(&format!("[{call_id},\"{}\",", error.code()));
                     batch.push_str(&serde_json::to_string(&error.to_string()).expect("strings serialize"));
+                    if let Some(properties) = error.js_properties() {
+                        batch.push(',');
+                        batch.push_str(properties);
+                    }
                 }
             }
             batch.push(']');

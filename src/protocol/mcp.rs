@@ -12,12 +12,17 @@ pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "
 pub const CLIENT_NAME: &str = "mcpferry";
 pub const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// The `initialize` params. Capabilities are declared only for what the client implements:
-/// it answers no roots, sampling or elicitation requests yet, so it declares none.
-pub fn initialize_params() -> String {
+/// The `initialize` params. Capabilities are declared only for what the client implements: it
+/// answers no roots or sampling requests, and elicitation only when the host handles it (`elicitation`
+/// is the modes it declares, `None` without an `onElicitation`).
+pub fn initialize_params(elicitation: Option<crate::elicitation::Modes>) -> String {
+    let mut capabilities = serde_json::Map::new();
+    if let Some(modes) = elicitation {
+        capabilities.insert("elicitation".into(), modes.capability());
+    }
     serde_json::json!({
         "protocolVersion": LATEST_PROTOCOL_VERSION,
-        "capabilities": {},
+        "capabilities": capabilities,
         "clientInfo": { "name": CLIENT_NAME, "version": CLIENT_VERSION },
     })
     .to_string()
@@ -164,6 +169,14 @@ pub fn list_tools_params(cursor: Option<&str>) -> Option<String> {
     cursor.map(|c| serde_json::json!({ "cursor": c }).to_string())
 }
 
+/// `notifications/cancelled` from the server, for a request it sent us.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelledParams<'a> {
+    #[serde(borrow)]
+    pub request_id: &'a RawValue,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProgressParams<'a> {
@@ -182,6 +195,15 @@ mod tests {
         }
         let err = check_negotiated_version("2099-01-01").unwrap_err();
         assert!(err.contains("2099-01-01") && err.contains("2025-11-25"), "{err}");
+    }
+
+    #[test]
+    fn elicitation_is_declared_only_with_a_host_handler() {
+        use crate::elicitation::Modes;
+        let capabilities = |modes| serde_json::from_str::<Value>(&initialize_params(modes)).unwrap()["capabilities"].clone();
+        assert_eq!(capabilities(None), serde_json::json!({}));
+        assert_eq!(capabilities(Some(Modes::default())), serde_json::json!({ "elicitation": { "form": {} } }));
+        assert_eq!(capabilities(Some(Modes { form: true, url: true })), serde_json::json!({ "elicitation": { "form": {}, "url": {} } }));
     }
 
     #[test]

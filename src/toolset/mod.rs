@@ -65,6 +65,8 @@ pub struct Toolset {
 pub(crate) struct Inner {
     servers: Vec<Supervisor>,
     hooks: Hooks,
+    /// The elicitation modes declared to every server when `hooks.elicit` is set (`elicitationModes`).
+    elicitation_modes: crate::elicitation::Modes,
     /// The static `allowedHosts` list, compiled once.
     allowed_hosts: Option<Arc<HostGuard>>,
     /// The `proxy` option, for every HTTP server.
@@ -91,6 +93,8 @@ pub(crate) struct Inner {
     startup_diagnostics: Mutex<Option<Vec<Diagnostic>>>,
     /// Flips to true once the first projection is out, so a list_changed that races it is applied after.
     projected: watch::Sender<bool>,
+    /// The host's side of OAuth: the token store and the way to a person.
+    auth_host: Arc<crate::auth::AuthHost>,
     /// Cancelled by `close()`; every supervisor's token is a child of it.
     cancel: CancellationToken,
     /// Call tasks (gated and local calls). A server's own tasks are its supervisor's.
@@ -115,10 +119,17 @@ impl Toolset {
         let servers: Vec<Supervisor> =
             config.servers.into_iter().zip(labels).map(|(entry, label)| Supervisor::new(entry, label, cancel.child_token())).collect();
         let server_count = servers.len();
+        let auth_host = Arc::new(crate::auth::AuthHost {
+            // No plaintext default: without a store given, tokens live in this toolset's memory only.
+            store: hooks.token_store.clone().unwrap_or_else(|| Arc::new(crate::auth::store::MemoryTokenStore::default())),
+            present: hooks.authorization_url.clone(),
+            login_timeout: Duration::from_millis(config.authorization_timeout_ms),
+        });
         Ok(Toolset {
             inner: Arc::new(Inner {
                 servers,
                 hooks,
+                elicitation_modes: config.elicitation_modes,
                 allowed_hosts,
                 proxy: config.proxy,
                 timeout: Duration::from_millis(config.timeout_ms),
@@ -134,6 +145,7 @@ impl Toolset {
                 events,
                 startup_diagnostics: Mutex::new(Some(Vec::new())),
                 projected: watch::channel(false).0,
+                auth_host,
                 cancel,
                 tasks: TaskTracker::new(),
                 closed: tokio::sync::OnceCell::new(),

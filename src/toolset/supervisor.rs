@@ -14,7 +14,8 @@ use crate::error::{McpError, Result};
 use crate::guard::containment;
 use crate::guard::hosts::HostGuard;
 use crate::guard::redact::Secrets;
-use crate::limits::{MAX_CONNECT_TIMEOUT_MS, MIN_REFRESH_INTERVAL_MS};
+use crate::elicitation::Elicitor;
+use crate::limits::{ELICITATION_TIMEOUT_MS, MAX_CONNECT_TIMEOUT_MS, MIN_REFRESH_INTERVAL_MS};
 use crate::protocol::mcp::Tool;
 use crate::store::{self, StoredServer};
 use crate::transport::http::{Credential, HttpSpec};
@@ -41,8 +42,10 @@ pub(crate) struct Supervisor {
     pub label: String,
     /// The entry's identity (kind, command or URL), for names and store ids.
     pub identity: String,
-    /// The bearer sent to this server, rotated by `auth` on every call.
+    /// The bearer sent to this server, rotated by `auth` on every call, or by its OAuth authorizer.
     pub credential: Credential,
+    /// The OAuth authorizer of an entry with `oauth`, once it first connected.
+    pub authorizer: OnceLock<Arc<crate::auth::Authorizer>>,
     /// Values never to appear in anything this server's failures produce; shared with its transport,
     /// which redacts before it truncates.
     pub secrets: Arc<Secrets>,
@@ -86,7 +89,7 @@ impl Supervisor {
                 secrets.add_argument_credentials(args);
             }
             // Raw bytes: a value that isn't ASCII is still a secret.
-            ServerKind::StreamableHttp { headers, url } | ServerKind::Sse { headers, url } => {
+            ServerKind::StreamableHttp { headers, url, .. } | ServerKind::Sse { headers, url, .. } => {
                 headers.values().for_each(|v| secrets.add_header_value(v.as_bytes()));
                 secrets.add_url_credentials(url);
             }
@@ -96,6 +99,7 @@ impl Supervisor {
             entry,
             label,
             credential: Credential::default(),
+            authorizer: OnceLock::new(),
             secrets,
             state: watch::channel(SlotState::Connecting).0,
             connection: Mutex::new(None),
@@ -172,7 +176,11 @@ impl Inner {
         let handshake_timeout = self.timeout.min(Duration::from_millis(MAX_CONNECT_TIMEOUT_MS));
         let handshake = RequestOptions { timeout: handshake_timeout, abort: Some(stop) };
         let options = TransportOptions { max_message_bytes: self.max_result_bytes, idle_timeout: self.timeout, secrets: slot.secrets.clone() };
-        let connection = Connection::open(&spec, listener.clone(), options, &handshake).await?;
+        let elicitor = self.hooks.elicit.clone().map(|callback| {
+            let (server, modes, timeout) = (slot.entry.name.clone(), self.elicitation_modes, Duration::from_millis(ELICITATION_TIMEOUT_MS));
+            Arc::new(Elicitor { server, modes, callback, timeout })
+        });
+        let connection = Connection::open(&spec, listener.clone(), options, &handshake, elicitor).await?;
         let opts = RequestOptions { timeout: self.timeout, abort: Some(stop) };
         match catalog::list_tools(&connection, &opts).await {
             Ok(listing) => Ok((Arc::new(connection), listener, listing)),
@@ -420,7 +428,7 @@ impl Inner {
                 let reader_host = self.hooks.stdio_reader.clone();
                 Ok(TransportSpec::Stdio(StdioSpec { program, args: args.clone(), env, cwd, reader_host }))
             }
-            ServerKind::StreamableHttp { url, headers } | ServerKind::Sse { url, headers } => {
+            ServerKind::StreamableHttp { url, headers, oauth } | ServerKind::Sse { url, headers, oauth } => {
                 let guard = self.host_guard(index).await?;
                 if let Some(guard) = &guard {
                     guard.check_url(url)?;
@@ -428,13 +436,51 @@ impl Inner {
                 if self.hooks.auth.is_some() {
                     self.authenticate(index).await?;
                 }
-                let spec = HttpSpec { url: url.clone(), headers: headers.clone(), guard, proxy: self.proxy.clone(), credential: slot.credential.clone() };
+                let authorizer = match oauth {
+                    Some(settings) => Some(self.authorizer(index, url, settings, &guard)?),
+                    None => None,
+                };
+                let spec = HttpSpec {
+                    url: url.clone(),
+                    headers: headers.clone(),
+                    guard,
+                    proxy: self.proxy.clone(),
+                    credential: slot.credential.clone(),
+                    authorizer,
+                };
                 Ok(match slot.entry.kind {
                     ServerKind::Sse { .. } => TransportSpec::Sse(spec),
                     _ => TransportSpec::StreamableHttp(spec),
                 })
             }
         }
+    }
+
+    /// The server's OAuth authorizer: made on its first connection and kept for every later one, so the
+    /// token in use (and a flow under way) outlives a reconnection.
+    fn authorizer(
+        &self,
+        index: usize,
+        url: &url::Url,
+        settings: &crate::auth::OAuthSettings,
+        guard: &Option<Arc<HostGuard>>,
+    ) -> Result<Arc<crate::auth::Authorizer>> {
+        let slot = &self.servers[index];
+        if let Some(authorizer) = slot.authorizer.get() {
+            return Ok(authorizer.clone());
+        }
+        let policy = crate::egress::EgressPolicy { guard: guard.clone(), proxy: self.proxy.clone() };
+        let authorizer = Arc::new(crate::auth::Authorizer::new(
+            slot.entry.name.clone(),
+            url.clone(),
+            settings.clone(),
+            self.auth_host.clone(),
+            &policy,
+            slot.credential.clone(),
+            slot.secrets.clone(),
+            slot.cancel.clone(),
+        )?);
+        Ok(slot.authorizer.get_or_init(|| authorizer).clone())
     }
 
     /// The static list, or the resolver's answer for this server.

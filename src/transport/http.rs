@@ -31,6 +31,8 @@ pub struct HttpSpec {
     /// The `proxy` option; `None` means direct connections (proxy variables in the environment are ignored).
     pub proxy: Option<url::Url>,
     pub credential: Credential,
+    /// The server's OAuth authorizer, when its entry has `oauth`.
+    pub authorizer: Option<Arc<crate::auth::Authorizer>>,
 }
 
 /// The URL without its query (it may carry a key); header names without their values.
@@ -188,21 +190,27 @@ impl SideQueueReceiver {
     }
 }
 
-/// The current `Authorization` value, if `auth` is configured.
+/// The current `Authorization` value, if `auth` or `oauth` is configured, and its generation (bumped on
+/// every change, so a refusal of an older token is told apart from a refusal of the current one).
 #[derive(Debug, Clone, Default)]
-pub struct Credential(Arc<Mutex<Option<HeaderValue>>>);
+pub struct Credential(Arc<Mutex<(Option<HeaderValue>, u64)>>);
 
 impl Credential {
     pub fn set_bearer(&self, token: &str) -> Result<()> {
         let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
-            .map_err(|_| McpError::Auth("auth returned a token that cannot be sent in a header".into()))?;
+            .map_err(|_| McpError::Auth("the token cannot be sent in a header".into()))?;
         value.set_sensitive(true);
-        *self.0.lock() = Some(value);
+        let mut slot = self.0.lock();
+        *slot = (Some(value), slot.1 + 1);
         Ok(())
     }
 
     pub fn current(&self) -> Option<HeaderValue> {
-        self.0.lock().clone()
+        self.0.lock().0.clone()
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.0.lock().1
     }
 }
 

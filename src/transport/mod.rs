@@ -37,6 +37,13 @@ pub trait MessageSink: Send + Sync + 'static {
     fn is_pending(&self, id: RequestId) -> bool;
     /// The transport ended for good.
     fn on_closed(&self, reason: McpError);
+    /// Work on the request's behalf is under way (a login): restart its idle timeout, as progress does.
+    fn keep_waiting(&self, _id: RequestId) {}
+    /// Whether the connection was waiting on the host (an open elicitation) at any time in the last
+    /// `within`: a response stream quiet that long is then waiting on a person, not on the server.
+    fn waited_on_host(&self, _within: std::time::Duration) -> bool {
+        false
+    }
 }
 
 /// One outgoing message, with what a transport needs to know about it.
@@ -46,15 +53,18 @@ pub struct Outbound {
     /// Set for requests: their failures are reported against this id.
     pub request_id: Option<RequestId>,
     pub is_initialize: bool,
+    /// Whether the transport may send it again after the server refused it for authorization. Never
+    /// for `tools/call`: a call reaches a server at most once.
+    pub resendable: bool,
 }
 
 impl Outbound {
-    pub fn request(id: RequestId, json: String, is_initialize: bool) -> Self {
-        Outbound { json, request_id: Some(id), is_initialize }
+    pub fn request(id: RequestId, json: String, is_initialize: bool, resendable: bool) -> Self {
+        Outbound { json, request_id: Some(id), is_initialize, resendable }
     }
 
     pub fn other(json: String) -> Self {
-        Outbound { json, request_id: None, is_initialize: false }
+        Outbound { json, request_id: None, is_initialize: false, resendable: true }
     }
 }
 

@@ -6,9 +6,11 @@
 use super::event_stream::{EventStreamParser, DEFAULT_EVENT_TYPE};
 use super::http::{self, side_queue, HttpBase, HttpSpec, SideQueue, APPLICATION_JSON, EVENT_STREAM};
 use super::{describe_garbage, BoxFuture, MessageSink, Outbound, Transport, TransportOptions};
+use crate::auth::challenge::Challenge;
+use crate::egress::Exchange;
 use crate::error::{McpError, Result};
 use reqwest::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
-use reqwest::Method;
+use reqwest::{Method, StatusCode};
 use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -43,7 +45,7 @@ impl SseTransport {
         side_queue.serve(&shared.tasks, shared.deadline(), move |body| {
             let shared = poster.clone();
             async move {
-                let _ = shared.post(body).await;
+                let _ = shared.post(body, true).await;
             }
         });
         shared.tasks.spawn(shared.clone().read_stream());
@@ -62,8 +64,9 @@ impl Transport for SseTransport {
             return Ok(());
         };
         let shared = self.shared.clone();
+        let resendable = message.resendable;
         self.shared.tasks.spawn(async move {
-            if let Err(error) = shared.post_within_deadline(body).await {
+            if let Err(error) = shared.post_within_deadline(body, resendable).await {
                 shared.sink.on_request_failed(id, error);
             }
         });
@@ -72,7 +75,7 @@ impl Transport for SseTransport {
 
     fn complete_handshake(&self, initialized: Outbound, _protocol_version: &'static str) -> BoxFuture<'static, Result<()>> {
         let shared = self.shared.clone();
-        Box::pin(async move { shared.post_within_deadline(bytes::Bytes::from(initialized.json)).await })
+        Box::pin(async move { shared.post_within_deadline(bytes::Bytes::from(initialized.json), true).await })
     }
 
     fn close(&self) -> BoxFuture<'static, ()> {
@@ -95,29 +98,55 @@ impl Drop for SseTransport {
 
 impl Shared {
     /// `post`, waiting for the endpoint included, within the transport's deadline.
-    async fn post_within_deadline(&self, body: bytes::Bytes) -> Result<()> {
+    async fn post_within_deadline(&self, body: bytes::Bytes, resendable: bool) -> Result<()> {
         let deadline = self.deadline();
-        tokio::time::timeout(deadline, self.post(body))
+        tokio::time::timeout(deadline, self.post(body, resendable))
             .await
             .unwrap_or(Err(McpError::Timeout { after_ms: deadline.as_millis() as u64 }))
     }
 
-    async fn post(&self, body: bytes::Bytes) -> Result<()> {
+    async fn post(&self, body: bytes::Bytes, resendable: bool) -> Result<()> {
         let mut endpoint = self.endpoint.subscribe();
         let url = endpoint.wait_for(Option::is_some).await.map_err(|_| McpError::Closed)?.clone().expect("waited for it");
         // Every hop stays on the stream's origin, as the announced endpoint must.
-        let exchange = self
-            .exchange(Method::POST, url)
-            .protocol_header(CONTENT_TYPE, HeaderValue::from_static(APPLICATION_JSON))
-            .body(body)
-            .same_origin_only();
-        let response = self.egress.send(exchange).await?;
+        let post = || {
+            self.exchange(Method::POST, url.clone())
+                .protocol_header(CONTENT_TYPE, HeaderValue::from_static(APPLICATION_JSON))
+                .body(body.clone())
+                .same_origin_only()
+        };
+        let response = self.send_authorized(post, resendable).await?;
         // The answer comes on the event stream; the POST's own body carries nothing we need.
         if response.status().is_success() {
             Ok(())
         } else {
             Err(McpError::Transport(self.error_excerpt(response).await))
         }
+    }
+
+    /// Send an exchange with the OAuth token in use (when the entry has `oauth`); after a refusal for
+    /// authorization, get a new token and send it again once — unless it is a tool call, which fails
+    /// saying a new token is in place.
+    async fn send_authorized(&self, exchange: impl Fn() -> Exchange, resendable: bool) -> Result<reqwest::Response> {
+        let Some(authorizer) = &self.spec.authorizer else { return self.egress.send(exchange()).await };
+        authorizer.before_request().await?;
+        let sent_token = authorizer.generation();
+        let response = self.egress.send(exchange()).await?;
+        let status = response.status();
+        let challenge = Challenge::from_headers(response.headers());
+        if status != StatusCode::UNAUTHORIZED && !(status == StatusCode::FORBIDDEN && challenge.is_insufficient_scope()) {
+            if status.is_success() {
+                authorizer.note_success();
+            }
+            return Ok(response);
+        }
+        authorizer.on_rejected(status.as_u16(), &challenge, sent_token).await?;
+        if !resendable {
+            return Err(McpError::Reauthorized(
+                "the server refused the tool call for authorization; a new token is in place and the call was not sent again".into(),
+            ));
+        }
+        self.egress.send(exchange()).await
     }
 
     async fn read_stream(self: Arc<Self>) {
@@ -128,8 +157,8 @@ impl Shared {
     }
 
     async fn stream_until_end(&self) -> McpError {
-        let exchange = self.exchange(Method::GET, self.spec.url.clone()).protocol_header(ACCEPT, HeaderValue::from_static(EVENT_STREAM));
-        let mut response = match self.egress.send(exchange).await {
+        let open = || self.exchange(Method::GET, self.spec.url.clone()).protocol_header(ACCEPT, HeaderValue::from_static(EVENT_STREAM));
+        let mut response = match self.send_authorized(open, true).await {
             Ok(response) => response,
             Err(e) => return e,
         };

@@ -19,6 +19,7 @@ use super::http::{
     HEADER_PROTOCOL_VERSION, HEADER_SESSION_ID,
 };
 use super::{BoxFuture, MessageSink, Outbound, Transport, TransportOptions};
+use crate::auth::challenge::Challenge;
 use crate::egress::Exchange;
 use crate::error::{McpError, Result};
 use crate::limits::{HTTP_SESSION_DELETE_TIMEOUT_MS, MAX_SSE_RETRY_MS};
@@ -40,6 +41,30 @@ const DEFAULT_RETRY_MS: u64 = 1_000;
 const MAX_STREAM_RESUMES: u32 = 5;
 /// Consecutive failed or empty GET streams before the transport stops reopening it.
 const MAX_GET_STREAM_FAILURES: u32 = 5;
+
+/// How often a request waiting on a login has its idle timeout restarted.
+const AUTHORIZATION_KEEPALIVE_MS: u64 = 1_000;
+
+/// What a POST is and what it may still do.
+#[derive(Clone, Copy)]
+struct Post {
+    request_id: Option<RequestId>,
+    is_initialize: bool,
+    /// Sent again after a refusal for authorization (never a tool call).
+    resendable: bool,
+    may_reinitialize: bool,
+    may_reauthorize: bool,
+}
+
+impl Post {
+    fn request(id: RequestId, is_initialize: bool, resendable: bool) -> Post {
+        Post { request_id: Some(id), is_initialize, resendable, may_reinitialize: true, may_reauthorize: true }
+    }
+
+    fn notification() -> Post {
+        Post { request_id: None, is_initialize: false, resendable: true, may_reinitialize: true, may_reauthorize: true }
+    }
+}
 
 /// The server's `retry` delay, capped: a hostile value must not park a stream for days.
 fn retry_delay(parser: &EventStreamParser) -> Duration {
@@ -101,7 +126,7 @@ impl StreamableHttpTransport {
         side_queue.serve(&shared.tasks, shared.deadline(), move |body| {
             let shared = poster.clone();
             async move {
-                let _ = shared.post(&body, None, false, true).await;
+                let _ = shared.post(&body, Post::notification()).await;
             }
         });
         Ok(Arc::new(StreamableHttpTransport { shared }))
@@ -132,7 +157,7 @@ impl Transport for StreamableHttpTransport {
                 if shared.closed.load(Ordering::SeqCst) {
                     return;
                 }
-                let outcome = shared.post(&body, Some(id), message.is_initialize, true).await;
+                let outcome = shared.post(&body, Post::request(id, message.is_initialize, message.resendable)).await;
                 shared.by_request.lock().remove(&id);
                 if let Err(error) = outcome {
                     shared.sink.on_request_failed(id, error);
@@ -156,7 +181,7 @@ impl Transport for StreamableHttpTransport {
             shared.session.lock().protocol_version = Some(protocol_version);
             let deadline = shared.deadline();
             let body = bytes::Bytes::from(initialized.json);
-            tokio::time::timeout(deadline, shared.post(&body, None, false, true))
+            tokio::time::timeout(deadline, shared.post(&body, Post::notification()))
                 .await
                 .unwrap_or(Err(McpError::Timeout { after_ms: deadline.as_millis() as u64 }))?;
             shared.tasks.spawn(shared.clone().listen());
@@ -217,21 +242,38 @@ impl Shared {
     }
 
     /// POST one message and deliver whatever comes back.
-    async fn post(&self, body: &bytes::Bytes, request_id: Option<RequestId>, is_initialize: bool, may_reinitialize: bool) -> Result<()> {
+    async fn post(&self, body: &bytes::Bytes, post: Post) -> Result<()> {
         let session = self.session.lock().clone();
+        let sent_token = match &self.spec.authorizer {
+            Some(authorizer) => {
+                authorizer.before_request().await?;
+                authorizer.generation()
+            }
+            None => 0,
+        };
         let exchange = Self::json_post(self.with_session(Method::POST, &session), body);
         let mut response = self.egress.send(exchange).await?;
         let status = response.status();
-        if status == StatusCode::NOT_FOUND && session.id.is_some() && !is_initialize {
-            if !may_reinitialize {
+        if let Some(authorizer) = &self.spec.authorizer {
+            let challenge = (status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN)
+                .then(|| Challenge::from_headers(response.headers()))
+                .filter(|c| status == StatusCode::UNAUTHORIZED || c.is_insufficient_scope());
+            match challenge {
+                Some(challenge) => return self.reauthorize(authorizer, body, post, status, &challenge, sent_token).await,
+                None if status.is_success() => authorizer.note_success(),
+                None => {}
+            }
+        }
+        if status == StatusCode::NOT_FOUND && session.id.is_some() && !post.is_initialize {
+            if !post.may_reinitialize {
                 return Err(McpError::Transport("the server expired the session again right after re-initializing".into()));
             }
             // The server never processed this request: start a new session and send it again, once.
             self.reinitialize(session.generation).await?;
-            return Box::pin(self.post(body, request_id, false, false)).await;
+            return Box::pin(self.post(body, Post { may_reinitialize: false, ..post })).await;
         }
         // A session id belongs to the server's origin: one set by a redirect target is not taken.
-        if is_initialize && response.url().origin() == self.spec.url.origin() {
+        if post.is_initialize && response.url().origin() == self.spec.url.origin() {
             if let Some(id) = response.headers().get(HEADER_SESSION_ID) {
                 self.session.lock().id = Some(id.clone());
             }
@@ -239,6 +281,7 @@ impl Shared {
         if !status.is_success() {
             return Err(McpError::Transport(self.error_excerpt(response).await));
         }
+        let request_id = post.request_id;
         if http::is_event_stream(&response) {
             return self.consume_stream(response, request_id).await;
         }
@@ -261,6 +304,44 @@ impl Shared {
         }
     }
 
+    /// The server refused the request for authorization: get a new token (the request's idle timeout kept
+    /// alive meanwhile: a person may be logging in), then send it again once, unless it is a tool call,
+    /// which fails instead, saying a new token is in place.
+    async fn reauthorize(
+        &self,
+        authorizer: &crate::auth::Authorizer,
+        body: &bytes::Bytes,
+        post: Post,
+        status: StatusCode,
+        challenge: &Challenge,
+        sent_token: u64,
+    ) -> Result<()> {
+        let authorizing = authorizer.on_rejected(status.as_u16(), challenge, sent_token);
+        match post.request_id {
+            Some(id) => {
+                let sink = self.sink.clone();
+                let mut ticks = tokio::time::interval(Duration::from_millis(AUTHORIZATION_KEEPALIVE_MS));
+                tokio::pin!(authorizing);
+                loop {
+                    tokio::select! {
+                        done = &mut authorizing => break done?,
+                        _ = ticks.tick() => sink.keep_waiting(id),
+                    }
+                }
+            }
+            None => authorizing.await?,
+        }
+        if !post.may_reauthorize {
+            return Err(McpError::Auth(format!("the server refused a freshly issued token (HTTP {status})")));
+        }
+        if !post.resendable {
+            return Err(McpError::Reauthorized(
+                "the server refused the tool call for authorization; a new token is in place and the call was not sent again".into(),
+            ));
+        }
+        Box::pin(self.post(body, Post { may_reauthorize: false, ..post })).await
+    }
+
     /// Deliver a response stream's events; resume it if it ends before the answer to `request_id`.
     async fn consume_stream(&self, mut response: Response, request_id: Option<RequestId>) -> Result<()> {
         let mut parser = EventStreamParser::new(self.options.max_message_bytes);
@@ -275,7 +356,11 @@ impl Shared {
                 }
             };
             let limit = self.options.max_message_bytes;
-            http::read_events(&mut response, &mut parser, Some(self.deadline()), deliver, limit).await?;
+            match http::read_events(&mut response, &mut parser, Some(self.deadline()), deliver, limit).await {
+                // The server is waiting for a person's answer to its elicitation: keep reading.
+                Err(McpError::Timeout { .. }) if self.sink.waited_on_host(self.deadline()) => continue,
+                read => read?,
+            };
             let Some(id) = request_id else { return Ok(()) };
             if !self.sink.is_pending(id) {
                 return Ok(());

@@ -1,0 +1,265 @@
+// Elicitation against a real MCP server (the official SDK's, in fixtures/elicitation-server.mjs) whose
+// tools send `elicitation/create` and return what the client answered: the capability, SEP-1034
+// defaults, the three actions, answers checked against the schema, URL mode, bounds, and close().
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { mcpTools } from '../dist/index.js';
+import { here, until } from './helpers.mjs';
+import { startHttp } from './fixtures/elicitation-server.mjs';
+
+const SERVER = { name: 'srv', type: 'stdio', command: process.execPath, args: [join(here, 'fixtures', 'elicitation-server.mjs')] };
+
+/** The `elicitation-sep1034-client-defaults` conformance scenario's request. */
+const SEP1034 = {
+  message: 'Test client default value handling - please accept with defaults',
+  requestedSchema: {
+    type: 'object',
+    properties: {
+      name: { type: 'string', description: 'User name', default: 'John Doe' },
+      age: { type: 'integer', description: 'User age', default: 30 },
+      score: { type: 'number', description: 'User score', default: 95.5 },
+      status: { type: 'string', description: 'User status', enum: ['active', 'inactive', 'pending'], default: 'active' },
+      verified: { type: 'boolean', description: 'Verification status', default: true },
+    },
+    required: [],
+  },
+};
+
+const URL_REQUEST = { mode: 'url', message: 'Connect your account', url: 'https://example.com/connect?e=1', elicitationId: 'e-1' };
+
+async function call(toolset, tool, args = {}) {
+  const result = await toolset.tools[`srv__${tool}`].execute(args);
+  assert.equal(result.isError, undefined, result.content[0].text);
+  return JSON.parse(result.content[0].text);
+}
+
+async function withToolset(opts, body, server = SERVER) {
+  const toolset = await mcpTools([server], opts);
+  try {
+    return await body(toolset);
+  } finally {
+    await toolset.close();
+  }
+}
+
+test('without onElicitation no capability is declared and a request is method-not-found', async () => {
+  await withToolset({}, async (toolset) => {
+    assert.deepEqual(await call(toolset, 'capabilities'), {});
+    const { error } = await call(toolset, 'ask', { params: SEP1034 });
+    assert.equal(error.code, -32601);
+  });
+});
+
+test('with onElicitation the form capability is declared, url only when configured', async () => {
+  const onElicitation = () => ({ action: 'cancel' });
+  await withToolset({ onElicitation }, async (toolset) => {
+    assert.deepEqual(await call(toolset, 'capabilities'), { elicitation: { form: {} } });
+    const { error } = await call(toolset, 'ask', { params: URL_REQUEST });
+    assert.equal(error.code, -32602, 'url mode was not declared');
+  });
+  await withToolset({ onElicitation, elicitationModes: ['form', 'url'] }, async (toolset) => {
+    assert.deepEqual(await call(toolset, 'capabilities'), { elicitation: { form: {}, url: {} } });
+  });
+});
+
+test('SEP-1034: defaults fill every primitive field the host left out; the host sees the request and who asks', async () => {
+  const seen = [];
+  const session = { user: 'u1' };
+  const onElicitation = (request, ctx) => {
+    seen.push({ request, ctx });
+    return { action: 'accept', content: {} };
+  };
+  await withToolset({ onElicitation, session }, async (toolset) => {
+    const { result } = await call(toolset, 'ask', { params: SEP1034 });
+    assert.deepEqual(result, {
+      action: 'accept',
+      content: { name: 'John Doe', age: 30, score: 95.5, status: 'active', verified: true },
+    });
+  });
+  assert.equal(seen.length, 1);
+  assert.deepEqual(seen[0].request, { mode: 'form', ...SEP1034 });
+  assert.equal(seen[0].ctx.server, 'srv');
+  assert.equal(seen[0].ctx.session, session);
+});
+
+test('what the host gave is kept; titled and multi-select enums take their defaults too', async () => {
+  const params = {
+    message: 'Pick',
+    requestedSchema: {
+      type: 'object',
+      properties: {
+        name: { type: 'string', default: 'John Doe' },
+        color: { type: 'string', oneOf: [{ const: '#f00', title: 'Red' }, { const: '#0f0', title: 'Green' }], default: '#f00' },
+        tags: { type: 'array', items: { type: 'string', enum: ['a', 'b', 'c'] }, default: ['a', 'c'] },
+      },
+      required: ['name'],
+    },
+  };
+  await withToolset({ onElicitation: () => ({ action: 'accept', content: { name: 'Ada' } }) }, async (toolset) => {
+    const { result } = await call(toolset, 'ask', { params });
+    assert.deepEqual(result, { action: 'accept', content: { name: 'Ada', color: '#f00', tags: ['a', 'c'] } });
+  });
+});
+
+test('decline and cancel pass through without content', async () => {
+  for (const action of ['decline', 'cancel']) {
+    await withToolset({ onElicitation: async () => ({ action, content: { name: 'leak' } }) }, async (toolset) => {
+      assert.deepEqual(await call(toolset, 'ask', { params: SEP1034 }), { result: { action } });
+    });
+  }
+});
+
+test('a throwing or rejecting callback, or a malformed answer, declines', async () => {
+  const hosts = [
+    () => {
+      throw new Error('host broke');
+    },
+    () => Promise.reject(new Error('host broke')),
+    () => undefined,
+    () => ({ action: 'yes' }),
+    () => ({ action: 'accept', content: { age: 1n } }),
+  ];
+  for (const onElicitation of hosts) {
+    await withToolset({ onElicitation }, async (toolset) => {
+      assert.deepEqual(await call(toolset, 'ask', { params: SEP1034 }), { result: { action: 'decline' } }, String(onElicitation));
+    });
+  }
+});
+
+test('an answer that does not match the schema is never sent as accept', async () => {
+  const answers = [
+    { age: 'thirty' },
+    { age: 30.5 },
+    { status: 'retired' },
+    { verified: 'yes' },
+    { name: 42 },
+    { password: 'not asked for' },
+  ];
+  for (const content of answers) {
+    await withToolset({ onElicitation: () => ({ action: 'accept', content }) }, async (toolset) => {
+      assert.deepEqual(await call(toolset, 'ask', { params: SEP1034 }), { result: { action: 'decline' } }, JSON.stringify(content));
+    });
+  }
+  // A required field the host left out (and no default) declines too.
+  const params = { message: 'Name?', requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } };
+  await withToolset({ onElicitation: () => ({ action: 'accept', content: {} }) }, async (toolset) => {
+    assert.deepEqual(await call(toolset, 'ask', { params }), { result: { action: 'decline' } });
+  });
+});
+
+test('url mode, when declared: the host gets the URL and its accept carries no content', async () => {
+  const seen = [];
+  const onElicitation = (request) => {
+    seen.push(request);
+    return { action: 'accept', content: { secret: 'x' } };
+  };
+  await withToolset({ onElicitation, elicitationModes: ['url'] }, async (toolset) => {
+    assert.deepEqual(await call(toolset, 'capabilities'), { elicitation: { url: {} } });
+    assert.deepEqual(await call(toolset, 'ask', { params: URL_REQUEST }), { result: { action: 'accept' } });
+    const { error } = await call(toolset, 'ask', { params: SEP1034 });
+    assert.equal(error.code, -32602, 'form mode was not declared');
+    const { error: scheme } = await call(toolset, 'ask', { params: { ...URL_REQUEST, url: 'javascript:alert(1)' } });
+    assert.equal(scheme.code, -32602);
+  });
+  assert.deepEqual(seen, [URL_REQUEST]);
+});
+
+test('a flood of elicitations stays bounded: the excess is refused at once, the host sees at most 4', async () => {
+  const open = [];
+  const onElicitation = () => new Promise((resolve) => open.push(resolve));
+  await withToolset({ onElicitation }, async (toolset) => {
+    const flooding = call(toolset, 'flood', { params: SEP1034, count: 20 });
+    await until(() => open.length === 4);
+    await new Promise((r) => setTimeout(r, 200));
+    assert.equal(open.length, 4, 'no more than 4 reach the host');
+    for (const answer of open) answer({ action: 'accept', content: {} });
+    const outcomes = await flooding;
+    assert.equal(outcomes.filter((o) => o.result?.action === 'accept').length, 4);
+    const refused = outcomes.filter((o) => o.error);
+    assert.equal(refused.length, 16);
+    assert.ok(refused.every((o) => o.error.code === -32000), JSON.stringify(refused[0]));
+    // The slots are free again.
+    open.length = 0;
+    const again = call(toolset, 'ask', { params: SEP1034 });
+    await until(() => open.length === 1);
+    open[0]({ action: 'decline' });
+    assert.deepEqual(await again, { result: { action: 'decline' } });
+  });
+});
+
+test("the server's cancellation frees the host's slot; the server gets no answer", async () => {
+  let asked = 0;
+  const onElicitation = () => {
+    asked++;
+    return new Promise(() => {});
+  };
+  await withToolset({ onElicitation }, async (toolset) => {
+    const { error } = await call(toolset, 'ask_then_cancel', { params: SEP1034, afterMs: 100 });
+    assert.match(error.message, /changed my mind|abort/i);
+    // Four more fit: the cancelled one no longer counts.
+    const flooding = call(toolset, 'flood', { params: SEP1034, count: 5 }).then(() => null, (error) => error);
+    await until(() => asked === 5);
+    await toolset.close();
+    assert.equal((await flooding)?.code, 'mcp_connection_closed');
+  });
+});
+
+test('close() while an elicitation is pending settles the call and resolves', async () => {
+  let asked = false;
+  const toolset = await mcpTools([SERVER], {
+    onElicitation: () => {
+      asked = true;
+      return new Promise(() => {});
+    },
+  });
+  const pending = toolset.tools.srv__ask.execute({ params: SEP1034 }).then(() => null, (error) => error);
+  await until(() => asked);
+  const started = Date.now();
+  await toolset.close();
+  assert.equal((await pending)?.code, 'mcp_connection_closed');
+  assert.ok(Date.now() - started < 5000, 'close does not wait for the host');
+});
+
+test('a tool call waiting on the person does not time out while the elicitation is open', async () => {
+  let answer;
+  const onElicitation = () => new Promise((resolve) => (answer = resolve));
+  // Long enough for the server to start, short against the wait below.
+  await withToolset({ onElicitation, timeoutMs: 1500 }, async (toolset) => {
+    const calling = call(toolset, 'ask', { params: SEP1034 });
+    await until(() => answer);
+    await new Promise((r) => setTimeout(r, 3000));
+    answer({ action: 'accept', content: { name: 'Late' } });
+    const { result } = await calling;
+    assert.equal(result.content.name, 'Late');
+  });
+});
+
+test('streamable HTTP: the request arrives on the call\'s response stream and the answer is posted back', async (t) => {
+  const http = await startHttp();
+  t.after(http.close);
+  const onElicitation = () => ({ action: 'accept', content: { name: 'Ada' } });
+  await withToolset({ onElicitation }, async (toolset) => {
+    assert.deepEqual(await call(toolset, 'capabilities'), { elicitation: { form: {} } });
+    const { result } = await call(toolset, 'ask', { params: SEP1034 });
+    assert.deepEqual(result.content, { name: 'Ada', age: 30, score: 95.5, status: 'active', verified: true });
+  }, { name: 'srv', type: 'streamable-http', url: http.url });
+});
+
+test('streamable HTTP: a response stream quiet while the person answers is not timed out', async (t) => {
+  const http = await startHttp();
+  t.after(http.close);
+  // Longer than timeoutMs plus the HTTP deadline's slack: the stream stays quiet all that time.
+  const onElicitation = () => new Promise((resolve) => setTimeout(() => resolve({ action: 'accept', content: {} }), 3500));
+  await withToolset({ onElicitation, timeoutMs: 1000 }, async (toolset) => {
+    const { result } = await call(toolset, 'ask', { params: SEP1034 });
+    assert.equal(result.action, 'accept');
+  }, { name: 'srv', type: 'streamable-http', url: http.url });
+});
+
+test('options: elicitationModes needs onElicitation and valid modes', async () => {
+  await assert.rejects(mcpTools([], { elicitationModes: ['form'] }), { code: 'mcp_config_invalid', message: /needs options.onElicitation/ });
+  await assert.rejects(mcpTools([], { onElicitation: () => ({ action: 'cancel' }), elicitationModes: ['sms'] }), { code: 'mcp_config_invalid' });
+  await assert.rejects(mcpTools([], { onElicitation: 'yes' }), { code: 'mcp_config_invalid', message: /onElicitation must be a function/ });
+});

@@ -1,0 +1,156 @@
+// Token stores: where OAuth credentials are kept between runs. Values are opaque JSON strings holding
+// secrets (tokens, client secrets); keys name a server and its authorization server and are not secret.
+// The built-ins live in the engine: memory (the default), the OS secret store, and an encrypted file
+// that needs an explicit key. There is no plaintext store. Any object with the same three async
+// methods works too (a vault, a database column the host encrypts itself).
+
+import { binding, type NativeTokenStoreHandle } from './binding';
+import { createMcpError, fromEngine } from './errors';
+
+/** The token store interface. Implement it to keep credentials where your host keeps its secrets. */
+export interface McpTokenStore {
+  /** The value stored under `key`; null or undefined when there is none. */
+  get(key: string): Promise<string | null | undefined>;
+  /** Store `value` under `key`, replacing any earlier value. */
+  set(key: string, value: string): Promise<void>;
+  /** Forget `key`; a key that is not there is not an error. */
+  delete(key: string): Promise<void>;
+}
+
+export interface KeyringTokenStoreOptions {
+  /** The service name entries are filed under in the OS secret store (what its viewer shows). Default "mcpferry". */
+  service?: string;
+}
+
+export interface EncryptedFileTokenStoreOptions {
+  /** Required: a Buffer (or Uint8Array) of exactly 32 random bytes, or a passphrase of at least 12 characters. */
+  key: Buffer | Uint8Array | string;
+}
+
+const NATIVE = Symbol('mcpferry.nativeTokenStore');
+
+/** The engine's errors arrive with their code; as typed errors they are `McpStorageError` and kin. */
+function typed<T>(pending: Promise<T>): Promise<T> {
+  return pending.catch((error) => Promise.reject(fromEngine(error)));
+}
+
+function engineCall<T>(make: () => T): T {
+  try {
+    return make();
+  } catch (error) {
+    throw fromEngine(error);
+  }
+}
+
+class EngineTokenStore implements McpTokenStore {
+  readonly [NATIVE]: NativeTokenStoreHandle;
+  constructor(native: NativeTokenStoreHandle) {
+    this[NATIVE] = native;
+  }
+  get(key: string) {
+    return typed(this[NATIVE].get(key));
+  }
+  set(key: string, value: string) {
+    return typed(this[NATIVE].set(key, value));
+  }
+  delete(key: string) {
+    return typed(this[NATIVE].delete(key));
+  }
+}
+
+/** Tokens in this process's memory only: gone when it exits. What a toolset uses when given no store. */
+export function createMemoryTokenStore(): McpTokenStore {
+  return new EngineTokenStore(engineCall(() => binding.NativeTokenStore.memory()));
+}
+
+/**
+ * Tokens in the operating system's secret store: Keychain on macOS, Credential Manager on Windows, the
+ * Secret Service (GNOME Keyring, KWallet) on Linux. Returns at once; the OS store is contacted by the
+ * first operation, which rejects with `McpStorageError` ("no OS secret store is available: …") where
+ * there is none (a container, a server without a desktop session).
+ */
+export function createKeyringTokenStore(opts?: KeyringTokenStoreOptions): McpTokenStore {
+  const service = opts?.service;
+  if (service !== undefined && typeof service !== 'string') {
+    throw createMcpError('mcp_config_invalid', 'createKeyringTokenStore: `service` must be a string');
+  }
+  return new EngineTokenStore(engineCall(() => binding.NativeTokenStore.keyring(service)));
+}
+
+/**
+ * Tokens in one file, encrypted with AES-256-GCM under `opts.key` (required: 32 raw bytes, or a
+ * passphrase stretched with PBKDF2). Written atomically with mode 0600. Returns at once; the file is
+ * read by the first operation, which rejects with `McpStorageError` on a wrong key or an altered file.
+ * Several processes may share the file: writes take a lock on `<path>.lock`.
+ */
+export function createEncryptedFileTokenStore(path: string, opts: EncryptedFileTokenStoreOptions): McpTokenStore {
+  if (typeof path !== 'string' || path === '') {
+    throw createMcpError('mcp_config_invalid', 'createEncryptedFileTokenStore needs a file path');
+  }
+  const key = opts?.key;
+  if (key === undefined || key === null) {
+    throw createMcpError(
+      'mcp_config_invalid',
+      'createEncryptedFileTokenStore needs { key }: a 32-byte Buffer or a passphrase of at least 12 characters (there is no plaintext token store)',
+    );
+  }
+  if (typeof key !== 'string' && !(key instanceof Uint8Array)) {
+    throw createMcpError('mcp_config_invalid', 'createEncryptedFileTokenStore: `key` must be a Buffer, a Uint8Array or a string');
+  }
+  const native = typeof key === 'string' ? key : Buffer.from(key.buffer, key.byteOffset, key.byteLength);
+  return new EngineTokenStore(engineCall(() => binding.NativeTokenStore.encryptedFile(path, native)));
+}
+
+export function isTokenStore(value: unknown): value is McpTokenStore {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    ['get', 'set', 'delete'].every((m) => typeof (value as Record<string, unknown>)[m] === 'function')
+  );
+}
+
+/** The engine's handle for a built-in token store, or undefined for a store implemented in JavaScript. */
+export function nativeTokenStoreId(store: McpTokenStore): number | undefined {
+  return store instanceof EngineTokenStore ? store[NATIVE].id : undefined;
+}
+
+/**
+ * The engine calls a JavaScript token store through this one function: op `get` (`[key]`, resolves to
+ * the value as JSON, or `null`), `set` (`[key, value]`) or `delete` (`[key]`). Its failures become
+ * `mcp_storage_error` there.
+ */
+export function tokenStoreDispatcher(store: McpTokenStore) {
+  return async (op: string, argsJson: string): Promise<string> => {
+    const [key, value] = JSON.parse(argsJson) as [string, string?];
+    if (op === 'get') {
+      const found = await store.get(key);
+      if (found !== null && found !== undefined && typeof found !== 'string') {
+        throw new TypeError('token store get() must resolve to a string, null or undefined');
+      }
+      return JSON.stringify(found ?? null);
+    }
+    if (op === 'set') await store.set(key, value as string);
+    else if (op === 'delete') await store.delete(key);
+    else throw new Error(`unknown token store operation ${op}`);
+    return 'null';
+  };
+}
+
+/** The engine's half of each JavaScript store handed to it, kept as long as the store object lives. */
+const engineHalves = new WeakMap<McpTokenStore, NativeTokenStoreHandle>();
+
+/**
+ * The id under which the engine knows `store`: a built-in's own, or, for a store implemented in
+ * JavaScript, the id of the engine's half of it (made once per store and kept with it), so a toolset
+ * can be handed any token store as one number.
+ */
+export function engineTokenStoreId(store: McpTokenStore): number {
+  const native = nativeTokenStoreId(store);
+  if (native !== undefined) return native;
+  let half = engineHalves.get(store);
+  if (half === undefined) {
+    half = engineCall(() => binding.NativeTokenStore.fromDispatcher(tokenStoreDispatcher(store)));
+    engineHalves.set(store, half);
+  }
+  return half.id;
+}

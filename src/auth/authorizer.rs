@@ -1,0 +1,637 @@
+//! One server's authorization state: the token in use, how it is refreshed, and the flows that obtain a
+//! new one. The Streamable HTTP transport asks it before each request ([`Authorizer::before_request`])
+//! and hands it every 401 and `insufficient_scope` 403 ([`Authorizer::on_rejected`]).
+//!
+//! Flows run one at a time per server (a tokio mutex held across the flow, on purpose): concurrent
+//! requests that were refused with the same token wait for the one flow and then use its token. A flow
+//! is cancelled with the server (`close()`), and a refresh that may have reached the authorization
+//! server but whose answer was lost is never replayed with the same rotating refresh token.
+
+use super::challenge::{split_scopes, Challenge};
+use super::discovery::{discover, Discovered};
+use super::keys;
+use super::loopback::Loopback;
+use super::registration;
+use super::settings::{Grant, OAuthSettings};
+use super::store::TokenStore;
+use super::token::{request_token, AuthMethod, ClientCredentials, ClientSecret, TokenResponse};
+use crate::egress::{Egress, EgressPolicy};
+use crate::error::{McpError, Result};
+use crate::guard::redact::Secrets;
+use crate::hooks::Callback;
+use crate::limits::{MAX_AUTHORIZATIONS_IN_A_ROW, OAUTH_REQUEST_TIMEOUT_MS, TOKEN_REFRESH_MARGIN_MS};
+use crate::transport::http::Credential;
+use crate::transport::BoxFuture;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio_util::sync::CancellationToken;
+use url::Url;
+
+/// The host's side of authorization, shared by a toolset's servers.
+pub struct AuthHost {
+    pub store: Arc<dyn TokenStore>,
+    /// `onAuthorizationUrl`: sends a person to a login URL (JSON `{url, server, grant, userCode?, expiresAt?}`).
+    pub present: Option<Arc<dyn Callback<String, String>>>,
+    pub login_timeout: Duration,
+}
+
+/// Tokens as kept in the token store, under their issuer and resource.
+#[derive(Clone, Serialize, Deserialize)]
+struct Tokens {
+    issuer: String,
+    resource: String,
+    client_id: String,
+    token_endpoint: String,
+    #[serde(default)]
+    revocation_endpoint: Option<String>,
+    access_token: String,
+    #[serde(default)]
+    refresh_token: Option<String>,
+    #[serde(default)]
+    expires_at_ms: Option<u64>,
+    #[serde(default)]
+    scope: Option<String>,
+    /// Whether the authorization server rotates refresh tokens (unknown counts as yes).
+    #[serde(default)]
+    rotates: Option<bool>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokens").field("issuer", &self.issuer).field("scope", &self.scope).finish_non_exhaustive()
+    }
+}
+
+/// Which issuer and resource a server was last authorized with.
+#[derive(Serialize, Deserialize)]
+struct ServerPointer {
+    issuer: String,
+    resource: String,
+}
+
+#[derive(Default)]
+struct FlowState {
+    tokens: Option<Tokens>,
+    /// The scope the last authorization asked for (step-up adds to it).
+    requested_scope: Option<String>,
+}
+
+pub struct Authorizer {
+    server: String,
+    server_url: Url,
+    settings: OAuthSettings,
+    host: Arc<AuthHost>,
+    egress: Egress,
+    credential: Credential,
+    secrets: Arc<Secrets>,
+    cancel: CancellationToken,
+    deadline: Duration,
+    flow: tokio::sync::Mutex<FlowState>,
+    loaded: AtomicBool,
+    /// When the token in use expires (ms since the epoch); 0 when unknown or nothing to refresh.
+    refresh_due_ms: AtomicU64,
+    /// Authorizations since a request last succeeded.
+    in_a_row: AtomicU32,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+impl Authorizer {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        server: String,
+        server_url: Url,
+        settings: OAuthSettings,
+        host: Arc<AuthHost>,
+        policy: &EgressPolicy,
+        credential: Credential,
+        secrets: Arc<Secrets>,
+        cancel: CancellationToken,
+    ) -> Result<Authorizer> {
+        settings.secrets().into_iter().for_each(|s| secrets.add(s));
+        Ok(Authorizer {
+            server,
+            server_url,
+            settings,
+            host,
+            egress: Egress::new(policy)?,
+            credential,
+            secrets,
+            cancel,
+            deadline: Duration::from_millis(OAUTH_REQUEST_TIMEOUT_MS),
+            flow: tokio::sync::Mutex::new(FlowState::default()),
+            loaded: AtomicBool::new(false),
+            refresh_due_ms: AtomicU64::new(0),
+            in_a_row: AtomicU32::new(0),
+        })
+    }
+
+    /// The generation of the token in use: a refusal of an older one needs no new flow.
+    pub fn generation(&self) -> u64 {
+        self.credential.generation()
+    }
+
+    /// A request succeeded: the next refusal starts a new count of authorizations.
+    pub fn note_success(&self) {
+        if self.in_a_row.load(Ordering::Relaxed) != 0 {
+            self.in_a_row.store(0, Ordering::Relaxed);
+        }
+    }
+
+    fn refresh_due(&self) -> bool {
+        let due = self.refresh_due_ms.load(Ordering::Acquire);
+        due != 0 && now_ms() + TOKEN_REFRESH_MARGIN_MS >= due
+    }
+
+    /// Before a request: the stored token loaded (once), and refreshed if it is about to expire. Costs
+    /// two atomic loads when neither is needed.
+    pub async fn before_request(&self) -> Result<()> {
+        if self.loaded.load(Ordering::Acquire) && !self.refresh_due() {
+            return Ok(());
+        }
+        let mut state = self.lock().await?;
+        if !self.loaded.load(Ordering::Acquire) {
+            self.load(&mut state).await;
+            self.loaded.store(true, Ordering::Release);
+        }
+        if self.refresh_due() {
+            // A failed refresh leaves the request to go out with what there is; its 401 starts a flow.
+            let _ = self.refresh(&mut state).await;
+        }
+        Ok(())
+    }
+
+    /// A request sent with token generation `sent` was refused with `status` (401, or 403 with
+    /// `insufficient_scope`). Returns once a new token is in place, or why there is none.
+    pub async fn on_rejected(&self, status: u16, challenge: &Challenge, sent: u64) -> Result<()> {
+        let mut state = self.lock().await?;
+        if self.generation() != sent {
+            return Ok(()); // another request's flow already replaced that token
+        }
+        if self.in_a_row.fetch_add(1, Ordering::Relaxed) >= MAX_AUTHORIZATIONS_IN_A_ROW {
+            return Err(McpError::Auth(format!(
+                "server {:?} refused {MAX_AUTHORIZATIONS_IN_A_ROW} fresh authorizations in a row; giving up",
+                self.server
+            )));
+        }
+        let step_up = status == 403;
+        if !step_up && state.tokens.as_ref().is_some_and(|t| t.refresh_token.is_some()) && self.refresh(&mut state).await.is_ok() {
+            return Ok(());
+        }
+        let cancel = self.cancel.clone();
+        tokio::select! {
+            authorized = self.authorize(&mut state, challenge, step_up) => authorized,
+            _ = cancel.cancelled() => Err(McpError::Closed),
+        }
+    }
+
+    /// Revoke the stored tokens where the authorization server offers revocation (RFC 7009), and forget
+    /// them. Succeeds when there is nothing to forget.
+    pub async fn logout(&self) -> Result<()> {
+        let mut state = self.lock().await?;
+        self.load(&mut state).await;
+        let pointer_key = keys::server(self.server_url.as_str());
+        if let Some(tokens) = state.tokens.take() {
+            if let Some(endpoint) = tokens.revocation_endpoint.as_deref().and_then(|u| Url::parse(u).ok()) {
+                let client = self.client_for_refresh(&tokens).await;
+                for (token, hint) in [(tokens.refresh_token.as_deref(), "refresh_token"), (Some(tokens.access_token.as_str()), "access_token")] {
+                    if let Some(token) = token {
+                        let form = vec![("token", token.to_owned()), ("token_type_hint", hint.to_owned())];
+                        super::token::post_form(&self.egress, &endpoint, "revocation endpoint", &tokens.issuer, &client, form, self.deadline)
+                            .await
+                            .map_err(McpError::from)?;
+                    }
+                }
+            }
+            self.host.store.delete(&keys::tokens(&tokens.issuer, &tokens.resource)).await?;
+        }
+        self.host.store.delete(&pointer_key).await?;
+        self.refresh_due_ms.store(0, Ordering::Release);
+        Ok(())
+    }
+
+    async fn lock(&self) -> Result<tokio::sync::MutexGuard<'_, FlowState>> {
+        tokio::select! {
+            state = self.flow.lock() => Ok(state),
+            _ = self.cancel.cancelled() => Err(McpError::Closed),
+        }
+    }
+
+    /// The stored token for this server, if any, put in use.
+    async fn load(&self, state: &mut FlowState) {
+        let store = &self.host.store;
+        let Ok(Some(pointer)) = store.get(&keys::server(self.server_url.as_str())).await else { return };
+        let Ok(pointer) = serde_json::from_str::<ServerPointer>(&pointer) else { return };
+        let Ok(Some(tokens)) = store.get(&keys::tokens(&pointer.issuer, &pointer.resource)).await else { return };
+        let Ok(tokens) = serde_json::from_str::<Tokens>(&tokens) else { return };
+        if tokens.issuer == pointer.issuer && tokens.resource == pointer.resource {
+            let _ = self.use_tokens(state, tokens);
+        }
+    }
+
+    fn use_tokens(&self, state: &mut FlowState, tokens: Tokens) -> Result<()> {
+        self.secrets.set_rotating("oauth-access", tokens.access_token.as_bytes());
+        if let Some(refresh) = &tokens.refresh_token {
+            self.secrets.set_rotating("oauth-refresh", refresh.as_bytes());
+        }
+        self.credential.set_bearer(&tokens.access_token)?;
+        let due = match (&tokens.refresh_token, tokens.expires_at_ms) {
+            (Some(_), Some(at)) => at,
+            _ => 0,
+        };
+        self.refresh_due_ms.store(due, Ordering::Release);
+        state.tokens = Some(tokens);
+        Ok(())
+    }
+
+    /// Keep and use a token response.
+    async fn install(&self, state: &mut FlowState, tokens: Tokens) -> Result<()> {
+        self.use_tokens(state, tokens.clone())?;
+        let store = &self.host.store;
+        let pointer = ServerPointer { issuer: tokens.issuer.clone(), resource: tokens.resource.clone() };
+        store.set(&keys::tokens(&tokens.issuer, &tokens.resource), &serde_json::to_string(&tokens).expect("tokens serialize")).await?;
+        store.set(&keys::server(self.server_url.as_str()), &serde_json::to_string(&pointer).expect("a pointer serializes")).await
+    }
+
+    fn tokens_from(&self, response: TokenResponse, discovered: &Discovered, client: &ClientCredentials, scope: Option<String>) -> Result<Tokens> {
+        if !response.token_type.eq_ignore_ascii_case("bearer") {
+            return Err(McpError::Auth(format!("the authorization server issued a {:?} token; only Bearer is supported", response.token_type)));
+        }
+        Ok(Tokens {
+            issuer: discovered.metadata.issuer.clone(),
+            resource: discovered.resource.clone(),
+            client_id: client.client_id.clone(),
+            token_endpoint: discovered.metadata.token_endpoint.to_string(),
+            revocation_endpoint: discovered.metadata.revocation_endpoint.as_ref().map(Url::to_string),
+            access_token: response.access_token,
+            refresh_token: response.refresh_token,
+            expires_at_ms: response.expires_in.map(|s| now_ms() + s.saturating_mul(1000)),
+            scope: response.scope.or(scope),
+            rotates: None,
+        })
+    }
+
+    /// Exchange the refresh token. A rejection forgets the tokens; a failure whose outcome is unknown
+    /// drops a rotating refresh token rather than ever sending it twice.
+    async fn refresh(&self, state: &mut FlowState) -> Result<()> {
+        let Some(tokens) = state.tokens.clone() else { return Err(McpError::Auth("no token to refresh".into())) };
+        let Some(refresh_token) = tokens.refresh_token.clone() else { return Err(McpError::Auth("no refresh token".into())) };
+        let endpoint = Url::parse(&tokens.token_endpoint).map_err(|_| McpError::Auth("the stored token endpoint is not a URL".into()))?;
+        super::token::check_endpoint(&endpoint, "token endpoint")?;
+        let client = self.client_for_refresh(&tokens).await;
+        let form = vec![
+            ("grant_type", "refresh_token".to_owned()),
+            ("refresh_token", refresh_token.clone()),
+            ("resource", tokens.resource.clone()),
+        ];
+        let cancel = self.cancel.clone();
+        let outcome = tokio::select! {
+            outcome = request_token(&self.egress, &endpoint, &tokens.issuer, &client, form, self.deadline) => outcome,
+            _ = cancel.cancelled() => return Err(McpError::Closed),
+        };
+        match outcome {
+            Ok(response) => {
+                let rotated = response.refresh_token.as_ref().is_some_and(|r| *r != refresh_token);
+                let mut next = tokens.clone();
+                next.expires_at_ms = response.expires_in.map(|s| now_ms() + s.saturating_mul(1000));
+                next.scope = response.scope.clone().or(tokens.scope.clone());
+                next.rotates = Some(rotated || tokens.rotates == Some(true));
+                next.refresh_token = response.refresh_token.or(Some(refresh_token));
+                next.access_token = response.access_token;
+                self.install(state, next).await
+            }
+            Err(super::token::TokenError::Rejected { error, .. }) => {
+                self.forget(state, &tokens).await;
+                Err(McpError::Auth(format!("the authorization server refused the refresh token ({error})")))
+            }
+            Err(super::token::TokenError::Failed(e)) => {
+                if tokens.rotates != Some(false) {
+                    let mut spent = tokens.clone();
+                    spent.refresh_token = None;
+                    let _ = self.install(state, spent).await;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn forget(&self, state: &mut FlowState, tokens: &Tokens) {
+        state.tokens = None;
+        self.refresh_due_ms.store(0, Ordering::Release);
+        let _ = self.host.store.delete(&keys::tokens(&tokens.issuer, &tokens.resource)).await;
+    }
+
+    /// The client a stored token was issued to, as well as it can be known without discovery.
+    async fn client_for_refresh(&self, tokens: &Tokens) -> ClientCredentials {
+        if self.settings.client_id.as_deref() == Some(tokens.client_id.as_str()) {
+            let secret = match (&self.settings.client_secret, &self.settings.private_key) {
+                (_, Some((pem, algorithm))) => ClientSecret::PrivateKey { pem: pem.clone(), algorithm: *algorithm },
+                (Some(secret), None) => ClientSecret::Secret(secret.clone()),
+                (None, None) => ClientSecret::None,
+            };
+            let method = self.settings.auth_method.unwrap_or(match secret {
+                ClientSecret::PrivateKey { .. } => AuthMethod::PrivateKeyJwt,
+                ClientSecret::Secret(_) => AuthMethod::ClientSecretBasic,
+                ClientSecret::None => AuthMethod::None,
+            });
+            return ClientCredentials { client_id: tokens.client_id.clone(), secret, method };
+        }
+        registration::stored_client(self.host.store.as_ref(), &tokens.issuer, &tokens.client_id)
+            .await
+            .unwrap_or(ClientCredentials { client_id: tokens.client_id.clone(), secret: ClientSecret::None, method: AuthMethod::None })
+    }
+
+    /// The scope to ask for: the challenge's, else the resource's `scopes_supported`, else none; on a
+    /// step-up, added to what was asked before; never outside the configured ceiling; `offline_access`
+    /// added for interactive grants when the authorization server lists it.
+    fn scope_for(&self, state: &FlowState, challenge: &Challenge, discovered: &Discovered, step_up: bool) -> Result<Option<String>> {
+        let mut scopes = challenge.scopes();
+        if scopes.is_empty() {
+            scopes = discovered.resource_scopes.clone().unwrap_or_default();
+        }
+        if step_up {
+            let mut merged = split_scopes(state.requested_scope.as_deref());
+            merged.extend(scopes);
+            scopes = split_scopes(Some(&merged.join(" ")));
+        }
+        if let Some(ceiling) = &self.settings.scopes {
+            let outside: Vec<&String> = scopes.iter().filter(|s| !ceiling.contains(s)).collect();
+            if step_up && challenge.scopes().iter().any(|s| !ceiling.contains(s)) {
+                return Err(McpError::Auth(format!(
+                    "server {:?} asks for scopes outside oauth.scopes ({}): not requesting them",
+                    self.server,
+                    outside.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" ")
+                )));
+            }
+            scopes.retain(|s| ceiling.contains(s));
+        }
+        let offline = "offline_access";
+        if !scopes.is_empty()
+            && self.settings.grant.is_interactive()
+            && discovered.metadata.supports_scope(offline)
+            && self.settings.scopes.as_ref().is_none_or(|c| c.iter().any(|s| s == offline))
+            && !scopes.iter().any(|s| s == offline)
+        {
+            scopes.push(offline.to_owned());
+        }
+        Ok((!scopes.is_empty()).then(|| scopes.join(" ")))
+    }
+
+    /// Discover, pick the client, run the configured grant, and put its token in use.
+    async fn authorize(&self, state: &mut FlowState, challenge: &Challenge, step_up: bool) -> Result<()> {
+        let discovered = discover(&self.egress, &self.server_url, challenge, self.deadline).await?;
+        let scope = self.scope_for(state, challenge, &discovered, step_up)?;
+        let metadata = &discovered.metadata;
+        let store = self.host.store.as_ref();
+        let (client, response) = match self.settings.grant {
+            Grant::AuthorizationCode => {
+                let present = self.presenter(metadata)?;
+                let loopback = Loopback::bind(self.settings.redirect_uri.as_ref()).await?;
+                let client = registration::client_for(&self.egress, metadata, &self.settings, store, Some(&loopback.redirect_uri), self.deadline).await?;
+                self.remember(&client);
+                let grant = super::code_flow::CodeGrant {
+                    egress: &self.egress,
+                    discovered: &discovered,
+                    client: &client,
+                    scope: scope.as_deref(),
+                    login_timeout: self.host.login_timeout,
+                    deadline: self.deadline,
+                };
+                let server = self.server.clone();
+                let response = grant
+                    .run(loopback, move |url| {
+                        let prompt = serde_json::json!({ "url": url.as_str(), "server": server, "grant": "authorization_code" });
+                        present(prompt.to_string())
+                    })
+                    .await?;
+                (client, response)
+            }
+            Grant::DeviceCode => {
+                let present = self.presenter(metadata)?;
+                let client = registration::client_for(&self.egress, metadata, &self.settings, store, None, self.deadline).await?;
+                self.remember(&client);
+                let server = self.server.clone();
+                let response = super::device::device_flow(
+                    &self.egress,
+                    metadata,
+                    &client,
+                    scope.clone(),
+                    &discovered.resource,
+                    move |prompt: super::device::DevicePrompt| {
+                        let prompt = serde_json::json!({
+                            "url": prompt.url(),
+                            "server": server,
+                            "grant": "device_code",
+                            "userCode": prompt.user_code,
+                            "expiresAt": prompt.expires_at_ms,
+                        });
+                        present(prompt.to_string())
+                    },
+                    self.cancel.child_token(),
+                    self.deadline,
+                )
+                .await
+                .map_err(McpError::from)?;
+                (client, response)
+            }
+            Grant::ClientCredentials => {
+                let client = registration::client_for(&self.egress, metadata, &self.settings, store, None, self.deadline).await?;
+                let response = super::client_credentials::client_credentials(&self.egress, metadata, &client, scope.clone(), &discovered.resource, self.deadline)
+                    .await
+                    .map_err(McpError::from)?;
+                (client, response)
+            }
+            Grant::JwtBearer => {
+                let client = registration::client_for(&self.egress, metadata, &self.settings, store, None, self.deadline).await?;
+                let assertion = self.settings.identity_assertion.as_ref().expect("checked when parsed");
+                let response = super::cross_app::cross_app_access(&self.egress, metadata, &client, assertion, &discovered.resource, scope.clone(), self.deadline)
+                    .await
+                    .map_err(McpError::from)?;
+                (client, response)
+            }
+        };
+        state.requested_scope = scope.clone();
+        let tokens = self.tokens_from(response, &discovered, &client, scope)?;
+        self.install(state, tokens).await
+    }
+
+    /// A registered client's secret joins the server's redaction set.
+    fn remember(&self, client: &ClientCredentials) {
+        if let ClientSecret::Secret(secret) = &client.secret {
+            self.secrets.add(secret);
+        }
+    }
+
+    /// The host's `onAuthorizationUrl`, or why this login can't happen now.
+    fn presenter(&self, metadata: &super::discovery::AuthServerMetadata) -> Result<impl Fn(String) -> BoxFuture<'static, Result<()>>> {
+        let Some(present) = self.host.present.clone() else {
+            return Err(McpError::Auth(format!(
+                "server {:?} needs a login at {} and this toolset cannot send a person there: no stored token is usable. \
+                 Set options.onAuthorizationUrl (printAuthorizationUrl prints the login URL), or log in once with a tokenStore this toolset shares",
+                self.server, metadata.issuer
+            )));
+        };
+        Ok(move |prompt: String| -> BoxFuture<'static, Result<()>> {
+            let call = present.call(prompt);
+            Box::pin(async move { call.await.map(drop).map_err(|_| McpError::Auth("the onAuthorizationUrl callback failed".into())) })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::discovery::AuthServerMetadata;
+    use crate::auth::store::MemoryTokenStore;
+    use crate::auth::token::test_http::{Reply, TestServer};
+
+    fn authorizer(settings_json: &str, store: Arc<MemoryTokenStore>) -> Authorizer {
+        let settings = OAuthSettings::parse("servers[0]", &serde_json::from_str(settings_json).unwrap()).unwrap();
+        let host = Arc::new(AuthHost { store, present: None, login_timeout: Duration::from_secs(5) });
+        let mut authorizer = Authorizer::new(
+            "s".into(),
+            Url::parse("http://127.0.0.1:9/mcp").unwrap(),
+            settings,
+            host,
+            &EgressPolicy::default(),
+            Credential::default(),
+            Arc::default(),
+            CancellationToken::new(),
+        )
+        .unwrap();
+        authorizer.deadline = Duration::from_millis(300);
+        authorizer
+    }
+
+    fn discovered(as_scopes: Option<&[&str]>, resource_scopes: Option<&[&str]>) -> Discovered {
+        let metadata: AuthServerMetadata = serde_json::from_value(serde_json::json!({
+            "issuer": "http://127.0.0.1:8",
+            "token_endpoint": "http://127.0.0.1:8/token",
+            "scopes_supported": as_scopes,
+        }))
+        .unwrap();
+        Discovered {
+            resource: "http://127.0.0.1:9/mcp".into(),
+            resource_scopes: resource_scopes.map(|s| s.iter().map(|s| s.to_string()).collect()),
+            metadata,
+            legacy: false,
+            default_endpoints: false,
+        }
+    }
+
+    fn challenge(scope: Option<&str>) -> Challenge {
+        Challenge { scope: scope.map(str::to_owned), ..Challenge::default() }
+    }
+
+    #[test]
+    fn scopes_come_from_the_challenge_then_the_resource_then_nowhere() {
+        let a = authorizer("true", Arc::default());
+        let state = FlowState::default();
+        let d = discovered(None, Some(&["r1", "r2"]));
+        assert_eq!(a.scope_for(&state, &challenge(Some("c1")), &d, false).unwrap().as_deref(), Some("c1"));
+        assert_eq!(a.scope_for(&state, &challenge(None), &d, false).unwrap().as_deref(), Some("r1 r2"));
+        assert_eq!(a.scope_for(&state, &challenge(None), &discovered(None, None), false).unwrap(), None);
+        // offline_access only where the authorization server lists it, and never alone.
+        let offline = discovered(Some(&["r1", "offline_access"]), Some(&["r1"]));
+        assert_eq!(a.scope_for(&state, &challenge(None), &offline, false).unwrap().as_deref(), Some("r1 offline_access"));
+        let none = discovered(Some(&["offline_access"]), None);
+        assert_eq!(a.scope_for(&state, &challenge(None), &none, false).unwrap(), None);
+    }
+
+    #[test]
+    fn a_step_up_adds_to_what_was_asked_within_the_ceiling() {
+        let a = authorizer(r#"{"scopes":["read","write"]}"#, Arc::default());
+        let state = FlowState { requested_scope: Some("read".into()), ..FlowState::default() };
+        let d = discovered(None, None);
+        assert_eq!(a.scope_for(&state, &challenge(Some("read write")), &d, true).unwrap().as_deref(), Some("read write"));
+        // The ceiling filters a first request and refuses a step-up beyond it.
+        assert_eq!(a.scope_for(&state, &challenge(Some("read admin")), &d, false).unwrap().as_deref(), Some("read"));
+        let refused = a.scope_for(&state, &challenge(Some("admin")), &d, true).unwrap_err().to_string();
+        assert!(refused.contains("outside oauth.scopes"), "{refused}");
+    }
+
+    fn tokens(endpoint: &Url, rotates: Option<bool>) -> Tokens {
+        Tokens {
+            issuer: "http://127.0.0.1:8".into(),
+            resource: "http://127.0.0.1:9/mcp".into(),
+            client_id: "c".into(),
+            token_endpoint: endpoint.to_string(),
+            revocation_endpoint: None,
+            access_token: "access-1".into(),
+            refresh_token: Some("refresh-1".into()),
+            expires_at_ms: Some(1),
+            scope: None,
+            rotates,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_rotating_refresh_whose_answer_was_lost_is_never_sent_again() {
+        let server = TestServer::start(|_, _| Reply::hang()).await;
+        let store = Arc::new(MemoryTokenStore::new());
+        let a = authorizer("true", store.clone());
+        let mut state = FlowState::default();
+        a.install(&mut state, tokens(&server.url("/token"), None)).await.unwrap();
+        assert!(a.refresh(&mut state).await.is_err());
+        assert!(a.refresh(&mut state).await.is_err());
+        assert_eq!(server.received().len(), 1, "the refresh token went out once");
+        let kept = store.get(&keys::tokens("http://127.0.0.1:8", "http://127.0.0.1:9/mcp")).await.unwrap().unwrap();
+        assert!(!kept.contains("refresh-1"), "the spent refresh token is forgotten");
+    }
+
+    #[tokio::test]
+    async fn a_refresh_is_replayed_only_where_tokens_are_known_not_to_rotate() {
+        let server = TestServer::start(|_, _| Reply::hang()).await;
+        let a = authorizer("true", Arc::default());
+        let mut state = FlowState::default();
+        a.install(&mut state, tokens(&server.url("/token"), Some(false))).await.unwrap();
+        assert!(a.refresh(&mut state).await.is_err());
+        assert!(a.refresh(&mut state).await.is_err());
+        assert_eq!(server.received().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_refresh_rotates_and_the_new_token_is_in_use() {
+        let server = TestServer::start(|request, _| {
+            assert_eq!(request.field("grant_type").as_deref(), Some("refresh_token"));
+            assert_eq!(request.field("resource").as_deref(), Some("http://127.0.0.1:9/mcp"));
+            Reply::json(200, serde_json::json!({"access_token":"access-2","token_type":"Bearer","expires_in":3600,"refresh_token":"refresh-2"}))
+        })
+        .await;
+        let store = Arc::new(MemoryTokenStore::new());
+        let a = authorizer("true", store.clone());
+        let mut state = FlowState::default();
+        a.install(&mut state, tokens(&server.url("/token"), None)).await.unwrap();
+        let before = a.generation();
+        a.refresh(&mut state).await.unwrap();
+        assert!(a.generation() > before);
+        assert_eq!(a.credential.current().unwrap().to_str().unwrap(), "Bearer access-2");
+        let kept = store.get(&keys::tokens("http://127.0.0.1:8", "http://127.0.0.1:9/mcp")).await.unwrap().unwrap();
+        assert!(kept.contains("refresh-2") && !kept.contains("refresh-1"));
+        assert!(!a.refresh_due(), "the new token is not due");
+    }
+
+    #[tokio::test]
+    async fn a_rejected_refresh_forgets_the_tokens() {
+        let server = TestServer::start(|_, _| Reply::json(400, serde_json::json!({"error":"invalid_grant"}))).await;
+        let store = Arc::new(MemoryTokenStore::new());
+        let a = authorizer("true", store.clone());
+        let mut state = FlowState::default();
+        a.install(&mut state, tokens(&server.url("/token"), None)).await.unwrap();
+        let error = a.refresh(&mut state).await.unwrap_err();
+        assert_eq!(error.code(), "mcp_auth_error");
+        assert!(state.tokens.is_none());
+        assert!(store.get(&keys::tokens("http://127.0.0.1:8", "http://127.0.0.1:9/mcp")).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn without_a_way_to_a_person_the_login_is_refused_with_how_to_log_in() {
+        let a = authorizer("true", Arc::default());
+        let Err(error) = a.presenter(&discovered(None, None).metadata) else { panic!("a presenter without onAuthorizationUrl") };
+        assert!(error.to_string().contains("onAuthorizationUrl"), "{error}");
+    }
+}
