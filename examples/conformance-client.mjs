@@ -1,43 +1,142 @@
 #!/usr/bin/env node
 // The client under test for the official MCP conformance suite:
 //   npx @modelcontextprotocol/conformance client --command "node examples/conformance-client.mjs" --scenario <name>
-// The suite appends the server URL as the last argument and names the scenario in
-// MCP_CONFORMANCE_SCENARIO. Everything runs through the public mcpTools API.
+// The suite appends the server URL as the last argument, names the scenario in MCP_CONFORMANCE_SCENARIO
+// and, for the scenarios with credentials, passes them as JSON in MCP_CONFORMANCE_CONTEXT. Everything
+// runs through the public API, as a host program would use it: the OAuth settings are the server entry's
+// `oauth`, the person who would open the authorization URL in a browser is played by an HTTP client that
+// follows the authorization server's redirect to mcpferry's loopback listener, and every form elicitation
+// is accepted as offered (mcpferry fills in the schema's defaults).
+// Exit 0 when the scenario's work is done; 1 (with the reason on stderr) when the server was degraded or
+// a call failed.
 
-import { mcpTools } from '../dist/index.js';
+import * as mcpferry from '../dist/index.js';
 
 const url = process.argv.at(-1);
 const scenario = process.env.MCP_CONFORMANCE_SCENARIO ?? '';
+const context = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT || '{}');
 const log = (...a) => console.error('[conformance-client]', ...a);
 
-// What each scenario asks of the client once connected.
+/** The Client ID Metadata Document URL the suite's CIMD scenarios expect (mcpferry uses it only when the AS advertises CIMD). */
+const CLIENT_METADATA_URL = 'https://conformance-test.local/client-metadata.json';
+/** Requests are idle-timed-out by mcpferry; the suite's own client timeout is 30 s. */
+const TIMEOUT_MS = 20_000;
+/** How long a login may wait for the redirect, in ms: a lost redirect fails inside the suite's 30 s. */
+const AUTHORIZATION_TIMEOUT_MS = 15_000;
+
+/** The server entry's `oauth` settings for an authorization scenario, from the suite's context. */
+function oauthSettings() {
+  const base = { clientMetadataUrl: CLIENT_METADATA_URL };
+  switch (scenario) {
+    case 'auth/pre-registration':
+      return { ...base, clientId: context.client_id, clientSecret: context.client_secret };
+    case 'auth/client-credentials-basic':
+      return { grant: 'client_credentials', clientId: context.client_id, clientSecret: context.client_secret };
+    case 'auth/client-credentials-jwt':
+      return {
+        grant: 'client_credentials',
+        clientId: context.client_id,
+        privateKey: context.private_key_pem,
+        signingAlgorithm: context.signing_algorithm ?? 'ES256',
+        tokenEndpointAuthMethod: 'private_key_jwt',
+      };
+    case 'auth/cross-app-access-complete-flow':
+      return {
+        grant: 'jwt_bearer',
+        clientId: context.client_id,
+        clientSecret: context.client_secret,
+        identityAssertion: {
+          tokenEndpoint: context.idp_token_endpoint,
+          idToken: context.idp_id_token,
+          clientId: context.idp_client_id,
+        },
+      };
+    default:
+      return base;
+  }
+}
+
+/** Plays the person at the browser: GET the authorization URL and follow its redirects to the loopback listener. */
+function openAuthorizationUrl(authorizationUrl, info) {
+  log(`authorization (${info.grant}) requested for ${info.server}`);
+  if (info.grant === 'device_code') return; // no scenario uses the device flow; nobody would enter the code
+  // Like a browser opening a page: the host returns at once, the flow goes on in the background.
+  fetch(authorizationUrl, { redirect: 'follow' })
+    .then(async (response) => {
+      await response.arrayBuffer();
+      log(`authorization redirect ended at the listener with HTTP ${response.status}`);
+    })
+    .catch((error) => log(`authorization URL could not be followed: ${error.message}`));
+}
+
+/** The tool `remoteName` of the connected server, whatever name mcpferry projected it under. */
+function tool(tools, remoteName) {
+  const found = Object.values(tools).find((t) => t.remoteName === remoteName);
+  if (!found) throw new Error(`the server offers no tool ${remoteName} (tools: ${Object.keys(tools).join(', ') || 'none'})`);
+  return found;
+}
+
+async function call(tools, remoteName, args) {
+  const result = await tool(tools, remoteName).execute(args);
+  log(`${remoteName} →`, JSON.stringify(result.content));
+  return result;
+}
+
+/**
+ * A tool call that met a 401/403 is never re-sent by mcpferry: it rejects with `mcp_auth_error`, and
+ * `reauthorized: true` says a fresh token is in place. Then the agent (here: this client) may call once more.
+ */
+async function callAllowingOneReauthorization(tools, remoteName, args) {
+  try {
+    return await call(tools, remoteName, args);
+  } catch (error) {
+    if (error?.code !== 'mcp_auth_error' || error.reauthorized !== true) throw error;
+    log(`${remoteName}: ${error.message} (reauthorized; calling again)`);
+    return call(tools, remoteName, args);
+  }
+}
+
+// What each scenario asks of the client once connected (tools/list is part of connecting).
 const scenarios = {
   initialize: async () => {},
-  tools_call: async (tools) => {
-    const result = await tools.server__add_numbers.execute({ a: 5, b: 3 });
-    log('add_numbers →', JSON.stringify(result.content));
-  },
-  'sse-retry': async (tools) => {
-    const result = await tools.server__test_reconnection.execute({});
-    log('test_reconnection →', JSON.stringify(result.content));
-  },
+  tools_call: (tools) => call(tools, 'add_numbers', { a: 5, b: 3 }),
+  'sse-retry': (tools) => call(tools, 'test_reconnection', {}),
+  'elicitation-sep1034-client-defaults': (tools) => call(tools, 'test_client_elicitation_defaults', {}),
+  // Round-trip the focal tool's inputSchema, exactly as the agent sees it, through the echo tool.
+  'json-schema-2020-12-preservation': (tools) =>
+    call(tools, 'json_schema_echo', { schema: tool(tools, 'json_schema_2020_12_tool').inputSchema }),
 };
-
-const run = scenarios[scenario];
+const authScenario = scenario.startsWith('auth/');
+const run = scenarios[scenario] ?? (authScenario ? (tools) => callAllowingOneReauthorization(tools, 'test-tool', {}) : undefined);
 if (!run) {
   log(`scenario ${JSON.stringify(scenario)} is not implemented by this client`);
   process.exit(2);
 }
+
+const server = { name: 'server', type: 'streamable-http', url, ...(authScenario && { oauth: oauthSettings() }) };
 const diagnostics = [];
-const { tools, close } = await mcpTools([{ name: 'server', type: 'streamable-http', url }], {
-  timeoutMs: 20_000,
-  onDiagnostic: (d) => diagnostics.push(d),
-});
+let toolset;
 try {
+  toolset = await mcpferry.mcpTools([server], {
+    timeoutMs: TIMEOUT_MS,
+    onDiagnostic: (d) => diagnostics.push(d),
+    // A fresh, empty store per run: a token from an earlier run would skip the flow the scenario checks.
+    tokenStore: mcpferry.createMemoryTokenStore(),
+    onAuthorizationUrl: openAuthorizationUrl,
+    authorizationTimeoutMs: AUTHORIZATION_TIMEOUT_MS,
+    onElicitation: (request) => {
+      log(`elicitation (${request.mode}): ${request.message}`);
+      return { action: 'accept', content: {} };
+    },
+  });
   const degraded = diagnostics.find((d) => d.code === 'server-degraded');
-  if (degraded) throw new Error(degraded.message);
-  log(`connected; tools: ${Object.keys(tools).join(', ') || '(none)'}`);
-  await run(tools);
+  if (degraded) throw Object.assign(new Error(`degraded: ${degraded.message}`), { code: degraded.errorCode });
+  log(`connected; tools: ${Object.keys(toolset.tools).join(', ') || '(none)'}`);
+  await run(toolset.tools);
+} catch (error) {
+  // One line the conformance runner can read: the outcome and its stable code.
+  log(`refused: ${error?.code ?? 'error'}: ${error?.message ?? error}`);
+  process.exitCode = 1;
 } finally {
-  await close();
+  await toolset?.close();
 }

@@ -1,33 +1,241 @@
 #!/usr/bin/env node
-// Runs the official MCP conformance suite (@modelcontextprotocol/conformance 0.1.16, which needs
-// Node >= 22) against examples/conformance-client.mjs, one scenario at a time (sse-retry is timing
-// sensitive). Usage: node scripts/conformance.mjs <node22-binary> [scenario ...]
+// Runs the official MCP conformance suite against examples/conformance-client.mjs: all 26 client
+// scenarios of @modelcontextprotocol/conformance 0.1.16 and the 19 of the 0.2.0-alpha suite's frozen
+// 2025-11-25 requirement set (`--spec-version 2025-11-25`). Both need Node >= 22.
+//   node scripts/conformance.mjs <node22-binary> [scenario | suite:scenario ...]
+// MCPFERRY_CONFORMANCE_CLIENT=<script> runs another client instead (e.g. one that does nothing, to see
+// the evidence check refuse what the suite alone would pass).
+// A scenario passes when the suite's CLI passes it (no FAILURE, no WARNING, client exit 0 unless the
+// scenario allows an error) AND its checks.json carries the evidence below, so that a client which never
+// got far enough to be checked cannot pass.
 
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 
 const root = new URL('..', import.meta.url).pathname;
 const require = createRequire(import.meta.url);
-const cli = join(dirname(require.resolve('@modelcontextprotocol/conformance/package.json')), 'dist', 'index.js');
+const client = process.env.MCPFERRY_CONFORMANCE_CLIENT || join(root, 'examples', 'conformance-client.mjs');
+
+/** Scenarios run at the same time (sse-retry always runs alone: its check measures reconnect timing). */
+const CONCURRENCY = 3;
+/** Kill a scenario's CLI after this long, in ms (the CLI itself gives the client 30 000). */
+const SCENARIO_TIMEOUT_MS = 90_000;
+/** Lines of the client's stderr shown for a failed scenario. */
+const STDERR_TAIL_LINES = 30;
+const TIMING_SENSITIVE = new Set(['sse-retry']);
+
+const AUTH_CODE_FLOW = ['authorization-request', 'token-request'];
+const PKCE = ['pkce-code-challenge-sent', 'pkce-s256-method-used', 'pkce-code-verifier-sent', 'pkce-verifier-matches-challenge'];
+const DISCOVERY = ['authorization-server-metadata', 'client-registration', ...AUTH_CODE_FLOW, ...PKCE];
+const RESOURCE_PARAMETER = [
+  'resource-parameter-in-authorization',
+  'resource-parameter-in-token',
+  'resource-parameter-valid-uri',
+  'resource-parameter-consistency',
+];
+const AUTH_METHOD = ['token-endpoint-auth-method', 'client-registration', ...AUTH_CODE_FLOW, ...PKCE, ...RESOURCE_PARAMETER];
+
+/**
+ * The checks each scenario must show as SUCCESS: the ones that prove the client did the scenario's work
+ * (most are the checks the suite back-fills as FAILURE when missing; `initialize` back-fills nothing).
+ */
+const MUST_SUCCEED = {
+  initialize: ['mcp-client-initialization'],
+  tools_call: ['tool-add-numbers'],
+  'sse-retry': ['client-sse-graceful-reconnect', 'client-sse-retry-timing', 'client-sse-last-event-id'],
+  'elicitation-sep1034-client-defaults': ['string', 'integer', 'number', 'enum', 'boolean'].map((t) => `client-elicitation-sep1034-${t}-default`),
+  'json-schema-2020-12-preservation': [
+    'json-schema-2020-12-client-tool-found',
+    'json-schema-2020-12-client-echo-completed',
+    'json-schema-2020-12-client-$schema-preserved',
+    'json-schema-2020-12-client-$defs-preserved',
+    'json-schema-2020-12-client-additionalProperties-preserved',
+  ],
+  'auth/metadata-default': ['prm-pathbased-requested', ...DISCOVERY],
+  'auth/metadata-var1': ['prm-pathbased-requested', ...DISCOVERY],
+  'auth/metadata-var2': DISCOVERY,
+  'auth/metadata-var3': DISCOVERY,
+  'auth/basic-cimd': ['cimd-client-id-used', ...AUTH_CODE_FLOW, ...PKCE],
+  'auth/scope-from-www-authenticate': ['scope-from-www-authenticate', ...AUTH_CODE_FLOW, ...PKCE],
+  'auth/scope-from-scopes-supported': ['scope-from-scopes-supported', ...AUTH_CODE_FLOW, ...PKCE],
+  'auth/scope-omitted-when-undefined': ['scope-omitted-when-undefined', ...AUTH_CODE_FLOW, ...PKCE],
+  'auth/scope-step-up': ['scope-step-up-initial', 'scope-step-up-escalation', ...AUTH_CODE_FLOW, ...PKCE],
+  'auth/scope-retry-limit': ['scope-retry-limit', 'authorization-request'],
+  'auth/token-endpoint-auth-basic': AUTH_METHOD,
+  'auth/token-endpoint-auth-post': AUTH_METHOD,
+  'auth/token-endpoint-auth-none': AUTH_METHOD,
+  'auth/pre-registration': ['pre-registration-auth', 'authorization-server-metadata', ...AUTH_CODE_FLOW, ...PKCE],
+  'auth/2025-03-26-oauth-metadata-backcompat': DISCOVERY,
+  // The 2025-03-26 default endpoints: the suite's own /authorize and /token record no PKCE checks.
+  'auth/2025-03-26-oauth-endpoint-fallback': ['client-registration', ...AUTH_CODE_FLOW],
+  'auth/resource-mismatch': ['resource-mismatch-rejected', 'prm-pathbased-requested'],
+  'auth/offline-access-scope': ['authorization-server-metadata', ...AUTH_CODE_FLOW, ...PKCE],
+  'auth/offline-access-not-supported': ['sep-2207-offline-access-not-requested', ...AUTH_CODE_FLOW, ...PKCE],
+  'auth/client-credentials-jwt': ['client-credentials-jwt-verified', 'authorization-server-metadata'],
+  'auth/client-credentials-basic': ['client-credentials-basic-auth', 'authorization-server-metadata'],
+  'auth/cross-app-access-complete-flow': ['complete-flow-token-exchange', 'complete-flow-jwt-bearer', 'authorization-server-metadata'],
+};
+
+/** Scenarios where the client is expected to give up; every other auth scenario must end in a tool call. */
+const EXPECTED_REFUSAL = new Set(['auth/scope-retry-limit', 'auth/resource-mismatch']);
+const MISMATCHED_RESOURCE = 'https://evil.example.com/mcp';
+/** Checks that mean the client went on with the authorization server after the PRM. */
+const AUTHORIZATION_PROGRESS = ['client-registration', 'authorization-request', 'token-request', 'valid-bearer-token'];
+
+const SUITES = [
+  {
+    label: '0.1.16',
+    pkg: '@modelcontextprotocol/conformance',
+    version: /^0\.1\.16$/,
+    args: [],
+    scenarios: Object.keys(MUST_SUCCEED).filter((s) => s !== 'json-schema-2020-12-preservation'),
+  },
+  {
+    label: 'alpha',
+    pkg: 'conformance-alpha',
+    version: /^0\.2\.0-alpha\./,
+    args: ['--spec-version', '2025-11-25'],
+    scenarios: [
+      'initialize',
+      'tools_call',
+      'elicitation-sep1034-client-defaults',
+      'sse-retry',
+      ...Object.keys(MUST_SUCCEED).filter((s) => /^auth\/(metadata-|basic-cimd|scope-|token-endpoint-auth-|pre-registration)/.test(s)),
+      'json-schema-2020-12-preservation',
+    ],
+  },
+];
+
+/** Why a run's checks.json does not prove the scenario was done, or an empty list. */
+function evidenceProblems(scenario, checks, clientStderr) {
+  const problems = [];
+  const succeeded = (id) => checks.some((c) => c.id === id && c.status === 'SUCCESS');
+  for (const c of checks) {
+    if (c.status === 'FAILURE' || c.status === 'WARNING') problems.push(`${c.status} ${c.id}: ${c.errorMessage ?? c.description}`);
+  }
+  for (const id of MUST_SUCCEED[scenario] ?? []) if (!succeeded(id)) problems.push(`no SUCCESS ${id}`);
+  const responses = checks.filter((c) => c.id === 'outgoing-response');
+  if (scenario.startsWith('auth/') && !EXPECTED_REFUSAL.has(scenario)) {
+    // The whole way through: the tool call reached the MCP server with a token and was answered.
+    if (!succeeded('valid-bearer-token')) problems.push('no request carried a valid bearer token');
+    if (!responses.some((c) => c.details?.mcpMethod === 'tools/call' && c.details.statusCode === 200)) {
+      problems.push('the MCP server answered no tools/call with 200');
+    }
+  }
+  if (scenario === 'auth/scope-retry-limit') {
+    const attempts = checks.filter((c) => c.id === 'scope-retry-auth-attempt').length;
+    if (attempts < 1 || attempts > 3) problems.push(`${attempts} authorization attempts (1 to 3 expected)`);
+  }
+  if (scenario === 'auth/resource-mismatch') {
+    // Fetched: the protected-resource metadata was served, carrying the foreign resource.
+    const served = responses.some(
+      (c) => c.details?.path?.startsWith('/.well-known/oauth-protected-resource') && c.details.statusCode === 200 && c.details.body?.resource === MISMATCHED_RESOURCE,
+    );
+    if (!served) problems.push('the protected-resource metadata (with the foreign resource) was never served to the client');
+    // Then refused: nothing more with the authorization server, and the client said why it stopped.
+    for (const id of AUTHORIZATION_PROGRESS) if (checks.some((c) => c.id === id)) problems.push(`went on after the PRM: ${id}`);
+    if (!/refused: mcp_auth_error: /.test(clientStderr)) problems.push('the client did not report an mcp_auth_error refusal');
+  }
+  return problems;
+}
+
+/** Every file named `name` under `dir` (the CLI nests results as <dir>/<scenario>-<timestamp>/...). */
+function findFiles(dir, name) {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile() && e.name === name)
+    .map((e) => join(e.parentPath ?? e.path, e.name));
+}
+
+function runScenario(node22, suite, scenario) {
+  const cli = join(dirname(require.resolve(`${suite.pkg}/package.json`)), 'dist', 'index.js');
+  const out = mkdtempSync(join(tmpdir(), 'mcpferry-conformance-'));
+  const args = [cli, 'client', ...suite.args, '--command', `${node22} ${client}`, '--scenario', scenario, '-o', out];
+  const started = Date.now();
+  return new Promise((resolve) => {
+    const child = spawn(node22, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PATH: `${dirname(node22)}:${process.env.PATH}` } });
+    let output = '';
+    child.stdout.on('data', (chunk) => (output += chunk));
+    child.stderr.on('data', (chunk) => (output += chunk));
+    const timer = setTimeout(() => child.kill('SIGKILL'), SCENARIO_TIMEOUT_MS);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      const problems = [];
+      if (code !== 0) problems.push(signal ? `the suite was killed (${signal})` : `the suite failed it (exit ${code})`);
+      const [checksFile] = findFiles(out, 'checks.json');
+      const [stderrFile] = findFiles(out, 'stderr.txt');
+      const clientStderr = stderrFile ? readFileSync(stderrFile, 'utf8') : '';
+      if (!checksFile) problems.push('no checks.json');
+      else problems.push(...evidenceProblems(scenario, JSON.parse(readFileSync(checksFile, 'utf8')), clientStderr));
+      if (problems.length === 0) rmSync(out, { recursive: true, force: true });
+      resolve({ suite: suite.label, scenario, problems, seconds: (Date.now() - started) / 1000, output, clientStderr, out });
+    });
+  });
+}
+
+function report(result) {
+  const ok = result.problems.length === 0;
+  console.log(`${ok ? 'ok    ' : 'FAILED'} ${result.suite.padEnd(6)} ${result.scenario.padEnd(42)} ${result.seconds.toFixed(1).padStart(5)} s`);
+  if (ok) return;
+  for (const problem of result.problems) console.log(`         ${problem}`);
+  const tail = result.clientStderr.trimEnd().split('\n').slice(-STDERR_TAIL_LINES).join('\n         ');
+  console.log(`         client stderr:\n         ${tail || '(none)'}`);
+  console.log(`         results kept in ${result.out}`);
+}
+
+/** Checks that each installed suite is the expected release and lists exactly the scenarios we run. */
+function suiteProblems(node22, suite) {
+  const dir = dirname(require.resolve(`${suite.pkg}/package.json`));
+  const { version } = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
+  if (!suite.version.test(version)) return [`${suite.pkg} is ${version}, expected ${suite.version}`];
+  const list = spawnSync(node22, [join(dir, 'dist', 'index.js'), 'list', '--client', ...suite.args], { encoding: 'utf8' });
+  const listed = [...`${list.stdout}`.matchAll(/^\s+- (\S+) \[/gm)].map((m) => m[1]);
+  const missing = listed.filter((s) => !suite.scenarios.includes(s));
+  const extra = suite.scenarios.filter((s) => !listed.includes(s));
+  return [
+    ...(missing.length ? [`${suite.pkg} ${version} lists scenarios this runner lacks: ${missing.join(', ')}`] : []),
+    ...(extra.length ? [`${suite.pkg} ${version} does not list: ${extra.join(', ')}`] : []),
+  ];
+}
+
 const [node22, ...requested] = process.argv.slice(2);
-const scenarios = requested.length ? requested : ['initialize', 'tools_call', 'sse-retry'];
+if (!node22) {
+  console.error('usage: node scripts/conformance.mjs <node22-binary> [scenario | suite:scenario ...]');
+  process.exit(2);
+}
+const jobs = [];
+let failed = 0;
+for (const suite of SUITES) {
+  for (const problem of requested.length ? [] : suiteProblems(node22, suite)) {
+    console.log(`FAILED ${suite.label.padEnd(6)} ${problem}`);
+    failed++;
+  }
+  for (const scenario of suite.scenarios) {
+    const wanted = !requested.length || requested.some((r) => r === scenario || r === `${suite.label}:${scenario}`);
+    if (wanted) jobs.push({ suite, scenario });
+  }
+}
+const unknown = requested.filter((r) => !jobs.some((j) => r === j.scenario || r === `${j.suite.label}:${j.scenario}`));
+for (const name of unknown) {
+  console.log(`FAILED unknown scenario ${name}`);
+  failed++;
+}
+console.log(`conformance: ${jobs.length} scenario runs, ${CONCURRENCY} at a time (sse-retry alone)`);
 
 let passed = 0;
-let failed = 0;
-for (const scenario of scenarios) {
-  const run = spawnSync(
-    node22,
-    [cli, 'client', '--command', `${node22} ${join(root, 'examples', 'conformance-client.mjs')}`, '--scenario', scenario],
-    { cwd: root, encoding: 'utf8', env: { ...process.env, PATH: `${dirname(node22)}:${process.env.PATH}` } },
-  );
-  const output = `${run.stdout}${run.stderr}`;
-  // The initialize scenario passes vacuously for a client that never connects: require its check too.
-  const vacuous = scenario === 'initialize' && !output.includes('mcp-client-initialization');
-  const ok = run.status === 0 && !vacuous;
-  console.log(`${ok ? 'ok    ' : 'FAILED'} conformance ${scenario}`);
-  if (!ok) console.log(output);
-  ok ? passed++ : failed++;
-}
+const tally = (result) => {
+  report(result);
+  result.problems.length ? failed++ : passed++;
+};
+const shared = jobs.filter((j) => !TIMING_SENSITIVE.has(j.scenario));
+await Promise.all(
+  Array.from({ length: CONCURRENCY }, async () => {
+    for (let job = shared.shift(); job; job = shared.shift()) tally(await runScenario(node22, job.suite, job.scenario));
+  }),
+);
+for (const job of jobs.filter((j) => TIMING_SENSITIVE.has(j.scenario))) tally(await runScenario(node22, job.suite, job.scenario));
+
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);
