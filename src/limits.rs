@@ -30,8 +30,10 @@ pub const MAX_CLOSE_WAIT_MS: u64 = 5_000;
 
 /// How long a TCP (and TLS) connection to a server or proxy may take to open.
 pub const HTTP_CONNECT_TIMEOUT_MS: u64 = 10_000;
-/// How long an unused keep-alive connection stays in the pool.
-pub const HTTP_POOL_IDLE_TIMEOUT_MS: u64 = 90_000;
+/// How long an unused keep-alive connection stays in the pool: under the commonest server keep-alive
+/// (Node's 5 s), so a request is never written onto a connection the server is closing at that moment
+/// (it would fail with "connection closed before message completed" — seen on device-flow polls).
+pub const HTTP_POOL_IDLE_TIMEOUT_MS: u64 = 4_000;
 /// Redirects followed for one request before it fails with `mcp_transport_error`.
 pub const MAX_REDIRECTS: usize = 5;
 /// Slack added to `timeoutMs` for an HTTP request's own deadline, so the connection's timeout (which
