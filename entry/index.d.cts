@@ -5,6 +5,11 @@ export {
   createMemoryMcpConnectionStore,
   createSqliteMcpConnectionStore,
   retrustMcpServer,
+  createMemoryTokenStore,
+  createKeyringTokenStore,
+  createEncryptedFileTokenStore,
+  printAuthorizationUrl,
+  logoutMcpServer,
   composeMcpSystemPrompt,
   estimateTokens,
   DEFAULT_DISCLOSURE_BUDGET_TOKENS,
@@ -34,4 +39,5 @@ export {
 } from '../dist/index.js';
 export type { McpErrorCode } from '../dist/errors.js';
 export type { McpConnectionStore, StoredServer } from '../dist/stores.js';
+export type { McpTokenStore, KeyringTokenStoreOptions, EncryptedFileTokenStoreOptions } from '../dist/token-stores.js';
 export type * from '../dist/types.js';

@@ -59,7 +59,7 @@ interface NativeBinding {
   NativeTokenStore: {
     memory(): NativeTokenStoreHandle;
     keyring(service?: string): NativeTokenStoreHandle;
-    encryptedFile(path: string, key: Buffer | string): NativeTokenStoreHandle;
+    encryptedFile(path: string, key: Uint8Array | string): NativeTokenStoreHandle;
     fromDispatcher(dispatcher: (op: string, argsJson: string) => Promise<string>): NativeTokenStoreHandle;
   };
   logoutServer(

@@ -47,7 +47,7 @@ export type { McpErrorCode } from './errors';
 export type * from './types';
 export { retrustMcpServer } from './stores';
 export { createMemoryTokenStore, createKeyringTokenStore, createEncryptedFileTokenStore } from './token-stores';
-export type { McpTokenStore } from './token-stores';
+export type { McpTokenStore, KeyringTokenStoreOptions, EncryptedFileTokenStoreOptions } from './token-stores';
 export type { McpConnectionStore, StoredServer } from './stores';
 
 type ProjectedTool = Omit<McpTool, 'execute'>;
@@ -159,8 +159,10 @@ function configJsonUnchecked(servers: unknown, opts: unknown): string {
  * nothing. Pass it explicitly where stdin or stderr is not a terminal.
  */
 export function printAuthorizationUrl(url: string, prompt: McpAuthorizationPrompt): void {
-  const code = prompt.userCode ? ` and enter the code ${prompt.userCode}` : '';
-  process.stderr.write(`mcpferry: to log in to ${JSON.stringify(prompt.server)}, open ${url}${code}\n`);
+  // Control characters never reach the terminal (no escape sequences from an authorization server).
+  const printable = (text: string) => String(text).replace(/[\u0000-\u001f\u007f-\u009f]/g, '');
+  const code = prompt.userCode ? ` and enter the code ${printable(prompt.userCode)}` : '';
+  process.stderr.write(`mcpferry: to log in to ${JSON.stringify(prompt.server)}, open ${printable(url)}${code}\n`);
 }
 
 /** The options with their defaults filled in where a default is a callback: `printAuthorizationUrl` on a terminal. */

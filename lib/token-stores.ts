@@ -24,7 +24,7 @@ export interface KeyringTokenStoreOptions {
 
 export interface EncryptedFileTokenStoreOptions {
   /** Required: a Buffer (or Uint8Array) of exactly 32 random bytes, or a passphrase of at least 12 characters. */
-  key: Buffer | Uint8Array | string;
+  key: Uint8Array | string;
 }
 
 const NATIVE = Symbol('mcpferry.nativeTokenStore');

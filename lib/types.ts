@@ -55,6 +55,12 @@ export interface McpOAuth {
   scopes?: string[];
   /** A fixed loopback redirect (`http://127.0.0.1:<port>/<path>`). Default: a free port, `/callback`. */
   redirectUri?: string;
+  /**
+   * The issuer your `clientSecret`, `privateKey` or `identityAssertion` belong to. Without it they are bound to
+   * the first authorization server this server was authorized with; an MCP server naming another one later is
+   * refused rather than sent your credentials.
+   */
+  authorizationServer?: string;
   /** For `jwt_bearer`: where to exchange the person's ID token (RFC 8693), and as which IdP client. */
   identityAssertion?: { tokenEndpoint: string; idToken: string; clientId?: string; clientSecret?: string };
 }

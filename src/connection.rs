@@ -544,7 +544,7 @@ impl Shared {
         };
         let Some(shared) = self.me.upgrade() else { return };
         let key = request_key(id);
-        let stop = {
+        let (ended, cancelled_by_server) = {
             let mut open = elicitations.open.lock();
             let refusal = if open.contains_key(&key) {
                 Some("an elicitation with this id is already open")
@@ -557,9 +557,11 @@ impl Shared {
                 drop(open);
                 return self.send(jsonrpc::error_response(id, elicitation::BUSY_ERROR_CODE, refusal));
             }
-            let stop = elicitations.cancel.child_token();
-            open.insert(key.clone(), stop.clone());
-            stop
+            // The server's `notifications/cancelled` stops the answer, not the slot: the slot is freed only
+            // once the host's callback settles, so cancelling cannot open more than the bound of prompts.
+            let cancelled_by_server = CancellationToken::new();
+            open.insert(key.clone(), cancelled_by_server.clone());
+            (elicitations.cancel.child_token(), cancelled_by_server)
         };
         let elicitor = &elicitations.elicitor;
         let asking = elicitor.callback.call(elicitation::host_request(&elicitor.server, &request));
@@ -568,14 +570,16 @@ impl Shared {
         elicitations.tasks.spawn(async move {
             let result = tokio::select! {
                 biased;
-                // The connection ended or the server cancelled: nobody is left to answer.
-                _ = stop.cancelled() => None,
-                answered = tokio::time::timeout(timeout, asking) => Some(match answered {
-                    Ok(Ok(answer)) => elicitation::answer(&request, &answer),
+                // The connection ended: nobody is left to answer.
+                _ = ended.cancelled() => None,
+                answered = tokio::time::timeout(timeout, asking) => match answered {
+                    // The server withdrew the request meanwhile: it gets no answer.
+                    _ if cancelled_by_server.is_cancelled() => None,
+                    Ok(Ok(answer)) => Some(elicitation::answer(&request, &answer)),
                     // The host threw or rejected; its reason stays with the host.
-                    Ok(Err(_)) => elicitation::DECLINE.to_owned(),
-                    Err(_) => elicitation::CANCEL.to_owned(),
-                }),
+                    Ok(Err(_)) => Some(elicitation::DECLINE.to_owned()),
+                    Err(_) => Some(elicitation::CANCEL.to_owned()),
+                },
             };
             shared.elicitation_ended(&key, &id, result);
         });

@@ -146,7 +146,7 @@ impl Authorizer {
 
     fn refresh_due(&self) -> bool {
         let due = self.refresh_due_ms.load(Ordering::Acquire);
-        due != 0 && now_ms() + TOKEN_REFRESH_MARGIN_MS >= due
+        due != 0 && now_ms() >= due
     }
 
     /// Before a request: the stored token loaded (once), and refreshed if it is about to expire. Costs
@@ -174,6 +174,9 @@ impl Authorizer {
         if self.generation() != sent {
             return Ok(()); // another request's flow already replaced that token
         }
+        if self.adopt_stored(&mut state).await {
+            return Ok(()); // another holder of the token store has newer tokens: try those first
+        }
         if self.in_a_row.fetch_add(1, Ordering::Relaxed) >= MAX_AUTHORIZATIONS_IN_A_ROW {
             return Err(McpError::Auth(format!(
                 "server {:?} refused {MAX_AUTHORIZATIONS_IN_A_ROW} fresh authorizations in a row; giving up",
@@ -197,24 +200,30 @@ impl Authorizer {
     pub async fn logout(&self) -> Result<()> {
         let mut state = self.lock().await?;
         self.load(&mut state).await;
-        let pointer_key = keys::server(self.server_url.as_str());
-        if let Some(tokens) = state.tokens.take() {
-            if let Some(endpoint) = tokens.revocation_endpoint.as_deref().and_then(|u| Url::parse(u).ok()) {
-                let client = self.client_for_refresh(&tokens).await;
-                for (token, hint) in [(tokens.refresh_token.as_deref(), "refresh_token"), (Some(tokens.access_token.as_str()), "access_token")] {
-                    if let Some(token) = token {
-                        let form = vec![("token", token.to_owned()), ("token_type_hint", hint.to_owned())];
-                        super::token::post_form(&self.egress, &endpoint, "revocation endpoint", &tokens.issuer, &client, form, self.deadline)
-                            .await
-                            .map_err(McpError::from)?;
-                    }
-                }
-            }
+        // Forgotten here first, whatever revocation does: a logout that could not reach the authorization
+        // server still leaves nothing behind.
+        let tokens = state.tokens.take();
+        self.refresh_due_ms.store(0, Ordering::Release);
+        if let Some(tokens) = &tokens {
             self.host.store.delete(&keys::tokens(&tokens.issuer, &tokens.resource)).await?;
         }
-        self.host.store.delete(&pointer_key).await?;
-        self.refresh_due_ms.store(0, Ordering::Release);
-        Ok(())
+        self.host.store.delete(&keys::server(self.server_url.as_str())).await?;
+        let Some(tokens) = tokens else { return Ok(()) };
+        let Some(endpoint) = tokens.revocation_endpoint.as_deref().and_then(|u| Url::parse(u).ok()) else { return Ok(()) };
+        let client = self.client_for_refresh(&tokens).await;
+        let mut failed = None;
+        for (token, hint) in [(tokens.refresh_token.as_deref(), "refresh_token"), (Some(tokens.access_token.as_str()), "access_token")] {
+            let Some(token) = token else { continue };
+            let form = vec![("token", token.to_owned()), ("token_type_hint", hint.to_owned())];
+            let revoked = super::token::post_form(&self.egress, &endpoint, "revocation endpoint", &tokens.issuer, &client, form, self.deadline).await;
+            if let Err(e) = revoked {
+                failed.get_or_insert(McpError::from(e));
+            }
+        }
+        match failed {
+            None => Ok(()),
+            Some(e) => Err(McpError::Auth(format!("the tokens were forgotten here, but revoking them at the authorization server failed: {e}"))),
+        }
     }
 
     async fn lock(&self) -> Result<tokio::sync::MutexGuard<'_, FlowState>> {
@@ -242,8 +251,9 @@ impl Authorizer {
             self.secrets.set_rotating("oauth-refresh", refresh.as_bytes());
         }
         self.credential.set_bearer(&tokens.access_token)?;
+        // Refreshed a minute before expiry, or halfway through a shorter life.
         let due = match (&tokens.refresh_token, tokens.expires_at_ms) {
-            (Some(_), Some(at)) => at,
+            (Some(_), Some(at)) => at.saturating_sub(TOKEN_REFRESH_MARGIN_MS.min(at.saturating_sub(now_ms()) / 2)).max(1),
             _ => 0,
         };
         self.refresh_due_ms.store(due, Ordering::Release);
@@ -251,13 +261,31 @@ impl Authorizer {
         Ok(())
     }
 
-    /// Keep and use a token response.
+    /// Keep and use new tokens.
     async fn install(&self, state: &mut FlowState, tokens: Tokens) -> Result<()> {
         self.use_tokens(state, tokens.clone())?;
+        self.keep(&tokens).await
+    }
+
+    /// Write tokens (and which issuer and resource this server uses) to the token store.
+    async fn keep(&self, tokens: &Tokens) -> Result<()> {
         let store = &self.host.store;
         let pointer = ServerPointer { issuer: tokens.issuer.clone(), resource: tokens.resource.clone() };
-        store.set(&keys::tokens(&tokens.issuer, &tokens.resource), &serde_json::to_string(&tokens).expect("tokens serialize")).await?;
+        store.set(&keys::tokens(&tokens.issuer, &tokens.resource), &serde_json::to_string(tokens).expect("tokens serialize")).await?;
         store.set(&keys::server(self.server_url.as_str()), &serde_json::to_string(&pointer).expect("a pointer serializes")).await
+    }
+
+    /// The tokens the store holds for ours' issuer and resource, if another holder of the store (another
+    /// session's toolset, another process) replaced them since we read them: those are current, and ours
+    /// (a refresh token it already spent, perhaps) are not to be used again. True when adopted.
+    async fn adopt_stored(&self, state: &mut FlowState) -> bool {
+        let Some(ours) = &state.tokens else { return false };
+        let stored = self.host.store.get(&keys::tokens(&ours.issuer, &ours.resource)).await.ok().flatten();
+        let Some(stored) = stored.and_then(|s| serde_json::from_str::<Tokens>(&s).ok()) else { return false };
+        let replaced = stored.issuer == ours.issuer
+            && stored.resource == ours.resource
+            && (stored.access_token != ours.access_token || stored.refresh_token != ours.refresh_token);
+        replaced && self.use_tokens(state, stored).is_ok()
     }
 
     fn tokens_from(&self, response: TokenResponse, discovered: &Discovered, client: &ClientCredentials, scope: Option<String>) -> Result<Tokens> {
@@ -278,14 +306,25 @@ impl Authorizer {
         })
     }
 
-    /// Exchange the refresh token. A rejection forgets the tokens; a failure whose outcome is unknown
-    /// drops a rotating refresh token rather than ever sending it twice.
+    /// Exchange the refresh token. A rejection forgets the tokens. A rotating refresh token is recorded
+    /// as spent before it is sent, so however the exchange ends (an answer lost, the caller gone, the
+    /// toolset closed) it is never sent twice; only a server known not to rotate gets it again.
     async fn refresh(&self, state: &mut FlowState) -> Result<()> {
+        if self.adopt_stored(state).await && !self.refresh_due() {
+            return Ok(()); // another holder of the store refreshed already
+        }
         let Some(tokens) = state.tokens.clone() else { return Err(McpError::Auth("no token to refresh".into())) };
         let Some(refresh_token) = tokens.refresh_token.clone() else { return Err(McpError::Auth("no refresh token".into())) };
         let endpoint = Url::parse(&tokens.token_endpoint).map_err(|_| McpError::Auth("the stored token endpoint is not a URL".into()))?;
         super::token::check_endpoint(&endpoint, "token endpoint")?;
         let client = self.client_for_refresh(&tokens).await;
+        if tokens.rotates != Some(false) {
+            let mut spent = tokens.clone();
+            spent.refresh_token = None;
+            self.keep(&spent).await?;
+            self.refresh_due_ms.store(0, Ordering::Release);
+            state.tokens = Some(spent);
+        }
         let form = vec![
             ("grant_type", "refresh_token".to_owned()),
             ("refresh_token", refresh_token.clone()),
@@ -311,21 +350,20 @@ impl Authorizer {
                 self.forget(state, &tokens).await;
                 Err(McpError::Auth(format!("the authorization server refused the refresh token ({error})")))
             }
-            Err(super::token::TokenError::Failed(e)) => {
-                if tokens.rotates != Some(false) {
-                    let mut spent = tokens.clone();
-                    spent.refresh_token = None;
-                    let _ = self.install(state, spent).await;
-                }
-                Err(e)
-            }
+            Err(super::token::TokenError::Failed(e)) => Err(e),
         }
     }
 
+    /// Forget refused tokens: ours, and the stored ones unless another holder of the store has replaced
+    /// them meanwhile (those are someone else's good tokens).
     async fn forget(&self, state: &mut FlowState, tokens: &Tokens) {
         state.tokens = None;
         self.refresh_due_ms.store(0, Ordering::Release);
-        let _ = self.host.store.delete(&keys::tokens(&tokens.issuer, &tokens.resource)).await;
+        let key = keys::tokens(&tokens.issuer, &tokens.resource);
+        let stored = self.host.store.get(&key).await.ok().flatten().and_then(|s| serde_json::from_str::<Tokens>(&s).ok());
+        if stored.is_some_and(|stored| stored.access_token == tokens.access_token) {
+            let _ = self.host.store.delete(&key).await;
+        }
     }
 
     /// The client a stored token was issued to, as well as it can be known without discovery.
@@ -387,6 +425,7 @@ impl Authorizer {
     /// Discover, pick the client, run the configured grant, and put its token in use.
     async fn authorize(&self, state: &mut FlowState, challenge: &Challenge, step_up: bool) -> Result<()> {
         let discovered = discover(&self.egress, &self.server_url, challenge, self.deadline).await?;
+        self.check_issuer_binding(&discovered.metadata.issuer).await?;
         let scope = self.scope_for(state, challenge, &discovered, step_up)?;
         let metadata = &discovered.metadata;
         let store = self.host.store.as_ref();
@@ -435,7 +474,8 @@ impl Authorizer {
                         present(prompt.to_string())
                     },
                     self.host.logins.child_token(),
-                    self.deadline,
+                    // The whole flow has the person's time; each poll still has its own bound.
+                    self.host.login_timeout,
                 )
                 .await
                 .map_err(McpError::from)?;
@@ -460,6 +500,30 @@ impl Authorizer {
         state.requested_scope = scope.clone();
         let tokens = self.tokens_from(response, &discovered, &client, scope)?;
         self.install(state, tokens).await
+    }
+
+    /// Configured credentials (a client secret, a private key, an identity assertion) belong to one
+    /// authorization server: `oauth.authorizationServer`, or else the one this server was first authorized
+    /// with. The MCP server naming another one (a move, or an attacker) must not make them travel there.
+    async fn check_issuer_binding(&self, discovered: &str) -> Result<()> {
+        if !self.settings.has_credentials() {
+            return Ok(());
+        }
+        let expected = match &self.settings.authorization_server {
+            Some(configured) => Some(configured.clone()),
+            None => {
+                let pointer = self.host.store.get(&keys::server(self.server_url.as_str())).await?;
+                pointer.and_then(|p| serde_json::from_str::<ServerPointer>(&p).ok()).map(|p| p.issuer)
+            }
+        };
+        match expected {
+            Some(expected) if expected.trim_end_matches('/') != discovered.trim_end_matches('/') => Err(McpError::Auth(format!(
+                "server {:?} now names the authorization server {discovered:?}, but its oauth credentials belong to {expected:?}: \
+                 not sending them there. If the move is legitimate, set oauth.authorizationServer (or log out first)",
+                self.server
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// A registered client's secret joins the server's redaction set.
@@ -629,6 +693,39 @@ mod tests {
         assert_eq!(error.code(), "mcp_auth_error");
         assert!(state.tokens.is_none());
         assert!(store.get(&keys::tokens("http://127.0.0.1:8", "http://127.0.0.1:9/mcp")).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn configured_credentials_never_travel_to_another_authorization_server() {
+        let pinned = authorizer(r#"{"clientId":"c","clientSecret":"sekrit-x","authorizationServer":"http://127.0.0.1:8"}"#, Arc::default());
+        assert!(pinned.check_issuer_binding("http://127.0.0.1:8/").await.is_ok());
+        let refused = pinned.check_issuer_binding("https://evil.example").await.unwrap_err().to_string();
+        assert!(refused.contains("not sending them there") && !refused.contains("sekrit"), "{refused}");
+        // Without the setting, the first authorization server this server used is the one.
+        let store = Arc::new(MemoryTokenStore::new());
+        let first_seen = authorizer(r#"{"clientId":"c","clientSecret":"s"}"#, store.clone());
+        assert!(first_seen.check_issuer_binding("https://evil.example").await.is_ok(), "nothing seen yet");
+        first_seen.keep(&tokens(&Url::parse("http://127.0.0.1:8/token").unwrap(), None)).await.unwrap();
+        assert!(first_seen.check_issuer_binding("https://evil.example").await.is_err());
+        // A dynamically registered client has no credentials of its own to protect.
+        assert!(authorizer("true", store).check_issuer_binding("https://evil.example").await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_refresh_another_holder_of_the_store_made_is_adopted_not_repeated() {
+        let server = TestServer::start(|_, _| {
+            Reply::json(200, serde_json::json!({"access_token":"access-2","token_type":"Bearer","expires_in":3600,"refresh_token":"refresh-2"}))
+        })
+        .await;
+        let store = Arc::new(MemoryTokenStore::new());
+        let (first, second) = (authorizer("true", store.clone()), authorizer("true", store));
+        let (mut a, mut b) = (FlowState::default(), FlowState::default());
+        first.install(&mut a, tokens(&server.url("/token"), None)).await.unwrap();
+        second.load(&mut b).await;
+        first.refresh(&mut a).await.unwrap();
+        second.refresh(&mut b).await.unwrap();
+        assert_eq!(server.received().len(), 1, "the spent refresh token was not presented again");
+        assert_eq!(second.credential.current().unwrap().to_str().unwrap(), "Bearer access-2");
     }
 
     #[tokio::test]

@@ -71,7 +71,7 @@ impl CodeGrant<'_> {
             }
         };
         let redirect = tokio::time::timeout(self.login_timeout, login).await.map_err(|_| {
-            McpError::Auth(format!("no login was completed within {} s", self.login_timeout.as_secs()))
+            McpError::Auth(format!("no login was completed within {} ms", self.login_timeout.as_millis()))
         })??;
         let param = |name: &str| redirect.params.get(name).map(String::as_str);
         if let Some(error) = param("error") {

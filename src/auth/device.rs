@@ -141,13 +141,37 @@ impl DeviceFlow<'_> {
         let code_expires = Instant::now() + expires_in;
         let expires_at = SystemTime::now() + expires_in;
         let prompt = DevicePrompt {
-            verification_uri: authorization.verification_uri,
-            verification_uri_complete: authorization.verification_uri_complete,
-            user_code: authorization.user_code,
+            verification_uri: authorization.verification_uri.clone(),
+            verification_uri_complete: authorization.verification_uri_complete.clone(),
+            user_code: authorization.user_code.clone(),
             expires_in,
             expires_at_ms: expires_at.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
         };
-        self.cancellable(async { present(prompt).await.map_err(TokenError::from) }).await?;
+        // The host presents the code while polling goes on: a host whose callback resolves only when the
+        // person is done must not hold the polling up. A failure to present ends the flow.
+        let presenting = present(prompt);
+        let polling = self.poll(&authorization, code_expires, until, deadline);
+        tokio::pin!(presenting, polling);
+        let mut presented = false;
+        loop {
+            tokio::select! {
+                shown = &mut presenting, if !presented => {
+                    self.cancellable(async { shown.map_err(TokenError::from) }).await?;
+                    presented = true;
+                }
+                token = &mut polling => return token,
+            }
+        }
+    }
+
+    /// Poll the token endpoint until the person approved, refused, or the code or deadline ran out.
+    async fn poll(
+        &self,
+        authorization: &DeviceAuthorization,
+        code_expires: Instant,
+        until: Instant,
+        deadline: Duration,
+    ) -> std::result::Result<TokenResponse, TokenError> {
 
         let interval_secs = seconds(&authorization.interval)
             .unwrap_or(OAUTH_DEVICE_DEFAULT_INTERVAL_SECS)
@@ -201,6 +225,9 @@ impl DeviceFlow<'_> {
     }
 }
 
+/// The longest user code shown (RFC 8628 suggests 8 characters; some servers group them).
+const MAX_USER_CODE_CHARS: usize = 64;
+
 fn expired() -> TokenError {
     McpError::Auth("the device code expired before the person approved it; the sign-in has to start again".to_owned()).into()
 }
@@ -214,10 +241,17 @@ fn parse_device_authorization(body: &[u8]) -> std::result::Result<DeviceAuthoriz
     if authorization.device_code.is_empty() || authorization.user_code.is_empty() {
         return Err(invalid("device_code or user_code is empty"));
     }
-    let urls = std::iter::once(&authorization.verification_uri).chain(authorization.verification_uri_complete.as_ref());
-    for url in urls {
+    // The user code is shown to a person (a terminal, a dialog): printable ASCII only, bounded.
+    if authorization.user_code.len() > MAX_USER_CODE_CHARS || !authorization.user_code.bytes().all(|b| (0x21..=0x7e).contains(&b) || b == b' ') {
+        return Err(invalid("user_code is not a short printable code"));
+    }
+    let mut authorization = authorization;
+    // Shown as the parser serializes them: a control character or escape sequence in the server's text
+    // never reaches the person's terminal.
+    for url in std::iter::once(&mut authorization.verification_uri).chain(authorization.verification_uri_complete.as_mut()) {
         let parsed = Url::parse(url).map_err(|_| invalid("a verification URI is not a URL"))?;
         check_endpoint(&parsed, "verification URI")?;
+        *url = parsed.to_string();
     }
     Ok(authorization)
 }

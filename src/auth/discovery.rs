@@ -95,6 +95,8 @@ pub struct Discovered {
 pub async fn discover(egress: &Egress, server_url: &Url, challenge: &Challenge, deadline: Duration) -> Result<Discovered> {
     let mut candidates = Vec::new();
     if let Some(advertised) = challenge.resource_metadata.as_deref().and_then(|u| Url::parse(u).ok()) {
+        // The server's own words: a URL it names is fetched only over https (or on this machine).
+        check_endpoint(&advertised, "protected-resource metadata URL")?;
         candidates.push(advertised);
     }
     candidates.extend(protected_resource_urls(server_url));

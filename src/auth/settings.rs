@@ -42,6 +42,8 @@ pub struct OAuthSettings {
     pub scopes: Option<Vec<String>>,
     pub redirect_uri: Option<Url>,
     pub identity_assertion: Option<IdentityAssertion>,
+    /// `oauth.authorizationServer`: the issuer configured credentials belong to.
+    pub authorization_server: Option<String>,
 }
 
 /// What is configured, never a value.
@@ -69,6 +71,7 @@ const KEYS: &[&str] = &[
     "scopes",
     "redirectUri",
     "identityAssertion",
+    "authorizationServer",
 ];
 
 impl OAuthSettings {
@@ -129,12 +132,13 @@ impl OAuthSettings {
             Some(s) => {
                 let url = Url::parse(&s).ok().filter(|u| {
                     u.scheme() == "http"
-                        && matches!(u.host_str(), Some("127.0.0.1" | "localhost" | "[::1]"))
+                        && matches!(u.host_str(), Some("127.0.0.1" | "localhost"))
+                        && u.port().is_some()
                         && u.query().is_none()
                         && u.fragment().is_none()
                 });
                 Some(url.ok_or_else(|| {
-                    McpError::config(format!("{at}.redirectUri must be a loopback http URL (http://127.0.0.1:<port>/<path>) the client can listen on"))
+                    McpError::config(format!("{at}.redirectUri must be a loopback http URL with a port (http://127.0.0.1:<port>/<path>): the client listens on 127.0.0.1"))
                 }))
                 .transpose()?
             }
@@ -179,6 +183,10 @@ impl OAuthSettings {
             scopes,
             redirect_uri,
             identity_assertion,
+            authorization_server: match text("authorizationServer")? {
+                None => None,
+                Some(s) => Some(Url::parse(&s).map(|_| s).map_err(|_| McpError::config(format!("{at}.authorizationServer must be the issuer URL")))?),
+            },
         };
         settings.check(&at)?;
         Ok(settings)
@@ -203,6 +211,11 @@ impl OAuthSettings {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Whether credentials of our own are configured, which belong to one authorization server.
+    pub fn has_credentials(&self) -> bool {
+        self.client_secret.is_some() || self.private_key.is_some() || self.identity_assertion.is_some()
     }
 
     /// Every secret this configuration holds, for the server's redaction set.

@@ -72,8 +72,13 @@ impl HttpBase {
     /// A request to `url` carrying the configured headers and the bearer, which only the server's own
     /// origin ever gets.
     pub fn exchange(&self, method: Method, url: url::Url) -> Exchange {
+        self.exchange_as(method, url, self.spec.credential.current())
+    }
+
+    /// `exchange` with a given bearer (one read with its generation, see [`Credential::snapshot`]).
+    pub fn exchange_as(&self, method: Method, url: url::Url, bearer: Option<HeaderValue>) -> Exchange {
         let mut origin = self.spec.headers.clone();
-        if let Some(bearer) = self.spec.credential.current() {
+        if let Some(bearer) = bearer {
             origin.insert(AUTHORIZATION, bearer);
         }
         Exchange::new(method, url, self.deadline()).origin_headers(origin)
@@ -211,6 +216,11 @@ impl Credential {
 
     pub fn generation(&self) -> u64 {
         self.0.lock().1
+    }
+
+    /// The value and its generation, read together: a refusal is charged to the token actually sent.
+    pub fn snapshot(&self) -> (Option<HeaderValue>, u64) {
+        self.0.lock().clone()
     }
 }
 

@@ -109,8 +109,8 @@ impl Shared {
         let mut endpoint = self.endpoint.subscribe();
         let url = endpoint.wait_for(Option::is_some).await.map_err(|_| McpError::Closed)?.clone().expect("waited for it");
         // Every hop stays on the stream's origin, as the announced endpoint must.
-        let post = || {
-            self.exchange(Method::POST, url.clone())
+        let post = |bearer| {
+            self.exchange_as(Method::POST, url.clone(), bearer)
                 .protocol_header(CONTENT_TYPE, HeaderValue::from_static(APPLICATION_JSON))
                 .body(body.clone())
                 .same_origin_only()
@@ -127,11 +127,11 @@ impl Shared {
     /// Send an exchange with the OAuth token in use (when the entry has `oauth`); after a refusal for
     /// authorization, get a new token and send it again once — unless it is a tool call, which fails
     /// saying a new token is in place.
-    async fn send_authorized(&self, exchange: impl Fn() -> Exchange, resendable: bool) -> Result<reqwest::Response> {
-        let Some(authorizer) = &self.spec.authorizer else { return self.egress.send(exchange()).await };
+    async fn send_authorized(&self, exchange: impl Fn(Option<HeaderValue>) -> Exchange, resendable: bool) -> Result<reqwest::Response> {
+        let Some(authorizer) = &self.spec.authorizer else { return self.egress.send(exchange(self.spec.credential.current())).await };
         authorizer.before_request().await?;
-        let sent_token = authorizer.generation();
-        let response = self.egress.send(exchange()).await?;
+        let (bearer, sent_token) = self.spec.credential.snapshot();
+        let response = self.egress.send(exchange(bearer)).await?;
         let status = response.status();
         let challenge = Challenge::from_headers(response.headers());
         if status != StatusCode::UNAUTHORIZED && !(status == StatusCode::FORBIDDEN && challenge.is_insufficient_scope()) {
@@ -146,7 +146,7 @@ impl Shared {
                 "the server refused the tool call for authorization; a new token is in place and the call was not sent again".into(),
             ));
         }
-        self.egress.send(exchange()).await
+        self.egress.send(exchange(self.spec.credential.current())).await
     }
 
     async fn read_stream(self: Arc<Self>) {
@@ -157,7 +157,7 @@ impl Shared {
     }
 
     async fn stream_until_end(&self) -> McpError {
-        let open = || self.exchange(Method::GET, self.spec.url.clone()).protocol_header(ACCEPT, HeaderValue::from_static(EVENT_STREAM));
+        let open = |bearer| self.exchange_as(Method::GET, self.spec.url.clone(), bearer).protocol_header(ACCEPT, HeaderValue::from_static(EVENT_STREAM));
         let mut response = match self.send_authorized(open, true).await {
             Ok(response) => response,
             Err(e) => return e,

@@ -223,7 +223,11 @@ impl Shared {
     /// A request to the server's URL with the configured headers, the bearer and the session id (all
     /// for the server's origin only) and the negotiated protocol version.
     fn with_session(&self, method: Method, session: &Session) -> Exchange {
-        let mut exchange = self.exchange(method, self.spec.url.clone());
+        self.with_session_as(method, session, self.spec.credential.current())
+    }
+
+    fn with_session_as(&self, method: Method, session: &Session, bearer: Option<HeaderValue>) -> Exchange {
+        let mut exchange = self.exchange_as(method, self.spec.url.clone(), bearer);
         if let Some(id) = &session.id {
             exchange = exchange.origin_header(HeaderName::from_static(HEADER_SESSION_ID), id.clone());
         }
@@ -244,14 +248,11 @@ impl Shared {
     /// POST one message and deliver whatever comes back.
     async fn post(&self, body: &bytes::Bytes, post: Post) -> Result<()> {
         let session = self.session.lock().clone();
-        let sent_token = match &self.spec.authorizer {
-            Some(authorizer) => {
-                authorizer.before_request().await?;
-                authorizer.generation()
-            }
-            None => 0,
-        };
-        let exchange = Self::json_post(self.with_session(Method::POST, &session), body);
+        if let Some(authorizer) = &self.spec.authorizer {
+            authorizer.before_request().await?;
+        }
+        let (bearer, sent_token) = self.spec.credential.snapshot();
+        let exchange = Self::json_post(self.with_session_as(Method::POST, &session, bearer), body);
         let mut response = self.egress.send(exchange).await?;
         let status = response.status();
         if let Some(authorizer) = &self.spec.authorizer {
@@ -316,6 +317,9 @@ impl Shared {
         challenge: &Challenge,
         sent_token: u64,
     ) -> Result<()> {
+        if !post.may_reauthorize {
+            return Err(McpError::Auth(format!("the server refused a freshly issued token (HTTP {status})")));
+        }
         let authorizing = authorizer.on_rejected(status.as_u16(), challenge, sent_token);
         match post.request_id {
             Some(id) => {
@@ -330,9 +334,6 @@ impl Shared {
                 }
             }
             None => authorizing.await?,
-        }
-        if !post.may_reauthorize {
-            return Err(McpError::Auth(format!("the server refused a freshly issued token (HTTP {status})")));
         }
         if !post.resendable {
             return Err(McpError::Reauthorized(
