@@ -6,7 +6,8 @@
 // runs through the public API, as a host program would use it: the OAuth settings are the server entry's
 // `oauth`, the person who would open the authorization URL in a browser is played by an HTTP client that
 // follows the authorization server's redirect to mcpferry's loopback listener, and every form elicitation
-// is accepted as offered (mcpferry fills in the schema's defaults).
+// is accepted as offered (mcpferry fills in the schema's defaults; a `confirmed` flag is confirmed).
+// The era (2025-11-25 sessions or the stateless 2026-07-28) is mcpferry's to detect: nothing here pins it.
 // Exit 0 when the scenario's work is done; 1 (with the reason on stderr) when the server was degraded or
 // a call failed.
 
@@ -96,6 +97,17 @@ async function callAllowingOneReauthorization(tools, remoteName, args) {
   }
 }
 
+/** A value of the schema's type for each property, as an agent would fill in a tool's arguments. */
+function sampleArguments(inputSchema) {
+  const sample = { string: 'us-west1', integer: 1, number: 1, boolean: true, object: {}, array: [] };
+  return Object.fromEntries(Object.entries(inputSchema?.properties ?? {}).map(([name, schema]) => [name, sample[schema?.type] ?? 'value']));
+}
+
+/** Calls every tool of the map once, one after the other, with sample arguments. */
+async function callEveryTool(tools) {
+  for (const t of Object.values(tools)) await call(tools, t.remoteName, sampleArguments(t.inputSchema));
+}
+
 // What each scenario asks of the client once connected (tools/list is part of connecting).
 const scenarios = {
   initialize: async () => {},
@@ -105,6 +117,21 @@ const scenarios = {
   // Round-trip the focal tool's inputSchema, exactly as the agent sees it, through the echo tool.
   'json-schema-2020-12-preservation': (tools) =>
     call(tools, 'json_schema_echo', { schema: tool(tools, 'json_schema_2020_12_tool').inputSchema }),
+  // 2026-07-28. Connecting already sent requests with the per-request _meta (and retried after -32022).
+  'request-metadata': async () => {},
+  // Multi round-trip requests: two ask for a confirmation (answered by onElicitation), two complete at once.
+  'sep-2322-client-request-state': async (tools) => {
+    for (const name of ['test_mrtr_echo_state', 'test_mrtr_no_state', 'test_mrtr_unrelated', 'test_mrtr_no_result_type']) await call(tools, name, {});
+  },
+  'http-standard-headers': callEveryTool,
+  // The calls the scenario names, verbatim: their x-mcp-header parameters go out as Mcp-Param-* headers.
+  'http-custom-headers': async (tools) => {
+    for (const { name, arguments: args } of context.toolCalls ?? []) await call(tools, name, args);
+  },
+  // The tools with an invalid x-mcp-header annotation are not in the map; the valid one is called.
+  'http-invalid-tool-headers': callEveryTool,
+  // Listing is the scenario: the tool's network $ref must never be fetched.
+  'json-schema-ref-no-deref': async () => {},
 };
 const authScenario = scenario.startsWith('auth/');
 const run = scenarios[scenario] ?? (authScenario ? (tools) => callAllowingOneReauthorization(tools, 'test-tool', {}) : undefined);
@@ -119,14 +146,18 @@ let toolset;
 try {
   toolset = await mcpferry.mcpTools([server], {
     timeoutMs: TIMEOUT_MS,
-    onDiagnostic: (d) => diagnostics.push(d),
+    onDiagnostic: (d) => {
+      diagnostics.push(d);
+      if (d.code === 'tool-rejected') log(`tool-rejected ${d.tool}: ${d.message}`);
+    },
     // A fresh, empty store per run: a token from an earlier run would skip the flow the scenario checks.
     tokenStore: mcpferry.createMemoryTokenStore(),
     onAuthorizationUrl: openAuthorizationUrl,
     authorizationTimeoutMs: AUTHORIZATION_TIMEOUT_MS,
     onElicitation: (request) => {
       log(`elicitation (${request.mode}): ${request.message}`);
-      return { action: 'accept', content: {} };
+      const confirm = request.requestedSchema?.properties?.confirmed?.type === 'boolean';
+      return { action: 'accept', content: confirm ? { confirmed: true } : {} };
     },
   });
   const degraded = diagnostics.find((d) => d.code === 'server-degraded');

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Runs the official MCP conformance suite against examples/conformance-client.mjs: all 26 client
-// scenarios of @modelcontextprotocol/conformance 0.1.16 and the 19 of the 0.2.0-alpha suite's frozen
-// 2025-11-25 requirement set (`--spec-version 2025-11-25`). Both need Node >= 22.
+// scenarios of @modelcontextprotocol/conformance 0.1.16, the 19 of the 0.2.0-alpha suite's frozen
+// 2025-11-25 requirement set (`--spec-version 2025-11-25`) and its 33 of the stateless 2026-07-28
+// revision (`--spec-version 2026-07-28`). All need Node >= 22.
 //   node scripts/conformance.mjs <node22-binary> [scenario | suite:scenario ...]
 // MCPFERRY_CONFORMANCE_CLIENT=<script> runs another client instead (e.g. one that does nothing, to see
 // the evidence check refuse what the suite alone would pass).
@@ -84,6 +85,86 @@ const EXPECTED_REFUSAL = new Set(['auth/scope-retry-limit', 'auth/resource-misma
 const MISMATCHED_RESOURCE = 'https://evil.example.com/mcp';
 /** Checks that mean the client went on with the authorization server after the PRM. */
 const AUTHORIZATION_PROGRESS = ['client-registration', 'authorization-request', 'token-request', 'valid-bearer-token'];
+/** http-invalid-tool-headers: the tools whose x-mcp-header annotation is invalid (the client must drop each, with a diagnostic). */
+const INVALID_HEADER_TOOLS = [
+  'invalid_empty_header',
+  'invalid_object_header',
+  'invalid_array_header',
+  'invalid_null_header',
+  'invalid_number_header',
+  'invalid_duplicate_same_case',
+  'invalid_duplicate_diff_case',
+  'invalid_space_in_name',
+  'invalid_colon_in_name',
+  'invalid_non_ascii_name',
+  'invalid_control_char_name',
+];
+
+/**
+ * The 2026-07-28 set: the same evidence where a scenario is shared, plus the checks of the revision.
+ * The stateless mock validates every message the client sends against the 2026 schema (`wire-schema-valid`).
+ */
+const ISS_REFUSED = ['authorization-server-metadata', 'authorization-request'];
+const MUST_SUCCEED_2026 = {
+  tools_call: ['tool-add-numbers', 'wire-schema-valid'],
+  'request-metadata': [
+    'sep-2575-http-client-sends-version-header',
+    'sep-2575-client-populates-meta',
+    'sep-2575-client-sends-client-info',
+    'sep-2575-http-version-header-matches-meta',
+    // The client declares elicitation (it has a handler), so this one is SUCCESS, not SKIPPED: an object.
+    'sep-2575-client-declares-elicitation-capability',
+    'sep-2575-client-retry-supported-version',
+  ],
+  'sep-2322-client-request-state': [
+    'sep-2322-client-request-state-echoed',
+    'sep-2322-client-jsonrpc-id-different',
+    'sep-2322-client-no-state-omitted',
+    'sep-2322-client-parallel-isolation',
+    'sep-2322-default-result-type-complete',
+  ],
+  // Methods the client never sends are SKIPPED there; mcpferry has tools only, so these are the ones it must show.
+  'http-standard-headers': [
+    'sep-2243-client-includes-standard-headers@ClientMcpMethodHeader_tools_list',
+    'sep-2243-client-includes-standard-headers@ClientMcpMethodHeader_tools_call',
+    'sep-2243-client-includes-standard-headers@ClientMcpNameHeader_tools_call',
+  ],
+  'http-custom-headers': [
+    'sep-2243-client-supports-custom-headers',
+    'sep-2243-client-mirrors-designated-params',
+    'sep-2243-client-encode-values',
+    'sep-2243-client-base64-unsafe',
+    'sep-2243-client-omit-null',
+  ],
+  'http-invalid-tool-headers': ['sep-2243-client-reject-invalid-tool', ...INVALID_HEADER_TOOLS.map((t) => `@ClientRejectsInvalidTool_${t}`)],
+  'json-schema-ref-no-deref': ['sep-2106-no-network-ref-deref'],
+  'json-schema-2020-12-preservation': [
+    ...MUST_SUCCEED['json-schema-2020-12-preservation'],
+    'sep-2106-client-composition-keywords-preserved',
+    'sep-2106-client-conditional-keywords-preserved',
+    'sep-2106-client-anchor-keyword-preserved',
+    'wire-schema-valid',
+  ],
+  'auth/scope-step-up': [...MUST_SUCCEED['auth/scope-step-up'], 'sep-2350-scope-union-on-reauth'],
+  'auth/authorization-server-migration': [
+    'sep-2352-reregister-on-as-change',
+    'sep-2352-no-reuse-on-as-change',
+    'sep-2352-no-cross-as-credential-reuse',
+    ...AUTH_CODE_FLOW,
+    ...PKCE,
+  ],
+  'auth/iss-supported': ['sep-2468-client-compare-iss-supported', ...AUTH_CODE_FLOW, ...PKCE],
+  'auth/iss-not-advertised': ['sep-2468-client-proceed-no-iss', ...AUTH_CODE_FLOW, ...PKCE],
+  'auth/iss-supported-missing': ['sep-2468-client-reject-missing-iss', ...ISS_REFUSED],
+  'auth/iss-wrong-issuer': ['sep-2468-client-compare-iss-supported', ...ISS_REFUSED],
+  'auth/iss-unexpected': ['sep-2468-client-compare-iss-unadvertised', ...ISS_REFUSED],
+  'auth/iss-normalized': ['sep-2468-client-no-normalization', ...ISS_REFUSED],
+  'auth/metadata-issuer-mismatch': ['sep-2468-client-validate-metadata-issuer', 'authorization-server-metadata'],
+};
+/** 2026 scenarios where the client must refuse the authorization response (an `iss` it may not accept): no token request. */
+const ISS_REFUSAL = new Set(['auth/iss-supported-missing', 'auth/iss-wrong-issuer', 'auth/iss-unexpected', 'auth/iss-normalized']);
+/** 2026 scenario where the client must refuse the authorization server's metadata itself: no registration, authorization or token request. */
+const METADATA_REFUSAL = new Set(['auth/metadata-issuer-mismatch']);
 
 const SUITES = [
   {
@@ -107,23 +188,56 @@ const SUITES = [
       'json-schema-2020-12-preservation',
     ],
   },
+  {
+    label: '2026',
+    pkg: 'conformance-alpha',
+    version: /^0\.2\.0-alpha\./,
+    args: ['--spec-version', '2026-07-28'],
+    scenarios: [
+      'tools_call',
+      'request-metadata',
+      'sep-2322-client-request-state',
+      'http-standard-headers',
+      'http-custom-headers',
+      'http-invalid-tool-headers',
+      'json-schema-ref-no-deref',
+      'json-schema-2020-12-preservation',
+      ...Object.keys(MUST_SUCCEED).filter((s) => /^auth\/(metadata-|basic-cimd|scope-|token-endpoint-auth-|pre-registration|resource-mismatch|offline-access-)/.test(s)),
+      ...Object.keys(MUST_SUCCEED_2026).filter((s) => s.startsWith('auth/') && !(s in MUST_SUCCEED)),
+    ],
+    mustSucceed: MUST_SUCCEED_2026,
+    expectedRefusal: new Set([...EXPECTED_REFUSAL, ...ISS_REFUSAL, ...METADATA_REFUSAL]),
+  },
 ];
 
+/** Whether a check matching `spec` succeeded: `id`, `id@name` or `@name` (some ids carry one entry per method or tool). */
+function succeededCheck(checks, spec) {
+  const [id, name] = spec.split('@');
+  return checks.some((c) => (!id || c.id === id) && (name === undefined || c.name === name) && c.status === 'SUCCESS');
+}
+
 /** Why a run's checks.json does not prove the scenario was done, or an empty list. */
-function evidenceProblems(scenario, checks, clientStderr) {
+function evidenceProblems(suite, scenario, checks, clientStderr) {
   const problems = [];
-  const succeeded = (id) => checks.some((c) => c.id === id && c.status === 'SUCCESS');
+  const succeeded = (spec) => succeededCheck(checks, spec);
+  const seen = (id) => checks.some((c) => c.id === id);
   for (const c of checks) {
     if (c.status === 'FAILURE' || c.status === 'WARNING') problems.push(`${c.status} ${c.id}: ${c.errorMessage ?? c.description}`);
   }
-  for (const id of MUST_SUCCEED[scenario] ?? []) if (!succeeded(id)) problems.push(`no SUCCESS ${id}`);
+  const mustSucceed = suite.mustSucceed?.[scenario] ?? MUST_SUCCEED[scenario] ?? [];
+  for (const spec of mustSucceed) if (!succeeded(spec)) problems.push(`no SUCCESS ${spec}`);
   const responses = checks.filter((c) => c.id === 'outgoing-response');
-  if (scenario.startsWith('auth/') && !EXPECTED_REFUSAL.has(scenario)) {
+  const expectedRefusal = suite.expectedRefusal ?? EXPECTED_REFUSAL;
+  if (scenario.startsWith('auth/') && !expectedRefusal.has(scenario)) {
     // The whole way through: the tool call reached the MCP server with a token and was answered.
     if (!succeeded('valid-bearer-token')) problems.push('no request carried a valid bearer token');
     if (!responses.some((c) => c.details?.mcpMethod === 'tools/call' && c.details.statusCode === 200)) {
       problems.push('the MCP server answered no tools/call with 200');
     }
+  }
+  // The 2026-07-28 revision: every dynamic client registration names its application_type.
+  if (suite.label === '2026' && seen('client-registration') && !succeeded('sep-837-application-type-present')) {
+    problems.push('a client registration without SUCCESS sep-837-application-type-present');
   }
   if (scenario === 'auth/scope-retry-limit') {
     const attempts = checks.filter((c) => c.id === 'scope-retry-auth-attempt').length;
@@ -136,8 +250,23 @@ function evidenceProblems(scenario, checks, clientStderr) {
     );
     if (!served) problems.push('the protected-resource metadata (with the foreign resource) was never served to the client');
     // Then refused: nothing more with the authorization server, and the client said why it stopped.
-    for (const id of AUTHORIZATION_PROGRESS) if (checks.some((c) => c.id === id)) problems.push(`went on after the PRM: ${id}`);
+    for (const id of AUTHORIZATION_PROGRESS) if (seen(id)) problems.push(`went on after the PRM: ${id}`);
+  }
+  if (ISS_REFUSAL.has(scenario)) {
+    // The authorization response reached the client, which refused it before any token request.
+    for (const id of ['token-request', 'valid-bearer-token']) if (seen(id)) problems.push(`went on after the authorization response: ${id}`);
+  }
+  if (METADATA_REFUSAL.has(scenario)) {
+    for (const id of AUTHORIZATION_PROGRESS) if (seen(id)) problems.push(`went on with the mismatched metadata: ${id}`);
+  }
+  if (scenario === 'auth/resource-mismatch' || ISS_REFUSAL.has(scenario) || METADATA_REFUSAL.has(scenario)) {
     if (!/refused: mcp_auth_error: /.test(clientStderr)) problems.push('the client did not report an mcp_auth_error refusal');
+  }
+  if (scenario === 'http-invalid-tool-headers') {
+    // Dropped by the client itself, with the reason, not merely left uncalled.
+    for (const tool of INVALID_HEADER_TOOLS) {
+      if (!new RegExp(`tool-rejected ${tool}: `).test(clientStderr)) problems.push(`the client reported no tool-rejected diagnostic for ${tool}`);
+    }
   }
   return problems;
 }
@@ -168,7 +297,7 @@ function runScenario(node22, suite, scenario) {
       const [stderrFile] = findFiles(out, 'stderr.txt');
       const clientStderr = stderrFile ? readFileSync(stderrFile, 'utf8') : '';
       if (!checksFile) problems.push('no checks.json');
-      else problems.push(...evidenceProblems(scenario, JSON.parse(readFileSync(checksFile, 'utf8')), clientStderr));
+      else problems.push(...evidenceProblems(suite, scenario, JSON.parse(readFileSync(checksFile, 'utf8')), clientStderr));
       if (problems.length === 0) rmSync(out, { recursive: true, force: true });
       resolve({ suite: suite.label, scenario, problems, seconds: (Date.now() - started) / 1000, output, clientStderr, out });
     });

@@ -1,0 +1,209 @@
+// Dual-era interop: one mcpTools call over real servers of both protocol eras, over stdio and
+// Streamable HTTP. 2026-07-28 (stateless): the official TypeScript SDK 2.x server
+// (@modelcontextprotocol/server, fixtures/ts2-server.mjs) and the Python SDK 2.x (`mcp` 2.3.0 from
+// PyPI, fixtures/py2-server.py, installed into a venv cached under node_modules/.cache/mcpferry/py;
+// skipped with the reason when python3 or the install is unavailable). 2025-11-25 (sessions):
+// server-everything, and a TypeScript 2.x instance wired by hand to stdio (legacy only).
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { mcpTools } from '../dist/index.js';
+import { EVERYTHING_BIN, startEverythingHttp } from '../examples/servers/everything-http.mjs';
+import { here, until } from './helpers.mjs';
+
+const MODERN = '2026-07-28';
+const TS2 = join(here, 'fixtures', 'ts2-server.mjs');
+const PY2 = join(here, 'fixtures', 'py2-server.py');
+const PYTHON_SDK = 'mcp==2.3.0';
+const VENV = join(here, '..', 'node_modules', '.cache', 'mcpferry', 'py');
+/** Written once the venv holds PYTHON_SDK, so later runs reuse it. */
+const VENV_READY = join(VENV, `${PYTHON_SDK}.installed`);
+/** Creating the venv and installing the SDK from PyPI, in ms (about 15 s when uncached). */
+const PYTHON_INSTALL_TIMEOUT_MS = 120_000;
+/** How long a spawned HTTP server may take to listen, in ms. */
+const SERVER_START_TIMEOUT_MS = 20_000;
+
+/** The venv's python with the Python SDK 2.x, or the reason it cannot be had. */
+function pythonSdk() {
+  const python = join(VENV, 'bin', 'python');
+  if (existsSync(VENV_READY) && existsSync(python)) return { python };
+  const run = (command, args) => {
+    const r = spawnSync(command, args, { encoding: 'utf8', timeout: PYTHON_INSTALL_TIMEOUT_MS });
+    if (r.error || r.status !== 0) return `${command} ${args.join(' ')}: ${r.error?.message ?? `exit ${r.status}`} ${`${r.stderr}`.trim().split('\n').slice(-3).join(' / ')}`;
+    return null;
+  };
+  const started = Date.now();
+  rmSync(VENV, { recursive: true, force: true });
+  mkdirSync(VENV, { recursive: true });
+  const failed = run('python3', ['-m', 'venv', VENV]) ?? run(join(VENV, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', PYTHON_SDK]);
+  if (failed) return { skip: `Python SDK 2.x unavailable (${failed})` };
+  writeFileSync(VENV_READY, `${new Date().toISOString()}\n`);
+  console.log(`# installed ${PYTHON_SDK} into ${VENV} in ${((Date.now() - started) / 1000).toFixed(1)} s (cached for later runs)`);
+  return { python };
+}
+
+function freePort() {
+  return new Promise((resolve) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address();
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** The TypeScript 2.x fixture over HTTP: resolves to `{ url, seen(), stop }` once it listens. */
+async function startTs2Http() {
+  const child = spawn(process.execPath, [TS2, 'http'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const [line] = await Promise.race([
+    new Promise((resolve) => createInterface({ input: child.stdout }).once('line', (l) => resolve([l]))),
+    new Promise((_, reject) => setTimeout(() => reject(new Error('ts2 HTTP fixture did not start')), SERVER_START_TIMEOUT_MS)),
+  ]);
+  const { url, seen } = JSON.parse(line);
+  return { url, seen: async () => (await fetch(seen)).json(), stop: () => child.kill() };
+}
+
+/** The Python fixture over HTTP (the SDK's own uvicorn app): resolves once a request is answered. */
+async function startPy2Http(python) {
+  const port = await freePort();
+  const child = spawn(python, [PY2, 'http', String(port)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (chunk) => (stderr = (stderr + chunk).slice(-4000)));
+  const url = `http://127.0.0.1:${port}/mcp`;
+  await until(() => fetch(url).then(() => true, () => false), { timeoutMs: SERVER_START_TIMEOUT_MS, stepMs: 100 }).catch((e) => {
+    child.kill();
+    throw new Error(`${e.message}\n${stderr}`);
+  });
+  return { url, stop: () => child.kill() };
+}
+
+const stdioEntry = (name, command, args) => ({ name, type: 'stdio', command, args });
+const httpEntry = (name, url) => ({ name, type: 'streamable-http', url });
+const textOf = (result) => result.content.map((c) => c.text).join('');
+
+test('one mcpTools call over both eras: TypeScript 2.x, Python 2.x, server-everything, stdio and HTTP', async (t) => {
+  const py = pythonSdk();
+  if (py.skip) console.log(`# skipped the Python SDK servers: ${py.skip}`);
+  const ts2Http = await startTs2Http();
+  t.after(ts2Http.stop);
+  const everythingHttp = await startEverythingHttp('streamableHttp');
+  t.after(everythingHttp.stop);
+  const py2Http = py.python ? await startPy2Http(py.python) : null;
+  if (py2Http) t.after(py2Http.stop);
+
+  /** name → era the server speaks. */
+  const eras = {
+    ts2s: 'modern',
+    ts2h: 'modern',
+    ts2legacy: 'legacy',
+    evs: 'legacy',
+    evh: 'legacy',
+    ...(py.python && { py2s: 'modern', py2h: 'modern' }),
+  };
+  const servers = [
+    stdioEntry('ts2s', process.execPath, [TS2, 'stdio']),
+    httpEntry('ts2h', ts2Http.url),
+    stdioEntry('ts2legacy', process.execPath, [TS2, 'stdio-legacy']),
+    stdioEntry('evs', process.execPath, [EVERYTHING_BIN, 'stdio']),
+    httpEntry('evh', everythingHttp.url),
+    ...(py.python ? [stdioEntry('py2s', py.python, [PY2, 'stdio']), httpEntry('py2h', py2Http.url)] : []),
+  ];
+  const diagnostics = [];
+  const elicitations = [];
+  const { tools, close } = await mcpTools(servers, {
+    timeoutMs: 10_000,
+    onDiagnostic: (d) => diagnostics.push(d),
+    onElicitation: (request, { server }) => {
+      elicitations.push({ server, request });
+      return { action: 'accept', content: { confirmed: true } };
+    },
+  });
+  t.after(close);
+
+  await t.test('every server connects, in its own era', () => {
+    assert.deepEqual(diagnostics.filter((d) => d.code === 'server-degraded'), []);
+    for (const name of Object.keys(eras)) assert.equal(tools[`${name}__echo`]?.remoteName, 'echo', `${name} (${eras[name]}) lists echo`);
+  });
+
+  await t.test('tools are called in each era', async () => {
+    assert.equal(textOf(await tools.evs__echo.execute({ message: 'legacy stdio' })), 'Echo: legacy stdio');
+    assert.equal(textOf(await tools.evh__echo.execute({ message: 'legacy http' })), 'Echo: legacy http');
+    for (const name of ['ts2s', 'ts2h', 'ts2legacy']) assert.equal(textOf(await tools[`${name}__echo`].execute({ text: name })), `echo: ${name}`);
+    if (py.python) for (const name of ['py2s', 'py2h']) assert.equal(textOf(await tools[`${name}__echo`].execute({ text: name })), `echo: ${name}`);
+  });
+
+  await t.test('TypeScript 2.x servers saw the era and the per-request _meta they were meant to', async () => {
+    for (const name of ['ts2s', 'ts2h']) {
+      const seen = JSON.parse(textOf(await tools[`${name}__whoami`].execute({})));
+      assert.equal(seen.era, 'modern', name);
+      assert.equal(seen.envelope['io.modelcontextprotocol/protocolVersion'], MODERN, name);
+      assert.equal(typeof seen.envelope['io.modelcontextprotocol/clientCapabilities'], 'object', name);
+      assert.equal(seen.envelope['io.modelcontextprotocol/clientInfo']?.name, 'mcpferry', name);
+      // The host answers elicitations, so the capability is declared, as an object.
+      assert.equal(typeof seen.envelope['io.modelcontextprotocol/clientCapabilities'].elicitation, 'object', name);
+    }
+    const legacy = JSON.parse(textOf(await tools.ts2legacy__whoami.execute({})));
+    assert.equal(legacy.era, 'legacy');
+  });
+
+  await t.test('modern Streamable HTTP: the headers and bodies that reached the TypeScript 2.x server', async () => {
+    // The server itself rejects (-32020) a call whose Mcp-Param-Region header is missing or differs.
+    assert.equal(textOf(await tools.ts2h__region.execute({ region: 'eu-west1' })), 'region eu-west1');
+    const seen = await ts2Http.seen();
+    assert.deepEqual(seen.filter((r) => r.method !== 'POST').map((r) => r.method), [], 'no GET stream, no DELETE');
+    const posts = seen.filter((r) => r.method === 'POST');
+    assert.ok(posts.length >= 4);
+    for (const { headers, body } of posts) {
+      const what = JSON.stringify(body).slice(0, 200);
+      assert.notEqual(body.method, 'initialize', what);
+      assert.equal(headers['mcp-session-id'], undefined, what);
+      assert.equal(headers['mcp-protocol-version'], MODERN, what);
+      assert.equal(headers['mcp-method'], body.method, what);
+      if ('id' in body) assert.equal(body.params?._meta?.['io.modelcontextprotocol/protocolVersion'], MODERN, what);
+      if (body.method === 'tools/call') assert.equal(headers['mcp-name'], body.params.name, what);
+    }
+    const region = posts.find((r) => r.body.method === 'tools/call' && r.body.params.name === 'region');
+    assert.equal(region.headers['mcp-param-region'], 'eu-west1');
+    const unannotated = posts.find((r) => r.body.method === 'tools/call' && r.body.params.name === 'echo');
+    assert.deepEqual(Object.keys(unannotated.headers).filter((h) => h.startsWith('mcp-param-')), []);
+  });
+
+  await t.test('modern: the Python 2.x server saw the protocol version, capabilities and (HTTP) headers', { skip: py.skip }, async () => {
+    for (const name of ['py2s', 'py2h']) {
+      const seen = JSON.parse(textOf(await tools[`${name}__whoami`].execute({})));
+      assert.equal(seen.protocolVersion, MODERN, name);
+      assert.equal(typeof seen.clientCapabilities?.elicitation, 'object', name);
+      if (name === 'py2h') {
+        assert.equal(seen.headers['mcp-protocol-version'], MODERN);
+        assert.equal(seen.headers['mcp-method'], 'tools/call');
+        assert.equal(seen.headers['mcp-name'], 'whoami');
+        assert.equal(seen.headers['mcp-session-id'], undefined);
+      }
+    }
+  });
+
+  await t.test('modern: a multi round-trip confirmation goes through the host and the call completes', async () => {
+    for (const name of ['ts2s', 'ts2h']) {
+      const before = elicitations.length;
+      assert.equal(textOf(await tools[`${name}__confirm`].execute({})), 'confirmed', name);
+      assert.equal(elicitations.length, before + 1, name);
+      assert.equal(elicitations.at(-1).request.message, 'Go ahead?');
+    }
+  });
+
+  for (const name of ['ts2s', 'ts2h', 'ts2legacy', ...(py.python ? ['py2s', 'py2h'] : [])]) {
+    await t.test(`list_changed from ${name} (${eras[name]}) updates the tool map in place`, async () => {
+      const map = tools;
+      assert.equal(tools[`${name}__added`], undefined);
+      assert.equal(textOf(await tools[`${name}__add_tool`].execute({})), 'added');
+      const changed = await until(() => diagnostics.find((d) => d.code === 'tools-changed' && d.server === name), { timeoutMs: 10_000 });
+      assert.deepEqual(changed.added, [`${name}__added`]);
+      assert.equal(map, tools);
+      assert.equal(textOf(await tools[`${name}__added`].execute({})), 'called added');
+    });
+  }
+});
