@@ -235,9 +235,15 @@ function evidenceProblems(suite, scenario, checks, clientStderr) {
       problems.push('the MCP server answered no tools/call with 200');
     }
   }
-  // The 2026-07-28 revision: every dynamic client registration names its application_type.
-  if (suite.label === '2026' && seen('client-registration') && !succeeded('sep-837-application-type-present')) {
-    problems.push('a client registration without SUCCESS sep-837-application-type-present');
+  if (suite.label === '2026') {
+    // Every dynamic client registration names its application_type.
+    if (seen('client-registration') && !succeeded('sep-837-application-type-present')) {
+      problems.push('a client registration without SUCCESS sep-837-application-type-present');
+    }
+    // Every 2026 mock speaks the stateless revision: a 2025 handshake means the era was misdetected
+    // (where the mock logs its requests; the suite's own checks catch it in the others).
+    const handshakes = checks.filter((c) => c.id === 'incoming-request' && c.details?.body?.method === 'initialize').length;
+    if (handshakes) problems.push(`${handshakes} initialize request(s): the client fell back to the 2025 handshake`);
   }
   if (scenario === 'auth/scope-retry-limit') {
     const attempts = checks.filter((c) => c.id === 'scope-retry-auth-attempt').length;
