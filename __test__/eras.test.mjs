@@ -195,6 +195,17 @@ test('one mcpTools call over both eras: TypeScript 2.x, Python 2.x, server-every
     }
   });
 
+  await t.test('an aborted call is cancelled on the server, by the closed stream on HTTP, with notifications/cancelled on stdio', async () => {
+    for (const name of ['ts2s', 'ts2h']) {
+      const controller = new AbortController();
+      setTimeout(() => controller.abort(), 200);
+      await assert.rejects(tools[`${name}__slow`].execute({ ms: 20_000 }, { signal: controller.signal }), { code: 'mcp_aborted' });
+      assert.equal(await until(async () => textOf(await tools[`${name}__slow_cancelled`].execute({})) === '1' && '1', { timeoutMs: 5000, stepMs: 100 }), '1', name);
+    }
+    const posts = (await ts2Http.seen()).filter((r) => r.method === 'POST');
+    assert.deepEqual(posts.filter((r) => r.body?.method === 'notifications/cancelled'), [], 'HTTP cancels by closing the stream, without a notification');
+  });
+
   for (const name of ['ts2s', 'ts2h', 'ts2legacy', ...(py.python ? ['py2s', 'py2h'] : [])]) {
     await t.test(`list_changed from ${name} (${eras[name]}) updates the tool map in place`, async () => {
       const map = tools;
