@@ -217,7 +217,8 @@ impl Connection {
         let mut outbound = Vec::new();
         for call in calls {
             let params = |id| Some(mcp::call_tool_params(call.remote_name, call.arguments, id));
-            if let Some(message) = self.shared.register("tools/call", params, timeout, call.abort, call.reply) {
+            if let Some(mut message) = self.shared.register("tools/call", params, timeout, call.abort, call.reply) {
+                message.extra_headers = call.headers;
                 outbound.push(message);
             }
         }
@@ -251,6 +252,8 @@ pub struct StartCall<'a> {
     pub arguments: &'a RawValue,
     pub abort: Option<&'a AbortHandle>,
     pub reply: Reply,
+    /// Sent with this call only, over HTTP (the `Mcp-Param-*` headers of the 2026-07-28 revision).
+    pub headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
 }
 
 /// The outcome of a `tools/call`: `isError: true` becomes `McpError::Tool` with the server's own text,
@@ -487,9 +490,11 @@ impl Shared {
     fn handle(&self, message: Message<'_>) {
         match message {
             Message::Response { id: Some(id), outcome } => {
-                let outcome = outcome
-                    .map(|raw| raw.to_owned())
-                    .map_err(|e| McpError::Protocol(format!("MCP error {}: {}", e.code, e.message)));
+                let outcome = outcome.map(|raw| raw.to_owned()).map_err(|e| McpError::Rpc {
+                    code: e.code,
+                    message: e.message.to_string(),
+                    data: e.data.map(|d| d.get().to_owned()),
+                });
                 self.settle(id, outcome);
             }
             // An error with a null id answers something unparseable we never send; nothing waits on it.

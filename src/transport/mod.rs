@@ -56,15 +56,17 @@ pub struct Outbound {
     /// Whether the transport may send it again after the server refused it for authorization. Never
     /// for `tools/call`: a call reaches a server at most once.
     pub resendable: bool,
+    /// Headers sent with this message only (HTTP transports; ignored on stdio): `Mcp-Param-*` of a call.
+    pub extra_headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
 }
 
 impl Outbound {
     pub fn request(id: RequestId, json: String, is_initialize: bool, resendable: bool) -> Self {
-        Outbound { json, request_id: Some(id), is_initialize, resendable }
+        Outbound { json, request_id: Some(id), is_initialize, resendable, extra_headers: Vec::new() }
     }
 
     pub fn other(json: String) -> Self {
-        Outbound { json, request_id: None, is_initialize: false, resendable: true }
+        Outbound { json, request_id: None, is_initialize: false, resendable: true, extra_headers: Vec::new() }
     }
 }
 
