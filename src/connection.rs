@@ -16,7 +16,8 @@ use crate::limits::{MAX_ELICITATIONS_IN_FLIGHT, MAX_JSON_DEPTH};
 use crate::protocol::jsonrpc::{self, Message, RawMessage, RequestId, INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::protocol::mcp::{self, InitializeResult};
 use crate::protocol::nesting;
-use crate::transport::{self, MessageSink, Outbound, Transport, TransportOptions, TransportSpec};
+use crate::protocol::era::{self, Era};
+use crate::transport::{self, MessageSink, ModernRequest, Outbound, Transport, TransportOptions, TransportSpec};
 // Locks that do not poison: a panic in one request's path must not turn every later lock into a panic.
 use parking_lot::Mutex;
 use serde_json::value::RawValue;
@@ -124,6 +125,7 @@ pub struct SessionInfo {
     pub tools_list_changed: bool,
     /// Never shown to a model: third-party text is a prompt-injection seam.
     pub instructions: Option<String>,
+    pub era: Era,
 }
 
 pub struct Connection {
@@ -143,9 +145,18 @@ pub struct Shared {
     me: Weak<Shared>,
     /// Set when the host answers elicitations (`onElicitation`).
     elicitations: Option<Elicitations>,
+    /// Set while probing and for a modern-era connection: every request carries its `_meta`.
+    modern: arc_swap::ArcSwapOption<ModernWire>,
     /// Makes the sweeper panic, to test its supervision.
     #[cfg(test)]
     sweep_fault: AtomicBool,
+}
+
+/// What every request of a modern-era connection carries.
+struct ModernWire {
+    version: &'static str,
+    /// The `_meta` members (protocol version, client capabilities, client info), as object members.
+    meta: String,
 }
 
 /// The elicitations the host is answering for this connection.
@@ -179,6 +190,8 @@ struct Pending {
     deadline: Instant,
     /// `initialize` is never cancelled, per the spec.
     cancellable: bool,
+    /// Sent in the modern era (its cancellation may be the closing of its exchange).
+    modern: bool,
 }
 
 impl Connection {
@@ -191,24 +204,45 @@ impl Connection {
         options: TransportOptions,
         handshake: &RequestOptions<'_>,
         elicitor: Option<Arc<Elicitor>>,
+        era_hint: Option<Era>,
     ) -> std::result::Result<Connection, (McpError, Option<String>)> {
-        let shared = Shared::new(events, elicitor);
-        let transport = transport::open(spec, shared.clone(), options).map_err(|e| (e, None))?;
-        let _ = shared.transport.set(Arc::downgrade(&transport));
-        start_sweeper(&shared);
-        match handshake_with(&shared, &transport, handshake).await {
-            Ok(session) => Ok(Connection { shared, transport, session }),
-            Err(e) => {
-                shared.end(McpError::Closed);
-                shared.elicitations_stopped().await;
-                transport.close().await;
-                Err((e, transport.stderr_tail()))
+        let mut hint = era_hint;
+        loop {
+            let shared = Shared::new(events.clone(), elicitor.clone());
+            let transport = transport::open(spec, shared.clone(), options.clone()).map_err(|e| (e, None))?;
+            let _ = shared.transport.set(Arc::downgrade(&transport));
+            start_sweeper(&shared);
+            let failure = match negotiate(&shared, &transport, handshake, hint).await {
+                Ok(session) => return Ok(Connection { shared, transport, session }),
+                Err(failure) => failure,
+            };
+            shared.end(McpError::Closed);
+            shared.elicitations_stopped().await;
+            transport.close().await;
+            match failure {
+                // A child that died of the modern probe: start it again for `initialize`.
+                Negotiation::Restart if hint != Some(Era::Legacy) => hint = Some(Era::Legacy),
+                Negotiation::Restart => return Err((McpError::Closed, transport.stderr_tail())),
+                Negotiation::Failed(e) => return Err((e, transport.stderr_tail())),
             }
         }
     }
 
+    /// Whether this connection speaks the modern era (2026-07-28): stateless, `_meta` on every request.
+    pub fn is_modern(&self) -> bool {
+        self.shared.modern.load().is_some()
+    }
+
+    /// Listen for tool-list changes (modern era: `subscriptions/listen`) until the server or the
+    /// connection ends the subscription. Its notifications arrive like any other.
+    pub async fn listen_for_tool_changes(&self, abort: Option<&AbortHandle>) -> Result<()> {
+        let opts = RequestOptions { timeout: Duration::MAX, abort };
+        let params = r#"{"notifications":{"toolsListChanged":true}}"#;
+        request(&self.shared, &self.transport, "subscriptions/listen", |_| Some(params.to_owned()), &opts, true).await.map(drop)
+    }
+
     pub async fn request(&self, method: &str, params: Option<&str>, opts: &RequestOptions<'_>) -> Result<Box<RawValue>> {
-        request(&self.shared, &self.transport, method, |_| params.map(str::to_owned), opts).await
+        request(&self.shared, &self.transport, method, |_| params.map(str::to_owned), opts, false).await
     }
 
     /// Start `tools/call` for each `(remote name, arguments, reply)` and send them in one write.
@@ -216,8 +250,9 @@ impl Connection {
     pub fn start_calls<'a>(&self, calls: impl IntoIterator<Item = StartCall<'a>>, timeout: Duration) {
         let mut outbound = Vec::new();
         for call in calls {
-            let params = |id| Some(mcp::call_tool_params(call.remote_name, call.arguments, id));
-            if let Some(message) = self.shared.register("tools/call", params, timeout, call.abort, call.reply) {
+            let params = |id, meta: Option<&str>| Some(mcp::call_tool_params(call.remote_name, call.arguments, id, meta));
+            if let Some(mut message) = self.shared.register("tools/call", Some(call.remote_name), params, timeout, call.abort, call.reply) {
+                message.extra_headers = call.headers;
                 outbound.push(message);
             }
         }
@@ -251,6 +286,8 @@ pub struct StartCall<'a> {
     pub arguments: &'a RawValue,
     pub abort: Option<&'a AbortHandle>,
     pub reply: Reply,
+    /// Sent with this call only, over HTTP (the `Mcp-Param-*` headers of the 2026-07-28 revision).
+    pub headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
 }
 
 /// The outcome of a `tools/call`: `isError: true` becomes `McpError::Tool` with the server's own text,
@@ -276,9 +313,69 @@ pub fn tool_outcome(outcome: Result<Box<RawValue>>) -> Result<Box<RawValue>> {
     Ok(result)
 }
 
+/// Why a connection could not be opened.
+enum Negotiation {
+    Failed(McpError),
+    /// The server's process ended on the modern probe: a session-based server that exits on an unknown
+    /// request. Started again, it gets `initialize`.
+    Restart,
+}
+
+/// Find the server's era and open it: `server/discover` first (unless it is known to be session-based),
+/// then `initialize` if the answer was not a modern one.
+async fn negotiate(
+    shared: &Arc<Shared>,
+    transport: &Arc<dyn Transport>,
+    opts: &RequestOptions<'_>,
+    hint: Option<Era>,
+) -> std::result::Result<SessionInfo, Negotiation> {
+    if hint != Some(Era::Legacy) && transport.may_be_modern() {
+        let capabilities = mcp::client_capabilities(shared.elicitations.as_ref().map(|e| e.elicitor.modes));
+        let mut version = match hint {
+            Some(Era::Modern(version)) => version,
+            _ => era::MODERN_PROTOCOL_VERSION,
+        };
+        let mut retried = false;
+        loop {
+            shared.modern.store(Some(Arc::new(ModernWire { version, meta: era::meta_members(version, &capabilities) })));
+            let outcome = request(shared, transport, "server/discover", |_| None, opts, false).await;
+            match era::classify(outcome, version) {
+                era::Verdict::Modern(version, result) => {
+                    let info = result.server_info();
+                    return Ok(SessionInfo {
+                        protocol_version: version,
+                        server_name: info.name,
+                        server_version: info.version,
+                        tools_list_changed: result.capabilities.tools.and_then(|t| t.list_changed).unwrap_or(false),
+                        instructions: result.instructions,
+                        era: Era::Modern(version),
+                    });
+                }
+                // Once: a server that refuses the version it just named is not worth a loop.
+                era::Verdict::Retry(next) if !retried => {
+                    retried = true;
+                    version = next;
+                }
+                era::Verdict::Retry(_) => {
+                    return Err(Negotiation::Failed(McpError::Protocol(format!(
+                        "the server refused protocol version {version} again after naming it as supported"
+                    ))))
+                }
+                era::Verdict::Fatal(e) => return Err(Negotiation::Failed(e)),
+                era::Verdict::Legacy => break,
+            }
+        }
+        shared.modern.store(None);
+        if shared.state.lock().ended.is_some() {
+            return Err(Negotiation::Restart);
+        }
+    }
+    handshake_with(shared, transport, opts).await.map_err(Negotiation::Failed)
+}
+
 async fn handshake_with(shared: &Arc<Shared>, transport: &Arc<dyn Transport>, opts: &RequestOptions<'_>) -> Result<SessionInfo> {
     let params = mcp::initialize_params(shared.elicitations.as_ref().map(|e| e.elicitor.modes));
-    let raw = request(shared, transport, "initialize", |_| Some(params), opts).await?;
+    let raw = request(shared, transport, "initialize", |_| Some(params), opts, false).await?;
     let init: InitializeResult = serde_json::from_str(raw.get())
         .map_err(|e| McpError::Protocol(format!("initialize returned a malformed result: {e}")))?;
     let protocol_version = mcp::check_negotiated_version(&init.protocol_version).map_err(McpError::Protocol)?;
@@ -303,6 +400,7 @@ async fn handshake_with(shared: &Arc<Shared>, transport: &Arc<dyn Transport>, op
         server_version: info.version,
         tools_list_changed: init.capabilities.tools.and_then(|t| t.list_changed).unwrap_or(false),
         instructions: init.instructions,
+        era: Era::Legacy,
     })
 }
 
@@ -313,10 +411,19 @@ async fn request(
     method: &str,
     params: impl FnOnce(RequestId) -> Option<String>,
     opts: &RequestOptions<'_>,
+    long_lived: bool,
 ) -> Result<Box<RawValue>> {
     let (reply, response) = oneshot::channel();
-    let message = shared.register(method, params, opts.timeout, opts.abort, Reply::Channel(reply));
-    if let Some(message) = message {
+    let params = |id, meta: Option<&str>| {
+        let params = params(id);
+        match meta {
+            Some(meta) => Some(era::with_meta(params.as_deref(), meta)),
+            None => params,
+        }
+    };
+    let message = shared.register(method, None, params, opts.timeout, opts.abort, Reply::Channel(reply));
+    if let Some(mut message) = message {
+        message.long_lived = long_lived;
         shared.dispatch(transport, vec![message]);
     }
     response.await.unwrap_or(Err(McpError::Closed))
@@ -338,17 +445,20 @@ impl Shared {
                 open: Mutex::new(HashMap::new()),
                 last_ended: Mutex::new(None),
             }),
+            modern: arc_swap::ArcSwapOption::empty(),
             #[cfg(test)]
             sweep_fault: AtomicBool::new(false),
         })
     }
 
     /// Enter a request in the pending map and serialize it. `None` if it was answered at once
-    /// (connection ended, already aborted).
+    /// (connection ended, already aborted). `params` gets the id and, in the modern era, the `_meta`
+    /// members to add; `name` is what the modern era's `Mcp-Name` header carries.
     fn register(
         self: &Arc<Self>,
         method: &str,
-        params: impl FnOnce(RequestId) -> Option<String>,
+        name: Option<&str>,
+        params: impl FnOnce(RequestId, Option<&str>) -> Option<String>,
         timeout: Duration,
         abort: Option<&AbortHandle>,
         reply: Reply,
@@ -358,7 +468,8 @@ impl Shared {
             return None;
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now().checked_add(timeout).unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
+        let modern = self.modern.load_full();
         let wake_sweeper = {
             let mut state = self.state.lock();
             if let Some(ended) = &state.ended {
@@ -368,7 +479,8 @@ impl Shared {
                 return None;
             }
             let cancellable = method != "initialize";
-            state.pending.insert(id, Pending { reply, dispatched: false, timeout, deadline, cancellable });
+            let pending = Pending { reply, dispatched: false, timeout, deadline, cancellable, modern: modern.is_some() };
+            state.pending.insert(id, pending);
             match state.sweep_target {
                 Some(target) if target <= deadline => false,
                 _ => {
@@ -383,7 +495,10 @@ impl Shared {
         if let Some(abort) = abort {
             abort.attach(self, id);
         }
-        Some(Outbound::request(id, jsonrpc::request(id, method, params(id).as_deref()), method == "initialize", method != "tools/call"))
+        let json = jsonrpc::request(id, method, params(id, modern.as_ref().map(|m| m.meta.as_str())).as_deref());
+        let mut message = Outbound::request(id, json, method == "initialize", method != "tools/call");
+        message.modern = modern.map(|m| ModernRequest { version: m.version, method: method.into(), name: name.map(Into::into) });
+        Some(message)
     }
 
     /// Hand requests to the transport, skipping any given up since they were registered (an abort that
@@ -440,7 +555,8 @@ impl Shared {
         }
         if let Some(transport) = self.transport.get().and_then(Weak::upgrade) {
             transport.request_ended(id);
-            if pending.cancellable {
+            // In the modern era over HTTP, ending the exchange (above) was the cancellation.
+            if pending.cancellable && !(pending.modern && transport.closing_cancels()) {
                 let why = if reason == McpError::Aborted { "aborted by the client" } else { "timed out" };
                 let params = serde_json::json!({ "requestId": id, "reason": why }).to_string();
                 let _ = transport.send(Outbound::other(jsonrpc::notification("notifications/cancelled", Some(&params))));
@@ -487,9 +603,11 @@ impl Shared {
     fn handle(&self, message: Message<'_>) {
         match message {
             Message::Response { id: Some(id), outcome } => {
-                let outcome = outcome
-                    .map(|raw| raw.to_owned())
-                    .map_err(|e| McpError::Protocol(format!("MCP error {}: {}", e.code, e.message)));
+                let outcome = outcome.map(|raw| raw.to_owned()).map_err(|e| McpError::Rpc {
+                    code: e.code,
+                    message: e.message.to_string(),
+                    data: e.data.map(|d| d.get().to_owned()),
+                });
                 self.settle(id, outcome);
             }
             // An error with a null id answers something unparseable we never send; nothing waits on it.
@@ -829,7 +947,7 @@ mod tests {
                 }
             });
             let id = self.shared.next_id.load(Ordering::SeqCst);
-            let message = self.shared.register("tools/call", |_| None, Duration::from_millis(timeout_ms), None, Reply::Callback(done));
+            let message = self.shared.register("tools/call", None, |_, _| None, Duration::from_millis(timeout_ms), None, Reply::Callback(done));
             // None when it was answered at once (the connection had ended).
             if let Some(message) = message {
                 self.shared.dispatch(&self.transport, vec![message]);
@@ -950,7 +1068,7 @@ mod tests {
             let _ = tx.send(outcome.map(|raw| raw.get().to_owned()));
         });
         let id = harness.shared.next_id.load(Ordering::SeqCst);
-        let message = harness.shared.register("tools/call", |_| None, Duration::from_secs(60), None, Reply::Callback(done));
+        let message = harness.shared.register("tools/call", None, |_, _| None, Duration::from_secs(60), None, Reply::Callback(done));
         harness.shared.dispatch(&harness.transport, vec![message.unwrap()]);
         assert!(harness.receive(&response(id + 1_000, r#""unknown""#)));
         assert!(harness.receive(&response(id, r#""first""#)));
@@ -965,7 +1083,7 @@ mod tests {
             let _ = tx.send(outcome.map(|raw| raw.get().to_owned()));
         });
         let id = harness.shared.next_id.load(Ordering::SeqCst);
-        let message = harness.shared.register("tools/call", |_| None, Duration::from_secs(60), Some(&abort), Reply::Callback(done));
+        let message = harness.shared.register("tools/call", None, |_, _| None, Duration::from_secs(60), Some(&abort), Reply::Callback(done));
         harness.shared.dispatch(&harness.transport, vec![message.unwrap()]);
         abort.abort();
         assert_eq!(code(&outcome(&mut rx).await), "mcp_aborted");
@@ -1080,7 +1198,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_cancelled_or_timed_out_elicitation_frees_its_slot() {
+    async fn a_timed_out_elicitation_is_cancelled_and_a_server_cancelled_one_keeps_its_slot_until_the_host_settles() {
         let (harness, mut host) = elicitation_harness(elicitation::Modes::default(), Duration::from_millis(50));
         assert!(harness.receive(&elicit("7", FORM)));
         let _never_answered = host.recv().await.unwrap();
@@ -1089,10 +1207,19 @@ mod tests {
 
         let (harness, mut host) = elicitation_harness(elicitation::Modes::default(), Duration::from_secs(60));
         assert!(harness.receive(&elicit(r#""c""#, FORM)));
-        let (_, mut reply) = host.recv().await.unwrap();
+        let (_, reply) = host.recv().await.unwrap();
         assert!(harness.receive(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c"}}"#));
-        tokio::time::timeout(Duration::from_secs(5), reply.closed()).await.expect("the host's wait is dropped");
-        assert!(!harness.shared.elicitation_open());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // The prompt is still the host's: cancelling must not let a server open more than the bound.
+        assert!(harness.shared.elicitation_open());
+        let _ = reply.send(Ok(r#"{"action":"accept","content":{"name":"Late"}}"#.into()));
+        for _ in 0..500 {
+            if !harness.shared.elicitation_open() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(!harness.shared.elicitation_open(), "the slot is freed once the host settled");
         assert!(harness.recorder.sent.lock().is_empty(), "a cancelled request gets no answer");
     }
 

@@ -6,8 +6,10 @@ use std::fmt;
 pub enum McpError {
     /// The tool ran and reported failure (`isError: true`). The text is the server's own.
     Tool(String),
-    /// A JSON-RPC error response, or a message that breaks the protocol.
+    /// A message that breaks the protocol.
     Protocol(String),
+    /// A JSON-RPC error response: its code and message, and its `data` as JSON text.
+    Rpc { code: i64, message: String, data: Option<String> },
     /// No response (and no progress) within the idle timeout.
     Timeout { after_ms: u64 },
     /// The caller's AbortSignal fired.
@@ -53,7 +55,7 @@ impl McpError {
     pub fn code(&self) -> &'static str {
         match self {
             McpError::Tool(_) => "mcp_tool_error",
-            McpError::Protocol(_) => "mcp_protocol_error",
+            McpError::Protocol(_) | McpError::Rpc { .. } => "mcp_protocol_error",
             McpError::Timeout { .. } => "mcp_timeout",
             McpError::Aborted => "mcp_aborted",
             McpError::Transport(_) => "mcp_transport_error",
@@ -89,6 +91,8 @@ impl McpError {
         let _listed_below = |e: &McpError| match e {
             McpError::Tool(_)
             | McpError::Protocol(_)
+            // Shares Protocol's code, so it is not listed again.
+            | McpError::Rpc { .. }
             | McpError::Timeout { .. }
             | McpError::Aborted
             | McpError::Transport(_)
@@ -141,6 +145,7 @@ macro_rules! with_text {
         match $error {
             McpError::Tool($text)
             | McpError::Protocol($text)
+            | McpError::Rpc { message: $text, .. }
             | McpError::Transport($text)
             | McpError::ConfigInvalid($text)
             | McpError::InvalidArguments($text)
@@ -178,6 +183,7 @@ impl fmt::Display for McpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             McpError::Tool(text) => write!(f, "MCP tool error: {text}"),
+            McpError::Rpc { code, message, .. } => write!(f, "MCP error {code}: {message}"),
             McpError::Timeout { after_ms } => {
                 write!(f, "MCP request timed out: no response or progress for {after_ms} ms")
             }

@@ -16,16 +16,22 @@ pub const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// answers no roots or sampling requests, and elicitation only when the host handles it (`elicitation`
 /// is the modes it declares, `None` without an `onElicitation`).
 pub fn initialize_params(elicitation: Option<crate::elicitation::Modes>) -> String {
-    let mut capabilities = serde_json::Map::new();
-    if let Some(modes) = elicitation {
-        capabilities.insert("elicitation".into(), modes.capability());
-    }
+    let capabilities = client_capabilities(elicitation);
     serde_json::json!({
         "protocolVersion": LATEST_PROTOCOL_VERSION,
         "capabilities": capabilities,
         "clientInfo": { "name": CLIENT_NAME, "version": CLIENT_VERSION },
     })
     .to_string()
+}
+
+/// The capabilities this client declares, in either era: only what it implements.
+pub fn client_capabilities(elicitation: Option<crate::elicitation::Modes>) -> serde_json::Map<String, Value> {
+    let mut capabilities = serde_json::Map::new();
+    if let Some(modes) = elicitation {
+        capabilities.insert("elicitation".into(), modes.capability());
+    }
+    capabilities
 }
 
 #[derive(Debug, Deserialize)]
@@ -153,13 +159,19 @@ pub fn tool_error_text(view: &CallResultView<'_>) -> String {
 }
 
 /// `params` of a `tools/call`, built without re-serializing the caller's arguments.
-pub fn call_tool_params(remote_name: &str, arguments: &RawValue, progress_token: u64) -> String {
-    let mut out = String::with_capacity(64 + remote_name.len() + arguments.get().len());
+/// `tools/call` params; `meta` adds the modern era's `_meta` members (the arguments are never re-parsed).
+pub fn call_tool_params(remote_name: &str, arguments: &RawValue, progress_token: u64, meta: Option<&str>) -> String {
+    let mut out = String::with_capacity(64 + remote_name.len() + arguments.get().len() + meta.map_or(0, str::len));
     out.push_str("{\"name\":");
     super::jsonrpc::push_json_string(&mut out, remote_name);
     out.push_str(",\"arguments\":");
     out.push_str(arguments.get());
-    out.push_str(",\"_meta\":{\"progressToken\":");
+    out.push_str(",\"_meta\":{");
+    if let Some(meta) = meta {
+        out.push_str(meta);
+        out.push(',');
+    }
+    out.push_str("\"progressToken\":");
     out.push_str(&progress_token.to_string());
     out.push_str("}}");
     out
@@ -219,7 +231,7 @@ mod tests {
     #[test]
     fn call_params_embed_arguments_verbatim() {
         let args: &RawValue = serde_json::from_str(r#"{"x": [1,2]}"#).unwrap();
-        let p = call_tool_params("a.b", args, 9);
+        let p = call_tool_params("a.b", args, 9, None);
         let v: Value = serde_json::from_str(&p).unwrap();
         assert_eq!(v["arguments"]["x"][1], 2);
         assert_eq!(v["_meta"]["progressToken"], 9);

@@ -1,5 +1,7 @@
 //! Wire types: JSON-RPC 2.0 framing and the MCP messages this client uses. No I/O here.
 
+pub mod era;
 pub mod jsonrpc;
 pub mod mcp;
 pub mod nesting;
+pub mod param_headers;

@@ -128,6 +128,7 @@ impl super::Toolset {
                     arguments: call.arguments(),
                     abort: abort.as_deref(),
                     reply: Reply::Callback(inner.completion(Some(index), call, sink)),
+                    headers: Vec::new(),
                 })
                 .collect();
             connection.start_calls(starts, inner.timeout);
@@ -222,7 +223,13 @@ impl Inner {
         match self.recheck(&call.name, &route) {
             Ok(connection) => {
                 let start =
-                    StartCall { remote_name: &route.remote_name, arguments: call.arguments(), abort: abort.as_deref(), reply: done.into_reply() };
+                    StartCall {
+                        remote_name: &route.remote_name,
+                        arguments: call.arguments(),
+                        abort: abort.as_deref(),
+                        reply: done.into_reply(),
+                        headers: Vec::new(),
+                    };
                 connection.start_calls([start], self.timeout);
             }
             Err(error) => done.finish(Err(error)),

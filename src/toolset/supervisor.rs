@@ -180,7 +180,19 @@ impl Inner {
             let (server, modes, timeout) = (slot.entry.name.clone(), self.elicitation_modes, Duration::from_millis(ELICITATION_TIMEOUT_MS));
             Arc::new(Elicitor { server, modes, callback, timeout })
         });
-        let connection = Connection::open(&spec, listener.clone(), options, &handshake, elicitor).await?;
+        // The era this server was found to speak before (this process): a session-based one skips the probe.
+        let hint = crate::protocol::era::remembered(&slot.identity);
+        let connection = match Connection::open(&spec, listener.clone(), options, &handshake, elicitor, hint).await {
+            Ok(connection) => {
+                crate::protocol::era::remember(&slot.identity, Some(connection.session.era));
+                connection
+            }
+            Err(failure) => {
+                // A server that changed its era fails under the old assumption: probe it afresh next time.
+                crate::protocol::era::remember(&slot.identity, None);
+                return Err(failure);
+            }
+        };
         let opts = RequestOptions { timeout: self.timeout, abort: Some(stop) };
         match catalog::list_tools(&connection, &opts).await {
             Ok(listing) => Ok((Arc::new(connection), listener, listing)),
@@ -206,6 +218,9 @@ impl Inner {
                 listener.installed.store(true, Ordering::SeqCst);
                 if let Some(previous) = current.replace(Installed { connection: connection.clone(), listener }) {
                     slot.tasks.spawn(async move { previous.connection.close().await });
+                }
+                if connection.is_modern() && connection.session.tools_list_changed {
+                    slot.tasks.spawn(listen_for_tool_changes(connection.clone(), slot.cancel.clone()));
                 }
                 None
             }
@@ -510,6 +525,36 @@ impl Inner {
         slot.credential.set_bearer(&token)
     }
 }
+
+/// The modern era's replacement for the GET stream: `subscriptions/listen` for tool-list changes, opened
+/// again when the server ends it, until the connection ends; given up after
+/// `MAX_LISTEN_FAILURES` short-lived attempts in a row, or at once if the server doesn't offer it.
+async fn listen_for_tool_changes(connection: Arc<Connection>, cancel: CancellationToken) {
+    let mut failures = 0u32;
+    while failures < MAX_LISTEN_FAILURES {
+        let opened = std::time::Instant::now();
+        let ended = tokio::select! {
+            _ = cancel.cancelled() => return,
+            ended = connection.listen_for_tool_changes(None) => ended,
+        };
+        match ended {
+            Err(McpError::Closed | McpError::Rpc { .. }) => return,
+            _ if opened.elapsed() >= Duration::from_millis(LISTEN_HEALTHY_MS) => failures = 0,
+            _ => failures += 1,
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(LISTEN_RETRY_MS * u64::from(failures.max(1)))) => {}
+        }
+    }
+}
+
+/// Attempts in a row that end within `LISTEN_HEALTHY_MS` before the subscription is given up.
+const MAX_LISTEN_FAILURES: u32 = 5;
+/// A subscription that lived this long was healthy.
+const LISTEN_HEALTHY_MS: u64 = 5_000;
+/// The wait before opening it again (times the failures in a row).
+const LISTEN_RETRY_MS: u64 = 1_000;
 
 /// A connection's link back to its toolset; weak, so a dropped toolset is not kept alive by its servers.
 pub(crate) struct ServerListener {

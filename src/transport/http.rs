@@ -90,8 +90,7 @@ impl HttpBase {
     pub async fn error_excerpt(&self, mut response: Response) -> String {
         let status = response.status();
         let mut head = Vec::new();
-        // Enough beyond what is quoted that a secret straddling the cut is seen whole and redacted.
-        let read_bytes = ERROR_BODY_READ_BYTES.max(crate::limits::MAX_QUOTED_BYTES + self.options.secrets.longest_bytes());
+        let read_bytes = self.excerpt_read_bytes();
         let _ = tokio::time::timeout(Duration::from_millis(ERROR_BODY_READ_TIMEOUT_MS), async {
             while head.len() < read_bytes {
                 match response.chunk().await {
@@ -102,7 +101,18 @@ impl HttpBase {
         })
         .await;
         head.truncate(read_bytes);
-        let body = egress::scrub_url_secrets(&String::from_utf8_lossy(&head), &self.spec.url);
+        self.excerpt_of(status, &head)
+    }
+
+    /// Enough beyond what is quoted that a secret straddling the cut is seen whole and redacted.
+    fn excerpt_read_bytes(&self) -> usize {
+        ERROR_BODY_READ_BYTES.max(crate::limits::MAX_QUOTED_BYTES + self.options.secrets.longest_bytes())
+    }
+
+    /// The excerpt of an error response whose body (or its start) was read already.
+    pub fn excerpt_of(&self, status: reqwest::StatusCode, head: &[u8]) -> String {
+        let head = &head[..head.len().min(self.excerpt_read_bytes())];
+        let body = egress::scrub_url_secrets(&String::from_utf8_lossy(head), &self.spec.url);
         let body = super::quote_bytes(body.as_bytes(), &self.options.secrets);
         if body.is_empty() {
             format!("HTTP {status}")

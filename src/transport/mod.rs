@@ -56,15 +56,30 @@ pub struct Outbound {
     /// Whether the transport may send it again after the server refused it for authorization. Never
     /// for `tools/call`: a call reaches a server at most once.
     pub resendable: bool,
+    /// Headers sent with this message only (HTTP transports; ignored on stdio): `Mcp-Param-*` of a call.
+    pub extra_headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
+    /// A request of the modern era (2026-07-28): what its HTTP headers say.
+    pub modern: Option<ModernRequest>,
+    /// A request answered by a stream that may stay quiet for good (`subscriptions/listen`).
+    pub long_lived: bool,
+}
+
+/// What the modern era's HTTP headers carry for one request.
+#[derive(Debug, Clone)]
+pub struct ModernRequest {
+    pub version: &'static str,
+    pub method: Box<str>,
+    /// `Mcp-Name`: the tool's name (or the prompt's, the resource's URI).
+    pub name: Option<Box<str>>,
 }
 
 impl Outbound {
     pub fn request(id: RequestId, json: String, is_initialize: bool, resendable: bool) -> Self {
-        Outbound { json, request_id: Some(id), is_initialize, resendable }
+        Outbound { json, request_id: Some(id), is_initialize, resendable, extra_headers: Vec::new(), modern: None, long_lived: false }
     }
 
     pub fn other(json: String) -> Self {
-        Outbound { json, request_id: None, is_initialize: false, resendable: true }
+        Outbound { json, request_id: None, is_initialize: false, resendable: true, extra_headers: Vec::new(), modern: None, long_lived: false }
     }
 }
 
@@ -85,6 +100,16 @@ pub trait Transport: Send + Sync {
     }
     /// End the session and release everything behind it. Idempotent.
     fn close(&self) -> BoxFuture<'static, ()>;
+    /// Whether the server behind it may speak the modern era (the legacy HTTP+SSE transport never does,
+    /// so it is not probed).
+    fn may_be_modern(&self) -> bool {
+        true
+    }
+    /// Whether ending a modern request's exchange is its cancellation (Streamable HTTP: closing the
+    /// response stream), so no `notifications/cancelled` is sent for it.
+    fn closing_cancels(&self) -> bool {
+        false
+    }
     /// The most recent diagnostic output of the server (a stdio server's stderr), if any.
     fn stderr_tail(&self) -> Option<String> {
         None

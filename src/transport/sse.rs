@@ -54,6 +54,10 @@ impl SseTransport {
 }
 
 impl Transport for SseTransport {
+    fn may_be_modern(&self) -> bool {
+        false
+    }
+
     fn send(&self, message: Outbound) -> Result<()> {
         if self.shared.closed.load(Ordering::SeqCst) {
             return Err(McpError::Closed);

@@ -18,7 +18,7 @@ use super::http::{
     self, side_queue, HttpBase, HttpSpec, SideQueue, StreamEnd, ACCEPT_BOTH, APPLICATION_JSON, EVENT_STREAM, HEADER_LAST_EVENT_ID,
     HEADER_PROTOCOL_VERSION, HEADER_SESSION_ID,
 };
-use super::{BoxFuture, MessageSink, Outbound, Transport, TransportOptions};
+use super::{BoxFuture, MessageSink, ModernRequest, Outbound, Transport, TransportOptions};
 use crate::auth::challenge::Challenge;
 use crate::egress::Exchange;
 use crate::error::{McpError, Result};
@@ -46,7 +46,7 @@ const MAX_GET_STREAM_FAILURES: u32 = 5;
 const AUTHORIZATION_KEEPALIVE_MS: u64 = 1_000;
 
 /// What a POST is and what it may still do.
-#[derive(Clone, Copy)]
+#[derive(Clone, Default)]
 struct Post {
     request_id: Option<RequestId>,
     is_initialize: bool,
@@ -54,15 +54,30 @@ struct Post {
     resendable: bool,
     may_reinitialize: bool,
     may_reauthorize: bool,
+    /// A modern-era request: its headers, no session, no resumption.
+    modern: Option<Arc<ModernRequest>>,
+    /// Headers for this message only (`Mcp-Param-*`).
+    extra_headers: Arc<[(HeaderName, HeaderValue)]>,
+    /// Its stream may stay quiet for good (`subscriptions/listen`): no idle limit.
+    long_lived: bool,
 }
 
 impl Post {
-    fn request(id: RequestId, is_initialize: bool, resendable: bool) -> Post {
-        Post { request_id: Some(id), is_initialize, resendable, may_reinitialize: true, may_reauthorize: true }
+    fn request(id: RequestId, message: &mut Outbound) -> Post {
+        Post {
+            request_id: Some(id),
+            is_initialize: message.is_initialize,
+            resendable: message.resendable,
+            may_reinitialize: true,
+            may_reauthorize: true,
+            modern: message.modern.take().map(Arc::new),
+            extra_headers: std::mem::take(&mut message.extra_headers).into(),
+            long_lived: message.long_lived,
+        }
     }
 
     fn notification() -> Post {
-        Post { request_id: None, is_initialize: false, resendable: true, may_reinitialize: true, may_reauthorize: true }
+        Post { resendable: true, may_reinitialize: true, may_reauthorize: true, ..Post::default() }
     }
 }
 
@@ -139,7 +154,8 @@ impl Transport for StreamableHttpTransport {
         if shared.closed.load(Ordering::SeqCst) {
             return Err(McpError::Closed);
         }
-        let body = bytes::Bytes::from(message.json);
+        let mut message = message;
+        let body = bytes::Bytes::from(std::mem::take(&mut message.json));
         if message.is_initialize {
             *shared.initialize.lock() = Some(body.clone());
         }
@@ -148,6 +164,7 @@ impl Transport for StreamableHttpTransport {
             shared.side_posts.push(body);
             return Ok(());
         };
+        let post = Post::request(id, &mut message);
         // The task waits for its abort handle to be filed, so a fast response can't leave a stale entry.
         let (filed, wait_filed) = tokio::sync::oneshot::channel::<()>();
         let task = shared.tasks.spawn({
@@ -157,7 +174,7 @@ impl Transport for StreamableHttpTransport {
                 if shared.closed.load(Ordering::SeqCst) {
                     return;
                 }
-                let outcome = shared.post(&body, Post::request(id, message.is_initialize, message.resendable)).await;
+                let outcome = shared.post(&body, post).await;
                 shared.by_request.lock().remove(&id);
                 if let Err(error) = outcome {
                     shared.sink.on_request_failed(id, error);
@@ -167,6 +184,10 @@ impl Transport for StreamableHttpTransport {
         shared.by_request.lock().insert(id, task);
         let _ = filed.send(());
         Ok(())
+    }
+
+    fn closing_cancels(&self) -> bool {
+        true
     }
 
     fn request_ended(&self, id: RequestId) {
@@ -211,6 +232,22 @@ impl Transport for StreamableHttpTransport {
     }
 }
 
+/// The modern era's request headers: the version, the method and (for a call) the name it is about.
+fn modern_headers(mut exchange: Exchange, modern: &ModernRequest) -> Exchange {
+    exchange = exchange.protocol_header(HeaderName::from_static(HEADER_PROTOCOL_VERSION), HeaderValue::from_static(modern.version));
+    if let Ok(method) = HeaderValue::from_str(&modern.method) {
+        exchange = exchange.protocol_header(HeaderName::from_static(HEADER_MCP_METHOD), method);
+    }
+    if let Some(name) = modern.name.as_deref().and_then(|n| HeaderValue::from_str(&crate::protocol::param_headers::encode_header_value(n)).ok()) {
+        exchange = exchange.origin_header(HeaderName::from_static(HEADER_MCP_NAME), name);
+    }
+    exchange
+}
+
+/// `Mcp-Method` and `Mcp-Name` (2026-07-28).
+const HEADER_MCP_METHOD: &str = "mcp-method";
+const HEADER_MCP_NAME: &str = "mcp-name";
+
 impl Drop for StreamableHttpTransport {
     fn drop(&mut self) {
         // Dropped without close(): stop the background stream and every request task.
@@ -252,7 +289,13 @@ impl Shared {
             authorizer.before_request().await?;
         }
         let (bearer, sent_token) = self.spec.credential.snapshot();
-        let exchange = Self::json_post(self.with_session_as(Method::POST, &session, bearer), body);
+        let mut exchange = Self::json_post(self.with_session_as(Method::POST, &session, bearer), body);
+        if let Some(modern) = &post.modern {
+            exchange = modern_headers(exchange, modern);
+        }
+        for (name, value) in post.extra_headers.iter() {
+            exchange = exchange.origin_header(name.clone(), value.clone());
+        }
         let mut response = self.egress.send(exchange).await?;
         let status = response.status();
         if let Some(authorizer) = &self.spec.authorizer {
@@ -280,11 +323,20 @@ impl Shared {
             }
         }
         if !status.is_success() {
+            // The modern era answers a refused request with its JSON-RPC error (an unsupported version,
+            // an unknown method): delivered as that request's answer.
+            if let (Some(_), Some(id), true) = (&post.modern, post.request_id, http::is_json(&response)) {
+                let body = http::read_body(&mut response, self.options.max_message_bytes, self.deadline()).await?;
+                if self.sink.on_message(&body) && !self.sink.is_pending(id) {
+                    return Ok(());
+                }
+                return Err(McpError::Transport(self.excerpt_of(status, &body)));
+            }
             return Err(McpError::Transport(self.error_excerpt(response).await));
         }
         let request_id = post.request_id;
         if http::is_event_stream(&response) {
-            return self.consume_stream(response, request_id).await;
+            return self.consume_stream(response, request_id, post.modern.is_none(), post.long_lived).await;
         }
         if status == StatusCode::ACCEPTED || !http::is_json(&response) {
             return match request_id {
@@ -344,7 +396,7 @@ impl Shared {
     }
 
     /// Deliver a response stream's events; resume it if it ends before the answer to `request_id`.
-    async fn consume_stream(&self, mut response: Response, request_id: Option<RequestId>) -> Result<()> {
+    async fn consume_stream(&self, mut response: Response, request_id: Option<RequestId>, resumable: bool, long_lived: bool) -> Result<()> {
         let mut parser = EventStreamParser::new(self.options.max_message_bytes);
         let mut resumes = 0;
         loop {
@@ -357,7 +409,8 @@ impl Shared {
                 }
             };
             let limit = self.options.max_message_bytes;
-            match http::read_events(&mut response, &mut parser, Some(self.deadline()), deliver, limit).await {
+            let idle = (!long_lived).then(|| self.deadline());
+            match http::read_events(&mut response, &mut parser, idle, deliver, limit).await {
                 // The server is waiting for a person's answer to its elicitation: keep reading.
                 Err(McpError::Timeout { .. }) if self.sink.waited_on_host(self.deadline()) => continue,
                 read => read?,
@@ -366,7 +419,8 @@ impl Shared {
             if !self.sink.is_pending(id) {
                 return Ok(());
             }
-            let Some(last_event_id) = parser.last_event_id.clone() else {
+            // The modern era has no resumption: a broken stream fails its request.
+            let Some(last_event_id) = parser.last_event_id.clone().filter(|_| resumable) else {
                 return Err(McpError::Transport("the server closed the response stream before answering".into()));
             };
             resumes += 1;
