@@ -16,6 +16,7 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Number, Value};
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// The schema extension property that designates a parameter.
 pub const ANNOTATION: &str = "x-mcp-header";
@@ -60,6 +61,9 @@ pub struct ParamHeader {
     /// `Mcp-Param-{Name}`, built once.
     pub header: HeaderName,
 }
+
+/// A tool's designated parameters as its route keeps them: shared by every call, never copied.
+pub type ParamHeaders = Arc<[ParamHeader]>;
 
 /// A header value as the spec's value encoding has it: the text itself when every character is
 /// visible ASCII or a space, with no space at either end, and it does not look like an encoded value;
@@ -375,6 +379,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::approx_constant)] // the scenario's own float argument
     fn mirrors_the_conformance_calls() {
         let schema = custom_headers_schema();
         let headers = sent(

@@ -182,7 +182,8 @@ impl Inner {
         });
         let connection = Connection::open(&spec, listener.clone(), options, &handshake, elicitor).await?;
         let opts = RequestOptions { timeout: self.timeout, abort: Some(stop) };
-        match catalog::list_tools(&connection, &opts).await {
+        // The era: the lead's `connection.is_modern()` goes here (the 2026-07-28 core is not on main yet).
+        match catalog::list_tools(&connection, &opts, false).await {
             Ok(listing) => Ok((Arc::new(connection), listener, listing)),
             Err(e) => {
                 connection.close().await;
@@ -304,7 +305,8 @@ impl Inner {
         let _one_at_a_time = slot.cycle.lock().await;
         let Some(connection) = slot.connection() else { return };
         let opts = RequestOptions { timeout: self.timeout, abort: None };
-        let vetted = match catalog::list_tools(&connection, &opts).await {
+        // The era: the lead's `connection.is_modern()` goes here (the 2026-07-28 core is not on main yet).
+        let vetted = match catalog::list_tools(&connection, &opts, false).await {
             Ok(listing) => self.vet(index, &listing.tools).await.map(|vetted| (listing, vetted)),
             Err(e) => Err(McpError::Protocol(format!("re-listing tools failed: {e}"))),
         };
