@@ -1085,7 +1085,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_cancelled_or_timed_out_elicitation_frees_its_slot() {
+    async fn a_timed_out_elicitation_is_cancelled_and_a_server_cancelled_one_keeps_its_slot_until_the_host_settles() {
         let (harness, mut host) = elicitation_harness(elicitation::Modes::default(), Duration::from_millis(50));
         assert!(harness.receive(&elicit("7", FORM)));
         let _never_answered = host.recv().await.unwrap();
@@ -1094,10 +1094,19 @@ mod tests {
 
         let (harness, mut host) = elicitation_harness(elicitation::Modes::default(), Duration::from_secs(60));
         assert!(harness.receive(&elicit(r#""c""#, FORM)));
-        let (_, mut reply) = host.recv().await.unwrap();
+        let (_, reply) = host.recv().await.unwrap();
         assert!(harness.receive(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c"}}"#));
-        tokio::time::timeout(Duration::from_secs(5), reply.closed()).await.expect("the host's wait is dropped");
-        assert!(!harness.shared.elicitation_open());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // The prompt is still the host's: cancelling must not let a server open more than the bound.
+        assert!(harness.shared.elicitation_open());
+        let _ = reply.send(Ok(r#"{"action":"accept","content":{"name":"Late"}}"#.into()));
+        for _ in 0..500 {
+            if !harness.shared.elicitation_open() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(!harness.shared.elicitation_open(), "the slot is freed once the host settled");
         assert!(harness.recorder.sent.lock().is_empty(), "a cancelled request gets no answer");
     }
 
