@@ -12,7 +12,8 @@
 
 use crate::elicitation::{self, Elicitor};
 use crate::error::McpError;
-use crate::limits::{MAX_INPUT_KEY_BYTES, MAX_INPUT_REQUESTS_PER_ROUND, MAX_REQUEST_STATE_BYTES};
+use crate::limits::{MAX_INPUT_KEY_BYTES, MAX_INPUT_REQUESTS_PER_ROUND, MAX_INPUT_ROUNDS, MAX_REQUEST_STATE_BYTES};
+use crate::protocol::jsonrpc::push_json_string;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -121,6 +122,11 @@ fn read_input_requests(requests: &RawValue) -> Result<Vec<(String, InputRequest)
     Ok(requests.collect())
 }
 
+/// The request's outcome when the server answers `input_required` to its `MAX_INPUT_ROUNDS`th retry.
+pub fn too_many_rounds() -> McpError {
+    McpError::Protocol(format!("the server still asked for input after {MAX_INPUT_ROUNDS} rounds of answers"))
+}
+
 fn malformed(why: &str) -> McpError {
     McpError::Protocol(format!("the server's input_required result is invalid: {why}"))
 }
@@ -154,7 +160,7 @@ pub async fn fulfil(requests: &[(String, InputRequest)], elicitor: Option<&Elici
         if responses.len() > 1 {
             responses.push(',');
         }
-        responses.push_str(&json_string(key));
+        push_json_string(&mut responses, key);
         responses.push(':');
         responses.push_str(&elicitation::ask(elicitor, elicitation).await);
     }
@@ -177,7 +183,7 @@ pub fn retry_params(original_params: &str, input_responses: &str, request_state:
     let mut params = String::with_capacity(original_params.len() + input_responses.len() + state_len + 40);
     params.push('{');
     for (key, value) in members.iter().filter(|(key, _)| key != "inputResponses" && key != "requestState") {
-        params.push_str(&json_string(key));
+        push_json_string(&mut params, key);
         params.push(':');
         params.push_str(value.get());
         params.push(',');
@@ -190,10 +196,6 @@ pub fn retry_params(original_params: &str, input_responses: &str, request_state:
     }
     params.push('}');
     params
-}
-
-fn json_string(text: &str) -> String {
-    serde_json::Value::from(text).to_string()
 }
 
 /// A JSON object's members in order, duplicates kept (serde's maps keep only the last of a key).
@@ -250,7 +252,7 @@ mod tests {
     }
 
     /// The `sep-2322-client-request-state` scenario's first answer to `test_mrtr_echo_state`.
-    const ECHO_STATE: &str = r#"{"resultType":"input_required","inputRequests":{"confirm":{"method":"elicitation/create","params":{"message":"Please confirm","requestedSchema":{"type":"object","properties":{"confirmed":{"type":"boolean"}}}}}},"requestState":"{\"nonce\":\"a\\u00e9\\/b\",\"originalId\":7}"}"#;
+    const ECHO_STATE: &str = r#"{"resultType":"input_required","inputRequests":{"confirm":{"method":"elicitation/create","params":{"message":"Please confirm","requestedSchema":{"type":"object","properties":{"confirmed":{"type":"boolean"}}}}}},"requestState":"{\"nonce\":\"caf\u00e9\/x \ud83d\ude00\",\"originalId\":7}"}"#;
 
     #[test]
     fn results_without_input_required_are_complete() {
@@ -271,7 +273,7 @@ mod tests {
     fn input_required_with_requests_and_state_keeps_the_state_byte_exact() {
         let required = parsed(ECHO_STATE).unwrap().unwrap();
         let state = required.request_state.unwrap();
-        assert_eq!(state.get(), r#""{\"nonce\":\"a\\u00e9\\/b\",\"originalId\":7}""#);
+        assert_eq!(state.get(), r#""{\"nonce\":\"caf\u00e9\/x \ud83d\ude00\",\"originalId\":7}""#);
         let [(key, InputRequest::Elicitation(Some(params)))] = &required.requests[..] else { panic!("{:?}", required.requests) };
         assert_eq!(key, "confirm");
         assert!(params.get().starts_with(r#"{"message":"Please confirm""#));
@@ -346,12 +348,12 @@ mod tests {
             concat!(
                 r#"{"name":"test_mrtr_echo_state","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"#,
                 r#""inputResponses":{"confirm":{"action":"accept","content":{"confirmed":true}}},"#,
-                r#""requestState":"{\"nonce\":\"a\\u00e9\\/b\",\"originalId\":7}"}"#
+                r#""requestState":"{\"nonce\":\"caf\u00e9\/x \ud83d\ude00\",\"originalId\":7}"}"#
             )
         );
         let retry: Value = serde_json::from_str(&retry).unwrap();
-        // Still the server's JSON text inside, escapes and all.
-        assert_eq!(retry["requestState"], r#"{"nonce":"a\u00e9\/b","originalId":7}"#);
+        // Echoed as the server wrote it: re-encoding would turn the escapes into `é/x 😀`.
+        assert_eq!(retry["requestState"], r#"{"nonce":"café/x 😀","originalId":7}"#);
     }
 
     #[test]
@@ -486,6 +488,13 @@ mod tests {
         assert_eq!(responses(&requests(result), &elicitor).await, json!({ "login": { "action": "accept" } }));
         let asked = host.asked.lock();
         assert_eq!(asked[0], json!({ "server": "srv", "request": { "mode": "url", "message": "Connect", "url": "https://example.com/connect" } }));
+    }
+
+    #[test]
+    fn too_many_rounds_is_a_protocol_error_with_the_cap() {
+        let error = too_many_rounds();
+        assert_eq!(error.code(), "mcp_protocol_error");
+        assert!(error.to_string().contains(&MAX_INPUT_ROUNDS.to_string()), "{error}");
     }
 
     #[test]
