@@ -5,6 +5,9 @@
 //! its own. A tool that is malformed (`name: null`), nested past `MAX_JSON_DEPTH`, or over a size bound
 //! is left out with a reason, and the rest of the server still loads: one bad definition must not cost
 //! the user every good tool of that server.
+//!
+//! In the 2026-07-28 era a tool's `x-mcp-header` annotations are checked too: a tool with an invalid one
+//! is left out the same way, and a valid tool's designated parameters go with the listing to its route.
 
 use crate::connection::{Connection, RequestOptions};
 use crate::error::{McpError, Result};
@@ -14,9 +17,10 @@ use crate::limits::{
 };
 use crate::protocol::mcp::{self, ListToolsPage, ParsedToolsPage, Tool, ToolNameProbe};
 use crate::protocol::nesting;
+use crate::protocol::param_headers::{self, ParamHeaders};
 use serde_json::value::RawValue;
 use sha2::Digest;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// A tool the catalog left out, and why. Reported as a diagnostic; the rest of the server still loads.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,13 +35,17 @@ pub struct Rejected {
 pub struct Listing {
     pub tools: Vec<Tool>,
     pub rejected: Vec<Rejected>,
+    /// By tool name, the parameters each call of that tool mirrors into `Mcp-Param-*` headers. Only
+    /// tools that have any, and only in the 2026-07-28 era: empty otherwise.
+    pub param_headers: HashMap<String, ParamHeaders>,
 }
 
 /// List every tool of a server. A repeated cursor or too many pages is an error: a server that does that
 /// is broken or hostile, and a partial catalog would mislead. Past `MAX_TOOLS_PER_SERVER` tools, listing
-/// stops and the rest are reported as left out.
-pub async fn list_tools(connection: &Connection, opts: &RequestOptions<'_>) -> Result<Listing> {
-    let mut pages = Pages::default();
+/// stops and the rest are reported as left out. `modern`: the server speaks the 2026-07-28 era, whose
+/// `x-mcp-header` annotations are checked (and an invalid one costs its tool); before it they mean nothing.
+pub async fn list_tools(connection: &Connection, opts: &RequestOptions<'_>, modern: bool) -> Result<Listing> {
+    let mut pages = Pages { modern, ..Pages::default() };
     let mut cursor: Option<String> = None;
     loop {
         let params = mcp::list_tools_params(cursor.as_deref());
@@ -62,6 +70,10 @@ struct Pages {
     names: HashSet<u64>,
     name_hasher: std::collections::hash_map::RandomState,
     listing: Listing,
+    /// The 2026-07-28 era: `x-mcp-header` annotations count.
+    modern: bool,
+    /// This page may hold annotations: its tools' schemas are walked. Most pages have none.
+    annotated_page: bool,
 }
 
 impl Pages {
@@ -72,6 +84,7 @@ impl Pages {
     /// tool is refused alone.
     fn accept(&mut self, page: &str) -> Result<Option<String>> {
         self.count += 1;
+        self.annotated_page = self.modern && param_headers::may_annotate(page);
         // The page object and its `tools` array hold each tool two levels down.
         let one_pass = (!nesting::exceeds_depth(page.as_bytes(), MAX_JSON_DEPTH + 2))
             .then(|| serde_json::from_str::<ParsedToolsPage>(page).ok())
@@ -129,23 +142,37 @@ impl Pages {
 
     /// Check one parsed tool; keep it or record why not.
     fn check(&mut self, tool: Tool) {
-        let reason = if tool.name.is_empty() {
-            Some("the tool has an empty name".to_owned())
-        } else if tool.name.len() > MAX_REMOTE_TOOL_NAME_BYTES {
-            Some(format!("the tool's name is longer than {MAX_REMOTE_TOOL_NAME_BYTES} bytes"))
-        } else if tool.description.as_ref().is_some_and(|d| d.len() > MAX_TOOL_DESCRIPTION_BYTES) {
-            Some(format!("the tool's description is longer than {MAX_TOOL_DESCRIPTION_BYTES} bytes"))
-        } else if !tool.input_schema.is_object() {
-            Some("the tool's inputSchema is not a JSON object".to_owned())
-        } else if !self.names.insert(std::hash::BuildHasher::hash_one(&self.name_hasher, &tool.name)) {
-            Some("the server listed this tool name more than once; the first is kept".to_owned())
-        } else {
-            None
-        };
-        match reason {
-            Some(reason) => self.listing.rejected.push(Rejected { tool: clamp(&tool.name), reason }),
-            None => self.listing.tools.push(tool),
+        match self.vet(&tool) {
+            Ok(headers) => {
+                if let Some(headers) = headers {
+                    self.listing.param_headers.insert(tool.name.clone(), headers);
+                }
+                self.listing.tools.push(tool);
+            }
+            Err(reason) => self.listing.rejected.push(Rejected { tool: clamp(&tool.name), reason }),
         }
+    }
+
+    /// Why a parsed tool is left out, or the parameters its calls mirror into headers, if any.
+    fn vet(&mut self, tool: &Tool) -> std::result::Result<Option<ParamHeaders>, String> {
+        if tool.name.is_empty() {
+            return Err("the tool has an empty name".to_owned());
+        }
+        if tool.name.len() > MAX_REMOTE_TOOL_NAME_BYTES {
+            return Err(format!("the tool's name is longer than {MAX_REMOTE_TOOL_NAME_BYTES} bytes"));
+        }
+        if tool.description.as_ref().is_some_and(|d| d.len() > MAX_TOOL_DESCRIPTION_BYTES) {
+            return Err(format!("the tool's description is longer than {MAX_TOOL_DESCRIPTION_BYTES} bytes"));
+        }
+        if !tool.input_schema.is_object() {
+            return Err("the tool's inputSchema is not a JSON object".to_owned());
+        }
+        // Before the name is claimed: an invalid definition does not keep a valid one of that name out.
+        let headers = if self.annotated_page { param_headers::param_headers_in(&tool.input_schema)? } else { Vec::new() };
+        if !self.names.insert(std::hash::BuildHasher::hash_one(&self.name_hasher, &tool.name)) {
+            return Err("the server listed this tool name more than once; the first is kept".to_owned());
+        }
+        Ok((!headers.is_empty()).then(|| headers.into()))
     }
 
     fn finish(self) -> Listing {
@@ -299,6 +326,72 @@ mod tests {
         assert!(listing.rejected[0].reason.contains("name is longer"));
         assert_eq!(listing.rejected[1].tool, "wordy");
         assert!(listing.rejected[1].reason.contains("description is longer"));
+    }
+
+    /// `valid_tool` and some invalid tools of the conformance scenario http-invalid-tool-headers.
+    fn annotated_page() -> String {
+        let tool = |name: &str, property: serde_json::Value| {
+            json!({ "name": name, "inputSchema": { "type": "object", "properties": { "region": property } } })
+        };
+        json!({ "tools": [
+            tool("valid_tool", json!({ "type": "string", "x-mcp-header": "Region" })),
+            tool("invalid_space_in_name", json!({ "type": "string", "x-mcp-header": "My Region" })),
+            tool("invalid_number_header", json!({ "type": "number", "x-mcp-header": "Score" })),
+            { "name": "plain", "inputSchema": { "type": "object" } },
+        ] })
+        .to_string()
+    }
+
+    #[test]
+    fn modern_era_leaves_out_tools_with_invalid_annotations_and_keeps_the_headers_of_the_rest() {
+        // The one-pass read and the tool-by-tool read (a malformed sibling) give the same outcome.
+        let malformed_sibling = annotated_page().replacen("[", "[42,", 1);
+        for text in [annotated_page(), malformed_sibling] {
+            let mut pages = Pages { modern: true, ..Pages::default() };
+            pages.accept(&text).unwrap();
+            let listing = pages.finish();
+            assert_eq!(names(&listing), ["valid_tool", "plain"]);
+            let rejected: Vec<&Rejected> = listing.rejected.iter().filter(|r| r.tool != "tool #0").collect();
+            assert_eq!(rejected.len(), 2, "{rejected:?}");
+            assert_eq!(rejected[0].tool, "invalid_space_in_name");
+            assert!(rejected[0].reason.contains("\"My Region\"") && rejected[0].reason.contains("token"), "{}", rejected[0].reason);
+            assert_eq!(rejected[1].tool, "invalid_number_header");
+            assert!(rejected[1].reason.contains("\"number\""), "{}", rejected[1].reason);
+            assert_eq!(listing.param_headers.len(), 1, "only tools with designated parameters have an entry");
+            let headers = &listing.param_headers["valid_tool"];
+            assert_eq!(headers[0].header.as_str(), "mcp-param-region");
+        }
+    }
+
+    #[test]
+    fn an_invalid_definition_does_not_keep_out_a_valid_one_of_the_same_name() {
+        let text = json!({ "tools": [
+            { "name": "t", "inputSchema": { "type": "object", "x-mcp-header": "Root" } },
+            { "name": "t", "inputSchema": { "type": "object" } },
+        ] });
+        let mut pages = Pages { modern: true, ..Pages::default() };
+        pages.accept(&text.to_string()).unwrap();
+        let listing = pages.finish();
+        assert_eq!(names(&listing), ["t"]);
+        assert!(listing.rejected[0].reason.contains("not statically reachable"), "{}", listing.rejected[0].reason);
+    }
+
+    #[test]
+    fn legacy_era_ignores_annotations() {
+        let mut pages = Pages::default();
+        pages.accept(&annotated_page()).unwrap();
+        let listing = pages.finish();
+        assert_eq!(names(&listing), ["valid_tool", "invalid_space_in_name", "invalid_number_header", "plain"]);
+        assert!(listing.rejected.is_empty());
+        assert!(listing.param_headers.is_empty());
+    }
+
+    #[test]
+    fn a_modern_page_without_annotations_is_not_walked() {
+        let mut pages = Pages { modern: true, ..Pages::default() };
+        pages.accept(&page(&["a", "b"], None)).unwrap();
+        assert!(!pages.annotated_page);
+        assert_eq!(names(&pages.finish()), ["a", "b"]);
     }
 
     #[test]

@@ -79,7 +79,9 @@ pub enum Request {
     Url {
         message: String,
         url: String,
-        elicitation_id: String,
+        /// Always present in a server's `elicitation/create`; absent in a 2026-07-28 input request
+        /// (`mrtr.rs`), which has no completion notification to key.
+        elicitation_id: Option<String>,
     },
 }
 
@@ -131,6 +133,16 @@ fn within(n: u64, min: Option<u64>, max: Option<u64>) -> bool {
 /// Read an `elicitation/create` request's params. `Err` is the message of the `-32602` (invalid params)
 /// the server gets; it quotes nothing the server sent.
 pub fn parse_request(params: Option<&RawValue>, modes: Modes) -> Result<Request, String> {
+    parse(params, modes, true)
+}
+
+/// Read the params of an `elicitation/create` input request (MCP 2026-07-28 multi round-trip requests,
+/// `mrtr.rs`): the same rules, except that a URL-mode request carries no `elicitationId`.
+pub fn parse_input_request(params: Option<&RawValue>, modes: Modes) -> Result<Request, String> {
+    parse(params, modes, false)
+}
+
+fn parse(params: Option<&RawValue>, modes: Modes, url_needs_id: bool) -> Result<Request, String> {
     let params = params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok());
     let Some(Value::Object(mut params)) = params else {
         return Err("elicitation/create params must be an object".into());
@@ -154,7 +166,8 @@ pub fn parse_request(params: Option<&RawValue>, modes: Modes) -> Result<Request,
             _ => return Err("a url elicitation needs an http or https url".into()),
         };
         return match params.remove("elicitationId") {
-            Some(Value::String(id)) if !id.is_empty() => Ok(Request::Url { message, url, elicitation_id: id }),
+            Some(Value::String(id)) if !id.is_empty() => Ok(Request::Url { message, url, elicitation_id: Some(id) }),
+            None if !url_needs_id => Ok(Request::Url { message, url, elicitation_id: None }),
             _ => Err("a url elicitation needs an elicitationId string".into()),
         };
     }
@@ -274,11 +287,24 @@ fn bound(schema: &Map<String, Value>, key: &str) -> Option<Option<f64>> {
 pub fn host_request(server: &str, request: &Request) -> String {
     let request = match request {
         Request::Form { message, schema, .. } => json!({ "mode": "form", "message": message, "requestedSchema": schema }),
-        Request::Url { message, url, elicitation_id } => {
-            json!({ "mode": "url", "message": message, "url": url, "elicitationId": elicitation_id })
+        Request::Url { message, url, elicitation_id: Some(id) } => {
+            json!({ "mode": "url", "message": message, "url": url, "elicitationId": id })
         }
+        Request::Url { message, url, elicitation_id: None } => json!({ "mode": "url", "message": message, "url": url }),
     };
     json!({ "server": server, "request": request }).to_string()
+}
+
+/// Ask the host through `elicitor` and return the result the server gets: the host's answer, checked
+/// ([`answer`]); `decline` when the callback threw or rejected (its reason stays with the host);
+/// `cancel` when it took longer than the elicitor's timeout.
+pub async fn ask(elicitor: &Elicitor, request: &Request) -> String {
+    let asking = elicitor.callback.call(host_request(&elicitor.server, request));
+    match tokio::time::timeout(elicitor.timeout, asking).await {
+        Ok(Ok(host_json)) => answer(request, &host_json),
+        Ok(Err(_)) => DECLINE.to_owned(),
+        Err(_) => CANCEL.to_owned(),
+    }
 }
 
 /// The result the server gets for the host's answer `{action, content?}` (JSON). Anything malformed,

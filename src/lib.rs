@@ -11,6 +11,7 @@ pub mod error;
 pub mod hooks;
 pub mod guard;
 pub mod limits;
+pub mod mrtr;
 pub mod projection;
 pub mod protocol;
 pub mod store;

@@ -169,3 +169,19 @@ pub const MAX_ELICITATION_FIELDS: usize = 100;
 pub const MAX_ELICITATION_OPTIONS: usize = 1_000;
 /// Largest answer (its JSON) accepted from the host's `onElicitation`; a larger one is sent as `decline`.
 pub const MAX_ELICITATION_ANSWER_BYTES: usize = 256 * 1024;
+
+// Multi round-trip requests (src/mrtr.rs: MCP 2026-07-28 `input_required` results).
+
+/// Retries of one request that the server may answer `input_required` again; one more fails the request
+/// with `mcp_protocol_error` (the official TypeScript SDK's default cap, too).
+pub const MAX_INPUT_ROUNDS: usize = 10;
+/// Input requests in one `input_required` result. The host is asked one at a time (a person answers one
+/// form after another), so this bounds how many prompts one round puts before the person; a result
+/// asking for more fails the request before anyone is asked.
+pub const MAX_INPUT_REQUESTS_PER_ROUND: usize = 8;
+/// Longest key of one input request, in bytes. Keys are echoed in `inputResponses`, so a retry never costs
+/// more than its keys bought.
+pub const MAX_INPUT_KEY_BYTES: usize = 256;
+/// Longest `requestState`, in bytes of its JSON text (quotes included). It is echoed in the retry, byte for
+/// byte; a larger one fails the request instead of being sent back round after round.
+pub const MAX_REQUEST_STATE_BYTES: usize = 1024 * 1024;

@@ -14,6 +14,8 @@ use crate::connection::{tool_outcome, AbortHandle, Completion, Connection, Reply
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
 use crate::guard::policy;
+use crate::protocol::param_headers::{self, ParamHeader, ParamHeaders};
+use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -120,6 +122,7 @@ impl super::Toolset {
             };
             let aborts: Vec<Option<Arc<AbortHandle>>> =
                 calls.iter().map(|(call, _)| (call.abort_id != 0).then(|| inner.register_abort(call.abort_id))).collect();
+            let http = inner.servers[index].entry.is_http();
             let starts: Vec<StartCall> = calls
                 .iter()
                 .zip(&aborts)
@@ -128,7 +131,7 @@ impl super::Toolset {
                     arguments: call.arguments(),
                     abort: abort.as_deref(),
                     reply: Reply::Callback(inner.completion(Some(index), call, sink)),
-                    headers: Vec::new(),
+                    headers: mirrored_params(http, route.param_headers.as_deref(), call),
                 })
                 .collect();
             connection.start_calls(starts, inner.timeout);
@@ -221,14 +224,17 @@ impl Inner {
         // The last check, against the table current now; nothing is published until the bytes are out.
         let _no_publication = self.publication.read();
         match self.recheck(&call.name, &route) {
-            Ok(connection) => {
+            Ok((connection, params)) => {
+                // The designated parameters of the table current now: the route admitted may have been
+                // projected from storage, before the server's era was known.
+                let headers = mirrored_params(slot.entry.is_http(), params.as_deref(), &call);
                 let start =
                     StartCall {
                         remote_name: &route.remote_name,
                         arguments: call.arguments(),
                         abort: abort.as_deref(),
                         reply: done.into_reply(),
-                        headers: Vec::new(),
+                        headers,
                     };
                 connection.start_calls([start], self.timeout);
             }
@@ -250,8 +256,9 @@ impl Inner {
 
     /// Whether a call admitted earlier may still go where it was admitted to: the current table must
     /// route its name to the same server tool, unquarantined and with the definition the call was
-    /// approved against, and the server must be ready. Called under the publication read lock.
-    fn recheck(&self, name: &str, admitted: &Route) -> Result<Arc<Connection>> {
+    /// approved against, and the server must be ready. Called under the publication read lock; the
+    /// connection to send on and the current route's designated parameters.
+    fn recheck(&self, name: &str, admitted: &Route) -> Result<(Arc<Connection>, Option<ParamHeaders>)> {
         if self.cancel.is_cancelled() {
             return Err(McpError::Closed);
         }
@@ -269,7 +276,7 @@ impl Inner {
         }
         let slot = &self.servers[admitted.server];
         match (*slot.state.borrow(), slot.connection()) {
-            (SlotState::Ready, Some(connection)) => Ok(connection),
+            (SlotState::Ready, Some(connection)) => Ok((connection, current.param_headers.clone())),
             _ => Err(McpError::Transport(format!("server {:?} is unavailable", slot.entry.name))),
         }
     }
@@ -279,6 +286,15 @@ impl Inner {
         let handle = Arc::new(AbortHandle::default());
         self.aborts.lock().insert(abort_id, handle.clone());
         handle
+    }
+}
+
+/// The `Mcp-Param-*` headers of one call. Only HTTP sends headers; a tool without designated parameters
+/// costs nothing here.
+fn mirrored_params(http: bool, params: Option<&[ParamHeader]>, call: &CallRequest) -> Vec<(HeaderName, HeaderValue)> {
+    match params {
+        Some(params) if http => param_headers::headers_for(call.arguments(), params),
+        _ => Vec::new(),
     }
 }
 
@@ -326,6 +342,18 @@ mod tests {
         let toolset = Toolset::new(config, Default::default(), None, recorder.clone()).unwrap();
         toolset.inner.startup_diagnostics.lock().take();
         toolset
+    }
+
+    #[test]
+    fn only_http_calls_of_annotated_tools_carry_param_headers() {
+        let schema = serde_json::json!({ "type": "object", "properties": { "region": { "type": "string", "x-mcp-header": "Region" } } });
+        let params = param_headers::param_headers_in(&schema).unwrap();
+        let call = CallRequest::new(1, 0, "srv__t".into(), r#"{"region":"us-west1"}"#.into());
+        let sent = mirrored_params(true, Some(&params), &call);
+        assert_eq!(sent.len(), 1);
+        assert_eq!((sent[0].0.as_str(), sent[0].1.to_str().unwrap()), ("mcp-param-region", "us-west1"));
+        assert!(mirrored_params(false, Some(&params), &call).is_empty(), "stdio sends no headers");
+        assert!(mirrored_params(true, None, &call).is_empty());
     }
 
     #[tokio::test]

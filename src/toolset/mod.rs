@@ -246,7 +246,7 @@ impl Toolset {
             let row = row.expect("refused above when missing");
             // Reported when the server is reconciled, not from the stored copy.
             let (vetting, _) = inner.vet_against(index, row.tool_fingerprints.as_ref(), &row.tools);
-            let listing = crate::catalog::Listing { tools: row.tools.clone(), rejected: Vec::new() };
+            let listing = crate::catalog::Listing { tools: row.tools.clone(), ..Default::default() };
             let diagnostics = inner.project_into(index, listing, &vetting, &mut table);
             diagnostics.into_iter().for_each(|d| inner.report(d));
             to_reconcile.push(index);

@@ -12,6 +12,7 @@ use crate::projection::search::{SearchDocument, SearchIndex};
 use crate::limits::MAX_REJECTION_DIAGNOSTICS;
 use crate::projection::{json_text, naming, ProjectedTool};
 use crate::protocol::mcp::Tool;
+use crate::protocol::param_headers::ParamHeaders;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
@@ -24,6 +25,9 @@ pub(crate) struct Route {
     /// The tool as published, full schema included: what `mcp__describe_tool` answers from, and what a
     /// call that waited (policy, auth) is re-checked against before it is sent.
     pub definition: Arc<ProjectedTool>,
+    /// The parameters every call mirrors into `Mcp-Param-*` headers (2026-07-28 era); `None` for the
+    /// tools that have none, which then cost a call nothing.
+    pub param_headers: Option<ParamHeaders>,
 }
 
 /// One server's part of the map as the agent sees it.
@@ -176,7 +180,13 @@ pub(crate) fn project_server(
             if !quarantined && decision.tier != Tier::Full {
                 shown.input_schema = json_text(&disclosure::schema_for(decision.tier, &tool.input_schema));
             }
-            let route = Route { server: server.index, remote_name: tool.name.as_str().into(), quarantined, definition: full };
+            let route = Route {
+                server: server.index,
+                remote_name: tool.name.as_str().into(),
+                quarantined,
+                definition: full,
+                param_headers: listing.param_headers.get(&tool.name).cloned(),
+            };
             table.routes.insert(name, route);
             shown
         })
@@ -220,4 +230,57 @@ pub(crate) fn diff(server: &str, before: &[ProjectedTool], after: &[ProjectedToo
     }
     change.removed = before.iter().filter(|t| !new_names.contains(t.name.as_str())).map(|t| t.name.clone()).collect();
     change
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Rejected;
+    use crate::protocol::param_headers::param_headers_in;
+    use serde_json::json;
+
+    fn tool(name: &str, schema: serde_json::Value) -> Tool {
+        serde_json::from_value(json!({ "name": name, "inputSchema": schema })).unwrap()
+    }
+
+    fn project(listing: Listing) -> (RouteTable, Vec<Diagnostic>) {
+        let server = ServerIdentity { index: 0, name: "srv", label: "srv", identity: "id", always_load: false };
+        let filter = ToolFilter::default();
+        let disclosure = DisclosureConfig { budget_tokens: 1_000_000, always_load: Vec::new() };
+        let mut table = RouteTable::empty(1);
+        let diagnostics = project_server(&server, listing, &Vetting::default(), &ProjectionOptions { filter: &filter, disclosure: &disclosure }, &mut table);
+        (table, diagnostics)
+    }
+
+    fn annotated() -> serde_json::Value {
+        json!({ "type": "object", "properties": { "region": { "type": "string", "x-mcp-header": "Region" } } })
+    }
+
+    #[test]
+    fn a_route_carries_its_tools_designated_parameters() {
+        let headers: ParamHeaders = param_headers_in(&annotated()).unwrap().into();
+        let listing = Listing {
+            tools: vec![tool("regional", annotated()), tool("plain", json!({ "type": "object" }))],
+            rejected: vec![Rejected { tool: "invalid_space_in_name".into(), reason: "the x-mcp-header annotation \"My Region\" …".into() }],
+            param_headers: [("regional".to_owned(), headers.clone())].into(),
+        };
+        let (table, diagnostics) = project(listing);
+        assert_eq!(table.routes["srv__regional"].param_headers.as_deref(), Some(&*headers));
+        assert!(table.routes["srv__plain"].param_headers.is_none());
+        // The tool left out for its annotation is told as every rejected tool is.
+        let [Diagnostic::ToolRejected { tool, message, .. }] = diagnostics.as_slice() else { panic!("{diagnostics:?}") };
+        assert_eq!(tool, "invalid_space_in_name");
+        assert!(message.contains("\"invalid_space_in_name\" of server \"srv\" was left out: the x-mcp-header annotation"), "{message}");
+    }
+
+    /// Before the 2026-07-28 era a listing has no designated parameters: the projection is what it was.
+    #[test]
+    fn legacy_listings_project_as_before() {
+        let listing = Listing { tools: vec![tool("regional", annotated())], ..Listing::default() };
+        let (table, diagnostics) = project(listing);
+        assert!(diagnostics.is_empty());
+        let route = &table.routes["srv__regional"];
+        assert!(route.param_headers.is_none());
+        assert_eq!(route.definition.input_schema.get(), annotated().to_string(), "the schema is shown as published");
+    }
 }

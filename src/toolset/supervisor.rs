@@ -194,7 +194,7 @@ impl Inner {
             }
         };
         let opts = RequestOptions { timeout: self.timeout, abort: Some(stop) };
-        match catalog::list_tools(&connection, &opts).await {
+        match catalog::list_tools(&connection, &opts, connection.is_modern()).await {
             Ok(listing) => Ok((Arc::new(connection), listener, listing)),
             Err(e) => {
                 connection.close().await;
@@ -319,7 +319,7 @@ impl Inner {
         let _one_at_a_time = slot.cycle.lock().await;
         let Some(connection) = slot.connection() else { return };
         let opts = RequestOptions { timeout: self.timeout, abort: None };
-        let vetted = match catalog::list_tools(&connection, &opts).await {
+        let vetted = match catalog::list_tools(&connection, &opts, connection.is_modern()).await {
             Ok(listing) => self.vet(index, &listing.tools).await.map(|vetted| (listing, vetted)),
             Err(e) => Err(McpError::Protocol(format!("re-listing tools failed: {e}"))),
         };
