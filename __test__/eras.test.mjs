@@ -34,7 +34,8 @@ function pythonSdk() {
   if (existsSync(VENV_READY) && existsSync(python)) return { python };
   const run = (command, args) => {
     const r = spawnSync(command, args, { encoding: 'utf8', timeout: PYTHON_INSTALL_TIMEOUT_MS });
-    if (r.error || r.status !== 0) return `${command} ${args.join(' ')}: ${r.error?.message ?? `exit ${r.status}`} ${`${r.stderr}`.trim().split('\n').slice(-3).join(' / ')}`;
+    if (r.error) return `${command} ${args.join(' ')}: ${r.error.message}`;
+    if (r.status !== 0) return `${command} ${args.join(' ')}: exit ${r.status}: ${r.stderr.trim().split('\n').slice(-3).join(' / ')}`;
     return null;
   };
   const started = Date.now();
