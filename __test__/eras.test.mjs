@@ -160,6 +160,9 @@ test('one mcpTools call over both eras: TypeScript 2.x, Python 2.x, server-every
     const posts = seen.filter((r) => r.method === 'POST');
     assert.equal(posts[0].body.method, 'server/discover', 'the era probe comes first');
     for (const method of ['tools/list', 'subscriptions/listen', 'tools/call']) assert.ok(posts.some((r) => r.body.method === method), method);
+    // Nothing of the session era: no initialize, notifications/initialized, ping or logging/setLevel.
+    const modernMethods = new Set(['server/discover', 'tools/list', 'subscriptions/listen', 'tools/call']);
+    assert.deepEqual(posts.map((r) => r.body.method).filter((m) => !modernMethods.has(m)), []);
     for (const { headers, body } of posts) {
       const what = JSON.stringify(body).slice(0, 200);
       assert.notEqual(body.method, 'initialize', what);
