@@ -30,14 +30,19 @@ for (const responses of ['json', 'sse']) {
     assert.ok(server.connections() <= 3, `${server.connections()} connections`);
     await close();
 
-    const [init, initialized] = server.log;
+    // The modern probe (2026-07-28 headers and _meta), refused by this session-based server, then initialize.
+    const [probe, init, initialized] = server.log;
+    assert.equal(probe.body.method, 'server/discover');
+    assert.equal(probe.headers['mcp-method'], 'server/discover');
+    assert.equal(probe.headers['mcp-protocol-version'], '2026-07-28');
+    assert.equal(probe.body.params._meta['io.modelcontextprotocol/protocolVersion'], '2026-07-28');
     assert.equal(init.body.method, 'initialize');
     assert.equal(init.headers.accept, 'application/json, text/event-stream');
     assert.equal(init.headers['content-type'], 'application/json');
     assert.equal(init.headers['mcp-session-id'], undefined);
     assert.equal(init.headers['x-tenant'], 'acme');
     assert.equal(initialized.body.method, 'notifications/initialized');
-    for (const request of server.log.slice(1)) {
+    for (const request of server.log.slice(2)) {
       assert.equal(request.headers['mcp-session-id'], 'session-1', `${request.method} ${request.body?.method}`);
       assert.equal(request.headers['mcp-protocol-version'], '2025-11-25');
     }

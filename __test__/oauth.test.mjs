@@ -139,7 +139,8 @@ test('first login: discovery, dynamic registration, PKCE through the loopback re
   assert.ok(authorized.length >= 2);
   for (const request of authorized) assert.equal(request.headers.authorization, `Bearer ${accessToken}`);
   assert.ok(as.requests.every((r) => !Object.values(r.query).includes(accessToken)));
-  assert.equal(mcp.filter((r) => r.json?.method === 'initialize').length, 2, 'initialize re-sent once after the login');
+  // The first request (the 2026-07-28 probe) was refused for the login and re-sent once after it.
+  assert.equal(mcp.filter((r) => r.json?.method === 'server/discover').length, 2, 'the refused request re-sent once after the login');
 
   // The store holds the tokens (values are the secrets; keys are not).
   const stored = [...tokenStore.values.values()].join('\n');

@@ -18,7 +18,13 @@ test('handshake: version, client info, only implemented capabilities, initialize
   const server = fixture('hs');
   const { tools, close } = await open([server.entry]);
   await close();
-  const [init, initialized, list] = server.received();
+  // A modern question first (2026-07-28: server/discover with the protocol version, capabilities and
+  // client info in _meta); this server answers it as a session-based one, so initialize follows.
+  const [probe, init, initialized, list] = server.received();
+  assert.equal(probe.method, 'server/discover');
+  assert.equal(probe.params._meta['io.modelcontextprotocol/protocolVersion'], '2026-07-28');
+  assert.deepEqual(probe.params._meta['io.modelcontextprotocol/clientCapabilities'], {});
+  assert.equal(probe.params._meta['io.modelcontextprotocol/clientInfo'].name, 'mcpferry');
   assert.equal(init.method, 'initialize');
   assert.equal(init.params.protocolVersion, '2025-11-25');
   assert.equal(init.params.clientInfo.name, 'mcpferry');

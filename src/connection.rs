@@ -147,6 +147,9 @@ pub struct Shared {
     elicitations: Option<Elicitations>,
     /// Set while probing and for a modern-era connection: every request carries its `_meta`.
     modern: arc_swap::ArcSwapOption<ModernWire>,
+    /// Multi-round-trip calls waiting on the host between two rounds (modern era), and their stop.
+    rounds: TaskTracker,
+    stop_rounds: CancellationToken,
     /// Makes the sweeper panic, to test its supervision.
     #[cfg(test)]
     sweep_fault: AtomicBool,
@@ -249,9 +252,24 @@ impl Connection {
     /// A result with `isError: true` is turned into `McpError::Tool` by [`tool_outcome`].
     pub fn start_calls<'a>(&self, calls: impl IntoIterator<Item = StartCall<'a>>, timeout: Duration) {
         let mut outbound = Vec::new();
+        let modern = self.is_modern();
         for call in calls {
             let params = |id, meta: Option<&str>| Some(mcp::call_tool_params(call.remote_name, call.arguments, id, meta));
-            if let Some(mut message) = self.shared.register("tools/call", Some(call.remote_name), params, timeout, call.abort, call.reply) {
+            // Modern servers may answer `input_required`: the call is kept to be sent again after the
+            // host's input (the legacy era has no such answer, and keeps nothing).
+            let reply = if modern {
+                let again = Arc::new(CallAgain {
+                    name: call.remote_name.into(),
+                    arguments: call.arguments.to_owned(),
+                    headers: call.headers.clone(),
+                    abort: call.abort.clone(),
+                    timeout,
+                });
+                Reply::Callback(rounds(Arc::downgrade(&self.shared), again, call.reply, 0))
+            } else {
+                call.reply
+            };
+            if let Some(mut message) = self.shared.register("tools/call", Some(call.remote_name), params, timeout, call.abort.as_deref(), reply) {
                 message.extra_headers = call.headers;
                 outbound.push(message);
             }
@@ -284,10 +302,81 @@ impl Drop for Connection {
 pub struct StartCall<'a> {
     pub remote_name: &'a str,
     pub arguments: &'a RawValue,
-    pub abort: Option<&'a AbortHandle>,
+    pub abort: Option<Arc<AbortHandle>>,
     pub reply: Reply,
     /// Sent with this call only, over HTTP (the `Mcp-Param-*` headers of the 2026-07-28 revision).
     pub headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
+}
+
+/// A modern-era call, kept to be sent again after a round of input (`input_required`).
+struct CallAgain {
+    name: Box<str>,
+    arguments: Box<RawValue>,
+    headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
+    abort: Option<Arc<AbortHandle>>,
+    timeout: Duration,
+}
+
+/// The reply of round `round` of a call: a complete result (or a failure) goes to `reply`; an
+/// `input_required` is fulfilled through the host (in a task the connection owns, stopped with it or
+/// with the call's abort) and the call is sent again with a new id, the answers and the server's
+/// `requestState` byte for byte. Every path ends in `reply`, so no caller waits forever.
+fn rounds(shared: Weak<Shared>, call: Arc<CallAgain>, reply: Reply, round: usize) -> Completion {
+    Box::new(move |outcome| {
+        let result = match outcome {
+            Ok(result) => result,
+            Err(e) => return reply.send(Err(e)),
+        };
+        // A nesting bomb is the depth check's to report (`tool_outcome`), not the parser's.
+        if nesting::exceeds_depth(result.get().as_bytes(), MAX_JSON_DEPTH) {
+            return reply.send(Ok(result));
+        }
+        let required = match crate::mrtr::input_required(&result) {
+            Ok(None) => return reply.send(Ok(result)),
+            Ok(Some(required)) => required,
+            Err(e) => return reply.send(Err(e)),
+        };
+        if round >= crate::limits::MAX_INPUT_ROUNDS {
+            return reply.send(Err(crate::mrtr::too_many_rounds()));
+        }
+        let Some(owner) = shared.upgrade() else { return reply.send(Err(McpError::Closed)) };
+        let stop = owner.stop_rounds.clone();
+        owner.rounds.spawn(async move {
+            let Some(shared) = shared.upgrade() else { return reply.send(Err(McpError::Closed)) };
+            let elicitor = shared.elicitations.as_ref().map(|e| e.elicitor.clone());
+            let aborted = async {
+                match &call.abort {
+                    Some(abort) => abort.wait().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let fulfilled = tokio::select! {
+                biased;
+                _ = stop.cancelled() => Err(McpError::Closed),
+                _ = aborted => Err(McpError::Aborted),
+                fulfilled = crate::mrtr::fulfil(&required.requests, elicitor.as_deref()) => fulfilled,
+            };
+            let responses = match fulfilled {
+                Ok(responses) => responses,
+                Err(e) => return reply.send(Err(e)),
+            };
+            let state = required.request_state.as_deref();
+            let params = |id, meta: Option<&str>| {
+                Some(crate::mrtr::retry_params(&mcp::call_tool_params(&call.name, &call.arguments, id, meta), &responses, state))
+            };
+            let next = Reply::Callback(rounds(Arc::downgrade(&shared), call.clone(), reply, round + 1));
+            if let Some(mut message) = shared.register("tools/call", Some(&call.name), params, call.timeout, call.abort.as_deref(), next) {
+                message.extra_headers = call.headers.clone();
+                match shared.transport.get().and_then(Weak::upgrade) {
+                    Some(transport) => shared.dispatch(&transport, vec![message]),
+                    // The transport is gone: ending the connection fails this call with everything pending.
+                    None => {
+                        shared.end(McpError::Closed);
+                    }
+                }
+            }
+        });
+    })
 }
 
 /// The outcome of a `tools/call`: `isError: true` becomes `McpError::Tool` with the server's own text,
@@ -446,6 +535,8 @@ impl Shared {
                 last_ended: Mutex::new(None),
             }),
             modern: arc_swap::ArcSwapOption::empty(),
+            rounds: TaskTracker::new(),
+            stop_rounds: CancellationToken::new(),
             #[cfg(test)]
             sweep_fault: AtomicBool::new(false),
         })
@@ -579,6 +670,7 @@ impl Shared {
         if let Some(elicitations) = &self.elicitations {
             elicitations.cancel.cancel();
         }
+        self.stop_rounds.cancel();
         for (_, p) in pending {
             p.reply.send(Err(reason.clone()));
         }
@@ -745,6 +837,8 @@ impl Shared {
             elicitations.tasks.close();
             elicitations.tasks.wait().await;
         }
+        self.rounds.close();
+        self.rounds.wait().await;
     }
 }
 

@@ -129,7 +129,7 @@ impl super::Toolset {
                 .map(|((call, route), abort)| StartCall {
                     remote_name: &route.remote_name,
                     arguments: call.arguments(),
-                    abort: abort.as_deref(),
+                    abort: abort.clone(),
                     reply: Reply::Callback(inner.completion(Some(index), call, sink)),
                     headers: mirrored_params(http, route.param_headers.as_deref(), call),
                 })
@@ -232,7 +232,7 @@ impl Inner {
                     StartCall {
                         remote_name: &route.remote_name,
                         arguments: call.arguments(),
-                        abort: abort.as_deref(),
+                        abort: abort.clone(),
                         reply: done.into_reply(),
                         headers,
                     };
