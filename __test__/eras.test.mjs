@@ -60,10 +60,11 @@ function freePort() {
 /** The TypeScript 2.x fixture over HTTP: resolves to `{ url, seen(), stop }` once it listens. */
 async function startTs2Http() {
   const child = spawn(process.execPath, [TS2, 'http'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const [line] = await Promise.race([
-    new Promise((resolve) => createInterface({ input: child.stdout }).once('line', (l) => resolve([l]))),
-    new Promise((_, reject) => setTimeout(() => reject(new Error('ts2 HTTP fixture did not start')), SERVER_START_TIMEOUT_MS)),
-  ]);
+  let timer;
+  const line = await Promise.race([
+    new Promise((resolve) => createInterface({ input: child.stdout }).once('line', resolve)),
+    new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('ts2 HTTP fixture did not start')), SERVER_START_TIMEOUT_MS))),
+  ]).finally(() => clearTimeout(timer));
   const { url, seen } = JSON.parse(line);
   return { url, seen: async () => (await fetch(seen)).json(), stop: () => child.kill() };
 }
@@ -92,12 +93,19 @@ function textOf(result) {
 test('one mcpTools call over both eras: TypeScript 2.x, Python 2.x, server-everything, stdio and HTTP', async (t) => {
   const py = pythonSdk();
   if (py.skip) console.log(`# skipped the Python SDK servers: ${py.skip}`);
+  // The toolset closes first, then the servers stop (they would otherwise wait on its open streams).
+  const stops = [];
+  let closeToolset = async () => {};
+  t.after(async () => {
+    await closeToolset();
+    for (const stop of stops) stop();
+  });
   const ts2Http = await startTs2Http();
-  t.after(ts2Http.stop);
+  stops.push(ts2Http.stop);
   const everythingHttp = await startEverythingHttp('streamableHttp');
-  t.after(everythingHttp.stop);
+  stops.push(everythingHttp.stop);
   const py2Http = py.python ? await startPy2Http(py.python) : null;
-  if (py2Http) t.after(py2Http.stop);
+  if (py2Http) stops.push(py2Http.stop);
 
   /** name → era the server speaks. */
   const eras = {
@@ -126,7 +134,7 @@ test('one mcpTools call over both eras: TypeScript 2.x, Python 2.x, server-every
       return { action: 'accept', content: { confirmed: true } };
     },
   });
-  t.after(close);
+  closeToolset = close;
 
   await t.test('every server connects, in its own era', () => {
     assert.deepEqual(diagnostics.filter((d) => d.code === 'server-degraded'), []);
