@@ -375,3 +375,22 @@ test('bad input is refused with typed errors', async () => {
   await close();
   await assert.rejects(tools.args__echo.execute({ text: 'late' }), { code: 'mcp_connection_closed' });
 });
+
+test('a session-based server that exits on the modern probe is started again for initialize, and works', async (t) => {
+  const { mkdtempSync, readFileSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const { join } = await import('node:path');
+  const starts = join(mkdtempSync(join(tmpdir(), 'mcpferry-strict-')), 'starts');
+  const entry = {
+    name: 'strict',
+    type: 'stdio',
+    command: process.execPath,
+    args: [new URL('./fixtures/exit-on-unknown.mjs', import.meta.url).pathname],
+    env: { STARTS_FILE: starts },
+  };
+  const { tools, close, diagnostics } = await open([entry]);
+  t.after(close);
+  assert.deepEqual(diagnostics, []);
+  assert.equal((await tools.strict__echo.execute({ text: 'again' })).content[0].text, 'echo: again');
+  assert.equal(readFileSync(starts, 'utf8'), 'start\nstart\n', 'probed once, started again once');
+});

@@ -530,6 +530,8 @@ mod tests {
             (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","headers":{"Authorization":"Bearer t0ken-value"},"oauth":true}]}"#, "cannot be combined with oauth"),
             (r#"{"servers":[{"name":"s","type":"stdio","command":"x","oauth":true}]}"#, "OAuth is for HTTP servers"),
             (r#"{"servers":[{"name":"h","type":"sse","url":"http://x/","oauth":{"grant":"implicit"}}]}"#, "grant \"implicit\" is unknown"),
+            (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","headers":{"Mcp-Method":"tools/list"}}]}"#, "set by the MCP transport"),
+            (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","headers":{"Mcp-Param-Region":"eu"}}]}"#, "set by the MCP transport"),
             (r#"{"servers":[],"tokenStore":{"get":1}}"#, "options.tokenStore must be a token store"),
             (r#"{"servers":[],"onAuthorizationUrl":"open"}"#, "onAuthorizationUrl must be a function"),
             (r#"{"servers":[],"authorizationTimeoutMs":0}"#, "authorizationTimeoutMs must be a positive integer"),

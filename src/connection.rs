@@ -126,6 +126,8 @@ pub struct SessionInfo {
     /// Never shown to a model: third-party text is a prompt-injection seam.
     pub instructions: Option<String>,
     pub era: Era,
+    /// The era was found from the server's answer (worth remembering), not assumed after a failure.
+    pub era_evidence: bool,
 }
 
 pub struct Connection {
@@ -150,6 +152,10 @@ pub struct Shared {
     /// Multi-round-trip calls waiting on the host between two rounds (modern era), and their stop.
     rounds: TaskTracker,
     stop_rounds: CancellationToken,
+    /// Prompts multi-round-trip calls may have open at once (as many as the server's own elicitations).
+    round_prompts: Arc<tokio::sync::Semaphore>,
+    /// Set once the connection is open; losses are reported to the owner from then on.
+    open: AtomicBool,
     /// Makes the sweeper panic, to test its supervision.
     #[cfg(test)]
     sweep_fault: AtomicBool,
@@ -216,7 +222,10 @@ impl Connection {
             let _ = shared.transport.set(Arc::downgrade(&transport));
             start_sweeper(&shared);
             let failure = match negotiate(&shared, &transport, handshake, hint).await {
-                Ok(session) => return Ok(Connection { shared, transport, session }),
+                Ok(session) => {
+                    shared.opened();
+                    return Ok(Connection { shared, transport, session });
+                }
                 Err(failure) => failure,
             };
             shared.end(McpError::Closed);
@@ -225,7 +234,10 @@ impl Connection {
             match failure {
                 // A child that died of the modern probe: start it again for `initialize`.
                 Negotiation::Restart if hint != Some(Era::Legacy) => hint = Some(Era::Legacy),
-                Negotiation::Restart => return Err((McpError::Closed, transport.stderr_tail())),
+                Negotiation::Restart => {
+                    let reason = McpError::Transport("the server exited before answering initialize".into());
+                    return Err((reason, transport.stderr_tail()));
+                }
                 Negotiation::Failed(e) => return Err((e, transport.stderr_tail())),
             }
         }
@@ -239,7 +251,7 @@ impl Connection {
     /// Listen for tool-list changes (modern era: `subscriptions/listen`) until the server or the
     /// connection ends the subscription. Its notifications arrive like any other.
     pub async fn listen_for_tool_changes(&self, abort: Option<&AbortHandle>) -> Result<()> {
-        let opts = RequestOptions { timeout: Duration::MAX, abort };
+        let opts = RequestOptions { timeout: Duration::from_millis(crate::limits::LISTEN_TIMEOUT_MS), abort };
         let params = r#"{"notifications":{"toolsListChanged":true}}"#;
         request(&self.shared, &self.transport, "subscriptions/listen", |_| Some(params.to_owned()), &opts, true).await.map(drop)
     }
@@ -350,11 +362,20 @@ fn rounds(shared: Weak<Shared>, call: Arc<CallAgain>, reply: Reply, round: usize
                     None => std::future::pending().await,
                 }
             };
+            let prompts = shared.round_prompts.clone();
+            let fulfilling = async {
+                // Rounds that ask the host nothing (state only) take no prompt slot.
+                let _slot = match required.requests.is_empty() {
+                    true => None,
+                    false => Some(prompts.acquire_owned().await.map_err(|_| McpError::Closed)?),
+                };
+                crate::mrtr::fulfil(&required.requests, elicitor.as_deref()).await
+            };
             let fulfilled = tokio::select! {
                 biased;
                 _ = stop.cancelled() => Err(McpError::Closed),
                 _ = aborted => Err(McpError::Aborted),
-                fulfilled = crate::mrtr::fulfil(&required.requests, elicitor.as_deref()) => fulfilled,
+                fulfilled = fulfilling => fulfilled,
             };
             let responses = match fulfilled {
                 Ok(responses) => responses,
@@ -418,6 +439,8 @@ async fn negotiate(
     opts: &RequestOptions<'_>,
     hint: Option<Era>,
 ) -> std::result::Result<SessionInfo, Negotiation> {
+    // Whether the era found is worth remembering (an answer, not a failed exchange).
+    let mut evidence = true;
     if hint != Some(Era::Legacy) && transport.may_be_modern() {
         let capabilities = mcp::client_capabilities(shared.elicitations.as_ref().map(|e| e.elicitor.modes));
         let mut version = match hint {
@@ -427,8 +450,12 @@ async fn negotiate(
         let mut retried = false;
         loop {
             shared.modern.store(Some(Arc::new(ModernWire { version, meta: era::meta_members(version, &capabilities) })));
-            let outcome = request(shared, transport, "server/discover", |_| None, opts, false).await;
-            match era::classify(outcome, version) {
+            // A stdio server that ignores what it doesn't know is not waited for as long as a handshake.
+            let stdio = transport.is_stdio();
+            let probe_timeout = if stdio { opts.timeout.min(Duration::from_millis(crate::limits::STDIO_PROBE_TIMEOUT_MS)) } else { opts.timeout };
+            let probe = RequestOptions { timeout: probe_timeout, abort: opts.abort };
+            let outcome = request(shared, transport, "server/discover", |_| None, &probe, false).await;
+            match era::classify(outcome, version, stdio) {
                 era::Verdict::Modern(version, result) => {
                     let info = result.server_info();
                     return Ok(SessionInfo {
@@ -438,6 +465,7 @@ async fn negotiate(
                         tools_list_changed: result.capabilities.tools.and_then(|t| t.list_changed).unwrap_or(false),
                         instructions: result.instructions,
                         era: Era::Modern(version),
+                        era_evidence: true,
                     });
                 }
                 // Once: a server that refuses the version it just named is not worth a loop.
@@ -452,6 +480,10 @@ async fn negotiate(
                 }
                 era::Verdict::Fatal(e) => return Err(Negotiation::Failed(e)),
                 era::Verdict::Legacy => break,
+                era::Verdict::Unknown => {
+                    evidence = false;
+                    break;
+                }
             }
         }
         shared.modern.store(None);
@@ -459,7 +491,9 @@ async fn negotiate(
             return Err(Negotiation::Restart);
         }
     }
-    handshake_with(shared, transport, opts).await.map_err(Negotiation::Failed)
+    let mut session = handshake_with(shared, transport, opts).await.map_err(Negotiation::Failed)?;
+    session.era_evidence = evidence;
+    Ok(session)
 }
 
 async fn handshake_with(shared: &Arc<Shared>, transport: &Arc<dyn Transport>, opts: &RequestOptions<'_>) -> Result<SessionInfo> {
@@ -490,6 +524,7 @@ async fn handshake_with(shared: &Arc<Shared>, transport: &Arc<dyn Transport>, op
         tools_list_changed: init.capabilities.tools.and_then(|t| t.list_changed).unwrap_or(false),
         instructions: init.instructions,
         era: Era::Legacy,
+        era_evidence: true,
     })
 }
 
@@ -537,6 +572,8 @@ impl Shared {
             modern: arc_swap::ArcSwapOption::empty(),
             rounds: TaskTracker::new(),
             stop_rounds: CancellationToken::new(),
+            round_prompts: Arc::new(tokio::sync::Semaphore::new(crate::limits::MAX_ELICITATIONS_IN_FLIGHT)),
+            open: AtomicBool::new(false),
             #[cfg(test)]
             sweep_fault: AtomicBool::new(false),
         })
@@ -559,7 +596,7 @@ impl Shared {
             return None;
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let deadline = Instant::now().checked_add(timeout).unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
+        let deadline = Instant::now() + timeout;
         let modern = self.modern.load_full();
         let wake_sweeper = {
             let mut state = self.state.lock();
@@ -680,8 +717,19 @@ impl Shared {
     /// The server broke the protocol or died: fail everything, tell the owner, release the transport.
     fn lose(&self, reason: McpError) {
         // The transport is closed by the connection's owner, whose close() is awaited and tracked (the
-        // toolset's supervisor), not by a task nobody waits for.
-        if self.end(reason.clone()) {
+        // toolset's supervisor), not by a task nobody waits for. Before the connection is open, its
+        // opening reports the failure (a probe that killed a stdio child is not the server's loss).
+        if self.end(reason.clone()) && self.open.load(Ordering::SeqCst) {
+            self.events.connection_lost(&reason);
+        }
+    }
+
+    /// The connection is open: from now on a loss is reported to the owner (one that happened just
+    /// before is reported now).
+    fn opened(&self) {
+        self.open.store(true, Ordering::SeqCst);
+        let ended = self.state.lock().ended.clone();
+        if let Some(reason) = ended {
             self.events.connection_lost(&reason);
         }
     }
@@ -708,7 +756,11 @@ impl Shared {
             // no task or queue per request here, so a flood costs nothing beyond the transport's own bounds,
             // and each answer is small whatever the request carried.
             Message::Request { id, .. } if !jsonrpc::is_echoable_id(id) => {}
-            Message::Request { id, method, params } if method == "elicitation/create" && self.elicitations.is_some() => {
+            // The modern era has no server-to-client requests (input comes back in `input_required`): a
+            // server sending one anyway gets `-32601` below, and nothing reaches the host.
+            Message::Request { id, method, params }
+                if method == "elicitation/create" && self.elicitations.is_some() && self.modern.load().is_none() =>
+            {
                 self.elicit(id, params);
             }
             Message::Request { id, method, .. } => {
@@ -1027,6 +1079,7 @@ mod tests {
             let transport: Arc<dyn Transport> = recorder.clone();
             let _ = shared.transport.set(Arc::downgrade(&transport));
             start_sweeper(&shared);
+            shared.opened();
             Harness { shared, transport, recorder, events }
         }
 
@@ -1209,6 +1262,7 @@ mod tests {
         let transport: Arc<dyn Transport> = recorder.clone();
         let _ = shared.transport.set(Arc::downgrade(&transport));
         start_sweeper(&shared);
+        shared.opened();
         (Harness { shared, transport, recorder, events }, rx)
     }
 

@@ -112,6 +112,12 @@ pub const MAX_LOOPBACK_STRAY_REQUESTS: u32 = 32;
 pub const MAX_LOOPBACK_REQUEST_BYTES: usize = 16 * 1024;
 /// How long the loopback listener waits for one connection's request head.
 pub const LOOPBACK_READ_TIMEOUT_MS: u64 = 5_000;
+/// `subscriptions/listen` (2026-07-28) has no idle limit of its own: a stream quiet for this long is a
+/// subscription nobody needs to end.
+pub const LISTEN_TIMEOUT_MS: u64 = 30 * 24 * 3600 * 1000;
+/// How long a stdio server has to answer the modern era's probe (`server/discover`) before it is taken
+/// for a session-based server that ignores unknown requests (remembered, so paid once per server).
+pub const STDIO_PROBE_TIMEOUT_MS: u64 = 5_000;
 /// Connections the loopback listener serves at once.
 pub const MAX_LOOPBACK_CONNECTIONS: usize = 8;
 

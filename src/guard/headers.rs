@@ -19,7 +19,13 @@ pub const PROTOCOL_OWNED_HEADERS: &[&str] = &[
     "last-event-id",
     "transfer-encoding",
     "connection",
+    // The 2026-07-28 revision's request headers.
+    "mcp-method",
+    "mcp-name",
 ];
+
+/// Headers of this prefix carry a call's annotated parameters (2026-07-28): the transport's, never configured.
+pub const PROTOCOL_OWNED_PREFIX: &str = "mcp-param-";
 
 pub fn validate_headers(at: &str, headers: &Map<String, Value>) -> Result<HeaderMap> {
     let mut map = HeaderMap::new();
@@ -27,7 +33,7 @@ pub fn validate_headers(at: &str, headers: &Map<String, Value>) -> Result<Header
     for (name, value) in headers {
         let header = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| McpError::config(format!("{at}.headers: {name:?} is not a valid header name")))?;
-        if PROTOCOL_OWNED_HEADERS.contains(&header.as_str()) {
+        if PROTOCOL_OWNED_HEADERS.contains(&header.as_str()) || header.as_str().starts_with(PROTOCOL_OWNED_PREFIX) {
             return Err(McpError::config(format!("{at}.headers: {name:?} is set by the MCP transport and cannot be configured")));
         }
         let Value::String(text) = value else {

@@ -95,14 +95,18 @@ pub enum Verdict {
     Modern(&'static str, DiscoverResult),
     /// Ask again at this version (the server named it among those it supports).
     Retry(&'static str),
+    /// Session-based: the server answered, and not as a modern one.
     Legacy,
+    /// Not an answer (a failed exchange, an HTTP error without a JSON-RPC body, a timeout): try
+    /// `initialize` this time, but this is no evidence to remember.
+    Unknown,
     /// No evidence either way, and nothing to continue with (an authorization refusal, a closed toolset…).
     Fatal(McpError),
 }
 
-/// Classify the answer to `server/discover` sent at `requested`. `stdio` decides what a failed exchange
-/// means: a child that died answers nothing about eras (the caller starts it again for `initialize`).
-pub fn classify(outcome: Result<Box<RawValue>, McpError>, requested: &str) -> Verdict {
+/// Classify the answer to `server/discover` sent at `requested`. Over stdio, no answer in time is the
+/// answer of a session-based server that ignores what it doesn't know; over HTTP it is no evidence.
+pub fn classify(outcome: Result<Box<RawValue>, McpError>, requested: &str, stdio: bool) -> Verdict {
     match outcome {
         Ok(raw) => {
             let Ok(result) = serde_json::from_str::<DiscoverResult>(raw.get()) else { return Verdict::Legacy };
@@ -130,7 +134,9 @@ pub fn classify(outcome: Result<Box<RawValue>, McpError>, requested: &str) -> Ve
             | McpError::Aborted
             | McpError::ConfigInvalid(_)),
         ) => Verdict::Fatal(e),
-        Err(_) => Verdict::Legacy,
+        Err(McpError::Rpc { .. } | McpError::Protocol(_)) => Verdict::Legacy,
+        Err(McpError::Timeout { .. }) if stdio => Verdict::Legacy,
+        Err(_) => Verdict::Unknown,
     }
 }
 
@@ -141,21 +147,33 @@ fn pick<'a>(supported: impl Iterator<Item = &'a str> + Clone, requested: &str) -
 }
 
 /// The era each server was found to speak, by identity, for this process.
-static REMEMBERED: Mutex<Option<HashMap<String, Era>>> = Mutex::new(None);
+/// Keyed by a hash of the identity (a URL may carry a key in its query), bounded.
+static REMEMBERED: Mutex<Option<HashMap<[u8; 32], Era>>> = Mutex::new(None);
+/// Servers remembered at most; past it the memory starts over (a probe each is all that costs).
+const MAX_REMEMBERED_SERVERS: usize = 4_096;
 
-pub fn remembered(identity: &str) -> Option<Era> {
-    REMEMBERED.lock().as_ref()?.get(identity).copied()
+fn key(identity: &str) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(identity.as_bytes()).into()
 }
 
+pub fn remembered(identity: &str) -> Option<Era> {
+    REMEMBERED.lock().as_ref()?.get(&key(identity)).copied()
+}
+
+/// Remember a server's era (`None` forgets it).
 pub fn remember(identity: &str, era: Option<Era>) {
     let mut map = REMEMBERED.lock();
     let map = map.get_or_insert_with(HashMap::new);
     match era {
         Some(era) => {
-            map.insert(identity.to_owned(), era);
+            if map.len() >= MAX_REMEMBERED_SERVERS {
+                map.clear();
+            }
+            map.insert(key(identity), era);
         }
         None => {
-            map.remove(identity);
+            map.remove(&key(identity));
         }
     }
 }
@@ -184,20 +202,22 @@ mod tests {
     #[test]
     fn only_a_modern_answer_is_modern_and_auth_is_no_evidence() {
         let discover = r#"{"supportedVersions":["2026-07-28","2025-11-25"],"capabilities":{"tools":{"listChanged":true}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"}}}"#;
-        match classify(Ok(raw(discover)), "2026-07-28") {
+        match classify(Ok(raw(discover)), "2026-07-28", false) {
             Verdict::Modern(v, result) => {
                 assert_eq!(v, "2026-07-28");
                 assert_eq!(result.server_info().name, "s");
             }
             other => panic!("{other:?}"),
         }
-        assert!(matches!(classify(Ok(raw(r#"{"supportedVersions":["2025-11-25"]}"#)), "2026-07-28"), Verdict::Legacy));
-        assert!(matches!(classify(Ok(raw("{}")), "2026-07-28"), Verdict::Legacy));
+        assert!(matches!(classify(Ok(raw(r#"{"supportedVersions":["2025-11-25"]}"#)), "2026-07-28", false), Verdict::Legacy));
+        assert!(matches!(classify(Ok(raw("{}")), "2026-07-28", false), Verdict::Legacy));
         let unsupported = |data: &str| McpError::Rpc { code: UNSUPPORTED_PROTOCOL_VERSION, message: "no".into(), data: Some(data.into()) };
-        assert!(matches!(classify(Err(unsupported(r#"{"supported":["2026-07-28"]}"#)), "2026-07-28"), Verdict::Retry("2026-07-28")));
-        assert!(matches!(classify(Err(unsupported(r#"{"supported":["2025-11-25"]}"#)), "2026-07-28"), Verdict::Legacy));
-        assert!(matches!(classify(Err(McpError::Rpc { code: -32601, message: "?".into(), data: None }), "2026-07-28"), Verdict::Legacy));
-        assert!(matches!(classify(Err(McpError::Transport("HTTP 400".into())), "2026-07-28"), Verdict::Legacy));
-        assert!(matches!(classify(Err(McpError::Auth("login".into())), "2026-07-28"), Verdict::Fatal(_)));
+        assert!(matches!(classify(Err(unsupported(r#"{"supported":["2026-07-28"]}"#)), "2026-07-28", false), Verdict::Retry("2026-07-28")));
+        assert!(matches!(classify(Err(unsupported(r#"{"supported":["2025-11-25"]}"#)), "2026-07-28", false), Verdict::Legacy));
+        assert!(matches!(classify(Err(McpError::Rpc { code: -32601, message: "?".into(), data: None }), "2026-07-28", false), Verdict::Legacy));
+        assert!(matches!(classify(Err(McpError::Transport("HTTP 503".into())), "2026-07-28", false), Verdict::Unknown));
+        assert!(matches!(classify(Err(McpError::Timeout { after_ms: 1 }), "2026-07-28", false), Verdict::Unknown));
+        assert!(matches!(classify(Err(McpError::Timeout { after_ms: 1 }), "2026-07-28", true), Verdict::Legacy));
+        assert!(matches!(classify(Err(McpError::Auth("login".into())), "2026-07-28", false), Verdict::Fatal(_)));
     }
 }

@@ -184,7 +184,8 @@ impl Inner {
         let hint = crate::protocol::era::remembered(&slot.identity);
         let connection = match Connection::open(&spec, listener.clone(), options, &handshake, elicitor, hint).await {
             Ok(connection) => {
-                crate::protocol::era::remember(&slot.identity, Some(connection.session.era));
+                let session = &connection.session;
+                crate::protocol::era::remember(&slot.identity, session.era_evidence.then_some(session.era));
                 connection
             }
             Err(failure) => {

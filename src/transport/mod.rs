@@ -100,6 +100,10 @@ pub trait Transport: Send + Sync {
     }
     /// End the session and release everything behind it. Idempotent.
     fn close(&self) -> BoxFuture<'static, ()>;
+    /// Whether it talks to a child process over its pipes.
+    fn is_stdio(&self) -> bool {
+        false
+    }
     /// Whether the server behind it may speak the modern era (the legacy HTTP+SSE transport never does,
     /// so it is not probed).
     fn may_be_modern(&self) -> bool {

@@ -178,6 +178,10 @@ impl StdioTransport {
 }
 
 impl Transport for StdioTransport {
+    fn is_stdio(&self) -> bool {
+        true
+    }
+
     fn send(&self, message: Outbound) -> Result<()> {
         self.outbox.push(std::iter::once(message.json))
     }

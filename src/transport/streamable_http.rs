@@ -327,7 +327,11 @@ impl Shared {
             // an unknown method): delivered as that request's answer.
             if let (Some(_), Some(id), true) = (&post.modern, post.request_id, http::is_json(&response)) {
                 let body = http::read_body(&mut response, self.options.max_message_bytes, self.deadline()).await?;
-                if self.sink.on_message(&body) && !self.sink.is_pending(id) {
+                let answers_with_error = matches!(
+                    serde_json::from_slice::<RawMessage>(&body).ok().and_then(RawMessage::classify),
+                    Some(Message::Response { id: Some(answered), outcome: Err(_) }) if answered == id
+                );
+                if answers_with_error && self.sink.on_message(&body) {
                     return Ok(());
                 }
                 return Err(McpError::Transport(self.excerpt_of(status, &body)));
