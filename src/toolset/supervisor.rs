@@ -42,6 +42,10 @@ pub(crate) struct Supervisor {
     pub label: String,
     /// The entry's identity (kind, command or URL), for names and store ids.
     pub identity: String,
+    /// What the server's era is remembered under: its identity and everything else that reaches it (a
+    /// stdio entry's env, an HTTP entry's headers), so entries that differ there are asked apart.
+    /// Hashed where it is kept (`protocol::era`): values may be secrets.
+    era_key: String,
     /// The bearer sent to this server, rotated by `auth` on every call, or by its OAuth authorizer.
     pub credential: Credential,
     /// The OAuth authorizer of an entry with `oauth`, once it first connected.
@@ -96,6 +100,7 @@ impl Supervisor {
         }
         Supervisor {
             identity: entry.identity(),
+            era_key: era_key(&entry),
             entry,
             label,
             credential: Credential::default(),
@@ -181,16 +186,16 @@ impl Inner {
             Arc::new(Elicitor { server, modes, callback, timeout })
         });
         // The era this server was found to speak before (this process): a session-based one skips the probe.
-        let hint = crate::protocol::era::remembered(&slot.identity);
+        let hint = crate::protocol::era::remembered(&slot.era_key);
         let connection = match Connection::open(&spec, listener.clone(), options, &handshake, elicitor, hint).await {
             Ok(connection) => {
                 let session = &connection.session;
-                crate::protocol::era::remember(&slot.identity, session.era_evidence.then_some(session.era));
+                crate::protocol::era::remember(&slot.era_key, session.era_evidence.then_some(session.era));
                 connection
             }
             Err(failure) => {
                 // A server that changed its era fails under the old assumption: probe it afresh next time.
-                crate::protocol::era::remember(&slot.identity, None);
+                crate::protocol::era::remember(&slot.era_key, None);
                 return Err(failure);
             }
         };
@@ -525,6 +530,19 @@ impl Inner {
         slot.secrets.set_rotating("bearer", token.as_bytes());
         slot.credential.set_bearer(&token)
     }
+}
+
+fn era_key(entry: &ServerEntry) -> String {
+    let mut key = entry.identity();
+    match &entry.kind {
+        ServerKind::Stdio { env, .. } => env.iter().for_each(|(name, value)| key.push_str(&format!("\n{name}={value}"))),
+        ServerKind::StreamableHttp { headers, .. } | ServerKind::Sse { headers, .. } => {
+            for (name, value) in headers {
+                key.push_str(&format!("\n{name}={}", String::from_utf8_lossy(value.as_bytes())));
+            }
+        }
+    }
+    key
 }
 
 /// The modern era's replacement for the GET stream: `subscriptions/listen` for tool-list changes, opened
