@@ -180,7 +180,8 @@ export type McpElicitationRequest =
       mode: 'url';
       message: string;
       url: string;
-      elicitationId: string;
+      /** Absent from 2026-07-28 servers (their input requests carry none). */
+      elicitationId?: string;
     };
 
 /** The person's answer: `content` (form mode, with `accept` only) holds the fields of `requestedSchema`. */

@@ -118,6 +118,9 @@ pub const LISTEN_TIMEOUT_MS: u64 = 30 * 24 * 3600 * 1000;
 /// How long a stdio server has to answer the modern era's probe (`server/discover`) before it is taken
 /// for a session-based server that ignores unknown requests (remembered, so paid once per server).
 pub const STDIO_PROBE_TIMEOUT_MS: u64 = 5_000;
+/// The largest `Mcp-Param-*` header value (encoded) a call may need; a call over it fails with
+/// `mcp_invalid_arguments` before anything is sent.
+pub const MAX_PARAM_HEADER_VALUE_BYTES: usize = 8 * 1024;
 /// Connections the loopback listener serves at once.
 pub const MAX_LOOPBACK_CONNECTIONS: usize = 8;
 

@@ -13,6 +13,7 @@ use super::Inner;
 use crate::connection::{tool_outcome, AbortHandle, Completion, Connection, Reply, StartCall};
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
+use crate::limits::MAX_PARAM_HEADER_VALUE_BYTES;
 use crate::guard::policy;
 use crate::protocol::param_headers::{self, ParamHeader, ParamHeaders};
 use reqwest::header::{HeaderName, HeaderValue};
@@ -120,18 +121,25 @@ impl super::Toolset {
                 }
                 continue;
             };
-            let aborts: Vec<Option<Arc<AbortHandle>>> =
-                calls.iter().map(|(call, _)| (call.abort_id != 0).then(|| inner.register_abort(call.abort_id))).collect();
             let http = inner.servers[index].entry.is_http();
-            let starts: Vec<StartCall> = calls
-                .iter()
+            let mut ready = Vec::with_capacity(calls.len());
+            for (call, route) in calls {
+                match mirrored_params(http, route.param_headers.as_deref(), &call) {
+                    Ok(headers) => ready.push((call, route, headers)),
+                    Err(error) => sink.complete(call.call_id, Err(error)),
+                }
+            }
+            let aborts: Vec<Option<Arc<AbortHandle>>> =
+                ready.iter().map(|(call, ..)| (call.abort_id != 0).then(|| inner.register_abort(call.abort_id))).collect();
+            let starts: Vec<StartCall> = ready
+                .iter_mut()
                 .zip(&aborts)
-                .map(|((call, route), abort)| StartCall {
+                .map(|((call, route, headers), abort)| StartCall {
                     remote_name: &route.remote_name,
                     arguments: call.arguments(),
                     abort: abort.clone(),
                     reply: Reply::Callback(inner.completion(Some(index), call, sink)),
-                    headers: mirrored_params(http, route.param_headers.as_deref(), call),
+                    headers: std::mem::take(headers),
                 })
                 .collect();
             connection.start_calls(starts, inner.timeout);
@@ -227,7 +235,10 @@ impl Inner {
             Ok((connection, params)) => {
                 // The designated parameters of the table current now: the route admitted may have been
                 // projected from storage, before the server's era was known.
-                let headers = mirrored_params(slot.entry.is_http(), params.as_deref(), &call);
+                let headers = match mirrored_params(slot.entry.is_http(), params.as_deref(), &call) {
+                    Ok(headers) => headers,
+                    Err(error) => return done.finish(Err(error)),
+                };
                 let start =
                     StartCall {
                         remote_name: &route.remote_name,
@@ -291,10 +302,19 @@ impl Inner {
 
 /// The `Mcp-Param-*` headers of one call. Only HTTP sends headers; a tool without designated parameters
 /// costs nothing here.
-fn mirrored_params(http: bool, params: Option<&[ParamHeader]>, call: &CallRequest) -> Vec<(HeaderName, HeaderValue)> {
-    match params {
+fn mirrored_params(http: bool, params: Option<&[ParamHeader]>, call: &CallRequest) -> Result<Vec<(HeaderName, HeaderValue)>> {
+    let headers = match params {
         Some(params) if http => param_headers::headers_for(call.arguments(), params),
-        _ => Vec::new(),
+        _ => return Ok(Vec::new()),
+    };
+    // A header is no place for a large value (servers and proxies refuse a few KiB): refused here, with the
+    // argument named, rather than by a server that can't say why.
+    match headers.iter().find(|(_, value)| value.len() > MAX_PARAM_HEADER_VALUE_BYTES) {
+        Some((name, value)) => Err(McpError::InvalidArguments(format!(
+            "the argument sent in the {name} header is {} bytes once encoded, over the {MAX_PARAM_HEADER_VALUE_BYTES} a header may carry",
+            value.len()
+        ))),
+        None => Ok(headers),
     }
 }
 
@@ -349,11 +369,16 @@ mod tests {
         let schema = serde_json::json!({ "type": "object", "properties": { "region": { "type": "string", "x-mcp-header": "Region" } } });
         let params = param_headers::param_headers_in(&schema).unwrap();
         let call = CallRequest::new(1, 0, "srv__t".into(), r#"{"region":"us-west1"}"#.into());
-        let sent = mirrored_params(true, Some(&params), &call);
+        let sent = mirrored_params(true, Some(&params), &call).unwrap();
         assert_eq!(sent.len(), 1);
         assert_eq!((sent[0].0.as_str(), sent[0].1.to_str().unwrap()), ("mcp-param-region", "us-west1"));
-        assert!(mirrored_params(false, Some(&params), &call).is_empty(), "stdio sends no headers");
-        assert!(mirrored_params(true, None, &call).is_empty());
+        assert!(mirrored_params(false, Some(&params), &call).unwrap().is_empty(), "stdio sends no headers");
+        assert!(mirrored_params(true, None, &call).unwrap().is_empty());
+        // A value too large for a header fails the call before anything is sent, naming the header.
+        let huge = CallRequest::new(2, 0, "srv__t".into(), format!(r#"{{"region":"{}"}}"#, "x".repeat(MAX_PARAM_HEADER_VALUE_BYTES + 1)).into());
+        let refused = mirrored_params(true, Some(&params), &huge).unwrap_err();
+        assert_eq!(refused.code(), "mcp_invalid_arguments");
+        assert!(refused.to_string().contains("mcp-param-region"), "{refused}");
     }
 
     #[tokio::test]
