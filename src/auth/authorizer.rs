@@ -98,6 +98,11 @@ pub struct Authorizer {
     in_a_row: AtomicU32,
 }
 
+/// When a token that lives `expires_in` seconds from now expires (ms since the epoch).
+fn expires_at(expires_in: Option<u64>) -> Option<u64> {
+    expires_in.map(|s| now_ms() + s.saturating_mul(1000))
+}
+
 fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
@@ -300,7 +305,7 @@ impl Authorizer {
             revocation_endpoint: discovered.metadata.revocation_endpoint.as_ref().map(Url::to_string),
             access_token: response.access_token,
             refresh_token: response.refresh_token,
-            expires_at_ms: response.expires_in.map(|s| now_ms() + s.saturating_mul(1000)),
+            expires_at_ms: expires_at(response.expires_in),
             scope: response.scope.or(scope),
             rotates: None,
         })
@@ -339,7 +344,7 @@ impl Authorizer {
             Ok(response) => {
                 let rotated = response.refresh_token.as_ref().is_some_and(|r| *r != refresh_token);
                 let mut next = tokens.clone();
-                next.expires_at_ms = response.expires_in.map(|s| now_ms() + s.saturating_mul(1000));
+                next.expires_at_ms = expires_at(response.expires_in);
                 next.scope = response.scope.clone().or(tokens.scope.clone());
                 next.rotates = Some(rotated || tokens.rotates == Some(true));
                 next.refresh_token = response.refresh_token.or(Some(refresh_token));

@@ -33,6 +33,15 @@ impl Challenge {
     pub fn is_insufficient_scope(&self) -> bool {
         self.error.as_deref() == Some("insufficient_scope")
     }
+
+    /// The challenge of a refusal a new token may cure: any 401, a 403 for `insufficient_scope`.
+    pub fn of_refusal(status: reqwest::StatusCode, headers: &HeaderMap) -> Option<Challenge> {
+        use reqwest::StatusCode;
+        if status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN {
+            return None;
+        }
+        Some(Challenge::from_headers(headers)).filter(|c| status == StatusCode::UNAUTHORIZED || c.is_insufficient_scope())
+    }
 }
 
 /// A space-separated scope string as a list, without empty entries or duplicates.

@@ -41,6 +41,13 @@ pub use authorizer::{AuthHost, Authorizer};
 pub use settings::OAuthSettings;
 
 use crate::config::{ServerEntry, ServerKind};
+
+/// A tool call the server refused for authorization, once a new token is in place: never sent again.
+pub fn call_not_resent() -> McpError {
+    McpError::Reauthorized(
+        "the server refused the tool call for authorization; a new token is in place and the call was not sent again".into(),
+    )
+}
 use crate::error::{McpError, Result};
 use std::sync::Arc;
 

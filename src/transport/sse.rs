@@ -10,7 +10,7 @@ use crate::auth::challenge::Challenge;
 use crate::egress::Exchange;
 use crate::error::{McpError, Result};
 use reqwest::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
-use reqwest::{Method, StatusCode};
+use reqwest::Method;
 use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -137,18 +137,15 @@ impl Shared {
         let (bearer, sent_token) = self.spec.credential.snapshot();
         let response = self.egress.send(exchange(bearer)).await?;
         let status = response.status();
-        let challenge = Challenge::from_headers(response.headers());
-        if status != StatusCode::UNAUTHORIZED && !(status == StatusCode::FORBIDDEN && challenge.is_insufficient_scope()) {
+        let Some(challenge) = Challenge::of_refusal(status, response.headers()) else {
             if status.is_success() {
                 authorizer.note_success();
             }
             return Ok(response);
-        }
+        };
         authorizer.on_rejected(status.as_u16(), &challenge, sent_token).await?;
         if !resendable {
-            return Err(McpError::Reauthorized(
-                "the server refused the tool call for authorization; a new token is in place and the call was not sent again".into(),
-            ));
+            return Err(crate::auth::call_not_resent());
         }
         self.egress.send(exchange(self.spec.credential.current())).await
     }

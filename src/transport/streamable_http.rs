@@ -299,10 +299,7 @@ impl Shared {
         let mut response = self.egress.send(exchange).await?;
         let status = response.status();
         if let Some(authorizer) = &self.spec.authorizer {
-            let challenge = (status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN)
-                .then(|| Challenge::from_headers(response.headers()))
-                .filter(|c| status == StatusCode::UNAUTHORIZED || c.is_insufficient_scope());
-            match challenge {
+            match Challenge::of_refusal(status, response.headers()) {
                 Some(challenge) => return self.reauthorize(authorizer, body, post, status, &challenge, sent_token).await,
                 None if status.is_success() => authorizer.note_success(),
                 None => {}
@@ -392,9 +389,7 @@ impl Shared {
             None => authorizing.await?,
         }
         if !post.resendable {
-            return Err(McpError::Reauthorized(
-                "the server refused the tool call for authorization; a new token is in place and the call was not sent again".into(),
-            ));
+            return Err(crate::auth::call_not_resent());
         }
         Box::pin(self.post(body, Post { may_reauthorize: false, ..post })).await
     }
