@@ -7,6 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -332,4 +333,20 @@ test('a statement timeout and a full pool are prompt mcp_storage_errors, from th
     impatient.close();
     small.close();
   }
+});
+
+test('tls and caCertificatesPem reach the engine: verified against the given CA, refused against the system roots', async (t) => {
+  const cluster = await servePrivateCluster({ tls: true });
+  t.after(() => cluster.close());
+  const trusting = createPostgresMcpConnectionStore({ connectionString: cluster.url, tls: 'require', caCertificatesPem: readFileSync(cluster.caFile, 'utf8') });
+  t.after(() => trusting.close());
+  assert.deepEqual(await trusting.list(), []);
+
+  const unverified = createPostgresMcpConnectionStore({ connectionString: cluster.url, tls: 'require' });
+  t.after(() => unverified.close());
+  const refused = await unverified.list().catch((e) => e);
+  assert.ok(refused instanceof McpStorageError, String(refused));
+  assert.match(refused.message, /certificate/);
+  assertWithout(refused.message, [passwordOf(cluster.url)], 'the error');
+  assert.throws(() => createPostgresMcpConnectionStore({ connectionString: cluster.url, caCertificatesPem: 'no PEM at all' }), { code: 'mcp_config_invalid' });
 });
