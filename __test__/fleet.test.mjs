@@ -8,7 +8,6 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { inspect } from 'node:util';
@@ -20,7 +19,7 @@ import {
   rebuildMcpToolsFromStorage,
   retrustMcpServer,
 } from '../dist/index.js';
-import { freshDatabase, holdTableLock, passwordOf, servePrivateCluster } from './fixtures/fleet-postgres.mjs';
+import { freePort, freshDatabase, holdTableLock, passwordOf, servePrivateCluster } from './fixtures/fleet-postgres.mjs';
 import { fixture, here, until } from './helpers.mjs';
 
 const WORKER = join(here, 'fixtures', 'fleet-worker.mjs');
@@ -64,17 +63,6 @@ async function open(entries, options) {
   const diagnostics = [];
   const toolset = await mcpTools(entries, { onDiagnostic: (d) => diagnostics.push(d), ...options });
   return { ...toolset, diagnostics };
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** Asserts that none of `secrets` appears in `text` (an error's message and stack, a diagnostic, …). */

@@ -119,7 +119,7 @@ class EngineStore implements McpConnectionStore {
 
 class EnginePostgresStore extends EngineStore implements PostgresMcpConnectionStore {
   close() {
-    this[NATIVE].close();
+    engineCall(() => this[NATIVE].close());
   }
 }
 

@@ -12,8 +12,8 @@
 //                                                   "restarted"); at the end of stdin (the owner exited, however)
 //                                                   stop it and delete it
 //
-// Imported (the JS tests do), it exports createDatabase (a fresh database on a cluster, for one test)
-// and holdTableLock (another session that keeps a table locked, to make statements wait).
+// Imported (the JS tests do), it exports createDatabase (a fresh database on a cluster, for one test),
+// holdTableLock (another session that keeps a table locked, to make statements wait) and freePort.
 //
 // Postgres refuses to run as root, and CI runs as root: then every server command runs as the `postgres`
 // user (runuser), in a folder that user owns. Without --durable the cluster skips fsync: it is thrown away.
@@ -70,7 +70,8 @@ function postgresUser() {
   return { uid, gid };
 }
 
-function freePort() {
+/** A TCP port on 127.0.0.1 nothing listens on right now. */
+export function freePort() {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);

@@ -211,10 +211,13 @@ impl NativeStore {
     /// Closes a Postgres store's pooled connections now; its later operations reject with
     /// `mcp_storage_error`. Nothing to close for the other stores.
     #[napi]
-    pub fn close(&self) {
-        if let Some(postgres) = &self.postgres {
-            postgres.close();
-        }
+    pub fn close(&self) -> napi::Result<(), String> {
+        guard("NativeStore.close", || {
+            if let Some(postgres) = &self.postgres {
+                postgres.close();
+            }
+            Ok(())
+        })
     }
 
     /// The row as JSON, or null.
