@@ -9,7 +9,7 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
-/** A connection store that lives in the engine: in memory, or a SQLite file. */
+/** A connection store that lives in the engine: in memory, a SQLite file, or a Postgres database. */
 export declare class NativeStore {
   static memory(): NativeStore
   /**
@@ -18,7 +18,20 @@ export declare class NativeStore {
    * open surfaces as `mcp_storage_error` on first use.
    */
   static sqlite(path: string): NativeStore
+  /**
+   * A Postgres store shared by a fleet, from `createPostgresMcpConnectionStore`'s options as JSON.
+   * Returns at once: the pool connects, and the schema is set up, on first use; a wrong address or
+   * password rejects that operation with `mcp_storage_error`. Bad options are `mcp_config_invalid`.
+   */
+  static postgres(optionsJson: string): NativeStore
   get id(): number
+  /** `memory`, `sqlite <path>` or `postgres <user>@<host>:<port>/<database>`: no credential. */
+  get label(): string
+  /**
+   * Closes a Postgres store's pooled connections now; its later operations reject with
+   * `mcp_storage_error`. Nothing to close for the other stores.
+   */
+  close(): void
   /** The row as JSON, or null. */
   get(id: string): Promise<string | null>
   list(): Promise<string>

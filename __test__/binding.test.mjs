@@ -12,6 +12,7 @@ import {
   composeMcpSystemPrompt,
   createMemoryMcpConnectionStore,
   createSqliteMcpConnectionStore,
+  createPostgresMcpConnectionStore,
   DEFAULT_DISCLOSURE_BUDGET_TOKENS,
   mcpTools,
   MCP_DESCRIBE_TOOL,
@@ -101,6 +102,8 @@ function assertInternal(error) {
 test('a panic in any sync entry point is a thrown mcp_internal_error, and the process lives on', { skip: !panics && 'release build' }, async () => {
   assertInternal(await panicking('NativeStore.memory', () => createMemoryMcpConnectionStore()));
   assertInternal(await panicking('NativeStore.sqlite', () => createSqliteMcpConnectionStore(scratchFile('p.db'))));
+  assertInternal(await panicking('NativeStore.postgres', () => createPostgresMcpConnectionStore('postgres://nobody@127.0.0.1:1/none')));
+  assertInternal(await panicking('NativeStore.close', () => createPostgresMcpConnectionStore('postgres://nobody@127.0.0.1:1/none').close()));
   assertInternal(await panicking('NativeToolset.new', () => mcpTools([])));
 
   const server = fixture('sync');

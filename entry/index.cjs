@@ -11,6 +11,7 @@ exports.mcpTools = api.mcpTools;
 exports.rebuildMcpToolsFromStorage = api.rebuildMcpToolsFromStorage;
 exports.createMemoryMcpConnectionStore = api.createMemoryMcpConnectionStore;
 exports.createSqliteMcpConnectionStore = api.createSqliteMcpConnectionStore;
+exports.createPostgresMcpConnectionStore = api.createPostgresMcpConnectionStore;
 exports.retrustMcpServer = api.retrustMcpServer;
 exports.createMemoryTokenStore = api.createMemoryTokenStore;
 exports.createKeyringTokenStore = api.createKeyringTokenStore;

@@ -4,6 +4,7 @@ export {
   rebuildMcpToolsFromStorage,
   createMemoryMcpConnectionStore,
   createSqliteMcpConnectionStore,
+  createPostgresMcpConnectionStore,
   retrustMcpServer,
   createMemoryTokenStore,
   createKeyringTokenStore,
@@ -38,6 +39,6 @@ export {
   McpInternalError,
 } from '../dist/index.js';
 export type { McpErrorCode } from '../dist/errors.js';
-export type { McpConnectionStore, StoredServer } from '../dist/stores.js';
+export type { McpConnectionStore, StoredServer, PostgresMcpConnectionStore, PostgresMcpConnectionStoreOptions } from '../dist/stores.js';
 export type { McpTokenStore, KeyringTokenStoreOptions, EncryptedFileTokenStoreOptions } from '../dist/token-stores.js';
 export type * from '../dist/types.js';

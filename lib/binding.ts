@@ -17,6 +17,9 @@ export interface NativeToolset {
 
 export interface NativeStoreHandle {
   readonly id: number;
+  /** What the store is and where it points, without any credential. */
+  readonly label: string;
+  close(): void;
   get(id: string): Promise<string | null>;
   list(): Promise<string>;
   save(rowJson: string): Promise<void>;
@@ -55,6 +58,7 @@ interface NativeBinding {
   NativeStore: {
     memory(): NativeStoreHandle;
     sqlite(path: string): NativeStoreHandle;
+    postgres(optionsJson: string): NativeStoreHandle;
   };
   NativeTokenStore: {
     memory(): NativeTokenStoreHandle;

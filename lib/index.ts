@@ -4,7 +4,7 @@
 
 import { binding, engine, type NativeToolset } from './binding';
 import { createMcpError, fromEngine, McpError, type McpErrorCode } from './errors';
-import { isStore, nativeStoreId, storeDispatcher, storeFactories } from './stores';
+import { isStore, nativeStoreId, storeDispatcher, storeFactories, type PostgresMcpConnectionStore, type PostgresMcpConnectionStoreOptions } from './stores';
 import { isTokenStore, nativeTokenStoreId, tokenStoreDispatcher, type McpTokenStore as McpTokenStoreType } from './token-stores';
 import { closeSync } from 'node:fs';
 import { Socket } from 'node:net';
@@ -48,7 +48,7 @@ export type * from './types';
 export { retrustMcpServer } from './stores';
 export { createMemoryTokenStore, createKeyringTokenStore, createEncryptedFileTokenStore } from './token-stores';
 export type { McpTokenStore, KeyringTokenStoreOptions, EncryptedFileTokenStoreOptions } from './token-stores';
-export type { McpConnectionStore, StoredServer } from './stores';
+export type { McpConnectionStore, StoredServer, PostgresMcpConnectionStore, PostgresMcpConnectionStoreOptions } from './stores';
 
 type ProjectedTool = Omit<McpTool, 'execute'>;
 interface ToolsChange {
@@ -90,7 +90,23 @@ export function composeMcpSystemPrompt(toolset: McpToolset): string {
   }
 }
 
-export const { createMemoryMcpConnectionStore, createSqliteMcpConnectionStore } = storeFactories(binding.NativeStore);
+const stores = storeFactories(binding.NativeStore);
+export const { createMemoryMcpConnectionStore, createSqliteMcpConnectionStore } = stores;
+
+/**
+ * A connection store in one PostgreSQL database, shared by every worker of a fleet: one drift
+ * baseline per server for all of them (the first worker to record one wins, in one statement) and one
+ * catalogue to rebuild from, on any machine. Takes a connection string or
+ * {@link PostgresMcpConnectionStoreOptions}.
+ *
+ * Returns at once: the pool connects, and creates or migrates its tables, on first use, so a wrong
+ * address or password rejects that operation with `McpStorageError` (`await store.list()` at startup
+ * to fail fast). Invalid options throw `McpConfigError`. No error, diagnostic or `String(store)`
+ * carries the password or the connection string: the store is named `user@host:port/db`.
+ */
+export function createPostgresMcpConnectionStore(connection: string | PostgresMcpConnectionStoreOptions): PostgresMcpConnectionStore {
+  return stores.createPostgresMcpConnectionStore(connection);
+}
 
 function configError(message: string): Error {
   return createMcpError('mcp_config_invalid', message);

@@ -34,9 +34,47 @@ export interface McpConnectionStore {
   clearBaseline?(id: string): Promise<void>;
 }
 
+/** How the Postgres store reaches its database; see `createPostgresMcpConnectionStore`. */
+export interface PostgresMcpConnectionStoreOptions {
+  /**
+   * Required: `postgres://user:password@host:5432/db?sslmode=require`, or the key=value form
+   * (`host=… user=… password=… dbname=…`). Never echoed: errors and diagnostics name the store as
+   * `user@host:port/db` and carry no password.
+   */
+  connectionString: string;
+  /**
+   * Connections this store keeps open at most. Default 4. A worker makes few store calls (a save and
+   * a claim per server connection, a list per rebuild), so 2-4 is enough; keep workers × poolSize
+   * under the server's `max_connections`.
+   */
+  poolSize?: number;
+  /** How long opening a connection (TCP, TLS, authentication) may take. Default 5000. */
+  connectTimeoutMs?: number;
+  /** The server cancels a statement that runs longer (`statement_timeout`, set on each connection). Default 5000. */
+  statementTimeoutMs?: number;
+  /** How long an operation waits for a free connection when the pool's are all busy. Default 5000. */
+  poolWaitTimeoutMs?: number;
+  /**
+   * Encryption, overriding the connection string's `sslmode`: `'disable'`, `'prefer'` (the default:
+   * TLS when the server offers it) or `'require'`. Whenever TLS is used the server's certificate is
+   * verified (rustls), against `caCertificatesPem` or the system's roots.
+   */
+  tls?: 'disable' | 'prefer' | 'require';
+  /** PEM certificates to trust for the server's certificate instead of the system's roots (a private CA). */
+  caCertificatesPem?: string;
+}
+
+/** The Postgres store: the store interface (with an atomic `clearBaseline`), and `close()`. */
+export interface PostgresMcpConnectionStore extends McpConnectionStore {
+  clearBaseline(id: string): Promise<void>;
+  /** Closes the pooled connections now (rather than when the store is garbage-collected); later operations reject with `McpStorageError`. */
+  close(): void;
+}
+
 interface NativeStoreFactory {
   memory(): NativeStoreHandle;
   sqlite(path: string): NativeStoreHandle;
+  postgres(optionsJson: string): NativeStoreHandle;
 }
 
 const NATIVE = Symbol('mcpferry.nativeStore');
@@ -70,6 +108,32 @@ class EngineStore implements McpConnectionStore {
   clearBaseline(id: string) {
     return typed(this[NATIVE].clearBaseline(id));
   }
+  /** `McpConnectionStore(postgres user@host:5432/db)`: what and where, never a credential. */
+  toString() {
+    return `McpConnectionStore(${this[NATIVE].label})`;
+  }
+  [Symbol.for('nodejs.util.inspect.custom')]() {
+    return this.toString();
+  }
+}
+
+class EnginePostgresStore extends EngineStore implements PostgresMcpConnectionStore {
+  close() {
+    engineCall(() => this[NATIVE].close());
+  }
+}
+
+const POSTGRES_ARGUMENT = 'createPostgresMcpConnectionStore takes a connection string or an options object with `connectionString`';
+
+/** The options as the JSON the engine validates (it names a wrong option; it never echoes a value). */
+function postgresOptionsJson(connection: unknown): string {
+  const options = typeof connection === 'string' ? { connectionString: connection } : connection;
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw createMcpError('mcp_config_invalid', POSTGRES_ARGUMENT);
+  try {
+    return JSON.stringify(options);
+  } catch {
+    throw createMcpError('mcp_config_invalid', `${POSTGRES_ARGUMENT} of plain values`);
+  }
 }
 
 function engineCall<T>(make: () => T): T {
@@ -88,6 +152,9 @@ export function storeFactories(factory: NativeStoreFactory) {
       if (typeof path !== 'string') throw createMcpError('mcp_config_invalid', 'createSqliteMcpConnectionStore needs a file path');
       return new EngineStore(engineCall(() => factory.sqlite(path)));
     },
+    /** Documented where lib/index.ts exports it. */
+    createPostgresMcpConnectionStore: (connection: string | PostgresMcpConnectionStoreOptions): PostgresMcpConnectionStore =>
+      new EnginePostgresStore(engineCall(() => factory.postgres(postgresOptionsJson(connection)))),
   };
 }
 

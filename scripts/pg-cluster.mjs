@@ -7,22 +7,27 @@
 //                                                   start one, print {url, dir, port, caFile} as one JSON line, leave it running
 //   node scripts/pg-cluster.mjs stop <dir>          stop it and delete its folder
 //   node scripts/pg-cluster.mjs serve [--durable] [--tls]
-//                                                   start one, print the JSON line, then obey "stop" / "start"
-//                                                   lines on stdin (answering "stopped" / "started"); at the end
-//                                                   of stdin (the owner exited, however) stop it and delete it
+//                                                   start one, print the JSON line, then obey "stop" / "start" /
+//                                                   "restart" lines on stdin (answering "stopped" / "started" /
+//                                                   "restarted"); at the end of stdin (the owner exited, however)
+//                                                   stop it and delete it
+//
+// Imported (the JS tests do), it exports createDatabase (a fresh database on a cluster, for one test),
+// holdTableLock (another session that keeps a table locked, to make statements wait) and freePort.
 //
 // Postgres refuses to run as root, and CI runs as root: then every server command runs as the `postgres`
 // user (runuser), in a folder that user owns. Without --durable the cluster skips fsync: it is thrown away.
 // With --tls it also accepts TLS, with a server certificate (for 127.0.0.1) from a CA made for it, whose
 // certificate is caFile.
 
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 
 const DIR_PREFIX = 'mcpferry-pg-';
 const TEST_USER = 'mcpferry_test';
@@ -65,7 +70,8 @@ function postgresUser() {
   return { uid, gid };
 }
 
-function freePort() {
+/** A TCP port on 127.0.0.1 nothing listens on right now. */
+export function freePort() {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);
@@ -87,7 +93,56 @@ function logTail(dir) {
 function pgCtl(dir, action) {
   const args = ['-D', join(dir, 'data'), '-w', '-t', PG_CTL_WAIT_S];
   if (action === 'start') return pg('pg_ctl', [...args, '-l', join(dir, 'server.log'), 'start']);
+  if (action === 'restart') return pg('pg_ctl', [...args, '-l', join(dir, 'server.log'), '-m', 'fast', 'restart']);
   return pg('pg_ctl', [...args, '-m', 'fast', 'stop'], { allowFailure: true });
+}
+
+/** psql as the connecting client: over TCP with the URL's credentials, ignoring any ~/.psqlrc. */
+function psqlArgs(url, ...args) {
+  return [join(postgresBin(), 'psql'), ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', url, ...args]];
+}
+
+/**
+ * A fresh, empty database on the cluster `url` points to, owned by its user (who needs CREATEDB, as
+ * the test user has), named `<prefix>_<random>` so reruns never meet an old one. Returns its URL.
+ */
+export function createDatabase(url, prefix = 'mcpferry') {
+  const name = `${prefix}_${randomBytes(6).toString('hex')}`;
+  const [psql, args] = psqlArgs(url, '-c', `CREATE DATABASE ${name}`);
+  const result = spawnSync(psql, args, { encoding: 'utf8' });
+  if (result.status !== 0) throw new Error(`CREATE DATABASE failed: ${(result.stderr || result.error?.message || '').trim()}`);
+  const database = new URL(url);
+  database.pathname = `/${name}`;
+  return database.href;
+}
+
+/**
+ * Another session that takes `table` in ACCESS EXCLUSIVE mode and keeps it, so every statement on it
+ * waits. Resolves once the lock is held, to a function that releases it (and ends the session);
+ * calling it again waits for the same end.
+ */
+export function holdTableLock(url, table) {
+  const [psql, args] = psqlArgs(url);
+  const session = spawn(psql, args, { stdio: ['pipe', 'pipe', 'pipe'] });
+  let output = '';
+  return new Promise((resolve, reject) => {
+    const collect = (chunk) => {
+      output += chunk;
+      if (output.includes('locked\n')) {
+        const ended = new Promise((done) => session.once('close', done));
+        // Idempotent: a test releases it as soon as it can, and again when it ends, however it ends.
+        resolve(() => {
+          if (!session.stdin.writableEnded) session.stdin.end('ROLLBACK;\n');
+          return ended;
+        });
+      }
+    };
+    session.stdout.on('data', collect);
+    session.stderr.on('data', collect);
+    session.once('error', reject);
+    session.once('close', (code) => reject(new Error(`psql ended (exit ${code}) before the lock was held: ${output.trim()}`)));
+    session.stdin.write(`BEGIN;\nLOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE;\n\\echo locked\n`);
+  });
 }
 
 /** A CA and a server certificate for 127.0.0.1 signed by it, made with the openssl command. */
@@ -186,6 +241,9 @@ async function serve(options) {
       } else if (command === 'start') {
         pgCtl(cluster.dir, 'start');
         process.stdout.write('started\n');
+      } else if (command === 'restart') {
+        pgCtl(cluster.dir, 'restart');
+        process.stdout.write('restarted\n');
       } else if (command) {
         process.stdout.write(`error: unknown command ${JSON.stringify(command)}\n`);
       }
@@ -196,21 +254,26 @@ async function serve(options) {
   finish();
 }
 
-const [command, ...rest] = process.argv.slice(2);
-const durable = rest.includes('--durable');
-const tls = rest.includes('--tls');
-try {
-  if (command === 'start') {
-    process.stdout.write(`${JSON.stringify(await start({ durable, tls }))}\n`);
-  } else if (command === 'stop' && rest[0]) {
-    stop(rest[0]);
-  } else if (command === 'serve') {
-    await serve({ durable, tls });
-  } else {
-    console.error('usage: pg-cluster.mjs start [--durable] [--tls] | stop <dir> | serve [--durable] [--tls]');
-    process.exit(2);
+/** The command line, unless this file was imported. */
+async function main() {
+  const [command, ...rest] = process.argv.slice(2);
+  const durable = rest.includes('--durable');
+  const tls = rest.includes('--tls');
+  try {
+    if (command === 'start') {
+      process.stdout.write(`${JSON.stringify(await start({ durable, tls }))}\n`);
+    } else if (command === 'stop' && rest[0]) {
+      stop(rest[0]);
+    } else if (command === 'serve') {
+      await serve({ durable, tls });
+    } else {
+      console.error('usage: pg-cluster.mjs start [--durable] [--tls] | stop <dir> | serve [--durable] [--tls]');
+      process.exit(2);
+    }
+  } catch (error) {
+    console.error(`pg-cluster: ${error.message}`);
+    process.exit(1);
   }
-} catch (error) {
-  console.error(`pg-cluster: ${error.message}`);
-  process.exit(1);
 }
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) await main();

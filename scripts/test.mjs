@@ -62,9 +62,9 @@ function counts(out) {
 }
 
 /**
- * A throwaway Postgres cluster for the Postgres store's tests (scripts/pg-cluster.mjs), stopped and
- * deleted when this process exits, however it exits. Returns {url} or {error}: a cluster that can't
- * start fails the run with the reason; nothing is skipped.
+ * A throwaway Postgres cluster for the Postgres store's tests, Rust and JS (scripts/pg-cluster.mjs),
+ * stopped and deleted after the last suite that uses it, or when this process exits, however it exits.
+ * Returns {url} or {error}: a cluster that can't start fails the run with the reason; nothing is skipped.
  */
 function startPostgres() {
   const script = join(root, 'scripts', 'pg-cluster.mjs');
@@ -90,11 +90,12 @@ if (postgres.error) {
 }
 // Without the napi glue: tests/ link the engine into plain executables, where Node's N-API symbols don't
 // exist. The addon itself (with the glue) is built by `npm run build` and tested from JavaScript.
-results.push(
-  await run('cargo test', 'cargo', ['test', '--quiet', '--no-default-features'], postgres.url ? { MCPFERRY_TEST_PG_URL: postgres.url } : {}),
-);
-postgres.stop?.();
-results.push(await run(`Node ${process.versions.node}`, process.execPath, ['--test', '--test-reporter=tap', ...suites]));
+const pgUrl = postgres.url ? { MCPFERRY_TEST_PG_URL: postgres.url } : {};
+results.push(await run('cargo test', 'cargo', ['test', '--quiet', '--no-default-features'], pgUrl));
+// The JS suites share the cluster (each fleet test makes a database of its own). REQUIRED tells a suite
+// that needs Postgres and finds no URL to fail with the reason rather than start a cluster of its own.
+const pgEnv = { ...pgUrl, MCPFERRY_TEST_PG_REQUIRED: '1' };
+results.push(await run(`Node ${process.versions.node}`, process.execPath, ['--test', '--test-reporter=tap', ...suites], pgEnv));
 // On Node, stdio responses are read on the JS event loop; Bun reads them on an engine thread. Run the
 // stdio suite once more on Node with the engine's reader, so both paths are tested on both runtimes.
 results.push(
@@ -102,9 +103,10 @@ results.push(
     MCPFERRY_ENGINE_READER: '1',
   }),
 );
-results.push(await run('Node 22', node22(), ['--test', '--test-reporter=tap', ...suites]));
+results.push(await run('Node 22', node22(), ['--test', '--test-reporter=tap', ...suites], pgEnv));
 results.push(await run('conformance', process.execPath, [join(root, 'scripts', 'conformance.mjs'), node22()]));
-results.push(await run('Bun', bun(), ['test', '--timeout=60000', ...suites.map((s) => `./${s}`)]));
+results.push(await run('Bun', bun(), ['test', '--timeout=60000', ...suites.map((s) => `./${s}`)], pgEnv));
+postgres.stop?.();
 // The packed package, installed into a fresh project outside the repo and used from Node 20, Node 22 and
 // Bun, CommonJS and ESM, and from TypeScript (scripts/install-test.mjs).
 results.push(await run('install', process.execPath, ['--test-reporter=tap', join('scripts', 'install-test.mjs'), node22()]));

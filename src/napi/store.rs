@@ -7,7 +7,11 @@ use super::errors::{guard, settle};
 use super::registry::Registry;
 use crate::error::McpError;
 type Result<T, E = McpError> = std::result::Result<T, E>;
-use crate::store::{self, BoxFuture, ConnectionStore, Fingerprints, MemoryStore, SqliteStore, StoredServer};
+use crate::store::postgres::MAX_TIMEOUT;
+use crate::store::{
+    self, BoxFuture, ConnectionStore, Fingerprints, MemoryStore, PostgresOptions, PostgresStore, PostgresTls, SqliteStore,
+    StoredServer,
+};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
@@ -76,11 +80,75 @@ pub(crate) fn native_store(id: u32) -> Result<Arc<dyn ConnectionStore>> {
     NATIVE_STORES.get(id)
 }
 
-/// A connection store that lives in the engine: in memory, or a SQLite file.
+/// A connection store that lives in the engine: in memory, a SQLite file, or a Postgres database.
 #[napi]
 pub struct NativeStore {
     store: Arc<dyn ConnectionStore>,
     id: u32,
+    /// What the store is and where it points, never a credential: for `String(store)` and inspection.
+    label: String,
+    /// The same store when it is a Postgres one, whose pool `close()` can shut.
+    postgres: Option<Arc<PostgresStore>>,
+}
+
+const POSTGRES_FACTORY: &str = "createPostgresMcpConnectionStore";
+
+/// `createPostgresMcpConnectionStore`'s options (camelCase JSON) as the engine's. Messages name the
+/// option and what it must be, never the value given: a misplaced connection string is not echoed.
+fn postgres_options(json: &str) -> Result<PostgresOptions> {
+    let invalid = |what: String| McpError::config(format!("{POSTGRES_FACTORY}: {what}"));
+    let value: serde_json::Value =
+        serde_json::from_str(json).map_err(|_| invalid("takes a connection string or an options object".into()))?;
+    let serde_json::Value::Object(fields) = value else {
+        return Err(invalid("takes a connection string or an options object".into()));
+    };
+    let Some(serde_json::Value::String(connection_string)) = fields.get("connectionString") else {
+        return Err(invalid("`connectionString` is required and must be a string".into()));
+    };
+    let mut options = PostgresOptions::new(connection_string.clone());
+    let milliseconds = |name: &str, value: &serde_json::Value| -> Result<std::time::Duration> {
+        match value.as_u64() {
+            Some(ms) if ms >= 1 && u128::from(ms) <= MAX_TIMEOUT.as_millis() => Ok(std::time::Duration::from_millis(ms)),
+            _ => Err(invalid(format!("`{name}` must be a whole number of milliseconds from 1 to {}", MAX_TIMEOUT.as_millis()))),
+        }
+    };
+    for (name, value) in &fields {
+        match name.as_str() {
+            "connectionString" => {}
+            "poolSize" => {
+                options.pool_size = value
+                    .as_u64()
+                    .filter(|size| *size >= 1 && *size <= store::postgres::MAX_POOL_SIZE as u64)
+                    .ok_or_else(|| invalid(format!("`poolSize` must be a whole number from 1 to {}", store::postgres::MAX_POOL_SIZE)))?
+                    as usize;
+            }
+            "connectTimeoutMs" => options.connect_timeout = milliseconds(name, value)?,
+            "statementTimeoutMs" => options.statement_timeout = milliseconds(name, value)?,
+            "poolWaitTimeoutMs" => options.pool_wait_timeout = milliseconds(name, value)?,
+            "tls" => {
+                options.tls = Some(match value.as_str() {
+                    Some("disable") => PostgresTls::Disable,
+                    Some("prefer") => PostgresTls::Prefer,
+                    Some("require") => PostgresTls::Require,
+                    _ => return Err(invalid("`tls` must be \"disable\", \"prefer\" or \"require\"".into())),
+                });
+            }
+            "caCertificatesPem" => {
+                options.ca_certificates_pem = Some(
+                    value.as_str().ok_or_else(|| invalid("`caCertificatesPem` must be a string of PEM certificates".into()))?.to_owned(),
+                );
+            }
+            other => return Err(invalid(format!("unknown option {}", option_name(other)))),
+        }
+    }
+    Ok(options)
+}
+
+/// An unknown option's name as quoted in an error: only when it looks like a name at all.
+fn option_name(name: &str) -> String {
+    const LONGEST_NAME_CHARS: usize = 40;
+    let plain = !name.is_empty() && name.len() <= LONGEST_NAME_CHARS && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain { format!("{name:?}") } else { "(a key that is not an option name)".to_owned() }
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> String {
@@ -93,13 +161,13 @@ fn from_json<T: serde::de::DeserializeOwned>(json: &str, what: &str) -> Result<T
 
 #[napi]
 impl NativeStore {
-    fn register(store: Arc<dyn ConnectionStore>) -> Self {
-        NativeStore { id: NATIVE_STORES.register(&store), store }
+    fn register(store: Arc<dyn ConnectionStore>, label: String) -> Self {
+        NativeStore { id: NATIVE_STORES.register(&store), store, label, postgres: None }
     }
 
     #[napi(factory)]
     pub fn memory() -> napi::Result<Self, String> {
-        guard("NativeStore.memory", || Ok(Self::register(Arc::new(MemoryStore::new()))))
+        guard("NativeStore.memory", || Ok(Self::register(Arc::new(MemoryStore::new()), "memory".to_owned())))
     }
 
     /// A SQLite store at `path`: WAL, a schema version, safe for several processes. Returns at once;
@@ -111,13 +179,45 @@ impl NativeStore {
             if path.is_empty() || path.contains('\0') {
                 return Err(McpError::config("createSqliteMcpConnectionStore needs a file path"));
             }
-            Ok(Self::register(Arc::new(SqliteStore::open_lazily(std::path::Path::new(&path)))))
+            Ok(Self::register(Arc::new(SqliteStore::open_lazily(std::path::Path::new(&path))), format!("sqlite {path}")))
+        })
+    }
+
+    /// A Postgres store shared by a fleet, from `createPostgresMcpConnectionStore`'s options as JSON.
+    /// Returns at once: the pool connects, and the schema is set up, on first use; a wrong address or
+    /// password rejects that operation with `mcp_storage_error`. Bad options are `mcp_config_invalid`.
+    #[napi(factory)]
+    pub fn postgres(options_json: String) -> napi::Result<Self, String> {
+        guard("NativeStore.postgres", || {
+            let postgres = Arc::new(PostgresStore::new(postgres_options(&options_json)?)?);
+            let label = format!("postgres {}", postgres.target());
+            let mut native = Self::register(postgres.clone(), label);
+            native.postgres = Some(postgres);
+            Ok(native)
         })
     }
 
     #[napi(getter)]
     pub fn id(&self) -> u32 {
         self.id
+    }
+
+    /// `memory`, `sqlite <path>` or `postgres <user>@<host>:<port>/<database>`: no credential.
+    #[napi(getter)]
+    pub fn label(&self) -> String {
+        self.label.clone()
+    }
+
+    /// Closes a Postgres store's pooled connections now; its later operations reject with
+    /// `mcp_storage_error`. Nothing to close for the other stores.
+    #[napi]
+    pub fn close(&self) -> napi::Result<(), String> {
+        guard("NativeStore.close", || {
+            if let Some(postgres) = &self.postgres {
+                postgres.close();
+            }
+            Ok(())
+        })
     }
 
     /// The row as JSON, or null.

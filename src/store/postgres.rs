@@ -41,6 +41,11 @@ pub const SCHEMA_LOCK_KEY: i64 = 0x6d63_7066_6572_7279;
 /// fleet's connections add up (workers × pool ≤ the server's max_connections); bench/pg-claims.md
 /// measured more claims per second with pools of 1-4 than of 8-16 when 16 workers claim at once.
 pub const DEFAULT_POOL_SIZE: usize = 4;
+/// The largest pool `createPostgresMcpConnectionStore` accepts: far above any useful size (see
+/// DEFAULT_POOL_SIZE), low enough that a typo cannot ask for more connections than a server allows.
+pub const MAX_POOL_SIZE: usize = 1024;
+/// The longest timeout accepted: Postgres's own bound for `statement_timeout` (2^31 - 1 ms, ~24.8 days).
+pub const MAX_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
 /// How long opening a connection (TCP, TLS, authentication) may take.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one statement may run on the server before it cancels it (`statement_timeout`).
