@@ -245,6 +245,10 @@ export type Diagnostic =
   | (DiagnosticBase & { code: 'tool-rejected'; tool: string })
   | (DiagnosticBase & { code: 'tool-name-rewritten'; tool: string; name: string })
   | (DiagnosticBase & { code: 'tools-changed'; added: string[]; changed: string[]; removed: string[] })
+  /** Re-listing a server whose `ttlMs` lapsed failed; its last listing stays in use and is retried, backing off. */
+  | (DiagnosticBase & { code: 'catalogue-stale'; errorCode: string })
+  /** A rebuild did not project a server's stored tools (a `private` catalogue); they arrive once it is listed. */
+  | (DiagnosticBase & { code: 'catalogue-not-reused' })
   /** A bug in mcpferry (a panic) was contained; the operation it hit failed with `mcp_internal_error`. */
   | (DiagnosticBase & { code: 'internal-error' })
   | (DiagnosticBase & { code: 'tool-quarantined' | 'tool-withheld' | 'tool-removed'; tool: string })

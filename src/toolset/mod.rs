@@ -244,6 +244,22 @@ impl Toolset {
                 continue;
             }
             let row = row.expect("refused above when missing");
+            if row.cache_scope == Some(crate::protocol::mcp::CacheScope::Private) {
+                // Listed for one authorization context; this rebuild may serve another (a shared store,
+                // another user's token). A cache miss: the server is connected and listed afresh.
+                let server = slot.entry.name.clone();
+                inner.report(Diagnostic::CatalogueNotReused {
+                    message: format!(
+                        "the stored tools of server {server:?} are private to the authorization context that listed them; \
+                         they are not reused, the server is listed afresh"
+                    ),
+                    server,
+                });
+                to_reconcile.push(index);
+                continue;
+            }
+            // A public row whose ttlMs lapsed is projected all the same and revalidated by the
+            // reconciliation below, which lists every server on connecting.
             // Reported when the server is reconciled, not from the stored copy.
             let (vetting, _) = inner.vet_against(index, row.tool_fingerprints.as_ref(), &row.tools);
             let listing = crate::catalog::Listing { tools: row.tools.clone(), ..Default::default() };
