@@ -276,6 +276,8 @@ impl Connection {
                     headers: call.headers.clone(),
                     abort: call.abort.clone(),
                     timeout,
+                    on_header_mismatch: call.on_header_mismatch,
+                    resent_after_mismatch: false,
                 });
                 Reply::Callback(rounds(Arc::downgrade(&self.shared), again, call.reply, 0))
             } else {
@@ -318,6 +320,18 @@ pub struct StartCall<'a> {
     pub reply: Reply,
     /// Sent with this call only, over HTTP (the `Mcp-Param-*` headers of the 2026-07-28 revision).
     pub headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
+    /// Asked once if the server refuses the call's headers (`-32020`, 2026-07-28 only).
+    pub on_header_mismatch: Option<Arc<dyn HeaderMismatch>>,
+}
+
+pub type Headers = Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>;
+
+/// The owner's side of a `-32020` HeaderMismatch on a `tools/call`: the server refused the request
+/// before handling it, most likely because the client's copy of the tool's `x-mcp-header` annotations
+/// is out of date. The owner re-lists the server's tools and answers with the headers the call must
+/// carry now, or with why it must not be sent again (the tool is gone or failed vetting).
+pub trait HeaderMismatch: Send + Sync {
+    fn relisted<'a>(&'a self, arguments: &'a RawValue) -> transport::BoxFuture<'a, Result<Headers>>;
 }
 
 /// A modern-era call, kept to be sent again after a round of input (`input_required`).
@@ -327,6 +341,10 @@ struct CallAgain {
     headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
     abort: Option<Arc<AbortHandle>>,
     timeout: Duration,
+    /// Set until the call has been sent again after a `-32020` (once at most).
+    on_header_mismatch: Option<Arc<dyn HeaderMismatch>>,
+    /// This is that second sending.
+    resent_after_mismatch: bool,
 }
 
 /// The reply of round `round` of a call: a complete result (or a failure) goes to `reply`; an
@@ -337,6 +355,9 @@ fn rounds(shared: Weak<Shared>, call: Arc<CallAgain>, reply: Reply, round: usize
     Box::new(move |outcome| {
         let result = match outcome {
             Ok(result) => result,
+            Err(McpError::Rpc { code: era::HEADER_MISMATCH, message, .. }) => {
+                return resend_after_header_mismatch(shared, call, reply, round, message);
+            }
             Err(e) => return reply.send(Err(e)),
         };
         // A nesting bomb is the depth check's to report (`tool_outcome`), not the parser's.
@@ -386,18 +407,71 @@ fn rounds(shared: Weak<Shared>, call: Arc<CallAgain>, reply: Reply, round: usize
                 Some(crate::mrtr::retry_params(&mcp::call_tool_params(&call.name, &call.arguments, id, meta), &responses, state))
             };
             let next = Reply::Callback(rounds(Arc::downgrade(&shared), call.clone(), reply, round + 1));
-            if let Some(mut message) = shared.register("tools/call", Some(&call.name), params, call.timeout, call.abort.as_deref(), next) {
-                message.extra_headers = call.headers.clone();
-                match shared.transport.get().and_then(Weak::upgrade) {
-                    Some(transport) => shared.dispatch(&transport, vec![message]),
-                    // The transport is gone: ending the connection fails this call with everything pending.
-                    None => {
-                        shared.end(McpError::Closed);
-                    }
-                }
-            }
+            send_again(&shared, &call, params, next);
         });
     })
+}
+
+/// Send a kept call again under a new id (the params say what it carries this time).
+fn send_again(shared: &Arc<Shared>, call: &CallAgain, params: impl FnOnce(RequestId, Option<&str>) -> Option<String>, next: Reply) {
+    if let Some(mut message) = shared.register("tools/call", Some(&call.name), params, call.timeout, call.abort.as_deref(), next) {
+        message.extra_headers = call.headers.clone();
+        match shared.transport.get().and_then(Weak::upgrade) {
+            Some(transport) => shared.dispatch(&transport, vec![message]),
+            // The transport is gone: ending the connection fails this call with everything pending.
+            None => {
+                shared.end(McpError::Closed);
+            }
+        }
+    }
+}
+
+/// `-32020` HeaderMismatch: the server refused the call before executing it, so sending it again is
+/// not a replay of a call that ran. Once per call: the owner re-lists the tools (the annotations that
+/// decide the `Mcp-Param-*` headers may have changed) and, if the tool is still published and vetted,
+/// the call goes again with the headers of the new listing, under a new id and in the same round (an
+/// `input_required` round's answers are not carried over: the server never saw them). A second
+/// refusal fails the call.
+fn resend_after_header_mismatch(shared: Weak<Shared>, call: Arc<CallAgain>, reply: Reply, round: usize, message: String) {
+    let Some(hook) = call.on_header_mismatch.clone() else {
+        let again = if call.resent_after_mismatch { " again, after the tools were re-listed" } else { "" };
+        return reply.send(Err(McpError::Protocol(format!(
+            "the server refused the call's headers{again} (-32020 HeaderMismatch: {message}); it was not executed"
+        ))));
+    };
+    let Some(owner) = shared.upgrade() else { return reply.send(Err(McpError::Closed)) };
+    let stop = owner.stop_rounds.clone();
+    owner.rounds.spawn(async move {
+        let aborted = async {
+            match &call.abort {
+                Some(abort) => abort.wait().await,
+                None => std::future::pending().await,
+            }
+        };
+        let relisted = tokio::select! {
+            biased;
+            _ = stop.cancelled() => Err(McpError::Closed),
+            _ = aborted => Err(McpError::Aborted),
+            relisted = hook.relisted(&call.arguments) => relisted,
+        };
+        let headers = match relisted {
+            Ok(headers) => headers,
+            Err(e) => return reply.send(Err(e)),
+        };
+        let Some(shared) = shared.upgrade() else { return reply.send(Err(McpError::Closed)) };
+        let again = Arc::new(CallAgain {
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            headers,
+            abort: call.abort.clone(),
+            timeout: call.timeout,
+            on_header_mismatch: None,
+            resent_after_mismatch: true,
+        });
+        let params = |id, meta: Option<&str>| Some(mcp::call_tool_params(&again.name, &again.arguments, id, meta));
+        let next = Reply::Callback(rounds(Arc::downgrade(&shared), again.clone(), reply, round));
+        send_again(&shared, &again, params, next);
+    });
 }
 
 /// The outcome of a `tools/call`: `isError: true` becomes `McpError::Tool` with the server's own text,

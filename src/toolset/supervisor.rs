@@ -25,7 +25,7 @@ use crate::transport::http::{Credential, HttpSpec};
 use crate::transport::stdio::StdioSpec;
 use crate::transport::{TransportOptions, TransportSpec};
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -70,6 +70,11 @@ pub(crate) struct Supervisor {
     freshness: Arc<watch::Sender<Freshness>>,
     /// The revalidation task was started (once per server, on its first connection).
     revalidating: AtomicBool,
+    /// Listings put in use so far (connections and refreshes), so a re-list asked for by several
+    /// refused calls at once runs once.
+    listings: AtomicU64,
+    /// Held by the re-list after a `-32020`, one at a time.
+    relisting: tokio::sync::Mutex<()>,
     pub cancel: CancellationToken,
     pub tasks: TaskTracker,
 }
@@ -135,6 +140,8 @@ impl Supervisor {
             refresh_running: AtomicBool::new(false),
             freshness: Arc::new(watch::channel(Freshness::default()).0),
             revalidating: AtomicBool::new(false),
+            listings: AtomicU64::new(0),
+            relisting: tokio::sync::Mutex::new(()),
             cancel,
             tasks: TaskTracker::new(),
         }
@@ -143,6 +150,11 @@ impl Supervisor {
     /// The live connection, if the server is ready.
     pub fn connection(&self) -> Option<Arc<Connection>> {
         self.connection.lock().as_ref().map(|i| i.connection.clone())
+    }
+
+    /// How many listings were put in use so far.
+    pub fn listings(&self) -> u64 {
+        self.listings.load(Ordering::SeqCst)
     }
 }
 
@@ -332,7 +344,7 @@ impl Inner {
                         // A server that announces a change after every listing is re-listed at most this
                         // often, not back to back.
                         _ = async {
-                            inner.refresh(index).await;
+                            let _reported_by_refresh = inner.refresh(index).await;
                             tokio::time::sleep(Duration::from_millis(MIN_REFRESH_INTERVAL_MS)).await;
                         } => {}
                     }
@@ -348,29 +360,44 @@ impl Inner {
         });
     }
 
-    /// Re-list one server, vet it against the baseline, update the map in place.
-    async fn refresh(&self, index: usize) {
+    /// Re-list one server after a `-32020` on a call sent when `seen` listings had been put in use:
+    /// unless a listing came since (another refused call's, a `list_changed`'s), in which case that
+    /// one is current enough. Fails if the re-listing does.
+    pub(super) async fn relist(&self, index: usize, seen: u64) -> Result<()> {
+        let slot = &self.servers[index];
+        let _one_at_a_time = slot.relisting.lock().await;
+        if slot.listings() != seen {
+            return Ok(());
+        }
+        self.refresh(index).await
+    }
+
+    /// Re-list one server, vet it against the baseline, update the map in place. Fails (after
+    /// reporting) if the listing or the vetting does, or the server is not ready.
+    async fn refresh(&self, index: usize) -> Result<()> {
         let _ = self.projected.subscribe().wait_for(|done| *done).await;
         let slot = &self.servers[index];
+        let unavailable = || McpError::Transport(format!("server {:?} is unavailable", slot.entry.name));
         let settled = slot.state.subscribe().wait_for(|s| *s != SlotState::Connecting).await.map(|s| *s);
         if !matches!(settled, Ok(SlotState::Ready)) {
-            return;
+            return Err(unavailable());
         }
         let _one_at_a_time = slot.cycle.lock().await;
-        let Some(connection) = slot.connection() else { return };
+        let Some(connection) = slot.connection() else { return Err(unavailable()) };
         let opts = RequestOptions { timeout: self.timeout, abort: None };
         let vetted = match self.list_tools(index, &connection, &opts).await {
             Ok(listing) => self.vet(index, &listing).await.map(|vetted| (listing, vetted)),
             Err(e) => Err(McpError::Protocol(format!("re-listing tools failed: {e}"))),
         };
         if slot.cancel.is_cancelled() {
-            return;
+            return Err(McpError::Closed);
         }
         match vetted {
             Ok((listing, (vetting, diagnostics))) => {
                 diagnostics.into_iter().for_each(|d| self.report(d));
                 self.catalogue_listed(index, &listing);
                 self.apply(index, listing, &vetting);
+                Ok(())
             }
             Err(e) => {
                 let revalidating = { let f = slot.freshness.borrow(); f.fresh_until.is_some() && !f.notifies };
@@ -388,6 +415,7 @@ impl Inner {
                 } else {
                     self.report_degraded(index, &e, None);
                 }
+                Err(e)
             }
         }
     }
@@ -502,6 +530,7 @@ impl Inner {
     fn catalogue_listed(&self, index: usize, listing: &Listing) {
         let remaining = listing.cache.fresh_until_ms().map(|until| until.saturating_sub(store::now_ms()).max(0));
         let fresh_until = remaining.map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms as u64));
+        self.servers[index].listings.fetch_add(1, Ordering::SeqCst);
         self.servers[index].freshness.send_modify(|f| {
             f.fresh_until = fresh_until;
             f.failures = 0;
