@@ -3,7 +3,8 @@
 // - a TTL'd catalogue of a server that does not announce changes is re-listed when the TTL lapses (not
 //   before), with the same drift vetting as any re-listing; a failed revalidation keeps the tools;
 // - without a TTL, or with a live list_changed channel, nothing is re-listed on a timer;
-// - stores keep the hints; a rebuild projects public catalogues and not private ones;
+// - stores keep the hints; a rebuild projects public catalogues (and does not list a fresh one again
+//   on reconnecting) and not private ones;
 // - a call refused with -32020 is sent again once after a re-list, and only then.
 
 import { test } from 'node:test';
@@ -73,12 +74,13 @@ test('a failed revalidation keeps the last listing in use and says so', async (t
   await until(() => server.lists.length > failedAt, { timeoutMs: REVALIDATION_WAIT_MS });
 });
 
-test('stores keep the hints; a rebuild projects public catalogues and lists private ones afresh', async (t) => {
+test('stores keep the hints; a rebuild projects public catalogues, reuses fresh ones, lists private ones afresh', async (t) => {
   const open_ = await serve(t, { ttlMs: 60_000, cacheScope: 'public' });
   const personal = await serve(t, { ttlMs: 60_000, cacheScope: 'private' });
   // No scope declared: private when reached with credentials, public otherwise.
   const keyed = await serve(t, { ttlMs: 60_000 });
-  const anonymous = await serve(t, { ttlMs: 60_000 });
+  // Lapsed by the time of the rebuild: stale.
+  const anonymous = await serve(t, { ttlMs: 1 });
   const entries = [
     entry('open', open_),
     entry('personal', personal),
@@ -93,7 +95,7 @@ test('stores keep the hints; a rebuild projects public catalogues and lists priv
   const rows = Object.fromEntries((await storage.list()).map((row) => [row.name, row]));
   assert.deepEqual(
     Object.fromEntries(Object.entries(rows).map(([name, row]) => [name, [row.ttlMs, row.cacheScope]])),
-    { open: [60_000, 'public'], personal: [60_000, 'private'], keyed: [60_000, 'private'], anonymous: [60_000, 'public'] },
+    { open: [60_000, 'public'], personal: [60_000, 'private'], keyed: [60_000, 'private'], anonymous: [1, 'public'] },
   );
   assert.ok(rows.open.listedAt >= before && rows.open.listedAt <= Date.now(), `listedAt ${rows.open.listedAt}`);
 
@@ -109,6 +111,14 @@ test('stores keep the hints; a rebuild projects public catalogues and lists priv
   assert.equal((await rebuilt.tools.personal__echo.execute({ text: 'mine' })).content[0].text, 'echo: mine', 'listed afresh');
   assert.equal(personal.lists.length, 2);
   assert.ok(rebuilt.tools.keyed__echo);
+  // Reconnected: a public catalogue still fresh is reused without a listing; a stale one is revalidated.
+  assert.equal(open_.lists.length, 1, 'fresh and public: not listed again');
+  assert.equal(anonymous.lists.length, 2, 'stale: listed again on connecting');
+  assert.equal((await rebuilt.tools.open__echo.execute({ text: 'reused' })).content[0].text, 'echo: reused');
+  // The reused catalogue still gives the calls their Mcp-Param-* headers (no -32020 and re-list needed).
+  assert.equal((await rebuilt.tools.open__regional.execute({ region: 'ap' })).content[0].text, 'region ap');
+  assert.deepEqual(open_.calls.filter((c) => c.name === 'regional').map((c) => c.headers['mcp-param-region']), ['ap']);
+  assert.equal(open_.lists.length, 1);
 });
 
 test('-32020 HeaderMismatch: the tools are re-listed and the call sent once more with the new headers', async (t) => {

@@ -99,6 +99,18 @@ pub async fn list_tools(connection: &Connection, opts: &RequestOptions<'_>, mode
     }
 }
 
+/// A catalogue kept from an earlier listing (a store row), checked as a listing of a server of this
+/// era would be: its `x-mcp-header` annotations give the calls' headers again, and a tool whose
+/// annotation is invalid is left out as it would have been.
+pub fn from_stored(tools: Vec<Tool>, modern: bool, cache: CacheHints) -> Listing {
+    let mut pages = Pages { modern, annotated_page: modern, ..Pages::default() };
+    for tool in tools {
+        pages.entries += 1;
+        pages.check(tool);
+    }
+    Listing { cache, ..pages.listing }
+}
+
 /// The bookkeeping of a paginated listing, apart from the I/O so it can be tested alone.
 #[derive(Default)]
 struct Pages {
@@ -542,6 +554,19 @@ mod tests {
         assert_eq!(undeclared.scope_for(false, true), None, "before 2026-07-28 there are no hints");
         let declared = CacheHints { scope: Some(CacheScope::Public), ..CacheHints::default() };
         assert_eq!(declared.scope_for(true, true), Some(CacheScope::Public), "a declared scope stands");
+    }
+
+    #[test]
+    fn a_stored_catalogue_is_checked_as_a_listing_of_its_era() {
+        let parsed: ParsedToolsPage = serde_json::from_str(&annotated_page()).unwrap();
+        let cache = CacheHints { listed_at_ms: 5, ttl_ms: Some(10), scope: Some(CacheScope::Public) };
+        let modern = from_stored(parsed.tools.clone(), true, cache);
+        assert_eq!(names(&modern), ["valid_tool", "plain"]);
+        assert_eq!(modern.param_headers["valid_tool"][0].header.as_str(), "mcp-param-region");
+        assert_eq!(modern.cache, cache);
+        let legacy = from_stored(parsed.tools, false, cache);
+        assert_eq!(names(&legacy).len(), 4);
+        assert!(legacy.param_headers.is_empty());
     }
 
     #[test]

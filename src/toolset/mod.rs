@@ -258,8 +258,13 @@ impl Toolset {
                 to_reconcile.push(index);
                 continue;
             }
-            // A public row whose ttlMs lapsed is projected all the same and revalidated by the
-            // reconciliation below, which lists every server on connecting.
+            // A public row still fresh by its ttlMs is reused by the reconciliation below without a
+            // listing; any other (lapsed: stale) is projected all the same and revalidated there.
+            if row.cache_scope == Some(crate::protocol::mcp::CacheScope::Public) {
+                if let Some(cache) = stored_hints(row).filter(|cache| cache.is_fresh_at(crate::store::now_ms())) {
+                    *slot.reusable.lock() = Some((row.tools.clone(), cache));
+                }
+            }
             // Reported when the server is reconciled, not from the stored copy.
             let (vetting, _) = inner.vet_against(index, row.tool_fingerprints.as_ref(), &row.tools);
             let listing = crate::catalog::Listing { tools: row.tools.clone(), ..Default::default() };
@@ -474,6 +479,11 @@ impl Inner {
             }
         }
     }
+}
+
+/// The caching hints a row was stored with, if it has any.
+fn stored_hints(row: &crate::store::StoredServer) -> Option<crate::catalog::CacheHints> {
+    Some(crate::catalog::CacheHints { listed_at_ms: row.listed_at?, ttl_ms: row.ttl_ms, scope: row.cache_scope })
 }
 
 /// A stored URL as it may appear in a message (a row written by an older version may hold a query).

@@ -75,6 +75,9 @@ pub(crate) struct Supervisor {
     listings: AtomicU64,
     /// Held by the re-list after a `-32020`, one at a time.
     relisting: tokio::sync::Mutex<()>,
+    /// A stored catalogue a rebuild projected that is public and was fresh: the reconciliation's
+    /// connection may use it instead of listing, if it is still fresh then.
+    pub reusable: Mutex<Option<(Vec<Tool>, catalog::CacheHints)>>,
     pub cancel: CancellationToken,
     pub tasks: TaskTracker,
 }
@@ -142,6 +145,7 @@ impl Supervisor {
             revalidating: AtomicBool::new(false),
             listings: AtomicU64::new(0),
             relisting: tokio::sync::Mutex::new(()),
+            reusable: Mutex::new(None),
             cancel,
             tasks: TaskTracker::new(),
         }
@@ -237,6 +241,12 @@ impl Inner {
                 return Err(failure);
             }
         };
+        let reusable = slot.reusable.lock().take().filter(|(_, cache)| cache.is_fresh_at(store::now_ms()));
+        if let Some((tools, cache)) = reusable {
+            // Public and fresh by the server's own ttlMs: anyone may reuse it, now. Vetted as any listing.
+            let listing = catalog::from_stored(tools, connection.is_modern(), cache);
+            return Ok((Arc::new(connection), listener, listing));
+        }
         let opts = RequestOptions { timeout: self.timeout, abort: Some(stop) };
         match self.list_tools(index, &connection, &opts).await {
             Ok(listing) => Ok((Arc::new(connection), listener, listing)),
