@@ -900,20 +900,39 @@ impl Shared {
             (elicitations.cancel.child_token(), cancelled_by_server)
         };
         let elicitor = &elicitations.elicitor;
-        let asking = elicitor.callback.call(elicitation::host_request(&elicitor.server, &request));
+        // The host is told if the question is withdrawn: ended, timed out, or cancelled by the server.
+        let mut question = elicitation::Asking::new(elicitor);
+        let asking = elicitor.callback.call(elicitation::host_request(&elicitor.server, question.id, &request));
         let timeout = elicitor.timeout;
         let id = id.to_owned();
         elicitations.tasks.spawn(async move {
+            let answering = async {
+                let mut asking = std::pin::pin!(tokio::time::timeout(timeout, asking));
+                tokio::select! {
+                    biased;
+                    answered = &mut asking => answered,
+                    _ = cancelled_by_server.cancelled() => {
+                        question.withdraw();
+                        asking.await
+                    }
+                }
+            };
             let result = tokio::select! {
                 biased;
                 // The connection ended: nobody is left to answer.
                 _ = ended.cancelled() => None,
-                answered = tokio::time::timeout(timeout, asking) => match answered {
+                answered = answering => match answered {
                     // The server withdrew the request meanwhile: it gets no answer.
                     _ if cancelled_by_server.is_cancelled() => None,
-                    Ok(Ok(answer)) => Some(elicitation::answer(&request, &answer)),
+                    Ok(Ok(answer)) => {
+                        question.answered();
+                        Some(elicitation::answer(&request, &answer))
+                    }
                     // The host threw or rejected; its reason stays with the host.
-                    Ok(Err(_)) => Some(elicitation::DECLINE.to_owned()),
+                    Ok(Err(_)) => {
+                        question.answered();
+                        Some(elicitation::DECLINE.to_owned())
+                    }
                     Err(_) => Some(elicitation::CANCEL.to_owned()),
                 },
             };
@@ -1329,7 +1348,7 @@ mod tests {
 
     fn elicitation_harness(modes: elicitation::Modes, timeout: Duration) -> (Harness, tokio::sync::mpsc::UnboundedReceiver<Asked>) {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let elicitor = Elicitor { server: "srv".into(), modes, callback: Arc::new(Host(tx)), timeout };
+        let elicitor = Elicitor { server: "srv".into(), modes, callback: Arc::new(Host(tx)), timeout, withdrawn: None };
         let events = Arc::new(Events::default());
         let shared = Shared::new(events.clone(), Some(Arc::new(elicitor)));
         let recorder = Arc::new(Recorder::default());

@@ -48,6 +48,10 @@ pub trait ToolsetEvents: Send + Sync + 'static {
     fn diagnostic(&self, diagnostic: &Diagnostic);
     /// The tool map changed after it was handed out; apply `change` in place.
     fn tools_changed(&self, change: &ToolsChange);
+    /// The question to the host numbered `ask_id` (see `elicitation::host_request`) was withdrawn
+    /// before it was answered: its call was aborted, the server cancelled it, its connection ended,
+    /// or it timed out.
+    fn elicitation_withdrawn(&self, _ask_id: u64) {}
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -225,7 +225,13 @@ impl Inner {
         let options = TransportOptions { max_message_bytes: self.max_result_bytes, idle_timeout: self.timeout, secrets: slot.secrets.clone() };
         let elicitor = self.hooks.elicit.clone().map(|callback| {
             let (server, modes, timeout) = (slot.entry.name.clone(), self.elicitation_modes, Duration::from_millis(ELICITATION_TIMEOUT_MS));
-            Arc::new(Elicitor { server, modes, callback, timeout })
+            let events = Arc::downgrade(&self.events);
+            let withdrawn: Arc<dyn Fn(u64) + Send + Sync> = Arc::new(move |ask_id| {
+                if let Some(events) = events.upgrade() {
+                    events.elicitation_withdrawn(ask_id);
+                }
+            });
+            Arc::new(Elicitor { server, modes, callback, timeout, withdrawn: Some(withdrawn) })
         });
         // The era this server was found to speak before (this process): a session-based one skips the probe.
         let hint = crate::protocol::era::remembered(&slot.era_key);
