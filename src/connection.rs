@@ -266,23 +266,28 @@ impl Connection {
         let mut outbound = Vec::new();
         let modern = self.is_modern();
         for call in calls {
-            let params = |id, meta: Option<&str>| Some(mcp::call_tool_params(call.remote_name, call.arguments, id, meta));
-            // Modern servers may answer `input_required`: the call is kept to be sent again after the
-            // host's input (the legacy era has no such answer, and keeps nothing).
-            let reply = if modern {
+            // Modern servers may answer `input_required` (or `-32020`): the call is kept, its arguments
+            // moved in, not copied, to be sent again (the legacy era has no such answer, and keeps nothing).
+            let (reply, kept, arguments) = if modern {
                 let again = Arc::new(CallAgain {
                     name: call.remote_name.into(),
-                    arguments: call.arguments.to_owned(),
+                    arguments: call.arguments,
                     headers: call.headers.clone(),
                     abort: call.abort.clone(),
                     timeout,
                     on_header_mismatch: call.on_header_mismatch,
                     resent_after_mismatch: false,
                 });
-                Reply::Callback(rounds(Arc::downgrade(&self.shared), again, call.reply, 0))
+                (Reply::Callback(rounds(Arc::downgrade(&self.shared), again.clone(), call.reply, 0)), Some(again), None)
             } else {
-                call.reply
+                (call.reply, None, Some(call.arguments))
             };
+            let arguments: &RawValue = match (&kept, &arguments) {
+                (Some(again), _) => &again.arguments,
+                (None, Some(arguments)) => arguments,
+                (None, None) => unreachable!("one of the two holds the arguments"),
+            };
+            let params = |id, meta: Option<&str>| Some(mcp::call_tool_params(call.remote_name, arguments, id, meta));
             if let Some(mut message) = self.shared.register("tools/call", Some(call.remote_name), params, timeout, call.abort.as_deref(), reply) {
                 message.extra_headers = call.headers;
                 outbound.push(message);
@@ -315,7 +320,8 @@ impl Drop for Connection {
 /// One `tools/call` to start.
 pub struct StartCall<'a> {
     pub remote_name: &'a str,
-    pub arguments: &'a RawValue,
+    /// Owned: a modern-era call keeps them to be sent again, without a copy.
+    pub arguments: Box<RawValue>,
     pub abort: Option<Arc<AbortHandle>>,
     pub reply: Reply,
     /// Sent with this call only, over HTTP (the `Mcp-Param-*` headers of the 2026-07-28 revision).

@@ -41,6 +41,11 @@ impl CallRequest {
     fn arguments(&self) -> &RawValue {
         self.arguments.as_deref().expect("admitted calls have JSON arguments")
     }
+
+    /// The arguments, handed over to be sent (once).
+    fn take_arguments(&mut self) -> Box<RawValue> {
+        self.arguments.take().expect("admitted calls have JSON arguments, sent once")
+    }
 }
 
 /// Receives every call's outcome: the raw result JSON, or the error.
@@ -137,7 +142,7 @@ impl super::Toolset {
                 .zip(&aborts)
                 .map(|((call, route, headers), abort)| StartCall {
                     remote_name: &route.remote_name,
-                    arguments: call.arguments(),
+                    arguments: call.take_arguments(),
                     abort: abort.clone(),
                     reply: Reply::Callback(inner.completion(Some(index), call, sink)),
                     headers: std::mem::take(headers),
@@ -207,7 +212,7 @@ impl Inner {
     }
 
     /// A call that must wait first: for `policy.decide`, for `auth`, or for its server to be ready.
-    async fn call_gated(self: Arc<Self>, call: CallRequest, route: Route, abort: Option<Arc<AbortHandle>>, done: CallCompletion) {
+    async fn call_gated(self: Arc<Self>, mut call: CallRequest, route: Route, abort: Option<Arc<AbortHandle>>, done: CallCompletion) {
         let index = route.server;
         let slot = &self.servers[index];
         let gate = async {
@@ -245,7 +250,7 @@ impl Inner {
                 let start =
                     StartCall {
                         remote_name: &route.remote_name,
-                        arguments: call.arguments(),
+                        arguments: call.take_arguments(),
                         abort: abort.clone(),
                         reply: done.into_reply(),
                         headers,
