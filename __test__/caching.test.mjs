@@ -36,8 +36,11 @@ test('a TTL listing without list_changed is revalidated when the TTL lapses, and
   const ttl = await serve(t, { ttlMs: TTL_MS, cacheScope: 'public' });
   const untimed = await serve(t, { ttlMs: 0, cacheScope: 'public' });
   const announced = await serve(t, { ttlMs: TTL_MS, cacheScope: 'public', listChanged: true });
+  // Advertises listChanged but refuses the subscription: no live channel after all, so the TTL counts.
+  const unheard = await serve(t, { ttlMs: TTL_MS, cacheScope: 'public', listChanged: true, listenRefused: true });
   const storage = createMemoryMcpConnectionStore();
-  const toolset = await open([entry('ttl', ttl), entry('untimed', untimed), entry('announced', announced)], { storage });
+  const servers = [entry('ttl', ttl), entry('untimed', untimed), entry('announced', announced), entry('unheard', unheard)];
+  const toolset = await open(servers, { storage });
   t.after(toolset.close);
   assert.deepEqual(toolset.diagnostics, []);
   assert.equal(ttl.lists.length, 1);
@@ -54,6 +57,7 @@ test('a TTL listing without list_changed is revalidated when the TTL lapses, and
   await new Promise((r) => setTimeout(r, TTL_MS));
   assert.equal(untimed.lists.length, 1, 'a catalogue without a TTL is not re-listed on a timer');
   assert.equal(announced.lists.length, 1, 'a server that announces its changes is not re-listed on a timer');
+  assert.ok(unheard.lists.length >= 2, 'a refused subscription leaves the TTL as the signal');
 });
 
 test('a failed revalidation keeps the last listing in use and says so', async (t) => {
