@@ -416,7 +416,11 @@ impl Inner {
                 Ok(())
             }
             Err(e) => {
-                let revalidating = { let f = slot.freshness.borrow(); f.fresh_until.is_some() && !f.notifies };
+                // A TTL'd catalogue of a server that does not announce changes: this was a revalidation.
+                let revalidating = {
+                    let freshness = slot.freshness.borrow();
+                    freshness.fresh_until.is_some() && !freshness.notifies
+                };
                 slot.freshness.send_modify(|f| f.failures = f.failures.saturating_add(1));
                 if revalidating {
                     // The spec lets a client serve a stale result when refetching fails: the tools stay.
