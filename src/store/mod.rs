@@ -63,8 +63,14 @@ pub struct StoredServer {
     pub ttl_ms: Option<u64>,
     /// Who may reuse `tools`: `private` means only the authorization context that listed it, so it is
     /// never projected by a rebuild (which may run for another user). `None`: no hint (older servers).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "scope_from_json")]
     pub cache_scope: Option<CacheScope>,
+}
+
+/// `cacheScope` as a store written in JavaScript hands it back: read as the SQL stores read theirs.
+fn scope_from_json<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Option<CacheScope>, D::Error> {
+    let text: Option<String> = Option::deserialize(deserializer)?;
+    Ok(scope_from_text(text.as_deref()))
 }
 
 impl StoredServer {
@@ -567,7 +573,12 @@ mod tests {
         (hinted.listed_at, hinted.ttl_ms, hinted.cache_scope) = (Some(1_000), Some(2_000), Some(CacheScope::Private));
         let value = serde_json::to_value(&hinted).unwrap();
         assert_eq!((&value["listedAt"], &value["ttlMs"], &value["cacheScope"]), (&json!(1_000), &json!(2_000), &json!("private")));
-        assert_eq!(serde_json::from_value::<StoredServer>(value).unwrap(), hinted);
+        assert_eq!(serde_json::from_value::<StoredServer>(value.clone()).unwrap(), hinted);
+        let mut odd = value;
+        odd["cacheScope"] = json!("team");
+        assert_eq!(serde_json::from_value::<StoredServer>(odd.clone()).unwrap().cache_scope, Some(CacheScope::Private));
+        odd["cacheScope"] = json!(null);
+        assert_eq!(serde_json::from_value::<StoredServer>(odd).unwrap().cache_scope, None);
     }
 
     #[test]
