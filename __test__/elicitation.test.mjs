@@ -191,14 +191,18 @@ test('a flood of elicitations stays bounded: the excess is refused at once, the 
 
 test("a server's cancellation stops the answer, not the prompt count: the slot is freed when the host settles", async () => {
   const settle = [];
+  const signals = [];
   let asked = 0;
-  const onElicitation = () => {
+  const onElicitation = (_request, { signal }) => {
     asked++;
+    signals.push(signal);
     return new Promise((resolve) => settle.push(resolve));
   };
   await withToolset({ onElicitation }, async (toolset) => {
     const { error } = await call(toolset, 'ask_then_cancel', { params: SEP1034, afterMs: 100 });
     assert.match(error.message, /changed my mind|abort/i);
+    // The host's signal for the withdrawn question aborts, so it can stop asking the person.
+    await until(() => signals[0].aborted);
     // Cancelling made no room: of five more, only three reach the host (a server can't pile prompts up
     // by asking and cancelling).
     const flooding = call(toolset, 'flood', { params: SEP1034, count: 5 }).then(() => null, (error) => error);

@@ -239,3 +239,33 @@ test('one mcpTools call over both eras: TypeScript 2.x, Python 2.x, server-every
     });
   }
 });
+
+test('modern: onElicitation gets a signal that aborts when its round is withdrawn (the call aborted, the toolset closed)', async () => {
+  const asked = [];
+  const { tools, close } = await mcpTools([stdioEntry('ts2', process.execPath, [TS2, 'stdio'])], {
+    timeoutMs: 10_000,
+    // Never answers: only the withdrawal ends the question.
+    onElicitation: (request, { signal }) => {
+      asked.push(signal);
+      return new Promise(() => {});
+    },
+  });
+  try {
+    const controller = new AbortController();
+    const calling = tools.ts2__confirm.execute({}, { signal: controller.signal });
+    await until(() => asked.length === 1, { timeoutMs: 10_000 });
+    assert.equal(asked[0].aborted, false, 'open while the person is asked');
+    controller.abort();
+    await assert.rejects(calling, { code: 'mcp_aborted' });
+    await until(() => asked[0].aborted);
+
+    // A question still open when the toolset closes is withdrawn too.
+    const orphaned = tools.ts2__confirm.execute({}).then(() => null, (error) => error);
+    await until(() => asked.length === 2, { timeoutMs: 10_000 });
+    await close();
+    assert.equal((await orphaned)?.code, 'mcp_connection_closed');
+    await until(() => asked[1].aborted);
+  } finally {
+    await close();
+  }
+});

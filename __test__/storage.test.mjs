@@ -161,7 +161,7 @@ test('without a store there is no baseline and nothing is quarantined', async ()
   assert.deepEqual(diagnostics.filter((d) => d.code.startsWith('tool-')), []);
 });
 
-test('rows hold only id, name, type, url, tools, toolFingerprints — no header, token or env value', async (t) => {
+test('rows hold only id, name, type, url, tools, toolFingerprints, listedAt (and the caching hints) — no header, token or env value', async (t) => {
   const file = scratchFile('secrets.db');
   const storage = createSqliteMcpConnectionStore(file);
   const server = await startStreamableFixture({ requireBearer: () => 'tok-persist-secret-1' });
@@ -176,7 +176,8 @@ test('rows hold only id, name, type, url, tools, toolFingerprints — no header,
   await close();
   const rows = await storage.list();
   assert.equal(rows.length, 2);
-  for (const row of rows) assert.deepEqual(Object.keys(row).sort(), ['id', 'name', 'toolFingerprints', 'tools', 'type', 'url']);
+  // Session-based servers send no caching hints: no ttlMs or cacheScope (caching.test.mjs has them).
+  for (const row of rows) assert.deepEqual(Object.keys(row).sort(), ['id', 'listedAt', 'name', 'toolFingerprints', 'tools', 'type', 'url']);
   const bytes = ['', '-wal', '-shm'].map((s) => file + s).filter(existsSync).map((f) => readFileSync(f).toString('latin1')).join('');
   assert.match(bytes, /HTTP fixture tool echo/, 'the catalogue is there (the search works)');
   for (const secret of ['tok-persist-secret-1', 'header-secret-value-2', 'env-secret-value-3', 'X-Api-Key']) {

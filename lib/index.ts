@@ -188,8 +188,37 @@ function withDefaults(opts: McpOptions): McpOptions {
   return interactive ? { ...opts, onAuthorizationUrl: printAuthorizationUrl } : opts;
 }
 
+/**
+ * The questions `onElicitation` is answering, by the engine's `askId`: each one's signal aborts when the engine
+ * withdraws it (its call aborted, the server cancelled it, its connection ended, its time ran out).
+ */
+class OpenQuestions {
+  private readonly open = new Map<number, AbortController>();
+  /** Withdrawals that arrived before their question: the engine numbers questions in the order it asks them. */
+  private readonly early = new Set<number>();
+  private highestAsked = 0;
+
+  ask(askId: number): { signal: AbortSignal; done: () => void } {
+    const controller = new AbortController();
+    this.highestAsked = Math.max(this.highestAsked, askId);
+    if (this.early.delete(askId)) controller.abort();
+    else this.open.set(askId, controller);
+    return { signal: controller.signal, done: () => this.open.delete(askId) };
+  }
+
+  withdraw(askId: number): void {
+    const controller = this.open.get(askId);
+    if (controller) {
+      this.open.delete(askId);
+      controller.abort();
+    } else if (askId > this.highestAsked) {
+      this.early.add(askId);
+    }
+  }
+}
+
 /** Wrap the application's callbacks for the engine: always async, plain data in and out. */
-function hooksFor(opts: McpOptions) {
+function hooksFor(opts: McpOptions, questions: OpenQuestions) {
   const { auth, allowedHosts, policy, session, onAuthorizationUrl, onElicitation } = opts;
   const decide = typeof policy?.decide === 'function' ? policy.decide.bind(policy) : undefined;
   const ask = typeof policy?.ask === 'function' ? policy.ask.bind(policy) : undefined;
@@ -231,8 +260,13 @@ function hooksFor(opts: McpOptions) {
     elicit:
       typeof onElicitation === 'function'
         ? async (requestJson: string) => {
-            const { server, request } = JSON.parse(requestJson);
-            return JSON.stringify((await onElicitation(request, { server, session })) ?? null);
+            const { server, request, askId } = JSON.parse(requestJson);
+            const { signal, done } = questions.ask(askId);
+            try {
+              return JSON.stringify((await onElicitation(request, { server, session, signal })) ?? null);
+            } finally {
+              done();
+            }
           }
         : undefined,
   };
@@ -533,6 +567,7 @@ async function openToolset(
   // The stdout streams read here; ended by close() if a server's stray descendants keep them open.
   const readers = new Set<() => void>();
 
+  const questions = new OpenQuestions();
   const onEvent = (kind: string, payloadJson: string) => {
     try {
       const payload = JSON.parse(payloadJson);
@@ -542,6 +577,8 @@ async function openToolset(
         readStdout(native, calls, payload.readerId, payload.fd, readers);
         // A stream handed over while closing is ended at once.
         if (closing) for (const stop of [...readers]) stop();
+      } else if (kind === 'elicitation-withdrawn') {
+        questions.withdraw(payload.askId);
       } else if (kind === 'tools') {
         const change = payload as ToolsChange;
         for (const removed of change.removed) delete tools[removed];
@@ -552,7 +589,7 @@ async function openToolset(
     }
   };
 
-  const hooks = hooksFor(options);
+  const hooks = hooksFor(options, questions);
   const storage = options.storage;
   let native: NativeToolset;
   try {

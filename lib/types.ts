@@ -157,9 +157,14 @@ export interface McpOptions {
    * requested schema (wrong type, outside an enum, a required field missing, a field not asked for) is
    * sent as `decline`, as is a throw or a rejection. No answer within 5 minutes is sent as `cancel`. At
    * most 4 elicitations per server are open at once. The message and schema are the server's text:
-   * never show them to a model as instructions.
+   * never show them to a model as instructions. `ctx.signal` aborts when the question is withdrawn before
+   * it is answered (the call that asked was aborted, the server cancelled the request, the connection
+   * ended, or the 5 minutes passed): stop asking the person then; any answer given later is discarded.
    */
-  onElicitation?: (request: McpElicitationRequest, ctx: { server: string; session?: Session }) => McpElicitationResult | Promise<McpElicitationResult>;
+  onElicitation?: (
+    request: McpElicitationRequest,
+    ctx: { server: string; session?: Session; signal: AbortSignal },
+  ) => McpElicitationResult | Promise<McpElicitationResult>;
   /**
    * The elicitation modes declared with `onElicitation`. Default `['form']`. Add `'url'` only when the host
    * can show the full URL and open it in a browser after the person agrees (never fetch it yourself).
@@ -245,6 +250,10 @@ export type Diagnostic =
   | (DiagnosticBase & { code: 'tool-rejected'; tool: string })
   | (DiagnosticBase & { code: 'tool-name-rewritten'; tool: string; name: string })
   | (DiagnosticBase & { code: 'tools-changed'; added: string[]; changed: string[]; removed: string[] })
+  /** Re-listing a server whose `ttlMs` lapsed failed; its last listing stays in use and is retried, backing off. */
+  | (DiagnosticBase & { code: 'catalogue-stale'; errorCode: string })
+  /** A rebuild did not project a server's stored tools (a `private` catalogue); they arrive once it is listed. */
+  | (DiagnosticBase & { code: 'catalogue-not-reused' })
   /** A bug in mcpferry (a panic) was contained; the operation it hit failed with `mcp_internal_error`. */
   | (DiagnosticBase & { code: 'internal-error' })
   | (DiagnosticBase & { code: 'tool-quarantined' | 'tool-withheld' | 'tool-removed'; tool: string })

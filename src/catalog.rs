@@ -12,10 +12,10 @@
 use crate::connection::{Connection, RequestOptions};
 use crate::error::{McpError, Result};
 use crate::limits::{
-    MAX_JSON_DEPTH, MAX_LIST_PAGES, MAX_QUOTED_BYTES, MAX_REMOTE_TOOL_NAME_BYTES, MAX_TOOLS_PER_SERVER,
+    MAX_CATALOGUE_TTL_MS, MAX_JSON_DEPTH, MAX_LIST_PAGES, MAX_QUOTED_BYTES, MAX_REMOTE_TOOL_NAME_BYTES, MAX_TOOLS_PER_SERVER,
     MAX_TOOL_DESCRIPTION_BYTES,
 };
-use crate::protocol::mcp::{self, ListToolsPage, ParsedToolsPage, Tool, ToolNameProbe};
+use crate::protocol::mcp::{self, CacheScope, ListToolsPage, PageCacheHints, ParsedToolsPage, Tool, ToolNameProbe};
 use crate::protocol::nesting;
 use crate::protocol::param_headers::{self, ParamHeaders};
 use serde_json::value::RawValue;
@@ -38,6 +38,48 @@ pub struct Listing {
     /// By tool name, the parameters each call of that tool mirrors into `Mcp-Param-*` headers. Only
     /// tools that have any, and only in the 2026-07-28 era: empty otherwise.
     pub param_headers: HashMap<String, ParamHeaders>,
+    /// What the pages' caching hints allow for the catalogue as a whole.
+    pub cache: CacheHints,
+}
+
+/// A catalogue's caching hints (2026-07-28 `ttlMs`/`cacheScope`, per page; older servers send none).
+/// Each page has its own TTL, so the catalogue is fresh only while every page is: until the earliest
+/// expiry. A page without a positive TTL makes the whole catalogue not cacheable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheHints {
+    /// When the first page arrived, in milliseconds since the Unix epoch (0 for a listing not read
+    /// from a server).
+    pub listed_at_ms: i64,
+    /// How long after `listed_at_ms` the catalogue stays fresh (capped at `MAX_CATALOGUE_TTL_MS`);
+    /// `None`: stale at once, as without hints.
+    pub ttl_ms: Option<u64>,
+    /// `Private` if any page said so, `Public` if every page said so, else `None` (see [`CacheHints::scope_for`]).
+    pub scope: Option<CacheScope>,
+}
+
+impl CacheHints {
+    /// When the catalogue stops being fresh, in ms since the epoch; `None` if it never was.
+    pub fn fresh_until_ms(&self) -> Option<i64> {
+        self.ttl_ms.map(|ttl| self.listed_at_ms.saturating_add(i64::try_from(ttl).unwrap_or(i64::MAX)))
+    }
+
+    pub fn is_fresh_at(&self, now_ms: i64) -> bool {
+        self.fresh_until_ms().is_some_and(|until| now_ms < until)
+    }
+
+    /// The scope to act on. A declared one stands. A 2026-07-28 server must declare it, so a missing
+    /// one is a server's omission: reusing a listing that may hold per-user tools across users is the
+    /// harmful mistake, so it counts as private when the server is reached with credentials (auth,
+    /// headers, OAuth: the listing may depend on who asks) and public otherwise (everyone reaching it
+    /// sees the same). Before 2026-07-28 there are no hints at all: `None`, which stores and rebuilds
+    /// treat as they always did.
+    pub fn scope_for(&self, modern: bool, authorized: bool) -> Option<CacheScope> {
+        match self.scope {
+            Some(scope) => Some(scope),
+            None if modern => Some(if authorized { CacheScope::Private } else { CacheScope::Public }),
+            None => None,
+        }
+    }
 }
 
 /// List every tool of a server. A repeated cursor or too many pages is an error: a server that does that
@@ -50,11 +92,23 @@ pub async fn list_tools(connection: &Connection, opts: &RequestOptions<'_>, mode
     loop {
         let params = mcp::list_tools_params(cursor.as_deref());
         let raw = connection.request("tools/list", params.as_deref(), opts).await?;
-        cursor = pages.accept(raw.get())?;
+        cursor = pages.accept_at(raw.get(), crate::store::now_ms())?;
         if cursor.is_none() {
             return Ok(pages.finish());
         }
     }
+}
+
+/// A catalogue kept from an earlier listing (a store row), checked as a listing of a server of this
+/// era would be: its `x-mcp-header` annotations give the calls' headers again, and a tool whose
+/// annotation is invalid is left out as it would have been.
+pub fn from_stored(tools: Vec<Tool>, modern: bool, cache: CacheHints) -> Listing {
+    let mut pages = Pages { modern, annotated_page: modern, ..Pages::default() };
+    for tool in tools {
+        pages.entries += 1;
+        pages.check(tool);
+    }
+    Listing { cache, ..pages.listing }
 }
 
 /// The bookkeeping of a paginated listing, apart from the I/O so it can be tested alone.
@@ -74,6 +128,11 @@ struct Pages {
     modern: bool,
     /// This page may hold annotations: its tools' schemas are walked. Most pages have none.
     annotated_page: bool,
+    /// The earliest expiry of the pages so far (ms since the epoch); `None` once a page had no TTL.
+    fresh_until_ms: Option<i64>,
+    /// Some page declared `private`, some page declared no scope.
+    any_private: bool,
+    any_undeclared: bool,
 }
 
 impl Pages {
@@ -82,7 +141,13 @@ impl Pages {
     /// A page whose tools all parse and stay within the depth bound (checked once over the whole page)
     /// is read in one pass, as most pages are; any other page is read tool by tool, so one malformed
     /// tool is refused alone.
+    #[cfg(test)]
     fn accept(&mut self, page: &str) -> Result<Option<String>> {
+        self.accept_at(page, crate::store::now_ms())
+    }
+
+    /// [`Pages::accept`] of a page received at `received_ms` (ms since the epoch).
+    fn accept_at(&mut self, page: &str, received_ms: i64) -> Result<Option<String>> {
         self.count += 1;
         self.annotated_page = self.modern && param_headers::may_annotate(page);
         // The page object and its `tools` array hold each tool two levels down.
@@ -92,6 +157,7 @@ impl Pages {
             .filter(|parsed| self.entries + parsed.tools.len() <= MAX_TOOLS_PER_SERVER);
         let next_cursor = match one_pass {
             Some(parsed) => {
+                self.note_hints(PageCacheHints { ttl_ms: parsed.ttl_ms.as_ref(), cache_scope: parsed.cache_scope.as_ref() }, received_ms);
                 for tool in parsed.tools {
                     self.entries += 1;
                     self.check(tool);
@@ -101,6 +167,7 @@ impl Pages {
             None => {
                 let page: ListToolsPage = serde_json::from_str(page)
                     .map_err(|e| McpError::Protocol(format!("tools/list returned a malformed result: {e}")))?;
+                self.note_hints(PageCacheHints { ttl_ms: page.ttl_ms.as_ref(), cache_scope: page.cache_scope.as_ref() }, received_ms);
                 for raw in page.tools {
                     if self.entries == MAX_TOOLS_PER_SERVER {
                         // One entry for the lot: reporting each would let the server flood the diagnostics.
@@ -128,6 +195,24 @@ impl Pages {
             return Err(McpError::Protocol(format!("tools/list did not finish within {MAX_LIST_PAGES} pages")));
         }
         Ok(Some(next))
+    }
+
+    /// Fold one page's caching hints into the catalogue's.
+    fn note_hints(&mut self, hints: PageCacheHints<'_>, received_ms: i64) {
+        if self.count == 1 {
+            self.listing.cache.listed_at_ms = received_ms;
+            self.fresh_until_ms = Some(i64::MAX);
+        }
+        let expiry = hints.ttl_ms().map(|ttl| received_ms.saturating_add(ttl.min(MAX_CATALOGUE_TTL_MS) as i64));
+        self.fresh_until_ms = match (self.fresh_until_ms, expiry) {
+            (Some(so_far), Some(this)) => Some(so_far.min(this)),
+            _ => None,
+        };
+        match hints.scope() {
+            Some(CacheScope::Private) => self.any_private = true,
+            Some(CacheScope::Public) => {}
+            None => self.any_undeclared = true,
+        }
     }
 
     /// Parse and check one tool definition; keep it or record why not.
@@ -175,7 +260,16 @@ impl Pages {
         Ok((!headers.is_empty()).then(|| headers.into()))
     }
 
-    fn finish(self) -> Listing {
+    fn finish(mut self) -> Listing {
+        let cache = &mut self.listing.cache;
+        cache.ttl_ms = self.fresh_until_ms.map(|until| until.saturating_sub(cache.listed_at_ms).max(0) as u64).filter(|&ttl| ttl > 0);
+        cache.scope = if self.any_private {
+            Some(CacheScope::Private)
+        } else if self.any_undeclared || self.count == 0 {
+            None
+        } else {
+            Some(CacheScope::Public)
+        };
         self.listing
     }
 }
@@ -392,6 +486,87 @@ mod tests {
         pages.accept(&page(&["a", "b"], None)).unwrap();
         assert!(!pages.annotated_page);
         assert_eq!(names(&pages.finish()), ["a", "b"]);
+    }
+
+    fn hinted(names: &[&str], next: Option<&str>, ttl: serde_json::Value, scope: serde_json::Value) -> String {
+        let mut page: serde_json::Value = serde_json::from_str(&page(names, next)).unwrap();
+        page["ttlMs"] = ttl;
+        page["cacheScope"] = scope;
+        page.to_string()
+    }
+
+    #[test]
+    fn the_catalogue_is_fresh_until_its_earliest_page_expires() {
+        let mut pages = Pages::default();
+        pages.accept_at(&hinted(&["a"], Some("c1"), json!(60_000), json!("public")), 1_000).unwrap();
+        // The malformed sibling sends this page down the tool-by-tool path: its hints count the same.
+        let second = hinted(&["b"], None, json!(5_000), json!("public")).replacen("[", "[42,", 1);
+        pages.accept_at(&second, 2_000).unwrap();
+        let cache = pages.finish().cache;
+        assert_eq!(cache, CacheHints { listed_at_ms: 1_000, ttl_ms: Some(6_000), scope: Some(CacheScope::Public) });
+        assert_eq!(cache.fresh_until_ms(), Some(7_000));
+        assert!(cache.is_fresh_at(6_999));
+        assert!(!cache.is_fresh_at(7_000));
+    }
+
+    #[test]
+    fn a_page_without_a_positive_ttl_makes_the_catalogue_not_cacheable() {
+        for ttl in [json!(0), json!(-5), json!(null), json!("60000"), json!(0.5)] {
+            let mut pages = Pages::default();
+            pages.accept_at(&hinted(&["a"], Some("c1"), json!(60_000), json!("public")), 1_000).unwrap();
+            pages.accept_at(&hinted(&["b"], None, ttl.clone(), json!("public")), 1_000).unwrap();
+            let listing = pages.finish();
+            assert_eq!(listing.cache.ttl_ms, None, "{ttl}");
+            assert!(!listing.cache.is_fresh_at(1_000));
+            assert_eq!(names(&listing), ["a", "b"], "a bad hint costs the hint, not the page");
+        }
+        let mut pages = Pages::default();
+        pages.accept_at(&page(&["a"], None), 1_000).unwrap();
+        assert_eq!(pages.finish().cache, CacheHints { listed_at_ms: 1_000, ttl_ms: None, scope: None }, "no hints at all");
+    }
+
+    #[test]
+    fn a_huge_ttl_is_capped() {
+        let mut pages = Pages::default();
+        pages.accept_at(&hinted(&["a"], None, json!(1e300), json!("public")), 1_000).unwrap();
+        assert_eq!(pages.finish().cache.ttl_ms, Some(MAX_CATALOGUE_TTL_MS));
+    }
+
+    #[test]
+    fn one_private_page_makes_the_catalogue_private_and_an_undeclared_one_leaves_it_to_the_server_entry() {
+        let scope_of = |scopes: &[serde_json::Value]| {
+            let mut pages = Pages::default();
+            for (i, scope) in scopes.iter().enumerate() {
+                let next = (i + 1 < scopes.len()).then(|| format!("c{i}"));
+                pages.accept_at(&hinted(&["t"], next.as_deref(), json!(1_000), scope.clone()).replace("\"t\"", &format!("\"t{i}\"")), 0).unwrap();
+            }
+            pages.finish().cache.scope
+        };
+        assert_eq!(scope_of(&[json!("public"), json!("public")]), Some(CacheScope::Public));
+        assert_eq!(scope_of(&[json!("public"), json!("private")]), Some(CacheScope::Private));
+        assert_eq!(scope_of(&[json!(null), json!("private")]), Some(CacheScope::Private));
+        assert_eq!(scope_of(&[json!("public"), json!(null)]), None);
+        assert_eq!(scope_of(&[json!("shared")]), None, "an unknown word declares nothing");
+
+        let undeclared = CacheHints { scope: None, ..CacheHints::default() };
+        assert_eq!(undeclared.scope_for(true, true), Some(CacheScope::Private), "modern, with credentials");
+        assert_eq!(undeclared.scope_for(true, false), Some(CacheScope::Public), "modern, anyone's listing");
+        assert_eq!(undeclared.scope_for(false, true), None, "before 2026-07-28 there are no hints");
+        let declared = CacheHints { scope: Some(CacheScope::Public), ..CacheHints::default() };
+        assert_eq!(declared.scope_for(true, true), Some(CacheScope::Public), "a declared scope stands");
+    }
+
+    #[test]
+    fn a_stored_catalogue_is_checked_as_a_listing_of_its_era() {
+        let parsed: ParsedToolsPage = serde_json::from_str(&annotated_page()).unwrap();
+        let cache = CacheHints { listed_at_ms: 5, ttl_ms: Some(10), scope: Some(CacheScope::Public) };
+        let modern = from_stored(parsed.tools.clone(), true, cache);
+        assert_eq!(names(&modern), ["valid_tool", "plain"]);
+        assert_eq!(modern.param_headers["valid_tool"][0].header.as_str(), "mcp-param-region");
+        assert_eq!(modern.cache, cache);
+        let legacy = from_stored(parsed.tools, false, cache);
+        assert_eq!(names(&legacy).len(), 4);
+        assert!(legacy.param_headers.is_empty());
     }
 
     #[test]

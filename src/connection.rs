@@ -266,21 +266,28 @@ impl Connection {
         let mut outbound = Vec::new();
         let modern = self.is_modern();
         for call in calls {
-            let params = |id, meta: Option<&str>| Some(mcp::call_tool_params(call.remote_name, call.arguments, id, meta));
-            // Modern servers may answer `input_required`: the call is kept to be sent again after the
-            // host's input (the legacy era has no such answer, and keeps nothing).
-            let reply = if modern {
+            // Modern servers may answer `input_required` (or `-32020`): the call is kept, its arguments
+            // moved in, not copied, to be sent again (the legacy era has no such answer, and keeps nothing).
+            let (reply, kept, arguments) = if modern {
                 let again = Arc::new(CallAgain {
                     name: call.remote_name.into(),
-                    arguments: call.arguments.to_owned(),
+                    arguments: call.arguments,
                     headers: call.headers.clone(),
                     abort: call.abort.clone(),
                     timeout,
+                    on_header_mismatch: call.on_header_mismatch,
+                    resent_after_mismatch: false,
                 });
-                Reply::Callback(rounds(Arc::downgrade(&self.shared), again, call.reply, 0))
+                (Reply::Callback(rounds(Arc::downgrade(&self.shared), again.clone(), call.reply, 0)), Some(again), None)
             } else {
-                call.reply
+                (call.reply, None, Some(call.arguments))
             };
+            let arguments: &RawValue = match (&kept, &arguments) {
+                (Some(again), _) => &again.arguments,
+                (None, Some(arguments)) => arguments,
+                (None, None) => unreachable!("one of the two holds the arguments"),
+            };
+            let params = |id, meta: Option<&str>| Some(mcp::call_tool_params(call.remote_name, arguments, id, meta));
             if let Some(mut message) = self.shared.register("tools/call", Some(call.remote_name), params, timeout, call.abort.as_deref(), reply) {
                 message.extra_headers = call.headers;
                 outbound.push(message);
@@ -313,11 +320,24 @@ impl Drop for Connection {
 /// One `tools/call` to start.
 pub struct StartCall<'a> {
     pub remote_name: &'a str,
-    pub arguments: &'a RawValue,
+    /// Owned: a modern-era call keeps them to be sent again, without a copy.
+    pub arguments: Box<RawValue>,
     pub abort: Option<Arc<AbortHandle>>,
     pub reply: Reply,
     /// Sent with this call only, over HTTP (the `Mcp-Param-*` headers of the 2026-07-28 revision).
     pub headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
+    /// Asked once if the server refuses the call's headers (`-32020`, 2026-07-28 only).
+    pub on_header_mismatch: Option<Arc<dyn HeaderMismatch>>,
+}
+
+pub type Headers = Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>;
+
+/// The owner's side of a `-32020` HeaderMismatch on a `tools/call`: the server refused the request
+/// before handling it, most likely because the client's copy of the tool's `x-mcp-header` annotations
+/// is out of date. The owner re-lists the server's tools and answers with the headers the call must
+/// carry now, or with why it must not be sent again (the tool is gone or failed vetting).
+pub trait HeaderMismatch: Send + Sync {
+    fn relisted<'a>(&'a self, arguments: &'a RawValue) -> transport::BoxFuture<'a, Result<Headers>>;
 }
 
 /// A modern-era call, kept to be sent again after a round of input (`input_required`).
@@ -327,6 +347,10 @@ struct CallAgain {
     headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
     abort: Option<Arc<AbortHandle>>,
     timeout: Duration,
+    /// Set until the call has been sent again after a `-32020` (once at most).
+    on_header_mismatch: Option<Arc<dyn HeaderMismatch>>,
+    /// This is that second sending.
+    resent_after_mismatch: bool,
 }
 
 /// The reply of round `round` of a call: a complete result (or a failure) goes to `reply`; an
@@ -337,6 +361,9 @@ fn rounds(shared: Weak<Shared>, call: Arc<CallAgain>, reply: Reply, round: usize
     Box::new(move |outcome| {
         let result = match outcome {
             Ok(result) => result,
+            Err(McpError::Rpc { code: era::HEADER_MISMATCH, message, .. }) => {
+                return resend_after_header_mismatch(shared, call, reply, round, message);
+            }
             Err(e) => return reply.send(Err(e)),
         };
         // A nesting bomb is the depth check's to report (`tool_outcome`), not the parser's.
@@ -386,18 +413,71 @@ fn rounds(shared: Weak<Shared>, call: Arc<CallAgain>, reply: Reply, round: usize
                 Some(crate::mrtr::retry_params(&mcp::call_tool_params(&call.name, &call.arguments, id, meta), &responses, state))
             };
             let next = Reply::Callback(rounds(Arc::downgrade(&shared), call.clone(), reply, round + 1));
-            if let Some(mut message) = shared.register("tools/call", Some(&call.name), params, call.timeout, call.abort.as_deref(), next) {
-                message.extra_headers = call.headers.clone();
-                match shared.transport.get().and_then(Weak::upgrade) {
-                    Some(transport) => shared.dispatch(&transport, vec![message]),
-                    // The transport is gone: ending the connection fails this call with everything pending.
-                    None => {
-                        shared.end(McpError::Closed);
-                    }
-                }
-            }
+            send_again(&shared, &call, params, next);
         });
     })
+}
+
+/// Send a kept call again under a new id (the params say what it carries this time).
+fn send_again(shared: &Arc<Shared>, call: &CallAgain, params: impl FnOnce(RequestId, Option<&str>) -> Option<String>, next: Reply) {
+    if let Some(mut message) = shared.register("tools/call", Some(&call.name), params, call.timeout, call.abort.as_deref(), next) {
+        message.extra_headers = call.headers.clone();
+        match shared.transport.get().and_then(Weak::upgrade) {
+            Some(transport) => shared.dispatch(&transport, vec![message]),
+            // The transport is gone: ending the connection fails this call with everything pending.
+            None => {
+                shared.end(McpError::Closed);
+            }
+        }
+    }
+}
+
+/// `-32020` HeaderMismatch: the server refused the call before executing it, so sending it again is
+/// not a replay of a call that ran. Once per call: the owner re-lists the tools (the annotations that
+/// decide the `Mcp-Param-*` headers may have changed) and, if the tool is still published and vetted,
+/// the call goes again with the headers of the new listing, under a new id and in the same round (an
+/// `input_required` round's answers are not carried over: the server never saw them). A second
+/// refusal fails the call.
+fn resend_after_header_mismatch(shared: Weak<Shared>, call: Arc<CallAgain>, reply: Reply, round: usize, message: String) {
+    let Some(hook) = call.on_header_mismatch.clone() else {
+        let again = if call.resent_after_mismatch { " again, after the tools were re-listed" } else { "" };
+        return reply.send(Err(McpError::Protocol(format!(
+            "the server refused the call's headers{again} (-32020 HeaderMismatch: {message}); it was not executed"
+        ))));
+    };
+    let Some(owner) = shared.upgrade() else { return reply.send(Err(McpError::Closed)) };
+    let stop = owner.stop_rounds.clone();
+    owner.rounds.spawn(async move {
+        let aborted = async {
+            match &call.abort {
+                Some(abort) => abort.wait().await,
+                None => std::future::pending().await,
+            }
+        };
+        let relisted = tokio::select! {
+            biased;
+            _ = stop.cancelled() => Err(McpError::Closed),
+            _ = aborted => Err(McpError::Aborted),
+            relisted = hook.relisted(&call.arguments) => relisted,
+        };
+        let headers = match relisted {
+            Ok(headers) => headers,
+            Err(e) => return reply.send(Err(e)),
+        };
+        let Some(shared) = shared.upgrade() else { return reply.send(Err(McpError::Closed)) };
+        let again = Arc::new(CallAgain {
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            headers,
+            abort: call.abort.clone(),
+            timeout: call.timeout,
+            on_header_mismatch: None,
+            resent_after_mismatch: true,
+        });
+        let params = |id, meta: Option<&str>| Some(mcp::call_tool_params(&again.name, &again.arguments, id, meta));
+        let next = Reply::Callback(rounds(Arc::downgrade(&shared), again.clone(), reply, round));
+        send_again(&shared, &again, params, next);
+    });
 }
 
 /// The outcome of a `tools/call`: `isError: true` becomes `McpError::Tool` with the server's own text,
@@ -826,20 +906,39 @@ impl Shared {
             (elicitations.cancel.child_token(), cancelled_by_server)
         };
         let elicitor = &elicitations.elicitor;
-        let asking = elicitor.callback.call(elicitation::host_request(&elicitor.server, &request));
+        // The host is told if the question is withdrawn: ended, timed out, or cancelled by the server.
+        let mut question = elicitation::Asking::new(elicitor);
+        let asking = elicitor.callback.call(elicitation::host_request(&elicitor.server, question.id, &request));
         let timeout = elicitor.timeout;
         let id = id.to_owned();
         elicitations.tasks.spawn(async move {
+            let answering = async {
+                let mut asking = std::pin::pin!(tokio::time::timeout(timeout, asking));
+                tokio::select! {
+                    biased;
+                    answered = &mut asking => answered,
+                    _ = cancelled_by_server.cancelled() => {
+                        question.withdraw();
+                        asking.await
+                    }
+                }
+            };
             let result = tokio::select! {
                 biased;
                 // The connection ended: nobody is left to answer.
                 _ = ended.cancelled() => None,
-                answered = tokio::time::timeout(timeout, asking) => match answered {
+                answered = answering => match answered {
                     // The server withdrew the request meanwhile: it gets no answer.
                     _ if cancelled_by_server.is_cancelled() => None,
-                    Ok(Ok(answer)) => Some(elicitation::answer(&request, &answer)),
+                    Ok(Ok(answer)) => {
+                        question.answered();
+                        Some(elicitation::answer(&request, &answer))
+                    }
                     // The host threw or rejected; its reason stays with the host.
-                    Ok(Err(_)) => Some(elicitation::DECLINE.to_owned()),
+                    Ok(Err(_)) => {
+                        question.answered();
+                        Some(elicitation::DECLINE.to_owned())
+                    }
                     Err(_) => Some(elicitation::CANCEL.to_owned()),
                 },
             };
@@ -1255,7 +1354,7 @@ mod tests {
 
     fn elicitation_harness(modes: elicitation::Modes, timeout: Duration) -> (Harness, tokio::sync::mpsc::UnboundedReceiver<Asked>) {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let elicitor = Elicitor { server: "srv".into(), modes, callback: Arc::new(Host(tx)), timeout };
+        let elicitor = Elicitor { server: "srv".into(), modes, callback: Arc::new(Host(tx)), timeout, withdrawn: None };
         let events = Arc::new(Events::default());
         let shared = Shared::new(events.clone(), Some(Arc::new(elicitor)));
         let recorder = Arc::new(Recorder::default());

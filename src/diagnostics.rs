@@ -25,6 +25,12 @@ pub enum Diagnostic {
     /// `mcp_internal_error`, the process and the other calls go on. `server` is the affected server,
     /// or `mcpferry` when the toolset as a whole was hit.
     InternalError { server: String, message: String },
+    /// Re-listing a catalogue whose `ttlMs` lapsed failed; its last listing stays in use (the spec
+    /// allows serving stale results) and is tried again later, backing off.
+    CatalogueStale { server: String, message: String, error_code: &'static str },
+    /// A stored catalogue was not projected by a rebuild (a `private` one may belong to another
+    /// authorization context): the server's tools arrive once it is connected and listed.
+    CatalogueNotReused { server: String, message: String },
     /// `notifications/tools/list_changed` was applied to the tool map.
     ToolsChanged { server: String, added: Vec<String>, removed: Vec<String>, changed: Vec<String>, message: String },
 }

@@ -64,6 +64,44 @@ pub struct Elicitor {
     pub callback: Arc<dyn Callback<String, String>>,
     /// How long the host may take before the server is told `cancel`.
     pub timeout: Duration,
+    /// Told the `askId` of a question withdrawn before the host answered it (the call was aborted,
+    /// the server cancelled it, the connection ended, the timeout passed), so the host can stop asking.
+    pub withdrawn: Option<Arc<dyn Fn(u64) + Send + Sync>>,
+}
+
+/// The `askId` of the next question to the host: unique in this process, so the host can match a
+/// withdrawal to its question.
+static NEXT_ASK_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// One question to the host: tells the host it was withdrawn (once), unless it was answered first,
+/// however the wait for it ends (dropped, timed out, cancelled).
+pub(crate) struct Asking {
+    pub id: u64,
+    withdrawn: Option<Arc<dyn Fn(u64) + Send + Sync>>,
+}
+
+impl Asking {
+    pub fn new(elicitor: &Elicitor) -> Self {
+        Asking { id: NEXT_ASK_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed), withdrawn: elicitor.withdrawn.clone() }
+    }
+
+    /// The host answered: nothing to withdraw.
+    pub fn answered(mut self) {
+        self.withdrawn = None;
+    }
+
+    /// Tell the host now (the wait for its answer may go on).
+    pub fn withdraw(&mut self) {
+        if let Some(withdrawn) = self.withdrawn.take() {
+            withdrawn(self.id);
+        }
+    }
+}
+
+impl Drop for Asking {
+    fn drop(&mut self) {
+        self.withdraw();
+    }
 }
 
 /// An `elicitation/create` request, read and checked.
@@ -282,9 +320,9 @@ fn bound(schema: &Map<String, Value>, key: &str) -> Option<Option<f64>> {
     }
 }
 
-/// What the host's callback receives: `{"server": name, "request": {mode, message, ...}}`, the request
-/// rebuilt from the fields read (anything else the server put in its params is not passed on).
-pub fn host_request(server: &str, request: &Request) -> String {
+/// What the host's callback receives: `{"server": name, "askId": n, "request": {mode, message, ...}}`, the
+/// request rebuilt from the fields read (anything else the server put in its params is not passed on).
+pub fn host_request(server: &str, ask_id: u64, request: &Request) -> String {
     let request = match request {
         Request::Form { message, schema, .. } => json!({ "mode": "form", "message": message, "requestedSchema": schema }),
         Request::Url { message, url, elicitation_id: Some(id) } => {
@@ -292,19 +330,23 @@ pub fn host_request(server: &str, request: &Request) -> String {
         }
         Request::Url { message, url, elicitation_id: None } => json!({ "mode": "url", "message": message, "url": url }),
     };
-    json!({ "server": server, "request": request }).to_string()
+    json!({ "server": server, "askId": ask_id, "request": request }).to_string()
 }
 
 /// Ask the host through `elicitor` and return the result the server gets: the host's answer, checked
 /// ([`answer`]); `decline` when the callback threw or rejected (its reason stays with the host);
-/// `cancel` when it took longer than the elicitor's timeout.
+/// `cancel` when it took longer than the elicitor's timeout (and the host is told it was withdrawn, as
+/// when this future is dropped unanswered).
 pub async fn ask(elicitor: &Elicitor, request: &Request) -> String {
-    let asking = elicitor.callback.call(host_request(&elicitor.server, request));
-    match tokio::time::timeout(elicitor.timeout, asking).await {
+    let guard = Asking::new(elicitor);
+    let asking = elicitor.callback.call(host_request(&elicitor.server, guard.id, request));
+    let answer = match tokio::time::timeout(elicitor.timeout, asking).await {
         Ok(Ok(host_json)) => answer(request, &host_json),
         Ok(Err(_)) => DECLINE.to_owned(),
-        Err(_) => CANCEL.to_owned(),
-    }
+        Err(_) => return CANCEL.to_owned(),
+    };
+    guard.answered();
+    answer
 }
 
 /// The result the server gets for the host's answer `{action, content?}` (JSON). Anything malformed,
@@ -493,10 +535,10 @@ mod tests {
         let both = Modes { form: true, url: true };
         let request = parse_request(Some(&params), both).unwrap();
         assert_eq!(result(&request, json!({ "action": "accept", "content": { "x": 1 } })), json!({ "action": "accept" }));
-        let host: Value = serde_json::from_str(&host_request("srv", &request)).unwrap();
+        let host: Value = serde_json::from_str(&host_request("srv", 7, &request)).unwrap();
         assert_eq!(
             host,
-            json!({ "server": "srv", "request": { "mode": "url", "message": "m", "url": "https://example.com/connect?x=1", "elicitationId": "e1" } })
+            json!({ "server": "srv", "askId": 7, "request": { "mode": "url", "message": "m", "url": "https://example.com/connect?x=1", "elicitationId": "e1" } })
         );
         for params in [
             r#"{"mode":"url","message":"m","url":"javascript:alert(1)","elicitationId":"e1"}"#,
@@ -548,8 +590,8 @@ mod tests {
     fn the_host_gets_the_schema_exactly_as_sent_and_the_server_name() {
         let schema = json!({ "$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "properties": { "a": { "type": "string", "format": "email", "title": "A" } } });
         let request = form(schema.clone());
-        let host: Value = serde_json::from_str(&host_request("github", &request)).unwrap();
-        assert_eq!(host, json!({ "server": "github", "request": { "mode": "form", "message": "m", "requestedSchema": schema } }));
+        let host: Value = serde_json::from_str(&host_request("github", 7, &request)).unwrap();
+        assert_eq!(host, json!({ "server": "github", "askId": 7, "request": { "mode": "form", "message": "m", "requestedSchema": schema } }));
     }
 
     #[test]

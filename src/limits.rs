@@ -91,6 +91,17 @@ pub const MAX_ECHOED_REQUEST_ID_BYTES: usize = 256;
 /// Shortest time between two re-listings of one server after `list_changed`: a server announcing a
 /// change after every listing costs a listing per interval, not a busy loop.
 pub const MIN_REFRESH_INTERVAL_MS: u64 = 200;
+/// Longest time a catalogue counts as fresh, whatever `ttlMs` a server sends: a hint of years must not
+/// let a rebuilt catalogue go unchecked that long.
+pub const MAX_CATALOGUE_TTL_MS: u64 = 24 * 60 * 60 * 1_000;
+/// Shortest time between two revalidations of a TTL'd catalogue (a server without `list_changed`
+/// re-listed when its `ttlMs` lapses): a tiny TTL is not a polling interval.
+pub const MIN_REVALIDATION_INTERVAL_MS: u64 = 1_000;
+/// Longest wait after failed revalidations (the wait doubles from `MIN_REVALIDATION_INTERVAL_MS`).
+pub const MAX_REVALIDATION_BACKOFF_MS: u64 = 5 * 60 * 1_000;
+/// Random delay added to each revalidation, as a share of its wait (percent), so many clients of one
+/// server do not re-list in step.
+pub const REVALIDATION_JITTER_PERCENT: u64 = 10;
 /// `tool-rejected` diagnostics per listing; the rest are counted in one more.
 pub const MAX_REJECTION_DIAGNOSTICS: usize = 20;
 

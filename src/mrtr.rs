@@ -390,7 +390,8 @@ mod tests {
 
     fn host(answer: Option<std::result::Result<Value, String>>) -> (Arc<Host>, Elicitor) {
         let host = Arc::new(Host { asked: Mutex::new(Vec::new()), answer });
-        let elicitor = Elicitor { server: "srv".into(), modes: Modes::default(), callback: host.clone(), timeout: Duration::from_secs(60) };
+        let elicitor =
+            Elicitor { server: "srv".into(), modes: Modes::default(), callback: host.clone(), timeout: Duration::from_secs(60), withdrawn: None };
         (host, elicitor)
     }
 
@@ -486,8 +487,38 @@ mod tests {
         elicitor.modes = Modes { form: true, url: true };
         let result = r#"{"resultType":"input_required","inputRequests":{"login":{"method":"elicitation/create","params":{"mode":"url","message":"Connect","url":"https://example.com/connect"}}}}"#;
         assert_eq!(responses(&requests(result), &elicitor).await, json!({ "login": { "action": "accept" } }));
-        let asked = host.asked.lock();
-        assert_eq!(asked[0], json!({ "server": "srv", "request": { "mode": "url", "message": "Connect", "url": "https://example.com/connect" } }));
+        let mut asked = host.asked.lock()[0].clone();
+        assert!(asked.as_object_mut().unwrap().remove("askId").unwrap().is_u64());
+        assert_eq!(asked, json!({ "server": "srv", "request": { "mode": "url", "message": "Connect", "url": "https://example.com/connect" } }));
+    }
+
+    /// The host hears of a question withdrawn unanswered (its wait dropped, or timed out), and only then.
+    #[tokio::test]
+    async fn the_host_is_told_of_a_withdrawn_question_only() {
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let withdrawn = |told: &Arc<Mutex<Vec<u64>>>| -> Arc<dyn Fn(u64) + Send + Sync> {
+            let told = told.clone();
+            Arc::new(move |id| told.lock().push(id))
+        };
+        let request = r#"{"resultType":"input_required","inputRequests":{"ok":{"method":"elicitation/create","params":{"message":"m","requestedSchema":{"type":"object","properties":{}}}}}}"#;
+        let ask_id = |host: &Host| host.asked.lock()[0]["askId"].as_u64().unwrap();
+
+        let (answering, mut elicitor) = host(Some(Ok(json!({ "action": "decline" }))));
+        elicitor.withdrawn = Some(withdrawn(&told));
+        responses(&requests(request), &elicitor).await;
+        assert!(told.lock().is_empty(), "answered: nothing withdrawn");
+
+        let (silent, mut elicitor) = host(None);
+        elicitor.withdrawn = Some(withdrawn(&told));
+        let dropped = tokio::time::timeout(Duration::from_millis(50), responses(&requests(request), &elicitor)).await;
+        assert!(dropped.is_err());
+        assert_eq!(*told.lock(), [ask_id(&silent)], "dropped unanswered: withdrawn");
+
+        let (late, mut elicitor) = host(None);
+        (elicitor.withdrawn, elicitor.timeout) = (Some(withdrawn(&told)), Duration::from_millis(20));
+        assert_eq!(responses(&requests(request), &elicitor).await, json!({ "ok": { "action": "cancel" } }));
+        assert_eq!(told.lock()[1], ask_id(&late), "timed out: withdrawn");
+        assert_ne!(ask_id(&late), ask_id(&answering), "each question has its own id");
     }
 
     #[test]

@@ -89,16 +89,51 @@ async fn the_schema_is_the_sqlite_rows_columns_under_a_version() {
         .map(|row| row.get(0))
         .collect();
     // The SQLite store's columns, in its order.
-    assert_eq!(columns, ["id", "name", "type", "url", "tools", "tool_fingerprints", "updated_at"]);
-    let version: i32 = admin
-        .query_one("SELECT version FROM mcpferry_schema WHERE component = $1", &[&SCHEMA_COMPONENT])
-        .await
-        .unwrap()
-        .get(0);
-    assert_eq!(version, SCHEMA_VERSION);
+    assert_eq!(
+        columns,
+        ["id", "name", "type", "url", "tools", "tool_fingerprints", "updated_at", "listed_at", "ttl_ms", "cache_scope"]
+    );
+    assert_eq!(store_schema_version(&admin).await, SCHEMA_VERSION);
     // Connecting again to a current schema changes nothing.
     PostgresStore::connect(PostgresOptions::new(&url)).await.unwrap();
     assert_eq!(admin.query("SELECT * FROM mcpferry_schema", &[]).await.unwrap().len(), 1);
+}
+
+/// The connection store's version in `mcpferry_schema`.
+async fn store_schema_version(admin: &tokio_postgres::Client) -> i32 {
+    admin
+        .query_one("SELECT version FROM mcpferry_schema WHERE component = $1", &[&SCHEMA_COMPONENT])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// A version-1 table (before caching hints) gains the hint columns; its rows read as "no hint" and
+/// keep their baseline.
+#[tokio::test]
+async fn a_version_1_schema_is_migrated_and_its_rows_read_as_without_hints() {
+    let url = fresh_database(&shared_url()).await;
+    let admin = admin_client(&url).await;
+    admin
+        .batch_execute(
+            "CREATE TABLE mcpferry_schema (component TEXT PRIMARY KEY, version INTEGER NOT NULL);
+             INSERT INTO mcpferry_schema VALUES ('connection_store', 1);
+             CREATE TABLE mcp_servers (id TEXT COLLATE \"C\" PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
+                 url TEXT, tools TEXT NOT NULL, tool_fingerprints TEXT, updated_at BIGINT);
+             INSERT INTO mcp_servers (id, name, type, tools, tool_fingerprints) VALUES ('old:1', 'old', 'stdio', '[]', '{\"a\":\"f\"}');",
+        )
+        .await
+        .unwrap();
+    let store = store(&url);
+    let row = store.get("old:1").await.unwrap().unwrap();
+    assert_eq!((row.listed_at, row.ttl_ms, row.cache_scope), (None, None, None));
+    assert_eq!(row.tool_fingerprints.as_ref().unwrap()["a"], "f");
+    assert_eq!(store_schema_version(&admin).await, SCHEMA_VERSION);
+    let mut hinted = row.clone();
+    (hinted.listed_at, hinted.ttl_ms, hinted.cache_scope) =
+        (Some(7), Some(9), Some(mcpferry::protocol::mcp::CacheScope::Private));
+    store.save(hinted.clone()).await.unwrap();
+    assert_eq!(store.get("old:1").await.unwrap(), Some(hinted));
 }
 
 /// `list()` is ordered by id byte by byte, like the other stores, even in a database whose locale

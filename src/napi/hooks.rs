@@ -74,4 +74,8 @@ impl ToolsetEvents for JsEvents {
     fn tools_changed(&self, change: &ToolsChange) {
         self.emit("tools", serde_json::to_string(change).expect("tool changes serialize"));
     }
+
+    fn elicitation_withdrawn(&self, ask_id: u64) {
+        self.emit("elicitation-withdrawn", format!(r#"{{"askId":{ask_id}}}"#));
+    }
 }

@@ -19,6 +19,9 @@ pub const MODERN_PROTOCOL_VERSIONS: &[&str] = &["2026-07-28"];
 pub const MODERN_PROTOCOL_VERSION: &str = MODERN_PROTOCOL_VERSIONS[0];
 /// `UnsupportedProtocolVersionError`: `data.supported` lists what the server speaks.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+/// A 2026-07-28 request whose headers disagree with its body (`MCP-Protocol-Version`, `Mcp-Name`, a
+/// missing or mismatched `Mcp-Param-*`): refused before it is handled.
+pub const HEADER_MISMATCH: i64 = -32020;
 
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";

@@ -109,6 +109,44 @@ pub struct ListToolsPage<'a> {
     pub tools: Vec<&'a RawValue>,
     #[serde(default)]
     pub next_cursor: Option<String>,
+    #[serde(default)]
+    pub ttl_ms: Option<Value>,
+    #[serde(default)]
+    pub cache_scope: Option<Value>,
+}
+
+/// A list result's caching hints (2026-07-28 `CacheableResult`). The page structs keep them as JSON
+/// values, so a server that writes one wrongly (a string TTL, an unknown scope) loses the hint, not the page.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PageCacheHints<'a> {
+    pub ttl_ms: Option<&'a Value>,
+    pub cache_scope: Option<&'a Value>,
+}
+
+/// Who may reuse a cached result: anyone (`public`), or only the same authorization context (`private`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheScope {
+    Public,
+    Private,
+}
+
+impl PageCacheHints<'_> {
+    /// The time to live in milliseconds, if positive: 0, negative, absent or not a number means the
+    /// result is stale as soon as it arrives.
+    pub fn ttl_ms(&self) -> Option<u64> {
+        let ttl = self.ttl_ms?.as_f64()?;
+        (ttl.is_finite() && ttl >= 1.0).then(|| ttl as u64)
+    }
+
+    /// The declared scope; anything but the two known words counts as none declared.
+    pub fn scope(&self) -> Option<CacheScope> {
+        match self.cache_scope?.as_str()? {
+            "public" => Some(CacheScope::Public),
+            "private" => Some(CacheScope::Private),
+            _ => None,
+        }
+    }
 }
 
 /// One `tools/list` page parsed in one pass: the fast path for a page whose every tool is well formed.
@@ -118,6 +156,10 @@ pub struct ParsedToolsPage {
     pub tools: Vec<Tool>,
     #[serde(default)]
     pub next_cursor: Option<String>,
+    #[serde(default)]
+    pub ttl_ms: Option<Value>,
+    #[serde(default)]
+    pub cache_scope: Option<Value>,
 }
 
 /// The `name` of a tool definition that did not parse, to say which one was refused.

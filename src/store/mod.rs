@@ -19,7 +19,7 @@ pub use postgres::{PostgresOptions, PostgresStore, PostgresTls};
 pub use sqlite::{LazySqliteStore, SqliteStore};
 
 use crate::error::{McpError, Result};
-use crate::protocol::mcp::Tool;
+use crate::protocol::mcp::{CacheScope, Tool};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -54,6 +54,45 @@ pub struct StoredServer {
     pub tools: Vec<Tool>,
     /// The drift baseline: recorded once, never replaced by `save`.
     pub tool_fingerprints: Option<Fingerprints>,
+    /// When `tools` was listed, in ms since the Unix epoch. `None` in rows written before caching hints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listed_at: Option<i64>,
+    /// How long after `listed_at` the server said `tools` stays fresh (2026-07-28 `ttlMs`, the earliest
+    /// of its pages); `None`: no positive TTL, stale at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+    /// Who may reuse `tools`: `private` means only the authorization context that listed it, so it is
+    /// never projected by a rebuild (which may run for another user). `None`: no hint (older servers).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "scope_from_json")]
+    pub cache_scope: Option<CacheScope>,
+}
+
+/// `cacheScope` as a store written in JavaScript hands it back: read as the SQL stores read theirs.
+fn scope_from_json<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Option<CacheScope>, D::Error> {
+    let text: Option<String> = Option::deserialize(deserializer)?;
+    Ok(scope_from_text(text.as_deref()))
+}
+
+impl StoredServer {
+    /// The catalogue is still fresh at `now_ms` by its server's TTL.
+    pub fn is_fresh_at(&self, now_ms: i64) -> bool {
+        let until = self.listed_at.zip(self.ttl_ms).map(|(at, ttl)| at.saturating_add(i64::try_from(ttl).unwrap_or(i64::MAX)));
+        until.is_some_and(|until| now_ms < until)
+    }
+}
+
+/// A stored `cache_scope` column: what `CacheScope` serializes to.
+pub(crate) fn scope_text(scope: Option<CacheScope>) -> Option<&'static str> {
+    scope.map(|scope| match scope {
+        CacheScope::Public => "public",
+        CacheScope::Private => "private",
+    })
+}
+
+/// A stored `cache_scope` column read back. A value this build doesn't know counts as `private`:
+/// a catalogue of unknown reach is not shared.
+pub(crate) fn scope_from_text(text: Option<&str>) -> Option<CacheScope> {
+    text.map(|text| if text == "public" { CacheScope::Public } else { CacheScope::Private })
 }
 
 /// Where connected servers are remembered. Every method is atomic on its own; `claim_baseline` is
@@ -171,6 +210,13 @@ pub(crate) fn unknown_row_error(id: &str) -> McpError {
     store_error(format!("no server with id {id:?} is stored; save the row before claiming its baseline"))
 }
 
+/// Milliseconds since the Unix epoch, as rows record time. A clock before 1970 reads 0.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -219,6 +265,9 @@ pub mod contract {
             url: Some("https://mcp.example.com/mcp".to_owned()),
             tools,
             tool_fingerprints: baseline,
+            listed_at: None,
+            ttl_ms: None,
+            cache_scope: None,
         }
     }
 
@@ -237,13 +286,19 @@ pub mod contract {
             url: None,
             tools: vec![],
             tool_fingerprints: None,
+            listed_at: Some(1_764_000_000_000),
+            ttl_ms: Some(60_000),
+            cache_scope: Some(CacheScope::Private),
         };
         let mut with_everything = tool("search", "Searches");
         with_everything.title = Some("Search".to_owned());
         with_everything.output_schema = Some(json!({ "type": "object" }));
         with_everything.annotations = Some(json!({ "readOnlyHint": true }));
-        let http =
+        let mut http =
             row("docs:1", "docs", vec![with_everything, tool("fetch", "Fetches")], Some(baseline(&[("search", "aa")])));
+        http.listed_at = Some(1_764_000_000_123);
+        http.ttl_ms = Some(300_000);
+        http.cache_scope = Some(CacheScope::Public);
 
         store.save(http.clone()).await.unwrap();
         store.save(stdio.clone()).await.unwrap();
@@ -253,7 +308,11 @@ pub mod contract {
     }
 
     pub async fn save_refreshes_catalogue(store: &dyn ConnectionStore) {
-        store.save(row("docs:1", "docs", vec![tool("a", "old")], None)).await.unwrap();
+        let mut hinted = row("docs:1", "docs", vec![tool("a", "old")], None);
+        (hinted.listed_at, hinted.ttl_ms, hinted.cache_scope) = (Some(5), Some(10), Some(CacheScope::Public));
+        store.save(hinted.clone()).await.unwrap();
+        assert_eq!(store.get("docs:1").await.unwrap(), Some(hinted));
+        // The hints belong to the catalogue they came with: a listing without them clears them.
         let mut moved = row("docs:1", "docs-renamed", vec![tool("a", "new"), tool("b", "added")], None);
         moved.url = Some("https://elsewhere.example.com/mcp".to_owned());
         store.save(moved.clone()).await.unwrap();
@@ -510,6 +569,30 @@ mod tests {
         assert_eq!(value["type"], "streamable-http");
         let back: StoredServer = serde_json::from_value(value).unwrap();
         assert_eq!(back, row);
+        let mut hinted = row.clone();
+        (hinted.listed_at, hinted.ttl_ms, hinted.cache_scope) = (Some(1_000), Some(2_000), Some(CacheScope::Private));
+        let value = serde_json::to_value(&hinted).unwrap();
+        assert_eq!((&value["listedAt"], &value["ttlMs"], &value["cacheScope"]), (&json!(1_000), &json!(2_000), &json!("private")));
+        assert_eq!(serde_json::from_value::<StoredServer>(value.clone()).unwrap(), hinted);
+        let mut odd = value;
+        odd["cacheScope"] = json!("team");
+        assert_eq!(serde_json::from_value::<StoredServer>(odd.clone()).unwrap().cache_scope, Some(CacheScope::Private));
+        odd["cacheScope"] = json!(null);
+        assert_eq!(serde_json::from_value::<StoredServer>(odd).unwrap().cache_scope, None);
+    }
+
+    #[test]
+    fn freshness_of_a_row_is_listed_at_plus_ttl() {
+        let mut row = contract::row("docs:1", "docs", vec![], None);
+        assert!(!row.is_fresh_at(0), "an old row (no hints) is never fresh");
+        (row.listed_at, row.ttl_ms) = (Some(1_000), Some(500));
+        assert!(row.is_fresh_at(1_499));
+        assert!(!row.is_fresh_at(1_500));
+        row.ttl_ms = None;
+        assert!(!row.is_fresh_at(1_000));
+        assert_eq!(scope_from_text(scope_text(Some(CacheScope::Public)).map(str::to_owned).as_deref()), Some(CacheScope::Public));
+        assert_eq!(scope_from_text(Some("someday")), Some(CacheScope::Private), "an unknown scope is not shared");
+        assert_eq!(scope_from_text(None), None);
     }
 
     #[test]

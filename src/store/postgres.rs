@@ -12,7 +12,8 @@
 //! constructing a store never blocks; a failed setup is retried by the next call. Every failure is
 //! `mcp_storage_error`, and no message carries the password or the connection string.
 
-use super::sqlite::{decode, encode, now_ms, RawRow};
+use super::now_ms;
+use super::sqlite::{decode, encode, RawRow};
 use super::{store_error, unknown_row_error, BoxFuture, ConnectionStore, Fingerprints, StoredServer};
 use crate::error::{McpError, Result};
 use crate::guard::redact::Secrets;
@@ -29,7 +30,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// The schema of the connection-store tables this build writes. Bump it, and add a step to
 /// [`MIGRATIONS`], whenever they change.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 /// This store's row in `mcpferry_schema`; other mcpferry tables (the firewall journal) version
 /// themselves under their own component name in the same table.
 pub const SCHEMA_COMPONENT: &str = "connection_store";
@@ -70,7 +71,8 @@ const CREATE_VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS mcpferry_schema (
 /// Schema steps by the version they lead to: `MIGRATIONS[n]` takes version n to n + 1.
 /// Ids compare byte by byte ("C"), as in the SQLite and memory stores, whatever the database's locale:
 /// `list()` orders the same everywhere, and the primary key's index serves that order.
-const MIGRATIONS: &[&str] = &["CREATE TABLE mcp_servers (
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE mcp_servers (
     id TEXT COLLATE \"C\" PRIMARY KEY,
     name TEXT NOT NULL,
     type TEXT NOT NULL,
@@ -78,21 +80,29 @@ const MIGRATIONS: &[&str] = &["CREATE TABLE mcp_servers (
     tools TEXT NOT NULL,
     tool_fingerprints TEXT,
     updated_at BIGINT
-)"];
+)",
+    // Caching hints of the catalogue (2026-07-28); rows from version 1 read as "no hint".
+    "ALTER TABLE mcp_servers ADD COLUMN listed_at BIGINT, ADD COLUMN ttl_ms BIGINT, ADD COLUMN cache_scope TEXT",
+];
 
-const SELECT_COLUMNS: &str = "SELECT id, name, type, url, tools, tool_fingerprints FROM mcp_servers";
+const SELECT_COLUMNS: &str =
+    "SELECT id, name, type, url, tools, tool_fingerprints, listed_at, ttl_ms, cache_scope FROM mcp_servers";
 
 /// The baseline survives every upsert: COALESCE keeps a recorded one and only fills a missing one.
 /// The conflict path locks the row and sees its latest version, so a concurrent claim is never undone.
-const UPSERT: &str = "INSERT INTO mcp_servers (id, name, type, url, tools, tool_fingerprints, updated_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7)
+/// The caching hints go with the catalogue they describe.
+const UPSERT: &str = "INSERT INTO mcp_servers (id, name, type, url, tools, tool_fingerprints, updated_at, listed_at, ttl_ms, cache_scope)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
     ON CONFLICT (id) DO UPDATE SET
         name = excluded.name,
         type = excluded.type,
         url = excluded.url,
         tools = excluded.tools,
         tool_fingerprints = COALESCE(mcp_servers.tool_fingerprints, excluded.tool_fingerprints),
-        updated_at = excluded.updated_at";
+        updated_at = excluded.updated_at,
+        listed_at = excluded.listed_at,
+        ttl_ms = excluded.ttl_ms,
+        cache_scope = excluded.cache_scope";
 
 /// The claim itself: records ours only where none is. Concurrent claimers queue on the row lock; each
 /// later one re-checks the condition against the committed winner and changes nothing.
@@ -375,7 +385,21 @@ impl ConnectionStore for PostgresStore {
             let baseline =
                 row.tool_fingerprints.as_ref().map(|fp| encode(fp, &row.id, "tool_fingerprints")).transpose()?;
             client
-                .execute(UPSERT, &[&row.id, &row.name, &row.kind, &row.url, &tools, &baseline, &now_ms()])
+                .execute(
+                    UPSERT,
+                    &[
+                        &row.id,
+                        &row.name,
+                        &row.kind,
+                        &row.url,
+                        &tools,
+                        &baseline,
+                        &now_ms(),
+                        &row.listed_at,
+                        &row.ttl_ms.map(|ttl| i64::try_from(ttl).unwrap_or(i64::MAX)),
+                        &super::scope_text(row.cache_scope),
+                    ],
+                )
                 .await
                 .map_err(|e| store.sql_error("cannot save", &e))?;
             Ok(())
@@ -549,5 +573,8 @@ fn read_row(row: &tokio_postgres::Row) -> std::result::Result<RawRow, tokio_post
         url: row.try_get(3)?,
         tools: row.try_get(4)?,
         tool_fingerprints: row.try_get(5)?,
+        listed_at: row.try_get(6)?,
+        ttl_ms: row.try_get(7)?,
+        cache_scope: row.try_get(8)?,
     })
 }

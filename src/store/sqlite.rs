@@ -5,42 +5,54 @@
 //! lock up front so a read-then-write can never be invalidated by another process's commit. SQLite
 //! calls block, so each one runs on tokio's blocking pool.
 
-use super::{store_error, unknown_row_error, BoxFuture, ConnectionStore, Fingerprints, StoredServer};
+use super::{now_ms, store_error, unknown_row_error, BoxFuture, ConnectionStore, Fingerprints, StoredServer};
 use crate::error::Result;
 use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// The schema this build writes. Bump it, and add a migration step, whenever the table changes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 /// How long a call waits for another connection's write lock before failing.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Pause between attempts to switch a new file to WAL while another connection holds it.
 const WAL_RETRY_PAUSE: Duration = Duration::from_millis(10);
 
-const CREATE_SCHEMA: &str = "CREATE TABLE mcp_servers (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    type TEXT NOT NULL,
-    url TEXT,
-    tools TEXT NOT NULL,
-    tool_fingerprints TEXT,
-    updated_at INTEGER
-)";
+/// Schema steps by the version they lead to: `MIGRATIONS[n]` takes version n to n + 1.
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE mcp_servers (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        type TEXT NOT NULL,
+        url TEXT,
+        tools TEXT NOT NULL,
+        tool_fingerprints TEXT,
+        updated_at INTEGER
+    )",
+    // Caching hints of the catalogue (2026-07-28); rows from version 1 read as "no hint".
+    "ALTER TABLE mcp_servers ADD COLUMN listed_at INTEGER;
+     ALTER TABLE mcp_servers ADD COLUMN ttl_ms INTEGER;
+     ALTER TABLE mcp_servers ADD COLUMN cache_scope TEXT;",
+];
 
-const SELECT_COLUMNS: &str = "SELECT id, name, type, url, tools, tool_fingerprints FROM mcp_servers";
+const SELECT_COLUMNS: &str =
+    "SELECT id, name, type, url, tools, tool_fingerprints, listed_at, ttl_ms, cache_scope FROM mcp_servers";
 
 /// The baseline survives every upsert: COALESCE keeps a recorded one and only fills a missing one.
-const UPSERT: &str = "INSERT INTO mcp_servers (id, name, type, url, tools, tool_fingerprints, updated_at)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+/// The caching hints go with the catalogue they describe.
+const UPSERT: &str = "INSERT INTO mcp_servers (id, name, type, url, tools, tool_fingerprints, updated_at, listed_at, ttl_ms, cache_scope)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
     ON CONFLICT(id) DO UPDATE SET
         name = excluded.name,
         type = excluded.type,
         url = excluded.url,
         tools = excluded.tools,
         tool_fingerprints = COALESCE(mcp_servers.tool_fingerprints, excluded.tool_fingerprints),
-        updated_at = excluded.updated_at";
+        updated_at = excluded.updated_at,
+        listed_at = excluded.listed_at,
+        ttl_ms = excluded.ttl_ms,
+        cache_scope = excluded.cache_scope";
 
 pub struct SqliteStore {
     // One connection per store; a second store (or process) on the same file has its own.
@@ -130,7 +142,12 @@ impl ConnectionStore for SqliteStore {
             let baseline =
                 row.tool_fingerprints.as_ref().map(|fp| encode(fp, &row.id, "tool_fingerprints")).transpose()?;
             write(connection, |tx| {
-                tx.execute(UPSERT, params![row.id, row.name, row.kind, row.url, tools, baseline, now_ms()])?;
+                let ttl = row.ttl_ms.map(|ttl| i64::try_from(ttl).unwrap_or(i64::MAX));
+                let scope = super::scope_text(row.cache_scope);
+                tx.execute(
+                    UPSERT,
+                    params![row.id, row.name, row.kind, row.url, tools, baseline, now_ms(), row.listed_at, ttl, scope],
+                )?;
                 Ok(())
             })
         })
@@ -259,6 +276,9 @@ pub(super) struct RawRow {
     pub(super) url: Option<String>,
     pub(super) tools: String,
     pub(super) tool_fingerprints: Option<String>,
+    pub(super) listed_at: Option<i64>,
+    pub(super) ttl_ms: Option<i64>,
+    pub(super) cache_scope: Option<String>,
 }
 
 impl RawRow {
@@ -270,6 +290,9 @@ impl RawRow {
             url: row.get(3)?,
             tools: row.get(4)?,
             tool_fingerprints: row.get(5)?,
+            listed_at: row.get(6)?,
+            ttl_ms: row.get(7)?,
+            cache_scope: row.get(8)?,
         })
     }
 
@@ -277,7 +300,18 @@ impl RawRow {
         let tools = decode(&self.tools, &self.id, "tools")?;
         let tool_fingerprints =
             self.tool_fingerprints.as_deref().map(|text| decode(text, &self.id, "tool_fingerprints")).transpose()?;
-        Ok(StoredServer { id: self.id, name: self.name, kind: self.kind, url: self.url, tools, tool_fingerprints })
+        Ok(StoredServer {
+            id: self.id,
+            name: self.name,
+            kind: self.kind,
+            url: self.url,
+            tools,
+            tool_fingerprints,
+            listed_at: self.listed_at,
+            // A negative TTL (never written by mcpferry) means no positive TTL: stale.
+            ttl_ms: self.ttl_ms.and_then(|ttl| u64::try_from(ttl).ok()),
+            cache_scope: super::scope_from_text(self.cache_scope.as_deref()),
+        })
     }
 }
 
@@ -319,9 +353,11 @@ fn migrate(connection: &mut Connection, path: &Path) -> Result<()> {
     let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(fail)?;
     let found = user_version(&tx).map_err(fail)?;
     refuse_newer_schema(found, path)?;
-    if found == 0 {
+    if found < SCHEMA_VERSION {
         // Plain CREATE TABLE: a same-named table left by something else is an error, not adopted.
-        tx.execute_batch(CREATE_SCHEMA).map_err(fail)?;
+        for step in &MIGRATIONS[usize::try_from(found).unwrap_or(0)..] {
+            tx.execute_batch(step).map_err(fail)?;
+        }
         tx.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(fail)?;
     }
     tx.commit().map_err(fail)
@@ -351,10 +387,6 @@ pub(super) fn decode<T: serde::de::DeserializeOwned>(text: &str, id: &str, colum
     })
 }
 
-pub(super) fn now_ms() -> i64 {
-    // A clock before 1970 records 0; updated_at is informational, never used for decisions.
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
 
 #[cfg(test)]
 mod tests {
@@ -369,7 +401,7 @@ mod tests {
     impl TempDir {
         fn new() -> Self {
             static NEXT: AtomicU64 = AtomicU64::new(0);
-            let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
+            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
             let dir = std::env::temp_dir().join(format!(
                 "mcpferry-store-{}-{nanos}-{}",
                 std::process::id(),
@@ -452,11 +484,38 @@ mod tests {
             .unwrap()
             .collect::<rusqlite::Result<_>>()
             .unwrap();
-        assert_eq!(columns, ["id", "name", "type", "url", "tools", "tool_fingerprints", "updated_at"]);
+        assert_eq!(
+            columns,
+            ["id", "name", "type", "url", "tools", "tool_fingerprints", "updated_at", "listed_at", "ttl_ms", "cache_scope"]
+        );
         drop(store);
         // Reopening a current file changes nothing.
         SqliteStore::open(&dir.db()).unwrap();
         assert_eq!(user_version(&connection).unwrap(), SCHEMA_VERSION);
+    }
+
+    #[tokio::test]
+    async fn a_version_1_file_is_migrated_and_its_rows_read_as_without_hints() {
+        let dir = TempDir::new();
+        let connection = raw(&dir.db());
+        connection.execute_batch(MIGRATIONS[0]).unwrap();
+        connection.pragma_update(None, "user_version", 1).unwrap();
+        connection
+            .execute(
+                "INSERT INTO mcp_servers (id, name, type, tools, tool_fingerprints) VALUES ('old:1', 'old', 'stdio', '[]', '{\"a\":\"f\"}')",
+                [],
+            )
+            .unwrap();
+        let store = SqliteStore::open(&dir.db()).unwrap();
+        assert_eq!(user_version(&connection).unwrap(), SCHEMA_VERSION);
+        let row = store.get("old:1").await.unwrap().unwrap();
+        assert_eq!((row.listed_at, row.ttl_ms, row.cache_scope), (None, None, None));
+        assert_eq!(row.tool_fingerprints.as_ref().unwrap()["a"], "f", "the baseline survives the migration");
+        let mut hinted = row.clone();
+        (hinted.listed_at, hinted.ttl_ms) = (Some(7), Some(9));
+        hinted.cache_scope = Some(crate::protocol::mcp::CacheScope::Private);
+        store.save(hinted.clone()).await.unwrap();
+        assert_eq!(store.get("old:1").await.unwrap(), Some(hinted));
     }
 
     #[test]
@@ -529,7 +588,7 @@ mod tests {
             .await
             .unwrap();
         raw(&dir.db())
-            .execute(UPSERT, params!["docs:1", "docs", "stdio", Option::<String>::None, "[]", r#"{"a":"2"}"#, 0])
+            .execute(UPSERT, params!["docs:1", "docs", "stdio", Option::<String>::None, "[]", r#"{"a":"2"}"#, 0, 1, 2, "public"])
             .unwrap();
         let stored: String = raw(&dir.db())
             .query_row("SELECT tool_fingerprints FROM mcp_servers WHERE id = 'docs:1'", [], |row| row.get(0))
@@ -600,7 +659,8 @@ mod tests {
         const SECRET_ENV: &str = "GITHUB_TOKEN=ghp_never-persisted";
 
         let row = contract::row("docs:1", "docs", vec![contract::tool("lookup", "Looks up a word")], None);
-        let StoredServer { id: _, name: _, kind: _, url: _, tools: _, tool_fingerprints: _ } = &row;
+        let StoredServer { id: _, name: _, kind: _, url: _, tools: _, tool_fingerprints: _, listed_at: _, ttl_ms: _, cache_scope: _ } =
+            &row;
 
         let dir = TempDir::new();
         let store = SqliteStore::open(&dir.db()).unwrap();

@@ -10,7 +10,7 @@ use super::local;
 use super::routes::{Route, RouteTable};
 use super::supervisor::SlotState;
 use super::Inner;
-use crate::connection::{tool_outcome, AbortHandle, Completion, Connection, Reply, StartCall};
+use crate::connection::{tool_outcome, AbortHandle, Completion, Connection, HeaderMismatch, Headers, Reply, StartCall};
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
 use crate::limits::MAX_PARAM_HEADER_VALUE_BYTES;
@@ -19,7 +19,7 @@ use crate::protocol::param_headers::{self, ParamHeader, ParamHeaders};
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::value::RawValue;
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// One tool call as the caller hands it over.
 pub struct CallRequest {
@@ -40,6 +40,11 @@ impl CallRequest {
 
     fn arguments(&self) -> &RawValue {
         self.arguments.as_deref().expect("admitted calls have JSON arguments")
+    }
+
+    /// The arguments, handed over to be sent (once).
+    fn take_arguments(&mut self) -> Box<RawValue> {
+        self.arguments.take().expect("admitted calls have JSON arguments, sent once")
     }
 }
 
@@ -122,9 +127,10 @@ impl super::Toolset {
                 continue;
             };
             let http = inner.servers[index].entry.is_http();
+            let modern_http = http && connection.is_modern();
             let mut ready = Vec::with_capacity(calls.len());
             for (call, route) in calls {
-                match mirrored_params(http, route.param_headers.as_deref(), &call) {
+                match mirrored_params(http, route.param_headers.as_deref(), call.arguments()) {
                     Ok(headers) => ready.push((call, route, headers)),
                     Err(error) => sink.complete(call.call_id, Err(error)),
                 }
@@ -136,10 +142,11 @@ impl super::Toolset {
                 .zip(&aborts)
                 .map(|((call, route, headers), abort)| StartCall {
                     remote_name: &route.remote_name,
-                    arguments: call.arguments(),
+                    arguments: call.take_arguments(),
                     abort: abort.clone(),
                     reply: Reply::Callback(inner.completion(Some(index), call, sink)),
                     headers: std::mem::take(headers),
+                    on_header_mismatch: modern_http.then(|| Relister::new(inner, call, route)),
                 })
                 .collect();
             connection.start_calls(starts, inner.timeout);
@@ -205,7 +212,7 @@ impl Inner {
     }
 
     /// A call that must wait first: for `policy.decide`, for `auth`, or for its server to be ready.
-    async fn call_gated(self: Arc<Self>, call: CallRequest, route: Route, abort: Option<Arc<AbortHandle>>, done: CallCompletion) {
+    async fn call_gated(self: Arc<Self>, mut call: CallRequest, route: Route, abort: Option<Arc<AbortHandle>>, done: CallCompletion) {
         let index = route.server;
         let slot = &self.servers[index];
         let gate = async {
@@ -235,17 +242,19 @@ impl Inner {
             Ok((connection, params)) => {
                 // The designated parameters of the table current now: the route admitted may have been
                 // projected from storage, before the server's era was known.
-                let headers = match mirrored_params(slot.entry.is_http(), params.as_deref(), &call) {
+                let headers = match mirrored_params(slot.entry.is_http(), params.as_deref(), call.arguments()) {
                     Ok(headers) => headers,
                     Err(error) => return done.finish(Err(error)),
                 };
+                let modern_http = slot.entry.is_http() && connection.is_modern();
                 let start =
                     StartCall {
                         remote_name: &route.remote_name,
-                        arguments: call.arguments(),
+                        arguments: call.take_arguments(),
                         abort: abort.clone(),
                         reply: done.into_reply(),
                         headers,
+                        on_header_mismatch: modern_http.then(|| Relister::new(&self, &call, &route)),
                     };
                 connection.start_calls([start], self.timeout);
             }
@@ -300,11 +309,53 @@ impl Inner {
     }
 }
 
+/// A modern HTTP call's answer to a `-32020` HeaderMismatch (see [`HeaderMismatch`]): re-list the
+/// server's tools (once for all the calls refused meanwhile), then the headers of the route current
+/// now, if the tool is still published there and vetted (not quarantined, not withheld). The
+/// definition may differ from the one the call was admitted against, since new `x-mcp-header`
+/// annotations are the likely cause; a change that matters is what drift vetting quarantines.
+struct Relister {
+    inner: Weak<Inner>,
+    name: String,
+    server: usize,
+    remote_name: Arc<str>,
+    /// The server's listing count when the call was sent: a listing after it is new enough.
+    sent_after_listing: u64,
+}
+
+impl Relister {
+    fn new(inner: &Arc<Inner>, call: &CallRequest, route: &Route) -> Arc<dyn HeaderMismatch> {
+        Arc::new(Relister {
+            inner: Arc::downgrade(inner),
+            name: call.name.clone(),
+            server: route.server,
+            remote_name: route.remote_name.clone(),
+            sent_after_listing: inner.servers[route.server].listings(),
+        })
+    }
+}
+
+impl HeaderMismatch for Relister {
+    fn relisted<'a>(&'a self, arguments: &'a RawValue) -> crate::transport::BoxFuture<'a, Result<Headers>> {
+        Box::pin(async move {
+            let inner = self.inner.upgrade().ok_or(McpError::Closed)?;
+            inner.relist(self.server, self.sent_after_listing).await?;
+            let table = inner.routes.load();
+            let current = table.routes.get(&self.name).filter(|r| r.server == self.server && r.remote_name == self.remote_name);
+            let Some(current) = current else { return Err(unavailable(&self.name)) };
+            if current.quarantined {
+                return Err(quarantined(&self.name));
+            }
+            mirrored_params(true, current.param_headers.as_deref(), arguments)
+        })
+    }
+}
+
 /// The `Mcp-Param-*` headers of one call. Only HTTP sends headers; a tool without designated parameters
 /// costs nothing here.
-fn mirrored_params(http: bool, params: Option<&[ParamHeader]>, call: &CallRequest) -> Result<Vec<(HeaderName, HeaderValue)>> {
+fn mirrored_params(http: bool, params: Option<&[ParamHeader]>, arguments: &RawValue) -> Result<Vec<(HeaderName, HeaderValue)>> {
     let headers = match params {
-        Some(params) if http => param_headers::headers_for(call.arguments(), params),
+        Some(params) if http => param_headers::headers_for(arguments, params),
         _ => return Ok(Vec::new()),
     };
     // A header is no place for a large value (servers and proxies refuse a few KiB): refused here, with the
@@ -369,14 +420,14 @@ mod tests {
         let schema = serde_json::json!({ "type": "object", "properties": { "region": { "type": "string", "x-mcp-header": "Region" } } });
         let params = param_headers::param_headers_in(&schema).unwrap();
         let call = CallRequest::new(1, 0, "srv__t".into(), r#"{"region":"us-west1"}"#.into());
-        let sent = mirrored_params(true, Some(&params), &call).unwrap();
+        let sent = mirrored_params(true, Some(&params), call.arguments()).unwrap();
         assert_eq!(sent.len(), 1);
         assert_eq!((sent[0].0.as_str(), sent[0].1.to_str().unwrap()), ("mcp-param-region", "us-west1"));
-        assert!(mirrored_params(false, Some(&params), &call).unwrap().is_empty(), "stdio sends no headers");
-        assert!(mirrored_params(true, None, &call).unwrap().is_empty());
+        assert!(mirrored_params(false, Some(&params), call.arguments()).unwrap().is_empty(), "stdio sends no headers");
+        assert!(mirrored_params(true, None, call.arguments()).unwrap().is_empty());
         // A value too large for a header fails the call before anything is sent, naming the header.
         let huge = CallRequest::new(2, 0, "srv__t".into(), format!(r#"{{"region":"{}"}}"#, "x".repeat(MAX_PARAM_HEADER_VALUE_BYTES + 1)).into());
-        let refused = mirrored_params(true, Some(&params), &huge).unwrap_err();
+        let refused = mirrored_params(true, Some(&params), huge.arguments()).unwrap_err();
         assert_eq!(refused.code(), "mcp_invalid_arguments");
         assert!(refused.to_string().contains("mcp-param-region"), "{refused}");
     }

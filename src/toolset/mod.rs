@@ -48,6 +48,10 @@ pub trait ToolsetEvents: Send + Sync + 'static {
     fn diagnostic(&self, diagnostic: &Diagnostic);
     /// The tool map changed after it was handed out; apply `change` in place.
     fn tools_changed(&self, change: &ToolsChange);
+    /// The question to the host numbered `ask_id` (see `elicitation::host_request`) was withdrawn
+    /// before it was answered: its call was aborted, the server cancelled it, its connection ended,
+    /// or it timed out.
+    fn elicitation_withdrawn(&self, _ask_id: u64) {}
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -244,6 +248,27 @@ impl Toolset {
                 continue;
             }
             let row = row.expect("refused above when missing");
+            if row.cache_scope == Some(crate::protocol::mcp::CacheScope::Private) {
+                // Listed for one authorization context; this rebuild may serve another (a shared store,
+                // another user's token). A cache miss: the server is connected and listed afresh.
+                let server = slot.entry.name.clone();
+                inner.report(Diagnostic::CatalogueNotReused {
+                    message: format!(
+                        "the stored tools of server {server:?} are private to the authorization context that listed them; \
+                         they are not reused, the server is listed afresh"
+                    ),
+                    server,
+                });
+                to_reconcile.push(index);
+                continue;
+            }
+            // A public row still fresh by its ttlMs is reused by the reconciliation below without a
+            // listing; any other (lapsed: stale) is projected all the same and revalidated there.
+            if row.cache_scope == Some(crate::protocol::mcp::CacheScope::Public) {
+                if let Some(cache) = stored_hints(row).filter(|cache| cache.is_fresh_at(crate::store::now_ms())) {
+                    *slot.reusable.lock() = Some((row.tools.clone(), cache));
+                }
+            }
             // Reported when the server is reconciled, not from the stored copy.
             let (vetting, _) = inner.vet_against(index, row.tool_fingerprints.as_ref(), &row.tools);
             let listing = crate::catalog::Listing { tools: row.tools.clone(), ..Default::default() };
@@ -458,6 +483,11 @@ impl Inner {
             }
         }
     }
+}
+
+/// The caching hints a row was stored with, if it has any.
+fn stored_hints(row: &crate::store::StoredServer) -> Option<crate::catalog::CacheHints> {
+    Some(crate::catalog::CacheHints { listed_at_ms: row.listed_at?, ttl_ms: row.ttl_ms, scope: row.cache_scope })
 }
 
 /// A stored URL as it may appear in a message (a row written by an older version may hold a query).

@@ -263,6 +263,7 @@ mod tests {
             tools: vec![tool("regional", annotated()), tool("plain", json!({ "type": "object" }))],
             rejected: vec![Rejected { tool: "invalid_space_in_name".into(), reason: "the x-mcp-header annotation \"My Region\" …".into() }],
             param_headers: [("regional".to_owned(), headers.clone())].into(),
+            cache: Default::default(),
         };
         let (table, diagnostics) = project(listing);
         assert_eq!(table.routes["srv__regional"].param_headers.as_deref(), Some(&*headers));

@@ -15,14 +15,17 @@ use crate::guard::containment;
 use crate::guard::hosts::HostGuard;
 use crate::guard::redact::Secrets;
 use crate::elicitation::Elicitor;
-use crate::limits::{ELICITATION_TIMEOUT_MS, MAX_CONNECT_TIMEOUT_MS, MIN_REFRESH_INTERVAL_MS};
+use crate::limits::{
+    ELICITATION_TIMEOUT_MS, MAX_CONNECT_TIMEOUT_MS, MAX_REVALIDATION_BACKOFF_MS, MIN_REFRESH_INTERVAL_MS,
+    MIN_REVALIDATION_INTERVAL_MS, REVALIDATION_JITTER_PERCENT,
+};
 use crate::protocol::mcp::Tool;
 use crate::store::{self, StoredServer};
 use crate::transport::http::{Credential, HttpSpec};
 use crate::transport::stdio::StdioSpec;
 use crate::transport::{TransportOptions, TransportSpec};
 use parking_lot::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -62,8 +65,35 @@ pub(crate) struct Supervisor {
     refresh_pending: AtomicBool,
     /// A refresh task is running (it takes the pending flag before each listing).
     refresh_running: AtomicBool,
+    /// How long the catalogue in use stays fresh and whether the server tells of changes itself:
+    /// what the revalidation task ([`Inner::revalidate_when_stale`]) watches.
+    freshness: Arc<watch::Sender<Freshness>>,
+    /// The revalidation task was started (once per server, on its first connection).
+    revalidating: AtomicBool,
+    /// Listings put in use so far (connections and refreshes), so a re-list asked for by several
+    /// refused calls at once runs once.
+    listings: AtomicU64,
+    /// Held by the re-list after a `-32020`, one at a time.
+    relisting: tokio::sync::Mutex<()>,
+    /// A stored catalogue a rebuild projected that is public and was fresh: the reconciliation's
+    /// connection may use it instead of listing, if it is still fresh then.
+    pub reusable: Mutex<Option<(Vec<Tool>, catalog::CacheHints)>>,
     pub cancel: CancellationToken,
     pub tasks: TaskTracker,
+}
+
+/// The caching state of a server's live catalogue (2026-07-28 `ttlMs` on `tools/list`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Freshness {
+    /// When the catalogue in use stops being fresh; `None`: the server gave no positive TTL.
+    fresh_until: Option<tokio::time::Instant>,
+    /// The server announces changes itself (`listChanged`, and in 2026-07-28 a live subscription):
+    /// then its notification is the signal, and the TTL no reason to re-list.
+    notifies: bool,
+    /// Re-listings that failed in a row (reset by one that succeeds).
+    failures: u32,
+    /// When the catalogue in use was listed.
+    listed: Option<tokio::time::Instant>,
 }
 
 /// The live connection, with the listener that reports its loss.
@@ -111,6 +141,11 @@ impl Supervisor {
             cycle: Arc::new(tokio::sync::Mutex::new(())),
             refresh_pending: AtomicBool::new(false),
             refresh_running: AtomicBool::new(false),
+            freshness: Arc::new(watch::channel(Freshness::default()).0),
+            revalidating: AtomicBool::new(false),
+            listings: AtomicU64::new(0),
+            relisting: tokio::sync::Mutex::new(()),
+            reusable: Mutex::new(None),
             cancel,
             tasks: TaskTracker::new(),
         }
@@ -119,6 +154,11 @@ impl Supervisor {
     /// The live connection, if the server is ready.
     pub fn connection(&self) -> Option<Arc<Connection>> {
         self.connection.lock().as_ref().map(|i| i.connection.clone())
+    }
+
+    /// How many listings were put in use so far.
+    pub fn listings(&self) -> u64 {
+        self.listings.load(Ordering::SeqCst)
     }
 }
 
@@ -144,11 +184,13 @@ impl Inner {
             let vetted = tokio::select! {
                 biased;
                 _ = slot.cancel.cancelled() => Err(McpError::Closed),
-                vetted = self.vet(index, &listing.tools) => vetted,
+                vetted = self.vet(index, &listing) => vetted,
             };
             match vetted {
                 Ok((vetting, diagnostics)) => {
                     self.install(index, connection, listener).await?;
+                    self.catalogue_listed(index, &listing);
+                    self.start_revalidation(index);
                     Ok(Attached { listing, vetting, diagnostics, cycle })
                 }
                 Err(e) => {
@@ -183,7 +225,13 @@ impl Inner {
         let options = TransportOptions { max_message_bytes: self.max_result_bytes, idle_timeout: self.timeout, secrets: slot.secrets.clone() };
         let elicitor = self.hooks.elicit.clone().map(|callback| {
             let (server, modes, timeout) = (slot.entry.name.clone(), self.elicitation_modes, Duration::from_millis(ELICITATION_TIMEOUT_MS));
-            Arc::new(Elicitor { server, modes, callback, timeout })
+            let events = Arc::downgrade(&self.events);
+            let withdrawn: Arc<dyn Fn(u64) + Send + Sync> = Arc::new(move |ask_id| {
+                if let Some(events) = events.upgrade() {
+                    events.elicitation_withdrawn(ask_id);
+                }
+            });
+            Arc::new(Elicitor { server, modes, callback, timeout, withdrawn: Some(withdrawn) })
         });
         // The era this server was found to speak before (this process): a session-based one skips the probe.
         let hint = crate::protocol::era::remembered(&slot.era_key);
@@ -199,8 +247,14 @@ impl Inner {
                 return Err(failure);
             }
         };
+        let reusable = slot.reusable.lock().take().filter(|(_, cache)| cache.is_fresh_at(store::now_ms()));
+        if let Some((tools, cache)) = reusable {
+            // Public and fresh by the server's own ttlMs: anyone may reuse it, now. Vetted as any listing.
+            let listing = catalog::from_stored(tools, connection.is_modern(), cache);
+            return Ok((Arc::new(connection), listener, listing));
+        }
         let opts = RequestOptions { timeout: self.timeout, abort: Some(stop) };
-        match catalog::list_tools(&connection, &opts, connection.is_modern()).await {
+        match self.list_tools(index, &connection, &opts).await {
             Ok(listing) => Ok((Arc::new(connection), listener, listing)),
             Err(e) => {
                 connection.close().await;
@@ -225,8 +279,16 @@ impl Inner {
                 if let Some(previous) = current.replace(Installed { connection: connection.clone(), listener }) {
                     slot.tasks.spawn(async move { previous.connection.close().await });
                 }
-                if connection.is_modern() && connection.session.tools_list_changed {
-                    slot.tasks.spawn(listen_for_tool_changes(connection.clone(), slot.cancel.clone()));
+                let notifies = connection.session.tools_list_changed;
+                slot.freshness.send_modify(|f| f.notifies = notifies);
+                if connection.is_modern() && notifies {
+                    let (connection, cancel, freshness) = (connection.clone(), slot.cancel.clone(), slot.freshness.clone());
+                    slot.tasks.spawn(async move {
+                        // Given up (not offered, or failing): the TTL is the only signal left.
+                        if listen_for_tool_changes(connection, cancel).await == Listen::GivenUp {
+                            freshness.send_modify(|f| f.notifies = false);
+                        }
+                    });
                 }
                 None
             }
@@ -298,7 +360,7 @@ impl Inner {
                         // A server that announces a change after every listing is re-listed at most this
                         // often, not back to back.
                         _ = async {
-                            inner.refresh(index).await;
+                            let _reported_by_refresh = inner.refresh(index).await;
                             tokio::time::sleep(Duration::from_millis(MIN_REFRESH_INTERVAL_MS)).await;
                         } => {}
                     }
@@ -314,30 +376,67 @@ impl Inner {
         });
     }
 
-    /// Re-list one server, vet it against the baseline, update the map in place.
-    async fn refresh(&self, index: usize) {
+    /// Re-list one server after a `-32020` on a call sent when `seen` listings had been put in use:
+    /// unless a listing came since (another refused call's, a `list_changed`'s), in which case that
+    /// one is current enough. Fails if the re-listing does.
+    pub(super) async fn relist(&self, index: usize, seen: u64) -> Result<()> {
+        let slot = &self.servers[index];
+        let _one_at_a_time = slot.relisting.lock().await;
+        if slot.listings() != seen {
+            return Ok(());
+        }
+        self.refresh(index).await
+    }
+
+    /// Re-list one server, vet it against the baseline, update the map in place. Fails (after
+    /// reporting) if the listing or the vetting does, or the server is not ready.
+    async fn refresh(&self, index: usize) -> Result<()> {
         let _ = self.projected.subscribe().wait_for(|done| *done).await;
         let slot = &self.servers[index];
+        let unavailable = || McpError::Transport(format!("server {:?} is unavailable", slot.entry.name));
         let settled = slot.state.subscribe().wait_for(|s| *s != SlotState::Connecting).await.map(|s| *s);
         if !matches!(settled, Ok(SlotState::Ready)) {
-            return;
+            return Err(unavailable());
         }
         let _one_at_a_time = slot.cycle.lock().await;
-        let Some(connection) = slot.connection() else { return };
+        let Some(connection) = slot.connection() else { return Err(unavailable()) };
         let opts = RequestOptions { timeout: self.timeout, abort: None };
-        let vetted = match catalog::list_tools(&connection, &opts, connection.is_modern()).await {
-            Ok(listing) => self.vet(index, &listing.tools).await.map(|vetted| (listing, vetted)),
+        let vetted = match self.list_tools(index, &connection, &opts).await {
+            Ok(listing) => self.vet(index, &listing).await.map(|vetted| (listing, vetted)),
             Err(e) => Err(McpError::Protocol(format!("re-listing tools failed: {e}"))),
         };
         if slot.cancel.is_cancelled() {
-            return;
+            return Err(McpError::Closed);
         }
         match vetted {
             Ok((listing, (vetting, diagnostics))) => {
                 diagnostics.into_iter().for_each(|d| self.report(d));
+                self.catalogue_listed(index, &listing);
                 self.apply(index, listing, &vetting);
+                Ok(())
             }
-            Err(e) => self.report_degraded(index, &e, None),
+            Err(e) => {
+                // A TTL'd catalogue of a server that does not announce changes: this was a revalidation.
+                let revalidating = {
+                    let freshness = slot.freshness.borrow();
+                    freshness.fresh_until.is_some() && !freshness.notifies
+                };
+                slot.freshness.send_modify(|f| f.failures = f.failures.saturating_add(1));
+                if revalidating {
+                    // The spec lets a client serve a stale result when refetching fails: the tools stay.
+                    let name = &slot.entry.name;
+                    self.report(Diagnostic::CatalogueStale {
+                        server: name.clone(),
+                        message: slot.secrets.redact(&format!(
+                            "revalidating the tools of server {name:?} after their ttlMs failed; the last listing stays in use: {e}"
+                        )),
+                        error_code: e.code(),
+                    });
+                } else {
+                    self.report_degraded(index, &e, None);
+                }
+                Err(e)
+            }
         }
     }
 
@@ -373,7 +472,8 @@ impl Inner {
     }
 
     /// Persist this listing and check it against the drift baseline (recorded now if there is none).
-    async fn vet(&self, index: usize, tools: &[Tool]) -> Result<(Vetting, Vec<Diagnostic>)> {
+    async fn vet(&self, index: usize, listing: &Listing) -> Result<(Vetting, Vec<Diagnostic>)> {
+        let tools = &listing.tools[..];
         let Some(store) = &self.store else { return Ok((Vetting::default(), Vec::new())) };
         let entry = &self.servers[index].entry;
         let id = self.store_id(index);
@@ -385,6 +485,9 @@ impl Inner {
             url: entry.url().map(|url| self.servers[index].secrets.redact(&url)),
             tools: tools.to_vec(),
             tool_fingerprints: None,
+            listed_at: (listing.cache.listed_at_ms > 0).then_some(listing.cache.listed_at_ms),
+            ttl_ms: listing.cache.ttl_ms,
+            cache_scope: listing.cache.scope,
         };
         store.save(row).await?;
         let baseline = store.claim_baseline(&id, store::fingerprints(tools)).await?;
@@ -420,6 +523,77 @@ impl Inner {
         }
         let vetting = Vetting { quarantined: drift.changed.into_iter().collect(), withheld: drift.added.into_iter().collect() };
         (vetting, diagnostics)
+    }
+
+    /// List the server's tools, with the catalogue's cache scope settled for this server (see
+    /// [`catalog::CacheHints::scope_for`]).
+    async fn list_tools(&self, index: usize, connection: &Connection, opts: &RequestOptions<'_>) -> Result<Listing> {
+        let modern = connection.is_modern();
+        let mut listing = catalog::list_tools(connection, opts, modern).await?;
+        listing.cache.scope = listing.cache.scope_for(modern, self.is_authorized(index));
+        Ok(listing)
+    }
+
+    /// The server is reached with credentials, so what it lists may depend on who asks: an `auth`
+    /// callback or OAuth for HTTP, any configured header (an API key is one), or a stdio env var
+    /// that looks like a secret.
+    fn is_authorized(&self, index: usize) -> bool {
+        match &self.servers[index].entry.kind {
+            ServerKind::StreamableHttp { headers, oauth, .. } | ServerKind::Sse { headers, oauth, .. } => {
+                self.hooks.auth.is_some() || oauth.is_some() || !headers.is_empty()
+            }
+            ServerKind::Stdio { env, .. } => env.keys().any(|name| crate::guard::redact::looks_secret(name)),
+        }
+    }
+
+    /// A listing is in use now: it is fresh until its TTL lapses, and no re-listing has failed since.
+    fn catalogue_listed(&self, index: usize, listing: &Listing) {
+        let remaining = listing.cache.fresh_until_ms().map(|until| until.saturating_sub(store::now_ms()).max(0));
+        let fresh_until = remaining.map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms as u64));
+        self.servers[index].listings.fetch_add(1, Ordering::SeqCst);
+        self.servers[index].freshness.send_modify(|f| {
+            f.fresh_until = fresh_until;
+            f.failures = 0;
+            f.listed = Some(tokio::time::Instant::now());
+        });
+    }
+
+    /// Start the server's revalidation task, once for its life.
+    fn start_revalidation(self: &Arc<Self>, index: usize) {
+        let slot = &self.servers[index];
+        if !slot.revalidating.swap(true, Ordering::SeqCst) {
+            slot.tasks.spawn(self.clone().revalidate_when_stale(index));
+        }
+    }
+
+    /// A catalogue with a TTL from a server that does not announce changes is re-listed when the TTL
+    /// lapses, through the same coalesced refresh (and drift vetting) as a `list_changed`. Not a poll:
+    /// at most once per `MIN_REVALIDATION_INTERVAL_MS`, jittered, backing off after failures; and
+    /// nothing at all for a catalogue without a TTL, or while the server announces its changes.
+    async fn revalidate_when_stale(self: Arc<Self>, index: usize) {
+        let slot = &self.servers[index];
+        let (mut freshness, mut state) = (slot.freshness.subscribe(), slot.state.subscribe());
+        let mut last_attempt = None;
+        loop {
+            let current = *freshness.borrow_and_update();
+            let ready = *state.borrow_and_update() == SlotState::Ready;
+            let due = match current.fresh_until {
+                Some(fresh_until) if ready && !current.notifies => {
+                    let last = last_attempt.max(current.listed);
+                    Some(revalidation_due(fresh_until, current.failures, last, tokio::time::Instant::now()))
+                }
+                _ => None,
+            };
+            tokio::select! {
+                _ = slot.cancel.cancelled() => return,
+                changed = freshness.changed() => if changed.is_err() { return },
+                changed = state.changed() => if changed.is_err() { return },
+                _ = tokio::time::sleep_until(due.unwrap_or_else(tokio::time::Instant::now)), if due.is_some() => {
+                    last_attempt = Some(tokio::time::Instant::now());
+                    self.list_changed(index);
+                }
+            }
+        }
     }
 
     /// Everything checked before a server is contacted: containment for stdio; for HTTP the host
@@ -548,24 +722,63 @@ fn era_key(entry: &ServerEntry) -> String {
 /// The modern era's replacement for the GET stream: `subscriptions/listen` for tool-list changes, opened
 /// again when the server ends it, until the connection ends; given up after
 /// `MAX_LISTEN_FAILURES` short-lived attempts in a row, or at once if the server doesn't offer it.
-async fn listen_for_tool_changes(connection: Arc<Connection>, cancel: CancellationToken) {
+async fn listen_for_tool_changes(connection: Arc<Connection>, cancel: CancellationToken) -> Listen {
     let mut failures = 0u32;
     while failures < MAX_LISTEN_FAILURES {
         let opened = std::time::Instant::now();
         let ended = tokio::select! {
-            _ = cancel.cancelled() => return,
+            _ = cancel.cancelled() => return Listen::Ended,
             ended = connection.listen_for_tool_changes(None) => ended,
         };
         match ended {
-            Err(McpError::Closed | McpError::Rpc { .. }) => return,
+            Err(McpError::Closed) => return Listen::Ended,
+            Err(McpError::Rpc { .. }) => return Listen::GivenUp,
             _ if opened.elapsed() >= Duration::from_millis(LISTEN_HEALTHY_MS) => failures = 0,
             _ => failures += 1,
         }
         tokio::select! {
-            _ = cancel.cancelled() => return,
+            _ = cancel.cancelled() => return Listen::Ended,
             _ = tokio::time::sleep(Duration::from_millis(LISTEN_RETRY_MS * u64::from(failures.max(1)))) => {}
         }
     }
+    Listen::GivenUp
+}
+
+/// How a subscription ended: with its connection or the toolset, or given up while the connection lives.
+#[derive(Debug, PartialEq, Eq)]
+enum Listen {
+    Ended,
+    GivenUp,
+}
+
+/// When to revalidate a TTL'd catalogue: when it lapses, but never sooner than
+/// `MIN_REVALIDATION_INTERVAL_MS` after the last attempt; after failures, from the last attempt with
+/// a wait doubling up to `MAX_REVALIDATION_BACKOFF_MS`. Plus up to `REVALIDATION_JITTER_PERCENT` of
+/// the wait, so the clients of one server spread out.
+/// `last_attempt`: the later of the last listing and the last revalidation asked for.
+fn revalidation_due(
+    fresh_until: tokio::time::Instant,
+    failures: u32,
+    last_attempt: Option<tokio::time::Instant>,
+    now: tokio::time::Instant,
+) -> tokio::time::Instant {
+    let from_last = match failures {
+        0 => MIN_REVALIDATION_INTERVAL_MS,
+        n => MIN_REVALIDATION_INTERVAL_MS.saturating_mul(1u64 << n.min(20)).min(MAX_REVALIDATION_BACKOFF_MS),
+    };
+    let earliest = match last_attempt {
+        Some(last) => last + Duration::from_millis(from_last),
+        None if failures == 0 => now,
+        None => now + Duration::from_millis(from_last),
+    };
+    let base = if failures == 0 { fresh_until.max(earliest) } else { earliest };
+    let wait = base.saturating_duration_since(now);
+    let spread = (wait.as_millis() as u64).saturating_mul(REVALIDATION_JITTER_PERCENT) / 100;
+    let jitter = match spread {
+        0 => 0,
+        spread => std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), now) % spread,
+    };
+    base + Duration::from_millis(jitter)
 }
 
 /// Attempts in a row that end within `LISTEN_HEALTHY_MS` before the subscription is given up.
@@ -626,5 +839,38 @@ struct CountDownOnDrop<'a>(&'a watch::Sender<usize>);
 impl Drop for CountDownOnDrop<'_> {
     fn drop(&mut self) {
         self.0.send_modify(|n| *n -= 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::time::Instant;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// `due` lies in `[at, at + jitter share of the wait from now]`.
+    fn assert_due(due: Instant, now: Instant, at: Duration) {
+        let wait = at.as_millis() as u64;
+        let latest = at + ms(wait * REVALIDATION_JITTER_PERCENT / 100);
+        assert!(due >= now + at && due <= now + latest, "{:?} not within [{at:?}, {latest:?}]", due - now);
+    }
+
+    #[test]
+    fn revalidation_waits_for_the_ttl_and_the_floor_and_backs_off_after_failures() {
+        let now = Instant::now();
+        let floor = MIN_REVALIDATION_INTERVAL_MS;
+        // Fresh for a minute, listed just now: at the TTL.
+        assert_due(revalidation_due(now + ms(60_000), 0, Some(now), now), now, ms(60_000));
+        // A TTL shorter than the floor: at the floor after the listing, not a busy loop.
+        assert_due(revalidation_due(now + ms(10), 0, Some(now), now), now, ms(floor));
+        // Lapsed long ago, last attempt long ago: now.
+        assert_due(revalidation_due(now, 0, None, now), now, ms(0));
+        // Failures: the wait from the last attempt doubles, up to the cap.
+        assert_due(revalidation_due(now, 1, Some(now), now), now, ms(2 * floor));
+        assert_due(revalidation_due(now, 3, Some(now), now), now, ms(8 * floor));
+        assert_due(revalidation_due(now, 40, Some(now), now), now, ms(MAX_REVALIDATION_BACKOFF_MS));
     }
 }
