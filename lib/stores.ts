@@ -14,6 +14,12 @@ export interface StoredServer {
   tools: unknown[];
   /** The drift baseline (tool name → fingerprint): recorded once, never replaced by `save`. */
   toolFingerprints: Record<string, string> | null;
+  /** When the catalogue was listed (ms since the epoch). Absent on rows written before caching hints. */
+  listedAt?: number | null;
+  /** The server's caching hint: the catalogue is fresh for this long after `listedAt` (absent: not cacheable). */
+  ttlMs?: number | null;
+  /** `private`: the catalogue may belong to one user's authorization, so a rebuild doesn't project it. */
+  cacheScope?: 'public' | 'private' | null;
 }
 
 /** The store interface. Implement it to back toolsets with your own database. */
