@@ -79,7 +79,7 @@ test('the Postgres store through the JS API: rows, a baseline save() cannot repl
     const rows = await storage.list();
     assert.equal(rows.length, 1);
     const [row] = rows;
-    assert.deepEqual(Object.keys(row).sort(), ['id', 'name', 'toolFingerprints', 'tools', 'type', 'url']);
+    assert.deepEqual(Object.keys(row).sort(), ['id', 'listedAt', 'name', 'toolFingerprints', 'tools', 'type', 'url']);
     assert.deepEqual([row.name, row.type, row.url], ['docs', 'stdio', null]);
     assert.ok(row.toolFingerprints.echo, 'the baseline was recorded');
     assert.equal(JSON.stringify(rows).includes('env-secret-value-9'), false, 'no env value is stored');
