@@ -128,6 +128,34 @@ export interface McpOptions {
   tools?: { allow: readonly string[] } | { block: readonly string[] };
   /** Idle timeout of each request in ms (reset by progress notifications). Default 60 000. */
   timeoutMs?: number;
+  /**
+   * How long each server has to start and finish its handshake (spawn, initialize), in ms. Default
+   * 120 000 — room for a first `npx -y` run that downloads its package — or `timeoutMs` when only that is
+   * given. A server that takes longer is degraded with `mcp_timeout`.
+   */
+  connectTimeoutMs?: number;
+  /**
+   * What a server that cannot connect does to `mcpTools`: `'warn'` (default) resolves with the other
+   * servers' tools and reports it (`server-degraded`); `'throw'` rejects with an `McpError` whose
+   * `code` is the first failure's, whose message names every failed server and why, and whose
+   * `servers` lists them (`{ server, errorCode, message, stderrTail }`). Nothing is left running.
+   */
+  onDegraded?: 'warn' | 'throw';
+  /**
+   * Without `onDiagnostic`, warnings (degraded servers, rejected or quarantined tools, name collisions,
+   * an exceeded disclosure budget) are printed to stderr, each once. `false` keeps stderr silent.
+   */
+  warnings?: boolean;
+  /**
+   * Also deliver `server-connecting` and `server-connected` (with `elapsedMs`) to `onDiagnostic`, as they
+   * happen — to show which servers are still pending. Default false.
+   */
+  progress?: boolean;
+  /**
+   * `'diagnostics'`: the engine's structured logs reach `onDiagnostic` as `log` diagnostics (needs
+   * `onDiagnostic`). Independently, `MCPFERRY_LOG=debug` (tracing's env-filter syntax) prints them to stderr.
+   */
+  logs?: 'diagnostics';
   /** Largest message accepted from a server, in bytes. Default 2 MiB. */
   maxResultBytes?: number;
   /** Receives everything the engine reports: degraded servers, name collisions, tool-list changes. */
@@ -241,6 +269,19 @@ interface DiagnosticBase {
 
 export type Diagnostic =
   | (DiagnosticBase & { code: 'server-degraded'; errorCode: string; stderrTail: string | null })
+  | (DiagnosticBase & { code: 'server-connecting'; transport: 'stdio' | 'streamable-http' | 'sse' })
+  | (DiagnosticBase & {
+      code: 'server-connected';
+      /** From `server-connecting` to the end of the first listing. */
+      elapsedMs: number;
+      protocolVersion: string;
+      serverInfo: { name: string; version: string };
+      /** The capability names the server declared (`tools`, `resources`, …). */
+      capabilities: string[];
+      /** Tools the server published, before filtering and vetting. */
+      toolCount: number;
+    })
+  | (DiagnosticBase & { code: 'log'; level: 'error' | 'warn' | 'info' | 'debug' | 'trace'; target: string })
   | (DiagnosticBase & { code: 'server-name-collision'; labels: string[] })
   | (DiagnosticBase & { code: 'tool-rejected'; tool: string })
   | (DiagnosticBase & { code: 'tool-name-rewritten'; tool: string; name: string })

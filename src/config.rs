@@ -12,7 +12,7 @@ use crate::guard::filter::ToolFilter;
 use crate::guard::headers::validate_headers;
 use reqwest::header::HeaderMap;
 use url::Url;
-use crate::limits::{DEFAULT_MAX_RESULT_BYTES, DEFAULT_TIMEOUT_MS};
+use crate::limits::{DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_MAX_RESULT_BYTES, DEFAULT_TIMEOUT_MS};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -37,6 +37,11 @@ pub const OPTION_KEYS: &[&str] = &[
     "signal",
     "onElicitation",
     "elicitationModes",
+    "connectTimeoutMs",
+    "onDegraded",
+    "warnings",
+    "logs",
+    "progress",
 ];
 
 /// The key of a marker standing for a value JSON cannot carry: `{"$mcpferry": "function"}` (also
@@ -53,6 +58,11 @@ pub struct ToolsetConfig {
     /// A static `allowedHosts` list. `None`: no host restriction (unless a resolver hook is set).
     pub allowed_hosts: Option<Vec<String>>,
     pub timeout_ms: u64,
+    /// How long a server has to start and finish its handshake (`connectTimeoutMs`; default
+    /// [`DEFAULT_CONNECT_TIMEOUT_MS`], or `timeoutMs` when only that is given).
+    pub connect_timeout_ms: u64,
+    /// `logs: 'diagnostics'`: the engine's log events reach `onDiagnostic` as `log` diagnostics.
+    pub logs_to_diagnostics: bool,
     pub max_result_bytes: usize,
     pub filter: ToolFilter,
     pub disclosure: DisclosureConfig,
@@ -201,7 +211,33 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         Some(Value::Array(items)) => items.iter().enumerate().map(|(i, v)| parse_server(i, v, callbacks.auth)).collect::<Result<_>>()?,
         _ => return Err(McpError::config("servers must be an array of server entries")),
     };
-    let timeout_ms = optional_positive_integer(root, "timeoutMs", "options")?.unwrap_or(DEFAULT_TIMEOUT_MS);
+    let given_timeout_ms = optional_positive_integer(root, "timeoutMs", "options")?;
+    let timeout_ms = given_timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
+    // A caller who shortened every request meant the handshake too; otherwise the default leaves room
+    // for a first `npx -y` run that downloads its package.
+    let connect_timeout_ms = optional_positive_integer(root, "connectTimeoutMs", "options")?
+        .or(given_timeout_ms)
+        .unwrap_or(DEFAULT_CONNECT_TIMEOUT_MS);
+    // Read by the TypeScript layer (it prints warnings and rejects); checked here like every option.
+    match root.get("onDegraded") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if s == "warn" || s == "throw" => {}
+        Some(_) => return Err(McpError::config("options.onDegraded must be \"warn\" or \"throw\"")),
+    }
+    for flag in ["warnings", "progress"] {
+        match root.get(flag) {
+            None | Some(Value::Null) | Some(Value::Bool(_)) => {}
+            Some(_) => return Err(McpError::config(format!("options.{flag} must be a boolean"))),
+        }
+    }
+    let logs_to_diagnostics = match root.get("logs") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(s)) if s == "diagnostics" => true,
+        Some(_) => return Err(McpError::config("options.logs must be \"diagnostics\" (engine logs as log diagnostics)")),
+    };
+    if logs_to_diagnostics && !callbacks.on_diagnostic {
+        return Err(McpError::config("options.logs: \"diagnostics\" needs options.onDiagnostic, which receives them"));
+    }
     let max_result_bytes = optional_positive_integer(root, "maxResultBytes", "options")?
         .map(|n| n as usize)
         .unwrap_or(DEFAULT_MAX_RESULT_BYTES);
@@ -247,6 +283,8 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         storage,
         allowed_hosts,
         timeout_ms,
+        connect_timeout_ms,
+        logs_to_diagnostics,
         max_result_bytes,
         filter,
         disclosure,
@@ -498,6 +536,9 @@ mod tests {
     fn parses_a_stdio_entry_with_defaults() {
         let cfg = parse(r#"{"servers":[{"name":"a","type":"stdio","command":"node","args":["s.js"],"env":{"K":"v"}}]}"#).unwrap();
         assert_eq!(cfg.timeout_ms, DEFAULT_TIMEOUT_MS);
+        assert_eq!(cfg.connect_timeout_ms, DEFAULT_CONNECT_TIMEOUT_MS);
+        assert_eq!(parse(r#"{"servers":[],"timeoutMs":300}"#).unwrap().connect_timeout_ms, 300);
+        assert_eq!(parse(r#"{"servers":[],"timeoutMs":300,"connectTimeoutMs":5000}"#).unwrap().connect_timeout_ms, 5000);
         assert_eq!(cfg.max_result_bytes, DEFAULT_MAX_RESULT_BYTES);
         assert!(cfg.servers[0].enabled);
         assert_eq!(cfg.disclosure.budget_tokens, 20_000);
@@ -519,6 +560,11 @@ mod tests {
             (r#"{"servers":[{"name":"a","type":"stdio","command":"x","env":{"A":1}}]}"#, "env[\"A\"]"),
             (r#"{"servers":[{"name":"a","type":"stdio","command":"x","extra":1}]}"#, "unknown field \"extra\""),
             (r#"{"servers":[],"timeoutMs":-5}"#, "timeoutMs must be a positive integer"),
+            (r#"{"servers":[],"connectTimeoutMs":0}"#, "connectTimeoutMs must be a positive integer"),
+            (r#"{"servers":[],"onDegraded":"explode"}"#, "onDegraded must be"),
+            (r#"{"servers":[],"warnings":"off"}"#, "warnings must be a boolean"),
+            (r#"{"servers":[],"logs":"stderr"}"#, "logs must be"),
+            (r#"{"servers":[],"logs":"diagnostics"}"#, "needs options.onDiagnostic"),
             (r#"{"servers":[],"tools":{"allow":["a"],"block":["b"]}}"#, "not both"),
             (r#"{"servers":[],"tools":{"deny":["a"]}}"#, "unknown key"),
             (r#"{"servers":[{"name":"h","type":"sse","url":"ftp://x/"}]}"#, "http:// or https://"),
@@ -576,7 +622,6 @@ mod callback_tests {
             r#"{{"servers":[],"options":{{"onDiagnostic":{f},"auth":{f},"allowedHosts":{f},"session":{{"$mcpferry":"value"}},"policy":{{"decide":{f},"ask":{f}}},"storage":{{"$mcpferry":"store"}}}}}}"#
         );
         let config = parse(&json).unwrap();
-        let all = CallbackOptions { on_diagnostic: true, auth: true, allowed_hosts_resolver: true, decide: true, ask: true, ..Default::default() };
         let all = CallbackOptions { on_diagnostic: true, auth: true, allowed_hosts_resolver: true, decide: true, ask: true, elicit: false, authorization_url: false };
         assert_eq!(config.callbacks, all);
         assert!(config.storage);

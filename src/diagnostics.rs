@@ -25,6 +25,32 @@ pub enum Diagnostic {
     /// `mcp_internal_error`, the process and the other calls go on. `server` is the affected server,
     /// or `mcpferry` when the toolset as a whole was hit.
     InternalError { server: String, message: String },
+    /// A server is being started or reached (each connection attempt, reconnections too). Delivered as
+    /// it happens, not held until `mcpTools` resolves, so a host can show which servers are pending.
+    ServerConnecting { server: String, transport: &'static str, message: String },
+    /// A server finished its handshake and first listing, `elapsed_ms` after its `server-connecting`.
+    /// Delivered as it happens.
+    ServerConnected {
+        server: String,
+        elapsed_ms: u64,
+        protocol_version: &'static str,
+        server_info: ServerInfo,
+        /// The capabilities the server declared (`tools`, `resources`, `prompts`, `logging`, …), by name.
+        capabilities: Vec<String>,
+        /// Tools the server published (before filtering and vetting).
+        tool_count: usize,
+        message: String,
+    },
+    /// An engine log event (`logs: 'diagnostics'`), redacted like everything else.
+    Log { server: String, level: &'static str, target: String, message: String },
     /// `notifications/tools/list_changed` was applied to the tool map.
     ToolsChanged { server: String, added: Vec<String>, removed: Vec<String>, changed: Vec<String>, message: String },
 }
+
+/// What a server said about itself in `initialize` (or `server/discover`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerInfo {
+    pub name: String,
+    pub version: String,
+}
+

@@ -72,6 +72,8 @@ pub(crate) struct Inner {
     /// The `proxy` option, for every HTTP server.
     proxy: Option<url::Url>,
     timeout: Duration,
+    /// How long a server has to start and finish its handshake (`connectTimeoutMs`).
+    connect_timeout: Duration,
     max_result_bytes: usize,
     filter: ToolFilter,
     disclosure: DisclosureConfig,
@@ -134,6 +136,7 @@ impl Toolset {
                 allowed_hosts,
                 proxy: config.proxy,
                 timeout: Duration::from_millis(config.timeout_ms),
+                connect_timeout: Duration::from_millis(config.connect_timeout_ms),
                 max_result_bytes: config.max_result_bytes,
                 filter: config.filter,
                 disclosure: config.disclosure,
