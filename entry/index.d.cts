@@ -10,6 +10,7 @@ export {
   createEncryptedFileTokenStore,
   printAuthorizationUrl,
   logoutMcpServer,
+  loadMcpConfig,
   composeMcpSystemPrompt,
   estimateTokens,
   DEFAULT_DISCLOSURE_BUDGET_TOKENS,
@@ -39,5 +40,6 @@ export {
 } from '../dist/index.js';
 export type { McpErrorCode } from '../dist/errors.js';
 export type { McpConnectionStore, StoredServer } from '../dist/stores.js';
+export type { McpConfig } from '../dist/config-file.js';
 export type { McpTokenStore, KeyringTokenStoreOptions, EncryptedFileTokenStoreOptions } from '../dist/token-stores.js';
 export type * from '../dist/types.js';

@@ -46,6 +46,8 @@ export {
 export type { McpErrorCode } from './errors';
 export type * from './types';
 export { retrustMcpServer } from './stores';
+export { loadMcpConfig } from './config-file';
+export type { McpConfig } from './config-file';
 export { createMemoryTokenStore, createKeyringTokenStore, createEncryptedFileTokenStore } from './token-stores';
 export type { McpTokenStore, KeyringTokenStoreOptions, EncryptedFileTokenStoreOptions } from './token-stores';
 export type { McpConnectionStore, StoredServer } from './stores';

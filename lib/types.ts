@@ -12,6 +12,7 @@ export type McpServer =
       /** The directory this entry must stay inside: `command` (when a path) and `cwd` are checked through realpath. */
       root?: string;
       enabled?: boolean;
+      tools?: McpServerToolFilter;
     }
   | {
       name: string;
@@ -26,8 +27,26 @@ export type McpServer =
        * static `Authorization` header.
        */
       oauth?: true | McpOAuth;
+      /**
+       * Headers whose values are read from environment variables when the server is connected (never stored
+       * in the configuration): `{ 'X-Api-Key': 'DOCS_API_KEY' }`. A variable that is not set degrades the server.
+       */
+      headersFromEnv?: Record<string, string>;
+      /** `Authorization: Bearer <value of this environment variable>`, read when the server is connected. */
+      bearerTokenEnv?: string;
       enabled?: boolean;
+      tools?: McpServerToolFilter;
     };
+
+/**
+ * One server's own tool filter on original tool names, with `*` and `?` globs, on top of the `tools`
+ * option: a name matching `block` is left out whatever allows it; a non-empty `allow` leaves out every
+ * name it does not match.
+ */
+export interface McpServerToolFilter {
+  allow?: readonly string[];
+  block?: readonly string[];
+}
 
 /** How mcpferry obtains tokens for one server. Every secret here is redacted wherever text leaves the engine. */
 export interface McpOAuth {

@@ -8,7 +8,7 @@
 //! local change: its key in `OPTION_KEYS`, a field in `ToolsetConfig`, a line in `parse`.
 
 use crate::error::{McpError, Result};
-use crate::guard::filter::ToolFilter;
+use crate::guard::filter::{ServerToolFilter, ToolFilter};
 use crate::guard::headers::validate_headers;
 use reqwest::header::HeaderMap;
 use url::Url;
@@ -123,6 +123,35 @@ pub struct ServerEntry {
     pub name: String,
     pub enabled: bool,
     pub kind: ServerKind,
+    /// The entry's own `tools: { allow?, block? }`, on top of the toolset's filter.
+    pub tools: ServerToolFilter,
+    /// HTTP headers whose values are read from environment variables when the server is connected
+    /// (`headersFromEnv`, `bearerTokenEnv`), so the values are never part of the configuration.
+    pub headers_from_env: Vec<EnvHeader>,
+}
+
+/// One header taken from the environment at connect time: `prefix` + the variable's value.
+#[derive(Debug, Clone)]
+pub struct EnvHeader {
+    pub name: reqwest::header::HeaderName,
+    pub variable: String,
+    /// `"Bearer "` for `bearerTokenEnv`, else empty.
+    pub prefix: &'static str,
+}
+
+impl EnvHeader {
+    /// The header's value, from the environment now. A missing or unusable variable names the
+    /// variable, never a value.
+    pub fn resolve(&self, server: &str) -> Result<reqwest::header::HeaderValue> {
+        let value = std::env::var(&self.variable).map_err(|_| {
+            McpError::config(format!("server {server:?}: header {:?} comes from environment variable {}, which is not set", self.name.as_str(), self.variable))
+        })?;
+        let mut header = reqwest::header::HeaderValue::from_str(&format!("{}{value}", self.prefix)).map_err(|_| {
+            McpError::config(format!("server {server:?}: environment variable {} has characters header {:?} cannot carry", self.variable, self.name.as_str()))
+        })?;
+        header.set_sensitive(true);
+        Ok(header)
+    }
 }
 
 #[derive(Clone)]
@@ -380,7 +409,7 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
             if entry.contains_key("oauth") {
                 return Err(McpError::config(format!("{at}.oauth: OAuth is for HTTP servers; a stdio server gets its credentials from env")));
             }
-            allow_keys(entry, &at, &["name", "type", "enabled", "command", "args", "env", "cwd", "root"])?;
+            allow_keys(entry, &at, &["name", "type", "enabled", "command", "args", "env", "cwd", "root", "tools"])?;
             let command = match entry.get("command") {
                 Some(Value::String(s)) if !s.is_empty() => s.clone(),
                 _ => return Err(McpError::config(format!("{at}.command must be a non-empty string"))),
@@ -411,7 +440,7 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
             ServerKind::Stdio { command, args, env, cwd, root }
         }
         Some(kind @ ("streamable-http" | "sse")) => {
-            allow_keys(entry, &at, &["name", "type", "enabled", "url", "headers", "oauth"])?;
+            allow_keys(entry, &at, &["name", "type", "enabled", "url", "headers", "oauth", "tools", "headersFromEnv", "bearerTokenEnv"])?;
             let url = match entry.get("url") {
                 Some(Value::String(s)) => parse_url(s, &at)?,
                 _ => return Err(McpError::config(format!("{at}.url must be a string"))),
@@ -448,8 +477,70 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
         }
         None => return Err(McpError::config(format!("{at}.type must be \"stdio\", \"streamable-http\" or \"sse\""))),
     };
-    Ok(ServerEntry { name, enabled, kind })
+    let tools = match entry.get("tools") {
+        None | Some(Value::Null) => ServerToolFilter::default(),
+        Some(tools) => {
+            let tools_at = format!("{at}.tools");
+            let tools = object(tools, &tools_at)?;
+            allow_keys(tools, &tools_at, &["allow", "block"])?;
+            ServerToolFilter::new(
+                optional_strings(tools, "allow", &tools_at)?.unwrap_or_default(),
+                optional_strings(tools, "block", &tools_at)?.unwrap_or_default(),
+            )
+        }
+    };
+    let headers_from_env = parse_env_headers(entry, &at, &kind, auth)?;
+    Ok(ServerEntry { name, enabled, kind, tools, headers_from_env })
 }
+
+/// `headersFromEnv: { header: VARIABLE }` and `bearerTokenEnv: VARIABLE` of an HTTP entry: checked
+/// like static headers (by name), read from the environment only when the server is connected.
+fn parse_env_headers(entry: &Map<String, Value>, at: &str, kind: &ServerKind, auth: bool) -> Result<Vec<EnvHeader>> {
+    let mut names = Map::new();
+    if let Some(given) = entry.get("headersFromEnv").filter(|v| !v.is_null()) {
+        for (header, variable) in object(given, &format!("{at}.headersFromEnv"))? {
+            match variable {
+                Value::String(v) if is_variable_name(v) => names.insert(header.clone(), Value::String(v.clone())),
+                _ => return Err(McpError::config(format!("{at}.headersFromEnv[{header:?}] must be an environment variable name"))),
+            };
+        }
+    }
+    let bearer = match entry.get("bearerTokenEnv") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(v)) if is_variable_name(v) => Some(v.clone()),
+        Some(_) => return Err(McpError::config(format!("{at}.bearerTokenEnv must be an environment variable name"))),
+    };
+    // The names pass the static headers' checks (variable names stand in for the values).
+    let mut checked = validate_headers(at, &names).map_err(|e| match e {
+        McpError::ConfigInvalid(message) => McpError::config(message.replacen(&format!("{at}.headers:"), &format!("{at}.headersFromEnv:"), 1)),
+        other => other,
+    })?;
+    let (ServerKind::StreamableHttp { headers, oauth, .. } | ServerKind::Sse { headers, oauth, .. }) = kind else {
+        return Ok(Vec::new());
+    };
+    if let Some(variable) = bearer {
+        checked.insert(reqwest::header::AUTHORIZATION, reqwest::header::HeaderValue::from_str(&variable).expect("a variable name is a valid value"));
+    }
+    let mut resolved = Vec::new();
+    for (name, variable) in checked.iter() {
+        let authorization = name == reqwest::header::AUTHORIZATION;
+        if headers.contains_key(name) {
+            return Err(McpError::config(format!("{at}: header {:?} is configured both as a value and from the environment", name.as_str())));
+        }
+        if authorization && (auth || oauth.is_some()) {
+            return Err(McpError::config(format!("{at}: \"Authorization\" from the environment cannot be combined with the auth option or oauth")));
+        }
+        let variable = variable.to_str().expect("checked as a variable name").to_owned();
+        let prefix = if authorization && entry.get("bearerTokenEnv").and_then(Value::as_str) == Some(variable.as_str()) { "Bearer " } else { "" };
+        resolved.push(EnvHeader { name: name.clone(), variable, prefix });
+    }
+    Ok(resolved)
+}
+
+fn is_variable_name(name: &str) -> bool {
+    !name.is_empty() && !name.starts_with(|c: char| c.is_ascii_digit()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 
 fn parse_disclosure(root: &Map<String, Value>) -> Result<DisclosureConfig> {
     use crate::projection::disclosure::{Budget, DEFAULT_CONTEXT_WINDOW_TOKENS, DEFAULT_DISCLOSURE_BUDGET_TOKENS};
@@ -561,6 +652,11 @@ mod tests {
             (r#"{"servers":[{"name":"a","type":"stdio","command":"x","extra":1}]}"#, "unknown field \"extra\""),
             (r#"{"servers":[],"timeoutMs":-5}"#, "timeoutMs must be a positive integer"),
             (r#"{"servers":[],"connectTimeoutMs":0}"#, "connectTimeoutMs must be a positive integer"),
+            (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","headers":{"X-K":"v"},"headersFromEnv":{"X-K":"V"}}]}"#, "both as a value and from the environment"),
+            (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","bearerTokenEnv":"V","oauth":true}]}"#, "cannot be combined with the auth option or oauth"),
+            (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","bearerTokenEnv":"not a name"}]}"#, "bearerTokenEnv must be an environment variable name"),
+            (r#"{"servers":[{"name":"s","type":"stdio","command":"x","tools":{"allow":"a"}}]}"#, "tools.allow must be an array of strings"),
+            (r#"{"servers":[{"name":"s","type":"stdio","command":"x","tools":{"deny":["a"]}}]}"#, "tools has an unknown field \"deny\""),
             (r#"{"servers":[],"onDegraded":"explode"}"#, "onDegraded must be"),
             (r#"{"servers":[],"warnings":"off"}"#, "warnings must be a boolean"),
             (r#"{"servers":[],"logs":"stderr"}"#, "logs must be"),

@@ -3,6 +3,7 @@
 pub mod auth;
 pub mod catalog;
 pub mod config;
+pub mod config_file;
 pub mod connection;
 pub mod diagnostics;
 pub mod elicitation;

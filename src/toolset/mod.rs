@@ -356,7 +356,9 @@ impl Inner {
         }
     }
 
-    fn project_into(&self, index: usize, listing: crate::catalog::Listing, vetting: &routes::Vetting, table: &mut RouteTable) -> Vec<Diagnostic> {
+    fn project_into(&self, index: usize, mut listing: crate::catalog::Listing, vetting: &routes::Vetting, table: &mut RouteTable) -> Vec<Diagnostic> {
+        // The entry's own allow/block lists; the toolset's filter is applied with the projection.
+        listing.tools.retain(|tool| self.servers[index].entry.tools.admits(&tool.name));
         let options = ProjectionOptions { filter: &self.filter, disclosure: &self.disclosure };
         routes::project_server(&self.identity(index), listing, vetting, &options, table)
     }

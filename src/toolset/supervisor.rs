@@ -488,9 +488,16 @@ impl Inner {
                     Some(settings) => Some(self.authorizer(index, url, settings, &guard)?),
                     None => None,
                 };
+                // Read now, never kept in the configuration; redacted from then on like static headers.
+                let mut headers = headers.clone();
+                for from_env in &slot.entry.headers_from_env {
+                    let value = from_env.resolve(&slot.entry.name)?;
+                    slot.secrets.add_header_value(value.as_bytes());
+                    headers.insert(from_env.name.clone(), value);
+                }
                 let spec = HttpSpec {
                     url: url.clone(),
-                    headers: headers.clone(),
+                    headers,
                     guard,
                     proxy: self.proxy.clone(),
                     credential: slot.credential.clone(),
