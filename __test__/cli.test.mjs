@@ -183,3 +183,49 @@ test('progress names the servers still pending, with the time elapsed', async ()
   const quiet = await run(['tools', '--quiet'], { cwd: project({ 'mcp.json': { mcpServers: { q: fixtureServer() } } }) });
   assert.equal(quiet.stderr, '');
 });
+
+test('login and logout: the URL on stderr (--no-browser), tokens kept in the encrypted token file, then gone', async (t) => {
+  const { startOAuthFixture } = await import('./fixtures/oauth-server.mjs');
+  const as = await startOAuthFixture();
+  t.after(as.close);
+  const dir = project({ 'mcp.json': { mcpServers: { notes: { url: as.mcpUrl } } } });
+  const env = { MCPFERRY_TOKEN_FILE: 'tokens.enc', MCPFERRY_TOKEN_KEY: 'a test key that is long enough 0123456789' };
+
+  // Not logged in: a command other than login does not wait for a person; the server is degraded, saying how.
+  const before = await run(['tools', '--json'], { cwd: dir, env });
+  assert.equal(before.code, 3, before.stderr);
+  assert.equal(JSON.parse(before.stdout).servers[0].state, 'degraded');
+
+  // The person follows the printed URL; the authorization server redirects onto the CLI's loopback listener.
+  const child = spawn(process.execPath, [BIN, 'login', 'notes', '--no-browser'], { cwd: dir, env: { ...process.env, ...env } });
+  let stderr = '';
+  let stdout = '';
+  child.stdout.on('data', (c) => (stdout += c));
+  const visited = new Promise((resolve) => {
+    child.stderr.on('data', (chunk) => {
+      stderr += chunk;
+      const url = /open (http\S+)/.exec(stderr)?.[1];
+      if (url && !visited.started) {
+        visited.started = true;
+        resolve(fetch(url).then((r) => r.text()));
+      }
+    });
+  });
+  const code = await new Promise((resolve) => child.on('close', resolve));
+  await visited;
+  assert.equal(code, 0, stderr);
+  assert.equal(stdout, 'logged in to notes\n');
+  assert.match(stderr, /mcpferry: to log in to "notes", open http/);
+
+  const after = await run(['call', 'notes__read_notes', '{}'], { cwd: dir, env });
+  assert.equal(after.code, 0, after.stderr);
+
+  const out = await run(['logout', 'notes'], { cwd: dir, env });
+  assert.deepEqual([out.code, out.stdout], [0, 'logged out of notes\n'], out.stderr);
+  const again = await run(['tools', '--json'], { cwd: dir, env });
+  assert.equal(again.code, 3);
+
+  const stdio = await run(['login', 'fx'], { cwd: project({ 'mcp.json': servers }) });
+  assert.equal(stdio.code, 2);
+  assert.match(stdio.stderr, /fx is a stdio server/);
+});

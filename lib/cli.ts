@@ -250,7 +250,9 @@ class Cli {
       const toolset = await mcpTools(servers.map(withOAuth), {
         progress: true,
         onDiagnostic,
-        ...(usesOAuth ? { tokenStore: this.tokenStore(), onAuthorizationUrl: printAuthorizationUrl } : {}),
+        // Only `login` sends a person to a login page when stdin is not a terminal (mcpTools prints the
+        // URL on a terminal by default); elsewhere a server that needs a login is degraded, saying so.
+        ...(usesOAuth ? { tokenStore: this.tokenStore() } : {}),
         ...extra,
       });
       return { toolset, reports };
