@@ -125,3 +125,54 @@ test('the new options are checked like every other', async () => {
   await assert.rejects(mcpTools([], { connectTimeoutMs: 0 }), { code: 'mcp_config_invalid', message: /connectTimeoutMs/ });
   await assert.rejects(mcpTools([], { warnings: 'no' }), { code: 'mcp_config_invalid', message: /warnings must be a boolean/ });
 });
+
+test('MCPFERRY_LOG=debug prints structured engine logs to stderr, never a header or env value', async (t) => {
+  const { startStreamableFixture } = await import('./fixtures/http-server.mjs');
+  const server = await startStreamableFixture();
+  t.after(server.close);
+  const servers = [
+    { name: 'web', type: 'streamable-http', url: server.url, headers: { 'X-Api-Key': 'header-secret-6161' } },
+    fixture('local', { API_TOKEN: 'env-secret-7272' }).entry,
+  ];
+  const script = `${scratchFile('logs')}.mjs`;
+  writeFileSync(script, `import { mcpTools } from ${JSON.stringify(DIST)};
+    const toolset = await mcpTools(${JSON.stringify(servers)});
+    await toolset.tools.web__echo.execute({ text: 'a' });
+    await toolset.tools.local__fail.execute({}).catch(() => {});
+    await toolset.close();`);
+  // Async: the HTTP fixture answers from this process.
+  const { spawn } = await import('node:child_process');
+  const stderr = await new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [script], { env: { ...process.env, MCPFERRY_LOG: 'mcpferry=debug' }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let text = '';
+    child.stderr.on('data', (c) => (text += c));
+    child.on('error', reject);
+    child.on('close', () => resolve(text));
+  });
+  assert.match(stderr, /DEBUG mcpferry::toolset::supervisor: connecting toolset=\d+ server=web transport="streamable-http"/);
+  assert.match(stderr, /INFO mcpferry::toolset::supervisor: connected and listed .*server=local .*protocol="2025-11-25" tools=\d+/);
+  assert.match(stderr, /era negotiated .*server=web/);
+  assert.match(stderr, /call started .*server=web tool=web__echo/);
+  assert.match(stderr, /call ended .*server=local tool=local__fail call_id=\d+ code="mcp_tool_error" elapsed_us=\d+/);
+  assert.ok(!stderr.includes('header-secret-6161') && !stderr.includes('env-secret-7272'), stderr);
+  // Only mcpferry's own lines: no warning text (the servers are healthy) and no other crate's.
+  assert.deepEqual(stderr.split('\n').filter((l) => l && !/ mcpferry::/.test(l)), []);
+});
+
+test("logs: 'diagnostics' routes this toolset's engine logs to onDiagnostic as log diagnostics", async () => {
+  const logs = [];
+  const other = [];
+  const mine = await mcpTools([fixture('mine').entry], { logs: 'diagnostics', onDiagnostic: (d) => d.code === 'log' && logs.push(d) });
+  const theirs = await mcpTools([fixture('theirs').entry], { onDiagnostic: (d) => other.push(d) });
+  await mine.tools.mine__echo.execute({ text: 'x' });
+  await theirs.tools.theirs__echo.execute({ text: 'y' });
+  await mine.close();
+  await theirs.close();
+  const messages = logs.map((d) => `${d.level} ${d.server}: ${d.message}`);
+  assert.ok(messages.some((m) => /^debug mine: connecting transport=stdio$/.test(m)), messages.join('\n'));
+  assert.ok(messages.some((m) => /^info mine: connected and listed elapsed_ms=\d+ protocol=2025-11-25 tools=\d+$/.test(m)), messages.join('\n'));
+  assert.ok(messages.some((m) => /^debug mine: call ended tool=mine__echo call_id=\d+ code=ok elapsed_us=\d+$/.test(m)), messages.join('\n'));
+  assert.ok(logs.every((d) => d.server === 'mine' && d.target.startsWith('mcpferry')), 'another toolset\'s events never arrive');
+  assert.deepEqual(other, []);
+  await assert.rejects(mcpTools([], { logs: 'diagnostics' }), { code: 'mcp_config_invalid', message: /needs options.onDiagnostic/ });
+});

@@ -12,6 +12,7 @@ pub mod error;
 pub mod hooks;
 pub mod guard;
 pub mod limits;
+pub mod logging;
 pub mod mrtr;
 pub mod projection;
 pub mod protocol;

@@ -74,6 +74,8 @@ pub(crate) struct Inner {
     timeout: Duration,
     /// How long a server has to start and finish its handshake (`connectTimeoutMs`).
     connect_timeout: Duration,
+    /// This toolset's `toolset` field in log events (see `logging`).
+    log_id: u64,
     max_result_bytes: usize,
     filter: ToolFilter,
     disclosure: DisclosureConfig,
@@ -121,6 +123,8 @@ impl Toolset {
         let servers: Vec<Supervisor> =
             config.servers.into_iter().zip(labels).map(|(entry, label)| Supervisor::new(entry, label, cancel.child_token())).collect();
         let server_count = servers.len();
+        crate::logging::init_from_env();
+        let log_id = crate::logging::toolset_id();
         let auth_host = Arc::new(crate::auth::AuthHost {
             // No plaintext default: without a store given, tokens live in this toolset's memory only.
             store: hooks.token_store.clone().unwrap_or_else(|| Arc::new(crate::auth::store::MemoryTokenStore::default())),
@@ -128,7 +132,7 @@ impl Toolset {
             login_timeout: Duration::from_millis(config.authorization_timeout_ms),
             logins: CancellationToken::new(),
         });
-        Ok(Toolset {
+        let toolset = Toolset {
             inner: Arc::new(Inner {
                 servers,
                 hooks,
@@ -137,6 +141,7 @@ impl Toolset {
                 proxy: config.proxy,
                 timeout: Duration::from_millis(config.timeout_ms),
                 connect_timeout: Duration::from_millis(config.connect_timeout_ms),
+                log_id,
                 max_result_bytes: config.max_result_bytes,
                 filter: config.filter,
                 disclosure: config.disclosure,
@@ -154,7 +159,12 @@ impl Toolset {
                 tasks: TaskTracker::new(),
                 closed: tokio::sync::OnceCell::new(),
             }),
-        })
+        };
+        if config.logs_to_diagnostics {
+            let sink: std::sync::Weak<dyn crate::logging::LogSink> = Arc::downgrade(&toolset.inner) as _;
+            crate::logging::route(log_id, sink);
+        }
+        Ok(toolset)
     }
 
     /// Connect every enabled server at once and project their tools. A server that fails is reported
@@ -312,6 +322,7 @@ impl Toolset {
     /// calls still waiting (for policy, auth, a connection) fail with `mcp_connection_closed`.
     pub async fn close(&self) {
         let inner = self.inner.clone();
+        crate::logging::unroute(inner.log_id);
         inner.cancel.cancel();
         for slot in &inner.servers {
             // Calls waiting for a server to connect give up now, with mcp_connection_closed.
@@ -436,6 +447,7 @@ impl Inner {
     fn report_degraded(&self, index: usize, error: &McpError, stderr_tail: Option<String>) {
         let slot = &self.servers[index];
         let name = &slot.entry.name;
+        tracing::warn!(toolset = self.log_id, server = %name, code = error.code(), error = %slot.secrets.redact(&error.to_string()), "server degraded");
         self.report(Diagnostic::ServerDegraded {
             server: name.clone(),
             message: slot.secrets.redact(&format!("MCP server {name:?} is unavailable: {error}")),
@@ -474,4 +486,11 @@ fn stored_url(url: &str) -> String {
 fn panic_error(doing: &str, error: tokio::task::JoinError) -> McpError {
     let what = if error.is_panic() { "the engine panicked" } else { "the engine task was cancelled" };
     McpError::Internal(format!("{what} while {doing}; this is a bug in mcpferry"))
+}
+
+/// `logs: 'diagnostics'`: log events go out as they happen, like progress (never held for startup).
+impl crate::logging::LogSink for Inner {
+    fn log(&self, diagnostic: Diagnostic) {
+        self.events.diagnostic(&diagnostic);
+    }
 }

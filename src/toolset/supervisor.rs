@@ -192,6 +192,14 @@ impl Inner {
         let connection = match Connection::open(&spec, listener.clone(), options, &handshake, elicitor, hint).await {
             Ok(connection) => {
                 let session = &connection.session;
+                tracing::debug!(
+                    toolset = self.log_id,
+                    server = %slot.entry.name,
+                    era = ?session.era,
+                    remembered = hint.is_some(),
+                    from_answer = session.era_evidence,
+                    "era negotiated"
+                );
                 crate::protocol::era::remember(&slot.era_key, session.era_evidence.then_some(session.era));
                 connection
             }
@@ -214,6 +222,7 @@ impl Inner {
     /// Progress, delivered at once (not held with the startup diagnostics): a host shows what is pending.
     fn report_connecting(&self, index: usize) {
         let entry = &self.servers[index].entry;
+        tracing::debug!(toolset = self.log_id, server = %entry.name, transport = entry.kind_name(), "connecting");
         let message = format!("connecting to MCP server {:?} ({})", entry.name, entry.kind_name());
         self.events.diagnostic(&Diagnostic::ServerConnecting { server: entry.name.clone(), transport: entry.kind_name(), message });
     }
@@ -223,6 +232,14 @@ impl Inner {
         let session = &connection.session;
         let elapsed_ms = elapsed.as_millis() as u64;
         let name = &slot.entry.name;
+        tracing::info!(
+            toolset = self.log_id,
+            server = %name,
+            elapsed_ms,
+            protocol = session.protocol_version,
+            tools = listing.tools.len(),
+            "connected and listed"
+        );
         let message = format!("connected to MCP server {name:?} in {elapsed_ms} ms (protocol {})", session.protocol_version);
         self.events.diagnostic(&Diagnostic::ServerConnected {
             server: name.clone(),
@@ -288,6 +305,7 @@ impl Inner {
         }
         let lost = current.take().expect("checked above");
         drop(current);
+        tracing::warn!(toolset = self.log_id, server = %slot.entry.name, code = reason.code(), "connection lost");
         slot.state.send_replace(SlotState::Down);
         self.report_degraded(index, reason, lost.connection.stderr_tail());
         // Its kill sequence is tracked, so close() waits for the process group to be gone.
