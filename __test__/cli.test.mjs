@@ -21,14 +21,20 @@ function project(files) {
   return dir;
 }
 
-/** Run the CLI (async: the HTTP fixture lives in this process). */
-function run(args, { cwd, env = {} } = {}) {
+/**
+ * Run the CLI (async: the HTTP fixture lives in this process). `onStderr(all)` sees stderr as it grows,
+ * for a test that plays the person at the login page.
+ */
+function run(args, { cwd, env = {}, onStderr } = {}) {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c) => (stdout += c));
-    child.stderr.on('data', (c) => (stderr += c));
+    child.stderr.on('data', (c) => {
+      stderr += c;
+      onStderr?.(stderr);
+    });
     const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
     child.on('error', reject);
     child.on('close', (code) => {
@@ -195,24 +201,19 @@ test('login and logout: the URL on stderr (--no-browser), tokens kept in the enc
   const before = await run(['tools', '--json'], { cwd: dir, env });
   assert.equal(before.code, 3, before.stderr);
   assert.equal(JSON.parse(before.stdout).servers[0].state, 'degraded');
+  assert.match(JSON.parse(before.stdout).servers[0].reason, /needs a login at http\S+ .*; run: mcpferry login notes$/);
 
   // The person follows the printed URL; the authorization server redirects onto the CLI's loopback listener.
-  const child = spawn(process.execPath, [BIN, 'login', 'notes', '--no-browser'], { cwd: dir, env: { ...process.env, ...env } });
-  let stderr = '';
-  let stdout = '';
-  child.stdout.on('data', (c) => (stdout += c));
-  const visited = new Promise((resolve) => {
-    child.stderr.on('data', (chunk) => {
-      stderr += chunk;
-      const url = /open (http\S+)/.exec(stderr)?.[1];
-      if (url && !visited.started) {
-        visited.started = true;
-        resolve(fetch(url).then((r) => r.text()));
-      }
-    });
+  let visit;
+  const { code, stdout, stderr } = await run(['login', 'notes', '--no-browser'], {
+    cwd: dir,
+    env,
+    onStderr: (text) => {
+      const url = /open (http\S+)/.exec(text)?.[1];
+      visit ??= url && fetch(url).then((r) => r.text());
+    },
   });
-  const code = await new Promise((resolve) => child.on('close', resolve));
-  await visited;
+  await visit;
   assert.equal(code, 0, stderr);
   assert.equal(stdout, 'logged in to notes\n');
   assert.match(stderr, /mcpferry: to log in to "notes", open http/);
@@ -228,4 +229,29 @@ test('login and logout: the URL on stderr (--no-browser), tokens kept in the enc
   const stdio = await run(['login', 'fx'], { cwd: project({ 'mcp.json': servers }) });
   assert.equal(stdio.code, 2);
   assert.match(stdio.stderr, /fx is a stdio server/);
+});
+
+test('login --device: the person enters the printed code; the tokens then serve every command', async (t) => {
+  const { startOAuthFixture } = await import('./fixtures/oauth-server.mjs');
+  const as = await startOAuthFixture();
+  t.after(as.close);
+  const dir = project({ 'mcp.json': { mcpServers: { notes: { url: as.mcpUrl } } } });
+  const env = { MCPFERRY_TOKEN_FILE: 'tokens.enc', MCPFERRY_TOKEN_KEY: 'another test key, also long enough 42' };
+  let approved = false;
+  const login = await run(['login', 'notes', '--device', '--no-browser'], {
+    cwd: dir,
+    env,
+    onStderr: (text) => {
+      const code = /enter the code (\S+)/.exec(text)?.[1];
+      if (code && !approved) {
+        approved = true;
+        as.approve(code);
+      }
+    },
+  });
+  assert.equal(login.code, 0, login.stderr);
+  assert.match(login.stderr, /to log in to "notes", open http\S+ and enter the code [0-9A-F]{4}-[0-9A-F]{4}/);
+  assert.ok(as.devicePolls.length >= 1);
+  const call = await run(['call', 'notes__read_notes', '{}', '--json'], { cwd: dir, env });
+  assert.equal(call.code, 0, call.stderr);
 });

@@ -239,8 +239,10 @@ class Cli {
         Object.assign(report, { state: 'live', connected: d });
         progress(`${printable(d.server)} connected (${d.elapsedMs} ms)`);
       } else if (d.code === 'server-degraded' && report) {
-        Object.assign(report, { state: 'degraded', reason: d.message, errorCode: d.errorCode });
-        progress(`${printable(d.server)} failed: ${printable(d.message)}`);
+        // The engine's advice is for programs; a person at this CLI logs in with a command.
+        const reason = d.errorCode === 'mcp_auth_error' && /needs a login/.test(d.message) ? `${d.message.replace(/\. Set options\.onAuthorizationUrl.*$/, '')}; run: mcpferry login ${d.server}` : d.message;
+        Object.assign(report, { state: 'degraded', reason, errorCode: d.errorCode });
+        progress(`${printable(d.server)} failed: ${printable(reason)}`);
       } else if (d.code !== 'server-connecting' && d.code !== 'log') {
         this.io.stderr(`mcpferry: warning: ${printable(d.message)}\n`);
       }

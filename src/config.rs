@@ -537,7 +537,8 @@ fn parse_env_headers(entry: &Map<String, Value>, at: &str, kind: &ServerKind, au
     Ok(resolved)
 }
 
-fn is_variable_name(name: &str) -> bool {
+/// An environment variable name as shells accept it: letters, digits and `_`, not starting with a digit.
+pub(crate) fn is_variable_name(name: &str) -> bool {
     !name.is_empty() && !name.starts_with(|c: char| c.is_ascii_digit()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 

@@ -16,6 +16,7 @@
 //! Every entry is then checked by the same validator as `mcpTools` ([`crate::config::parse`]); every
 //! error names the file, the entry and the field.
 
+use crate::config::is_variable_name;
 use crate::error::{McpError, Result};
 use serde_json::{json, Map, Value};
 
@@ -154,10 +155,6 @@ fn expand_string(text: &str, at: &str) -> Result<String> {
     }
     out.push_str(rest);
     Ok(out)
-}
-
-fn is_variable_name(name: &str) -> bool {
-    !name.is_empty() && !name.starts_with(|c: char| c.is_ascii_digit()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 fn toml_servers(root: &Value, source: &str) -> Result<Vec<Value>> {
