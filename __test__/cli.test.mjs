@@ -68,7 +68,9 @@ test('tools: projected names per server, one state each (live, disabled, degrade
   assert.equal(one.code, 0, one.stderr);
   const { servers: listed } = JSON.parse(one.stdout);
   assert.deepEqual(listed.map((s) => [s.name, s.state]), [['fx', 'live']]);
-  assert.ok(listed[0].tools.some((t) => t.name === 'fx__echo' && t.remoteName === 'echo'));
+  const echo = listed[0].tools.find((t) => t.name === 'fx__echo');
+  assert.equal(echo.remoteName, 'echo');
+  assert.deepEqual(echo.inputSchema.required, ['text']);
 });
 
 test('call: the result on stdout (text or --json), a tool error exits 1, a disabled server exits 2', async () => {

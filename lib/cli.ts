@@ -283,7 +283,7 @@ class Cli {
         ...(report.reason ? { reason: report.reason } : {}),
         tools: Object.values(toolset.tools)
           .filter((t) => t.server === report.name)
-          .map((t) => ({ name: t.name, remoteName: t.remoteName, description: t.description })),
+          .map((t) => ({ name: t.name, remoteName: t.remoteName, description: t.description, inputSchema: t.inputSchema })),
       }));
       const lines = servers.flatMap((s) => [
         `${printable(s.name)}  ${Cli.describe(reports.get(s.name)!)}${s.state === 'live' ? `  (${s.tools.length} tools)` : ''}`,
