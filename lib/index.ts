@@ -11,6 +11,7 @@ import { Socket } from 'node:net';
 import type {
   Diagnostic,
   McpAuthorizationPrompt,
+  McpDegradedServer,
   McpOptions,
   McpPolicy,
   McpServer,
@@ -219,9 +220,8 @@ function degradedError(degraded: DegradedDiagnostic[]): McpError {
       ? degraded[0].message
       : `${degraded.length} MCP servers are unavailable: ${degraded.map((d) => d.message).join('; ')}`;
   const error = createMcpError(degraded[0].errorCode as McpErrorCode, message);
-  return Object.assign(error, {
-    servers: degraded.map(({ server, errorCode, message, stderrTail }) => ({ server, errorCode, message, stderrTail })),
-  });
+  const servers: McpDegradedServer[] = degraded.map(({ server, errorCode, message, stderrTail }) => ({ server, errorCode, message, stderrTail }));
+  return Object.assign(error, { servers });
 }
 
 /** The options with their defaults filled in where a default is a callback: `printAuthorizationUrl` on a terminal. */

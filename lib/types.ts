@@ -157,7 +157,7 @@ export interface McpOptions {
    * What a server that cannot connect does to `mcpTools`: `'warn'` (default) resolves with the other
    * servers' tools and reports it (`server-degraded`); `'throw'` rejects with an `McpError` whose
    * `code` is the first failure's, whose message names every failed server and why, and whose
-   * `servers` lists them (`{ server, errorCode, message, stderrTail }`). Nothing is left running.
+   * `servers` lists them (`McpDegradedServer[]`). Nothing is left running.
    */
   onDegraded?: 'warn' | 'throw';
   /**
@@ -212,6 +212,15 @@ export interface McpOptions {
    * can show the full URL and open it in a browser after the person agrees (never fetch it yourself).
    */
   elicitationModes?: ReadonlyArray<'form' | 'url'>;
+}
+
+/** One server that could not connect, on the error `mcpTools` rejects with under `onDegraded: 'throw'` (`error.servers`). */
+export interface McpDegradedServer {
+  server: string;
+  errorCode: string;
+  message: string;
+  /** The last 8 KiB of a stdio server's stderr (redacted), else null. */
+  stderrTail: string | null;
 }
 
 /** A server's request for input from the person (MCP `elicitation/create`). */
