@@ -192,12 +192,17 @@ test('progress names the servers still pending, with the time elapsed', async ()
   assert.equal(quiet.stderr, '');
 });
 
-test('login and logout: the URL on stderr (--no-browser), tokens kept in the encrypted token file, then gone', async (t) => {
+/** The OAuth fixture, a project whose one server is its MCP resource, and an encrypted token file for the CLI. */
+async function oauthProject(t) {
   const { startOAuthFixture } = await import('./fixtures/oauth-server.mjs');
   const as = await startOAuthFixture();
   t.after(as.close);
   const dir = project({ 'mcp.json': { mcpServers: { notes: { url: as.mcpUrl } } } });
-  const env = { MCPFERRY_TOKEN_FILE: 'tokens.enc', MCPFERRY_TOKEN_KEY: 'a test key that is long enough 0123456789' };
+  return { as, dir, env: { MCPFERRY_TOKEN_FILE: 'tokens.enc', MCPFERRY_TOKEN_KEY: 'a test key that is long enough 0123456789' } };
+}
+
+test('login and logout: the URL on stderr (--no-browser), tokens kept in the encrypted token file, then gone', async (t) => {
+  const { as, dir, env } = await oauthProject(t);
 
   // Not logged in: a command other than login does not wait for a person; the server is degraded, saying how.
   const before = await run(['tools', '--json'], { cwd: dir, env });
@@ -234,11 +239,7 @@ test('login and logout: the URL on stderr (--no-browser), tokens kept in the enc
 });
 
 test('login --device: the person enters the printed code; the tokens then serve every command', async (t) => {
-  const { startOAuthFixture } = await import('./fixtures/oauth-server.mjs');
-  const as = await startOAuthFixture();
-  t.after(as.close);
-  const dir = project({ 'mcp.json': { mcpServers: { notes: { url: as.mcpUrl } } } });
-  const env = { MCPFERRY_TOKEN_FILE: 'tokens.enc', MCPFERRY_TOKEN_KEY: 'another test key, also long enough 42' };
+  const { as, dir, env } = await oauthProject(t);
   let approved = false;
   const login = await run(['login', 'notes', '--device', '--no-browser'], {
     cwd: dir,
