@@ -122,6 +122,12 @@ export declare function engineConstants(): string
 export declare function engineVersion(): string
 
 /**
+ * `loadMcpConfig`: a configuration file's text (`format` json or toml; `source` names it in errors)
+ * as `{"servers": [...], "disabled": [...]}` (see `config_file`).
+ */
+export declare function loadMcpConfig(text: string, source: string, format: string): string
+
+/**
  * `logoutMcpServer`: `configJson` is `{"servers": [entry], "options": {tokenStore, allowedHosts?, proxy?}}`;
  * the tokens kept for the entry are revoked where the authorization server offers it, then forgotten.
  */

@@ -841,4 +841,5 @@ module.exports.NativeToolset = nativeBinding.NativeToolset
 module.exports.debugPanicNext = nativeBinding.debugPanicNext
 module.exports.engineConstants = nativeBinding.engineConstants
 module.exports.engineVersion = nativeBinding.engineVersion
+module.exports.loadMcpConfig = nativeBinding.loadMcpConfig
 module.exports.logoutServer = nativeBinding.logoutServer

@@ -18,6 +18,7 @@ exports.createKeyringTokenStore = api.createKeyringTokenStore;
 exports.createEncryptedFileTokenStore = api.createEncryptedFileTokenStore;
 exports.printAuthorizationUrl = api.printAuthorizationUrl;
 exports.logoutMcpServer = api.logoutMcpServer;
+exports.loadMcpConfig = api.loadMcpConfig;
 exports.composeMcpSystemPrompt = api.composeMcpSystemPrompt;
 exports.estimateTokens = api.estimateTokens;
 exports.DEFAULT_DISCLOSURE_BUDGET_TOKENS = api.DEFAULT_DISCLOSURE_BUDGET_TOKENS;

@@ -11,6 +11,7 @@ export {
   createEncryptedFileTokenStore,
   printAuthorizationUrl,
   logoutMcpServer,
+  loadMcpConfig,
   composeMcpSystemPrompt,
   estimateTokens,
   DEFAULT_DISCLOSURE_BUDGET_TOKENS,
@@ -40,5 +41,6 @@ export {
 } from '../dist/index.js';
 export type { McpErrorCode } from '../dist/errors.js';
 export type { McpConnectionStore, StoredServer, PostgresMcpConnectionStore, PostgresMcpConnectionStoreOptions } from '../dist/stores.js';
+export type { McpConfig } from '../dist/config-file.js';
 export type { McpTokenStore, KeyringTokenStoreOptions, EncryptedFileTokenStoreOptions } from '../dist/token-stores.js';
 export type * from '../dist/types.js';

@@ -71,6 +71,7 @@ interface NativeBinding {
     nativeTokenStoreId: number | undefined,
     jsTokenStore: ((op: string, argsJson: string) => Promise<string>) | undefined,
   ): Promise<void>;
+  loadMcpConfig(text: string, source: string, format: string): string;
   engineVersion(): string;
   engineConstants(): string;
   /** Debug builds of the engine only: the next call of the named entry point panics. */

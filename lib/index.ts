@@ -11,6 +11,7 @@ import { Socket } from 'node:net';
 import type {
   Diagnostic,
   McpAuthorizationPrompt,
+  McpDegradedServer,
   McpOptions,
   McpPolicy,
   McpServer,
@@ -46,6 +47,8 @@ export {
 export type { McpErrorCode } from './errors';
 export type * from './types';
 export { retrustMcpServer } from './stores';
+export { loadMcpConfig } from './config-file';
+export type { McpConfig } from './config-file';
 export { createMemoryTokenStore, createKeyringTokenStore, createEncryptedFileTokenStore } from './token-stores';
 export type { McpTokenStore, KeyringTokenStoreOptions, EncryptedFileTokenStoreOptions } from './token-stores';
 export type { McpConnectionStore, StoredServer, PostgresMcpConnectionStore, PostgresMcpConnectionStoreOptions } from './stores';
@@ -175,10 +178,66 @@ function configJsonUnchecked(servers: unknown, opts: unknown): string {
  * nothing. Pass it explicitly where stdin or stderr is not a terminal.
  */
 export function printAuthorizationUrl(url: string, prompt: McpAuthorizationPrompt): void {
-  // Control characters never reach the terminal (no escape sequences from an authorization server).
-  const printable = (text: string) => String(text).replace(/[\u0000-\u001f\u007f-\u009f]/g, '');
   const code = prompt.userCode ? ` and enter the code ${printable(prompt.userCode)}` : '';
   process.stderr.write(`mcpferry: to log in to ${JSON.stringify(prompt.server)}, open ${printable(url)}${code}\n`);
+}
+
+/** Text from a server or an authorization server, made safe for a terminal: no control characters (escape sequences). */
+function printable(text: string): string {
+  return String(text).replace(/[\u0000-\u001f\u007f-\u009f]/g, '');
+}
+
+/** Diagnostics that report progress (delivered only with `progress: true`) or engine logs (with `logs`). */
+const PROGRESS_CODES: ReadonlySet<string> = new Set(['server-connecting', 'server-connected']);
+/** What is printed to stderr when no `onDiagnostic` is given: something a person must know is wrong. */
+const WARNING_CODES: ReadonlySet<string> = new Set([
+  'server-degraded',
+  'server-name-collision',
+  'tool-rejected',
+  'tool-quarantined',
+  'tool-withheld',
+  'disclosure-budget-exceeded',
+  'internal-error',
+]);
+
+/**
+ * Where diagnostics go: `onDiagnostic` when given (progress ones only with `progress: true`); without
+ * it, warnings are printed to stderr, each once (unless `warnings: false`).
+ */
+function diagnosticSink(options: McpOptions): (diagnostic: Diagnostic) => void {
+  const onDiagnostic = typeof options.onDiagnostic === 'function' ? options.onDiagnostic : undefined;
+  if (onDiagnostic) {
+    return (diagnostic) => {
+      if (PROGRESS_CODES.has(diagnostic.code) && options.progress !== true) return;
+      deliver(onDiagnostic, diagnostic);
+    };
+  }
+  if (options.warnings === false) return () => {};
+  const printed = new Set<string>();
+  return (diagnostic) => {
+    if (!WARNING_CODES.has(diagnostic.code)) return;
+    const line = `mcpferry: warning: ${printable(diagnostic.message)}\n`;
+    if (printed.has(line)) return;
+    printed.add(line);
+    try {
+      process.stderr.write(line);
+    } catch {
+      // A closed stderr must not break the toolset.
+    }
+  };
+}
+
+type DegradedDiagnostic = Extract<Diagnostic, { code: 'server-degraded' }>;
+
+/** `onDegraded: 'throw'`: the servers that could not connect, as one error with the first one's code. */
+function degradedError(degraded: DegradedDiagnostic[]): McpError {
+  const message =
+    degraded.length === 1
+      ? degraded[0].message
+      : `${degraded.length} MCP servers are unavailable: ${degraded.map((d) => d.message).join('; ')}`;
+  const error = createMcpError(degraded[0].errorCode as McpErrorCode, message);
+  const servers: McpDegradedServer[] = degraded.map(({ server, errorCode, message, stderrTail }) => ({ server, errorCode, message, stderrTail }));
+  return Object.assign(error, { servers });
 }
 
 /** The options with their defaults filled in where a default is a callback: `printAuthorizationUrl` on a terminal. */
@@ -561,7 +620,7 @@ async function openToolset(
   const config = configJson(servers, opts);
   // Past the engine's validation below, `opts` is an object of the documented shape.
   const options: McpOptions = opts !== null && typeof opts === 'object' ? opts : {};
-  const onDiagnostic = typeof options.onDiagnostic === 'function' ? options.onDiagnostic : undefined;
+  const report = diagnosticSink(options);
   const tools: Record<string, McpTool> = {};
   const calls = new CallChannel(() => native);
   // The stdout streams read here; ended by close() if a server's stray descendants keep them open.
@@ -572,7 +631,7 @@ async function openToolset(
     try {
       const payload = JSON.parse(payloadJson);
       if (kind === 'diagnostic') {
-        deliver(onDiagnostic, payload);
+        report(payload);
       } else if (kind === 'stdio-reader') {
         readStdout(native, calls, payload.readerId, payload.fd, readers);
         // A stream handed over while closing is ended at once.
@@ -660,8 +719,17 @@ async function openToolset(
     await close().catch(() => {});
     throw engineFailure(error);
   }
+  const degraded = connected.diagnostics.filter((d): d is DegradedDiagnostic => d.code === 'server-degraded');
+  const throwing = options.onDegraded === 'throw' && degraded.length > 0;
+  for (const diagnostic of connected.diagnostics) {
+    // When they are thrown, degraded servers are not also printed.
+    if (!(throwing && diagnostic.code === 'server-degraded' && typeof options.onDiagnostic !== 'function')) report(diagnostic);
+  }
+  if (throwing) {
+    await close().catch(() => {});
+    throw degradedError(degraded);
+  }
   for (const tool of connected.tools) tools[tool.name] = makeTool(calls, tool);
-  for (const diagnostic of connected.diagnostics) deliver(onDiagnostic, diagnostic);
 
   const toolset: McpToolset = {
     tools,

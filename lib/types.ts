@@ -12,6 +12,7 @@ export type McpServer =
       /** The directory this entry must stay inside: `command` (when a path) and `cwd` are checked through realpath. */
       root?: string;
       enabled?: boolean;
+      tools?: McpServerToolFilter;
     }
   | {
       name: string;
@@ -26,8 +27,26 @@ export type McpServer =
        * static `Authorization` header.
        */
       oauth?: true | McpOAuth;
+      /**
+       * Headers whose values are read from environment variables when the server is connected (never stored
+       * in the configuration): `{ 'X-Api-Key': 'DOCS_API_KEY' }`. A variable that is not set degrades the server.
+       */
+      headersFromEnv?: Record<string, string>;
+      /** `Authorization: Bearer <value of this environment variable>`, read when the server is connected. */
+      bearerTokenEnv?: string;
       enabled?: boolean;
+      tools?: McpServerToolFilter;
     };
+
+/**
+ * One server's own tool filter on original tool names, with `*` and `?` globs, on top of the `tools`
+ * option: a name matching `block` is left out whatever allows it; a non-empty `allow` leaves out every
+ * name it does not match.
+ */
+export interface McpServerToolFilter {
+  allow?: readonly string[];
+  block?: readonly string[];
+}
 
 /** How mcpferry obtains tokens for one server. Every secret here is redacted wherever text leaves the engine. */
 export interface McpOAuth {
@@ -128,6 +147,34 @@ export interface McpOptions {
   tools?: { allow: readonly string[] } | { block: readonly string[] };
   /** Idle timeout of each request in ms (reset by progress notifications). Default 60 000. */
   timeoutMs?: number;
+  /**
+   * How long each server has to start and finish its handshake (spawn, initialize), in ms. Default
+   * 120 000 — room for a first `npx -y` run that downloads its package — or `timeoutMs` when only that is
+   * given. A server that takes longer is degraded with `mcp_timeout`.
+   */
+  connectTimeoutMs?: number;
+  /**
+   * What a server that cannot connect does to `mcpTools`: `'warn'` (default) resolves with the other
+   * servers' tools and reports it (`server-degraded`); `'throw'` rejects with an `McpError` whose
+   * `code` is the first failure's, whose message names every failed server and why, and whose
+   * `servers` lists them (`McpDegradedServer[]`). Nothing is left running.
+   */
+  onDegraded?: 'warn' | 'throw';
+  /**
+   * Without `onDiagnostic`, warnings (degraded servers, rejected or quarantined tools, name collisions,
+   * an exceeded disclosure budget) are printed to stderr, each once. `false` keeps stderr silent.
+   */
+  warnings?: boolean;
+  /**
+   * Also deliver `server-connecting` and `server-connected` (with `elapsedMs`) to `onDiagnostic`, as they
+   * happen — to show which servers are still pending. Default false.
+   */
+  progress?: boolean;
+  /**
+   * `'diagnostics'`: the engine's structured logs reach `onDiagnostic` as `log` diagnostics (needs
+   * `onDiagnostic`). Independently, `MCPFERRY_LOG=debug` (tracing's env-filter syntax) prints them to stderr.
+   */
+  logs?: 'diagnostics';
   /** Largest message accepted from a server, in bytes. Default 2 MiB. */
   maxResultBytes?: number;
   /** Receives everything the engine reports: degraded servers, name collisions, tool-list changes. */
@@ -170,6 +217,15 @@ export interface McpOptions {
    * can show the full URL and open it in a browser after the person agrees (never fetch it yourself).
    */
   elicitationModes?: ReadonlyArray<'form' | 'url'>;
+}
+
+/** One server that could not connect, on the error `mcpTools` rejects with under `onDegraded: 'throw'` (`error.servers`). */
+export interface McpDegradedServer {
+  server: string;
+  errorCode: string;
+  message: string;
+  /** The last 8 KiB of a stdio server's stderr (redacted), else null. */
+  stderrTail: string | null;
 }
 
 /** A server's request for input from the person (MCP `elicitation/create`). */
@@ -246,6 +302,19 @@ interface DiagnosticBase {
 
 export type Diagnostic =
   | (DiagnosticBase & { code: 'server-degraded'; errorCode: string; stderrTail: string | null })
+  | (DiagnosticBase & { code: 'server-connecting'; transport: 'stdio' | 'streamable-http' | 'sse' })
+  | (DiagnosticBase & {
+      code: 'server-connected';
+      /** From `server-connecting` to the end of the first listing. */
+      elapsedMs: number;
+      protocolVersion: string;
+      serverInfo: { name: string; version: string };
+      /** The capability names the server declared (`tools`, `resources`, …). */
+      capabilities: string[];
+      /** Tools the server published, before filtering and vetting. */
+      toolCount: number;
+    })
+  | (DiagnosticBase & { code: 'log'; level: 'error' | 'warn' | 'info' | 'debug' | 'trace'; target: string })
   | (DiagnosticBase & { code: 'server-name-collision'; labels: string[] })
   | (DiagnosticBase & { code: 'tool-rejected'; tool: string })
   | (DiagnosticBase & { code: 'tool-name-rewritten'; tool: string; name: string })

@@ -8,11 +8,11 @@
 //! local change: its key in `OPTION_KEYS`, a field in `ToolsetConfig`, a line in `parse`.
 
 use crate::error::{McpError, Result};
-use crate::guard::filter::ToolFilter;
+use crate::guard::filter::{ServerToolFilter, ToolFilter};
 use crate::guard::headers::validate_headers;
 use reqwest::header::HeaderMap;
 use url::Url;
-use crate::limits::{DEFAULT_MAX_RESULT_BYTES, DEFAULT_TIMEOUT_MS};
+use crate::limits::{DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_MAX_RESULT_BYTES, DEFAULT_TIMEOUT_MS};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -37,6 +37,11 @@ pub const OPTION_KEYS: &[&str] = &[
     "signal",
     "onElicitation",
     "elicitationModes",
+    "connectTimeoutMs",
+    "onDegraded",
+    "warnings",
+    "logs",
+    "progress",
 ];
 
 /// The key of a marker standing for a value JSON cannot carry: `{"$mcpferry": "function"}` (also
@@ -53,6 +58,11 @@ pub struct ToolsetConfig {
     /// A static `allowedHosts` list. `None`: no host restriction (unless a resolver hook is set).
     pub allowed_hosts: Option<Vec<String>>,
     pub timeout_ms: u64,
+    /// How long a server has to start and finish its handshake (`connectTimeoutMs`; default
+    /// [`DEFAULT_CONNECT_TIMEOUT_MS`], or `timeoutMs` when only that is given).
+    pub connect_timeout_ms: u64,
+    /// `logs: 'diagnostics'`: the engine's log events reach `onDiagnostic` as `log` diagnostics.
+    pub logs_to_diagnostics: bool,
     pub max_result_bytes: usize,
     pub filter: ToolFilter,
     pub disclosure: DisclosureConfig,
@@ -113,6 +123,35 @@ pub struct ServerEntry {
     pub name: String,
     pub enabled: bool,
     pub kind: ServerKind,
+    /// The entry's own `tools: { allow?, block? }`, on top of the toolset's filter.
+    pub tools: ServerToolFilter,
+    /// HTTP headers whose values are read from environment variables when the server is connected
+    /// (`headersFromEnv`, `bearerTokenEnv`), so the values are never part of the configuration.
+    pub headers_from_env: Vec<EnvHeader>,
+}
+
+/// One header taken from the environment at connect time: `prefix` + the variable's value.
+#[derive(Debug, Clone)]
+pub struct EnvHeader {
+    pub name: reqwest::header::HeaderName,
+    pub variable: String,
+    /// `"Bearer "` for `bearerTokenEnv`, else empty.
+    pub prefix: &'static str,
+}
+
+impl EnvHeader {
+    /// The header's value, from the environment now. A missing or unusable variable names the
+    /// variable, never a value.
+    pub fn resolve(&self, server: &str) -> Result<reqwest::header::HeaderValue> {
+        let value = std::env::var(&self.variable).map_err(|_| {
+            McpError::config(format!("server {server:?}: header {:?} comes from environment variable {}, which is not set", self.name.as_str(), self.variable))
+        })?;
+        let mut header = reqwest::header::HeaderValue::from_str(&format!("{}{value}", self.prefix)).map_err(|_| {
+            McpError::config(format!("server {server:?}: environment variable {} has characters header {:?} cannot carry", self.variable, self.name.as_str()))
+        })?;
+        header.set_sensitive(true);
+        Ok(header)
+    }
 }
 
 #[derive(Clone)]
@@ -201,7 +240,33 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         Some(Value::Array(items)) => items.iter().enumerate().map(|(i, v)| parse_server(i, v, callbacks.auth)).collect::<Result<_>>()?,
         _ => return Err(McpError::config("servers must be an array of server entries")),
     };
-    let timeout_ms = optional_positive_integer(root, "timeoutMs", "options")?.unwrap_or(DEFAULT_TIMEOUT_MS);
+    let given_timeout_ms = optional_positive_integer(root, "timeoutMs", "options")?;
+    let timeout_ms = given_timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
+    // A caller who shortened every request meant the handshake too; otherwise the default leaves room
+    // for a first `npx -y` run that downloads its package.
+    let connect_timeout_ms = optional_positive_integer(root, "connectTimeoutMs", "options")?
+        .or(given_timeout_ms)
+        .unwrap_or(DEFAULT_CONNECT_TIMEOUT_MS);
+    // Read by the TypeScript layer (it prints warnings and rejects); checked here like every option.
+    match root.get("onDegraded") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if s == "warn" || s == "throw" => {}
+        Some(_) => return Err(McpError::config("options.onDegraded must be \"warn\" or \"throw\"")),
+    }
+    for flag in ["warnings", "progress"] {
+        match root.get(flag) {
+            None | Some(Value::Null) | Some(Value::Bool(_)) => {}
+            Some(_) => return Err(McpError::config(format!("options.{flag} must be a boolean"))),
+        }
+    }
+    let logs_to_diagnostics = match root.get("logs") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(s)) if s == "diagnostics" => true,
+        Some(_) => return Err(McpError::config("options.logs must be \"diagnostics\" (engine logs as log diagnostics)")),
+    };
+    if logs_to_diagnostics && !callbacks.on_diagnostic {
+        return Err(McpError::config("options.logs: \"diagnostics\" needs options.onDiagnostic, which receives them"));
+    }
     let max_result_bytes = optional_positive_integer(root, "maxResultBytes", "options")?
         .map(|n| n as usize)
         .unwrap_or(DEFAULT_MAX_RESULT_BYTES);
@@ -247,6 +312,8 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         storage,
         allowed_hosts,
         timeout_ms,
+        connect_timeout_ms,
+        logs_to_diagnostics,
         max_result_bytes,
         filter,
         disclosure,
@@ -342,7 +409,7 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
             if entry.contains_key("oauth") {
                 return Err(McpError::config(format!("{at}.oauth: OAuth is for HTTP servers; a stdio server gets its credentials from env")));
             }
-            allow_keys(entry, &at, &["name", "type", "enabled", "command", "args", "env", "cwd", "root"])?;
+            allow_keys(entry, &at, &["name", "type", "enabled", "command", "args", "env", "cwd", "root", "tools"])?;
             let command = match entry.get("command") {
                 Some(Value::String(s)) if !s.is_empty() => s.clone(),
                 _ => return Err(McpError::config(format!("{at}.command must be a non-empty string"))),
@@ -373,7 +440,7 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
             ServerKind::Stdio { command, args, env, cwd, root }
         }
         Some(kind @ ("streamable-http" | "sse")) => {
-            allow_keys(entry, &at, &["name", "type", "enabled", "url", "headers", "oauth"])?;
+            allow_keys(entry, &at, &["name", "type", "enabled", "url", "headers", "oauth", "tools", "headersFromEnv", "bearerTokenEnv"])?;
             let url = match entry.get("url") {
                 Some(Value::String(s)) => parse_url(s, &at)?,
                 _ => return Err(McpError::config(format!("{at}.url must be a string"))),
@@ -410,8 +477,71 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
         }
         None => return Err(McpError::config(format!("{at}.type must be \"stdio\", \"streamable-http\" or \"sse\""))),
     };
-    Ok(ServerEntry { name, enabled, kind })
+    let tools = match entry.get("tools") {
+        None | Some(Value::Null) => ServerToolFilter::default(),
+        Some(tools) => {
+            let tools_at = format!("{at}.tools");
+            let tools = object(tools, &tools_at)?;
+            allow_keys(tools, &tools_at, &["allow", "block"])?;
+            ServerToolFilter::new(
+                optional_strings(tools, "allow", &tools_at)?.unwrap_or_default(),
+                optional_strings(tools, "block", &tools_at)?.unwrap_or_default(),
+            )
+        }
+    };
+    let headers_from_env = parse_env_headers(entry, &at, &kind, auth)?;
+    Ok(ServerEntry { name, enabled, kind, tools, headers_from_env })
 }
+
+/// `headersFromEnv: { header: VARIABLE }` and `bearerTokenEnv: VARIABLE` of an HTTP entry: checked
+/// like static headers (by name), read from the environment only when the server is connected.
+fn parse_env_headers(entry: &Map<String, Value>, at: &str, kind: &ServerKind, auth: bool) -> Result<Vec<EnvHeader>> {
+    let mut names = Map::new();
+    if let Some(given) = entry.get("headersFromEnv").filter(|v| !v.is_null()) {
+        for (header, variable) in object(given, &format!("{at}.headersFromEnv"))? {
+            match variable {
+                Value::String(v) if is_variable_name(v) => names.insert(header.clone(), Value::String(v.clone())),
+                _ => return Err(McpError::config(format!("{at}.headersFromEnv[{header:?}] must be an environment variable name"))),
+            };
+        }
+    }
+    let bearer = match entry.get("bearerTokenEnv") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(v)) if is_variable_name(v) => Some(v.clone()),
+        Some(_) => return Err(McpError::config(format!("{at}.bearerTokenEnv must be an environment variable name"))),
+    };
+    // The names pass the static headers' checks (variable names stand in for the values).
+    let mut checked = validate_headers(at, &names).map_err(|e| match e {
+        McpError::ConfigInvalid(message) => McpError::config(message.replacen(&format!("{at}.headers:"), &format!("{at}.headersFromEnv:"), 1)),
+        other => other,
+    })?;
+    let (ServerKind::StreamableHttp { headers, oauth, .. } | ServerKind::Sse { headers, oauth, .. }) = kind else {
+        return Ok(Vec::new());
+    };
+    if let Some(variable) = bearer {
+        checked.insert(reqwest::header::AUTHORIZATION, reqwest::header::HeaderValue::from_str(&variable).expect("a variable name is a valid value"));
+    }
+    let mut resolved = Vec::new();
+    for (name, variable) in checked.iter() {
+        let authorization = name == reqwest::header::AUTHORIZATION;
+        if headers.contains_key(name) {
+            return Err(McpError::config(format!("{at}: header {:?} is configured both as a value and from the environment", name.as_str())));
+        }
+        if authorization && (auth || oauth.is_some()) {
+            return Err(McpError::config(format!("{at}: \"Authorization\" from the environment cannot be combined with the auth option or oauth")));
+        }
+        let variable = variable.to_str().expect("checked as a variable name").to_owned();
+        let prefix = if authorization && entry.get("bearerTokenEnv").and_then(Value::as_str) == Some(variable.as_str()) { "Bearer " } else { "" };
+        resolved.push(EnvHeader { name: name.clone(), variable, prefix });
+    }
+    Ok(resolved)
+}
+
+/// An environment variable name as shells accept it: letters, digits and `_`, not starting with a digit.
+pub(crate) fn is_variable_name(name: &str) -> bool {
+    !name.is_empty() && !name.starts_with(|c: char| c.is_ascii_digit()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 
 fn parse_disclosure(root: &Map<String, Value>) -> Result<DisclosureConfig> {
     use crate::projection::disclosure::{Budget, DEFAULT_CONTEXT_WINDOW_TOKENS, DEFAULT_DISCLOSURE_BUDGET_TOKENS};
@@ -498,6 +628,9 @@ mod tests {
     fn parses_a_stdio_entry_with_defaults() {
         let cfg = parse(r#"{"servers":[{"name":"a","type":"stdio","command":"node","args":["s.js"],"env":{"K":"v"}}]}"#).unwrap();
         assert_eq!(cfg.timeout_ms, DEFAULT_TIMEOUT_MS);
+        assert_eq!(cfg.connect_timeout_ms, DEFAULT_CONNECT_TIMEOUT_MS);
+        assert_eq!(parse(r#"{"servers":[],"timeoutMs":300}"#).unwrap().connect_timeout_ms, 300);
+        assert_eq!(parse(r#"{"servers":[],"timeoutMs":300,"connectTimeoutMs":5000}"#).unwrap().connect_timeout_ms, 5000);
         assert_eq!(cfg.max_result_bytes, DEFAULT_MAX_RESULT_BYTES);
         assert!(cfg.servers[0].enabled);
         assert_eq!(cfg.disclosure.budget_tokens, 20_000);
@@ -519,6 +652,16 @@ mod tests {
             (r#"{"servers":[{"name":"a","type":"stdio","command":"x","env":{"A":1}}]}"#, "env[\"A\"]"),
             (r#"{"servers":[{"name":"a","type":"stdio","command":"x","extra":1}]}"#, "unknown field \"extra\""),
             (r#"{"servers":[],"timeoutMs":-5}"#, "timeoutMs must be a positive integer"),
+            (r#"{"servers":[],"connectTimeoutMs":0}"#, "connectTimeoutMs must be a positive integer"),
+            (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","headers":{"X-K":"v"},"headersFromEnv":{"X-K":"V"}}]}"#, "both as a value and from the environment"),
+            (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","bearerTokenEnv":"V","oauth":true}]}"#, "cannot be combined with the auth option or oauth"),
+            (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","bearerTokenEnv":"not a name"}]}"#, "bearerTokenEnv must be an environment variable name"),
+            (r#"{"servers":[{"name":"s","type":"stdio","command":"x","tools":{"allow":"a"}}]}"#, "tools.allow must be an array of strings"),
+            (r#"{"servers":[{"name":"s","type":"stdio","command":"x","tools":{"deny":["a"]}}]}"#, "tools has an unknown field \"deny\""),
+            (r#"{"servers":[],"onDegraded":"explode"}"#, "onDegraded must be"),
+            (r#"{"servers":[],"warnings":"off"}"#, "warnings must be a boolean"),
+            (r#"{"servers":[],"logs":"stderr"}"#, "logs must be"),
+            (r#"{"servers":[],"logs":"diagnostics"}"#, "needs options.onDiagnostic"),
             (r#"{"servers":[],"tools":{"allow":["a"],"block":["b"]}}"#, "not both"),
             (r#"{"servers":[],"tools":{"deny":["a"]}}"#, "unknown key"),
             (r#"{"servers":[{"name":"h","type":"sse","url":"ftp://x/"}]}"#, "http:// or https://"),
@@ -576,7 +719,6 @@ mod callback_tests {
             r#"{{"servers":[],"options":{{"onDiagnostic":{f},"auth":{f},"allowedHosts":{f},"session":{{"$mcpferry":"value"}},"policy":{{"decide":{f},"ask":{f}}},"storage":{{"$mcpferry":"store"}}}}}}"#
         );
         let config = parse(&json).unwrap();
-        let all = CallbackOptions { on_diagnostic: true, auth: true, allowed_hosts_resolver: true, decide: true, ask: true, ..Default::default() };
         let all = CallbackOptions { on_diagnostic: true, auth: true, allowed_hosts_resolver: true, decide: true, ask: true, elicit: false, authorization_url: false };
         assert_eq!(config.callbacks, all);
         assert!(config.storage);

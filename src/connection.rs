@@ -123,6 +123,8 @@ pub struct SessionInfo {
     pub server_name: String,
     pub server_version: String,
     pub tools_list_changed: bool,
+    /// The names of the capabilities the server declared, for display.
+    pub capabilities: Vec<String>,
     /// Never shown to a model: third-party text is a prompt-injection seam.
     pub instructions: Option<String>,
     pub era: Era,
@@ -542,6 +544,7 @@ async fn negotiate(
                         protocol_version: version,
                         server_name: info.name,
                         server_version: info.version,
+                        capabilities: result.capabilities.names(),
                         tools_list_changed: result.capabilities.tools.and_then(|t| t.list_changed).unwrap_or(false),
                         instructions: result.instructions,
                         era: Era::Modern(version),
@@ -601,6 +604,7 @@ async fn handshake_with(shared: &Arc<Shared>, transport: &Arc<dyn Transport>, op
         protocol_version,
         server_name: info.name,
         server_version: info.version,
+        capabilities: init.capabilities.names(),
         tools_list_changed: init.capabilities.tools.and_then(|t| t.list_changed).unwrap_or(false),
         instructions: init.instructions,
         era: Era::Legacy,

@@ -31,6 +31,32 @@ pub enum Diagnostic {
     /// A stored catalogue was not projected by a rebuild (a `private` one may belong to another
     /// authorization context): the server's tools arrive once it is connected and listed.
     CatalogueNotReused { server: String, message: String },
+    /// A server is being started or reached (each connection attempt, reconnections too). Delivered as
+    /// it happens, not held until `mcpTools` resolves, so a host can show which servers are pending.
+    ServerConnecting { server: String, transport: &'static str, message: String },
+    /// A server finished its handshake and first listing, `elapsed_ms` after its `server-connecting`.
+    /// Delivered as it happens.
+    ServerConnected {
+        server: String,
+        elapsed_ms: u64,
+        protocol_version: &'static str,
+        server_info: ServerInfo,
+        /// The capabilities the server declared (`tools`, `resources`, `prompts`, `logging`, …), by name.
+        capabilities: Vec<String>,
+        /// Tools the server published (before filtering and vetting).
+        tool_count: usize,
+        message: String,
+    },
+    /// An engine log event (`logs: 'diagnostics'`), redacted like everything else.
+    Log { server: String, level: &'static str, target: String, message: String },
     /// `notifications/tools/list_changed` was applied to the tool map.
     ToolsChanged { server: String, added: Vec<String>, removed: Vec<String>, changed: Vec<String>, message: String },
 }
+
+/// What a server said about itself in `initialize` (or `server/discover`).
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerInfo {
+    pub name: String,
+    pub version: String,
+}
+

@@ -3,6 +3,7 @@
 pub mod auth;
 pub mod catalog;
 pub mod config;
+pub mod config_file;
 pub mod connection;
 pub mod diagnostics;
 pub mod elicitation;
@@ -11,6 +12,7 @@ pub mod error;
 pub mod hooks;
 pub mod guard;
 pub mod limits;
+pub mod logging;
 pub mod mrtr;
 pub mod projection;
 pub mod protocol;

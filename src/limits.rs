@@ -13,10 +13,18 @@ pub const MAX_TOOLS_PER_SERVER: usize = 10_000;
 pub const STDERR_TAIL_BYTES: usize = 8 * 1024;
 /// After stdin is closed, how long a stdio server gets to exit by itself.
 pub const STDIO_EXIT_GRACE_MS: u64 = 300;
+/// When a stdio server's stdout ends, how long to wait for its exit status, and then for the rest of
+/// its stderr, before the failure is described with what is known.
+pub const STDIO_EXIT_REPORT_WAIT_MS: u64 = 200;
 /// After SIGTERM to the process group, how long before SIGKILL.
 pub const STDIO_TERM_GRACE_MS: u64 = 1_000;
-/// How long the handshake may take (spawn, initialize, first tools/list page) when `timeoutMs` is larger.
-pub const MAX_CONNECT_TIMEOUT_MS: u64 = 30_000;
+/// How long a server has to start and finish its handshake (spawn, initialize) when neither
+/// `connectTimeoutMs` nor `timeoutMs` is given. Two minutes: a first `npx -y <package>` run downloads
+/// and installs the package (and its dependencies) before the server starts. Measured here on a fast
+/// link: 4.7 s for @modelcontextprotocol/server-everything from a cold npm cache; packages with
+/// native or browser downloads on an ordinary home or CI link take tens of seconds more, and the
+/// old 30 s cap failed them. A server that truly hangs still fails, after two minutes.
+pub const DEFAULT_CONNECT_TIMEOUT_MS: u64 = 120_000;
 /// Longest projected tool name model providers accept.
 pub const MAX_TOOL_NAME_CHARS: usize = 64;
 /// Bytes of an offending message quoted in an error.

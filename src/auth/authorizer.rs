@@ -343,6 +343,7 @@ impl Authorizer {
         match outcome {
             Ok(response) => {
                 let rotated = response.refresh_token.as_ref().is_some_and(|r| *r != refresh_token);
+                tracing::info!(server = %self.server, rotated, "access token refreshed");
                 let mut next = tokens.clone();
                 next.expires_at_ms = expires_at(response.expires_in);
                 next.scope = response.scope.clone().or(tokens.scope.clone());
@@ -352,6 +353,7 @@ impl Authorizer {
                 self.install(state, next).await
             }
             Err(super::token::TokenError::Rejected { error, .. }) => {
+                tracing::warn!(server = %self.server, error = %error, "the refresh token was refused");
                 self.forget(state, &tokens).await;
                 Err(McpError::Auth(format!("the authorization server refused the refresh token ({error})")))
             }

@@ -31,6 +31,26 @@ impl ToolFilter {
     }
 }
 
+/// A server entry's own `tools: { allow?, block? }` (also what `allow_tools`/`deny_tools` of a config
+/// file become): both may be given; a blocked name is out whatever allows it, and a non-empty allow
+/// list leaves out every name it does not match. Applied on top of the toolset's filter.
+#[derive(Debug, Default, Clone)]
+pub struct ServerToolFilter {
+    allow: Vec<WildMatch>,
+    block: Vec<WildMatch>,
+}
+
+impl ServerToolFilter {
+    pub fn new(allow: Vec<String>, block: Vec<String>) -> Self {
+        let compile = |patterns: Vec<String>| patterns.iter().map(|p| WildMatch::new(p)).collect();
+        ServerToolFilter { allow: compile(allow), block: compile(block) }
+    }
+
+    pub fn admits(&self, tool_name: &str) -> bool {
+        !self.block.iter().any(|p| p.matches(tool_name)) && (self.allow.is_empty() || self.allow.iter().any(|p| p.matches(tool_name)))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,6 +72,16 @@ mod tests {
         // Brackets are literal: only * and ? are special.
         let literal = ToolFilter::new(strings(&["a[b]"]), None).unwrap();
         assert!(literal.admits("a[b]") && !literal.admits("ab"));
+    }
+
+    #[test]
+    fn a_server_filter_takes_both_lists_and_block_wins() {
+        let both = ServerToolFilter::new(vec!["read_*".into(), "list?".into()], vec!["read_secret*".into()]);
+        assert!(both.admits("read_file") && both.admits("lists"));
+        assert!(!both.admits("read_secrets") && !both.admits("write_file") && !both.admits("list"));
+        let block_only = ServerToolFilter::new(vec![], vec!["delete_*".into()]);
+        assert!(block_only.admits("anything") && !block_only.admits("delete_repo"));
+        assert!(ServerToolFilter::default().admits("x"));
     }
 
     #[test]

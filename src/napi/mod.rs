@@ -53,3 +53,11 @@ pub fn engine_constants() -> String {
     })
     .to_string()
 }
+
+/// `loadMcpConfig`: a configuration file's text (`format` json or toml; `source` names it in errors)
+/// as `{"servers": [...], "disabled": [...]}` (see `config_file`).
+#[napi]
+#[allow(dead_code)] // called from JavaScript only
+pub fn load_mcp_config(text: String, source: String, format: String) -> napi::Result<String, String> {
+    errors::guard("loadMcpConfig", || crate::config_file::load(&text, &source, &format))
+}

@@ -52,6 +52,18 @@ pub struct InitializeResult {
 pub struct ServerCapabilities {
     #[serde(default)]
     pub tools: Option<ListChangedCapability>,
+    /// Every other capability the server declared, kept for display (`server-connected`) only.
+    #[serde(flatten)]
+    pub others: serde_json::Map<String, Value>,
+}
+
+impl ServerCapabilities {
+    /// The names of the declared capabilities, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.tools.iter().map(|_| "tools".to_owned()).chain(self.others.keys().cloned()).collect();
+        names.sort();
+        names
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -178,6 +178,12 @@ impl Inner {
     /// Where one call's outcome goes: the `isError` check, redaction, the abort registry, the sink.
     fn completion(self: &Arc<Self>, server: Option<usize>, call: &CallRequest, sink: &Arc<dyn CallSink>) -> Completion {
         let (inner, sink, call_id, abort_id) = (self.clone(), sink.clone(), call.call_id, call.abort_id);
+        // Timed only when someone listens: the hot path pays a branch, not a clock read.
+        let started = tracing::enabled!(tracing::Level::DEBUG).then(|| {
+            let server_name = server.map_or(super::LOCAL_SERVER, |i| self.servers[i].entry.name.as_str());
+            tracing::debug!(toolset = self.log_id, server = %server_name, tool = %call.name, call_id, "call started");
+            (std::time::Instant::now(), call.name.clone())
+        });
         Box::new(move |outcome| {
             if abort_id != 0 {
                 inner.aborts.lock().remove(&abort_id);
@@ -187,6 +193,12 @@ impl Inner {
                 Some(index) => tool_outcome(outcome).map(Box::<str>::from).map_err(|e| e.redacted(&inner.servers[index].secrets)),
                 None => outcome.map(Box::<str>::from),
             };
+            if let Some((started, tool)) = started {
+                let server_name = server.map_or(super::LOCAL_SERVER, |i| inner.servers[i].entry.name.as_str());
+                let code = outcome.as_ref().err().map_or("ok", McpError::code);
+                let elapsed_us = started.elapsed().as_micros() as u64;
+                tracing::debug!(toolset = inner.log_id, server = %server_name, tool = %tool, call_id, code, elapsed_us, "call ended");
+            }
             sink.complete(call_id, outcome);
         })
     }

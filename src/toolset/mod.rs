@@ -76,6 +76,10 @@ pub(crate) struct Inner {
     /// The `proxy` option, for every HTTP server.
     proxy: Option<url::Url>,
     timeout: Duration,
+    /// How long a server has to start and finish its handshake (`connectTimeoutMs`).
+    connect_timeout: Duration,
+    /// This toolset's `toolset` field in log events (see `logging`).
+    log_id: u64,
     max_result_bytes: usize,
     filter: ToolFilter,
     disclosure: DisclosureConfig,
@@ -123,6 +127,8 @@ impl Toolset {
         let servers: Vec<Supervisor> =
             config.servers.into_iter().zip(labels).map(|(entry, label)| Supervisor::new(entry, label, cancel.child_token())).collect();
         let server_count = servers.len();
+        crate::logging::init_from_env();
+        let log_id = crate::logging::toolset_id();
         let auth_host = Arc::new(crate::auth::AuthHost {
             // No plaintext default: without a store given, tokens live in this toolset's memory only.
             store: hooks.token_store.clone().unwrap_or_else(|| Arc::new(crate::auth::store::MemoryTokenStore::default())),
@@ -130,7 +136,7 @@ impl Toolset {
             login_timeout: Duration::from_millis(config.authorization_timeout_ms),
             logins: CancellationToken::new(),
         });
-        Ok(Toolset {
+        let toolset = Toolset {
             inner: Arc::new(Inner {
                 servers,
                 hooks,
@@ -138,6 +144,8 @@ impl Toolset {
                 allowed_hosts,
                 proxy: config.proxy,
                 timeout: Duration::from_millis(config.timeout_ms),
+                connect_timeout: Duration::from_millis(config.connect_timeout_ms),
+                log_id,
                 max_result_bytes: config.max_result_bytes,
                 filter: config.filter,
                 disclosure: config.disclosure,
@@ -155,7 +163,12 @@ impl Toolset {
                 tasks: TaskTracker::new(),
                 closed: tokio::sync::OnceCell::new(),
             }),
-        })
+        };
+        if config.logs_to_diagnostics {
+            let sink: std::sync::Weak<dyn crate::logging::LogSink> = Arc::downgrade(&toolset.inner) as _;
+            crate::logging::route(log_id, sink);
+        }
+        Ok(toolset)
     }
 
     /// Connect every enabled server at once and project their tools. A server that fails is reported
@@ -334,6 +347,7 @@ impl Toolset {
     /// calls still waiting (for policy, auth, a connection) fail with `mcp_connection_closed`.
     pub async fn close(&self) {
         let inner = self.inner.clone();
+        crate::logging::unroute(inner.log_id);
         inner.cancel.cancel();
         for slot in &inner.servers {
             // Calls waiting for a server to connect give up now, with mcp_connection_closed.
@@ -378,7 +392,9 @@ impl Inner {
         }
     }
 
-    fn project_into(&self, index: usize, listing: crate::catalog::Listing, vetting: &routes::Vetting, table: &mut RouteTable) -> Vec<Diagnostic> {
+    fn project_into(&self, index: usize, mut listing: crate::catalog::Listing, vetting: &routes::Vetting, table: &mut RouteTable) -> Vec<Diagnostic> {
+        // The entry's own allow/block lists; the toolset's filter is applied with the projection.
+        listing.tools.retain(|tool| self.servers[index].entry.tools.admits(&tool.name));
         let options = ProjectionOptions { filter: &self.filter, disclosure: &self.disclosure };
         routes::project_server(&self.identity(index), listing, vetting, &options, table)
     }
@@ -456,6 +472,7 @@ impl Inner {
     fn report_degraded(&self, index: usize, error: &McpError, stderr_tail: Option<String>) {
         let slot = &self.servers[index];
         let name = &slot.entry.name;
+        tracing::warn!(toolset = self.log_id, server = %name, code = error.code(), error = %slot.secrets.redact(&error.to_string()), "server degraded");
         self.report(Diagnostic::ServerDegraded {
             server: name.clone(),
             message: slot.secrets.redact(&format!("MCP server {name:?} is unavailable: {error}")),
@@ -499,4 +516,11 @@ fn stored_url(url: &str) -> String {
 fn panic_error(doing: &str, error: tokio::task::JoinError) -> McpError {
     let what = if error.is_panic() { "the engine panicked" } else { "the engine task was cancelled" };
     McpError::Internal(format!("{what} while {doing}; this is a bug in mcpferry"))
+}
+
+/// `logs: 'diagnostics'`: log events go out as they happen, like progress (never held for startup).
+impl crate::logging::LogSink for Inner {
+    fn log(&self, diagnostic: Diagnostic) {
+        self.events.diagnostic(&diagnostic);
+    }
 }

@@ -9,14 +9,14 @@ use super::{panic_error, Inner};
 use crate::catalog::{self, Listing};
 use crate::config::{ServerEntry, ServerKind};
 use crate::connection::{AbortHandle, Connection, ConnectionEvents, RequestOptions};
-use crate::diagnostics::Diagnostic;
+use crate::diagnostics::{Diagnostic, ServerInfo};
 use crate::error::{McpError, Result};
 use crate::guard::containment;
 use crate::guard::hosts::HostGuard;
 use crate::guard::redact::Secrets;
 use crate::elicitation::Elicitor;
 use crate::limits::{
-    ELICITATION_TIMEOUT_MS, MAX_CONNECT_TIMEOUT_MS, MAX_REVALIDATION_BACKOFF_MS, MIN_REFRESH_INTERVAL_MS,
+    ELICITATION_TIMEOUT_MS, MAX_REVALIDATION_BACKOFF_MS, MIN_REFRESH_INTERVAL_MS,
     MIN_REVALIDATION_INTERVAL_MS, REVALIDATION_JITTER_PERCENT,
 };
 use crate::protocol::mcp::Tool;
@@ -180,7 +180,10 @@ impl Inner {
             std::future::pending::<()>().await
         };
         let work = async {
+            let started = std::time::Instant::now();
+            self.report_connecting(index);
             let (connection, listener, listing) = self.connect_server(index, &stop).await?;
+            self.report_connected(index, &connection, &listing, started.elapsed());
             let vetted = tokio::select! {
                 biased;
                 _ = slot.cancel.cancelled() => Err(McpError::Closed),
@@ -220,8 +223,7 @@ impl Inner {
         }
         .map_err(|e| (e, None))?;
         let listener = Arc::new(ServerListener { toolset: Arc::downgrade(self), index, lost: OnceLock::new(), installed: AtomicBool::new(false) });
-        let handshake_timeout = self.timeout.min(Duration::from_millis(MAX_CONNECT_TIMEOUT_MS));
-        let handshake = RequestOptions { timeout: handshake_timeout, abort: Some(stop) };
+        let handshake = RequestOptions { timeout: self.connect_timeout, abort: Some(stop) };
         let options = TransportOptions { max_message_bytes: self.max_result_bytes, idle_timeout: self.timeout, secrets: slot.secrets.clone() };
         let elicitor = self.hooks.elicit.clone().map(|callback| {
             let (server, modes, timeout) = (slot.entry.name.clone(), self.elicitation_modes, Duration::from_millis(ELICITATION_TIMEOUT_MS));
@@ -238,6 +240,14 @@ impl Inner {
         let connection = match Connection::open(&spec, listener.clone(), options, &handshake, elicitor, hint).await {
             Ok(connection) => {
                 let session = &connection.session;
+                tracing::debug!(
+                    toolset = self.log_id,
+                    server = %slot.entry.name,
+                    era = ?session.era,
+                    remembered = hint.is_some(),
+                    from_answer = session.era_evidence,
+                    "era negotiated"
+                );
                 crate::protocol::era::remember(&slot.era_key, session.era_evidence.then_some(session.era));
                 connection
             }
@@ -261,6 +271,40 @@ impl Inner {
                 Err((e, connection.stderr_tail()))
             }
         }
+    }
+
+    /// Progress, delivered at once (not held with the startup diagnostics): a host shows what is pending.
+    fn report_connecting(&self, index: usize) {
+        let entry = &self.servers[index].entry;
+        tracing::debug!(toolset = self.log_id, server = %entry.name, transport = entry.kind_name(), "connecting");
+        let message = format!("connecting to MCP server {:?} ({})", entry.name, entry.kind_name());
+        self.events.diagnostic(&Diagnostic::ServerConnecting { server: entry.name.clone(), transport: entry.kind_name(), message });
+    }
+
+    fn report_connected(&self, index: usize, connection: &Connection, listing: &Listing, elapsed: Duration) {
+        let slot = &self.servers[index];
+        let session = &connection.session;
+        let elapsed_ms = elapsed.as_millis() as u64;
+        let name = &slot.entry.name;
+        tracing::info!(
+            toolset = self.log_id,
+            server = %name,
+            elapsed_ms,
+            protocol = session.protocol_version,
+            tools = listing.tools.len(),
+            "connected and listed"
+        );
+        let message = format!("connected to MCP server {name:?} in {elapsed_ms} ms (protocol {})", session.protocol_version);
+        self.events.diagnostic(&Diagnostic::ServerConnected {
+            server: name.clone(),
+            elapsed_ms,
+            protocol_version: session.protocol_version,
+            // The server's own words: redacted like anything else that leaves the engine.
+            server_info: ServerInfo { name: slot.secrets.redact(&session.server_name), version: slot.secrets.redact(&session.server_version) },
+            capabilities: session.capabilities.clone(),
+            tool_count: listing.tools.len(),
+            message,
+        });
     }
 
     /// Make `connection` the server's live one (its state is left to [`Inner::mark_ready`]). Fails, with
@@ -323,6 +367,7 @@ impl Inner {
         }
         let lost = current.take().expect("checked above");
         drop(current);
+        tracing::warn!(toolset = self.log_id, server = %slot.entry.name, code = reason.code(), "connection lost");
         slot.state.send_replace(SlotState::Down);
         self.report_degraded(index, reason, lost.connection.stderr_tail());
         // Its kill sequence is tracked, so close() waits for the process group to be gone.
@@ -635,9 +680,16 @@ impl Inner {
                     Some(settings) => Some(self.authorizer(index, url, settings, &guard)?),
                     None => None,
                 };
+                // Read now, never kept in the configuration; redacted from then on like static headers.
+                let mut headers = headers.clone();
+                for from_env in &slot.entry.headers_from_env {
+                    let value = from_env.resolve(&slot.entry.name)?;
+                    slot.secrets.add_header_value(value.as_bytes());
+                    headers.insert(from_env.name.clone(), value);
+                }
                 let spec = HttpSpec {
                     url: url.clone(),
-                    headers: headers.clone(),
+                    headers,
                     guard,
                     proxy: self.proxy.clone(),
                     credential: slot.credential.clone(),

@@ -14,7 +14,7 @@ use super::{describe_garbage, BoxFuture, MessageSink, Outbound, Transport, Trans
 use crate::error::{McpError, Result};
 use crate::guard::redact::Secrets;
 use crate::limits::{
-    MAX_SKIPPED_LINE_BYTES, MAX_STDIO_PENDING_WRITE_BYTES, STDERR_TAIL_BYTES, STDIO_CLOSE_MAX_MS, STDIO_EXIT_GRACE_MS,
+    MAX_QUOTED_BYTES, MAX_SKIPPED_LINE_BYTES, MAX_STDIO_PENDING_WRITE_BYTES, STDERR_TAIL_BYTES, STDIO_CLOSE_MAX_MS, STDIO_EXIT_GRACE_MS, STDIO_EXIT_REPORT_WAIT_MS,
     STDIO_KILL_WAIT_MS, STDIO_TASK_JOIN_MS, STDIO_TERM_GRACE_MS,
 };
 use std::future::Future;
@@ -133,9 +133,15 @@ impl StdioTransport {
         let tasks = Tasks::default();
         let secrets = options.secrets.clone();
         let lines = || LineReader::new(options.max_message_bytes, secrets.clone());
+        let (stderr_tail_for_drain, secrets_for_drain) = (stderr_tail.clone(), secrets.clone());
 
         tasks.spawn(write_loop(stdin, outbox.clone()));
-        tasks.spawn(drain_stderr(stderr, stderr_tail.clone(), secrets.clone()));
+        let (stderr_closed_tx, stderr_closed) = watch::channel(false);
+        tasks.spawn(async move {
+            drain_stderr(stderr, stderr_tail_for_drain, secrets_for_drain).await;
+            stderr_closed_tx.send_replace(true);
+        });
+        let last_words = LastWords { tail: stderr_tail.clone(), closed: stderr_closed, secrets: secrets.clone() };
         tasks.spawn(async move {
             let status = child.wait().await.ok();
             let _ = exit_tx.send(status);
@@ -161,6 +167,7 @@ impl StdioTransport {
                     lines: Mutex::new(lines()),
                     sink,
                     exit: exit_rx.clone(),
+                    last_words,
                     closing: closing.clone(),
                     ended: AtomicBool::new(false),
                     tasks: tasks.clone(),
@@ -168,7 +175,7 @@ impl StdioTransport {
                 host.attach(reader, duplicate.into_raw_fd());
             }
             None => {
-                tasks.spawn(read_loop(stdout, sink, lines(), exit_rx.clone(), closing.clone()));
+                tasks.spawn(read_loop(stdout, sink, lines(), exit_rx.clone(), last_words, closing.clone()));
             }
         }
 
@@ -508,6 +515,7 @@ async fn read_loop(
     sink: Arc<dyn MessageSink>,
     mut lines: LineReader,
     exit: watch::Receiver<Option<ExitStatus>>,
+    last_words: LastWords,
     closing: Arc<AtomicBool>,
 ) {
     let mut reader = BufReader::with_capacity(READ_BUFFER_BYTES, stdout);
@@ -524,22 +532,68 @@ async fn read_loop(
             break Some(fatal);
         }
     };
-    report_end(&*sink, failure, exit, &closing).await;
+    report_end(&*sink, failure, exit, last_words, &closing).await;
 }
 
 /// The server's stdout ended (or broke): say how, once the exit status had a moment to arrive.
-async fn report_end(sink: &dyn MessageSink, failure: Option<McpError>, mut exit: watch::Receiver<Option<ExitStatus>>, closing: &AtomicBool) {
+/// The exit's description names the server's own last words (its last error line on stderr), which
+/// usually say why: `Error: Cannot find module '/srv/missing.js'` rather than only `exited with code 1`.
+async fn report_end(
+    sink: &dyn MessageSink,
+    failure: Option<McpError>,
+    mut exit: watch::Receiver<Option<ExitStatus>>,
+    mut last_words: LastWords,
+    closing: &AtomicBool,
+) {
     let reason = if closing.load(Ordering::SeqCst) {
         McpError::Closed
     } else {
-        let _ = tokio::time::timeout(Duration::from_millis(200), exit.wait_for(|s| s.is_some())).await;
+        let _ = tokio::time::timeout(Duration::from_millis(STDIO_EXIT_REPORT_WAIT_MS), exit.wait_for(|s| s.is_some())).await;
         let how = match *exit.borrow() {
             Some(status) => describe_exit(status),
             None => "closed its stdout".to_owned(),
         };
-        failure.unwrap_or_else(|| McpError::Transport(format!("MCP server process {how}")))
+        match failure {
+            Some(failure) => failure,
+            None => {
+                // stderr ends with the process (unless a descendant holds it): its last bytes may still be in flight.
+                let _ = tokio::time::timeout(Duration::from_millis(STDIO_EXIT_REPORT_WAIT_MS), last_words.closed.wait_for(|c| *c)).await;
+                let tail = last_words.tail.lock().text(&last_words.secrets);
+                match last_error_line(&tail) {
+                    Some(line) => McpError::Transport(format!("MCP server process {how}: {line}")),
+                    None => McpError::Transport(format!("MCP server process {how}")),
+                }
+            }
+        }
     };
     sink.on_closed(reason);
+}
+
+/// What a stdio server wrote to stderr, for the description of its exit.
+#[derive(Clone)]
+struct LastWords {
+    tail: Arc<Mutex<TailBuffer>>,
+    /// Becomes true when the server's stderr reached its end.
+    closed: watch::Receiver<bool>,
+    secrets: Arc<Secrets>,
+}
+
+/// The line of an (already redacted) stderr tail that best says why a process ended: the last one that
+/// mentions an error (runtimes print a version banner or a stack after it), else the last non-empty
+/// one; stack frames (`at …`, `File "…"`) are skipped. At most [`MAX_QUOTED_BYTES`] bytes of it.
+fn last_error_line(tail: &str) -> Option<String> {
+    let lines: Vec<&str> = tail
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("at ") && !l.starts_with("File \"") && l.chars().any(char::is_alphanumeric))
+        .collect();
+    let line = lines.iter().rev().find(|l| l.to_ascii_lowercase().contains("error")).or(lines.last())?;
+    let mut end = line.len().min(MAX_QUOTED_BYTES);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    let printable: String = line[..end].chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    Some(if end < line.len() { format!("{printable}…") } else { printable })
 }
 
 /// A server's stdout read by the host's event loop instead of an engine task. In Node, reading on the
@@ -549,6 +603,7 @@ pub struct ExternalReader {
     lines: Mutex<LineReader>,
     sink: Arc<dyn MessageSink>,
     exit: watch::Receiver<Option<ExitStatus>>,
+    last_words: LastWords,
     closing: Arc<AtomicBool>,
     ended: AtomicBool,
     tasks: Tasks,
@@ -576,7 +631,8 @@ impl ExternalReader {
         }
         let (sink, exit, closing) = (self.sink.clone(), self.exit.clone(), self.closing.clone());
         // Under the transport's tracker: close() waits for (or cancels) it like its own readers.
-        self.tasks.spawn(async move { report_end(&*sink, failure, exit, &closing).await });
+        let last_words = self.last_words.clone();
+        self.tasks.spawn(async move { report_end(&*sink, failure, exit, last_words, &closing).await });
     }
 }
 
@@ -876,5 +932,17 @@ mod tests {
         assert!(text.ends_with("aend"));
         tail.push(&vec![b'z'; STDERR_TAIL_BYTES * 2], 0);
         assert!(tail.text(&none).bytes().all(|b| b == b'z'));
+    }
+
+    #[test]
+    fn the_exit_names_the_last_error_line_not_the_banner_after_it() {
+        let node = "node:internal/modules/cjs/loader:1228\n  throw err;\n  ^\n\nError: Cannot find module '/tmp/missing.js'\n    at Module._resolveFilename (node:internal)\n{\n  code: 'MODULE_NOT_FOUND'\n}\n\nNode.js v20.20.2\n";
+        assert_eq!(last_error_line(node).as_deref(), Some("Error: Cannot find module '/tmp/missing.js'"));
+        let python = "Traceback (most recent call last):\n  File \"/srv/s.py\", line 1, in <module>\nModuleNotFoundError: No module named 'mcp'\n";
+        assert_eq!(last_error_line(python).as_deref(), Some("ModuleNotFoundError: No module named 'mcp'"));
+        assert_eq!(last_error_line("starting\nbye\n").as_deref(), Some("bye"));
+        assert_eq!(last_error_line("\n  \n"), None);
+        let long = last_error_line(&format!("error: {}", "é".repeat(300))).unwrap();
+        assert!(long.len() <= MAX_QUOTED_BYTES + "…".len() && long.ends_with('…'), "{long}");
     }
 }

@@ -1,0 +1,260 @@
+// The `mcpferry` command, run as a child process against real fixture servers: stdout, stderr and exit
+// codes for people (text) and scripts (--json), configuration discovery, usage errors, tool errors,
+// disabled and degraded servers, redaction.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { FIXTURE, here, scratchFile } from './helpers.mjs';
+import { startStreamableFixture } from './fixtures/http-server.mjs';
+
+const BIN = join(here, '..', 'bin', 'mcpferry.cjs');
+const fixtureServer = (env = {}) => ({ command: process.execPath, args: [FIXTURE], env });
+
+/** A directory holding `files` ({ name: text }). */
+function project(files) {
+  const dir = scratchFile('project');
+  mkdirSync(dir);
+  for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), typeof text === 'string' ? text : JSON.stringify(text));
+  return dir;
+}
+
+/**
+ * Run the CLI (async: the HTTP fixture lives in this process). `onStderr(all)` sees stderr as it grows,
+ * for a test that plays the person at the login page.
+ */
+function run(args, { cwd, env = {}, onStderr } = {}) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c) => (stdout += c));
+    child.stderr.on('data', (c) => {
+      stderr += c;
+      onStderr?.(stderr);
+    });
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+const servers = {
+  mcpServers: {
+    fx: fixtureServer(),
+    typo: { command: 'nodee', args: ['server.js'] },
+    off: { command: 'surely-not-started', disabled: true },
+  },
+};
+
+test('tools: projected names per server, one state each (live, disabled, degraded with the reason); exit 3 when one is down', async () => {
+  const dir = project({ 'mcp.json': servers });
+  const { code, stdout, stderr } = await run(['tools'], { cwd: dir });
+  assert.equal(code, 3, stderr);
+  assert.match(stdout, /^fx {2}live {2}\(\d+ tools\)$/m);
+  assert.match(stdout, /^ {2}fx__echo {2}Echo the text back\.$/m);
+  assert.match(stdout, /^off {2}disabled$/m);
+  assert.match(stdout, /^typo {2}degraded: MCP server "typo" is unavailable: command not found: "nodee"/m);
+  // Progress on stderr: what is pending, then each outcome.
+  assert.match(stderr, /mcpferry: connecting to fx, typo/);
+  assert.match(stderr, /mcpferry: fx connected \(\d+ ms\)/);
+
+  const one = await run(['tools', 'fx', '--json'], { cwd: dir });
+  assert.equal(one.code, 0, one.stderr);
+  const { servers: listed } = JSON.parse(one.stdout);
+  assert.deepEqual(listed.map((s) => [s.name, s.state]), [['fx', 'live']]);
+  const echo = listed[0].tools.find((t) => t.name === 'fx__echo');
+  assert.equal(echo.remoteName, 'echo');
+  assert.deepEqual(echo.inputSchema.required, ['text']);
+});
+
+test('call: the result on stdout (text or --json), a tool error exits 1, a disabled server exits 2', async () => {
+  const dir = project({ 'mcp.json': servers });
+  const echo = await run(['call', 'fx__echo', '{"text":"hello"}'], { cwd: dir });
+  assert.deepEqual([echo.code, echo.stdout], [0, 'echo: hello\n'], echo.stderr);
+  // Only the tool's own server was started.
+  assert.doesNotMatch(echo.stderr, /typo/);
+
+  const json = await run(['call', 'fx__echo', '{"text":"x"}', '--json'], { cwd: dir });
+  assert.equal(json.code, 0);
+  assert.deepEqual(JSON.parse(json.stdout).content, [{ type: 'text', text: 'echo: x' }]);
+
+  const failed = await run(['call', 'fx__fail', '--json'], { cwd: dir });
+  assert.equal(failed.code, 1);
+  assert.equal(JSON.parse(failed.stdout).error.code, 'mcp_tool_error');
+  assert.match(failed.stderr, /MCP tool error:/);
+
+  const disabled = await run(['call', 'off__anything'], { cwd: dir });
+  assert.equal(disabled.code, 2);
+  assert.match(disabled.stderr, /server "off" is disabled/);
+
+  const down = await run(['call', 'typo__anything'], { cwd: dir });
+  assert.equal(down.code, 3);
+  assert.match(down.stderr, /server "typo" is degraded: .*nodee/);
+});
+
+test('bad usage exits 2 with a message and the usage', async () => {
+  const dir = project({ 'mcp.json': servers });
+  for (const [args, expected] of [
+    [[], /usage: mcpferry/],
+    [['frobnicate'], /unknown command "frobnicate"/],
+    [['call'], /call takes a tool name/],
+    [['call', 'fx__echo', '{not json'], /the arguments are not JSON/],
+    [['call', 'fx__echo', '[1]'], /must be a JSON object/],
+    [['call', 'fx__nope'], /no tool "fx__nope"/],
+    [['inspect'], /inspect takes one server name/],
+    [['tools', 'ghost'], /no server "ghost" in .*mcp\.json \(servers: fx, off, typo\)/],
+    [['tools', '--colour'], /Unknown option '--colour'/],
+  ]) {
+    const { code, stderr } = await run(args, { cwd: dir });
+    assert.equal(code, 2, `${args.join(' ')}: ${stderr}`);
+    assert.match(stderr, expected, args.join(' '));
+  }
+  const help = await run(['--help'], { cwd: dir });
+  assert.equal(help.code, 0);
+  assert.match(help.stdout, /exit codes: 0 ok, 1 tool error, 2 usage or configuration error, 3 a server could not be connected/);
+});
+
+test('configuration discovery: --config, else ./mcp.json, ./.mcp.json, ./mcpferry.toml; none or a bad file exits 2', async () => {
+  const dotted = project({ '.mcp.json': { mcpServers: { dot: fixtureServer() } } });
+  assert.match((await run(['tools', '--json'], { cwd: dotted })).stdout, /"dot__echo"/);
+  const toml = project({ 'mcpferry.toml': `[mcp_servers.t]\ncommand = ${JSON.stringify(process.execPath)}\nargs = [${JSON.stringify(FIXTURE)}]\nallow_tools = ["echo"]\n` });
+  const fromToml = await run(['tools', '--json'], { cwd: toml });
+  assert.deepEqual(JSON.parse(fromToml.stdout).servers[0].tools.map((t) => t.name), ['t__echo']);
+  const elsewhere = project({ 'other.json': { mcpServers: { o: fixtureServer() } } });
+  assert.equal((await run(['--config', 'other.json', 'call', 'o__echo', '{"text":"c"}'], { cwd: elsewhere })).stdout, 'echo: c\n');
+
+  const empty = project({});
+  const none = await run(['tools'], { cwd: empty });
+  assert.equal(none.code, 2);
+  assert.match(none.stderr, /no configuration: pass --config <file> or create one of mcp\.json, \.mcp\.json, mcpferry\.toml here/);
+  const bad = project({ 'mcp.json': '{"mcpServers": {"a": {"command": "x", "url": "https://h.test/"}}}' });
+  const refused = await run(['tools'], { cwd: bad });
+  assert.equal(refused.code, 2);
+  assert.match(refused.stderr, /mcp\.json: mcpServers\.a has both command and url/);
+});
+
+test('status is redacted: variable and header names, never their values; the URL without its query', async (t) => {
+  const server = await startStreamableFixture();
+  t.after(server.close);
+  const dir = project({
+    'mcp.json': {
+      mcpServers: {
+        fx: fixtureServer({ API_TOKEN: 'env-secret-4242' }),
+        web: { url: `${server.url}?key=query-secret-1717`, headers: { Authorization: 'Bearer header-secret-9999', 'X-Team': 'team-secret-3131' } },
+      },
+    },
+  });
+  for (const args of [['status'], ['status', '--json']]) {
+    const { code, stdout, stderr } = await run(args, { cwd: dir });
+    assert.equal(code, 0, stderr);
+    for (const secret of ['env-secret-4242', 'query-secret-1717', 'header-secret-9999', 'team-secret-3131']) {
+      assert.ok(!stdout.includes(secret) && !stderr.includes(secret), `${args.join(' ')} printed ${secret}`);
+    }
+    assert.match(stdout, /API_TOKEN/);
+    assert.match(stdout, /X-Team/);
+  }
+  const { servers: listed } = JSON.parse((await run(['status', '--json'], { cwd: dir })).stdout);
+  const web = listed.find((s) => s.name === 'web');
+  assert.equal(web.url, server.url);
+  assert.equal(web.state, 'live');
+  assert.equal(typeof web.elapsedMs, 'number');
+});
+
+test('inspect: server info, protocol version, capabilities, catalogue size, disclosure tier', async () => {
+  const dir = project({ 'mcp.json': servers });
+  const { code, stdout } = await run(['inspect', 'fx', '--json'], { cwd: dir });
+  assert.equal(code, 0);
+  const info = JSON.parse(stdout);
+  assert.deepEqual(info.serverInfo, { name: 'fixture', version: '1.0.0' });
+  assert.equal(info.protocolVersion, '2025-11-25');
+  assert.deepEqual(info.capabilities, ['tools']);
+  assert.ok(info.catalogueSize > 5 && info.projectedTools === info.catalogueSize);
+  assert.equal(info.disclosureTier, 'full');
+  const text = await run(['inspect', 'fx'], { cwd: dir });
+  assert.match(text.stdout, /protocol {6}2025-11-25/);
+  const down = await run(['inspect', 'typo'], { cwd: dir });
+  assert.equal(down.code, 3);
+  assert.match(down.stdout, /typo {2}degraded: .*nodee/);
+});
+
+test('progress names the servers still pending, with the time elapsed', async () => {
+  const dir = project({ 'mcp.json': { mcpServers: { slow: fixtureServer({ FIXTURE_INIT_DELAY_MS: '2600' }) } } });
+  const { code, stderr } = await run(['tools'], { cwd: dir });
+  assert.equal(code, 0, stderr);
+  assert.match(stderr, /mcpferry: still connecting to slow \(\d+\.\d s\)/);
+  const quiet = await run(['tools', '--quiet'], { cwd: project({ 'mcp.json': { mcpServers: { q: fixtureServer() } } }) });
+  assert.equal(quiet.stderr, '');
+});
+
+/** The OAuth fixture, a project whose one server is its MCP resource, and an encrypted token file for the CLI. */
+async function oauthProject(t) {
+  const { startOAuthFixture } = await import('./fixtures/oauth-server.mjs');
+  const as = await startOAuthFixture();
+  t.after(as.close);
+  const dir = project({ 'mcp.json': { mcpServers: { notes: { url: as.mcpUrl } } } });
+  return { as, dir, env: { MCPFERRY_TOKEN_FILE: 'tokens.enc', MCPFERRY_TOKEN_KEY: 'a test key that is long enough 0123456789' } };
+}
+
+test('login and logout: the URL on stderr (--no-browser), tokens kept in the encrypted token file, then gone', async (t) => {
+  const { as, dir, env } = await oauthProject(t);
+
+  // Not logged in: a command other than login does not wait for a person; the server is degraded, saying how.
+  const before = await run(['tools', '--json'], { cwd: dir, env });
+  assert.equal(before.code, 3, before.stderr);
+  assert.equal(JSON.parse(before.stdout).servers[0].state, 'degraded');
+  assert.match(JSON.parse(before.stdout).servers[0].reason, /needs a login at http\S+ .*; run: mcpferry login notes$/);
+
+  // The person follows the printed URL; the authorization server redirects onto the CLI's loopback listener.
+  let visit;
+  const { code, stdout, stderr } = await run(['login', 'notes', '--no-browser'], {
+    cwd: dir,
+    env,
+    onStderr: (text) => {
+      const url = /open (http\S+)/.exec(text)?.[1];
+      visit ??= url && fetch(url).then((r) => r.text());
+    },
+  });
+  await visit;
+  assert.equal(code, 0, stderr);
+  assert.equal(stdout, 'logged in to notes\n');
+  assert.match(stderr, /mcpferry: to log in to "notes", open http/);
+
+  const after = await run(['call', 'notes__read_notes', '{}'], { cwd: dir, env });
+  assert.equal(after.code, 0, after.stderr);
+
+  const out = await run(['logout', 'notes'], { cwd: dir, env });
+  assert.deepEqual([out.code, out.stdout], [0, 'logged out of notes\n'], out.stderr);
+  const again = await run(['tools', '--json'], { cwd: dir, env });
+  assert.equal(again.code, 3);
+
+  const stdio = await run(['login', 'fx'], { cwd: project({ 'mcp.json': servers }) });
+  assert.equal(stdio.code, 2);
+  assert.match(stdio.stderr, /fx is a stdio server/);
+});
+
+test('login --device: the person enters the printed code; the tokens then serve every command', async (t) => {
+  const { as, dir, env } = await oauthProject(t);
+  let approved = false;
+  const login = await run(['login', 'notes', '--device', '--no-browser'], {
+    cwd: dir,
+    env,
+    onStderr: (text) => {
+      const code = /enter the code (\S+)/.exec(text)?.[1];
+      if (code && !approved) {
+        approved = true;
+        as.approve(code);
+      }
+    },
+  });
+  assert.equal(login.code, 0, login.stderr);
+  assert.match(login.stderr, /to log in to "notes", open http\S+ and enter the code [0-9A-F]{4}-[0-9A-F]{4}/);
+  assert.ok(as.devicePolls.length >= 1);
+  const call = await run(['call', 'notes__read_notes', '{}', '--json'], { cwd: dir, env });
+  assert.equal(call.code, 0, call.stderr);
+});

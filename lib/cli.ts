@@ -1,0 +1,473 @@
+// The `mcpferry` command: the servers of an mcp.json / mcpferry.toml, their tools, a call, their status.
+// Everything it shows comes from the public API (loadMcpConfig, mcpTools, diagnostics); it holds no
+// protocol logic. Text for people on stdout, `--json` for scripts; progress and warnings on stderr.
+
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { spawn } from 'node:child_process';
+import { parseArgs } from 'node:util';
+import {
+  composeMcpSystemPrompt,
+  createEncryptedFileTokenStore,
+  createKeyringTokenStore,
+  loadMcpConfig,
+  logoutMcpServer,
+  mcpTools,
+  McpError,
+  printAuthorizationUrl,
+  type McpConfig,
+} from './index';
+import type { Diagnostic, McpAuthorizationPrompt, McpOptions, McpServer, McpToolset } from './types';
+
+/** Exit codes, documented in the README and `mcpferry --help`. */
+export const EXIT = {
+  ok: 0,
+  /** The tool ran and reported an error, or the call failed. */
+  toolError: 1,
+  /** Bad usage, an unknown server or tool, or a bad configuration file. */
+  usage: 2,
+  /** A server the command needs could not be connected (or logged in to). */
+  connection: 3,
+} as const;
+
+/** The files looked for, in order, when `--config` is not given. */
+export const CONFIG_FILES = ['mcp.json', '.mcp.json', 'mcpferry.toml'];
+/** How often the names of servers still connecting are printed to stderr. */
+const PROGRESS_INTERVAL_MS = 2_000;
+
+const USAGE = `usage: mcpferry [--config <file>] [--json] <command>
+
+commands:
+  tools [server]              the tools of every server (or one), with each server's state
+  call <tool> [json-args]     call a tool by its projected name (server__tool); args default to {}
+  status [server]             each server's state, transport and configuration (no secret values)
+  inspect <server>            server info, protocol version, capabilities, catalogue size, disclosure tier
+  login <server> [--no-browser] [--device]   log in to an OAuth server; tokens go to the token store
+  logout <server>             revoke and forget a server's tokens
+
+options:
+  --config <file>   the configuration (default: the first of ./mcp.json, ./.mcp.json, ./mcpferry.toml)
+  --json            machine-readable output on stdout
+  --quiet           no progress on stderr
+
+exit codes: 0 ok, 1 tool error, 2 usage or configuration error, 3 a server could not be connected
+
+tokens (OAuth): the OS keyring; or an encrypted file with MCPFERRY_TOKEN_FILE and MCPFERRY_TOKEN_KEY set
+`;
+
+class UsageError extends Error {}
+
+type State = 'disabled' | 'live' | 'degraded' | 'pending';
+
+interface ServerReport {
+  name: string;
+  type: string;
+  state: State;
+  reason?: string;
+  errorCode?: string;
+  connected?: Extract<Diagnostic, { code: 'server-connected' }>;
+}
+
+interface Io {
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+}
+
+/** Run the CLI with `argv` (without node and the script); resolves to the exit code. */
+export async function main(argv: string[], io: Io = processIo()): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        config: { type: 'string', short: 'c' },
+        json: { type: 'boolean' },
+        quiet: { type: 'boolean', short: 'q' },
+        'no-browser': { type: 'boolean' },
+        device: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (error) {
+    return usage(io, (error as Error).message);
+  }
+  const { values, positionals } = parsed;
+  if (values.help || positionals.length === 0) {
+    (values.help ? io.stdout : io.stderr)(USAGE);
+    return values.help ? EXIT.ok : EXIT.usage;
+  }
+  const [command, ...rest] = positionals;
+  const json = values.json === true;
+  try {
+    const config = await findConfig(values.config, io);
+    const cli = new Cli(config, io, json, values.quiet === true);
+    switch (command) {
+      case 'tools':
+        return await cli.tools(optionalServer(rest, config));
+      case 'status':
+        return await cli.status(optionalServer(rest, config));
+      case 'inspect':
+        return await cli.inspect(requiredServer(rest, config, 'inspect'));
+      case 'call':
+        return await cli.call(rest);
+      case 'login':
+        return await cli.login(requiredServer(rest, config, 'login'), { browser: values['no-browser'] !== true, device: values.device === true });
+      case 'logout':
+        return await cli.logout(requiredServer(rest, config, 'logout'));
+      default:
+        throw new UsageError(`unknown command ${JSON.stringify(command)}`);
+    }
+  } catch (error) {
+    if (error instanceof UsageError) return usage(io, error.message);
+    if (error instanceof McpError && error.code === 'mcp_config_invalid') {
+      io.stderr(`mcpferry: ${error.message}\n`);
+      return EXIT.usage;
+    }
+    io.stderr(`mcpferry: ${error instanceof Error ? error.message : String(error)}\n`);
+    return EXIT.toolError;
+  }
+}
+
+function processIo(): Io {
+  return {
+    stdout: (text) => void process.stdout.write(text),
+    stderr: (text) => void process.stderr.write(text),
+    cwd: process.cwd(),
+    env: process.env,
+  };
+}
+
+function usage(io: Io, message: string): number {
+  io.stderr(`mcpferry: ${message}\n\n${USAGE}`);
+  return EXIT.usage;
+}
+
+async function findConfig(given: string | undefined, io: Io): Promise<McpConfig> {
+  if (given !== undefined) return loadMcpConfig(resolve(io.cwd, given));
+  const found = CONFIG_FILES.map((name) => resolve(io.cwd, name)).find((path) => existsSync(path));
+  if (!found) throw new UsageError(`no configuration: pass --config <file> or create one of ${CONFIG_FILES.join(', ')} here`);
+  return loadMcpConfig(found);
+}
+
+function optionalServer(rest: string[], config: McpConfig): string | undefined {
+  if (rest.length > 1) throw new UsageError(`unexpected argument ${JSON.stringify(rest[1])}`);
+  if (rest.length === 1) checkServer(rest[0], config);
+  return rest[0];
+}
+
+function requiredServer(rest: string[], config: McpConfig, command: string): string {
+  if (rest.length !== 1) throw new UsageError(`${command} takes one server name`);
+  return checkServer(rest[0], config);
+}
+
+function checkServer(name: string, config: McpConfig): string {
+  if (!config.servers.some((s) => s.name === name)) {
+    const known = config.servers.map((s) => s.name).join(', ') || '(none)';
+    throw new UsageError(`no server ${JSON.stringify(name)} in ${config.source ?? 'the configuration'} (servers: ${known})`);
+  }
+  return name;
+}
+
+/** Terminal-safe text: no control characters from a server. */
+function printable(text: unknown): string {
+  return String(text).replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ');
+}
+
+/** An HTTP entry with no credential configured logs in with OAuth when the server asks (as other clients do). */
+function withOAuth(server: McpServer): McpServer {
+  if (server.type === 'stdio' || server.oauth !== undefined) return server;
+  const headers = Object.keys(server.headers ?? {}).concat(Object.keys(server.headersFromEnv ?? {}));
+  const hasCredential = server.bearerTokenEnv !== undefined || headers.some((h) => h.toLowerCase() === 'authorization');
+  return hasCredential ? server : { ...server, oauth: true };
+}
+
+function oauthOf(server: McpServer) {
+  return server.type === 'stdio' ? undefined : server.oauth;
+}
+
+class Cli {
+  constructor(
+    private readonly config: McpConfig,
+    private readonly io: Io,
+    private readonly json: boolean,
+    private readonly quiet: boolean,
+  ) {}
+
+  private out(value: unknown, text: string): void {
+    this.io.stdout(this.json ? `${JSON.stringify(value, null, 2)}\n` : text);
+  }
+
+  private tokenStore() {
+    const { MCPFERRY_TOKEN_FILE: file, MCPFERRY_TOKEN_KEY: key } = this.io.env;
+    if (file) {
+      if (!key) throw new UsageError('MCPFERRY_TOKEN_FILE needs MCPFERRY_TOKEN_KEY (the key the file is encrypted with)');
+      return createEncryptedFileTokenStore(resolve(this.io.cwd, file), { key });
+    }
+    return createKeyringTokenStore({ service: 'mcpferry-cli' });
+  }
+
+  private selected(only?: string): McpServer[] {
+    return this.config.servers.filter((s) => only === undefined || s.name === only);
+  }
+
+  /**
+   * Connect `servers` (disabled ones stay disabled), printing which are still pending to stderr.
+   * Returns the toolset and one report per server.
+   */
+  private async connect(servers: McpServer[], extra: McpOptions = {}): Promise<{ toolset: McpToolset; reports: Map<string, ServerReport> }> {
+    const reports = new Map<string, ServerReport>();
+    for (const server of servers) {
+      reports.set(server.name, { name: server.name, type: server.type, state: server.enabled === false ? 'disabled' : 'pending' });
+    }
+    const started = Date.now();
+    const pending = () => [...reports.values()].filter((r) => r.state === 'pending').map((r) => r.name);
+    const progress = (text: string) => {
+      if (!this.quiet) this.io.stderr(`mcpferry: ${text}\n`);
+    };
+    const waiting = pending();
+    if (waiting.length > 0) progress(`connecting to ${waiting.join(', ')}`);
+    const ticker = setInterval(() => {
+      const still = pending();
+      if (still.length > 0) progress(`still connecting to ${still.join(', ')} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+    }, PROGRESS_INTERVAL_MS);
+    const onDiagnostic = (d: Diagnostic) => {
+      const report = reports.get(d.server);
+      if (d.code === 'server-connected' && report) {
+        Object.assign(report, { state: 'live', connected: d });
+        progress(`${printable(d.server)} connected (${d.elapsedMs} ms)`);
+      } else if (d.code === 'server-degraded' && report) {
+        // The engine's advice is for programs; a person at this CLI logs in with a command.
+        const reason = d.errorCode === 'mcp_auth_error' && /needs a login/.test(d.message) ? `${d.message.replace(/\. Set options\.onAuthorizationUrl.*$/, '')}; run: mcpferry login ${d.server}` : d.message;
+        Object.assign(report, { state: 'degraded', reason, errorCode: d.errorCode });
+        progress(`${printable(d.server)} failed: ${printable(reason)}`);
+      } else if (d.code !== 'server-connecting' && d.code !== 'log') {
+        this.io.stderr(`mcpferry: warning: ${printable(d.message)}\n`);
+      }
+    };
+    const usesOAuth = servers.some((s) => s.type !== 'stdio' && s.enabled !== false && oauthOf(withOAuth(s)) !== undefined);
+    try {
+      const toolset = await mcpTools(servers.map(withOAuth), {
+        progress: true,
+        onDiagnostic,
+        // Only `login` sends a person to a login page when stdin is not a terminal (mcpTools prints the
+        // URL on a terminal by default); elsewhere a server that needs a login is degraded, saying so.
+        ...(usesOAuth ? { tokenStore: this.tokenStore() } : {}),
+        ...extra,
+      });
+      return { toolset, reports };
+    } finally {
+      clearInterval(ticker);
+    }
+  }
+
+  private static describe(report: ServerReport): string {
+    switch (report.state) {
+      case 'live':
+        return 'live';
+      case 'degraded':
+        return `degraded: ${printable(report.reason ?? 'unavailable')}`;
+      default:
+        return report.state;
+    }
+  }
+
+  async tools(only?: string): Promise<number> {
+    const { toolset, reports } = await this.connect(this.selected(only));
+    try {
+      const servers = [...reports.values()].map((report) => ({
+        name: report.name,
+        state: report.state,
+        ...(report.reason ? { reason: report.reason } : {}),
+        tools: Object.values(toolset.tools)
+          .filter((t) => t.server === report.name)
+          .map((t) => ({ name: t.name, remoteName: t.remoteName, description: t.description, inputSchema: t.inputSchema })),
+      }));
+      const lines = servers.flatMap((s) => [
+        `${printable(s.name)}  ${Cli.describe(reports.get(s.name)!)}${s.state === 'live' ? `  (${s.tools.length} tools)` : ''}`,
+        ...s.tools.map((t) => `  ${t.name}  ${printable(t.description.split('\n')[0]).slice(0, 100)}`),
+      ]);
+      this.out({ servers }, `${lines.join('\n')}\n`);
+      return servers.some((s) => s.state === 'degraded') ? EXIT.connection : EXIT.ok;
+    } finally {
+      await toolset.close();
+    }
+  }
+
+  async status(only?: string): Promise<number> {
+    const { toolset, reports } = await this.connect(this.selected(only));
+    await toolset.close();
+    const servers = this.selected(only).map((server) => {
+      const report = reports.get(server.name)!;
+      // What is configured, never a value that may be a secret: names of env variables and headers only,
+      // and a URL without its query.
+      const target =
+        server.type === 'stdio'
+          ? { command: server.command, args: (server.args ?? []).length, env: Object.keys(server.env ?? {}) }
+          : { url: urlWithoutQuery(server.url), headers: Object.keys(server.headers ?? {}).concat(Object.keys(server.headersFromEnv ?? {})) };
+      return {
+        name: server.name,
+        type: server.type,
+        state: report.state,
+        ...(report.reason ? { reason: report.reason, errorCode: report.errorCode } : {}),
+        ...(report.connected ? { elapsedMs: report.connected.elapsedMs, protocolVersion: report.connected.protocolVersion } : {}),
+        ...target,
+      };
+    });
+    const lines = servers.map((s) => {
+      const where =
+        'url' in s
+          ? `${s.url}${s.headers?.length ? ` (headers ${s.headers.join(' ')})` : ''}`
+          : `${s.command} (${s.args} args${s.env.length ? `, env ${s.env.join(' ')}` : ''})`;
+      const timing = s.elapsedMs !== undefined ? `  ${s.elapsedMs} ms, ${s.protocolVersion}` : '';
+      return `${printable(s.name)}  ${s.type}  ${Cli.describe(reports.get(s.name)!)}${timing}\n  ${printable(where)}`;
+    });
+    this.out({ source: this.config.source, servers }, `${lines.join('\n')}\n`);
+    return servers.some((s) => s.state === 'degraded') ? EXIT.connection : EXIT.ok;
+  }
+
+  async inspect(name: string): Promise<number> {
+    const { toolset, reports } = await this.connect(this.selected(name));
+    try {
+      const report = reports.get(name)!;
+      const tools = Object.values(toolset.tools).filter((t) => t.server === name);
+      const connected = report.connected;
+      const info = {
+        name,
+        type: report.type,
+        state: report.state,
+        ...(report.reason ? { reason: report.reason, errorCode: report.errorCode } : {}),
+        ...(connected
+          ? {
+              serverInfo: connected.serverInfo,
+              protocolVersion: connected.protocolVersion,
+              capabilities: connected.capabilities,
+              catalogueSize: connected.toolCount,
+              projectedTools: tools.length,
+              disclosureTier: disclosureTier(composeMcpSystemPrompt(toolset), name),
+              elapsedMs: connected.elapsedMs,
+            }
+          : {}),
+      };
+      const text = connected
+        ? [
+            `${printable(name)}  ${Cli.describe(report)}`,
+            `  server        ${printable(connected.serverInfo.name)} ${printable(connected.serverInfo.version)}`,
+            `  protocol      ${connected.protocolVersion}`,
+            `  capabilities  ${connected.capabilities.join(', ') || '(none)'}`,
+            `  catalogue     ${connected.toolCount} tools published, ${tools.length} in the map`,
+            `  disclosure    ${info.disclosureTier}`,
+            `  connected in  ${connected.elapsedMs} ms`,
+          ].join('\n')
+        : `${printable(name)}  ${Cli.describe(report)}`;
+      this.out(info, `${text}\n`);
+      return report.state === 'degraded' ? EXIT.connection : EXIT.ok;
+    } finally {
+      await toolset.close();
+    }
+  }
+
+  async call(rest: string[]): Promise<number> {
+    if (rest.length < 1 || rest.length > 2) throw new UsageError('call takes a tool name and, optionally, JSON arguments');
+    const [toolName, argsText = '{}'] = rest;
+    let args: unknown;
+    try {
+      args = JSON.parse(argsText);
+    } catch (error) {
+      throw new UsageError(`the arguments are not JSON: ${(error as Error).message}`);
+    }
+    if (args === null || typeof args !== 'object' || Array.isArray(args)) throw new UsageError('the arguments must be a JSON object');
+    // Only the server the name points at is started, when the name says which.
+    const owner = this.config.servers.find((s) => toolName.startsWith(`${s.name}__`));
+    const { toolset, reports } = await this.connect(owner ? [owner] : this.config.servers);
+    try {
+      const tool = toolset.tools[toolName];
+      if (!tool) {
+        const down = [...reports.values()].filter((r) => r.state !== 'live' && (!owner || r.name === owner.name));
+        if (owner && down.length > 0) {
+          this.io.stderr(`mcpferry: ${printable(toolName)}: server ${JSON.stringify(owner.name)} is ${Cli.describe(down[0])}\n`);
+          return owner.enabled === false ? EXIT.usage : EXIT.connection;
+        }
+        throw new UsageError(`no tool ${JSON.stringify(toolName)} (see: mcpferry tools)`);
+      }
+      try {
+        const result = await tool.execute(args);
+        const text = result.content.map((block) => (block.type === 'text' ? String(block.text) : `[${block.type}]`)).join('\n');
+        this.out(result, `${text}\n`);
+        return EXIT.ok;
+      } catch (error) {
+        const code = error instanceof McpError ? error.code : 'mcp_internal_error';
+        const message = error instanceof Error ? error.message : String(error);
+        if (this.json) this.io.stdout(`${JSON.stringify({ error: { code, message } }, null, 2)}\n`);
+        this.io.stderr(`mcpferry: ${printable(message)}\n`);
+        return EXIT.toolError;
+      }
+    } finally {
+      await toolset.close();
+    }
+  }
+
+  async login(name: string, how: { browser: boolean; device: boolean }): Promise<number> {
+    const server = this.config.servers.find((s) => s.name === name)!;
+    if (server.type === 'stdio') throw new UsageError(`${name} is a stdio server: it gets its credentials from env, not a login`);
+    const oauth = oauthOf(withOAuth(server));
+    if (oauth === undefined) throw new UsageError(`${name} has an Authorization header configured: there is nothing to log in to`);
+    const settings = typeof oauth === 'object' ? oauth : {};
+    const entry: McpServer = { ...server, enabled: true, oauth: how.device ? { ...settings, grant: 'device_code' } : oauth };
+    const onAuthorizationUrl = (url: string, prompt: McpAuthorizationPrompt) => {
+      printAuthorizationUrl(url, prompt);
+      if (how.browser) openBrowser(url);
+    };
+    const { toolset, reports } = await this.connect([entry], { tokenStore: this.tokenStore(), onAuthorizationUrl });
+    await toolset.close();
+    const report = reports.get(name)!;
+    if (report.state !== 'live') {
+      this.out({ name, loggedIn: false, reason: report.reason }, `login to ${printable(name)} failed: ${printable(report.reason ?? '')}\n`);
+      return EXIT.connection;
+    }
+    this.out({ name, loggedIn: true }, `logged in to ${printable(name)}\n`);
+    return EXIT.ok;
+  }
+
+  async logout(name: string): Promise<number> {
+    const server = this.config.servers.find((s) => s.name === name)!;
+    if (server.type === 'stdio') throw new UsageError(`${name} is a stdio server: there is no login to end`);
+    const entry = withOAuth({ ...server, enabled: true });
+    if (oauthOf(entry) === undefined) throw new UsageError(`${name} has an Authorization header configured: there is no login to end`);
+    await logoutMcpServer(entry, { tokenStore: this.tokenStore() });
+    this.out({ name, loggedOut: true }, `logged out of ${printable(name)}\n`);
+    return EXIT.ok;
+  }
+}
+
+function urlWithoutQuery(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.origin}${parsed.pathname}`;
+  } catch {
+    return '(invalid url)';
+  }
+}
+
+/** The tier the engine chose for `server`, read from its system-prompt listing (`- name: N tools, schemas …`). */
+function disclosureTier(prompt: string, server: string): 'full' | 'deferred' | 'bare' {
+  const safe = server.replace(/[^A-Za-z0-9_-]/g, '_');
+  const line = prompt.split('\n').find((l) => l.startsWith(`- `) && l.includes(safe) && /\d+ tools?/.test(l)) ?? '';
+  if (line.includes('schemas abbreviated')) return 'deferred';
+  if (line.includes('schemas omitted')) return 'bare';
+  return 'full';
+}
+
+/** Open `url` in the person's browser, detached; a failure leaves the printed URL to use by hand. */
+function openBrowser(url: string): void {
+  const command = process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer' : 'xdg-open';
+  try {
+    const child = spawn(command, [url], { stdio: 'ignore', detached: true });
+    child.on('error', () => {});
+    child.unref();
+  } catch {
+    // No opener: the URL is printed.
+  }
+}
