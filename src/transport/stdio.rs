@@ -833,6 +833,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     fn spec(script: &str) -> StdioSpec {
         StdioSpec {
             program: "/bin/sh".into(),
@@ -843,10 +844,12 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     fn options() -> TransportOptions {
         TransportOptions { max_message_bytes: 1024, idle_timeout: Duration::from_secs(5), secrets: Arc::default() }
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn a_server_that_never_reads_its_input_makes_sends_fail_instead_of_queueing() {
         let transport = StdioTransport::spawn(&spec("exec sleep 30"), Arc::new(Recorder::default()), options()).unwrap();
@@ -867,6 +870,7 @@ mod tests {
         transport.close().await;
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn a_close_under_way_survives_the_transport_being_dropped() {
         // The server exits as soon as its stdin ends; the close must see that, not escalate to signals.
@@ -880,6 +884,7 @@ mod tests {
         assert!(tasks.is_empty());
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn close_is_bounded_and_leaves_no_task_when_a_descendant_holds_the_pipes() {
         // A descendant that left the process group keeps stdout and stderr open: the readers never see

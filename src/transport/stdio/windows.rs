@@ -97,6 +97,11 @@ impl ProcessTree {
     /// Whether some process of the tree still runs. An unanswered query counts as alive, so close()
     /// escalates rather than leaves something behind.
     fn alive(&self) -> bool {
+        self.active_processes().is_none_or(|count| count > 0)
+    }
+
+    /// How many processes of the tree run now; `None` when the job can't be queried.
+    fn active_processes(&self) -> Option<u32> {
         // SAFETY: the out-pointer is a live local of the size given.
         unsafe {
             let mut accounting: JOBOBJECT_BASIC_ACCOUNTING_INFORMATION = std::mem::zeroed();
@@ -107,7 +112,7 @@ impl ProcessTree {
                 size_of::<JOBOBJECT_BASIC_ACCOUNTING_INFORMATION>() as u32,
                 std::ptr::null_mut(),
             );
-            queried == FALSE || accounting.ActiveProcesses > 0
+            (queried != FALSE).then_some(accounting.ActiveProcesses)
         }
     }
 }
@@ -177,5 +182,60 @@ pub(super) fn describe_exit(status: ExitStatus) -> String {
         Some(code) if code >= NTSTATUS_ERROR_FLOOR => format!("exited with status {code:#010X}"),
         Some(code) => format!("exited with code {code}"),
         None => "exited".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{StdioSpec, StdioTransport};
+    use crate::error::McpError;
+    use crate::limits::{STDIO_CLOSE_MAX_MS, STDIO_EXIT_GRACE_MS, STDIO_TERM_GRACE_MS};
+    use crate::protocol::jsonrpc::RequestId;
+    use crate::transport::{MessageSink, Transport, TransportOptions};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    struct Ignore;
+
+    impl MessageSink for Ignore {
+        fn on_message(&self, _: &[u8]) -> bool {
+            true
+        }
+        fn on_request_failed(&self, _: RequestId, _: McpError) {}
+        fn is_pending(&self, _: RequestId) -> bool {
+            false
+        }
+        fn on_closed(&self, _: McpError) {}
+    }
+
+    #[tokio::test]
+    async fn close_ends_a_server_that_ignores_stdin_with_the_children_it_started() {
+        let system_root = std::env::var("SYSTEMROOT").unwrap_or_else(|_| r"C:\Windows".to_owned());
+        // Two pings that never read stdin: one started in the background (the server's own child), one in front.
+        let spec = StdioSpec {
+            program: format!(r"{system_root}\System32\cmd.exe").into(),
+            args: vec!["/c".to_owned(), "start /b ping -n 60 127.0.0.1 >nul & ping -n 60 127.0.0.1 >nul".to_owned()],
+            env: vec![("SYSTEMROOT".to_owned(), system_root)],
+            cwd: None,
+            reader_host: None,
+        };
+        let options = TransportOptions { max_message_bytes: 1024, idle_timeout: Duration::from_secs(5), secrets: Arc::default() };
+        let transport = StdioTransport::spawn(&spec, Arc::new(Ignore), options).unwrap();
+        let tree = transport.process_group.clone();
+        let mut running = None;
+        for _ in 0..200 {
+            running = tree.active_processes();
+            if running >= Some(3) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(running >= Some(3), "cmd and both pings run in the job ({running:?})");
+        let started = Instant::now();
+        transport.close().await;
+        let took = started.elapsed();
+        assert_eq!(tree.active_processes(), Some(0), "a process of the tree outlived close()");
+        assert!(took >= Duration::from_millis(STDIO_EXIT_GRACE_MS + STDIO_TERM_GRACE_MS), "stdin's end got its grace: {took:?}");
+        assert!(took <= Duration::from_millis(STDIO_CLOSE_MAX_MS), "close took {took:?}");
     }
 }
