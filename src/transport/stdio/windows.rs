@@ -13,6 +13,10 @@
 //! | stdout may be read by the host (Node) from a duplicated fd | always read by the engine: a pipe handle can't be handed to Node as a file descriptor (its C runtime's descriptor table is not ours) |
 //! | exit: code or signal                              | exit code; NTSTATUS failures (0xC0000005, …) in hex        |
 //!
+//! Reads too go through tokio's blocking pool (tokio has no async anonymous pipes on Windows): each
+//! connected server keeps two of its threads (stdout, stderr) waiting, so the engine's pool bound
+//! (`MAX_BLOCKING_THREADS` in napi/runtime.rs) caps how many stdio servers one process can hold.
+//!
 //! Handle inheritance: std creates the three pipes non-inheritable and makes only the child's ends
 //! inheritable, under a lock, for the duration of `CreateProcessW`; every handle created here (the job,
 //! the thread snapshot) is non-inheritable. std does not restrict inheritance to a handle list, so a
