@@ -5,7 +5,8 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import {
@@ -66,7 +67,7 @@ test('the engine throws and rejects with its code in err.code, not inside the me
     return true;
   });
   const garbage = scratchFile('garbage.db');
-  spawnSync('sh', ['-c', `head -c 4096 /dev/zero | tr '\\0' x > ${garbage}`]);
+  writeFileSync(garbage, 'x'.repeat(4096));
   const store = native.NativeStore.sqlite(garbage);
   await assert.rejects(store.list(), (error) => {
     assert.equal(error.code, 'mcp_storage_error');
@@ -124,8 +125,9 @@ test('a panic in any sync entry point is a thrown mcp_internal_error, and the pr
   assertInternal(await panicking('NativeToolset.abort', async () => (aborting.abort(), await slow)));
 
   // Bytes from a server the engine fails to take: that server's stream is lost, not the process. (Only
-  // Node feeds stdout through this entry; Bun's stdio servers are read by the engine itself.)
-  if (typeof Bun === 'undefined') {
+  // Node feeds stdout through this entry; Bun's stdio servers, and every server on Windows, are read by the
+  // engine itself.)
+  if (typeof Bun === 'undefined' && process.platform !== 'win32') {
     const fed = await panicking('NativeToolset.feedStdout', () => toolset.tools.sync__echo.execute({ text: 'c' }));
     assert.ok(fed instanceof McpError, String(fed));
   }
@@ -313,7 +315,7 @@ test('store failures are mcp_storage_error, for engine and JavaScript stores ali
   await assert.rejects(retrustMcpServer(failing, 'st'), (error) => error instanceof McpStorageError && /connection refused/.test(error.message));
 
   const garbage = scratchFile('not-a.db');
-  spawnSync('sh', ['-c', `head -c 4096 /dev/zero | tr '\\0' x > ${garbage}`]);
+  writeFileSync(garbage, 'x'.repeat(4096));
   const broken = createSqliteMcpConnectionStore(garbage);
   await assert.rejects(retrustMcpServer(broken, 'st'), (error) => error instanceof McpStorageError);
   await assert.rejects(broken.list(), { code: 'mcp_storage_error' });
@@ -325,7 +327,7 @@ test('store failures are mcp_storage_error, for engine and JavaScript stores ali
 
 /** Starts a process holding an exclusive lock on `file`; resolves once the lock is held. */
 async function lockSqliteFile(file) {
-  const holder = spawn('python3', [join(here, 'fixtures', 'hold-sqlite-lock.py'), file], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const holder = spawn(process.platform === 'win32' ? 'python' : 'python3', [join(here, 'fixtures', 'hold-sqlite-lock.py'), file], { stdio: ['ignore', 'pipe', 'inherit'] });
   await new Promise((resolve, reject) => {
     holder.stdout.on('data', (d) => String(d).includes('locked') && resolve());
     holder.on('exit', (code) => reject(new Error(`lock holder exited with ${code}`)));

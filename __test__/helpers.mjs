@@ -35,6 +35,15 @@ export async function until(predicate, { timeoutMs = 5000, stepMs = 10 } = {}) {
 
 /** The state letter of a process (R, S, Z, …) or null when it no longer exists. */
 export function processState(pid) {
+  if (process.platform === 'win32') {
+    // No /proc, and no zombies to tell apart: a process that still runs reads as 'R'.
+    try {
+      process.kill(pid, 0);
+      return 'R';
+    } catch {
+      return null;
+    }
+  }
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];

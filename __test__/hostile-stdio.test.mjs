@@ -83,7 +83,7 @@ test('a flood of 100 000 notifications mid-call: the call completes, memory stay
   });
 });
 
-test('a stderr flood neither stalls calls nor grows memory', async () => {
+test('a stderr flood neither stalls calls nor grows memory', { skip: process.platform === 'win32' && "the fixture's flood loop never yields on Windows: Node writes stdout/stderr pipes blocking there, so write() never returns false and the server never reads its stdin" }, async () => {
   const before = rss();
   await withServer('stderr-flood', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
     for (let i = 0; i < 20; i++) await stillServes(tools);
@@ -121,7 +121,7 @@ test('exit in the middle of a response fails the call as a transport error at on
   });
 });
 
-test('stdout closed by a server that stays alive fails the pending call at once', async () => {
+test('stdout closed by a server that stays alive fails the pending call at once', { skip: process.platform === 'win32' && "closeSync(1) does not close the pipe on Windows: libuv holds its own duplicate of a stdio handle" }, async () => {
   await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
     await assertFails(() => tools.h__close_stdout.execute({}), ['mcp_transport_error'], PROMPT_MS);
     await assertFails(() => tools.h__echo.execute({ text: 'x' }), ['mcp_transport_error', 'mcp_connection_closed', 'mcp_tool_unavailable'], PROMPT_MS);

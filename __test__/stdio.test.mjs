@@ -5,6 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { mcpTools } from '../dist/index.js';
 import { fixture, until, processState, scratchFile } from './helpers.mjs';
 
@@ -231,10 +232,17 @@ test('the child gets the env allowlist plus its own env, never the parent env', 
   await close();
   assert.equal(childEnv.GIVEN, 'given-value');
   assert.equal(childEnv.MCPFERRY_TEST_SECRET, undefined);
-  const allowed = new Set(['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'TERM', 'LANG', 'TMPDIR', 'GIVEN', 'FIXTURE_RECORD']);
-  // Runtimes may add a few of their own at start-up; none of the parent's may arrive.
-  for (const name of Object.keys(childEnv)) {
-    if (!allowed.has(name)) assert.equal(process.env[name] === childEnv[name] && name in process.env, false, `${name} leaked`);
+  const inherited =
+    process.platform === 'win32'
+      ? ['APPDATA', 'COMSPEC', 'HOMEDRIVE', 'HOMEPATH', 'LOCALAPPDATA', 'PATH', 'PATHEXT', 'PROCESSOR_ARCHITECTURE', 'PROGRAMFILES', 'SYSTEMDRIVE', 'SYSTEMROOT', 'TEMP', 'TMP', 'USERNAME', 'USERPROFILE']
+      : ['PATH', 'HOME', 'USER', 'LOGNAME', 'SHELL', 'TERM', 'LANG', 'TMPDIR'];
+  // Windows names are case-insensitive (the child may see SystemRoot for SYSTEMROOT).
+  const key = (name) => (process.platform === 'win32' ? name.toUpperCase() : name);
+  const allowed = new Set([...inherited, 'GIVEN', 'FIXTURE_RECORD'].map(key));
+  // Runtimes may add a few of their own at start-up (wine gives every process its WINE* ones); none of the
+  // parent's may arrive.
+  for (const name of Object.keys(childEnv).filter((n) => process.platform !== 'win32' || !n.startsWith('WINE'))) {
+    if (!allowed.has(key(name))) assert.equal(process.env[name] === childEnv[name] && name in process.env, false, `${name} leaked`);
   }
 });
 
@@ -385,7 +393,7 @@ test('a session-based server that exits on the modern probe is started again for
     name: 'strict',
     type: 'stdio',
     command: process.execPath,
-    args: [new URL('./fixtures/exit-on-unknown.mjs', import.meta.url).pathname],
+    args: [fileURLToPath(new URL('./fixtures/exit-on-unknown.mjs', import.meta.url))],
     env: { STARTS_FILE: starts },
   };
   const { tools, close, diagnostics } = await open([entry]);

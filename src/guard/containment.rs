@@ -5,7 +5,16 @@ use std::path::{Path, PathBuf};
 
 /// Variables a child inherits from this process. Everything else must be given in the entry's `env`,
 /// so an API key in the agent's environment never reaches a third-party server by accident.
+#[cfg(not(windows))]
 pub const INHERITED_ENV_VARS: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "TMPDIR"];
+/// On Windows, what a program needs to start at all (SYSTEMROOT for sockets and crypto providers, TEMP, the
+/// profile folders): the list the official MCP SDKs pass on, plus PATHEXT and COMSPEC so a child can run
+/// `.cmd` launchers such as `npx.cmd`. Names are case-insensitive there.
+#[cfg(windows)]
+pub const INHERITED_ENV_VARS: &[&str] = &[
+    "APPDATA", "COMSPEC", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PATHEXT", "PROCESSOR_ARCHITECTURE",
+    "PROGRAMFILES", "SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "TMP", "USERNAME", "USERPROFILE",
+];
 
 /// The complete environment of a stdio child: the allowlist from `parent`, then the entry's own `env`.
 pub fn child_environment<'a>(
@@ -92,6 +101,7 @@ mod tests {
         assert!(env.contains(&("HOME".to_owned(), "/srv".to_owned())), "entry env wins");
     }
 
+    #[cfg(unix)] // a symlink needs a privilege on Windows
     #[test]
     fn containment_follows_symlinks_out_of_the_root() {
         let base = std::env::temp_dir().join(format!("mcpferry-contain-{}", std::process::id()));

@@ -28,7 +28,7 @@ struct JsReaderHost {
 }
 
 impl ReaderHost for JsReaderHost {
-    fn attach(&self, reader: Arc<ExternalReader>, fd: std::os::fd::RawFd) {
+    fn attach(&self, reader: Arc<ExternalReader>, fd: crate::transport::stdio::RawFd) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         self.readers.lock().insert(id, reader);
         self.events.emit("stdio-reader", serde_json::json!({ "readerId": id, "fd": fd }).to_string());

@@ -540,6 +540,7 @@ fn tls_connector(mode: SslMode, ca_pem: Option<&str>) -> Result<MakeRustlsConnec
 fn describe_target(config: &tokio_postgres::Config) -> String {
     let host = match config.get_hosts().first() {
         Some(Host::Tcp(name)) => name.clone(),
+        #[cfg(unix)]
         Some(Host::Unix(path)) => path.display().to_string(),
         None => "localhost".to_owned(),
     };

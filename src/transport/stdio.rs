@@ -14,11 +14,16 @@ use super::{describe_garbage, BoxFuture, MessageSink, Outbound, Transport, Trans
 use crate::error::{McpError, Result};
 use crate::guard::redact::Secrets;
 use crate::limits::{
-    MAX_QUOTED_BYTES, MAX_SKIPPED_LINE_BYTES, MAX_STDIO_PENDING_WRITE_BYTES, STDERR_TAIL_BYTES, STDIO_CLOSE_MAX_MS, STDIO_EXIT_GRACE_MS, STDIO_EXIT_REPORT_WAIT_MS,
-    STDIO_KILL_WAIT_MS, STDIO_TASK_JOIN_MS, STDIO_TERM_GRACE_MS,
+    MAX_QUOTED_BYTES, MAX_SKIPPED_LINE_BYTES, MAX_STDIO_PENDING_WRITE_BYTES, STDERR_TAIL_BYTES, STDIO_CLOSE_MAX_MS, STDIO_EXIT_REPORT_WAIT_MS,
+    STDIO_TASK_JOIN_MS,
 };
+#[cfg(unix)]
+use crate::limits::{STDIO_EXIT_GRACE_MS, STDIO_KILL_WAIT_MS, STDIO_TERM_GRACE_MS};
 use std::future::Future;
-use std::os::fd::{AsFd, AsRawFd, IntoRawFd, RawFd};
+#[cfg(unix)]
+use std::os::fd::{AsFd, AsRawFd, IntoRawFd};
+#[cfg(unix)]
+pub use std::os::fd::RawFd;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,6 +35,15 @@ use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+
+/// The process tree, stop sequence and exit wording on Windows (a Job Object for the process group).
+#[cfg(windows)]
+mod windows;
+#[cfg(windows)]
+use windows::{describe_exit, stop_process};
+/// Never handed to a host on Windows (the engine reads stdout there); the type keeps [`ReaderHost`] one trait.
+#[cfg(windows)]
+pub type RawFd = i32;
 
 /// How to start one stdio server. `env` is the complete environment the child gets.
 #[derive(Clone)]
@@ -57,6 +71,7 @@ const STDERR_READ_CHUNK_BYTES: usize = 1024;
 const MAX_COALESCED_WRITE_BYTES: usize = 1024 * 1024;
 /// How long one scan of /proc for live members of a server's process group may take before close()
 /// assumes the group is still alive and escalates.
+#[cfg(unix)]
 const GROUP_SCAN_MS: u64 = 200;
 
 /// Every task of one transport runs under its tracker and stops at its token: close() cancels the
@@ -93,7 +108,10 @@ impl Tasks {
 
 pub struct StdioTransport {
     outbox: Arc<Outbox>,
+    #[cfg(unix)]
     process_group: i32,
+    #[cfg(windows)]
+    process_group: Arc<windows::ProcessTree>,
     stderr_tail: Arc<Mutex<TailBuffer>>,
     secrets: Arc<Secrets>,
     exit: watch::Receiver<Option<ExitStatus>>,
@@ -112,8 +130,11 @@ impl StdioTransport {
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+            .stderr(Stdio::piped());
+        #[cfg(unix)]
+        command.process_group(0);
+        #[cfg(windows)]
+        windows::prepare(&mut command);
         if let Some(cwd) = &spec.cwd {
             command.current_dir(cwd);
         }
@@ -121,12 +142,24 @@ impl StdioTransport {
         let mut child = command
             .spawn()
             .map_err(|e| McpError::Transport(format!("failed to start {}: {e}", spec.program.display())))?;
+        #[cfg(unix)]
         let process_group = child.id().map(|pid| pid as i32).unwrap_or(0);
+        #[cfg(windows)]
+        let process_group = match windows::ProcessTree::contain(&child) {
+            Ok(tree) => Arc::new(tree),
+            Err(e) => {
+                let _ = child.start_kill();
+                return Err(McpError::Transport(format!("cannot contain {} in a job object: {e}", spec.program.display())));
+            }
+        };
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
 
+        #[cfg(unix)]
         let outbox = Arc::new(Outbox::new(stdin.as_raw_fd()));
+        #[cfg(windows)]
+        let outbox = Arc::new(Outbox::new());
         let stderr_tail = Arc::new(Mutex::new(TailBuffer::default()));
         let closing = Arc::new(AtomicBool::new(false));
         let (exit_tx, exit_rx) = watch::channel(None);
@@ -147,6 +180,7 @@ impl StdioTransport {
             let _ = exit_tx.send(status);
         });
         match &spec.reader_host {
+            #[cfg(unix)]
             Some(host) => {
                 // The host reads a duplicate, made close-on-exec (F_DUPFD_CLOEXEC) like every descriptor
                 // we hold: a server spawned later must not inherit another server's stdout. Ours closes
@@ -174,7 +208,7 @@ impl StdioTransport {
                 });
                 host.attach(reader, duplicate.into_raw_fd());
             }
-            None => {
+            _ => {
                 tasks.spawn(read_loop(stdout, sink, lines(), exit_rx.clone(), last_words, closing.clone()));
             }
         }
@@ -202,7 +236,10 @@ impl Transport for StdioTransport {
     fn close(&self) -> BoxFuture<'static, ()> {
         let first = !self.closing.swap(true, Ordering::SeqCst);
         let outbox = self.outbox.clone();
+        #[cfg(unix)]
         let group = self.process_group;
+        #[cfg(windows)]
+        let group = self.process_group.clone();
         let exit = self.exit.clone();
         let tasks = self.tasks.clone();
         let closed = self.closed.clone();
@@ -233,9 +270,12 @@ impl Drop for StdioTransport {
         if self.closing.load(Ordering::SeqCst) {
             return;
         }
+        #[cfg(unix)]
         if self.exit.borrow().is_none() {
             signal_group(self.process_group, libc::SIGKILL);
         }
+        #[cfg(windows)]
+        self.process_group.kill();
         self.tasks.cancel.cancel();
     }
 }
@@ -243,6 +283,7 @@ impl Drop for StdioTransport {
 /// Ask the server to exit (stdin EOF), then make it (SIGTERM, then SIGKILL to its whole group), each
 /// step with its grace. Returns within STDIO_EXIT_GRACE_MS + STDIO_TERM_GRACE_MS + STDIO_KILL_WAIT_MS
 /// (plus one bounded /proc scan), even if the exit is never seen.
+#[cfg(unix)]
 async fn stop_process(outbox: &Outbox, group: i32, mut exit: watch::Receiver<Option<ExitStatus>>) {
     // Ending stdin is the polite request to exit; most servers take it.
     outbox.close();
@@ -271,11 +312,13 @@ async fn stop_process(outbox: &Outbox, group: i32, mut exit: watch::Receiver<Opt
     }
 }
 
+#[cfg(unix)]
 async fn wait_for_exit(exit: &mut watch::Receiver<Option<ExitStatus>>, within_ms: u64) -> bool {
     let wait = exit.wait_for(|s| s.is_some());
     matches!(tokio::time::timeout(Duration::from_millis(within_ms), wait).await, Ok(Ok(_)))
 }
 
+#[cfg(unix)]
 fn signal_group(group: i32, signal: i32) {
     if group > 0 {
         // SAFETY: kill(2) with a negative pid signals a process group; no memory is touched.
@@ -283,6 +326,7 @@ fn signal_group(group: i32, signal: i32) {
     }
 }
 
+#[cfg(unix)]
 async fn group_alive(group: i32) -> bool {
     // Signal 0 checks for existence (zombies count); then /proc tells live members from zombies. The
     // scan reads files, so it runs on the blocking pool, not on the engine's one worker.
@@ -295,6 +339,7 @@ async fn group_alive(group: i32) -> bool {
 
 /// True when some member of the group is not a zombie. Zombies reparented to an init that never
 /// reaps them hold no resources and cannot be signalled away.
+#[cfg(unix)]
 fn group_has_live_member(group: i32) -> bool {
     let Ok(entries) = std::fs::read_dir("/proc") else { return true };
     for entry in entries.flatten() {
@@ -321,6 +366,7 @@ struct Outbox {
     wake: Notify,
     /// The child's stdin, non-blocking. Written here only under `state`'s lock while not closed; the
     /// writer task closes it only after setting `closed` under the same lock.
+    #[cfg(unix)]
     fd: RawFd,
 }
 
@@ -333,8 +379,13 @@ struct OutboxState {
 }
 
 impl Outbox {
-    fn new(fd: RawFd) -> Self {
-        Outbox { state: Mutex::new(OutboxState::default()), wake: Notify::new(), fd }
+    fn new(#[cfg(unix)] fd: RawFd) -> Self {
+        Outbox {
+            state: Mutex::new(OutboxState::default()),
+            wake: Notify::new(),
+            #[cfg(unix)]
+            fd,
+        }
     }
 
     fn push(&self, messages: impl Iterator<Item = String>) -> Result<()> {
@@ -361,10 +412,14 @@ impl Outbox {
         if !was_empty || state.writer_busy {
             return Ok(()); // the writer task will take it with what is queued
         }
-        // SAFETY: `fd` is open while `closed` is false, and we hold the lock that orders closing.
-        let written = unsafe { libc::write(self.fd, state.pending.as_ptr().cast(), state.pending.len()) };
-        if written > 0 {
-            state.pending.drain(..written as usize);
+        // Windows: an anonymous pipe can't be written without blocking, so the writer task takes it all.
+        #[cfg(unix)]
+        {
+            // SAFETY: `fd` is open while `closed` is false, and we hold the lock that orders closing.
+            let written = unsafe { libc::write(self.fd, state.pending.as_ptr().cast(), state.pending.len()) };
+            if written > 0 {
+                state.pending.drain(..written as usize);
+            }
         }
         if !state.pending.is_empty() {
             drop(state);
@@ -660,6 +715,7 @@ fn refuse_oversized(sink: &dyn MessageSink, head: &[u8], limit_bytes: usize) {
     }
 }
 
+#[cfg(unix)]
 fn describe_exit(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
@@ -836,6 +892,7 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     fn spec(script: &str) -> StdioSpec {
         StdioSpec {
             program: "/bin/sh".into(),
@@ -846,10 +903,12 @@ mod tests {
         }
     }
 
+    #[cfg(unix)]
     fn options() -> TransportOptions {
         TransportOptions { max_message_bytes: 1024, idle_timeout: Duration::from_secs(5), secrets: Arc::default() }
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn a_server_that_never_reads_its_input_makes_sends_fail_instead_of_queueing() {
         let transport = StdioTransport::spawn(&spec("exec sleep 30"), Arc::new(Recorder::default()), options()).unwrap();
@@ -870,6 +929,7 @@ mod tests {
         transport.close().await;
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn a_close_under_way_survives_the_transport_being_dropped() {
         // The server exits as soon as its stdin ends; the close must see that, not escalate to signals.
@@ -883,6 +943,7 @@ mod tests {
         assert!(tasks.is_empty());
     }
 
+    #[cfg(unix)]
     #[tokio::test]
     async fn close_is_bounded_and_leaves_no_task_when_a_descendant_holds_the_pipes() {
         // A descendant that left the process group keeps stdout and stderr open: the readers never see
