@@ -1,5 +1,6 @@
 // Types of `mcpferry/ai` (CommonJS).
-import type { ToolSet } from 'ai';
+// ai 7 is an ES module: its types are imported as such from this CommonJS declaration (node16 requires it).
+import type { ToolSet } from 'ai' with { 'resolution-mode': 'import' };
 import type { McpToolset } from '../dist/types.js';
 
 /**

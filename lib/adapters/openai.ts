@@ -14,9 +14,10 @@ import { stripRewrittenNulls, toStrictSchema, type StrictConversion } from './st
 type ToolCallDetails = Parameters<Agents.FunctionTool['invoke']>[2];
 type StrictParameters = Extract<Agents.FunctionTool['parameters'], { additionalProperties: false }>;
 type NonStrictParameters = Exclude<Agents.FunctionTool['parameters'], StrictParameters>;
-/** A function tool of any parameters, for any run context (what `new Agent({ tools })` takes). */
+/** A function tool for agents of run context `Context` (what `new Agent<Context>({ tools })` takes). */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type AgentsFunctionTool = Agents.FunctionTool<unknown, any, unknown>;
+export type AgentsFunctionTool<Context = unknown> = Agents.FunctionTool<Context, any, unknown>;
+type AgentsOutput = string | Agents.ToolCallOutputContent[];
 
 const conversions = new WeakMap<McpTool, StrictConversion>();
 
@@ -46,7 +47,7 @@ const dataUrl = (block: ContentBlock): string | undefined =>
   typeof block.data === 'string' && typeof block.mimeType === 'string' ? `data:${block.mimeType};base64,${block.data}` : undefined;
 
 /** The Agents SDK's tool output: text alone as a string; with images, a list of text and image items. */
-function agentsOutput(result: McpToolResult): string | Agents.ToolCallOutputContent[] {
+function agentsOutput(result: McpToolResult): AgentsOutput {
   const blocks = resultBlocks(result);
   if (!blocks.some((block) => block.type === 'image' && dataUrl(block))) return resultAsText(result);
   return blocks.map((block): Agents.ToolCallOutputContent =>
@@ -63,7 +64,7 @@ function agentsOutput(result: McpToolResult): string | Agents.ToolCallOutputCont
  * while an abort ends the run. The list is the toolset's tools now: after a `tools-changed` diagnostic,
  * assign a new list to `agent.tools`.
  */
-export function openaiAgentsTools(toolset: McpToolset): AgentsFunctionTool[] {
+export function openaiAgentsTools<Context = unknown>(toolset: McpToolset): AgentsFunctionTool<Context>[] {
   // Loaded here, not at the top: the Responses and Chat helpers below do not need the Agents SDK.
   const { tool: functionTool } = require('@openai/agents') as typeof Agents;
   return Object.values(toolset.tools).map((tool) => {
@@ -80,8 +81,8 @@ export function openaiAgentsTools(toolset: McpToolset): AgentsFunctionTool[] {
       },
     };
     return conversion.strict
-      ? functionTool({ ...common, strict: true, parameters: conversion.schema as StrictParameters })
-      : functionTool({ ...common, strict: false, parameters: tool.inputSchema as NonStrictParameters });
+      ? functionTool<StrictParameters, Context, AgentsOutput>({ ...common, strict: true, parameters: conversion.schema as StrictParameters })
+      : functionTool<NonStrictParameters, Context, AgentsOutput>({ ...common, strict: false, parameters: tool.inputSchema as NonStrictParameters });
   });
 }
 
