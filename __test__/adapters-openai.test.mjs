@@ -214,3 +214,11 @@ function nest(levels) {
   for (let i = 0; i < levels; i++) schema = { type: 'object', properties: { inner: schema }, required: ['inner'] };
   return schema;
 }
+
+test('Agents SDK names: `-` becomes `_`; two tools that would share a name are refused with both names', async (t) => {
+  const { toolset } = await adaptersToolset(t);
+  assert.ok(openaiAgentsTools(toolset).some((tool) => tool.name === 'fx__add_tool'));
+  const twin = { ...toolset.tools.fx__add_tool, name: 'fx__add-tool' };
+  const clashing = { ...toolset, tools: { ...toolset.tools, 'fx__add-tool': twin } };
+  assert.throws(() => openaiAgentsTools(clashing), { name: 'TypeError', message: /"fx__add_tool" and "fx__add-tool" are both named "fx__add_tool"/ });
+});

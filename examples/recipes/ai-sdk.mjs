@@ -6,7 +6,7 @@ import { aiSdkTools } from 'mcpferry/ai';
 const toolset = await mcpTools([{ name: 'everything', type: 'stdio', command: 'npx', args: ['-y', '@modelcontextprotocol/server-everything'] }]);
 try {
   const { text } = await generateText({
-    model: 'openai/gpt-5-mini', // through the AI Gateway; any provider's model works, e.g. openai('gpt-5-mini') from @ai-sdk/openai
+    model: 'openai/gpt-5.4-mini', // through the AI Gateway; any provider's model works, e.g. openai('gpt-5.4-mini') from @ai-sdk/openai
     tools: aiSdkTools(toolset),
     stopWhen: stepCountIs(5),
     prompt: 'Add 2 and 40 with the get-sum tool, then tell me the result.',

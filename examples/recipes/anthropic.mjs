@@ -10,7 +10,7 @@ try {
   /** @type {Anthropic.MessageParam[]} */
   const messages = [{ role: 'user', content: 'Add 2 and 40 with the get-sum tool, then tell me the result.' }];
   for (let step = 0; step < 5; step++) {
-    const message = await anthropic.messages.create({ model: 'claude-sonnet-4-5', max_tokens: 1024, tools, messages });
+    const message = await anthropic.messages.create({ model: 'claude-sonnet-5-5', max_tokens: 1024, tools, messages });
     messages.push({ role: 'assistant', content: message.content });
     if (message.stop_reason !== 'tool_use') {
       console.log(message.content.map((block) => (block.type === 'text' ? block.text : '')).join(''));

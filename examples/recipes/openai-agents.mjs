@@ -8,7 +8,6 @@ try {
   const agent = new Agent({
     name: 'Assistant',
     instructions: 'Answer with the tools you have.',
-    model: 'gpt-5-mini',
     tools: openaiAgentsTools(toolset),
   });
   const result = await run(agent, 'Add 2 and 40 with the get-sum tool, then tell me the result.');

@@ -6,7 +6,7 @@ import { dispatchOpenAiToolCall, openaiToolDefinitions } from 'mcpferry/openai';
 const client = new OpenAI();
 const toolset = await mcpTools([{ name: 'everything', type: 'stdio', command: 'npx', args: ['-y', '@modelcontextprotocol/server-everything'] }]);
 try {
-  const model = 'gpt-5-mini';
+  const model = 'gpt-5.4-mini';
   const tools = openaiToolDefinitions(toolset, { api: 'responses' });
   let response = await client.responses.create({ model, tools, input: 'Add 2 and 40 with the get-sum tool, then tell me the result.' });
   for (let step = 0; step < 5; step++) {

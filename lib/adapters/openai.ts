@@ -67,23 +67,38 @@ function agentsOutput(result: McpToolResult): AgentsOutput {
 export function openaiAgentsTools<Context = unknown>(toolset: McpToolset): AgentsFunctionTool<Context>[] {
   // Loaded here, not at the top: the Responses and Chat helpers below do not need the Agents SDK.
   const { tool: functionTool } = require('@openai/agents') as typeof Agents;
+  const named = new Map<string, string>();
   return Object.values(toolset.tools).map((tool) => {
-    const conversion = strictFor(tool);
-    const common = {
-      name: tool.name,
-      description: tool.description,
-      execute: async (input: unknown, _context?: unknown, details?: ToolCallDetails) =>
-        agentsOutput(await tool.execute(serverArguments(tool, input), { signal: details?.signal, toolCallId: details?.toolCall?.callId })),
-      // The model sees what failed; an abort and a bug are not the model's to handle.
-      errorFunction: (_context: unknown, error: unknown) => {
-        if (isMcpError(error) && error.code !== 'mcp_aborted') return error.message;
-        throw error;
-      },
-    };
-    return conversion.strict
-      ? functionTool<StrictParameters, Context, AgentsOutput>({ ...common, strict: true, parameters: conversion.schema as StrictParameters })
-      : functionTool<NonStrictParameters, Context, AgentsOutput>({ ...common, strict: false, parameters: tool.inputSchema as NonStrictParameters });
+    const created = agentsTool<Context>(functionTool, tool);
+    // The SDK turns every character but letters and digits into `_`: two names may become one.
+    const taken = named.get(created.name);
+    if (taken !== undefined) {
+      throw new TypeError(
+        `openaiAgentsTools: the tools ${JSON.stringify(taken)} and ${JSON.stringify(tool.name)} are both named ${JSON.stringify(created.name)} in the Agents SDK; leave one out with the \`tools\` option of mcpTools`,
+      );
+    }
+    named.set(created.name, tool.name);
+    return created;
   });
+}
+
+/** One MCP tool as an Agents SDK function tool (the SDK's own `tool()`), strict when its schema allows it. */
+function agentsTool<Context>(functionTool: typeof Agents.tool, tool: McpTool): AgentsFunctionTool<Context> {
+  const conversion = strictFor(tool);
+  const common = {
+    name: tool.name,
+    description: tool.description,
+    execute: async (input: unknown, _context?: unknown, details?: ToolCallDetails) =>
+      agentsOutput(await tool.execute(serverArguments(tool, input), { signal: details?.signal, toolCallId: details?.toolCall?.callId })),
+    // The model sees what failed; an abort and a bug are not the model's to handle.
+    errorFunction: (_context: unknown, error: unknown) => {
+      if (isMcpError(error) && error.code !== 'mcp_aborted') return error.message;
+      throw error;
+    },
+  };
+  return conversion.strict
+    ? functionTool<StrictParameters, Context, AgentsOutput>({ ...common, strict: true, parameters: conversion.schema as StrictParameters })
+    : functionTool<NonStrictParameters, Context, AgentsOutput>({ ...common, strict: false, parameters: tool.inputSchema as NonStrictParameters });
 }
 
 /** A function tool for the Responses API (`client.responses.create({ tools })`). */
