@@ -106,7 +106,8 @@ export function isMcpError(error: unknown): error is Error & { code: string } {
 }
 
 /**
- * Runs one call for a dispatcher and tells apart what the model should see from what ends the loop:
+ * Runs one call for a dispatcher (`serverArguments` turns the model's arguments into the server's) and
+ * tells apart what the model should see from what ends the loop:
  * a tool failure (isError), a policy denial, an unknown tool, a timeout… become an error result the
  * model reads; an abort (the caller asked to stop) and anything that is not mcpferry's (a bug) throw.
  */
@@ -115,11 +116,12 @@ export async function dispatchCall(
   name: string,
   args: unknown,
   ctx: { signal?: AbortSignal; toolCallId?: string },
+  serverArguments: (tool: McpTool, args: unknown) => unknown = (_tool, given) => given,
 ): Promise<{ result: McpToolResult; isError: false } | { error: string; isError: true }> {
   const tool = Object.prototype.hasOwnProperty.call(toolset.tools, name) ? toolset.tools[name] : undefined;
   if (!tool) return { error: `There is no tool named ${JSON.stringify(name)}.`, isError: true };
   try {
-    return { result: await tool.execute(args, ctx), isError: false };
+    return { result: await tool.execute(serverArguments(tool, args), ctx), isError: false };
   } catch (error) {
     if (!isMcpError(error) || error.code === 'mcp_aborted') throw error;
     return { error: error.message, isError: true };

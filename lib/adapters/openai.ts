@@ -157,8 +157,7 @@ export function openaiToolDefinitions(toolset: McpToolset, options: { api: 'resp
 async function run(toolset: McpToolset, name: string, argumentsJson: string, signal: AbortSignal | undefined, callId: string) {
   const parsed = parseArguments(argumentsJson);
   if ('error' in parsed) return { error: parsed.error, isError: true as const };
-  const tool = Object.prototype.hasOwnProperty.call(toolset.tools, name) ? toolset.tools[name] : undefined;
-  return dispatchCall(toolset, name, tool ? serverArguments(tool, parsed.args) : parsed.args, { signal, toolCallId: callId });
+  return dispatchCall(toolset, name, parsed.args, { signal, toolCallId: callId }, serverArguments);
 }
 
 function responsesOutput(result: McpToolResult): OpenAiResponsesFunctionCallOutput['output'] {
