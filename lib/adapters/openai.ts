@@ -15,7 +15,6 @@ type ToolCallDetails = Parameters<Agents.FunctionTool['invoke']>[2];
 type StrictParameters = Extract<Agents.FunctionTool['parameters'], { additionalProperties: false }>;
 type NonStrictParameters = Exclude<Agents.FunctionTool['parameters'], StrictParameters>;
 /** A function tool for agents of run context `Context` (what `new Agent<Context>({ tools })` takes). */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AgentsFunctionTool<Context = unknown> = Agents.FunctionTool<Context, any, unknown>;
 type AgentsOutput = string | Agents.ToolCallOutputContent[];
 
