@@ -178,7 +178,7 @@ test('strict mode: which schemas are strict-compatible, and which nulls are stri
 
   const object = (properties, extra = {}) => ({ type: 'object', properties, ...extra });
   const compatible = [
-    ['no parameters', { type: 'object' }],
+    ['no parameters', { type: 'object', properties: {} }],
     ['$schema on the root', { $schema: 'http://json-schema.org/draft-07/schema#', ...object({ a: { type: 'string' } }) }],
     ['closed already', object({ a: { type: 'number', minimum: 0 } }, { required: ['a'], additionalProperties: false })],
     ['anyOf of closed objects', object({ a: { anyOf: [object({ x: { type: 'string' } }, { required: ['x'] }), { type: 'integer' }] } })],
@@ -189,7 +189,8 @@ test('strict mode: which schemas are strict-compatible, and which nulls are stri
     ['a root that is not an object', { anyOf: [object({})] }, /root is not an object/],
     ['an open map', LOOKUP_SCHEMA, /\$\.filters allows additional properties/],
     ['additionalProperties: true', object({ a: { type: 'string' } }, { additionalProperties: true }), /allows additional properties/],
-    ['a free-form nested object', object({ a: { type: 'object' } }), /free-form object/],
+    ['a free-form nested object', object({ a: { type: 'object' } }), /\$\.a is a free-form object/],
+    ['a bare root (no properties: the arguments are not known)', { type: 'object' }, /\$ is a free-form object/],
     ['a default', object({ a: { type: 'integer', default: 3 } }), /"default"/],
     ['oneOf', object({ a: { oneOf: [{ type: 'string' }, { type: 'integer' }] } }), /"oneOf"/],
     ['$ref', { ...object({ a: { $ref: '#/$defs/a' } }), $defs: { a: { type: 'string' } } }, /"\$defs"|"\$ref"/],
@@ -221,4 +222,16 @@ test('Agents SDK names: `-` becomes `_`; two tools that would share a name are r
   const twin = { ...toolset.tools.fx__add_tool, name: 'fx__add-tool' };
   const clashing = { ...toolset, tools: { ...toolset.tools, 'fx__add-tool': twin } };
   assert.throws(() => openaiAgentsTools(clashing), { name: 'TypeError', message: /"fx__add_tool" and "fx__add-tool" are both named "fx__add_tool"/ });
+});
+
+test('a tool the disclosure budget left bare is not strict (its arguments are not known), so its arguments pass as sent', async (t) => {
+  const { toolset, received } = await adaptersToolset(t, 'fx', { disclosure: { budget: 1 } });
+  assert.deepEqual(toolset.tools.fx__book.inputSchema, { type: 'object' });
+  const definitions = Object.fromEntries(openaiToolDefinitions(toolset, { api: 'responses' }).map((tool) => [tool.name, tool]));
+  assert.equal(definitions.fx__book.strict, false);
+  assert.deepEqual(definitions.fx__book.parameters, { type: 'object' });
+  assert.equal(definitions.mcp__describe_tool.strict, true, 'the describe tool has a full schema');
+  const answer = await dispatchOpenAiToolCall(toolset, { type: 'function_call', call_id: 'a', name: 'fx__book', arguments: JSON.stringify({ city: 'Braga', nights: 3 }) });
+  assert.equal(answer.output, 'booked Braga');
+  assert.deepEqual(received().find((r) => r.tool === 'book').args, { city: 'Braga', nights: 3 });
 });

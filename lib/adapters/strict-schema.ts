@@ -12,7 +12,9 @@
 //     exclusiveMaximum, multipleOf (`$schema` on the root is dropped: it describes, never constrains);
 //   - has no `$ref`/`$defs`/`definitions` (not rewritten here), no `additionalProperties` other than
 //     absent or `false` (an open map cannot be closed without changing what the tool accepts), and no
-//     object below the root without `properties` (a free-form object);
+//     object without `properties`, the root included (a free-form object: closing it would leave the
+//     model no argument to send, as for a tool whose schema the disclosure budget reduced to a bare
+//     `{ type: 'object' }`; `properties: {}` is a tool that takes none);
 //   - stays within strict mode's limits: MAX_STRICT_NESTING_LEVELS levels of objects, MAX_STRICT_PROPERTIES
 //     properties in all, MAX_STRICT_ENUM_VALUES values per enum;
 //   - and makes no optional property under an `anyOf` (which branch the model meant is not known, so
@@ -121,8 +123,8 @@ class Converter {
   private object(schema: Schema, out: Schema, rewrites: NullRewrites, path: string, depth: number, underAnyOf: boolean): void {
     const additional = schema.additionalProperties;
     if (additional !== undefined && additional !== false) throw new Incompatible(`${path} allows additional properties`);
-    if (!('properties' in schema) && depth > 1) throw new Incompatible(`${path} is a free-form object (no properties)`);
-    const properties = schema.properties ?? {};
+    if (!('properties' in schema)) throw new Incompatible(`${path} is a free-form object (no properties)`);
+    const properties = schema.properties;
     if (!isSchema(properties)) throw new Incompatible(`${path}.properties is not an object`);
     const required = schema.required ?? [];
     if (!Array.isArray(required) || !required.every((name) => typeof name === 'string' && name in properties)) {
