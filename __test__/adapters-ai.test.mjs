@@ -85,6 +85,7 @@ for (const { label, ai, Mock, adapt, fileParts } of majors) {
   for (const mode of ['generateText', 'streamText']) {
     test(`${label}, ${mode}: tools run on the server and their output reaches the model's next prompt, mapped`, async (t) => {
       const { toolset, received } = await adaptersToolset(t);
+      const calls = [];
       const { model, seen } = scriptedModel(Mock, [
         (options) => {
           const offered = options.tools.map((tool) => tool.name).sort();
@@ -95,7 +96,10 @@ for (const { label, ai, Mock, adapt, fileParts } of majors) {
         },
         () => say('done'),
       ]);
-      assert.equal(await runLoop(ai, mode, { model, tools: adapt(toolset), prompt: 'go' }), 'done');
+      const onStepFinish = (step) => calls.push(...step.toolCalls);
+      assert.equal(await runLoop(ai, mode, { model, tools: adapt(toolset), prompt: 'go', onStepFinish }), 'done');
+      assert.deepEqual(calls.map((c) => [c.toolName, c.dynamic]), [['fx__echo', true], ['fx__media', true]]);
+      if (label === 'ai 7') assert.deepEqual(calls[0].toolMetadata, { server: 'fx', remoteName: 'echo' }, 'ai 7 tells where a tool comes from');
       assert.deepEqual(
         received().filter((r) => r.tool === 'echo'),
         [{ tool: 'echo', args: { text: 'hi' } }],

@@ -57,6 +57,9 @@ export function bindAiSdkTools(ai: AiSdk, version: string): (toolset: McpToolset
   const convert = (tool: McpTool) =>
     ai.dynamicTool({
       description: tool.description,
+      // ai 7 carries it to the tool call and result parts (`toolMetadata`), so a UI can tell where a tool
+      // comes from; ai 6 has no such field and ignores it.
+      metadata: { server: tool.server, remoteName: tool.remoteName },
       // MCP input schemas are JSON Schema objects; the AI SDK validates nothing itself here, the server does.
       inputSchema: ai.jsonSchema(tool.inputSchema as JSONSchema7),
       execute: (input, { abortSignal, toolCallId }) => tool.execute(input, { abortSignal, toolCallId }),
