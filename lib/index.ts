@@ -568,11 +568,17 @@ function makeTool(calls: CallChannel, projected: ProjectedTool): McpTool {
     ...projected,
     execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult> {
       if (ctx !== undefined && ctx !== null && typeof ctx !== 'object') {
-        return Promise.reject(createMcpError('mcp_invalid_arguments', 'the call context must be an object ({ signal?, toolCallId?, runId? })'));
+        return Promise.reject(createMcpError('mcp_invalid_arguments', 'the call context must be an object ({ signal?, abortSignal?, toolCallId?, runId? })'));
       }
-      const signal = ctx?.signal ?? undefined;
+      // `abortSignal` is the AI SDK's name for it: a context passed through as is cancels all the same.
+      const given = ctx?.signal ?? undefined;
+      const alias = ctx?.abortSignal ?? undefined;
+      if (given !== undefined && alias !== undefined && given !== alias) {
+        return Promise.reject(createMcpError('mcp_invalid_arguments', 'ctx.signal and ctx.abortSignal are two different signals: give one'));
+      }
+      const signal = given ?? alias;
       if (signal !== undefined && !isAbortSignal(signal)) {
-        return Promise.reject(createMcpError('mcp_invalid_arguments', 'ctx.signal must be an AbortSignal'));
+        return Promise.reject(createMcpError('mcp_invalid_arguments', `ctx.${given !== undefined ? 'signal' : 'abortSignal'} must be an AbortSignal`));
       }
       if (signal?.aborted) return Promise.reject(createMcpError('mcp_aborted', 'MCP request aborted by the caller'));
       let json: string;

@@ -265,7 +265,10 @@ export interface McpToolResult {
 }
 
 export interface McpToolCallContext {
+  /** Aborting it cancels the call: the server is sent `notifications/cancelled`, the call rejects with `mcp_aborted`. */
   signal?: AbortSignal;
+  /** The same as `signal`, under the name the AI SDK's execute options use. Give one of the two. */
+  abortSignal?: AbortSignal;
   toolCallId?: string;
   runId?: string;
 }

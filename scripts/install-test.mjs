@@ -5,7 +5,9 @@
 // reachable) with npm offline and a dead registry, so nothing called mcpferry can come from anywhere
 // else, then uses the installed package the way a user would: connect the example stdio server and call
 // its tool on Node 20, Node 22 and Bun, from CommonJS and from ESM, and compile a typed usage file with
-// moduleResolution node16, nodenext and bundler.
+// moduleResolution node16, nodenext and bundler. The framework subpaths (mcpferry/ai, /openai, /anthropic)
+// are checked the same way in a second project where the frameworks are installed (linked from the repo's
+// node_modules, as a user's own install would provide them; they are optional peer dependencies).
 //
 // The platform package carries the DEBUG engine `npm run build` left in the repo root (its debug info
 // stripped, to pack fast); `npm run package` is the release path and packs the same way.
@@ -13,9 +15,9 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { hostTarget, manifest, packMain, packPlatform, platformOf, root } from './package.mjs';
 
 const target = hostTarget();
@@ -120,6 +122,99 @@ export const budget: number = estimateTokens('hello');
 export const unused = createMcpError;
 `;
 
+// The framework subpaths: what each exports, and one real use of each against the example server.
+const SUBPATHS = {
+  'mcpferry/ai': ['aiSdkTools'],
+  'mcpferry/anthropic': ['anthropicTools', 'dispatchAnthropicToolUses'],
+  'mcpferry/openai': ['dispatchOpenAiToolCall', 'openaiAgentsTools', 'openaiToolDefinitions'],
+};
+/** The frameworks the subpaths are for (optional peers), and `openai` for the Responses types. */
+const FRAMEWORKS = ['ai', '@openai/agents', '@anthropic-ai/sdk', 'openai'];
+
+const ADAPTERS_USE = (load) => `${load}
+const toolset = await mcpTools([{ name: 'weather', type: 'stdio', command: process.execPath, args: [weather] }]);
+try {
+  const tools = ai.aiSdkTools(toolset);
+  const output = await tools.weather__forecast.execute({ city: 'lisbon' }, { toolCallId: 'c1', messages: [] });
+  const modelOutput = await tools.weather__forecast.toModelOutput({ toolCallId: 'c1', input: {}, output });
+  const [definition] = openai.openaiToolDefinitions(toolset, { api: 'responses' }).filter((t) => t.name === 'weather__forecast');
+  const responses = await openai.dispatchOpenAiToolCall(toolset, { type: 'function_call', call_id: 'c2', name: 'weather__forecast', arguments: '{"city":"oslo"}' });
+  const agentsTool = openai.openaiAgentsTools(toolset).find((t) => t.name === 'weather__forecast');
+  const anthropicResults = await anthropic.dispatchAnthropicToolUses(toolset, [{ type: 'tool_use', id: 'c3', name: 'weather__forecast', input: { city: 'atlantis' } }]);
+  console.log(JSON.stringify({
+    exports: { 'mcpferry/ai': Object.keys(ai).sort(), 'mcpferry/anthropic': Object.keys(anthropic).sort(), 'mcpferry/openai': Object.keys(openai).sort() },
+    ai: [tools.weather__forecast.type, modelOutput],
+    openai: [definition.strict, responses.output, agentsTool.type, agentsTool.strict],
+    anthropic: anthropicResults[0],
+  }));
+} finally {
+  await toolset.close();
+}
+`;
+const ADAPTERS_MJS = ADAPTERS_USE(`import { mcpTools } from 'mcpferry';
+import * as ai from 'mcpferry/ai';
+import * as openai from 'mcpferry/openai';
+import * as anthropic from 'mcpferry/anthropic';
+const weather = new URL('./weather.mjs', import.meta.url).pathname;`);
+const ADAPTERS_CJS = `(async () => {
+${ADAPTERS_USE(`const { mcpTools } = require('mcpferry');
+const ai = require('mcpferry/ai');
+const openai = require('mcpferry/openai');
+const anthropic = require('mcpferry/anthropic');
+const weather = require('node:path').join(__dirname, 'weather.mjs');`)}
+})().catch((e) => { console.error(e); process.exit(1); });
+`;
+const ADAPTERS_EXPECTED = {
+  exports: SUBPATHS,
+  ai: ['dynamic', { type: 'content', value: [{ type: 'text', text: 'lisbon: 19 °C tomorrow' }] }],
+  openai: [true, 'oslo: -2 °C tomorrow', 'function', true],
+  anthropic: { type: 'tool_result', tool_use_id: 'c3', is_error: true, content: 'MCP tool error: Unknown city atlantis; try one of lisbon, oslo, nairobi, lima.' },
+};
+
+// Typed use of every subpath; the @ts-expect-error lines fail the build if a type resolved to \`any\`.
+const TYPED_ADAPTERS = `import type { ToolSet } from 'ai' with { 'resolution-mode': 'import' };
+import type { McpToolset } from 'mcpferry';
+import { aiSdkTools } from 'mcpferry/ai';
+import { openaiAgentsTools, openaiToolDefinitions, dispatchOpenAiToolCall, type AgentsFunctionTool } from 'mcpferry/openai';
+import { anthropicTools, dispatchAnthropicToolUses } from 'mcpferry/anthropic';
+import type Anthropic from '@anthropic-ai/sdk';
+import type { FunctionTool, ResponseFunctionToolCall, ResponseInputItem } from 'openai/resources/responses/responses';
+
+export function use(toolset: McpToolset) {
+  const aiTools: ToolSet = aiSdkTools(toolset);
+  const agentsTools: AgentsFunctionTool[] = openaiAgentsTools(toolset);
+  const responsesTools: FunctionTool[] = openaiToolDefinitions(toolset, { api: 'responses' });
+  const answer = (call: ResponseFunctionToolCall): Promise<ResponseInputItem> => dispatchOpenAiToolCall(toolset, call);
+  const tools: Anthropic.Tool[] = anthropicTools(toolset);
+  const results = (message: Anthropic.Message): Promise<Anthropic.ToolResultBlockParam[]> => dispatchAnthropicToolUses(toolset, message.content);
+  // @ts-expect-error not any
+  const notAny1: number = aiSdkTools(toolset);
+  // @ts-expect-error not any
+  const notAny2: number = anthropicTools(toolset);
+  // @ts-expect-error not any
+  const notAny3: number = openaiAgentsTools(toolset);
+  return { aiTools, agentsTools, responsesTools, answer, tools, results, notAny1, notAny2, notAny3 };
+}
+`;
+
+/** A project with the tarballs installed and the frameworks linked in, created on first use. */
+let frameworksProject;
+function withFrameworks() {
+  if (frameworksProject) return frameworksProject;
+  const dir = join(work, 'frameworks');
+  const install = installProject(dir, tarballs);
+  assert.equal(install.status, 0, `npm install of the tarballs failed:\n${install.stdout}\n${install.stderr}`);
+  for (const name of FRAMEWORKS) {
+    mkdirSync(dirname(join(dir, 'node_modules', name)), { recursive: true });
+    symlinkSync(join(root, 'node_modules', name), join(dir, 'node_modules', name), 'dir');
+  }
+  copyFileSync(join(root, 'examples', 'servers', 'weather.mjs'), join(dir, 'weather.mjs'));
+  writeFileSync(join(dir, 'adapters.mjs'), ADAPTERS_MJS);
+  writeFileSync(join(dir, 'adapters.cjs'), ADAPTERS_CJS);
+  frameworksProject = dir;
+  return dir;
+}
+
 before(() => {
   const debug = join(root, `${manifest.napi.binaryName}.${platform}.node`);
   assert.ok(existsSync(debug), `no engine at ${debug}: run \`npm run build\` first`);
@@ -189,6 +284,43 @@ for (const [name, { module, moduleResolution, files }] of Object.entries(RESOLUT
     mkdirSync(dir, { recursive: true });
     for (const file of files) writeFileSync(join(dir, file), TYPED);
     const compilerOptions = { module, moduleResolution, target: 'ES2022', lib: ['ES2022', 'DOM'], types: [], strict: true, noEmit: true, skipLibCheck: false };
+    writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions, files }));
+    ok(process.execPath, [TSC, '-p', join(dir, 'tsconfig.json')], dir);
+  });
+}
+
+for (const [runtime, binary] of runtimes) {
+  for (const [system, file] of [['CommonJS', 'adapters.cjs'], ['ESM', 'adapters.mjs']]) {
+    test(`${runtime}, ${system}: the framework subpaths load with their frameworks and work`, () => {
+      assert.ok(existsSync(binary()), `${runtime} not found at ${binary()}`);
+      const { stdout } = ok(binary(), [file], withFrameworks());
+      assert.deepEqual(JSON.parse(stdout.trim().split('\n').pop()), ADAPTERS_EXPECTED);
+    });
+  }
+}
+
+test('the package does not depend on the frameworks: they are optional peers', () => {
+  const pkg = JSON.parse(readFileSync(join(app, 'node_modules', manifest.name, 'package.json'), 'utf8'));
+  for (const name of ['ai', '@openai/agents', '@anthropic-ai/sdk']) {
+    assert.ok(pkg.peerDependencies[name], `${name} is a peer dependency`);
+    assert.equal(pkg.peerDependenciesMeta[name]?.optional, true, `${name} is optional`);
+  }
+  // The core loads without any of them (the first install has none).
+  const { stdout } = ok(process.execPath, ['-e', "require('mcpferry/anthropic'); require('mcpferry/openai'); console.log(Object.keys(require('mcpferry')).length)"], app);
+  assert.ok(Number(stdout) > 0);
+  const missing = exec(process.execPath, ['-e', "require('mcpferry/ai')"], app);
+  assert.notEqual(missing.status, 0, 'mcpferry/ai needs ai');
+  assert.match(missing.stderr, /Cannot find module 'ai'/);
+});
+
+for (const [name, { module, moduleResolution, files }] of Object.entries(RESOLUTIONS)) {
+  test(`TypeScript resolves the framework subpaths' types with moduleResolution ${name} (tsc --noEmit)`, () => {
+    const dir = join(withFrameworks(), `ts-${name}`);
+    mkdirSync(dir, { recursive: true });
+    for (const file of files) writeFileSync(join(dir, file), TYPED_ADAPTERS);
+    // The frameworks' declarations are not checked (skipLibCheck): checking them takes minutes, and ai's need
+    // @types/json-schema. The @ts-expect-error lines still fail if a subpath's types do not resolve.
+    const compilerOptions = { module, moduleResolution, target: 'ES2022', lib: ['ES2022', 'DOM'], types: [], strict: true, noEmit: true, skipLibCheck: true };
     writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions, files }));
     ok(process.execPath, [TSC, '-p', join(dir, 'tsconfig.json')], dir);
   });

@@ -1,0 +1,7 @@
+'use strict';
+// `mcpferry/ai` for CommonJS: the adapter bound to the `ai` this project installed (ai 7 ships only ESM:
+// requiring it takes Node ≥ 20.19 or Bun). It does not load the native engine.
+
+const { bindAiSdkTools } = require('../dist/adapters/ai.js');
+
+exports.aiSdkTools = bindAiSdkTools(require('ai'), require('ai/package.json').version);

@@ -1,0 +1,69 @@
+// `mcpferry/ai`: a toolset as a Vercel AI SDK `ToolSet` (ai 6 and 7). The entries (entry/ai.cjs,
+// entry/ai.mjs) bind it to the `ai` the user installed, each through its own module system (ai 7 is
+// ESM only), so this file takes `dynamicTool` and `jsonSchema` as given and imports only types.
+
+import type { JSONSchema7, Tool, ToolSet, dynamicTool, jsonSchema } from 'ai';
+import type { ContentBlock, McpTool, McpToolResult, McpToolset } from '../types';
+import { blockAsText, liveView, resourceFileName, resultBlocks } from './content';
+
+/** What the adapter uses of the `ai` package. */
+export interface AiSdk {
+  dynamicTool: typeof dynamicTool;
+  jsonSchema: typeof jsonSchema;
+}
+
+/** What `toModelOutput` returns (the `ai` package does not export its name). */
+type ToolResultOutput = Awaited<ReturnType<NonNullable<Tool['toModelOutput']>>>;
+type ContentOutput = Extract<ToolResultOutput, { type: 'content' }>['value'][number];
+
+/** ai 7 took `file` parts with typed data and deprecated (with a warning each time) what ai 6 knows. */
+const FILE_PARTS_SINCE_MAJOR = 7;
+
+/**
+ * One MCP block as AI SDK model output: text as text; an image, audio and an embedded binary resource
+ * as file data with their media type (`file` parts on ai 7, `image-data`/`file-data` on ai 6); an
+ * embedded text resource and a resource link as text that names them.
+ */
+function modelPart(block: ContentBlock, fileParts: boolean): ContentOutput {
+  let data = typeof block.data === 'string' ? block.data : undefined;
+  let mediaType = typeof block.mimeType === 'string' ? block.mimeType : undefined;
+  let filename: string | undefined;
+  if (block.type === 'resource') {
+    const resource = (block.resource ?? {}) as Record<string, unknown>;
+    data = typeof resource.blob === 'string' ? resource.blob : undefined;
+    mediaType = typeof resource.mimeType === 'string' ? resource.mimeType : 'application/octet-stream';
+    filename = resourceFileName(resource.uri);
+  } else if (block.type !== 'image' && block.type !== 'audio') {
+    data = undefined;
+  }
+  if (data === undefined || mediaType === undefined) return { type: 'text', text: blockAsText(block) };
+  if (fileParts) return { type: 'file', data: { type: 'data', data }, mediaType, ...(filename ? { filename } : {}) };
+  if (block.type === 'image') return { type: 'image-data', data, mediaType };
+  return { type: 'file-data', data, mediaType, ...(filename ? { filename } : {}) };
+}
+
+/** The model's view of a result: its content blocks mapped part by part. */
+export function toAiModelOutput(result: McpToolResult, fileParts: boolean): ToolResultOutput {
+  return { type: 'content', value: resultBlocks(result).map((block) => modelPart(block, fileParts)) };
+}
+
+/**
+ * Binds the adapter to an `ai` module of the given version. The tool set it returns reads
+ * `toolset.tools` on every access, so tools a server adds, changes or removes (`list_changed`) show up
+ * in the next step.
+ */
+export function bindAiSdkTools(ai: AiSdk, version: string): (toolset: McpToolset) => ToolSet {
+  const fileParts = Number.parseInt(version, 10) >= FILE_PARTS_SINCE_MAJOR;
+  const convert = (tool: McpTool) =>
+    ai.dynamicTool({
+      description: tool.description,
+      // ai 7 carries it to the tool call and result parts (`toolMetadata`), so a UI can tell where a tool
+      // comes from; ai 6 has no such field and ignores it.
+      metadata: { server: tool.server, remoteName: tool.remoteName },
+      // MCP input schemas are JSON Schema objects; the AI SDK validates nothing itself here, the server does.
+      inputSchema: ai.jsonSchema(tool.inputSchema as JSONSchema7),
+      execute: (input, { abortSignal, toolCallId }) => tool.execute(input, { abortSignal, toolCallId }),
+      toModelOutput: ({ output }) => toAiModelOutput(output as McpToolResult, fileParts),
+    });
+  return (toolset) => liveView(toolset, convert);
+}
