@@ -56,7 +56,9 @@ test('a TTL listing without list_changed is revalidated when the TTL lapses, and
   // Meanwhile, and for another TTL: no TTL, no re-listing; a live list_changed channel is the signal, not the TTL.
   await new Promise((r) => setTimeout(r, TTL_MS));
   assert.equal(untimed.lists.length, 1, 'a catalogue without a TTL is not re-listed on a timer');
-  assert.equal(announced.lists.length, 1, 'a server that announces its changes is not re-listed on a timer');
+  // Listed on connect, and once more when its subscription was acknowledged (closing the gap between the
+  // two), but not on a timer.
+  assert.equal(announced.lists.length, 2, 'a server that announces its changes is not re-listed on a timer');
   assert.ok(unheard.lists.length >= 2, 'a refused subscription leaves the TTL as the signal');
 });
 
@@ -152,4 +154,14 @@ test('-32020 HeaderMismatch: no retry when the re-listed tool fails drift vettin
   await assert.rejects(toolset.tools.geo__regional.execute({ region: 'eu-west' }), { code: 'mcp_tool_quarantined' });
   assert.equal(server.calls.filter((c) => c.name === 'regional').length, 1, 'not sent again');
   assert.ok(toolset.diagnostics.some((d) => d.code === 'tool-quarantined' && d.tool === 'regional'));
+});
+
+test('a change made between the first listing and the subscription is not lost: the acknowledgement re-lists', async (t) => {
+  const server = await serve(t, { listChanged: true, publishLateOnListen: true });
+  const toolset = await open([entry('gap', server)]);
+  t.after(toolset.close);
+  // The first listing predates `late`; the server announces nothing, since no subscription existed yet.
+  await until(() => 'gap__late' in toolset.tools, { timeoutMs: REVALIDATION_WAIT_MS });
+  assert.equal(server.lists.length, 2);
+  assert.ok(toolset.diagnostics.some((d) => d.code === 'tools-changed' && d.added.includes('gap__late')));
 });

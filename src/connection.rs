@@ -867,6 +867,10 @@ impl Shared {
                     }
                 }
                 "notifications/tools/list_changed" => self.events.tools_list_changed(),
+                // A `subscriptions/listen` took effect. A change made between our last listing and now
+                // was announced to nobody (the first listing precedes the subscription; a re-opened one
+                // leaves a gap), so treat the acknowledgement as a change: one coalesced re-list.
+                "notifications/subscriptions/acknowledged" => self.events.tools_list_changed(),
                 "notifications/cancelled" => self.elicitation_cancelled(params),
                 // `notifications/elicitation/complete` (URL mode) has nothing waiting on it here: the
                 // accept was the host's whole part, and the spec lets a client ignore it.
