@@ -10,11 +10,13 @@ import {
   composeMcpSystemPrompt,
   createEncryptedFileTokenStore,
   createKeyringTokenStore,
+  createSqliteMcpConnectionStore,
   loadMcpConfig,
   logoutMcpServer,
   mcpTools,
   McpError,
   printAuthorizationUrl,
+  rebuildMcpToolsFromStorage,
   type McpConfig,
 } from './index';
 import type { Diagnostic, McpAuthorizationPrompt, McpOptions, McpServer, McpToolset } from './types';
@@ -49,6 +51,9 @@ options:
   --config <file>   the configuration (default: the first of ./mcp.json, ./.mcp.json, ./mcpferry.toml)
   --json            machine-readable output on stdout
   --quiet           no progress on stderr
+  --store <file>    remember catalogues in this SQLite file (or MCPFERRY_STORE): later runs show a server
+                    that can't be reached as stale, with its last listed tools, and vet every listing
+                    against the first one recorded (changed tools are quarantined)
 
 exit codes: 0 ok, 1 tool error, 2 usage or configuration error, 3 a server could not be connected
 
@@ -57,7 +62,12 @@ tokens (OAuth): the OS keyring; or an encrypted file with MCPFERRY_TOKEN_FILE an
 
 class UsageError extends Error {}
 
-type State = 'disabled' | 'live' | 'degraded' | 'pending';
+/**
+ * `stale`: the tools shown are a listing the server can't confirm now: it could not be reached and its
+ * tools come from the store (`--store`), or re-listing a catalogue whose `ttlMs` lapsed failed
+ * (`catalogue-stale`). `degraded`: not connected and no tools, with the reason.
+ */
+type State = 'disabled' | 'live' | 'stale' | 'degraded' | 'pending';
 
 interface ServerReport {
   name: string;
@@ -65,6 +75,8 @@ interface ServerReport {
   state: State;
   reason?: string;
   errorCode?: string;
+  /** Not connected (degraded, or stale with tools from the store). */
+  unreachable?: boolean;
   connected?: Extract<Diagnostic, { code: 'server-connected' }>;
 }
 
@@ -86,6 +98,7 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
         config: { type: 'string', short: 'c' },
         json: { type: 'boolean' },
         quiet: { type: 'boolean', short: 'q' },
+        store: { type: 'string' },
         'no-browser': { type: 'boolean' },
         device: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -103,7 +116,8 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
   const json = values.json === true;
   try {
     const config = await findConfig(values.config, io);
-    const cli = new Cli(config, io, json, values.quiet === true);
+    const storePath = values.store ?? io.env.MCPFERRY_STORE;
+    const cli = new Cli(config, io, json, values.quiet === true, storePath ? resolve(io.cwd, storePath) : undefined);
     switch (command) {
       case 'tools':
         return await cli.tools(optionalServer(rest, config));
@@ -194,6 +208,7 @@ class Cli {
     private readonly io: Io,
     private readonly json: boolean,
     private readonly quiet: boolean,
+    private readonly storePath?: string,
   ) {}
 
   private out(value: unknown, text: string): void {
@@ -241,22 +256,43 @@ class Cli {
       } else if (d.code === 'server-degraded' && report) {
         // The engine's advice is for programs; a person at this CLI logs in with a command.
         const reason = d.errorCode === 'mcp_auth_error' && /needs a login/.test(d.message) ? `${d.message.replace(/\. Set options\.onAuthorizationUrl.*$/, '')}; run: mcpferry login ${d.server}` : d.message;
-        Object.assign(report, { state: 'degraded', reason, errorCode: d.errorCode });
+        Object.assign(report, { state: 'degraded', unreachable: true, reason, errorCode: d.errorCode });
         progress(`${printable(d.server)} failed: ${printable(reason)}`);
+      } else if (d.code === 'catalogue-stale' && report && report.state === 'live') {
+        Object.assign(report, { state: 'stale', reason: d.message, errorCode: d.errorCode });
+        progress(`${printable(d.server)} is stale: ${printable(d.message)}`);
       } else if (d.code !== 'server-connecting' && d.code !== 'log') {
         this.io.stderr(`mcpferry: warning: ${printable(d.message)}\n`);
       }
     };
     const usesOAuth = servers.some((s) => s.type !== 'stdio' && s.enabled !== false && oauthOf(withOAuth(s)) !== undefined);
     try {
-      const toolset = await mcpTools(servers.map(withOAuth), {
+      const options: McpOptions = {
         progress: true,
         onDiagnostic,
         // Only `login` sends a person to a login page when stdin is not a terminal (mcpTools prints the
         // URL on a terminal by default); elsewhere a server that needs a login is degraded, saying so.
         ...(usesOAuth ? { tokenStore: this.tokenStore() } : {}),
         ...extra,
-      });
+      };
+      const entries = servers.map(withOAuth);
+      const storage = this.storePath === undefined ? undefined : createSqliteMcpConnectionStore(this.storePath);
+      if (storage === undefined) return { toolset: await mcpTools(entries, options), reports };
+      // With a store: the map from the last listings first, then every server asked (and vetted).
+      let toolset: McpToolset;
+      if ((await storage.list()).length > 0) {
+        const rebuilt = await rebuildMcpToolsFromStorage(entries, { ...options, storage });
+        await rebuilt.reconciled;
+        toolset = rebuilt;
+      } else {
+        toolset = await mcpTools(entries, { ...options, storage });
+      }
+      for (const report of reports.values()) {
+        const known = Object.values(toolset.tools).some((t) => t.server === report.name);
+        if (report.state === 'degraded' && known) {
+          Object.assign(report, { state: 'stale', unreachable: true, reason: `${report.reason ?? 'unavailable'}; these tools are from its last listing` });
+        }
+      }
       return { toolset, reports };
     } finally {
       clearInterval(ticker);
@@ -269,6 +305,8 @@ class Cli {
         return 'live';
       case 'degraded':
         return `degraded: ${printable(report.reason ?? 'unavailable')}`;
+      case 'stale':
+        return `stale: ${printable(report.reason ?? 'its last listing is in use')}`;
       default:
         return report.state;
     }
@@ -286,11 +324,11 @@ class Cli {
           .map((t) => ({ name: t.name, remoteName: t.remoteName, description: t.description, inputSchema: t.inputSchema })),
       }));
       const lines = servers.flatMap((s) => [
-        `${printable(s.name)}  ${Cli.describe(reports.get(s.name)!)}${s.state === 'live' ? `  (${s.tools.length} tools)` : ''}`,
+        `${printable(s.name)}  ${Cli.describe(reports.get(s.name)!)}${s.state === 'live' || s.state === 'stale' ? `  (${s.tools.length} tools)` : ''}`,
         ...s.tools.map((t) => `  ${t.name}  ${printable(t.description.split('\n')[0]).slice(0, 100)}`),
       ]);
       this.out({ servers }, `${lines.join('\n')}\n`);
-      return servers.some((s) => s.state === 'degraded') ? EXIT.connection : EXIT.ok;
+      return [...reports.values()].some((r) => r.unreachable) ? EXIT.connection : EXIT.ok;
     } finally {
       await toolset.close();
     }
@@ -325,7 +363,7 @@ class Cli {
       return `${printable(s.name)}  ${s.type}  ${Cli.describe(reports.get(s.name)!)}${timing}\n  ${printable(where)}`;
     });
     this.out({ source: this.config.source, servers }, `${lines.join('\n')}\n`);
-    return servers.some((s) => s.state === 'degraded') ? EXIT.connection : EXIT.ok;
+    return [...reports.values()].some((r) => r.unreachable) ? EXIT.connection : EXIT.ok;
   }
 
   async inspect(name: string): Promise<number> {
@@ -363,7 +401,7 @@ class Cli {
           ].join('\n')
         : `${printable(name)}  ${Cli.describe(report)}`;
       this.out(info, `${text}\n`);
-      return report.state === 'degraded' ? EXIT.connection : EXIT.ok;
+      return report.unreachable ? EXIT.connection : EXIT.ok;
     } finally {
       await toolset.close();
     }
