@@ -85,6 +85,9 @@ test('stores keep the hints; a rebuild projects public catalogues, reuses fresh 
   const personal = await serve(t, { ttlMs: 60_000, cacheScope: 'private' });
   // No scope declared: private when reached with credentials, public otherwise.
   const keyed = await serve(t, { ttlMs: 60_000 });
+  // The same with the credential read from the environment (each worker or tenant may hold its own).
+  // PATH: set from the start on every runtime (Bun doesn't pass later process.env assignments on).
+  const envKeyed = await serve(t, { ttlMs: 60_000 });
   // Lapsed by the time of the rebuild: stale.
   const anonymous = await serve(t, { ttlMs: 1 });
   const entries = [
@@ -92,6 +95,7 @@ test('stores keep the hints; a rebuild projects public catalogues, reuses fresh 
     entry('personal', personal),
     entry('keyed', keyed, { headers: { 'X-Api-Key': 'sk-test-not-a-secret' } }),
     entry('anonymous', anonymous),
+    entry('envkeyed', envKeyed, { headersFromEnv: { 'X-Tenant': 'PATH' } }),
   ];
   const storage = createMemoryMcpConnectionStore();
   const before = Date.now();
@@ -101,7 +105,7 @@ test('stores keep the hints; a rebuild projects public catalogues, reuses fresh 
   const rows = Object.fromEntries((await storage.list()).map((row) => [row.name, row]));
   assert.deepEqual(
     Object.fromEntries(Object.entries(rows).map(([name, row]) => [name, [row.ttlMs, row.cacheScope]])),
-    { open: [60_000, 'public'], personal: [60_000, 'private'], keyed: [60_000, 'private'], anonymous: [1, 'public'] },
+    { open: [60_000, 'public'], personal: [60_000, 'private'], keyed: [60_000, 'private'], anonymous: [1, 'public'], envkeyed: [60_000, 'private'] },
   );
   assert.ok(rows.open.listedAt >= before && rows.open.listedAt <= Date.now(), `listedAt ${rows.open.listedAt}`);
 
@@ -112,7 +116,8 @@ test('stores keep the hints; a rebuild projects public catalogues, reuses fresh 
   assert.equal(rebuilt.tools.personal__echo, undefined, 'a private catalogue is not projected');
   assert.equal(rebuilt.tools.keyed__echo, undefined, 'nor one of undeclared scope reached with credentials');
   const notReused = diagnostics.filter((d) => d.code === 'catalogue-not-reused').map((d) => d.server).sort();
-  assert.deepEqual(notReused, ['keyed', 'personal']);
+  assert.equal(rebuilt.tools.envkeyed__echo, undefined, 'nor one reached with a credential from the environment');
+  assert.deepEqual(notReused, ['envkeyed', 'keyed', 'personal']);
   await rebuilt.reconciled;
   assert.equal((await rebuilt.tools.personal__echo.execute({ text: 'mine' })).content[0].text, 'echo: mine', 'listed afresh');
   assert.equal(personal.lists.length, 2);

@@ -102,6 +102,9 @@ pub const MIN_REFRESH_INTERVAL_MS: u64 = 200;
 /// Longest time a catalogue counts as fresh, whatever `ttlMs` a server sends: a hint of years must not
 /// let a rebuilt catalogue go unchecked that long.
 pub const MAX_CATALOGUE_TTL_MS: u64 = 24 * 60 * 60 * 1_000;
+/// How far in the future a stored `listedAt` may be (another machine's clock) before the row's TTL is
+/// ignored as forged or broken.
+pub const MAX_STORE_CLOCK_SKEW_MS: i64 = 60_000;
 /// Shortest time between two revalidations of a TTL'd catalogue (a server without `list_changed`
 /// re-listed when its `ttlMs` lapses): a tiny TTL is not a polling interval.
 pub const MIN_REVALIDATION_INTERVAL_MS: u64 = 1_000;

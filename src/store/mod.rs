@@ -74,9 +74,21 @@ fn scope_from_json<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::re
 }
 
 impl StoredServer {
+    /// The row's TTL as far as it can be trusted at `now_ms`. Anyone who can write the store (another
+    /// process, a JavaScript store, a co-tenant of the database) wrote it, so it gets the cap a live
+    /// listing gets, and a listing time in the future (beyond clock skew) counts as no TTL: a forged row
+    /// must not keep a catalogue "fresh", unlisted, for years.
+    pub fn trusted_ttl_ms(&self, now_ms: i64) -> Option<u64> {
+        let listed_at = self.listed_at?;
+        if listed_at > now_ms.saturating_add(crate::limits::MAX_STORE_CLOCK_SKEW_MS) {
+            return None;
+        }
+        self.ttl_ms.map(|ttl| ttl.min(crate::limits::MAX_CATALOGUE_TTL_MS))
+    }
+
     /// The catalogue is still fresh at `now_ms` by its server's TTL.
     pub fn is_fresh_at(&self, now_ms: i64) -> bool {
-        let until = self.listed_at.zip(self.ttl_ms).map(|(at, ttl)| at.saturating_add(i64::try_from(ttl).unwrap_or(i64::MAX)));
+        let until = self.listed_at.zip(self.trusted_ttl_ms(now_ms)).map(|(at, ttl)| at.saturating_add(ttl as i64));
         until.is_some_and(|until| now_ms < until)
     }
 }
@@ -593,6 +605,22 @@ mod tests {
         assert_eq!(scope_from_text(scope_text(Some(CacheScope::Public)).map(str::to_owned).as_deref()), Some(CacheScope::Public));
         assert_eq!(scope_from_text(Some("someday")), Some(CacheScope::Private), "an unknown scope is not shared");
         assert_eq!(scope_from_text(None), None);
+    }
+
+    #[test]
+    fn a_forged_row_cannot_stay_fresh_for_long() {
+        let now = 10_000_000_000;
+        let mut row = contract::row("docs:1", "docs", vec![], None);
+        // A TTL of years is capped as a live listing's is.
+        (row.listed_at, row.ttl_ms) = (Some(now), Some(u64::MAX));
+        assert_eq!(row.trusted_ttl_ms(now), Some(crate::limits::MAX_CATALOGUE_TTL_MS));
+        assert!(!row.is_fresh_at(now + crate::limits::MAX_CATALOGUE_TTL_MS as i64));
+        // Listed "in the future": another clock a little ahead is tolerated, a forged date is not.
+        row.listed_at = Some(now + 30_000);
+        assert!(row.is_fresh_at(now));
+        row.listed_at = Some(now + 365 * 24 * 60 * 60 * 1_000);
+        assert_eq!(row.trusted_ttl_ms(now), None);
+        assert!(!row.is_fresh_at(now));
     }
 
     #[test]

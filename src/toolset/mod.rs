@@ -504,7 +504,8 @@ impl Inner {
 
 /// The caching hints a row was stored with, if it has any.
 fn stored_hints(row: &crate::store::StoredServer) -> Option<crate::catalog::CacheHints> {
-    Some(crate::catalog::CacheHints { listed_at_ms: row.listed_at?, ttl_ms: row.ttl_ms, scope: row.cache_scope })
+    let ttl_ms = row.trusted_ttl_ms(crate::store::now_ms());
+    Some(crate::catalog::CacheHints { listed_at_ms: row.listed_at?, ttl_ms, scope: row.cache_scope })
 }
 
 /// A stored URL as it may appear in a message (a row written by an older version may hold a query).

@@ -580,12 +580,14 @@ impl Inner {
     }
 
     /// The server is reached with credentials, so what it lists may depend on who asks: an `auth`
-    /// callback or OAuth for HTTP, any configured header (an API key is one), or a stdio env var
-    /// that looks like a secret.
+    /// callback or OAuth for HTTP, any configured header (an API key is one) including one read from
+    /// the environment (`headersFromEnv`, `bearerTokenEnv`: each worker or tenant may hold its own),
+    /// or a stdio env var that looks like a secret.
     fn is_authorized(&self, index: usize) -> bool {
-        match &self.servers[index].entry.kind {
+        let entry = &self.servers[index].entry;
+        match &entry.kind {
             ServerKind::StreamableHttp { headers, oauth, .. } | ServerKind::Sse { headers, oauth, .. } => {
-                self.hooks.auth.is_some() || oauth.is_some() || !headers.is_empty()
+                self.hooks.auth.is_some() || oauth.is_some() || !headers.is_empty() || !entry.headers_from_env.is_empty()
             }
             ServerKind::Stdio { env, .. } => env.keys().any(|name| crate::guard::redact::looks_secret(name)),
         }
