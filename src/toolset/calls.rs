@@ -15,6 +15,7 @@ use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
 use crate::limits::MAX_PARAM_HEADER_VALUE_BYTES;
 use crate::guard::policy;
+use crate::projection::{JsonText, ProjectedTool};
 use crate::protocol::param_headers::{self, ParamHeader, ParamHeaders};
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::value::RawValue;
@@ -333,6 +334,10 @@ struct Relister {
     remote_name: Arc<str>,
     /// The server's listing count when the call was sent: a listing after it is new enough.
     sent_after_listing: u64,
+    /// The server's `-32020` re-list count when the call was sent: one attempted after it answers.
+    sent_after_relist: u64,
+    /// The definition the call was admitted (and approved by policy) against.
+    admitted: Arc<ProjectedTool>,
 }
 
 impl Relister {
@@ -343,6 +348,8 @@ impl Relister {
             server: route.server,
             remote_name: route.remote_name.clone(),
             sent_after_listing: inner.servers[route.server].listings(),
+            sent_after_relist: inner.servers[route.server].relist_attempts(),
+            admitted: route.definition.clone(),
         })
     }
 }
@@ -351,16 +358,57 @@ impl HeaderMismatch for Relister {
     fn relisted<'a>(&'a self, arguments: &'a RawValue) -> crate::transport::BoxFuture<'a, Result<Headers>> {
         Box::pin(async move {
             let inner = self.inner.upgrade().ok_or(McpError::Closed)?;
-            inner.relist(self.server, self.sent_after_listing).await?;
+            inner.relist(self.server, self.sent_after_listing, self.sent_after_relist).await?;
             let table = inner.routes.load();
             let current = table.routes.get(&self.name).filter(|r| r.server == self.server && r.remote_name == self.remote_name);
             let Some(current) = current else { return Err(unavailable(&self.name)) };
             if current.quarantined {
                 return Err(quarantined(&self.name));
             }
+            // Sent again only as the call policy approved: new `x-mcp-header` annotations are the change
+            // a -32020 is about; any other (a description, another schema) needs a new decision, as for a
+            // call that waited (`recheck`). This holds without a store, where nothing is quarantined.
+            if !differs_only_in_param_headers(&self.admitted, &current.definition) {
+                return Err(McpError::ToolUnavailable(format!(
+                    "tool {:?} changed its definition when its server refused the call (-32020, not executed); it was \
+                     not sent again. Read the tool's new definition and call it again if it still fits.",
+                    self.name
+                )));
+            }
             mirrored_params(true, current.param_headers.as_deref(), arguments)
         })
     }
+}
+
+/// Whether `current` is `admitted` but for `x-mcp-header` annotations in its input schema. Only on the
+/// rare `-32020` path, so parsing the two schemas here costs nothing that matters (their depth was
+/// bounded when they were listed).
+fn differs_only_in_param_headers(admitted: &ProjectedTool, current: &ProjectedTool) -> bool {
+    if admitted == current {
+        return true;
+    }
+    fn strip(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(map) => {
+                map.remove(param_headers::ANNOTATION);
+                map.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let schema = |tool: &ProjectedTool| {
+        let mut value: Option<serde_json::Value> = serde_json::from_str(tool.input_schema.get()).ok();
+        value.as_mut().map(strip);
+        value
+    };
+    let text = |j: &Option<JsonText>| j.as_ref().map(|j| j.get().to_owned());
+    admitted.description == current.description
+        && admitted.title == current.title
+        && text(&admitted.output_schema) == text(&current.output_schema)
+        && text(&admitted.annotations) == text(&current.annotations)
+        && schema(admitted).is_some()
+        && schema(admitted) == schema(current)
 }
 
 /// The `Mcp-Param-*` headers of one call. Only HTTP sends headers; a tool without designated parameters

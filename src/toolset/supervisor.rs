@@ -73,8 +73,10 @@ pub(crate) struct Supervisor {
     /// Listings put in use so far (connections and refreshes), so a re-list asked for by several
     /// refused calls at once runs once.
     listings: AtomicU64,
-    /// Held by the re-list after a `-32020`, one at a time.
-    relisting: tokio::sync::Mutex<()>,
+    /// Held by the re-list after a `-32020`, one at a time; the last one's outcome.
+    relisting: tokio::sync::Mutex<Option<Result<()>>>,
+    /// Re-listings after a `-32020` completed so far (see [`Inner::relist`]).
+    relist_attempts: AtomicU64,
     /// A stored catalogue a rebuild projected that is public and was fresh: the reconciliation's
     /// connection may use it instead of listing, if it is still fresh then.
     pub reusable: Mutex<Option<(Vec<Tool>, catalog::CacheHints)>>,
@@ -144,7 +146,8 @@ impl Supervisor {
             freshness: Arc::new(watch::channel(Freshness::default()).0),
             revalidating: AtomicBool::new(false),
             listings: AtomicU64::new(0),
-            relisting: tokio::sync::Mutex::new(()),
+            relisting: tokio::sync::Mutex::new(None),
+            relist_attempts: AtomicU64::new(0),
             reusable: Mutex::new(None),
             cancel,
             tasks: TaskTracker::new(),
@@ -159,6 +162,12 @@ impl Supervisor {
     /// How many listings were put in use so far.
     pub fn listings(&self) -> u64 {
         self.listings.load(Ordering::SeqCst)
+    }
+
+    /// Re-listings after a `-32020` completed so far: a call sent while one runs sees the count
+    /// before it, and so shares that one's outcome.
+    pub fn relist_attempts(&self) -> u64 {
+        self.relist_attempts.load(Ordering::SeqCst)
     }
 }
 
@@ -424,13 +433,22 @@ impl Inner {
     /// Re-list one server after a `-32020` on a call sent when `seen` listings had been put in use:
     /// unless a listing came since (another refused call's, a `list_changed`'s), in which case that
     /// one is current enough. Fails if the re-listing does.
-    pub(super) async fn relist(&self, index: usize, seen: u64) -> Result<()> {
+    /// `attempted`: the server's re-list attempts when the call was sent. A re-listing attempted since
+    /// (for another refused call) answers this one too, failed or not: a server that refuses many calls
+    /// and stalls its listing costs each of them one listing's wait, not one per call queued before it.
+    pub(super) async fn relist(&self, index: usize, seen: u64, attempted: u64) -> Result<()> {
         let slot = &self.servers[index];
-        let _one_at_a_time = slot.relisting.lock().await;
+        let mut last = slot.relisting.lock().await;
         if slot.listings() != seen {
             return Ok(());
         }
-        self.refresh(index).await
+        if slot.relist_attempts() != attempted {
+            return last.clone().unwrap_or(Ok(()));
+        }
+        let outcome = self.refresh(index).await;
+        *last = Some(outcome.clone());
+        slot.relist_attempts.fetch_add(1, Ordering::SeqCst);
+        outcome
     }
 
     /// Re-list one server, vet it against the baseline, update the map in place. Fails (after
