@@ -14,7 +14,17 @@ const ENGINE_WORKER_THREADS: usize = 1;
 /// burst of 8 such calls stalled every DNS lookup and stdio spawn behind them. 64 leaves room for
 /// one stalled store call per server of a large toolset plus the lookups, at ~8 MiB of reserved
 /// (not resident) stack each.
+#[cfg(not(windows))]
 const MAX_BLOCKING_THREADS: usize = 64;
+/// On Windows each stdio server also holds two blocking threads for its whole life (its stdout and
+/// stderr pipes are read with blocking reads: anonymous pipes have no overlapped mode), so the bound
+/// is the Unix one plus two per server for up to `MAX_WINDOWS_STDIO_SERVERS` servers: stalled pipe
+/// readers must not starve DNS lookups, store calls or spawns.
+#[cfg(windows)]
+const MAX_BLOCKING_THREADS: usize = 64 + 2 * MAX_WINDOWS_STDIO_SERVERS;
+/// Stdio servers one process is sized for on Windows (see `MAX_BLOCKING_THREADS`).
+#[cfg(windows)]
+const MAX_WINDOWS_STDIO_SERVERS: usize = 512;
 /// How long an idle blocking thread lives before it exits, in seconds.
 const BLOCKING_THREAD_KEEP_ALIVE_SECS: u64 = 10;
 
