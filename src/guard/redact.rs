@@ -126,12 +126,34 @@ impl Secrets {
     /// What in a server URL may be a credential: every query value, and path segments that look like
     /// keys (long, letters and digits mixed) — hosted servers often put the key in the path.
     pub fn add_url_credentials(&self, url: &url::Url) {
+        self.add_userinfo_password(url);
         for (_, value) in url.query_pairs() {
             self.add(&value);
         }
         for segment in url.path_segments().into_iter().flatten() {
             if looks_like_key(segment) {
                 self.add(segment);
+            }
+        }
+    }
+
+    /// The password of a URL's userinfo (`scheme://user:password@host`), as written and decoded.
+    fn add_userinfo_password(&self, url: &url::Url) {
+        if let Some(password) = url.password() {
+            self.add(password);
+            if let Ok(decoded) = percent_encoding::percent_decode_str(password).decode_utf8() {
+                self.add(&decoded);
+            }
+        }
+    }
+
+    /// A value that is a URL with a password in it (`DATABASE_URL=postgres://app:pw@db/app`, an
+    /// argument `--db postgres://…`), whatever the variable or flag is called: a server that fails to
+    /// connect to it tends to print it.
+    pub fn add_embedded_url_password(&self, value: &str) {
+        if value.contains("://") {
+            if let Ok(url) = url::Url::parse(value.trim()) {
+                self.add_userinfo_password(&url);
             }
         }
     }
@@ -395,6 +417,11 @@ mod tests {
     #[test]
     fn secret_looking_names() {
         assert!(looks_secret("GITHUB_TOKEN") && looks_secret("api_key") && looks_secret("DB_PASSWORD"));
+        let secrets = Secrets::default();
+        secrets.add_embedded_url_password("postgres://app:s3cr%40t-pw@db:5432/app");
+        secrets.add_embedded_url_password("not a url: x://");
+        let redacted = secrets.redact("connect postgres://app:s3cr%40t-pw@db failed; password s3cr@t-pw rejected");
+        assert!(!redacted.contains("s3cr"), "{redacted}");
         assert!(!looks_secret("PATH") && !looks_secret("LOG_LEVEL") && !looks_secret("FIXTURE_VERSION"));
     }
 }

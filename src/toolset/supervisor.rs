@@ -122,6 +122,7 @@ impl Supervisor {
         match &entry.kind {
             ServerKind::Stdio { env, args, .. } => {
                 env.iter().filter(|(name, _)| crate::guard::redact::looks_secret(name)).for_each(|(_, value)| secrets.add(value));
+                env.values().chain(args.iter()).for_each(|value| secrets.add_embedded_url_password(value));
                 secrets.add_argument_credentials(args);
             }
             // Raw bytes: a value that isn't ASCII is still a secret.
