@@ -122,6 +122,7 @@ test('bad usage exits 2 with a message and the usage', async () => {
     [['inspect'], /inspect takes one server name/],
     [['tools', 'ghost'], /no server "ghost" in .*mcp\.json \(servers: fx, off, typo\)/],
     [['tools', '--colour'], /Unknown option '--colour'/],
+    [['trust', 'mcp.json'], /trust takes no argument \(it trusts .*mcp\.json; pass --config <file> for another\)/],
   ]) {
     const { code, stderr } = await run(args, { cwd: dir });
     assert.equal(code, 2, `${args.join(' ')}: ${stderr}`);
@@ -130,6 +131,8 @@ test('bad usage exits 2 with a message and the usage', async () => {
   const help = await run(['--help'], { cwd: dir });
   assert.equal(help.code, 0);
   assert.match(help.stdout, /exit codes: 0 ok, 1 tool error, 2 usage or configuration error, 3 a server could not be connected/);
+  assert.match(help.stdout, /^ {2}trust {2,}trust the configuration found here as it is now/m);
+  assert.match(help.stdout, /`mcpferry trust` records its path and\nSHA-256 in ~\/\.config\/mcpferry\/trusted\.json \(or MCPFERRY_TRUST_FILE\)/);
 });
 
 test('configuration discovery: --config, else ./mcp.json, ./.mcp.json, ./mcpferry.toml; none or a bad file exits 2', async () => {
@@ -364,7 +367,12 @@ test('a configuration found here that starts commands or reads the environment i
   assert.equal(changed.code, 2);
   assert.match(changed.stderr, /is not trusted \(it changed since it was trusted\)/);
   assert.match(changed.stderr, /start "fx": .* --changed\n/);
-  assert.equal((await run(['trust'], { cwd: dir, env })).code, 0);
+  const again = await run(['trust', '--json'], { cwd: dir, env });
+  assert.equal(again.code, 0, again.stderr);
+  const record = JSON.parse(again.stdout);
+  assert.deepEqual([record.trusted, record.sha256, record.trustFile], [path, createHash('sha256').update(readFileSync(path)).digest('hex'), TRUST_FILE]);
+  assert.ok(record.needs.some((need) => need.startsWith('start "fx": ')));
+  assert.equal(JSON.parse(readFileSync(TRUST_FILE, 'utf8')).trusted.filter((r) => r.path === path).length, 1, 'one record per file');
   assert.equal((await run(['call', 'fx__echo', '{"text":"u"}'], { cwd: dir, env })).code, 0);
 });
 
@@ -386,6 +394,16 @@ test('what needs trust: stdio servers, env references however escaped, headers f
     /send the environment variables MCPFERRY_TEST_SECRET as headers to "web" \(http:\/\/127\.0\.0\.1:\d+\/mcp\)/,
   );
   await refusedWith({ 'mcpferry.toml': `[mcp_servers.t]\ncommand = "npx"\nargs = ["-y", "some package"]\n` }, /start "t": npx -y "some package"/);
+  // A trust file that is not one is reported, never taken as trust nor overwritten.
+  const broken = scratchFile('broken-trust.json');
+  writeFileSync(broken, '{"trusted": nope');
+  const stdio = project({ 'mcp.json': { mcpServers: { fx: fixtureServer() } } });
+  for (const args of [['tools'], ['trust']]) {
+    const refused = await run(args, { cwd: stdio, env: { MCPFERRY_TRUST_FILE: broken } });
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.match(refused.stderr, /broken-trust\.json\S* is not a trust file/);
+  }
+  assert.equal(readFileSync(broken, 'utf8'), '{"trusted": nope');
 
   // HTTP only, no environment: used as found (a disabled stdio entry starts nothing).
   const fixture = await startStreamableFixture();
