@@ -8,7 +8,9 @@ import assert from 'node:assert/strict';
 import { Agent, Usage, run, setTracingDisabled } from '@openai/agents';
 import { dispatchOpenAiToolCall, openaiAgentsTools, openaiToolDefinitions } from '../entry/openai.mjs';
 import { stripRewrittenNulls, toStrictSchema } from '../dist/adapters/strict-schema.js';
+import { mcpTools } from '../dist/index.js';
 import { BOOK_SCHEMA, LOOKUP_SCHEMA, PNG, adaptersToolset } from './adapters-fixture.mjs';
+import { fixture, until } from './helpers.mjs';
 
 setTracingDisabled(true);
 
@@ -216,12 +218,62 @@ function nest(levels) {
   return schema;
 }
 
-test('Agents SDK names: `-` becomes `_`; two tools that would share a name are refused with both names', async (t) => {
-  const { toolset } = await adaptersToolset(t);
-  assert.ok(openaiAgentsTools(toolset).some((tool) => tool.name === 'fx__add_tool'));
-  const twin = { ...toolset.tools.fx__add_tool, name: 'fx__add-tool' };
-  const clashing = { ...toolset, tools: { ...toolset.tools, 'fx__add-tool': twin } };
-  assert.throws(() => openaiAgentsTools(clashing), { name: 'TypeError', message: /"fx__add_tool" and "fx__add-tool" are both named "fx__add_tool"/ });
+/** A toolset over the plain fixture server (fixtures/server.mjs) publishing `extraTools` as well; `received()` reads what it got. */
+async function fixtureToolset(t, extraTools) {
+  const fx = fixture('fx', { FIXTURE_EXTRA_TOOLS: JSON.stringify(extraTools) });
+  const toolset = await mcpTools([fx.entry], { timeoutMs: 30_000 });
+  t.after(() => toolset.close());
+  return { toolset, received: fx.received };
+}
+
+test('Agents SDK names: `-` becomes `_`; of two tools that would share a name, the first by name is kept and the other reported', async (t) => {
+  const plain = { description: 'Shares its Agents SDK name.', inputSchema: { type: 'object', properties: {} } };
+  // Published with the underscore first: which one is kept must not depend on the server's order.
+  const { toolset } = await fixtureToolset(t, [{ name: 'x_y', ...plain }, { name: 'x-y', ...plain }]);
+  assert.ok(toolset.tools['fx__x-y'] && toolset.tools.fx__x_y, 'the server publishes both names');
+
+  const skipped = [];
+  const tools = openaiAgentsTools(toolset, { onSkipped: (name, reason) => skipped.push([name, reason]) });
+  assert.equal(tools.length, Object.keys(toolset.tools).length - 1, 'every other tool is kept');
+  assert.equal(tools.filter((tool) => tool.name === 'fx__x_y').length, 1);
+  assert.deepEqual(skipped.map(([name]) => name), ['fx__x_y']);
+  assert.match(skipped[0][1], /"fx__x-y" and "fx__x_y" are both "fx__x_y" in the Agents SDK; "fx__x-y" is kept/);
+  // The kept tool calls the server's `x-y`.
+  const kept = tools.find((tool) => tool.name === 'fx__x_y');
+  assert.equal(await kept.invoke({}, '{}', { toolCall: { callId: 'k' } }), 'called x-y');
+
+  // Without onSkipped: one process warning naming the tool left out.
+  const warnings = [];
+  const onWarning = (warning) => warnings.push(warning);
+  process.on('warning', onWarning);
+  t.after(() => process.off('warning', onWarning));
+  assert.equal(openaiAgentsTools(toolset).length, tools.length);
+  await until(() => warnings.length > 0);
+  assert.equal(warnings.length, 1);
+  assert.equal(warnings[0].code, 'MCPFERRY_AGENTS_NAME_COLLISION');
+  assert.match(warnings[0].message, /left out "fx__x_y"/);
+});
+
+test('a property named __proto__ survives the strict rewrite and the null stripping, and reaches the server', async (t) => {
+  // As servers' JSON arrives: JSON.parse makes `__proto__` an own property.
+  const schema = JSON.parse('{"type":"object","properties":{"__proto__":{"type":"string"},"note":{"type":"string"}},"required":["__proto__"]}');
+  const conversion = toStrictSchema(schema);
+  assert.equal(conversion.strict, true, conversion.reason);
+  assert.ok(Object.hasOwn(conversion.schema.properties, '__proto__'), 'the property is kept');
+  assert.equal(JSON.stringify(conversion.schema.properties), '{"__proto__":{"type":"string"},"note":{"type":["string","null"]}}');
+  assert.deepEqual(conversion.schema.required, ['__proto__', 'note']);
+  const stripped = stripRewrittenNulls(JSON.parse('{"__proto__":"x","note":null}'), conversion.rewrites);
+  assert.equal(JSON.stringify(stripped), '{"__proto__":"x"}');
+  assert.equal(Object.getPrototypeOf(stripped), Object.prototype, 'the argument did not become the prototype');
+
+  const { toolset, received } = await fixtureToolset(t, [{ name: 'proto', description: 'Takes __proto__.', inputSchema: schema }]);
+  const definition = openaiToolDefinitions(toolset, { api: 'responses' }).find((tool) => tool.name === 'fx__proto');
+  assert.equal(definition.strict, true);
+  assert.ok(Object.hasOwn(definition.parameters.properties, '__proto__'));
+  const answer = await dispatchOpenAiToolCall(toolset, { type: 'function_call', call_id: 'p', name: 'fx__proto', arguments: '{"__proto__": "x", "note": null}' });
+  assert.equal(answer.output, 'called proto');
+  const call = received().find((m) => m.method === 'tools/call' && m.params.name === 'proto');
+  assert.equal(JSON.stringify(call.params.arguments), '{"__proto__":"x"}');
 });
 
 test('a tool the disclosure budget left bare is not strict (its arguments are not known), so its arguments pass as sent', async (t) => {

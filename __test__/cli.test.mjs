@@ -5,12 +5,16 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { FIXTURE, here, scratchFile } from './helpers.mjs';
 import { startStreamableFixture } from './fixtures/http-server.mjs';
 
 const BIN = join(here, '..', 'bin', 'mcpferry.cjs');
+/** The trust file of every run here (never the person's ~/.config/mcpferry/trusted.json). */
+const TRUST_FILE = scratchFile('trusted.json');
 const fixtureServer = (env = {}) => ({ command: process.execPath, args: [FIXTURE], env });
 
 /** A directory holding `files` ({ name: text }). */
@@ -27,7 +31,7 @@ function project(files) {
  */
 function run(args, { cwd, env = {}, onStderr } = {}) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [BIN, ...args], { cwd, env: { ...process.env, MCPFERRY_TRUST_FILE: TRUST_FILE, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c) => (stdout += c));
@@ -44,6 +48,14 @@ function run(args, { cwd, env = {}, onStderr } = {}) {
   });
 }
 
+/** A project whose configuration has been trusted with `mcpferry trust` (it starts commands). */
+async function trustedProject(files) {
+  const dir = project(files);
+  const trusted = await run(['trust'], { cwd: dir });
+  assert.equal(trusted.code, 0, trusted.stderr);
+  return dir;
+}
+
 const servers = {
   mcpServers: {
     fx: fixtureServer(),
@@ -53,7 +65,7 @@ const servers = {
 };
 
 test('tools: projected names per server, one state each (live, disabled, degraded with the reason); exit 3 when one is down', async () => {
-  const dir = project({ 'mcp.json': servers });
+  const dir = await trustedProject({ 'mcp.json': servers });
   const { code, stdout, stderr } = await run(['tools'], { cwd: dir });
   assert.equal(code, 3, stderr);
   assert.match(stdout, /^fx {2}live {2}\(\d+ tools\)$/m);
@@ -74,7 +86,7 @@ test('tools: projected names per server, one state each (live, disabled, degrade
 });
 
 test('call: the result on stdout (text or --json), a tool error exits 1, a disabled server exits 2', async () => {
-  const dir = project({ 'mcp.json': servers });
+  const dir = await trustedProject({ 'mcp.json': servers });
   const echo = await run(['call', 'fx__echo', '{"text":"hello"}'], { cwd: dir });
   assert.deepEqual([echo.code, echo.stdout], [0, 'echo: hello\n'], echo.stderr);
   // Only the tool's own server was started.
@@ -99,7 +111,7 @@ test('call: the result on stdout (text or --json), a tool error exits 1, a disab
 });
 
 test('bad usage exits 2 with a message and the usage', async () => {
-  const dir = project({ 'mcp.json': servers });
+  const dir = await trustedProject({ 'mcp.json': servers });
   for (const [args, expected] of [
     [[], /usage: mcpferry/],
     [['frobnicate'], /unknown command "frobnicate"/],
@@ -110,6 +122,7 @@ test('bad usage exits 2 with a message and the usage', async () => {
     [['inspect'], /inspect takes one server name/],
     [['tools', 'ghost'], /no server "ghost" in .*mcp\.json \(servers: fx, off, typo\)/],
     [['tools', '--colour'], /Unknown option '--colour'/],
+    [['trust', 'mcp.json'], /trust takes no argument \(it trusts .*mcp\.json; pass --config <file> for another\)/],
   ]) {
     const { code, stderr } = await run(args, { cwd: dir });
     assert.equal(code, 2, `${args.join(' ')}: ${stderr}`);
@@ -118,12 +131,14 @@ test('bad usage exits 2 with a message and the usage', async () => {
   const help = await run(['--help'], { cwd: dir });
   assert.equal(help.code, 0);
   assert.match(help.stdout, /exit codes: 0 ok, 1 tool error, 2 usage or configuration error, 3 a server could not be connected/);
+  assert.match(help.stdout, /^ {2}trust {2,}trust the configuration found here as it is now/m);
+  assert.match(help.stdout, /`mcpferry trust` records its path and\nSHA-256 in ~\/\.config\/mcpferry\/trusted\.json \(or MCPFERRY_TRUST_FILE\)/);
 });
 
 test('configuration discovery: --config, else ./mcp.json, ./.mcp.json, ./mcpferry.toml; none or a bad file exits 2', async () => {
-  const dotted = project({ '.mcp.json': { mcpServers: { dot: fixtureServer() } } });
+  const dotted = await trustedProject({ '.mcp.json': { mcpServers: { dot: fixtureServer() } } });
   assert.match((await run(['tools', '--json'], { cwd: dotted })).stdout, /"dot__echo"/);
-  const toml = project({ 'mcpferry.toml': `[mcp_servers.t]\ncommand = ${JSON.stringify(process.execPath)}\nargs = [${JSON.stringify(FIXTURE)}]\nallow_tools = ["echo"]\n` });
+  const toml = await trustedProject({ 'mcpferry.toml': `[mcp_servers.t]\ncommand = ${JSON.stringify(process.execPath)}\nargs = [${JSON.stringify(FIXTURE)}]\nallow_tools = ["echo"]\n` });
   const fromToml = await run(['tools', '--json'], { cwd: toml });
   assert.deepEqual(JSON.parse(fromToml.stdout).servers[0].tools.map((t) => t.name), ['t__echo']);
   const elsewhere = project({ 'other.json': { mcpServers: { o: fixtureServer() } } });
@@ -142,7 +157,7 @@ test('configuration discovery: --config, else ./mcp.json, ./.mcp.json, ./mcpferr
 test('status is redacted: variable and header names, never their values; the URL without its query', async (t) => {
   const server = await startStreamableFixture();
   t.after(server.close);
-  const dir = project({
+  const dir = await trustedProject({
     'mcp.json': {
       mcpServers: {
         fx: fixtureServer({ API_TOKEN: 'env-secret-4242' }),
@@ -167,7 +182,7 @@ test('status is redacted: variable and header names, never their values; the URL
 });
 
 test('inspect: server info, protocol version, capabilities, catalogue size, disclosure tier', async () => {
-  const dir = project({ 'mcp.json': servers });
+  const dir = await trustedProject({ 'mcp.json': servers });
   const { code, stdout } = await run(['inspect', 'fx', '--json'], { cwd: dir });
   assert.equal(code, 0);
   const info = JSON.parse(stdout);
@@ -184,11 +199,11 @@ test('inspect: server info, protocol version, capabilities, catalogue size, disc
 });
 
 test('progress names the servers still pending, with the time elapsed', async () => {
-  const dir = project({ 'mcp.json': { mcpServers: { slow: fixtureServer({ FIXTURE_INIT_DELAY_MS: '2600' }) } } });
+  const dir = await trustedProject({ 'mcp.json': { mcpServers: { slow: fixtureServer({ FIXTURE_INIT_DELAY_MS: '2600' }) } } });
   const { code, stderr } = await run(['tools'], { cwd: dir });
   assert.equal(code, 0, stderr);
   assert.match(stderr, /mcpferry: still connecting to slow \(\d+\.\d s\)/);
-  const quiet = await run(['tools', '--quiet'], { cwd: project({ 'mcp.json': { mcpServers: { q: fixtureServer() } } }) });
+  const quiet = await run(['tools', '--quiet'], { cwd: await trustedProject({ 'mcp.json': { mcpServers: { q: fixtureServer() } } }) });
   assert.equal(quiet.stderr, '');
 });
 
@@ -233,7 +248,7 @@ test('login and logout: the URL on stderr (--no-browser), tokens kept in the enc
   const again = await run(['tools', '--json'], { cwd: dir, env });
   assert.equal(again.code, 3);
 
-  const stdio = await run(['login', 'fx'], { cwd: project({ 'mcp.json': servers }) });
+  const stdio = await run(['login', 'fx'], { cwd: await trustedProject({ 'mcp.json': servers }) });
   assert.equal(stdio.code, 2);
   assert.match(stdio.stderr, /fx is a stdio server/);
 });
@@ -290,4 +305,148 @@ test('--store: a server that can no longer be reached is stale, with its last li
   const text = await run(['tools', '--store', store], { cwd: dir });
   assert.match(text.stdout, /^docs {2}stale: .* \(3 tools\)$/m);
   server = { close: async () => {} };
+});
+
+/** An HTTP listener that counts the requests it gets (a URL a hostile configuration would send secrets to). */
+async function countingServer(t) {
+  const requests = [];
+  const server = createServer((req, res) => {
+    requests.push({ url: req.url, headers: req.headers });
+    res.writeHead(404).end();
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => server.close());
+  return { url: `http://127.0.0.1:${server.address().port}/mcp`, requests };
+}
+
+test('a configuration found here that starts commands or reads the environment is refused until trusted; --config always works', async (t) => {
+  const collector = await countingServer(t);
+  const pidfile = scratchFile('started.pid');
+  const env = { MCPFERRY_TEST_SECRET: 'env-secret-8080', MCPFERRY_TEST_PIDFILE: pidfile };
+  const config = {
+    mcpServers: {
+      fx: { command: process.execPath, args: [FIXTURE], env: { API_TOKEN: '${env:MCPFERRY_TEST_SECRET}', FIXTURE_SELF_PIDFILE: '${MCPFERRY_TEST_PIDFILE}' } },
+      web: { url: collector.url, headers: { 'X-Key': '${env:MCPFERRY_TEST_SECRET}' } },
+    },
+  };
+  const dir = project({ 'mcp.json': config });
+  const path = join(dir, 'mcp.json');
+
+  for (const args of [['tools'], ['status', '--json'], ['call', 'fx__echo', '{"text":"x"}'], ['inspect', 'web'], ['login', 'web', '--no-browser']]) {
+    const refused = await run(args, { cwd: dir, env });
+    assert.equal(refused.code, 2, `${args.join(' ')}: ${refused.stderr}`);
+    assert.equal(refused.stdout, '');
+    for (const secret of ['env-secret-8080', pidfile]) assert.ok(!refused.stderr.includes(secret), `${args.join(' ')} printed ${secret}`);
+  }
+  const { stderr } = await run(['tools'], { cwd: dir, env });
+  assert.ok(stderr.startsWith(`mcpferry: ${path} was found in this directory and is not trusted. Using it would:\n`), stderr);
+  assert.ok(stderr.includes(`\n  start "fx": ${process.execPath} ${FIXTURE}\n`), stderr);
+  assert.match(stderr, /\n {2}read the environment variables MCPFERRY_TEST_SECRET, MCPFERRY_TEST_PIDFILE into its entries\n/);
+  assert.match(stderr, /pass it for this run with --config mcp\.json, or run `mcpferry trust` to trust it as it is now/);
+  assert.ok(!existsSync(pidfile), 'the stdio server was not started');
+  assert.deepEqual(collector.requests, [], 'the HTTP server got no request');
+
+  // Named with --config: the person chose the file; it is used without asking.
+  const explicit = await run(['--config', 'mcp.json', 'call', 'fx__echo', '{"text":"c"}'], { cwd: dir, env });
+  assert.deepEqual([explicit.code, explicit.stdout], [0, 'echo: c\n'], explicit.stderr);
+  assert.ok(existsSync(pidfile));
+
+  // `mcpferry trust` records the path and the SHA-256 of the content; the file is then used.
+  const trusted = await run(['trust'], { cwd: dir, env });
+  assert.equal(trusted.code, 0, trusted.stderr);
+  const sha256 = createHash('sha256').update(readFileSync(path)).digest('hex');
+  assert.match(trusted.stdout, new RegExp(`^trusted ${path.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} \\(sha256 ${sha256}\\)`));
+  assert.ok(!trusted.stdout.includes('env-secret-8080'));
+  assert.deepEqual(JSON.parse(readFileSync(TRUST_FILE, 'utf8')).trusted.filter((r) => r.path === path).map((r) => r.sha256), [sha256]);
+  const used = await run(['call', 'fx__echo', '{"text":"t"}'], { cwd: dir, env });
+  assert.deepEqual([used.code, used.stdout], [0, 'echo: t\n'], used.stderr);
+
+  // Changed after it was trusted: refused again, saying so, until trusted again.
+  writeFileSync(path, JSON.stringify({ mcpServers: { ...config.mcpServers, fx: { ...config.mcpServers.fx, args: [FIXTURE, '--changed'] } } }));
+  const changed = await run(['tools'], { cwd: dir, env });
+  assert.equal(changed.code, 2);
+  assert.match(changed.stderr, /is not trusted \(it changed since it was trusted\)/);
+  assert.match(changed.stderr, /start "fx": .* --changed\n/);
+  const again = await run(['trust', '--json'], { cwd: dir, env });
+  assert.equal(again.code, 0, again.stderr);
+  const record = JSON.parse(again.stdout);
+  assert.deepEqual([record.trusted, record.sha256, record.trustFile], [path, createHash('sha256').update(readFileSync(path)).digest('hex'), TRUST_FILE]);
+  assert.ok(record.needs.some((need) => need.startsWith('start "fx": ')));
+  assert.equal(JSON.parse(readFileSync(TRUST_FILE, 'utf8')).trusted.filter((r) => r.path === path).length, 1, 'one record per file');
+  assert.equal((await run(['call', 'fx__echo', '{"text":"u"}'], { cwd: dir, env })).code, 0);
+});
+
+test('what needs trust: stdio servers, env references however escaped, headers from env; an HTTP-only configuration without them needs none', async (t) => {
+  const collector = await countingServer(t);
+  const env = { MCPFERRY_TEST_SECRET: 'env-secret-9090' };
+  const refusedWith = async (files, expected) => {
+    const { code, stdout, stderr } = await run(['tools'], { cwd: project(files), env });
+    assert.equal(code, 2, stderr);
+    assert.match(stderr, expected);
+    assert.ok(!stderr.includes('env-secret-9090') && !stdout.includes('env-secret-9090'));
+    assert.deepEqual(collector.requests, []);
+  };
+  // The reference spelled with JSON escapes is the same string once parsed.
+  await refusedWith({ 'mcp.json': `{"mcpServers": {"web": {"url": "${collector.url}", "headers": {"X-Key": "\\u0024{MCPFERRY_TEST_SECRET}"}}}}` }, /read the environment variables MCPFERRY_TEST_SECRET into its entries/);
+  await refusedWith({ '.mcp.json': { servers: { web: { type: 'http', url: `${collector.url}?k=\${env:MCPFERRY_TEST_SECRET}` } } } }, /read the environment variables MCPFERRY_TEST_SECRET/);
+  await refusedWith(
+    { 'mcpferry.toml': `[mcp_servers.web]\nurl = "${collector.url}"\nbearer_token_env_var = "MCPFERRY_TEST_SECRET"\n\n[mcp_servers.web2]\nurl = "${collector.url}"\nenv_http_headers = { "X-Key" = "MCPFERRY_TEST_SECRET" }\n` },
+    /send the environment variables MCPFERRY_TEST_SECRET as headers to "web" \(http:\/\/127\.0\.0\.1:\d+\/mcp\)/,
+  );
+  await refusedWith({ 'mcpferry.toml': `[mcp_servers.t]\ncommand = "npx"\nargs = ["-y", "some package"]\n` }, /start "t": npx -y "some package"/);
+  // A trust file that is not one is reported, never taken as trust nor overwritten.
+  const broken = scratchFile('broken-trust.json');
+  writeFileSync(broken, '{"trusted": nope');
+  const stdio = project({ 'mcp.json': { mcpServers: { fx: fixtureServer() } } });
+  for (const args of [['tools'], ['trust']]) {
+    const refused = await run(args, { cwd: stdio, env: { MCPFERRY_TRUST_FILE: broken } });
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.match(refused.stderr, /broken-trust\.json\S* is not a trust file/);
+  }
+  assert.equal(readFileSync(broken, 'utf8'), '{"trusted": nope');
+
+  // HTTP only, no environment: used as found (a disabled stdio entry starts nothing).
+  const fixture = await startStreamableFixture();
+  t.after(fixture.close);
+  const plain = project({ 'mcp.json': { mcpServers: { web: { url: fixture.url, headers: { 'X-Team': 'literal' } }, off: { command: 'surely-not-started', disabled: true } } } });
+  const { code, stdout, stderr } = await run(['tools', '--json'], { cwd: plain, env: { MCPFERRY_TRUST_FILE: join(plain, 'no-such-trust-file.json') } });
+  assert.equal(code, 0, stderr);
+  assert.deepEqual(JSON.parse(stdout).servers.map((s) => [s.name, s.state]), [['off', 'disabled'], ['web', 'live']]);
+});
+
+test('text from a server cannot steer the terminal: escapes in tool results and capability names are removed; --json escapes them', async () => {
+  const dir = project({ 'cfg.json': { mcpServers: { esc: { command: process.execPath, args: [join(here, 'fixtures', 'terminal-escapes.mjs')] } } } });
+  const said = await run(['-c', 'cfg.json', 'call', 'esc__say'], { cwd: dir });
+  assert.equal(said.code, 0, said.stderr);
+  assert.doesNotMatch(said.stdout, /[\u001b\u0007\u009b]/, 'no ESC, BEL or CSI reaches the terminal');
+  assert.equal(said.stdout, 'copied ]52;c;aGFja2Vk \tsee  ]8;;https://evil.test/ https://docs.test/ ]8;; \nsecond line 2J\n', 'lines and tabs are kept');
+
+  const json = await run(['-c', 'cfg.json', 'call', 'esc__say', '--json'], { cwd: dir });
+  assert.doesNotMatch(json.stdout, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/, 'only the layout\'s newlines are raw');
+  assert.equal(JSON.parse(json.stdout).content[0].text, 'copied\u001b]52;c;aGFja2Vk\u0007\tsee \u001b]8;;https://evil.test/\u0007https://docs.test/\u001b]8;;\u0007\nsecond line\u009b2J', 'the document is the same');
+
+  const inspected = await run(['-c', 'cfg.json', 'inspect', 'esc'], { cwd: dir });
+  assert.equal(inspected.code, 0, inspected.stderr);
+  assert.doesNotMatch(inspected.stdout, /[\u001b\u0007]/);
+  assert.match(inspected.stdout, /capabilities {2}tools, x ]52;c;aGFja2Vk \n/);
+});
+
+test('login opens the browser with an environment that carries none of the CLI\'s secrets', { skip: process.platform === 'win32' && 'the opener is rundll32 there, which a PATH entry cannot stand in for' }, async (t) => {
+  const { dir, env } = await oauthProject(t);
+  // Stand-ins for xdg-open (and open, on macOS): record what they were given, then play the person.
+  const bin = scratchFile('bin');
+  mkdirSync(bin);
+  const record = join(bin, 'opened.json');
+  const opener = `#!${process.execPath}\nrequire('node:fs').writeFileSync(${JSON.stringify(record)}, JSON.stringify({ args: process.argv.slice(2), env: process.env }));\nfetch(process.argv[2]).then((r) => r.text());\n`;
+  for (const name of ['xdg-open', 'open']) {
+    writeFileSync(join(bin, name), opener);
+    chmodSync(join(bin, name), 0o755);
+  }
+  const login = await run(['login', 'notes'], { cwd: dir, env: { ...env, PATH: `${bin}:${process.env.PATH}`, MCPFERRY_STORE: join(dir, 'store.sqlite') } });
+  assert.equal(login.code, 0, login.stderr);
+  const opened = JSON.parse(readFileSync(record, 'utf8'));
+  assert.match(opened.args.join(' '), /^http:\/\/127\.0\.0\.1:\d+\/\S*authorize\S*$/);
+  assert.equal(opened.args.length, 1);
+  for (const name of ['MCPFERRY_TOKEN_KEY', 'MCPFERRY_TOKEN_FILE', 'MCPFERRY_STORE', 'MCPFERRY_TRUST_FILE']) assert.equal(opened.env[name], undefined, `${name} reached the browser`);
+  assert.ok(opened.env.PATH.startsWith(bin), 'the rest of the environment is kept');
 });

@@ -2,8 +2,10 @@
 // Everything it shows comes from the public API (loadMcpConfig, mcpTools, diagnostics); it holds no
 // protocol logic. Text for people on stdout, `--json` for scripts; progress and warnings on stderr.
 
-import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, extname, join, relative, resolve } from 'node:path';
 import { spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
 import {
@@ -34,6 +36,11 @@ export const EXIT = {
 
 /** The files looked for, in order, when `--config` is not given. */
 export const CONFIG_FILES = ['mcp.json', '.mcp.json', 'mcpferry.toml'];
+/** Where `mcpferry trust` records trusted files, under the home directory (MCPFERRY_TRUST_FILE overrides it). */
+const DEFAULT_TRUST_FILE = ['.config', 'mcpferry', 'trusted.json'];
+/** The longest command line shown when a configuration is refused or trusted, in characters. */
+const MAX_SHOWN_COMMAND_CHARS = 300;
+const COMMANDS = new Set(['tools', 'call', 'status', 'inspect', 'login', 'logout', 'trust']);
 /** How often the names of servers still connecting are printed to stderr. */
 const PROGRESS_INTERVAL_MS = 2_000;
 
@@ -46,6 +53,7 @@ commands:
   inspect <server>            server info, protocol version, capabilities, catalogue size, disclosure tier
   login <server> [--no-browser] [--device]   log in to an OAuth server; tokens go to the token store
   logout <server>             revoke and forget a server's tokens
+  trust                       trust the configuration found here as it is now (see below)
 
 options:
   --config <file>   the configuration (default: the first of ./mcp.json, ./.mcp.json, ./mcpferry.toml)
@@ -58,9 +66,15 @@ options:
 exit codes: 0 ok, 1 tool error, 2 usage or configuration error, 3 a server could not be connected
 
 tokens (OAuth): the OS keyring; or an encrypted file with MCPFERRY_TOKEN_FILE and MCPFERRY_TOKEN_KEY set
+
+trust: a configuration found in the current directory (not named with --config) that starts a command or
+reads environment variables is refused (exit 2) until trusted: \`mcpferry trust\` records its path and
+SHA-256 in ~/.config/mcpferry/trusted.json (or MCPFERRY_TRUST_FILE); a change to the file needs trusting again.
 `;
 
 class UsageError extends Error {}
+/** A configuration the CLI will not use as it is (exit 2, the message alone). */
+class RefusedError extends Error {}
 
 /**
  * `stale`: the tools shown are a listing the server can't confirm now: it could not be reached and its
@@ -115,7 +129,11 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
   const [command, ...rest] = positionals;
   const json = values.json === true;
   try {
-    const config = await findConfig(values.config, io);
+    if (!COMMANDS.has(command)) throw new UsageError(`unknown command ${JSON.stringify(command)}`);
+    const found = await findConfig(values.config, io);
+    if (command === 'trust') return trust(found, rest, io, json);
+    if (found.discovered) checkTrusted(found, io);
+    const { config } = found;
     const storePath = values.store ?? io.env.MCPFERRY_STORE;
     const cli = new Cli(config, io, json, values.quiet === true, storePath ? resolve(io.cwd, storePath) : undefined);
     switch (command) {
@@ -129,18 +147,16 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
         return await cli.call(rest);
       case 'login':
         return await cli.login(requiredServer(rest, config, 'login'), { browser: values['no-browser'] !== true, device: values.device === true });
-      case 'logout':
-        return await cli.logout(requiredServer(rest, config, 'logout'));
       default:
-        throw new UsageError(`unknown command ${JSON.stringify(command)}`);
+        return await cli.logout(requiredServer(rest, config, 'logout'));
     }
   } catch (error) {
     if (error instanceof UsageError) return usage(io, error.message);
-    if (error instanceof McpError && error.code === 'mcp_config_invalid') {
-      io.stderr(`mcpferry: ${error.message}\n`);
+    if (error instanceof RefusedError || (error instanceof McpError && error.code === 'mcp_config_invalid')) {
+      io.stderr(`mcpferry: ${printableLines(error.message)}\n`);
       return EXIT.usage;
     }
-    io.stderr(`mcpferry: ${error instanceof Error ? error.message : String(error)}\n`);
+    io.stderr(`mcpferry: ${printableLines(error instanceof Error ? error.message : String(error))}\n`);
     return EXIT.toolError;
   }
 }
@@ -159,11 +175,146 @@ function usage(io: Io, message: string): number {
   return EXIT.usage;
 }
 
-async function findConfig(given: string | undefined, io: Io): Promise<McpConfig> {
-  if (given !== undefined) return loadMcpConfig(resolve(io.cwd, given));
-  const found = CONFIG_FILES.map((name) => resolve(io.cwd, name)).find((path) => existsSync(path));
-  if (!found) throw new UsageError(`no configuration: pass --config <file> or create one of ${CONFIG_FILES.join(', ')} here`);
-  return loadMcpConfig(found);
+/** A configuration file as loaded, with the bytes it was loaded from. */
+interface FoundConfig {
+  config: McpConfig;
+  path: string;
+  /** Found in the current directory rather than named with --config. */
+  discovered: boolean;
+  text: string;
+  sha256: string;
+}
+
+async function findConfig(given: string | undefined, io: Io): Promise<FoundConfig> {
+  const path = given !== undefined ? resolve(io.cwd, given) : CONFIG_FILES.map((name) => resolve(io.cwd, name)).find((p) => existsSync(p));
+  if (path === undefined) throw new UsageError(`no configuration: pass --config <file> or create one of ${CONFIG_FILES.join(', ')} here`);
+  const before = readBytes(path);
+  const config = await loadMcpConfig(path); // An unreadable or bad file is reported from here.
+  // What is trusted must be what was loaded: the bytes read before and after loading agree.
+  const bytes = readBytes(path);
+  if (before === undefined || bytes === undefined || !before.equals(bytes)) throw new RefusedError(`${path} changed while it was being read; run the command again`);
+  return { config, path, discovered: given === undefined, text: bytes.toString('utf8'), sha256: createHash('sha256').update(bytes).digest('hex') };
+}
+
+function readBytes(path: string): Buffer | undefined {
+  try {
+    return readFileSync(path);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * What using `found` would do that a file from an untrusted checkout must not do unasked: each command it
+ * starts, each environment variable it reads into its entries (JSON `${env:NAME}` / `${NAME}`) or sends as a
+ * header. Names and commands only, as written in the file, so no variable's value is shown.
+ */
+function trustNeeds(found: FoundConfig): string[] {
+  const json = extname(found.path).toLowerCase() !== '.toml';
+  let raw: unknown;
+  if (json) {
+    try {
+      raw = JSON.parse(found.text);
+    } catch {
+      return ['(its JSON could not be checked)'];
+    }
+  }
+  const rawEntries = isRecord(raw) ? (isRecord(raw.mcpServers) ? raw.mcpServers : isRecord(raw.servers) ? raw.servers : undefined) : undefined;
+  const needs: string[] = [];
+  for (const server of found.config.servers) {
+    if (server.enabled === false) continue;
+    if (server.type === 'stdio') {
+      // JSON entries as written (with their ${…} references, not the values they expanded to); TOML expands nothing.
+      const entry = json ? (rawEntries && Object.hasOwn(rawEntries, server.name) ? rawEntries[server.name] : undefined) : server;
+      needs.push(`start ${JSON.stringify(server.name)}: ${commandLine(entry)}`);
+    } else {
+      const variables = Object.values(server.headersFromEnv ?? {}).concat(server.bearerTokenEnv ?? []);
+      if (variables.length > 0) needs.push(`send the environment variables ${variables.join(', ')} as headers to ${JSON.stringify(server.name)} (${urlWithoutQuery(server.url)})`);
+    }
+  }
+  // Every reference in the file, a disabled entry's too (it is read once the entry is enabled).
+  const references = new Set<string>();
+  if (json) forEachString(raw, (text) => {
+    for (const match of text.matchAll(/\$\{([^}]*)\}?/g)) references.add(match[1].replace(/^env:/, ''));
+  });
+  if (references.size > 0) needs.push(`read the environment variables ${[...references].join(', ')} into its entries`);
+  return needs.map(printable);
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+function forEachString(value: unknown, visit: (text: string) => void): void {
+  if (typeof value === 'string') visit(value);
+  else if (Array.isArray(value)) value.forEach((item) => forEachString(item, visit));
+  else if (isRecord(value)) Object.values(value).forEach((item) => forEachString(item, visit));
+}
+
+/** `command arg …` of an entry as written, quoting what has spaces, cut to MAX_SHOWN_COMMAND_CHARS. */
+function commandLine(entry: unknown): string {
+  if (!isRecord(entry) || typeof entry.command !== 'string') return '(a command)';
+  const words = [entry.command, ...(Array.isArray(entry.args) ? entry.args.map(String) : [])].map((w) => (/^[^\s"'\\]+$/.test(w) ? w : JSON.stringify(w)));
+  const line = words.join(' ');
+  return line.length > MAX_SHOWN_COMMAND_CHARS ? `${line.slice(0, MAX_SHOWN_COMMAND_CHARS)}…` : line;
+}
+
+interface TrustRecord {
+  path: string;
+  sha256: string;
+  trustedAt: string;
+}
+
+function trustFile(io: Io): string {
+  const override = io.env.MCPFERRY_TRUST_FILE;
+  return override ? resolve(io.cwd, override) : join(homedir(), ...DEFAULT_TRUST_FILE);
+}
+
+function readTrust(file: string): TrustRecord[] {
+  const bytes = readBytes(file);
+  if (bytes === undefined) return [];
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    parsed = undefined;
+  }
+  const records = isRecord(parsed) && Array.isArray(parsed.trusted) ? parsed.trusted : undefined;
+  if (!records) throw new RefusedError(`${file} is not a trust file ({ "trusted": [...] }); fix or remove it`);
+  return records.filter((r): r is TrustRecord => isRecord(r) && typeof r.path === 'string' && typeof r.sha256 === 'string');
+}
+
+/** Refuse a discovered configuration that would start or read something, unless trusted as it is now. */
+function checkTrusted(found: FoundConfig, io: Io): void {
+  const needs = trustNeeds(found);
+  if (needs.length === 0) return;
+  const file = trustFile(io);
+  const records = readTrust(file);
+  if (records.some((r) => r.path === found.path && r.sha256 === found.sha256)) return;
+  const changed = records.some((r) => r.path === found.path);
+  const shown = relative(io.cwd, found.path) || found.path;
+  throw new RefusedError(
+    [
+      `${found.path} was found in this directory and is not trusted${changed ? ' (it changed since it was trusted)' : ''}. Using it would:`,
+      ...needs.map((need) => `  ${need}`),
+      `If you trust it: pass it for this run with --config ${shown}, or run \`mcpferry trust\` to trust it as it is now (recorded in ${file}).`,
+    ].join('\n'),
+  );
+}
+
+/** `mcpferry trust`: record the configuration's path and SHA-256 in the trust file. */
+function trust(found: FoundConfig, rest: string[], io: Io, json: boolean): number {
+  if (rest.length > 0) throw new UsageError(`trust takes no argument (it trusts ${found.path}; pass --config <file> for another)`);
+  const needs = trustNeeds(found);
+  const file = trustFile(io);
+  const records = readTrust(file).filter((r) => r.path !== found.path);
+  records.push({ path: found.path, sha256: found.sha256, trustedAt: new Date().toISOString() });
+  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+  // Written whole, then renamed over the old file: a crash never leaves half a trust file.
+  const partial = `${file}.${process.pid}.tmp`;
+  writeFileSync(partial, `${JSON.stringify({ trusted: records }, null, 2)}\n`, { mode: 0o600 });
+  renameSync(partial, file);
+  const text = [`trusted ${found.path} (sha256 ${found.sha256}) in ${file}${needs.length ? '; it may:' : ''}`, ...needs.map((need) => `  ${need}`)].join('\n');
+  io.stdout(json ? toJson({ trusted: found.path, sha256: found.sha256, trustFile: file, needs }) : `${printableLines(text)}\n`);
+  return EXIT.ok;
 }
 
 function optionalServer(rest: string[], config: McpConfig): string | undefined {
@@ -185,9 +336,29 @@ function checkServer(name: string, config: McpConfig): string {
   return name;
 }
 
-/** Terminal-safe text: no control characters from a server. */
+/**
+ * Characters that steer a terminal or reorder what it shows rather than being shown: C0 and C1 controls
+ * (ESC starts OSC 52 clipboard writes and OSC 8 links), DEL, line separators and bidirectional overrides.
+ */
+const TERMINAL_CONTROLS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+
+/** Terminal-safe text on one line: no control characters from a server. */
 function printable(text: unknown): string {
-  return String(text).replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ');
+  return String(text).replace(TERMINAL_CONTROLS, ' ');
+}
+
+/** Terminal-safe text that keeps its lines and tabs (a tool's result, a multi-line message). */
+function printableLines(text: unknown): string {
+  return String(text).replace(TERMINAL_CONTROLS, (c) => (c === '\n' || c === '\t' ? c : ' '));
+}
+
+/**
+ * `--json` output: JSON.stringify escapes C0 controls in strings but not DEL, C1 controls or bidirectional
+ * overrides; those are escaped too (only strings can hold them; the newlines left are the layout's).
+ */
+function toJson(value: unknown): string {
+  const escape = (c: string) => (c === '\n' ? c : `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return `${JSON.stringify(value, null, 2).replace(TERMINAL_CONTROLS, escape)}\n`;
 }
 
 /** An HTTP entry with no credential configured logs in with OAuth when the server asks (as other clients do). */
@@ -212,7 +383,7 @@ class Cli {
   ) {}
 
   private out(value: unknown, text: string): void {
-    this.io.stdout(this.json ? `${JSON.stringify(value, null, 2)}\n` : text);
+    this.io.stdout(this.json ? toJson(value) : text);
   }
 
   private tokenStore() {
@@ -325,7 +496,7 @@ class Cli {
       }));
       const lines = servers.flatMap((s) => [
         `${printable(s.name)}  ${Cli.describe(reports.get(s.name)!)}${s.state === 'live' || s.state === 'stale' ? `  (${s.tools.length} tools)` : ''}`,
-        ...s.tools.map((t) => `  ${t.name}  ${printable(t.description.split('\n')[0]).slice(0, 100)}`),
+        ...s.tools.map((t) => `  ${printable(t.name)}  ${printable(t.description.split('\n')[0]).slice(0, 100)}`),
       ]);
       this.out({ servers }, `${lines.join('\n')}\n`);
       return [...reports.values()].some((r) => r.unreachable) ? EXIT.connection : EXIT.ok;
@@ -393,8 +564,8 @@ class Cli {
         ? [
             `${printable(name)}  ${Cli.describe(report)}`,
             `  server        ${printable(connected.serverInfo.name)} ${printable(connected.serverInfo.version)}`,
-            `  protocol      ${connected.protocolVersion}`,
-            `  capabilities  ${connected.capabilities.join(', ') || '(none)'}`,
+            `  protocol      ${printable(connected.protocolVersion)}`,
+            `  capabilities  ${connected.capabilities.map(printable).join(', ') || '(none)'}`,
             `  catalogue     ${connected.toolCount} tools published, ${tools.length} in the map`,
             `  disclosure    ${info.disclosureTier}`,
             `  connected in  ${connected.elapsedMs} ms`,
@@ -432,13 +603,14 @@ class Cli {
       }
       try {
         const result = await tool.execute(args);
-        const text = result.content.map((block) => (block.type === 'text' ? String(block.text) : `[${block.type}]`)).join('\n');
+        // The server's text as it is, but for what would steer the terminal (its lines and tabs are kept).
+        const text = result.content.map((block) => (block.type === 'text' ? printableLines(block.text) : `[${printable(block.type)}]`)).join('\n');
         this.out(result, `${text}\n`);
         return EXIT.ok;
       } catch (error) {
         const code = error instanceof McpError ? error.code : 'mcp_internal_error';
         const message = error instanceof Error ? error.message : String(error);
-        if (this.json) this.io.stdout(`${JSON.stringify({ error: { code, message } }, null, 2)}\n`);
+        if (this.json) this.io.stdout(toJson({ error: { code, message } }));
         this.io.stderr(`mcpferry: ${printable(message)}\n`);
         return EXIT.toolError;
       }
@@ -498,11 +670,28 @@ function disclosureTier(prompt: string, server: string): 'full' | 'deferred' | '
   return 'full';
 }
 
-/** Open `url` in the person's browser, detached; a failure leaves the printed URL to use by hand. */
+/** Variables the browser opener must not inherit: the token store's key and file, the CLI's own settings. */
+const PRIVATE_ENV = /^MCPFERRY_(TOKEN_|STORE$|TRUST_FILE$)/i;
+
+/**
+ * Open `url` in the person's browser, detached; a failure leaves the printed URL to use by hand. Only
+ * http(s) URLs are opened (the URL comes from an authorization server, and openers run other schemes'
+ * handlers), and the opener gets the environment without the CLI's secrets.
+ */
 function openBrowser(url: string): void {
-  const command = process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer' : 'xdg-open';
+  let scheme: string;
   try {
-    const child = spawn(command, [url], { stdio: 'ignore', detached: true });
+    scheme = new URL(url).protocol;
+  } catch {
+    return;
+  }
+  if (scheme !== 'https:' && scheme !== 'http:') return;
+  const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !PRIVATE_ENV.test(name)));
+  // On Windows not `explorer <url>`: explorer splits its argument at commas, so `,/select,` would be a switch.
+  const [command, ...args] =
+    process.platform === 'darwin' ? ['open', url] : process.platform === 'win32' ? ['rundll32', 'url.dll,FileProtocolHandler', url] : ['xdg-open', url];
+  try {
+    const child = spawn(command, args, { stdio: 'ignore', detached: true, env });
     child.on('error', () => {});
     child.unref();
   } catch {

@@ -62,24 +62,45 @@ function agentsOutput(result: McpToolResult): AgentsOutput {
  * a failed call (isError, a policy denial, a timeout…) is shown to the model as the tool's output,
  * while an abort ends the run. The list is the toolset's tools now: after a `tools-changed` diagnostic,
  * assign a new list to `agent.tools`.
+ *
+ * The SDK turns every character but letters and digits into `_`, so two tools (`a__x-y`, `a__x_y`) may
+ * get one name: the first of them by projected name (in code-unit order) is kept, each other one is left
+ * out and passed to `options.onSkipped(name, reason)`, or, without it, named in one process warning.
  */
-export function openaiAgentsTools<Context = unknown>(toolset: McpToolset): AgentsFunctionTool<Context>[] {
+export function openaiAgentsTools<Context = unknown>(
+  toolset: McpToolset,
+  options: { onSkipped?: (name: string, reason: string) => void } = {},
+): AgentsFunctionTool<Context>[] {
   // Loaded here, not at the top: the Responses and Chat helpers below do not need the Agents SDK.
   const { tool: functionTool } = require('@openai/agents') as typeof Agents;
-  const named = new Map<string, string>();
-  return Object.values(toolset.tools).map((tool) => {
+  const tools = Object.values(toolset.tools);
+  // Which of two tools sharing an SDK name is kept must not depend on the order servers answered in.
+  const byName = [...tools].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  const kept = new Map<McpTool, AgentsFunctionTool<Context>>();
+  const holders = new Map<string, string>();
+  const skipped: Array<{ name: string; reason: string }> = [];
+  for (const tool of byName) {
     const created = agentsTool<Context>(functionTool, tool);
-    // The SDK turns every character but letters and digits into `_`: two names may become one.
-    const taken = named.get(created.name);
-    if (taken !== undefined) {
-      throw new TypeError(
-        `openaiAgentsTools: the tools ${JSON.stringify(taken)} and ${JSON.stringify(tool.name)} are both named ${JSON.stringify(created.name)} in the Agents SDK; leave one out with the \`tools\` option of mcpTools`,
-      );
+    const holder = holders.get(created.name);
+    if (holder !== undefined) {
+      skipped.push({ name: tool.name, reason: `${JSON.stringify(holder)} and ${JSON.stringify(tool.name)} are both ${JSON.stringify(created.name)} in the Agents SDK; ${JSON.stringify(holder)} is kept` });
+      continue;
     }
-    named.set(created.name, tool.name);
-    return created;
-  });
+    holders.set(created.name, tool.name);
+    kept.set(tool, created);
+  }
+  if (skipped.length > 0) {
+    if (options.onSkipped) {
+      for (const { name, reason } of skipped) options.onSkipped(name, reason);
+    } else {
+      process.emitWarning(`openaiAgentsTools left out ${skipped.map((s) => `${JSON.stringify(s.name)} (${s.reason})`).join(', ')}`, { code: SKIPPED_TOOLS_WARNING });
+    }
+  }
+  return tools.flatMap((tool) => kept.get(tool) ?? []);
 }
+
+/** The code of the process warning naming the tools openaiAgentsTools left out. */
+const SKIPPED_TOOLS_WARNING = 'MCPFERRY_AGENTS_NAME_COLLISION';
 
 /** One MCP tool as an Agents SDK function tool (the SDK's own `tool()`), strict when its schema allows it. */
 function agentsTool<Context>(functionTool: typeof Agents.tool, tool: McpTool): AgentsFunctionTool<Context> {

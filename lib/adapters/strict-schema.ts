@@ -81,6 +81,14 @@ function nullable(schema: Schema): Schema {
 
 const isEmpty = (rewrites: NullRewrites) => !rewrites.nullable && !rewrites.properties && !rewrites.items;
 
+/**
+ * Set `name` as an own, enumerable property: an assignment to `__proto__` would set the prototype
+ * instead, and the property would be lost. (Objects keyed by property names are only read with hasOwn.)
+ */
+function setProperty(target: Record<string, unknown>, name: string, value: unknown): void {
+  Object.defineProperty(target, name, { value, enumerable: true, writable: true, configurable: true });
+}
+
 class Converter {
   private properties = 0;
 
@@ -127,7 +135,7 @@ class Converter {
     const properties = schema.properties;
     if (!isSchema(properties)) throw new Incompatible(`${path}.properties is not an object`);
     const required = schema.required ?? [];
-    if (!Array.isArray(required) || !required.every((name) => typeof name === 'string' && name in properties)) {
+    if (!Array.isArray(required) || !required.every((name) => typeof name === 'string' && Object.hasOwn(properties, name))) {
       throw new Incompatible(`${path}.required names a property it does not define`);
     }
     const names = Object.keys(properties);
@@ -136,12 +144,12 @@ class Converter {
     const converted: Schema = {};
     for (const name of names) {
       const child = this.convert(properties[name], `${path}.${name}`, depth, underAnyOf);
-      if (!isEmpty(child.rewrites)) (rewrites.properties ??= {})[name] = child.rewrites;
+      if (!isEmpty(child.rewrites)) setProperty((rewrites.properties ??= {}), name, child.rewrites);
       if (required.includes(name) || acceptsNull(child.schema)) {
-        converted[name] = child.schema;
+        setProperty(converted, name, child.schema);
       } else {
         if (underAnyOf) throw new Incompatible(`${path}.${name} is optional under an anyOf`);
-        converted[name] = nullable(child.schema);
+        setProperty(converted, name, nullable(child.schema));
         (rewrites.nullable ??= []).push(name);
       }
     }
@@ -172,8 +180,8 @@ export function stripRewrittenNulls(value: unknown, rewrites: NullRewrites): unk
   const stripped: Schema = {};
   for (const [name, field] of Object.entries(value)) {
     if (field === null && rewrites.nullable?.includes(name)) continue;
-    const inner = rewrites.properties?.[name];
-    stripped[name] = inner ? stripRewrittenNulls(field, inner) : field;
+    const inner = rewrites.properties && Object.hasOwn(rewrites.properties, name) ? rewrites.properties[name] : undefined;
+    setProperty(stripped, name, inner ? stripRewrittenNulls(field, inner) : field);
   }
   return stripped;
 }
