@@ -9,4 +9,12 @@ import type { McpToolset } from '../dist/types.js';
  * content mapped to model output, failures as tool errors the model sees. The set follows
  * `toolset.tools`: tools a server adds or removes later appear or disappear in the next step.
  */
-export declare function aiSdkTools(toolset: McpToolset): ToolSet;
+export declare function aiSdkTools(toolset: McpToolset, options?: AiSdkToolsOptions): ToolSet;
+
+export interface AiSdkToolsOptions {
+  /**
+   * The durable run these tools serve: each call then carries `params._meta.idempotencyKey =
+   * \`${runId}:${toolCallId}\`` (the AI SDK's tool call id). Without it, calls carry no key.
+   */
+  runId?: string;
+}

@@ -356,7 +356,7 @@ const CLOSED_MESSAGE = 'MCP connection closed';
 class CallChannel {
   private nextCallId = 1;
   private readonly settle = new Map<number, { resolve(r: McpToolResult): void; reject(e: unknown): void }>();
-  /** Calls made since the last flush, by id: `callId \t abortable \t name \t argumentsJson`. */
+  /** Calls made since the last flush, by id: `callId \t abortable \t name \t contextJson \t argumentsJson`. */
   private readonly unflushed = new Map<number, string>();
   // Calls in flight keep the process alive (the engine's wake-up callback is weak on purpose).
   private keepAlive: ReturnType<typeof setInterval> | undefined;
@@ -366,7 +366,7 @@ class CallChannel {
 
   constructor(private readonly native: () => NativeToolset) {}
 
-  call(name: string, argumentsJson: string, signal: AbortSignal | undefined): Promise<McpToolResult> {
+  call(name: string, argumentsJson: string, signal: AbortSignal | undefined, contextJson = ''): Promise<McpToolResult> {
     if (this.closed) return Promise.reject(createMcpError('mcp_connection_closed', CLOSED_MESSAGE));
     const callId = this.nextCallId;
     this.nextCallId = this.nextCallId >= 0xffff_fff0 ? 1 : this.nextCallId + 1;
@@ -382,7 +382,7 @@ class CallChannel {
         this.settle.set(callId, { resolve, reject });
       }
       if (this.unflushed.size === 0) queueMicrotask(() => this.flush());
-      this.unflushed.set(callId, `${callId}\t${signal ? callId : 0}\t${name}\t${argumentsJson}\n`);
+      this.unflushed.set(callId, `${callId}\t${signal ? callId : 0}\t${name}\t${contextJson}\t${argumentsJson}\n`);
     });
   }
 
@@ -562,13 +562,25 @@ function isAbortSignal(value: unknown): value is AbortSignal {
   );
 }
 
+/**
+ * The members of the call context the engine reads (it forms and checks the idempotency key), as JSON;
+ * empty when there are none, the common case. Passed as given: the engine names a wrong type.
+ */
+function callContextJson(ctx: McpToolCallContext | undefined): string {
+  if (!ctx || (ctx.runId === undefined && ctx.toolCallId === undefined && ctx.idempotencyKey === undefined)) return '';
+  const { runId, toolCallId, idempotencyKey } = ctx;
+  // A value JSON cannot carry (a function, a BigInt) becomes a type the engine refuses, by name.
+  const wire = (value: unknown) => (typeof value === 'function' || typeof value === 'bigint' || typeof value === 'symbol' ? [] : value);
+  return JSON.stringify({ runId: wire(runId), toolCallId: wire(toolCallId), idempotencyKey: wire(idempotencyKey) });
+}
+
 function makeTool(calls: CallChannel, projected: ProjectedTool): McpTool {
   const name = projected.name;
   return {
     ...projected,
     execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult> {
       if (ctx !== undefined && ctx !== null && typeof ctx !== 'object') {
-        return Promise.reject(createMcpError('mcp_invalid_arguments', 'the call context must be an object ({ signal?, abortSignal?, toolCallId?, runId? })'));
+        return Promise.reject(createMcpError('mcp_invalid_arguments', 'the call context must be an object ({ signal?, abortSignal?, toolCallId?, runId?, idempotencyKey? })'));
       }
       // `abortSignal` is the AI SDK's name for it: a context passed through as is cancels all the same.
       const given = ctx?.signal ?? undefined;
@@ -588,7 +600,7 @@ function makeTool(calls: CallChannel, projected: ProjectedTool): McpTool {
         // BigInt, cycles, functions: not JSON, so not arguments a server could receive.
         return Promise.reject(createMcpError('mcp_invalid_arguments', `tool arguments are not JSON: ${(error as Error).message}`));
       }
-      return calls.call(name, json, signal);
+      return calls.call(name, json, signal, callContextJson(ctx));
     },
   };
 }
