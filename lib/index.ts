@@ -19,6 +19,7 @@ import type {
   McpToolCallContext,
   McpToolResult,
   McpToolset,
+  PolicyRequest,
 } from './types';
 
 // The error classes are the API; createMcpError, fromEngine and UNMAPPED_ENGINE_CODES stay internal.
@@ -52,6 +53,8 @@ export type { McpConfig } from './config-file';
 export { createMemoryTokenStore, createKeyringTokenStore, createEncryptedFileTokenStore } from './token-stores';
 export type { McpTokenStore, KeyringTokenStoreOptions, EncryptedFileTokenStoreOptions } from './token-stores';
 export type { McpConnectionStore, StoredServer, PostgresMcpConnectionStore, PostgresMcpConnectionStoreOptions } from './stores';
+export { mcpFirewall, composeGuards, createMemoryMcpJournal, createSqliteMcpJournal } from './firewall';
+export type { McpJournal, McpFirewallOptions, McpFirewallTool, McpGuard, McpCallOutcome } from './firewall';
 
 type ProjectedTool = Omit<McpTool, 'execute'>;
 interface ToolsChange {
@@ -574,7 +577,27 @@ function callContextJson(ctx: McpToolCallContext | undefined): string {
   return JSON.stringify({ runId: wire(runId), toolCallId: wire(toolCallId), idempotencyKey: wire(idempotencyKey) });
 }
 
-function makeTool(calls: CallChannel, projected: ProjectedTool): McpTool {
+/** Tells the policy how a call ended (`policy.record`, which guards such as mcpFirewall have). */
+type RecordOutcome = (tool: ProjectedTool, args: unknown, ctx: McpToolCallContext | undefined, outcome: { ok: boolean; error?: unknown }) => Promise<void>;
+
+function outcomeRecorder(options: McpOptions): RecordOutcome | undefined {
+  const policy = options.policy;
+  if (typeof policy?.record !== 'function') return undefined;
+  const { session } = options;
+  return async (tool, args, ctx, outcome) => {
+    const request: PolicyRequest = { toolName: tool.name, server: tool.server, remoteName: tool.remoteName, args, session };
+    if (ctx?.runId !== undefined) request.runId = ctx.runId;
+    if (ctx?.toolCallId !== undefined) request.toolCallId = ctx.toolCallId;
+    if (ctx?.idempotencyKey !== undefined) request.idempotencyKey = ctx.idempotencyKey;
+    try {
+      await policy.record?.(request, outcome);
+    } catch {
+      // The call's own outcome stands: a guard that cannot record must not turn a result into a failure.
+    }
+  };
+}
+
+function makeTool(calls: CallChannel, projected: ProjectedTool, record?: RecordOutcome): McpTool {
   const name = projected.name;
   return {
     ...projected,
@@ -600,7 +623,16 @@ function makeTool(calls: CallChannel, projected: ProjectedTool): McpTool {
         // BigInt, cycles, functions: not JSON, so not arguments a server could receive.
         return Promise.reject(createMcpError('mcp_invalid_arguments', `tool arguments are not JSON: ${(error as Error).message}`));
       }
-      return calls.call(name, json, signal, callContextJson(ctx));
+      const pending = calls.call(name, json, signal, callContextJson(ctx));
+      if (!record) return pending;
+      // Settled only after the policy has heard: a next call's decide sees this one counted.
+      return pending.then(
+        async (result) => (await record(projected, args, ctx, { ok: true }), result),
+        async (error) => {
+          await record(projected, args, ctx, { ok: false, error });
+          throw error;
+        },
+      );
     },
   };
 }
@@ -641,6 +673,7 @@ async function openToolset(
   const report = diagnosticSink(options);
   const tools: Record<string, McpTool> = {};
   const calls = new CallChannel(() => native);
+  const record = outcomeRecorder(options);
   // The stdout streams read here; ended by close() if a server's stray descendants keep them open.
   const readers = new Set<() => void>();
 
@@ -659,7 +692,7 @@ async function openToolset(
       } else if (kind === 'tools') {
         const change = payload as ToolsChange;
         for (const removed of change.removed) delete tools[removed];
-        for (const tool of [...change.added, ...change.changed]) tools[tool.name] = makeTool(calls, tool);
+        for (const tool of [...change.added, ...change.changed]) tools[tool.name] = makeTool(calls, tool, record);
       }
     } catch {
       // A malformed event is the engine's bug; it must not take the caller's process down.
@@ -747,7 +780,7 @@ async function openToolset(
     await close().catch(() => {});
     throw degradedError(degraded);
   }
-  for (const tool of connected.tools) tools[tool.name] = makeTool(calls, tool);
+  for (const tool of connected.tools) tools[tool.name] = makeTool(calls, tool, record);
 
   const toolset: McpToolset = {
     tools,

@@ -118,6 +118,11 @@ export interface McpPolicy {
   decide(request: PolicyRequest): Decision | Promise<Decision>;
   /** The approver for `ask` decisions; without it, `ask` rejects with `mcp_approval_required`. */
   ask?(request: PolicyRequest, reason?: string): boolean | Promise<boolean>;
+  /**
+   * Told how each call ended (`ok`: it returned a result; refused calls too), before the call's promise
+   * settles: how `mcpFirewall` counts successful calls per run. A throw is ignored.
+   */
+  record?(request: PolicyRequest, outcome: { ok: boolean; error?: unknown }): void | Promise<void>;
 }
 
 import type { McpConnectionStore } from './stores';

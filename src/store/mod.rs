@@ -10,6 +10,8 @@
 //! writer and never replaced by `save`. Only an explicit `clear_baseline` (see [`retrust`]) or
 //! `remove` lets a new baseline in.
 
+pub mod journal;
+pub mod journal_sqlite;
 pub mod memory;
 pub mod postgres;
 pub mod sqlite;
