@@ -3,7 +3,7 @@
 // guards together.
 
 import { binding, type NativeFirewallHandle, type NativeJournalHandle } from './binding';
-import { createMcpError, fromEngine } from './errors';
+import { createMcpError, engineCall, typedEngine } from './errors';
 import type { Decision, JsonSchema, McpPolicy, PolicyRequest } from './types';
 
 /**
@@ -62,37 +62,25 @@ export interface McpGuard extends McpPolicy {
 
 const NATIVE = Symbol('mcpferry.nativeJournal');
 
-function typed<T>(pending: Promise<T>): Promise<T> {
-  return pending.catch((error) => Promise.reject(fromEngine(error)));
-}
-
-function engineCall<T>(make: () => T): T {
-  try {
-    return make();
-  } catch (error) {
-    throw fromEngine(error);
-  }
-}
-
 class EngineJournal implements McpJournal {
   readonly [NATIVE]: NativeJournalHandle;
   constructor(native: NativeJournalHandle) {
     this[NATIVE] = native;
   }
   claim(key: string, value: string) {
-    return typed(this[NATIVE].claim(key, value));
+    return typedEngine(this[NATIVE].claim(key, value));
   }
   get(key: string) {
-    return typed(this[NATIVE].get(key));
+    return typedEngine(this[NATIVE].get(key));
   }
   reserve(runId: string, counter: string, limit: number) {
-    return typed(this[NATIVE].reserve(runId, counter, limit));
+    return typedEngine(this[NATIVE].reserve(runId, counter, limit));
   }
   release(runId: string, counter: string) {
-    return typed(this[NATIVE].release(runId, counter));
+    return typedEngine(this[NATIVE].release(runId, counter));
   }
   count(runId: string, counter: string) {
-    return typed(this[NATIVE].count(runId, counter));
+    return typedEngine(this[NATIVE].count(runId, counter));
   }
 }
 
@@ -162,10 +150,10 @@ export function mcpFirewall(options: McpFirewallOptions): McpGuard {
     // The journal handle is held here: the engine's registry keeps it only weakly.
     [NATIVE]: journalHandle,
     async decide(request: PolicyRequest): Promise<Decision> {
-      return JSON.parse(await typed(native.decide(requestJson(request)))) as Decision;
+      return JSON.parse(await typedEngine(native.decide(requestJson(request)))) as Decision;
     },
     record(request: PolicyRequest, outcome: McpCallOutcome): Promise<void> {
-      return typed(native.record(requestJson(request), outcome?.ok === true));
+      return typedEngine(native.record(requestJson(request), outcome?.ok === true));
     },
   } as McpGuard;
 }
