@@ -3,13 +3,17 @@
 //   request (the HTTP fixture logs every request it gets);
 // - concurrent first tools()/describeTools() share one connection (one initialize, one process);
 // - close() is idempotent, a no-op before first use, and ends the process after it;
-// - tools() is the AI SDK adapter's ToolSet under `${prefix}${tool}` names, whose calls reach the server.
+// - tools() is the AI SDK adapter's ToolSet under `${prefix}${tool}` names, whose calls reach the server;
+// - the spec's first example adapted: the handle's tools in an AI SDK loop (the SDK's mock model), each
+//   call carrying `${runId}:${toolCallId}` as params._meta.idempotencyKey to the server.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { createMcpHandle } from '../entry/ai.mjs';
-import { FIXTURE, processState, scratchFile, until } from './helpers.mjs';
+import { generateText, stepCountIs } from 'ai';
+import { MockLanguageModelV4 } from 'ai/test';
+import { FIXTURE, fixture, processState, scratchFile, until } from './helpers.mjs';
 import { startStreamableFixture } from './fixtures/http-server.mjs';
 
 /** Generous bound for a closed stdio server to be gone on a loaded 2-core machine, in ms. */
@@ -79,4 +83,32 @@ test('close() before first use is a no-op, twice; without a prefix the names are
 
 test('a prefix a provider would refuse is a config error at creation', () => {
   assert.throws(() => createMcpHandle({ transport: { kind: 'http', url: 'http://127.0.0.1:1/mcp' }, prefix: 'gh.' }), (e) => e.code === 'mcp_config_invalid');
+});
+
+test('the spec example: a prefixed handle in an AI SDK run, its calls carrying the run\'s idempotency keys', async () => {
+  const server = fixture('github');
+  const { command, args, env } = server.entry;
+  const github = createMcpHandle({ transport: { kind: 'stdio', command, args, env }, name: 'github', prefix: 'github_', runId: 'issue-42' });
+  const USAGE = { inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 }, outputTokens: { total: 1, text: 1, reasoning: 0 } };
+  const steps = [
+    [{ type: 'tool-call', toolCallId: 'call-7', toolName: 'github_echo', input: JSON.stringify({ text: 'newest issue' }) }],
+    [{ type: 'text', text: 'triaged' }],
+  ];
+  let step = 0;
+  const model = new MockLanguageModelV4({
+    doGenerate: async () => {
+      const content = steps[step++];
+      const finishReason = { unified: content[0].type === 'tool-call' ? 'tool-calls' : 'stop', raw: undefined };
+      return { content, finishReason, usage: USAGE, warnings: [] };
+    },
+  });
+  try {
+    const { text, steps: ran } = await generateText({ model, tools: { ...(await github.tools()) }, stopWhen: stepCountIs(3), prompt: 'Triage the newest issue' });
+    assert.equal(text, 'triaged');
+    assert.match(JSON.stringify(ran[0].toolResults[0].output), /newest issue/);
+  } finally {
+    await github.close();
+  }
+  const calls = server.received().filter((m) => m.method === 'tools/call');
+  assert.deepEqual(calls.map((m) => [m.params.name, m.params._meta.idempotencyKey]), [['echo', 'issue-42:call-7']]);
 });
