@@ -11,6 +11,7 @@
 //! `remove` lets a new baseline in.
 
 pub mod journal;
+pub mod journal_postgres;
 pub mod journal_sqlite;
 pub mod memory;
 pub mod postgres;
