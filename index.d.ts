@@ -22,6 +22,16 @@ export declare class NativeJournal {
   static memory(): NativeJournal
   /** A SQLite journal at `path` (WAL, shared by processes). Returns at once; the file opens on first use. */
   static sqlite(path: string): NativeJournal
+  /**
+   * A Postgres journal shared by a fleet, from `createPostgresMcpJournal`'s options as JSON (those of
+   * the Postgres connection store). Returns at once: it connects and sets up its tables on first use.
+   */
+  static postgres(optionsJson: string): NativeJournal
+  /**
+   * Closes a Postgres journal's pooled connections now; its later operations reject with
+   * `mcp_storage_error`. Nothing to close for the other journals.
+   */
+  close(): void
   static fromDispatcher(dispatcher: (op: string, argsJson: string) => Promise<string>): NativeJournal
   get id(): number
   claim(key: string, value: string): Promise<string>

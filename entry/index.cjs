@@ -17,6 +17,7 @@ exports.mcpFirewall = api.mcpFirewall;
 exports.composeGuards = api.composeGuards;
 exports.createMemoryMcpJournal = api.createMemoryMcpJournal;
 exports.createSqliteMcpJournal = api.createSqliteMcpJournal;
+exports.createPostgresMcpJournal = api.createPostgresMcpJournal;
 exports.createMemoryTokenStore = api.createMemoryTokenStore;
 exports.createKeyringTokenStore = api.createKeyringTokenStore;
 exports.createEncryptedFileTokenStore = api.createEncryptedFileTokenStore;

@@ -22,6 +22,7 @@ export interface NativeJournalHandle {
   reserve(runId: string, counter: string, limit: number): Promise<number | null>;
   release(runId: string, counter: string): Promise<void>;
   count(runId: string, counter: string): Promise<number>;
+  close(): void;
 }
 
 export interface NativeFirewallHandle {
@@ -72,6 +73,7 @@ interface NativeBinding {
   NativeJournal: {
     memory(): NativeJournalHandle;
     sqlite(path: string): NativeJournalHandle;
+    postgres(optionsJson: string): NativeJournalHandle;
     fromDispatcher(dispatcher: (op: string, argsJson: string) => Promise<string>): NativeJournalHandle;
   };
   NativeFirewall: {

@@ -4,6 +4,7 @@
 
 import { binding, type NativeFirewallHandle, type NativeJournalHandle } from './binding';
 import { createMcpError, engineCall, typedEngine } from './errors';
+import { postgresOptionsJson, type PostgresMcpConnectionStoreOptions } from './stores';
 import type { Decision, JsonSchema, McpPolicy, PolicyRequest } from './types';
 
 /**
@@ -96,6 +97,27 @@ export function createMemoryMcpJournal(): McpJournal {
 export function createSqliteMcpJournal(path: string): McpJournal {
   if (typeof path !== 'string') throw createMcpError('mcp_config_invalid', 'createSqliteMcpJournal needs a file path');
   return new EngineJournal(engineCall(() => binding.NativeJournal.sqlite(path)));
+}
+
+/** A journal in Postgres: `close()` shuts its pool. */
+export interface PostgresMcpJournal extends McpJournal {
+  close(): void;
+}
+
+class EnginePostgresJournal extends EngineJournal implements PostgresMcpJournal {
+  close() {
+    engineCall(() => this[NATIVE].close());
+  }
+}
+
+/**
+ * The journal for a fleet: one Postgres database whose pins and per-run counters every worker shares
+ * (the tables of docs/fleet-journal.md, beside the connection store's if it is the same database).
+ * Takes what `createPostgresMcpConnectionStore` takes; returns at once and connects on first use.
+ */
+export function createPostgresMcpJournal(connection: string | PostgresMcpConnectionStoreOptions): PostgresMcpJournal {
+  const optionsJson = postgresOptionsJson(connection, 'createPostgresMcpJournal');
+  return new EnginePostgresJournal(engineCall(() => binding.NativeJournal.postgres(optionsJson)));
 }
 
 const JOURNAL_METHODS = ['claim', 'get', 'reserve', 'release', 'count'] as const;

@@ -53,8 +53,8 @@ export type { McpConfig } from './config-file';
 export { createMemoryTokenStore, createKeyringTokenStore, createEncryptedFileTokenStore } from './token-stores';
 export type { McpTokenStore, KeyringTokenStoreOptions, EncryptedFileTokenStoreOptions } from './token-stores';
 export type { McpConnectionStore, StoredServer, PostgresMcpConnectionStore, PostgresMcpConnectionStoreOptions } from './stores';
-export { mcpFirewall, composeGuards, createMemoryMcpJournal, createSqliteMcpJournal } from './firewall';
-export type { McpJournal, McpFirewallOptions, McpFirewallTool, McpGuard, McpCallOutcome } from './firewall';
+export { mcpFirewall, composeGuards, createMemoryMcpJournal, createSqliteMcpJournal, createPostgresMcpJournal } from './firewall';
+export type { McpJournal, PostgresMcpJournal, McpFirewallOptions, McpFirewallTool, McpGuard, McpCallOutcome } from './firewall';
 
 type ProjectedTool = Omit<McpTool, 'execute'>;
 interface ToolsChange {

@@ -124,16 +124,18 @@ class EnginePostgresStore extends EngineStore implements PostgresMcpConnectionSt
   }
 }
 
-const POSTGRES_ARGUMENT = 'createPostgresMcpConnectionStore takes a connection string or an options object with `connectionString`';
-
-/** The options as the JSON the engine validates (it names a wrong option; it never echoes a value). */
-function postgresOptionsJson(connection: unknown): string {
+/**
+ * The options as the JSON the engine validates (it names a wrong option; it never echoes a value), for
+ * `factory` (the Postgres connection store or the Postgres firewall journal).
+ */
+export function postgresOptionsJson(connection: unknown, factory = 'createPostgresMcpConnectionStore'): string {
+  const argument = `${factory} takes a connection string or an options object with \`connectionString\``;
   const options = typeof connection === 'string' ? { connectionString: connection } : connection;
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw createMcpError('mcp_config_invalid', POSTGRES_ARGUMENT);
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw createMcpError('mcp_config_invalid', argument);
   try {
     return JSON.stringify(options);
   } catch {
-    throw createMcpError('mcp_config_invalid', `${POSTGRES_ARGUMENT} of plain values`);
+    throw createMcpError('mcp_config_invalid', `${argument} of plain values`);
   }
 }
 

@@ -4,10 +4,11 @@
 
 use super::errors::{guard, settle};
 use super::registry::Registry;
-use super::store::StoreDispatcher;
+use super::store::{postgres_options, StoreDispatcher};
 use crate::error::{McpError, Result};
 use crate::guard::firewall::{Firewall, FirewallRequest};
 use crate::store::journal::{McpJournal, MemoryJournal};
+use crate::store::journal_postgres::PostgresJournal;
 use crate::store::journal_sqlite::SqliteJournal;
 use crate::store::BoxFuture;
 use napi::bindgen_prelude::*;
@@ -55,12 +56,14 @@ static JOURNALS: Registry<dyn McpJournal> = Registry::new("the firewall journal 
 pub struct NativeJournal {
     journal: Arc<dyn McpJournal>,
     id: u32,
+    /// The same journal when it is a Postgres one, whose pool `close()` can shut.
+    postgres: Option<Arc<PostgresJournal>>,
 }
 
 #[napi]
 impl NativeJournal {
     fn register(journal: Arc<dyn McpJournal>) -> Self {
-        NativeJournal { id: JOURNALS.register(&journal), journal }
+        NativeJournal { id: JOURNALS.register(&journal), journal, postgres: None }
     }
 
     #[napi(factory)]
@@ -76,6 +79,30 @@ impl NativeJournal {
                 return Err(McpError::config("createSqliteMcpJournal needs a file path"));
             }
             Ok(Self::register(Arc::new(SqliteJournal::open_lazily(std::path::Path::new(&path)))))
+        })
+    }
+
+    /// A Postgres journal shared by a fleet, from `createPostgresMcpJournal`'s options as JSON (those of
+    /// the Postgres connection store). Returns at once: it connects and sets up its tables on first use.
+    #[napi(factory)]
+    pub fn postgres(options_json: String) -> napi::Result<Self, String> {
+        guard("NativeJournal.postgres", || {
+            let postgres = Arc::new(PostgresJournal::new(postgres_options(&options_json, "createPostgresMcpJournal")?)?);
+            let mut native = Self::register(postgres.clone());
+            native.postgres = Some(postgres);
+            Ok(native)
+        })
+    }
+
+    /// Closes a Postgres journal's pooled connections now; its later operations reject with
+    /// `mcp_storage_error`. Nothing to close for the other journals.
+    #[napi]
+    pub fn close(&self) -> napi::Result<(), String> {
+        guard("NativeJournal.close", || {
+            if let Some(postgres) = &self.postgres {
+                postgres.close();
+            }
+            Ok(())
         })
     }
 
