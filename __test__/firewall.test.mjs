@@ -20,23 +20,21 @@ const deferred = (current) => ({ decide: (request) => current().decide(request),
 
 test('the spec example: allow (strings, RegExps, fail-closed), deny after allow, a per-run ceiling of successful calls', async (t) => {
   const journal = createMemoryMcpJournal();
-  let guard;
   const github = createMcpHandle({
     transport: { kind: 'stdio', command: process.execPath, args: [FIXTURE] },
     name: 'github',
     prefix: 'github_',
     runId: 'issue-42',
-    policy: deferred(() => guard),
+    policy: mcpFirewall({
+      server: 'github', // part of the pin key — two servers never collide
+      journal,
+      tools: () => github.describeTools(), // listed at the first decision
+      allow: ['github_echo', /^github_(fail|env)/], // fail-closed once given
+      deny: ['github_env'], // evaluated after allow
+      maxCallsPerRun: 2,
+    }),
   });
   t.after(() => github.close());
-  guard = mcpFirewall({
-    server: 'github', // part of the pin key — two servers never collide
-    journal,
-    tools: await github.describeTools(),
-    allow: ['github_echo', /^github_(fail|env)/], // fail-closed once given
-    deny: ['github_env'], // evaluated after allow
-    maxCallsPerRun: 2,
-  });
   const tools = await github.tools();
 
   await assert.rejects(tools.github_pid.execute({}, sdkOptions('c1')), (e) => e.code === 'mcp_policy_denied' && /allowlist/.test(e.message));
@@ -52,7 +50,8 @@ test('the spec example: allow (strings, RegExps, fail-closed), deny after allow,
   assert.equal(await journal.count('issue-42', 'github:echo'), 2);
   assert.equal(await journal.count('issue-42', 'github:fail'), 0);
   // Another run has its own count.
-  const otherRun = await createMcpHandle({ transport: { kind: 'stdio', command: process.execPath, args: [FIXTURE] }, name: 'github', prefix: 'github_', runId: 'issue-43', policy: guard });
+  const guard = mcpFirewall({ server: 'github', journal, tools: await github.describeTools(), maxCallsPerRun: 2 });
+  const otherRun = createMcpHandle({ transport: { kind: 'stdio', command: process.execPath, args: [FIXTURE] }, name: 'github', prefix: 'github_', runId: 'issue-43', policy: guard });
   t.after(() => otherRun.close());
   await (await otherRun.tools()).github_echo.execute({ text: 'again' }, sdkOptions('e1'));
 });
@@ -140,6 +139,27 @@ test('composeGuards: the first decision that is not allow wins, in order; record
   // The firewall runs first, a policy guard after it.
   const firewall = mcpFirewall({ server: 's', journal: createMemoryMcpJournal(), tools: [{ name: 't', description: 'd', inputSchema: {} }], deny: ['t'] });
   assert.equal((await composeGuards(firewall, allow).decide(request)).kind, 'deny');
+});
+
+test('tools given as a function are listed at the first decision; a failure to list denies and is tried again', async () => {
+  let listings = 0;
+  const guard = mcpFirewall({
+    server: 's',
+    journal: createMemoryMcpJournal(),
+    tools: async () => {
+      listings += 1;
+      if (listings === 1) throw new Error('not connected yet');
+      return [{ name: 't', description: 'd', inputSchema: {} }];
+    },
+  });
+  assert.equal(listings, 0, 'nothing listed at creation');
+  const request = { toolName: 't', server: 's', remoteName: 't', args: {} };
+  await assert.rejects(guard.decide(request), /not connected yet/);
+  assert.deepEqual(await guard.decide(request), { kind: 'allow' });
+  assert.deepEqual(await guard.decide(request), { kind: 'allow' });
+  assert.equal(listings, 2, 'listed once it succeeded');
+  // Options are still checked at creation.
+  assert.throws(() => mcpFirewall({ server: 's', journal: createMemoryMcpJournal(), tools: () => [], deny: [/(?<=a)b/] }), (e) => e.code === 'mcp_config_invalid');
 });
 
 test('bad firewall options are typed config errors', () => {

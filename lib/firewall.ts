@@ -36,8 +36,12 @@ export interface McpFirewallOptions {
   /** Part of the pin key (`__mcp_pin__:<server>:<tool>`), so two servers' pins never collide. */
   server: string;
   journal: McpJournal;
-  /** The tools whose descriptions are pinned. A call to a tool not among them asks. */
-  tools: readonly McpFirewallTool[];
+  /**
+   * The tools whose descriptions are pinned; a call to a tool not among them asks. Or a function giving
+   * them (`() => handle.describeTools()`), called at the first decision: so the firewall can be the
+   * `policy` of the very handle whose tools it vets.
+   */
+  tools: readonly McpFirewallTool[] | (() => readonly McpFirewallTool[] | Promise<readonly McpFirewallTool[]>);
   /** Fail-closed once given: a tool whose name matches none is denied. Strings match whole names, RegExps search. */
   allow?: readonly (string | RegExp)[];
   /** Evaluated after `allow`: a match denies even an allowed tool. */
@@ -163,21 +167,42 @@ export function mcpFirewall(options: McpFirewallOptions): McpGuard {
   if (typeof options !== 'object' || options === null) throw createMcpError('mcp_config_invalid', 'mcpFirewall takes an options object');
   const { server, journal, tools, allow, deny, maxCallsPerRun } = options;
   const journalHandle = nativeJournal(journal);
-  const describedTools = Array.isArray(tools)
-    ? tools.map(({ name, description, inputSchema, server: toolServer, remoteName }) => ({ name, description, inputSchema, server: toolServer, remoteName }))
-    : tools;
-  const optionsJson = JSON.stringify({ server, tools: describedTools, allow: patterns(allow, 'allow'), deny: patterns(deny, 'deny'), maxCallsPerRun });
-  const native: NativeFirewallHandle = engineCall(() => binding.NativeFirewall.create(optionsJson, journalHandle.id));
+  const checked = { server, allow: patterns(allow, 'allow'), deny: patterns(deny, 'deny'), maxCallsPerRun };
+  const create = (described: unknown) =>
+    engineCall(() => binding.NativeFirewall.create(JSON.stringify({ ...checked, tools: describedTools(described) }), journalHandle.id));
+  let native: Promise<NativeFirewallHandle> | undefined;
+  if (typeof tools === 'function') {
+    // Checked now, with no tools yet; the firewall itself is made from the first listing of the tools.
+    create([]);
+  } else {
+    native = Promise.resolve(create(tools));
+  }
+  /** The firewall, made once (a failure to list the tools denies this call and is tried again on the next). */
+  const firewall = (): Promise<NativeFirewallHandle> => {
+    if (!native) {
+      native = Promise.resolve()
+        .then(() => (tools as () => unknown)())
+        .then(create);
+      native.catch(() => (native = undefined));
+    }
+    return native;
+  };
   return {
     // The journal handle is held here: the engine's registry keeps it only weakly.
     [NATIVE]: journalHandle,
     async decide(request: PolicyRequest): Promise<Decision> {
-      return JSON.parse(await typedEngine(native.decide(requestJson(request)))) as Decision;
+      return JSON.parse(await typedEngine((await firewall()).decide(requestJson(request)))) as Decision;
     },
-    record(request: PolicyRequest, outcome: McpCallOutcome): Promise<void> {
-      return typedEngine(native.record(requestJson(request), outcome?.ok === true));
+    async record(request: PolicyRequest, outcome: McpCallOutcome): Promise<void> {
+      return typedEngine((await firewall()).record(requestJson(request), outcome?.ok === true));
     },
   } as McpGuard;
+}
+
+/** The described tools as the engine reads them (a handle's `describeTools()` entries pass as they are). */
+function describedTools(tools: unknown): unknown {
+  if (!Array.isArray(tools)) return tools;
+  return tools.map(({ name, description, inputSchema, server, remoteName }) => ({ name, description, inputSchema, server, remoteName }));
 }
 
 /** Guards in order: the first decision that is not `allow` wins; every guard's `record` hears every outcome. */
