@@ -9,6 +9,39 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+export declare class NativeFirewall {
+  /** From `mcpFirewall`'s options as JSON and the journal's id. */
+  static create(optionsJson: string, journalId: number): NativeFirewall
+  /** The decision for a `policy.decide` request (JSON), as `{ kind, reason? }` JSON. */
+  decide(requestJson: string): Promise<string>
+  /** A call the firewall decided has settled (`succeeded`: it returned a result). */
+  record(requestJson: string, succeeded: boolean): Promise<void>
+}
+
+export declare class NativeJournal {
+  static memory(): NativeJournal
+  /** A SQLite journal at `path` (WAL, shared by processes). Returns at once; the file opens on first use. */
+  static sqlite(path: string): NativeJournal
+  /**
+   * A Postgres journal shared by a fleet, from `createPostgresMcpJournal`'s options as JSON (those of
+   * the Postgres connection store). Returns at once: it connects and sets up its tables on first use.
+   */
+  static postgres(optionsJson: string): NativeJournal
+  /**
+   * Closes a Postgres journal's pooled connections now; its later operations reject with
+   * `mcp_storage_error`. Nothing to close for the other journals.
+   */
+  close(): void
+  static fromDispatcher(dispatcher: (op: string, argsJson: string) => Promise<string>): NativeJournal
+  get id(): number
+  claim(key: string, value: string): Promise<string>
+  get(key: string): Promise<string | null>
+  /** The new count, or null at the ceiling `limit`. */
+  reserve(runId: string, counter: string, limit: number): Promise<number | null>
+  release(runId: string, counter: string): Promise<void>
+  count(runId: string, counter: string): Promise<number>
+}
+
 /** A connection store that lives in the engine: in memory, a SQLite file, or a Postgres database. */
 export declare class NativeStore {
   static memory(): NativeStore

@@ -835,6 +835,8 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.NativeFirewall = nativeBinding.NativeFirewall
+module.exports.NativeJournal = nativeBinding.NativeJournal
 module.exports.NativeStore = nativeBinding.NativeStore
 module.exports.NativeTokenStore = nativeBinding.NativeTokenStore
 module.exports.NativeToolset = nativeBinding.NativeToolset

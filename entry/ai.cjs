@@ -5,3 +5,6 @@
 const { bindAiSdkTools } = require('../dist/adapters/ai.js');
 
 exports.aiSdkTools = bindAiSdkTools(require('ai'), require('ai/package.json').version);
+
+// One server as a lazy handle whose tools() is this adapter's view (the engine loads on first use).
+exports.createMcpHandle = require('../dist/handle.js').bindCreateMcpHandle(exports.aiSdkTools);

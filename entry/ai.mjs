@@ -3,5 +3,9 @@
 import { createRequire } from 'node:module';
 import * as ai from 'ai';
 import { bindAiSdkTools } from '../dist/adapters/ai.js';
+import { bindCreateMcpHandle } from '../dist/handle.js';
 
 export const aiSdkTools = bindAiSdkTools(ai, createRequire(import.meta.url)('ai/package.json').version);
+
+// One server as a lazy handle whose tools() is this adapter's view (the engine loads on first use).
+export const createMcpHandle = bindCreateMcpHandle(aiSdkTools);

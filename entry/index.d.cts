@@ -6,6 +6,11 @@ export {
   createSqliteMcpConnectionStore,
   createPostgresMcpConnectionStore,
   retrustMcpServer,
+  mcpFirewall,
+  composeGuards,
+  createMemoryMcpJournal,
+  createSqliteMcpJournal,
+  createPostgresMcpJournal,
   createMemoryTokenStore,
   createKeyringTokenStore,
   createEncryptedFileTokenStore,
@@ -42,5 +47,6 @@ export {
 export type { McpErrorCode } from '../dist/errors.js';
 export type { McpConnectionStore, StoredServer, PostgresMcpConnectionStore, PostgresMcpConnectionStoreOptions } from '../dist/stores.js';
 export type { McpConfig } from '../dist/config-file.js';
+export type { McpJournal, PostgresMcpJournal, McpFirewallOptions, McpFirewallTool, McpGuard, McpCallOutcome } from '../dist/firewall.js';
 export type { McpTokenStore, KeyringTokenStoreOptions, EncryptedFileTokenStoreOptions } from '../dist/token-stores.js';
 export type * from '../dist/types.js';

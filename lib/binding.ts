@@ -15,6 +15,21 @@ export interface NativeToolset {
   close(): Promise<void>;
 }
 
+export interface NativeJournalHandle {
+  readonly id: number;
+  claim(key: string, value: string): Promise<string>;
+  get(key: string): Promise<string | null>;
+  reserve(runId: string, counter: string, limit: number): Promise<number | null>;
+  release(runId: string, counter: string): Promise<void>;
+  count(runId: string, counter: string): Promise<number>;
+  close(): void;
+}
+
+export interface NativeFirewallHandle {
+  decide(requestJson: string): Promise<string>;
+  record(requestJson: string, succeeded: boolean): Promise<void>;
+}
+
 export interface NativeStoreHandle {
   readonly id: number;
   /** What the store is and where it points, without any credential. */
@@ -55,6 +70,15 @@ interface NativeBinding {
     jsTokenStore: ((op: string, argsJson: string) => Promise<string>) | undefined,
     onElicitation: StringHook,
   ) => NativeToolset;
+  NativeJournal: {
+    memory(): NativeJournalHandle;
+    sqlite(path: string): NativeJournalHandle;
+    postgres(optionsJson: string): NativeJournalHandle;
+    fromDispatcher(dispatcher: (op: string, argsJson: string) => Promise<string>): NativeJournalHandle;
+  };
+  NativeFirewall: {
+    create(optionsJson: string, journalId: number): NativeFirewallHandle;
+  };
   NativeStore: {
     memory(): NativeStoreHandle;
     sqlite(path: string): NativeStoreHandle;

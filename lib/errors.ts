@@ -116,3 +116,17 @@ export function fromEngine(error: unknown): unknown {
   if (typeof code !== 'string' || !code.startsWith('mcp_')) return error;
   return createMcpError(code as McpErrorCode, error.message);
 }
+
+/** An engine promise whose rejection arrives typed (`McpStorageError` and kin). */
+export function typedEngine<T>(pending: Promise<T>): Promise<T> {
+  return pending.catch((error) => Promise.reject(fromEngine(error)));
+}
+
+/** A synchronous engine call whose throw arrives typed. */
+export function engineCall<T>(make: () => T): T {
+  try {
+    return make();
+  } catch (error) {
+    throw fromEngine(error);
+  }
+}

@@ -19,6 +19,7 @@ import type {
   McpToolCallContext,
   McpToolResult,
   McpToolset,
+  PolicyRequest,
 } from './types';
 
 // The error classes are the API; createMcpError, fromEngine and UNMAPPED_ENGINE_CODES stay internal.
@@ -52,6 +53,8 @@ export type { McpConfig } from './config-file';
 export { createMemoryTokenStore, createKeyringTokenStore, createEncryptedFileTokenStore } from './token-stores';
 export type { McpTokenStore, KeyringTokenStoreOptions, EncryptedFileTokenStoreOptions } from './token-stores';
 export type { McpConnectionStore, StoredServer, PostgresMcpConnectionStore, PostgresMcpConnectionStoreOptions } from './stores';
+export { mcpFirewall, composeGuards, createMemoryMcpJournal, createSqliteMcpJournal, createPostgresMcpJournal } from './firewall';
+export type { McpJournal, PostgresMcpJournal, McpFirewallOptions, McpFirewallTool, McpGuard, McpCallOutcome } from './firewall';
 
 type ProjectedTool = Omit<McpTool, 'execute'>;
 interface ToolsChange {
@@ -356,7 +359,7 @@ const CLOSED_MESSAGE = 'MCP connection closed';
 class CallChannel {
   private nextCallId = 1;
   private readonly settle = new Map<number, { resolve(r: McpToolResult): void; reject(e: unknown): void }>();
-  /** Calls made since the last flush, by id: `callId \t abortable \t name \t argumentsJson`. */
+  /** Calls made since the last flush, by id: `callId \t abortable \t name \t contextJson \t argumentsJson`. */
   private readonly unflushed = new Map<number, string>();
   // Calls in flight keep the process alive (the engine's wake-up callback is weak on purpose).
   private keepAlive: ReturnType<typeof setInterval> | undefined;
@@ -366,7 +369,7 @@ class CallChannel {
 
   constructor(private readonly native: () => NativeToolset) {}
 
-  call(name: string, argumentsJson: string, signal: AbortSignal | undefined): Promise<McpToolResult> {
+  call(name: string, argumentsJson: string, signal: AbortSignal | undefined, contextJson = ''): Promise<McpToolResult> {
     if (this.closed) return Promise.reject(createMcpError('mcp_connection_closed', CLOSED_MESSAGE));
     const callId = this.nextCallId;
     this.nextCallId = this.nextCallId >= 0xffff_fff0 ? 1 : this.nextCallId + 1;
@@ -382,7 +385,7 @@ class CallChannel {
         this.settle.set(callId, { resolve, reject });
       }
       if (this.unflushed.size === 0) queueMicrotask(() => this.flush());
-      this.unflushed.set(callId, `${callId}\t${signal ? callId : 0}\t${name}\t${argumentsJson}\n`);
+      this.unflushed.set(callId, `${callId}\t${signal ? callId : 0}\t${name}\t${contextJson}\t${argumentsJson}\n`);
     });
   }
 
@@ -562,13 +565,45 @@ function isAbortSignal(value: unknown): value is AbortSignal {
   );
 }
 
-function makeTool(calls: CallChannel, projected: ProjectedTool): McpTool {
+/**
+ * The members of the call context the engine reads (it forms and checks the idempotency key), as JSON;
+ * empty when there are none, the common case. Passed as given: the engine names a wrong type.
+ */
+function callContextJson(ctx: McpToolCallContext | undefined): string {
+  if (!ctx || (ctx.runId === undefined && ctx.toolCallId === undefined && ctx.idempotencyKey === undefined)) return '';
+  const { runId, toolCallId, idempotencyKey } = ctx;
+  // A value JSON cannot carry (a function, a BigInt) becomes a type the engine refuses, by name.
+  const wire = (value: unknown) => (typeof value === 'function' || typeof value === 'bigint' || typeof value === 'symbol' ? [] : value);
+  return JSON.stringify({ runId: wire(runId), toolCallId: wire(toolCallId), idempotencyKey: wire(idempotencyKey) });
+}
+
+/** Tells the policy how a call ended (`policy.record`, which guards such as mcpFirewall have). */
+type RecordOutcome = (tool: ProjectedTool, args: unknown, ctx: McpToolCallContext | undefined, outcome: { ok: boolean; error?: unknown }) => Promise<void>;
+
+function outcomeRecorder(options: McpOptions): RecordOutcome | undefined {
+  const policy = options.policy;
+  if (typeof policy?.record !== 'function') return undefined;
+  const { session } = options;
+  return async (tool, args, ctx, outcome) => {
+    const request: PolicyRequest = { toolName: tool.name, server: tool.server, remoteName: tool.remoteName, args, session };
+    if (ctx?.runId !== undefined) request.runId = ctx.runId;
+    if (ctx?.toolCallId !== undefined) request.toolCallId = ctx.toolCallId;
+    if (ctx?.idempotencyKey !== undefined) request.idempotencyKey = ctx.idempotencyKey;
+    try {
+      await policy.record?.(request, outcome);
+    } catch {
+      // The call's own outcome stands: a guard that cannot record must not turn a result into a failure.
+    }
+  };
+}
+
+function makeTool(calls: CallChannel, projected: ProjectedTool, record?: RecordOutcome): McpTool {
   const name = projected.name;
   return {
     ...projected,
     execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult> {
       if (ctx !== undefined && ctx !== null && typeof ctx !== 'object') {
-        return Promise.reject(createMcpError('mcp_invalid_arguments', 'the call context must be an object ({ signal?, abortSignal?, toolCallId?, runId? })'));
+        return Promise.reject(createMcpError('mcp_invalid_arguments', 'the call context must be an object ({ signal?, abortSignal?, toolCallId?, runId?, idempotencyKey? })'));
       }
       // `abortSignal` is the AI SDK's name for it: a context passed through as is cancels all the same.
       const given = ctx?.signal ?? undefined;
@@ -588,7 +623,16 @@ function makeTool(calls: CallChannel, projected: ProjectedTool): McpTool {
         // BigInt, cycles, functions: not JSON, so not arguments a server could receive.
         return Promise.reject(createMcpError('mcp_invalid_arguments', `tool arguments are not JSON: ${(error as Error).message}`));
       }
-      return calls.call(name, json, signal);
+      const pending = calls.call(name, json, signal, callContextJson(ctx));
+      if (!record) return pending;
+      // Settled only after the policy has heard: a next call's decide sees this one counted.
+      return pending.then(
+        async (result) => (await record(projected, args, ctx, { ok: true }), result),
+        async (error) => {
+          await record(projected, args, ctx, { ok: false, error });
+          throw error;
+        },
+      );
     },
   };
 }
@@ -629,6 +673,7 @@ async function openToolset(
   const report = diagnosticSink(options);
   const tools: Record<string, McpTool> = {};
   const calls = new CallChannel(() => native);
+  const record = outcomeRecorder(options);
   // The stdout streams read here; ended by close() if a server's stray descendants keep them open.
   const readers = new Set<() => void>();
 
@@ -647,7 +692,7 @@ async function openToolset(
       } else if (kind === 'tools') {
         const change = payload as ToolsChange;
         for (const removed of change.removed) delete tools[removed];
-        for (const tool of [...change.added, ...change.changed]) tools[tool.name] = makeTool(calls, tool);
+        for (const tool of [...change.added, ...change.changed]) tools[tool.name] = makeTool(calls, tool, record);
       }
     } catch {
       // A malformed event is the engine's bug; it must not take the caller's process down.
@@ -735,7 +780,7 @@ async function openToolset(
     await close().catch(() => {});
     throw degradedError(degraded);
   }
-  for (const tool of connected.tools) tools[tool.name] = makeTool(calls, tool);
+  for (const tool of connected.tools) tools[tool.name] = makeTool(calls, tool, record);
 
   const toolset: McpToolset = {
     tools,

@@ -3,7 +3,7 @@
 // fleet of workers, say).
 
 import type { NativeStoreHandle } from './binding';
-import { createMcpError, fromEngine, McpError } from './errors';
+import { createMcpError, engineCall, McpError, typedEngine } from './errors';
 
 export interface StoredServer {
   id: string;
@@ -85,34 +85,29 @@ interface NativeStoreFactory {
 
 const NATIVE = Symbol('mcpferry.nativeStore');
 
-/** The engine's errors arrive with their code; as typed errors they are `McpStorageError` and kin. */
-function typed<T>(pending: Promise<T>): Promise<T> {
-  return pending.catch((error) => Promise.reject(fromEngine(error)));
-}
-
 class EngineStore implements McpConnectionStore {
   readonly [NATIVE]: NativeStoreHandle;
   constructor(native: NativeStoreHandle) {
     this[NATIVE] = native;
   }
   async get(id: string) {
-    const row = await typed(this[NATIVE].get(id));
+    const row = await typedEngine(this[NATIVE].get(id));
     return row === null ? null : (JSON.parse(row) as StoredServer);
   }
   async list() {
-    return JSON.parse(await typed(this[NATIVE].list())) as StoredServer[];
+    return JSON.parse(await typedEngine(this[NATIVE].list())) as StoredServer[];
   }
   save(row: StoredServer) {
-    return typed(this[NATIVE].save(JSON.stringify(row)));
+    return typedEngine(this[NATIVE].save(JSON.stringify(row)));
   }
   remove(id: string) {
-    return typed(this[NATIVE].remove(id));
+    return typedEngine(this[NATIVE].remove(id));
   }
   async claimBaseline(id: string, fingerprints: Record<string, string>) {
-    return JSON.parse(await typed(this[NATIVE].claimBaseline(id, JSON.stringify(fingerprints))));
+    return JSON.parse(await typedEngine(this[NATIVE].claimBaseline(id, JSON.stringify(fingerprints))));
   }
   clearBaseline(id: string) {
-    return typed(this[NATIVE].clearBaseline(id));
+    return typedEngine(this[NATIVE].clearBaseline(id));
   }
   /** `McpConnectionStore(postgres user@host:5432/db)`: what and where, never a credential. */
   toString() {
@@ -129,24 +124,18 @@ class EnginePostgresStore extends EngineStore implements PostgresMcpConnectionSt
   }
 }
 
-const POSTGRES_ARGUMENT = 'createPostgresMcpConnectionStore takes a connection string or an options object with `connectionString`';
-
-/** The options as the JSON the engine validates (it names a wrong option; it never echoes a value). */
-function postgresOptionsJson(connection: unknown): string {
+/**
+ * The options as the JSON the engine validates (it names a wrong option; it never echoes a value), for
+ * `factory` (the Postgres connection store or the Postgres firewall journal).
+ */
+export function postgresOptionsJson(connection: unknown, factory = 'createPostgresMcpConnectionStore'): string {
+  const argument = `${factory} takes a connection string or an options object with \`connectionString\``;
   const options = typeof connection === 'string' ? { connectionString: connection } : connection;
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw createMcpError('mcp_config_invalid', POSTGRES_ARGUMENT);
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw createMcpError('mcp_config_invalid', argument);
   try {
     return JSON.stringify(options);
   } catch {
-    throw createMcpError('mcp_config_invalid', `${POSTGRES_ARGUMENT} of plain values`);
-  }
-}
-
-function engineCall<T>(make: () => T): T {
-  try {
-    return make();
-  } catch (error) {
-    throw fromEngine(error);
+    throw createMcpError('mcp_config_invalid', `${argument} of plain values`);
   }
 }
 
@@ -214,7 +203,7 @@ export function storeDispatcher(store: McpConnectionStore) {
  * A store's failure rejects with `McpStorageError`.
  */
 export async function retrustMcpServer(store: McpConnectionStore, serverName: string): Promise<number> {
-  if (store instanceof EngineStore) return typed(store[NATIVE].retrust(serverName));
+  if (store instanceof EngineStore) return typedEngine(store[NATIVE].retrust(serverName));
   if (!isStore(store)) throw createMcpError('mcp_config_invalid', 'retrustMcpServer takes a connection store');
   try {
     const rows = (await exclusive(store, () => store.list())).filter((row) => row.name === serverName);

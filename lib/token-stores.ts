@@ -5,7 +5,7 @@
 // methods works too (a vault, a database column the host encrypts itself).
 
 import { binding, type NativeTokenStoreHandle } from './binding';
-import { createMcpError, fromEngine } from './errors';
+import { createMcpError, engineCall, typedEngine } from './errors';
 
 /** The token store interface. Implement it to keep credentials where your host keeps its secrets. */
 export interface McpTokenStore {
@@ -29,32 +29,19 @@ export interface EncryptedFileTokenStoreOptions {
 
 const NATIVE = Symbol('mcpferry.nativeTokenStore');
 
-/** The engine's errors arrive with their code; as typed errors they are `McpStorageError` and kin. */
-function typed<T>(pending: Promise<T>): Promise<T> {
-  return pending.catch((error) => Promise.reject(fromEngine(error)));
-}
-
-function engineCall<T>(make: () => T): T {
-  try {
-    return make();
-  } catch (error) {
-    throw fromEngine(error);
-  }
-}
-
 class EngineTokenStore implements McpTokenStore {
   readonly [NATIVE]: NativeTokenStoreHandle;
   constructor(native: NativeTokenStoreHandle) {
     this[NATIVE] = native;
   }
   get(key: string) {
-    return typed(this[NATIVE].get(key));
+    return typedEngine(this[NATIVE].get(key));
   }
   set(key: string, value: string) {
-    return typed(this[NATIVE].set(key, value));
+    return typedEngine(this[NATIVE].set(key, value));
   }
   delete(key: string) {
-    return typed(this[NATIVE].delete(key));
+    return typedEngine(this[NATIVE].delete(key));
   }
 }
 

@@ -103,6 +103,12 @@ export interface PolicyRequest {
   remoteName: string;
   args: unknown;
   session: Session;
+  /** The call's `ctx.runId`, when it had one. */
+  runId?: string;
+  /** The call's `ctx.toolCallId`, when it had one. */
+  toolCallId?: string;
+  /** The key sent in `params._meta.idempotencyKey`, when the call carries one. */
+  idempotencyKey?: string;
 }
 
 export type Decision = { kind: 'allow' } | { kind: 'deny'; reason?: string } | { kind: 'ask'; reason?: string };
@@ -112,6 +118,11 @@ export interface McpPolicy {
   decide(request: PolicyRequest): Decision | Promise<Decision>;
   /** The approver for `ask` decisions; without it, `ask` rejects with `mcp_approval_required`. */
   ask?(request: PolicyRequest, reason?: string): boolean | Promise<boolean>;
+  /**
+   * Told how each call ended (`ok`: it returned a result; refused calls too), before the call's promise
+   * settles: how `mcpFirewall` counts successful calls per run. A throw is ignored.
+   */
+  record?(request: PolicyRequest, outcome: { ok: boolean; error?: unknown }): void | Promise<void>;
 }
 
 import type { McpConnectionStore } from './stores';
@@ -269,8 +280,15 @@ export interface McpToolCallContext {
   signal?: AbortSignal;
   /** The same as `signal`, under the name the AI SDK's execute options use. Give one of the two. */
   abortSignal?: AbortSignal;
+  /** The model's id for this call (the AI SDK passes it). Alone it forms no idempotency key. */
   toolCallId?: string;
+  /**
+   * The durable run this call belongs to: with `toolCallId`, the call carries
+   * `params._meta.idempotencyKey = \`${runId}:${toolCallId}\`` so a server with a journal runs it once.
+   */
   runId?: string;
+  /** An explicit idempotency key (wins over `runId`/`toolCallId`); at most 512 bytes, not empty. */
+  idempotencyKey?: string;
 }
 
 export interface McpTool {

@@ -124,7 +124,7 @@ export const unused = createMcpError;
 
 // The framework subpaths: what each exports, and one real use of each against the example server.
 const SUBPATHS = {
-  'mcpferry/ai': ['aiSdkTools'],
+  'mcpferry/ai': ['aiSdkTools', 'createMcpHandle'],
   'mcpferry/anthropic': ['anthropicTools', 'dispatchAnthropicToolUses'],
   'mcpferry/openai': ['dispatchOpenAiToolCall', 'openaiAgentsTools', 'openaiToolDefinitions'],
 };

@@ -279,6 +279,7 @@ impl Connection {
                     timeout,
                     on_header_mismatch: call.on_header_mismatch,
                     resent_after_mismatch: false,
+                    idempotency_key: call.idempotency_key.clone(),
                 });
                 (Reply::Callback(rounds(Arc::downgrade(&self.shared), again.clone(), call.reply, 0)), Some(again), None)
             } else {
@@ -289,7 +290,8 @@ impl Connection {
                 (None, Some(arguments)) => arguments,
                 (None, None) => unreachable!("one of the two holds the arguments"),
             };
-            let params = |id, meta: Option<&str>| Some(mcp::call_tool_params(call.remote_name, arguments, id, meta));
+            let key = call.idempotency_key.as_deref();
+            let params = |id, meta: Option<&str>| Some(mcp::call_tool_params(call.remote_name, arguments, id, meta, key));
             if let Some(mut message) = self.shared.register("tools/call", Some(call.remote_name), params, timeout, call.abort.as_deref(), reply) {
                 message.extra_headers = call.headers;
                 outbound.push(message);
@@ -330,6 +332,8 @@ pub struct StartCall<'a> {
     pub headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
     /// Asked once if the server refuses the call's headers (`-32020`, 2026-07-28 only).
     pub on_header_mismatch: Option<Arc<dyn HeaderMismatch>>,
+    /// `params._meta.idempotencyKey`, on every sending of this call (input rounds and resends too).
+    pub idempotency_key: Option<Box<str>>,
 }
 
 pub type Headers = Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>;
@@ -353,6 +357,7 @@ struct CallAgain {
     on_header_mismatch: Option<Arc<dyn HeaderMismatch>>,
     /// This is that second sending.
     resent_after_mismatch: bool,
+    idempotency_key: Option<Box<str>>,
 }
 
 /// The reply of round `round` of a call: a complete result (or a failure) goes to `reply`; an
@@ -412,7 +417,7 @@ fn rounds(shared: Weak<Shared>, call: Arc<CallAgain>, reply: Reply, round: usize
             };
             let state = required.request_state.as_deref();
             let params = |id, meta: Option<&str>| {
-                Some(crate::mrtr::retry_params(&mcp::call_tool_params(&call.name, &call.arguments, id, meta), &responses, state))
+                Some(crate::mrtr::retry_params(&mcp::call_tool_params(&call.name, &call.arguments, id, meta, call.idempotency_key.as_deref()), &responses, state))
             };
             let next = Reply::Callback(rounds(Arc::downgrade(&shared), call.clone(), reply, round + 1));
             send_again(&shared, &call, params, next);
@@ -475,8 +480,9 @@ fn resend_after_header_mismatch(shared: Weak<Shared>, call: Arc<CallAgain>, repl
             timeout: call.timeout,
             on_header_mismatch: None,
             resent_after_mismatch: true,
+            idempotency_key: call.idempotency_key.clone(),
         });
-        let params = |id, meta: Option<&str>| Some(mcp::call_tool_params(&again.name, &again.arguments, id, meta));
+        let params = |id, meta: Option<&str>| Some(mcp::call_tool_params(&again.name, &again.arguments, id, meta, again.idempotency_key.as_deref()));
         let next = Reply::Callback(rounds(Arc::downgrade(&shared), again.clone(), reply, round));
         send_again(&shared, &again, params, next);
     });

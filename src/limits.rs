@@ -216,3 +216,6 @@ pub const MAX_INPUT_KEY_BYTES: usize = 256;
 /// Longest `requestState`, in bytes of its JSON text (quotes included). It is echoed in the retry, byte for
 /// byte; a larger one fails the request instead of being sent back round after round.
 pub const MAX_REQUEST_STATE_BYTES: usize = 1024 * 1024;
+/// Longest idempotency key (bytes) a tool call may carry in `params._meta.idempotencyKey`, explicit
+/// or formed as `${runId}:${toolCallId}`; a longer one fails the call with `mcp_invalid_arguments`.
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 512;

@@ -47,23 +47,35 @@ export function toAiModelOutput(result: McpToolResult, fileParts: boolean): Tool
   return { type: 'content', value: resultBlocks(result).map((block) => modelPart(block, fileParts)) };
 }
 
+/** Options of `aiSdkTools`. */
+export interface AiSdkToolsOptions {
+  /**
+   * The durable run these tools serve: each call then carries the idempotency key
+   * `${runId}:${toolCallId}` (the AI SDK's tool call id) to the server in `params._meta`. Without it,
+   * calls carry no key.
+   */
+  runId?: string;
+}
+
 /**
  * Binds the adapter to an `ai` module of the given version. The tool set it returns reads
  * `toolset.tools` on every access, so tools a server adds, changes or removes (`list_changed`) show up
  * in the next step.
  */
-export function bindAiSdkTools(ai: AiSdk, version: string): (toolset: McpToolset) => ToolSet {
+export function bindAiSdkTools(ai: AiSdk, version: string): (toolset: McpToolset, options?: AiSdkToolsOptions) => ToolSet {
   const fileParts = Number.parseInt(version, 10) >= FILE_PARTS_SINCE_MAJOR;
-  const convert = (tool: McpTool) =>
-    ai.dynamicTool({
+  return (toolset, options = {}) => liveView(toolset, (tool) => aiSdkTool(ai, fileParts, tool, options.runId));
+}
+
+function aiSdkTool(ai: AiSdk, fileParts: boolean, tool: McpTool, runId: string | undefined) {
+  return ai.dynamicTool({
       description: tool.description,
       // ai 7 carries it to the tool call and result parts (`toolMetadata`), so a UI can tell where a tool
       // comes from; ai 6 has no such field and ignores it.
       metadata: { server: tool.server, remoteName: tool.remoteName },
       // MCP input schemas are JSON Schema objects; the AI SDK validates nothing itself here, the server does.
       inputSchema: ai.jsonSchema(tool.inputSchema as JSONSchema7),
-      execute: (input, { abortSignal, toolCallId }) => tool.execute(input, { abortSignal, toolCallId }),
+      execute: (input, { abortSignal, toolCallId }) => tool.execute(input, { abortSignal, toolCallId, runId }),
       toModelOutput: ({ output }) => toAiModelOutput(output as McpToolResult, fileParts),
     });
-  return (toolset) => liveView(toolset, convert);
 }

@@ -2,6 +2,7 @@
 
 pub mod containment;
 pub mod filter;
+pub mod firewall;
 pub mod headers;
 pub mod hosts;
 pub mod policy;

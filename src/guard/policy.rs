@@ -4,32 +4,41 @@
 
 use crate::error::{McpError, Result};
 use crate::hooks::Hooks;
-use serde::Deserialize;
+use crate::protocol::call_context::CallContext;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-#[derive(Debug, Deserialize, PartialEq)]
+#[derive(Debug, Deserialize, Serialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Decision {
     Allow,
     Deny {
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
     Ask {
-        #[serde(default)]
+        #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
 }
 
-/// The request handed to `policy.decide` (the JavaScript layer adds `session`).
-pub fn request_json(tool_name: &str, server: &str, remote_name: &str, args: &RawValue) -> String {
-    format!(
-        "{{\"toolName\":{},\"server\":{},\"remoteName\":{},\"args\":{}}}",
+/// The request handed to `policy.decide` (the JavaScript layer adds `session`); `runId`,
+/// `toolCallId` and `idempotencyKey` only when the call carried them.
+pub fn request_json(tool_name: &str, server: &str, remote_name: &str, args: &RawValue, context: &CallContext) -> String {
+    let mut out = format!(
+        "{{\"toolName\":{},\"server\":{},\"remoteName\":{},\"args\":{}",
         serde_json::to_string(tool_name).unwrap_or_default(),
         serde_json::to_string(server).unwrap_or_default(),
         serde_json::to_string(remote_name).unwrap_or_default(),
         args.get()
-    )
+    );
+    for (member, value) in [("runId", &context.run_id), ("toolCallId", &context.tool_call_id), ("idempotencyKey", &context.idempotency_key)] {
+        if let Some(value) = value {
+            out.push_str(&format!(",\"{member}\":{}", serde_json::to_string(value).unwrap_or_default()));
+        }
+    }
+    out.push('}');
+    out
 }
 
 /// Ok when the call may go ahead. Fails closed.

@@ -16,6 +16,7 @@
 //! graph in tens). Every failure crosses as a JS `Error` whose `code` is the `McpError` code.
 
 mod errors;
+mod firewall;
 mod hooks;
 mod registry;
 mod runtime;

@@ -93,10 +93,11 @@ pub struct NativeStore {
 
 const POSTGRES_FACTORY: &str = "createPostgresMcpConnectionStore";
 
-/// `createPostgresMcpConnectionStore`'s options (camelCase JSON) as the engine's. Messages name the
-/// option and what it must be, never the value given: a misplaced connection string is not echoed.
-fn postgres_options(json: &str) -> Result<PostgresOptions> {
-    let invalid = |what: String| McpError::config(format!("{POSTGRES_FACTORY}: {what}"));
+/// `createPostgresMcpConnectionStore`'s (or `createPostgresMcpJournal`'s, named by `factory`) options
+/// (camelCase JSON) as the engine's. Messages name the option and what it must be, never the value
+/// given: a misplaced connection string is not echoed.
+pub(crate) fn postgres_options(json: &str, factory: &str) -> Result<PostgresOptions> {
+    let invalid = |what: String| McpError::config(format!("{factory}: {what}"));
     let value: serde_json::Value =
         serde_json::from_str(json).map_err(|_| invalid("takes a connection string or an options object".into()))?;
     let serde_json::Value::Object(fields) = value else {
@@ -189,7 +190,7 @@ impl NativeStore {
     #[napi(factory)]
     pub fn postgres(options_json: String) -> napi::Result<Self, String> {
         guard("NativeStore.postgres", || {
-            let postgres = Arc::new(PostgresStore::new(postgres_options(&options_json)?)?);
+            let postgres = Arc::new(PostgresStore::new(postgres_options(&options_json, POSTGRES_FACTORY)?)?);
             let label = format!("postgres {}", postgres.target());
             let mut native = Self::register(postgres.clone(), label);
             native.postgres = Some(postgres);

@@ -1,7 +1,8 @@
 //! The two formats that cross on the hot path, one crossing each way per burst of calls.
 //!
-//! Calls go in as one string, one call per line: `callId \t abortId \t name \t argumentsJson` (names
-//! are provider-safe and compact JSON has no raw tabs or newlines). Outcomes come back as a JSON
+//! Calls go in as one string, one call per line: `callId \t abortId \t name \t contextJson \t
+//! argumentsJson` (names are provider-safe and compact JSON has no raw tabs or newlines; `contextJson`,
+//! the call's `{ runId, toolCallId, idempotencyKey }`, is empty when it has none). Outcomes come back as a JSON
 //! array of `[callId, errorCode, resultOrMessage]` (`errorCode` empty on success; the result is the
 //! server's JSON, embedded verbatim, never re-serialized).
 
@@ -16,14 +17,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub(crate) fn parse_calls(batch: &str) -> Result<Vec<CallRequest>> {
     let mut calls = Vec::new();
     for line in batch.split('\n').filter(|l| !l.is_empty()) {
-        let mut fields = line.splitn(4, '\t');
-        let (Some(call_id), Some(abort_id), Some(name), Some(arguments)) = (fields.next(), fields.next(), fields.next(), fields.next())
+        let mut fields = line.splitn(5, '\t');
+        let (Some(call_id), Some(abort_id), Some(name), Some(context), Some(arguments)) =
+            (fields.next(), fields.next(), fields.next(), fields.next(), fields.next())
         else {
             return Err(McpError::InvalidArguments("malformed call batch".to_owned()));
         };
         let call_id = call_id.parse().map_err(|_| McpError::InvalidArguments("malformed call id".to_owned()))?;
         let abort_id = abort_id.parse().map_err(|_| McpError::InvalidArguments("malformed abort id".to_owned()))?;
-        calls.push(CallRequest::new(call_id, abort_id, name.to_owned(), arguments.to_owned()));
+        let call = CallRequest::new(call_id, abort_id, name.to_owned(), arguments.to_owned());
+        calls.push(if context.is_empty() { call } else { call.with_context(context) });
     }
     Ok(calls)
 }
@@ -107,9 +110,9 @@ mod tests {
 
     #[test]
     fn a_batch_is_one_call_per_line() {
-        let calls = parse_calls("1\t0\ta__x\t{}\n2\t2\tb__y\t{\"k\":\"a\\tb\"}\n").unwrap();
+        let calls = parse_calls("1\t0\ta__x\t\t{}\n2\t2\tb__y\t{\"runId\":\"r\",\"toolCallId\":\"c\"}\t{\"k\":\"a\\tb\"}\n").unwrap();
         assert_eq!(calls.iter().map(|c| (c.call_id, c.abort_id, c.name.as_str())).collect::<Vec<_>>(), [(1, 0, "a__x"), (2, 2, "b__y")]);
-        for bad in ["1\t0\tname", "x\t0\tn\t{}", "1\t-1\tn\t{}"] {
+        for bad in ["1\t0\tname\t{}", "x\t0\tn\t\t{}", "1\t-1\tn\t\t{}"] {
             assert_eq!(parse_calls(bad).err().map(|e| e.code()), Some("mcp_invalid_arguments"), "{bad}");
         }
     }

@@ -214,8 +214,11 @@ pub fn tool_error_text(view: &CallResultView<'_>) -> String {
 
 /// `params` of a `tools/call`, built without re-serializing the caller's arguments.
 /// `tools/call` params; `meta` adds the modern era's `_meta` members (the arguments are never re-parsed).
-pub fn call_tool_params(remote_name: &str, arguments: &RawValue, progress_token: u64, meta: Option<&str>) -> String {
-    let mut out = String::with_capacity(64 + remote_name.len() + arguments.get().len() + meta.map_or(0, str::len));
+/// `tools/call` params. `meta` is the era's own `_meta` members (2026-07-28), `idempotency_key` the
+/// call's key if it has one (sent next to them as `idempotencyKey`, and not at all otherwise).
+pub fn call_tool_params(remote_name: &str, arguments: &RawValue, progress_token: u64, meta: Option<&str>, idempotency_key: Option<&str>) -> String {
+    let extra = meta.map_or(0, str::len) + idempotency_key.map_or(0, |k| k.len() + 24);
+    let mut out = String::with_capacity(64 + remote_name.len() + arguments.get().len() + extra);
     out.push_str("{\"name\":");
     super::jsonrpc::push_json_string(&mut out, remote_name);
     out.push_str(",\"arguments\":");
@@ -223,6 +226,11 @@ pub fn call_tool_params(remote_name: &str, arguments: &RawValue, progress_token:
     out.push_str(",\"_meta\":{");
     if let Some(meta) = meta {
         out.push_str(meta);
+        out.push(',');
+    }
+    if let Some(key) = idempotency_key {
+        out.push_str("\"idempotencyKey\":");
+        super::jsonrpc::push_json_string(&mut out, key);
         out.push(',');
     }
     out.push_str("\"progressToken\":");
@@ -285,9 +293,12 @@ mod tests {
     #[test]
     fn call_params_embed_arguments_verbatim() {
         let args: &RawValue = serde_json::from_str(r#"{"x": [1,2]}"#).unwrap();
-        let p = call_tool_params("a.b", args, 9, None);
+        let p = call_tool_params("a.b", args, 9, None, None);
         let v: Value = serde_json::from_str(&p).unwrap();
         assert_eq!(v["arguments"]["x"][1], 2);
         assert_eq!(v["_meta"]["progressToken"], 9);
+        assert!(v["_meta"].get("idempotencyKey").is_none(), "no key, no member");
+        let keyed: Value = serde_json::from_str(&call_tool_params("a", args, 9, Some("\"era\":1"), Some("run:\"7\""))).unwrap();
+        assert_eq!(keyed["_meta"], serde_json::json!({ "era": 1, "idempotencyKey": "run:\"7\"", "progressToken": 9 }));
     }
 }

@@ -10,6 +10,9 @@
 //! writer and never replaced by `save`. Only an explicit `clear_baseline` (see [`retrust`]) or
 //! `remove` lets a new baseline in.
 
+pub mod journal;
+pub mod journal_postgres;
+pub mod journal_sqlite;
 pub mod memory;
 pub mod postgres;
 pub mod sqlite;

@@ -58,12 +58,12 @@ pub const DEFAULT_POOL_WAIT_TIMEOUT: Duration = Duration::from_secs(5);
 const CALL_DEADLINE_SLACK: Duration = Duration::from_secs(1);
 /// Claims retried when the recorded baseline vanished between the claim and its read-back (a
 /// concurrent re-trust); each retry is a fresh attempt to record ours.
-const CLAIM_ATTEMPTS: usize = 3;
+pub(super) const CLAIM_ATTEMPTS: usize = 3;
 
 /// `mcpferry_schema` is shared by every mcpferry component; `IF NOT EXISTS` because another
 /// component may have made it. The connection-store table itself is created plainly: a same-named
 /// table left by something else is an error, not adopted.
-const CREATE_VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS mcpferry_schema (
+pub(super) const CREATE_VERSION_TABLE: &str = "CREATE TABLE IF NOT EXISTS mcpferry_schema (
     component TEXT PRIMARY KEY,
     version INTEGER NOT NULL
 )";
@@ -304,7 +304,7 @@ impl PostgresStore {
     }
 
     /// A connection from the pool, or a storage error that says why there is none.
-    async fn client(&self) -> Result<deadpool_postgres::Object> {
+    pub(super) async fn client(&self) -> Result<deadpool_postgres::Object> {
         self.pool.get().await.map_err(|error| match error {
             PoolError::Timeout(deadpool_postgres::TimeoutType::Wait) => store_error(format!(
                 "Postgres at {}: all {} connections of the pool stayed busy for {} ms",
@@ -336,8 +336,7 @@ impl PostgresStore {
                 let client = self.client().await?;
                 work(self, client).await
             };
-            // Connecting and waiting for the pool have their own bounds; this one catches the rest.
-            let deadline = self.call_deadline + self.pool_wait_timeout + self.pool_connect_allowance();
+            let deadline = self.call_deadline();
             tokio::time::timeout(deadline, call).await.unwrap_or_else(|_| {
                 Err(store_error(format!(
                     "Postgres at {}: no answer within {} ms",
@@ -348,11 +347,13 @@ impl PostgresStore {
         })
     }
 
-    fn pool_connect_allowance(&self) -> Duration {
-        self.pool.timeouts().create.unwrap_or(DEFAULT_CONNECT_TIMEOUT)
+    /// The bound of one whole call: connecting and waiting for the pool have their own bounds; this
+    /// one catches the rest.
+    pub(super) fn call_deadline(&self) -> Duration {
+        self.call_deadline + self.pool_wait_timeout + self.pool.timeouts().create.unwrap_or(DEFAULT_CONNECT_TIMEOUT)
     }
 
-    fn sql_error(&self, what: &str, error: &tokio_postgres::Error) -> McpError {
+    pub(super) fn sql_error(&self, what: &str, error: &tokio_postgres::Error) -> McpError {
         store_error(format!("Postgres at {}: {what}: {}", self.target, describe(error, &self.secrets)))
     }
 }

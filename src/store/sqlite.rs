@@ -332,7 +332,7 @@ fn refuse_newer_schema(found: i64, path: &Path) -> Result<()> {
 /// Switches the file to WAL (a no-op once it is) and returns the journal mode now in force. The
 /// switch reports "database is locked" at once, without consulting the busy handler, while another
 /// connection is opening the same new file, so it is retried here for as long as BUSY_TIMEOUT.
-fn enable_wal(connection: &Connection) -> rusqlite::Result<String> {
+pub(super) fn enable_wal(connection: &Connection) -> rusqlite::Result<String> {
     let deadline = Instant::now() + BUSY_TIMEOUT;
     loop {
         match connection.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0)) {
@@ -373,7 +373,7 @@ fn write(
     tx.commit().map_err(sql_error)
 }
 
-fn sql_error(error: rusqlite::Error) -> crate::error::McpError {
+pub(super) fn sql_error(error: rusqlite::Error) -> crate::error::McpError {
     store_error(format!("SQLite: {error}"))
 }
 

@@ -16,6 +16,7 @@ use crate::error::{McpError, Result};
 use crate::limits::MAX_PARAM_HEADER_VALUE_BYTES;
 use crate::guard::policy;
 use crate::projection::{JsonText, ProjectedTool};
+use crate::protocol::call_context::CallContext;
 use crate::protocol::param_headers::{self, ParamHeader, ParamHeaders};
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::value::RawValue;
@@ -30,13 +31,29 @@ pub struct CallRequest {
     pub name: String,
     /// The arguments, checked as JSON once, here; `None` if they are not JSON (refused by `admit`).
     arguments: Option<Box<RawValue>>,
+    /// The run, tool call and idempotency key it belongs to; a bad context is refused by `admit`.
+    context: Result<CallContext>,
 }
 
 impl CallRequest {
     pub fn new(call_id: u32, abort_id: u32, name: String, arguments_json: String) -> Self {
         // Validates without copying: the text becomes the RawValue.
         let arguments = RawValue::from_string(arguments_json).ok();
-        CallRequest { call_id, abort_id, name, arguments }
+        CallRequest { call_id, abort_id, name, arguments, context: Ok(CallContext::default()) }
+    }
+
+    /// With the caller's `{ runId?, toolCallId?, idempotencyKey? }` (JSON).
+    pub fn with_context(mut self, context_json: &str) -> Self {
+        self.context = CallContext::parse(context_json);
+        self
+    }
+
+    fn context(&self) -> &CallContext {
+        self.context.as_ref().expect("admitted calls have a valid context")
+    }
+
+    fn idempotency_key(&self) -> Option<Box<str>> {
+        self.context().idempotency_key.as_deref().map(Box::from)
     }
 
     fn arguments(&self) -> &RawValue {
@@ -148,6 +165,7 @@ impl super::Toolset {
                     reply: Reply::Callback(inner.completion(Some(index), call, sink)),
                     headers: std::mem::take(headers),
                     on_header_mismatch: modern_http.then(|| Relister::new(inner, call, route)),
+                    idempotency_key: call.idempotency_key(),
                 })
                 .collect();
             connection.start_calls(starts, inner.timeout);
@@ -172,6 +190,9 @@ impl Inner {
         let is_object = call.arguments.as_deref().is_some_and(|raw| raw.get().starts_with('{'));
         if !is_object {
             return Err(McpError::InvalidArguments("tool arguments must be a JSON object".to_owned()));
+        }
+        if let Err(error) = &call.context {
+            return Err(McpError::InvalidArguments(error.to_string()));
         }
         Ok(Admitted::Remote(route))
     }
@@ -230,7 +251,7 @@ impl Inner {
         let slot = &self.servers[index];
         let gate = async {
             if self.hooks.decide.is_some() {
-                let request = policy::request_json(&call.name, &slot.entry.name, &route.remote_name, call.arguments());
+                let request = policy::request_json(&call.name, &slot.entry.name, &route.remote_name, call.arguments(), call.context());
                 policy::authorize(&self.hooks, &call.name, request).await?;
             }
             self.wait_ready(index).await?;
@@ -268,6 +289,7 @@ impl Inner {
                         reply: done.into_reply(),
                         headers,
                         on_header_mismatch: modern_http.then(|| Relister::new(&self, &call, &route)),
+                        idempotency_key: call.idempotency_key(),
                     };
                 connection.start_calls([start], self.timeout);
             }

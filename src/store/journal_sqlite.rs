@@ -1,0 +1,200 @@
+//! The firewall journal in one SQLite file, shared by processes (and by a connection store in the same
+//! file: its own tables and schema row). The tables are those designed for Postgres in
+//! docs/fleet-journal.md, so a fleet can move to Postgres with the same shape. WAL and `busy_timeout`
+//! as in the connection store; a claim is one `INSERT … ON CONFLICT DO NOTHING` (the primary key decides
+//! between racing writers) and a read-back; a reservation is one conditional upsert. SQLite calls
+//! block, so each runs on tokio's blocking pool; the file is opened on first use.
+
+use super::journal::McpJournal;
+use super::sqlite::{enable_wal, sql_error, BUSY_TIMEOUT};
+use super::{now_ms, store_error, BoxFuture};
+use crate::error::Result;
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// The journal schema this build writes (row `journal` of `mcpferry_schema`).
+pub const JOURNAL_SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "CREATE TABLE mcp_journal (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    );
+    CREATE TABLE mcp_run_counters (
+        run_id TEXT NOT NULL,
+        counter TEXT NOT NULL,
+        count INTEGER NOT NULL CHECK (count >= 0),
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (run_id, counter)
+    );
+    CREATE INDEX mcp_run_counters_updated_at ON mcp_run_counters (updated_at);";
+
+/// One slot more while under the limit (`?3`); no row back at the ceiling.
+const RESERVE: &str = "INSERT INTO mcp_run_counters (run_id, counter, count, updated_at) VALUES (?1, ?2, 1, ?4)
+    ON CONFLICT (run_id, counter) DO UPDATE SET count = mcp_run_counters.count + 1, updated_at = excluded.updated_at
+        WHERE mcp_run_counters.count < ?3
+    RETURNING count";
+
+pub struct SqliteJournal {
+    path: PathBuf,
+    opened: tokio::sync::OnceCell<Arc<Mutex<Connection>>>,
+}
+
+impl SqliteJournal {
+    /// Returns at once; the file is opened (created, switched to WAL, its tables set up) on first use,
+    /// and a failure to open is that operation's `mcp_storage_error` (the next one tries again).
+    pub fn open_lazily(path: &Path) -> Self {
+        SqliteJournal { path: path.to_owned(), opened: tokio::sync::OnceCell::new() }
+    }
+
+    fn run<T, F>(&self, work: F) -> BoxFuture<'_, Result<T>>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        Box::pin(async move {
+            let connection = self
+                .opened
+                .get_or_try_init(|| {
+                    let path = self.path.clone();
+                    async move {
+                        tokio::task::spawn_blocking(move || open(&path).map(|c| Arc::new(Mutex::new(c))))
+                            .await
+                            .map_err(|e| store_error(format!("opening the SQLite journal did not finish: {e}")))?
+                    }
+                })
+                .await?
+                .clone();
+            tokio::task::spawn_blocking(move || {
+                // A panic mid-call leaves no open transaction (rolled back on drop): the connection stays usable.
+                let mut connection = connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                work(&mut connection).map_err(sql_error)
+            })
+            .await
+            .map_err(|e| store_error(format!("the SQLite journal task did not finish: {e}")))?
+        })
+    }
+}
+
+fn open(path: &Path) -> Result<Connection> {
+    let fail = |what: &str, error: rusqlite::Error| store_error(format!("journal: {what} {}: {error}", path.display()));
+    let mut connection = Connection::open(path).map_err(|e| fail("cannot open", e))?;
+    connection.busy_timeout(BUSY_TIMEOUT).map_err(|e| fail("cannot configure", e))?;
+    let mode = enable_wal(&connection).map_err(|e| fail("cannot enable WAL on", e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(store_error(format!("journal: {} cannot use WAL (journal mode is {mode})", path.display())));
+    }
+    // Under the write lock, so two processes opening a new file create the tables once.
+    let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| fail("cannot set up", e))?;
+    tx.execute_batch("CREATE TABLE IF NOT EXISTS mcpferry_schema (component TEXT PRIMARY KEY, version INTEGER NOT NULL)")
+        .map_err(|e| fail("cannot set up", e))?;
+    let found: Option<i64> = tx
+        .query_row("SELECT version FROM mcpferry_schema WHERE component = 'journal'", [], |row| row.get(0))
+        .optional()
+        .map_err(|e| fail("cannot read", e))?;
+    match found {
+        Some(version) if version > JOURNAL_SCHEMA_VERSION => {
+            return Err(store_error(format!(
+                "journal: {} has journal schema version {version}, newer than the {JOURNAL_SCHEMA_VERSION} this mcpferry understands; upgrade mcpferry to use it",
+                path.display()
+            )))
+        }
+        Some(_) => {}
+        None => {
+            tx.execute_batch(SCHEMA).map_err(|e| fail("cannot set up the tables of", e))?;
+            tx.execute("INSERT INTO mcpferry_schema (component, version) VALUES ('journal', ?1)", [JOURNAL_SCHEMA_VERSION])
+                .map_err(|e| fail("cannot set up", e))?;
+        }
+    }
+    tx.commit().map_err(|e| fail("cannot set up", e))?;
+    Ok(connection)
+}
+
+/// A stored count as the journal's (a negative one, never written by mcpferry, reads as zero).
+fn count_of(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+impl McpJournal for SqliteJournal {
+    fn claim(&self, key: &str, value: &str) -> BoxFuture<'_, Result<String>> {
+        let (key, value) = (key.to_owned(), value.to_owned());
+        self.run(move |connection| {
+            connection.execute(
+                "INSERT INTO mcp_journal (key, value, created_at) VALUES (?1, ?2, ?3) ON CONFLICT (key) DO NOTHING",
+                params![key, value, now_ms()],
+            )?;
+            connection.query_row("SELECT value FROM mcp_journal WHERE key = ?1", [&key], |row| row.get(0))
+        })
+    }
+
+    fn get(&self, key: &str) -> BoxFuture<'_, Result<Option<String>>> {
+        let key = key.to_owned();
+        self.run(move |connection| {
+            connection.query_row("SELECT value FROM mcp_journal WHERE key = ?1", [&key], |row| row.get(0)).optional()
+        })
+    }
+
+    fn reserve(&self, run_id: &str, counter: &str, limit: u64) -> BoxFuture<'_, Result<Option<u64>>> {
+        let (run_id, counter) = (run_id.to_owned(), counter.to_owned());
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.run(move |connection| {
+            let count: Option<i64> =
+                connection.query_row(RESERVE, params![run_id, counter, limit, now_ms()], |row| row.get(0)).optional()?;
+            Ok(count.map(count_of))
+        })
+    }
+
+    fn release(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<()>> {
+        let (run_id, counter) = (run_id.to_owned(), counter.to_owned());
+        self.run(move |connection| {
+            connection.execute(
+                "UPDATE mcp_run_counters SET count = count - 1, updated_at = ?3 WHERE run_id = ?1 AND counter = ?2 AND count > 0",
+                params![run_id, counter, now_ms()],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn count(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<u64>> {
+        let (run_id, counter) = (run_id.to_owned(), counter.to_owned());
+        self.run(move |connection| {
+            let count: Option<i64> = connection
+                .query_row("SELECT count FROM mcp_run_counters WHERE run_id = ?1 AND counter = ?2", [&run_id, &counter], |row| row.get(0))
+                .optional()?;
+            Ok(count.map_or(0, count_of))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::journal::contract;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_sqlite_journal_keeps_the_contract_and_two_handles_share_the_first_claim() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.db");
+        contract::claims_are_first_writer_wins(&SqliteJournal::open_lazily(&path)).await;
+        contract::counters_stop_at_the_limit_and_give_back(&SqliteJournal::open_lazily(&path)).await;
+        // Two handles (as two processes would) racing for one key: one value wins for both.
+        let (a, b) = (Arc::new(SqliteJournal::open_lazily(&path)), Arc::new(SqliteJournal::open_lazily(&path)));
+        let racing = |journal: Arc<SqliteJournal>, value: &'static str| tokio::spawn(async move { journal.claim("race", value).await.unwrap() });
+        let (first, second) = tokio::join!(racing(a.clone(), "a"), racing(b.clone(), "b"));
+        assert_eq!(first.unwrap(), second.unwrap());
+        let mode: String = Connection::open(&path).unwrap().query_row("PRAGMA journal_mode", [], |row| row.get(0)).unwrap();
+        assert_eq!(mode, "wal");
+    }
+
+    #[tokio::test]
+    async fn a_newer_journal_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.db");
+        SqliteJournal::open_lazily(&path).get("k").await.unwrap();
+        Connection::open(&path).unwrap().execute("UPDATE mcpferry_schema SET version = 99 WHERE component = 'journal'", []).unwrap();
+        let error = SqliteJournal::open_lazily(&path).get("k").await.unwrap_err();
+        assert_eq!(error.code(), "mcp_storage_error");
+        assert!(error.to_string().contains("newer"), "{error}");
+    }
+}
