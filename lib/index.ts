@@ -4,6 +4,7 @@
 
 import { binding, engine, type NativeToolset } from './binding';
 import { createMcpError, fromEngine, McpError, type McpErrorCode } from './errors';
+import { OpenQuestions } from './questions';
 import { isStore, nativeStoreId, storeDispatcher, storeFactories, type PostgresMcpConnectionStore, type PostgresMcpConnectionStoreOptions } from './stores';
 import { isTokenStore, nativeTokenStoreId, tokenStoreDispatcher, type McpTokenStore as McpTokenStoreType } from './token-stores';
 import { closeSync } from 'node:fs';
@@ -248,35 +249,6 @@ function withDefaults(opts: McpOptions): McpOptions {
   if (opts === null || typeof opts !== 'object' || 'onAuthorizationUrl' in opts) return opts;
   const interactive = process.stdin?.isTTY === true && process.stderr?.isTTY === true;
   return interactive ? { ...opts, onAuthorizationUrl: printAuthorizationUrl } : opts;
-}
-
-/**
- * The questions `onElicitation` is answering, by the engine's `askId`: each one's signal aborts when the engine
- * withdraws it (its call aborted, the server cancelled it, its connection ended, its time ran out).
- */
-class OpenQuestions {
-  private readonly open = new Map<number, AbortController>();
-  /** Withdrawals that arrived before their question: the engine numbers questions in the order it asks them. */
-  private readonly early = new Set<number>();
-  private highestAsked = 0;
-
-  ask(askId: number): { signal: AbortSignal; done: () => void } {
-    const controller = new AbortController();
-    this.highestAsked = Math.max(this.highestAsked, askId);
-    if (this.early.delete(askId)) controller.abort();
-    else this.open.set(askId, controller);
-    return { signal: controller.signal, done: () => this.open.delete(askId) };
-  }
-
-  withdraw(askId: number): void {
-    const controller = this.open.get(askId);
-    if (controller) {
-      this.open.delete(askId);
-      controller.abort();
-    } else if (askId > this.highestAsked) {
-      this.early.add(askId);
-    }
-  }
 }
 
 /** Wrap the application's callbacks for the engine: always async, plain data in and out. */
