@@ -89,10 +89,16 @@ impl StoredServer {
         self.ttl_ms.map(|ttl| ttl.min(crate::limits::MAX_CATALOGUE_TTL_MS))
     }
 
+    /// The row's caching hints as a listing's, with the TTL trusted as far as it can be at `now_ms`;
+    /// `None` for a row written before hints were stored.
+    pub fn cache_hints(&self, now_ms: i64) -> Option<crate::catalog::CacheHints> {
+        let listed_at_ms = self.listed_at?;
+        Some(crate::catalog::CacheHints { listed_at_ms, ttl_ms: self.trusted_ttl_ms(now_ms), scope: self.cache_scope })
+    }
+
     /// The catalogue is still fresh at `now_ms` by its server's TTL.
     pub fn is_fresh_at(&self, now_ms: i64) -> bool {
-        let until = self.listed_at.zip(self.trusted_ttl_ms(now_ms)).map(|(at, ttl)| at.saturating_add(ttl as i64));
-        until.is_some_and(|until| now_ms < until)
+        self.cache_hints(now_ms).is_some_and(|hints| hints.is_fresh_at(now_ms))
     }
 }
 

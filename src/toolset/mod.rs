@@ -278,7 +278,8 @@ impl Toolset {
             // A public row still fresh by its ttlMs is reused by the reconciliation below without a
             // listing; any other (lapsed: stale) is projected all the same and revalidated there.
             if row.cache_scope == Some(crate::protocol::mcp::CacheScope::Public) {
-                if let Some(cache) = stored_hints(row).filter(|cache| cache.is_fresh_at(crate::store::now_ms())) {
+                let now = crate::store::now_ms();
+                if let Some(cache) = row.cache_hints(now).filter(|cache| cache.is_fresh_at(now)) {
                     *slot.reusable.lock() = Some((row.tools.clone(), cache));
                 }
             }
@@ -503,11 +504,6 @@ impl Inner {
 }
 
 /// The caching hints a row was stored with, if it has any.
-fn stored_hints(row: &crate::store::StoredServer) -> Option<crate::catalog::CacheHints> {
-    let ttl_ms = row.trusted_ttl_ms(crate::store::now_ms());
-    Some(crate::catalog::CacheHints { listed_at_ms: row.listed_at?, ttl_ms, scope: row.cache_scope })
-}
-
 /// A stored URL as it may appear in a message (a row written by an older version may hold a query).
 fn stored_url(url: &str) -> String {
     url::Url::parse(url).map_or_else(|_| "(an unparseable url)".into(), |url| crate::egress::display_url(&url))
