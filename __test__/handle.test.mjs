@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { createMcpHandle } from '../entry/ai.mjs';
 import { generateText, stepCountIs } from 'ai';
-import { MockLanguageModelV4 } from 'ai/test';
+import { MockLanguageModelV3 } from 'ai/test';
 import { FIXTURE, fixture, processState, scratchFile, until } from './helpers.mjs';
 import { startStreamableFixture } from './fixtures/http-server.mjs';
 
@@ -95,7 +95,7 @@ test('the spec example: a prefixed handle in an AI SDK run, its calls carrying t
     [{ type: 'text', text: 'triaged' }],
   ];
   let step = 0;
-  const model = new MockLanguageModelV4({
+  const model = new MockLanguageModelV3({
     doGenerate: async () => {
       const content = steps[step++];
       const finishReason = { unified: content[0].type === 'tool-call' ? 'tool-calls' : 'stop', raw: undefined };

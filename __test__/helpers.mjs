@@ -3,11 +3,26 @@
 import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export const here = dirname(fileURLToPath(import.meta.url));
 export const FIXTURE = join(here, 'fixtures', 'server.mjs');
 export const RUNTIME = typeof Bun !== 'undefined' ? 'bun' : `node ${process.versions.node}`;
+
+/**
+ * The development packages that need Node 22 (ai 7, @openai/agents, openai 7: scripts/node22.mjs), which
+ * scripts/test.mjs installs with Node 22 and names in MCPFERRY_NODE22_MODULES for the Node 22 and Bun runs.
+ * Unset on Node 20, which those packages don't support: tests that need them skip with NEEDS_NODE22.
+ * To run such a file alone: MCPFERRY_NODE22_MODULES=$(node scripts/node22.mjs) NODE_PATH=<same> <node22> --test …
+ */
+export const NODE22_MODULES = process.env.MCPFERRY_NODE22_MODULES || null;
+export const NEEDS_NODE22 = NODE22_MODULES ? false : 'needs the Node 22 development packages (ai 7, openai 7, @openai/agents require Node 22; scripts/node22.mjs)';
+/** Imports a package from those modules (ESM resolution from scripts/node22/load.mjs), or null without them. */
+export async function importNode22(specifier) {
+  if (!NODE22_MODULES) return null;
+  const { load } = await import(pathToFileURL(join(NODE22_MODULES, '..', 'load.mjs')).href);
+  return load(specifier);
+}
 
 const scratch = mkdtempSync(join(tmpdir(), 'mcpferry-test-'));
 let files = 0;

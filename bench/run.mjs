@@ -9,7 +9,7 @@
 // round so none is always first. Each metric is the median over rounds; ratios are against the SDK.
 
 import { spawn } from 'node:child_process';
-import { closeSync, openSync, readFileSync, readdirSync, readSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, readdirSync, readSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -164,7 +164,9 @@ function machine() {
 
 function packageVersion(name) {
   try {
-    return JSON.parse(readFileSync(join(REPO_DIR, 'node_modules', name, 'package.json'), 'utf8')).version;
+    // Packages that need Node 22 (@ai-sdk/mcp) are installed in scripts/node22 (scripts/node22.mjs).
+    const dir = [join(REPO_DIR, 'node_modules'), join(REPO_DIR, 'scripts', 'node22', 'node_modules')].find((d) => existsSync(join(d, name)));
+    return JSON.parse(readFileSync(join(dir ?? REPO_DIR, name, 'package.json'), 'utf8')).version;
   } catch {
     return 'not installed';
   }

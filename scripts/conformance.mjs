@@ -15,9 +15,11 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { node22Modules } from './node22.mjs';
 
 const root = new URL('..', import.meta.url).pathname;
-const require = createRequire(import.meta.url);
+// The suites need Node 22, so they are installed with it, in scripts/node22 (scripts/node22.mjs).
+const require = createRequire(join(node22Modules(), '..', 'package.json'));
 const client = process.env.MCPFERRY_CONFORMANCE_CLIENT || join(root, 'examples', 'conformance-client.mjs');
 
 /** Scenarios run at the same time (sse-retry always runs alone: its check measures reconnect timing). */

@@ -19,6 +19,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFile
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { hostTarget, manifest, packMain, packPlatform, platformOf, root } from './package.mjs';
+import { node22Modules } from './node22.mjs';
 
 const target = hostTarget();
 const platform = platformOf(target);
@@ -206,7 +207,9 @@ function withFrameworks() {
   assert.equal(install.status, 0, `npm install of the tarballs failed:\n${install.stdout}\n${install.stderr}`);
   for (const name of FRAMEWORKS) {
     mkdirSync(dirname(join(dir, 'node_modules', name)), { recursive: true });
-    symlinkSync(join(root, 'node_modules', name), join(dir, 'node_modules', name), 'dir');
+    // ai 7, @openai/agents and openai 7 need Node 22, so they are installed in scripts/node22 (node22.mjs).
+    const installed = [node22Modules(), join(root, 'node_modules')].map((modules) => join(modules, name)).find((path) => existsSync(path));
+    symlinkSync(installed, join(dir, 'node_modules', name), 'dir');
   }
   copyFileSync(join(root, 'examples', 'servers', 'weather.mjs'), join(dir, 'weather.mjs'));
   writeFileSync(join(dir, 'adapters.mjs'), ADAPTERS_MJS);
@@ -251,6 +254,17 @@ test('the install holds mcpferry and its platform package and nothing else', () 
   assert.equal(pkg.dependencies, undefined, 'the package has no runtime dependencies');
   assert.equal(pkg.scripts.prepare, undefined, 'the packed manifest has no prepare (npm 11 would warn on every install)');
   assert.ok(!readdirSync(join(app, 'node_modules', manifest.name)).some((f) => f.endsWith('.node')), 'the main package carries no engine');
+});
+
+test('the installed CLI (node_modules/.bin/mcpferry) calls a tool of the example server', () => {
+  const config = join(app, 'cli-mcp.json');
+  writeFileSync(config, JSON.stringify({ mcpServers: { weather: { command: process.execPath, args: [join(app, 'weather.mjs')] } } }));
+  const { stdout } = ok(join(app, 'node_modules', '.bin', 'mcpferry'), ['--config', config, '--json', '--quiet', 'call', 'weather__forecast', '{"city":"lisbon"}'], app);
+  assert.deepEqual(JSON.parse(stdout).structuredContent, { city: 'lisbon', celsius: 19 });
+});
+
+test('attw (node16 profile) and publint --strict find no problem in the packed main package', () => {
+  ok(process.execPath, [join(root, 'scripts', 'package.mjs'), '--lint'], root);
 });
 
 for (const [runtime, binary] of runtimes) {

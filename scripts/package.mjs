@@ -65,7 +65,7 @@ export function packMain(out) {
   if (!existsSync(join(root, 'dist', 'index.js'))) throw new Error('dist/ is missing: run `npm run build:ts` first');
   const stage = mkdtempSync(join(tmpdir(), 'mcpferry-stage-'));
   try {
-    for (const entry of ['dist', 'entry', 'index.js', 'index.d.ts', 'LICENSE', 'README.md', 'SECURITY.md']) {
+    for (const entry of ['bin', 'dist', 'entry', 'index.js', 'index.d.ts', 'LICENSE', 'README.md', 'SECURITY.md']) {
       copy(join(root, entry), join(stage, entry));
     }
     const optionalDependencies = Object.fromEntries(manifest.napi.targets.map((t) => [`${manifest.name}-${platformOf(t)}`, manifest.version]));
@@ -150,7 +150,8 @@ function lint() {
     for (const tool of ['attw', 'publint']) {
       if (!existsSync(bin(tool))) throw new Error(`${tool} is not installed: add the devDependencies @arethetypeswrong/cli and publint`);
     }
-    run(bin('attw'), [tarball], { stdio: ['ignore', 'inherit', 'inherit'] });
+    // node16 profile: subpath exports need moduleResolution node16, nodenext or bundler (node10 predates exports).
+    run(bin('attw'), ['--profile', 'node16', tarball], { stdio: ['ignore', 'inherit', 'inherit'] });
     run(bin('publint'), ['--strict', join(work, 'package')], { stdio: ['ignore', 'inherit', 'inherit'] });
   } finally {
     rmSync(work, { recursive: true, force: true });
@@ -181,7 +182,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
       const out = resolve(option('--out') ?? join(root, 'packages'));
       mkdirSync(out, { recursive: true });
       const binary = option('--binary') ?? buildRelease(target, join(out, '.build', target), { zig: process.argv.includes('--zig') });
-      run('npx', ['tsc', '-p', 'tsconfig.json'], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
+      run('npm', ['run', 'build:ts'], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
       const tarballs = [packMain(out), packPlatform(target, resolve(binary), out)];
       for (const tarball of tarballs) console.log(`${basename(tarball)}  ${(statSync(tarball).size / 1e6).toFixed(2)} MB`);
       console.log(`engine ${basename(binary)}: ${(statSync(binary).size / 1e6).toFixed(2)} MB unpacked`);

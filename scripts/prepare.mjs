@@ -36,7 +36,8 @@ if (spawnSync('cargo', ['--version'], { stdio: 'ignore' }).status !== 0) {
 
 for (const [command, args] of [
   ['npx', ['napi', 'build', '--platform', '--release', '--output-dir', '.']],
-  ['npx', ['tsc', '-p', 'tsconfig.json']],
+  // build:ts installs the Node 22 development packages the adapters' types come from (scripts/node22.mjs).
+  ['npm', ['run', 'build:ts']],
 ]) {
   const result = spawnSync(command, args, { cwd: root, stdio: 'inherit' });
   if (result.status !== 0) {

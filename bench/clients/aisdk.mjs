@@ -3,9 +3,12 @@
 // (which follows every tools/list page) and calls through the returned tools' execute(), as an agent
 // using the AI SDK would. Defaults are kept: the client first probes `server/discover`, which these
 // initialize-first servers answer with "method not found" before it falls back to initialize.
-import { createMCPClient } from '@ai-sdk/mcp';
-import { StdioMCPTransport } from '@ai-sdk/mcp/mcp-stdio';
+// @ai-sdk/mcp needs Node 22, so it is installed with Node 22 in scripts/node22 (scripts/node22.mjs).
+import { load, resolve } from '../../scripts/node22/load.mjs';
 import { connectAll, runClient } from '../lib/workloads.mjs';
+
+const { createMCPClient } = await load('@ai-sdk/mcp');
+const { StdioMCPTransport } = await load('@ai-sdk/mcp/mcp-stdio');
 
 async function connectOne(server) {
   const client = await createMCPClient({
@@ -26,7 +29,7 @@ const callOptions = { toolCallId: 'bench', messages: [] };
 
 await runClient({
   name: 'aisdk',
-  imports: [import.meta.resolve('@ai-sdk/mcp'), import.meta.resolve('@ai-sdk/mcp/mcp-stdio')],
+  imports: [resolve('@ai-sdk/mcp'), resolve('@ai-sdk/mcp/mcp-stdio')],
   async connect(servers) {
     const { connected, close } = await connectAll(servers, connectOne);
     const map = new Map();
