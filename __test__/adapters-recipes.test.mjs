@@ -4,19 +4,17 @@
 // OpenAI and Anthropic recipes also run as pasted against server-everything (`npx -y`, found in this
 // repo's node_modules), with the provider's base URL pointed at a local stand-in (fixtures/fake-providers.mjs).
 // ai 7, openai 7 and the Agents SDK need Node 22, so they come from scripts/node22 (helpers.mjs: NODE22_MODULES):
-// npm run build:ts installs them, so the type checks use them on every runtime (tsconfig paths), and the
-// OpenAI recipes, which run them, skip on Node 20; they run from a copy
-// in a folder whose node_modules are those packages (mcpferry among them, linked to this checkout).
+// npm run build:ts installs them (and links @openai/agents and openai into node_modules), so the type checks
+// use them on every runtime (ai 7 through tsconfig paths), and the OpenAI recipes, which run them, skip on Node 20.
 // The AI SDK recipe's model is the AI Gateway, whose address cannot be redirected: the AI SDK loops are
 // run with the SDK's mock model in adapters-ai.test.mjs.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readFileSync, readdirSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { NEEDS_NODE22, NODE22_MODULES, here } from './helpers.mjs';
+import { NEEDS_NODE22, here } from './helpers.mjs';
 import { startFakeProviders } from './fixtures/fake-providers.mjs';
 
 const root = join(here, '..');
@@ -53,18 +51,9 @@ test('the README shows each recipe as it is type-checked', () => {
   }
 });
 
-/** Where a recipe runs from: the OpenAI ones from a copy beside the Node 22 packages (see the top). */
-function recipePath(file) {
-  if (!file.startsWith('openai')) return join(RECIPES, file);
-  const dir = mkdtempSync(join(tmpdir(), 'mcpferry-recipe-'));
-  symlinkSync(NODE22_MODULES, join(dir, 'node_modules'), 'dir');
-  copyFileSync(join(RECIPES, file), join(dir, file));
-  return join(dir, file);
-}
-
 /** Runs a recipe as a user would (`node recipe.mjs` in its folder); resolves to its exit code and output. */
 function runRecipe(file, env) {
-  const child = spawn(process.execPath, [recipePath(file)], { cwd: RECIPES, env: { ...process.env, ...env } });
+  const child = spawn(process.execPath, [file], { cwd: RECIPES, env: { ...process.env, ...env } });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk) => (stdout += chunk));

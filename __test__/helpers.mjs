@@ -13,7 +13,7 @@ export const RUNTIME = typeof Bun !== 'undefined' ? 'bun' : `node ${process.vers
  * The development packages that need Node 22 (ai 7, @openai/agents, openai 7: scripts/node22.mjs), which
  * scripts/test.mjs installs with Node 22 and names in MCPFERRY_NODE22_MODULES for the Node 22 and Bun runs.
  * Unset on Node 20, which those packages don't support: tests that need them skip with NEEDS_NODE22.
- * To run such a file alone: MCPFERRY_NODE22_MODULES=$(node scripts/node22.mjs) NODE_PATH=<same> <node22> --test …
+ * To run such a file alone: MCPFERRY_NODE22_MODULES=$PWD/scripts/node22/node_modules <node22> --test …
  */
 export const NODE22_MODULES = process.env.MCPFERRY_NODE22_MODULES || null;
 export const NEEDS_NODE22 = NODE22_MODULES ? false : 'needs the Node 22 development packages (ai 7, openai 7, @openai/agents require Node 22; scripts/node22.mjs)';

@@ -12,12 +12,14 @@
 
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { delimiter, dirname, join } from 'node:path';
+import { existsSync, lstatSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { delimiter, dirname, join, relative } from 'node:path';
 
 const root = new URL('..', import.meta.url).pathname;
 const cache = join(root, 'node_modules', '.cache', 'mcpferry');
 const project = join(root, 'scripts', 'node22');
+/** The packages of scripts/node22 that the root has none of, linked into its node_modules. */
+const ROOT_LINKED = ['@openai/agents', 'openai'];
 
 export function node22() {
   // A Node 22 or later running this needs no second one (CI's Node 22 jobs, macOS, Windows).
@@ -58,10 +60,16 @@ export function node22Modules() {
     if (installed.status !== 0) throw new Error(`could not install scripts/node22 with Node 22 (exit ${installed.status})`);
     writeFileSync(stamp, lock);
   }
-  // Files run from a folder that resolves through these modules (the recipes) import mcpferry itself.
-  const self = join(modules, 'mcpferry');
-  rmSync(self, { force: true });
-  symlinkSync(root, self, 'dir');
+  // The OpenAI adapter require()s @openai/agents from dist/, and the OpenAI recipes import it and openai from
+  // examples/: both resolve through the root's node_modules, so these two are linked there (the root has
+  // neither; an install made there by hand is left alone). npm prunes the links; every build:ts makes them again.
+  for (const name of ROOT_LINKED) {
+    const link = join(root, 'node_modules', name);
+    if (existsSync(link) && !lstatSync(link).isSymbolicLink()) continue;
+    rmSync(link, { force: true });
+    mkdirSync(dirname(link), { recursive: true });
+    symlinkSync(relative(dirname(link), join(modules, name)), link, 'dir');
+  }
   return modules;
 }
 

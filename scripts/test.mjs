@@ -92,9 +92,7 @@ results.push(
     MCPFERRY_ENGINE_READER: '1',
   }),
 );
-// The Agents SDK adapter loads @openai/agents with require(), which finds these modules through NODE_PATH.
-const modules = node22Modules();
-const withNode22 = { MCPFERRY_NODE22_MODULES: modules, NODE_PATH: modules };
+const withNode22 = { MCPFERRY_NODE22_MODULES: node22Modules() };
 results.push(await run('Node 22', node22(), ['--test', '--test-reporter=tap', ...suites], { ...pgEnv, ...withNode22 }));
 results.push(await run('conformance', process.execPath, [join(root, 'scripts', 'conformance.mjs'), node22()]));
 results.push(await run('Bun', bun(), ['test', '--timeout=60000', ...suites.map((s) => `./${s}`)], { ...pgEnv, ...withNode22 }));
