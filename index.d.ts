@@ -194,3 +194,18 @@ export declare function loadMcpConfig(text: string, source: string, format: stri
  * the tokens kept for the entry are revoked where the authorization server offers it, then forgotten.
  */
 export declare function logoutServer(configJson: string, nativeTokenStoreId?: number | undefined | null, jsTokenStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null): Promise<void>
+
+/** The `purra.json-identity/v1` digest of `valueJson`; `null` when it is over the identity bounds. */
+export declare function purraIdentityDigest(valueJson: string): string | null
+
+/** The host's `limits` JSON over the defaults: `value` is every limit. */
+export declare function purraLimits(limitsJson: string): string
+
+/** One `CallToolResult`: `value` is `{text, structured}`. */
+export declare function purraShapeResult(resultJson: string, limitsJson: string): string
+
+/**
+ * One bound tool definition (as listed) under `limitsJson` (already checked): `value` is
+ * `{remoteName, description, inputSchema, outputSchema}`.
+ */
+export declare function purraVetTool(toolJson: string, limitsJson: string): string

@@ -849,3 +849,7 @@ module.exports.engineConstants = nativeBinding.engineConstants
 module.exports.engineVersion = nativeBinding.engineVersion
 module.exports.loadMcpConfig = nativeBinding.loadMcpConfig
 module.exports.logoutServer = nativeBinding.logoutServer
+module.exports.purraIdentityDigest = nativeBinding.purraIdentityDigest
+module.exports.purraLimits = nativeBinding.purraLimits
+module.exports.purraShapeResult = nativeBinding.purraShapeResult
+module.exports.purraVetTool = nativeBinding.purraVetTool

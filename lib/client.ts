@@ -35,6 +35,9 @@ export interface BoundedListing {
 
 /** What mcpferry/purra reaches of a client beyond its public surface. */
 export interface ClientInternals {
+  client: McpServerClient;
+  /** The capabilities the server declared, by name (`tools`, `resources`, …). */
+  capabilities: readonly string[];
   list(bounds: Record<string, number>, signal?: AbortSignal): Promise<BoundedListing>;
   /** Calls `listener` on every change signal; returns the unsubscribe. */
   watch(listener: () => void): () => void;
@@ -110,7 +113,7 @@ export async function connectMcpServer(entry: McpServer, opts: McpClientOptions 
     throw engineError(error);
   }
   const engine = nativeToolsetOf(toolset)!;
-  let session: { protocolVersion: string; serverInfo: { name: string; version: string } };
+  let session: { protocolVersion: string; serverInfo: { name: string; version: string }; capabilities: string[] };
   try {
     session = JSON.parse(native.clientSession(engine) ?? 'null');
   } catch (error) {
@@ -173,6 +176,8 @@ export async function connectMcpServer(entry: McpServer, opts: McpClientOptions 
     },
   };
   internals.set(client, {
+    client,
+    capabilities: Object.freeze([...session.capabilities]),
     list,
     watch(listener) {
       listeners.add(listener);

@@ -122,11 +122,12 @@ export const budget: number = estimateTokens('hello');
 export const unused = createMcpError;
 `;
 
-// The framework subpaths: what each exports, and one real use of each against the example server.
+// The subpaths: what each exports, and one real use of each against the example server.
 const SUBPATHS = {
   'mcpferry/ai': ['aiSdkTools', 'createMcpHandle'],
   'mcpferry/anthropic': ['anthropicTools', 'dispatchAnthropicToolUses'],
   'mcpferry/openai': ['dispatchOpenAiToolCall', 'openaiAgentsTools', 'openaiToolDefinitions'],
+  'mcpferry/purra': ['McpAdapterError', 'discoverMcpTools'],
 };
 /** The frameworks the subpaths are for (optional peers), and `openai` for the Responses types. */
 const FRAMEWORKS = ['ai', '@openai/agents', '@anthropic-ai/sdk', 'openai'];
@@ -141,8 +142,13 @@ try {
   const responses = await openai.dispatchOpenAiToolCall(toolset, { type: 'function_call', call_id: 'c2', name: 'weather__forecast', arguments: '{"city":"oslo"}' });
   const agentsTool = openai.openaiAgentsTools(toolset).find((t) => t.name === 'weather__forecast');
   const anthropicResults = await anthropic.dispatchAnthropicToolUses(toolset, [{ type: 'tool_use', id: 'c3', name: 'weather__forecast', input: { city: 'atlantis' } }]);
+  const client = await connectMcpServer({ name: 'weather', type: 'stdio', command: process.execPath, args: [weather] });
+  const catalog = await purra.discoverMcpTools(client, 'weather', { forecast: { localName: 'forecast', policy: { mode: 'read', title: 'Forecast' }, scope: null } });
+  const bound = await catalog.registrations[0].run({ city: 'lima' });
+  await client.close();
   console.log(JSON.stringify({
-    exports: { 'mcpferry/ai': Object.keys(ai).sort(), 'mcpferry/anthropic': Object.keys(anthropic).sort(), 'mcpferry/openai': Object.keys(openai).sort() },
+    exports: { 'mcpferry/ai': Object.keys(ai).sort(), 'mcpferry/anthropic': Object.keys(anthropic).sort(), 'mcpferry/openai': Object.keys(openai).sort(), 'mcpferry/purra': Object.keys(purra).sort() },
+    purra: bound.content,
     ai: [tools.weather__forecast.type, modelOutput],
     openai: [definition.strict, responses.output, agentsTool.type, agentsTool.strict],
     anthropic: anthropicResults[0],
@@ -151,14 +157,16 @@ try {
   await toolset.close();
 }
 `;
-const ADAPTERS_MJS = ADAPTERS_USE(`import { mcpTools } from 'mcpferry';
+const ADAPTERS_MJS = ADAPTERS_USE(`import { mcpTools, connectMcpServer } from 'mcpferry';
 import * as ai from 'mcpferry/ai';
+import * as purra from 'mcpferry/purra';
 import * as openai from 'mcpferry/openai';
 import * as anthropic from 'mcpferry/anthropic';
 const weather = new URL('./weather.mjs', import.meta.url).pathname;`);
 const ADAPTERS_CJS = `(async () => {
-${ADAPTERS_USE(`const { mcpTools } = require('mcpferry');
+${ADAPTERS_USE(`const { mcpTools, connectMcpServer } = require('mcpferry');
 const ai = require('mcpferry/ai');
+const purra = require('mcpferry/purra');
 const openai = require('mcpferry/openai');
 const anthropic = require('mcpferry/anthropic');
 const weather = require('node:path').join(__dirname, 'weather.mjs');`)}
@@ -169,6 +177,7 @@ const ADAPTERS_EXPECTED = {
   ai: ['dynamic', { type: 'content', value: [{ type: 'text', text: 'lisbon: 19 °C tomorrow' }] }],
   openai: [true, 'oslo: -2 °C tomorrow', 'function', true],
   anthropic: { type: 'tool_result', tool_use_id: 'c3', is_error: true, content: 'MCP tool error: Unknown city atlantis; try one of lisbon, oslo, nairobi, lima.' },
+  purra: { text: ['lima: 17 °C tomorrow'], structured: { city: 'lima', celsius: 17 } },
 };
 
 // Typed use of every subpath; the @ts-expect-error lines fail the build if a type resolved to \`any\`.

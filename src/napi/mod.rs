@@ -20,6 +20,7 @@ mod client;
 mod errors;
 mod firewall;
 mod hooks;
+mod purra;
 mod registry;
 mod runtime;
 mod schema;

@@ -2,6 +2,8 @@
 //!
 //! | file          | holds                                                                              |
 //! |---------------|------------------------------------------------------------------------------------|
+//! | `profile.rs`  | the strict object profile of explicit read-only bindings (`mcpferry/purra`): a pure |
+//! |               | check that refuses, never trims, a schema outside it                                 |
 //! | `validate.rs` | `CompiledSchema`: one schema checked against the bounds, compiled once, then used for |
 //! |               | any number of values; `Violation` (where a value fails, and why, without the value)  |
 //!
@@ -20,6 +22,7 @@
 //! - **Formats are annotations**, as 2020-12 specifies by default: `"format": "email"` documents, it
 //!   does not reject.
 
+pub mod profile;
 pub mod validate;
 
 pub use validate::{CompiledSchema, SchemaError, Violation};

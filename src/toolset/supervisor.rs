@@ -879,6 +879,13 @@ impl ConnectionEvents for ServerListener {
         }
     }
 
+    /// Re-listed like an announcement, but not reported as one: a change found is reported by the refresh.
+    fn tools_may_have_changed(&self) {
+        if let Some(toolset) = self.toolset.upgrade() {
+            toolset.list_changed(self.index);
+        }
+    }
+
     fn connection_lost(&self, reason: &McpError) {
         let _ = self.lost.set(reason.clone());
         if let Some(toolset) = self.toolset.upgrade() {
