@@ -86,6 +86,13 @@ test('the fixture over stdio: session, raw listing, raw results, typed failures'
     assert.throws(() => client.onToolsChanged('nope'), code('mcp_config_invalid'));
   });
 
+  await t.test('a listing stops waiting when its signal fires', async () => {
+    const aborted = new AbortController();
+    aborted.abort();
+    await assert.rejects(client.listTools({ signal: aborted.signal }), code('mcp_aborted'));
+    await assert.rejects(client.listTools({ timeoutMs: 0 }), code('mcp_config_invalid'));
+  });
+
   await t.test('close is idempotent; calls and listings after it fail clearly', async () => {
     const closing = client.close();
     assert.equal(client.close(), closing);

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { connectMcpServer } from '../dist/index.js';
 import { discoverMcpTools, McpAdapterError } from '../entry/purra.cjs';
 import { EVERYTHING_BIN } from '../examples/servers/everything-http.mjs';
-import { here, scratchFile, until } from './helpers.mjs';
+import { fixture, here, scratchFile, until } from './helpers.mjs';
 import { PY2, TS2, pythonSdk } from './eras-servers.mjs';
 import { existsSync, readFileSync } from 'node:fs';
 
@@ -222,6 +222,17 @@ test('limits: pages, tools, catalogue bytes, descriptions and schema bytes fail 
         await client.close();
       }
     });
+  }
+});
+
+test('a negotiated version without structured results is refused: mcp_protocol_unsupported', async () => {
+  const { entry } = fixture('old', { FIXTURE_VERSION: '2025-03-26' });
+  const client = await connectMcpServer(entry);
+  try {
+    assert.equal(client.protocolVersion, '2025-03-26');
+    await assert.rejects(discoverMcpTools(client, 'old', { echo: bind('echo') }), adapter('mcp_protocol_unsupported'));
+  } finally {
+    await client.close();
   }
 });
 

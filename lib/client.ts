@@ -14,6 +14,7 @@ import type {
   McpRemoteTool,
   McpServer,
   McpServerClient,
+  McpTool,
   McpToolset,
 } from './types';
 
@@ -62,10 +63,14 @@ function engineError(error: unknown): unknown {
   return typed instanceof McpError ? typed : createMcpError('mcp_internal_error', `mcpferry engine failure: ${String((typed as Error)?.message ?? typed)}`);
 }
 
-/** Settles with `work`, or rejects with `mcp_aborted` as soon as `signal` fires (the work is abandoned). */
-function abortable<T>(work: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return work;
+/**
+ * Starts `start` unless `signal` already fired; settles with its work, or rejects with `mcp_aborted` as
+ * soon as `signal` fires (the work is abandoned, its outcome ignored).
+ */
+function abortable<T>(start: () => Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return start();
   if (signal.aborted) return Promise.reject(createMcpError('mcp_aborted', 'MCP request aborted by the caller'));
+  const work = start();
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => reject(createMcpError('mcp_aborted', 'MCP request aborted by the caller'));
     signal.addEventListener('abort', onAbort, { once: true });
@@ -100,12 +105,15 @@ export async function connectMcpServer(entry: McpServer, opts: McpClientOptions 
       }
     }
   };
+  /** The tool map by remote name, rebuilt after the map changes. */
+  let byRemoteName: Map<string, McpTool> | undefined;
   const options: McpOptions = { ...opts, onDegraded: 'throw', disclosure: { alwaysLoad: [entry.name] } };
   let toolset: McpToolset;
   try {
     toolset = await openToolset([entry], options, (toolset) => toolset.connect(), false, {
       prepare: (toolset) => native.clientAnswerRawResults(toolset),
       observe: (kind) => {
+        if (kind === 'tools') byRemoteName = undefined;
         if (kind === 'tools-announced' || kind === 'tools') changed();
       },
     });
@@ -130,13 +138,16 @@ export async function connectMcpServer(entry: McpServer, opts: McpClientOptions 
   const list = async (bounds: Record<string, number>, signal?: AbortSignal): Promise<BoundedListing> => {
     if (closing) throw closedError();
     try {
-      return JSON.parse(await abortable(native.clientListTools(engine, Object.keys(bounds).length ? JSON.stringify(bounds) : ''), signal));
+      return JSON.parse(await abortable(() => native.clientListTools(engine, Object.keys(bounds).length ? JSON.stringify(bounds) : ''), signal));
     } catch (error) {
       throw engineError(error);
     }
   };
-  /** The tool routed under each remote name: the toolset's map, keyed by projected name. */
-  const routed = (remoteName: string) => Object.values(toolset.tools).find((tool) => tool.server === entry.name && tool.remoteName === remoteName);
+  /** The tool routed under a remote name (the toolset's map is keyed by projected name). */
+  const routed = (remoteName: string) => {
+    byRemoteName ??= new Map(Object.values(toolset.tools).filter((tool) => tool.server === entry.name).map((tool) => [tool.remoteName, tool]));
+    return byRemoteName.get(remoteName);
+  };
 
   const client: McpServerClient = {
     name: entry.name,
