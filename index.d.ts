@@ -154,17 +154,17 @@ export declare class NativeToolset {
 }
 
 /**
- * Make `toolset` a client: its calls answer with the server's `CallToolResult` as sent. Called once,
- * before it connects.
- */
-export declare function clientAnswerRawResults(toolset: NativeToolset): void
-
-/**
  * A fresh listing, every tool as the server wrote it: `{"tools": [...], "pages", "bytes", "stopped"?}`.
  * `boundsJson` holds the caller's lower bounds (`maxPages`, `maxTools`, `maxBytes`, `maxCursorBytes`,
  * `timeoutMs`), or is empty.
  */
 export declare function clientListTools(toolset: NativeToolset, boundsJson: string): Promise<string>
+
+/**
+ * Make `toolset` a client: its calls answer with the server's `CallToolResult` as sent, and the
+ * server's announcements of tool changes come as `tools-announced` events. Called before it connects.
+ */
+export declare function clientMode(toolset: NativeToolset): void
 
 /**
  * `{"protocolVersion", "serverInfo": {name, version}, "capabilities": [...]}` of the connected server,

@@ -20,7 +20,7 @@ import type {
 
 /** The engine's client entry points (src/napi/client.rs). */
 interface ClientBinding {
-  clientAnswerRawResults(toolset: NativeToolset): void;
+  clientMode(toolset: NativeToolset): void;
   clientSession(toolset: NativeToolset): string | null;
   clientListTools(toolset: NativeToolset, boundsJson: string): Promise<string>;
 }
@@ -111,7 +111,7 @@ export async function connectMcpServer(entry: McpServer, opts: McpClientOptions 
   let toolset: McpToolset;
   try {
     toolset = await openToolset([entry], options, (toolset) => toolset.connect(), false, {
-      prepare: (toolset) => native.clientAnswerRawResults(toolset),
+      prepare: (toolset) => native.clientMode(toolset),
       observe: (kind) => {
         if (kind === 'tools') byRemoteName = undefined;
         if (kind === 'tools-announced' || kind === 'tools') changed();

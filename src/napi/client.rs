@@ -8,13 +8,13 @@ use crate::toolset::ListBounds;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-/// Make `toolset` a client: its calls answer with the server's `CallToolResult` as sent. Called once,
-/// before it connects.
+/// Make `toolset` a client: its calls answer with the server's `CallToolResult` as sent, and the
+/// server's announcements of tool changes come as `tools-announced` events. Called before it connects.
 #[napi]
 #[allow(dead_code)] // called from JavaScript only
-pub fn client_answer_raw_results(toolset: &NativeToolset) -> napi::Result<(), String> {
-    guard("clientAnswerRawResults", || {
-        toolset.inner.answer_raw_results();
+pub fn client_mode(toolset: &NativeToolset) -> napi::Result<(), String> {
+    guard("clientMode", || {
+        toolset.inner.become_client();
         Ok(())
     })
 }

@@ -200,7 +200,7 @@ impl Inner {
     /// Where one call's outcome goes: the `isError` check, redaction, the abort registry, the sink.
     fn completion(self: &Arc<Self>, server: Option<usize>, call: &CallRequest, sink: &Arc<dyn CallSink>) -> Completion {
         let (inner, sink, call_id, abort_id) = (self.clone(), sink.clone(), call.call_id, call.abort_id);
-        let raw = self.raw_results.load(std::sync::atomic::Ordering::Relaxed);
+        let raw = self.client_mode.load(std::sync::atomic::Ordering::Relaxed);
         // Timed only when someone listens: the hot path pays a branch, not a clock read.
         let started = tracing::enabled!(tracing::Level::DEBUG).then(|| {
             let server_name = server.map_or(super::LOCAL_SERVER, |i| self.servers[i].entry.name.as_str());

@@ -60,9 +60,11 @@ pub struct ClientSession {
 }
 
 impl Toolset {
-    /// From now on, calls answer with the server's `CallToolResult` as sent, `isError` included.
-    pub fn answer_raw_results(&self) {
-        self.inner.raw_results.store(true, std::sync::atomic::Ordering::SeqCst);
+    /// Make this toolset a single-server client: from now on calls answer with the server's
+    /// `CallToolResult` as sent, `isError` included, and the server's announcements of tool changes are
+    /// reported to the owner. Called before it connects.
+    pub fn become_client(&self) {
+        self.inner.client_mode.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// The connected server's negotiated version and identity; `None` before it connected or after close.

@@ -113,8 +113,9 @@ pub(crate) struct Inner {
     /// Call tasks (gated and local calls). A server's own tasks are its supervisor's.
     tasks: TaskTracker,
     closed: tokio::sync::OnceCell<()>,
-    /// A single-server client (`connectMcpServer`): calls answer with the server's result as sent.
-    raw_results: std::sync::atomic::AtomicBool,
+    /// A single-server client (`connectMcpServer`): calls answer with the server's result as sent, and
+    /// the server's announcements of tool changes are reported (`ToolsetEvents::tools_list_announced`).
+    client_mode: std::sync::atomic::AtomicBool,
 }
 
 impl Toolset {
@@ -169,7 +170,7 @@ impl Toolset {
                 cancel,
                 tasks: TaskTracker::new(),
                 closed: tokio::sync::OnceCell::new(),
-                raw_results: std::sync::atomic::AtomicBool::new(false),
+                client_mode: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         if config.logs_to_diagnostics {

@@ -874,7 +874,9 @@ pub(crate) struct ServerListener {
 impl ConnectionEvents for ServerListener {
     fn tools_list_changed(&self) {
         if let Some(toolset) = self.toolset.upgrade() {
-            toolset.events.tools_list_announced(&toolset.servers[self.index].entry.name);
+            if toolset.client_mode.load(Ordering::Relaxed) {
+                toolset.events.tools_list_announced(&toolset.servers[self.index].entry.name);
+            }
             toolset.list_changed(self.index);
         }
     }
