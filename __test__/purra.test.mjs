@@ -10,7 +10,7 @@ import { connectMcpServer } from '../dist/index.js';
 import { discoverMcpTools, McpAdapterError } from '../entry/purra.cjs';
 import { EVERYTHING_BIN } from '../examples/servers/everything-http.mjs';
 import { fixture, here, scratchFile, until } from './helpers.mjs';
-import { PY2, TS2, pythonSdk } from './eras-servers.mjs';
+import { PY2, TS2, pythonSdk, startPy2Http } from './eras-servers.mjs';
 import { existsSync, readFileSync } from 'node:fs';
 
 const PURRA = join(here, 'fixtures', 'purra-server.mjs');
@@ -369,7 +369,7 @@ test('a server that dies mid-call: mcp_transport_error, then closed', async () =
   }
 });
 
-test('real servers: server-everything, TypeScript SDK 2.x and Python SDK 2.x (both eras)', async (t) => {
+test('real servers: server-everything, TypeScript SDK 2.x and Python SDK 2.x (stdio and Streamable HTTP; both eras)', async (t) => {
   await t.test('server-everything (2025-11-25) declares draft-07 schemas: another dialect, refused', async () => {
     const client = await connectMcpServer({ name: 'everything', type: 'stdio', command: process.execPath, args: [EVERYTHING_BIN, 'stdio'] });
     try {
@@ -399,9 +399,12 @@ test('real servers: server-everything, TypeScript SDK 2.x and Python SDK 2.x (bo
 
   const py = pythonSdk();
   await t.test('Python SDK 2.x: generated output schemas bind and validate; a default is refused; errors stay remote', { skip: py.skip }, async () => {
+    const http = await startPy2Http(py.python);
+    t.after(() => http.stop());
     for (const [entry, era] of [
       [{ name: 'py', type: 'stdio', command: py.python, args: [PY2_PURRA, 'stdio'] }, '2026-07-28'],
       [{ name: 'py2', type: 'stdio', command: py.python, args: [PY2, 'stdio'] }, '2026-07-28'],
+      [{ name: 'py2h', type: 'streamable-http', url: http.url }, '2026-07-28'],
     ]) {
       const client = await connectMcpServer(entry, { timeoutMs: 15_000 });
       try {

@@ -168,7 +168,7 @@ impl Budget {
                         }
                     }
                 }
-                "enum" if !value.as_array().is_some_and(|values| !values.is_empty()) => return bad(keyword, "must be a non-empty array"),
+                "enum" if value.as_array().is_none_or(|values| values.is_empty()) => return bad(keyword, "must be a non-empty array"),
                 "minLength" | "maxLength" | "minItems" | "maxItems" if !is_count(value) => {
                     return bad(keyword, "must be a non-negative integer")
                 }
