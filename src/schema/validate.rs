@@ -1,7 +1,7 @@
 //! One compiled schema and the failures it reports (see the module doc for the policy).
 
 use crate::limits::{
-    MAX_PATTERN_BACKTRACK_STEPS, MAX_PATTERN_DFA_CACHE_BYTES, MAX_PATTERN_PROGRAM_BYTES, MAX_SCHEMA_BYTES,
+    MAX_PATTERN_BACKTRACK_STEPS, MAX_PATTERN_DFA_CACHE_BYTES, MAX_PATTERN_PROGRAM_BYTES, MAX_SCHEMA_APPLICATIONS_PER_NODE, MAX_SCHEMA_BYTES,
     MAX_SCHEMA_DEPTH_LEVELS, MAX_VALIDATION_MESSAGE_BYTES, MAX_VALIDATION_PATH_BYTES,
 };
 use crate::protocol::nesting;
@@ -19,6 +19,7 @@ pub struct CompiledSchema {
 pub enum SchemaError {
     TooLarge { bytes: usize },
     TooDeep,
+    TooCostly(super::cost::Unbounded),
     NotJson(String),
     NotASchema,
     Invalid { at: String, message: String },
@@ -31,6 +32,13 @@ impl fmt::Display for SchemaError {
                 write!(f, "the schema is {bytes} bytes, over the limit of {MAX_SCHEMA_BYTES} bytes")
             }
             SchemaError::TooDeep => write!(f, "the schema is nested deeper than {MAX_SCHEMA_DEPTH_LEVELS} levels"),
+            SchemaError::TooCostly(super::cost::Unbounded::LoopsInPlace) => {
+                f.write_str("the schema's references loop without descending into the value")
+            }
+            SchemaError::TooCostly(super::cost::Unbounded::OverBudget) => write!(
+                f,
+                "the schema's references could check one value node against more than {MAX_SCHEMA_APPLICATIONS_PER_NODE} subschemas"
+            ),
             SchemaError::NotJson(reason) => write!(f, "the schema is not JSON: {reason}"),
             SchemaError::NotASchema => f.write_str("a schema must be a JSON object or a boolean"),
             SchemaError::Invalid { at, message } if at.is_empty() => write!(f, "the schema does not compile: {message}"),
@@ -92,6 +100,7 @@ impl CompiledSchema {
         if !schema.is_object() && !schema.is_boolean() {
             return Err(SchemaError::NotASchema);
         }
+        super::cost::check(schema).map_err(SchemaError::TooCostly)?;
         let patterns = PatternOptions::fancy_regex()
             .backtrack_limit(MAX_PATTERN_BACKTRACK_STEPS)
             .size_limit(MAX_PATTERN_PROGRAM_BYTES)
@@ -182,6 +191,7 @@ fn serialized_len(value: &Value) -> usize {
 #[cfg(test)]
 mod tests {
     use super::{CompiledSchema, SchemaError};
+    use crate::schema::cost::Unbounded;
     use crate::limits::{MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH_LEVELS, MAX_VALIDATION_MESSAGE_BYTES, MAX_VALIDATION_PATH_BYTES};
     use serde_json::json;
 
@@ -239,16 +249,23 @@ mod tests {
     }
 
     #[test]
-    fn self_references_do_not_overflow_the_stack() {
-        // Recursion through the instance (a tree) is ordinary; recursion in place must not loop forever.
+    fn recursion_through_the_value_works_and_unbounded_references_are_refused() {
         let tree = schema(r##"{"type":"object","properties":{"children":{"type":"array","items":{"$ref":"#"}}}}"##);
         assert!(tree.validate(&json!({"children": [{"children": [{}]}]})).is_ok());
-        assert!(tree.validate(&json!({"children": [{"children": [1]}]})).is_err());
-        for looping in [r##"{"$ref":"#"}"##, r##"{"$ref":""}"##, r##"{"allOf":[{"$ref":"#"}]}"##, r##"{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}"##] {
-            if let Ok(s) = CompiledSchema::compile(looping) {
-                let _ = s.validate(&json!({"x": 1}));
-            }
+        assert_eq!(tree.validate(&json!({"children": [{"children": [1]}]})).unwrap_err().path, "/children/0/children/0");
+        for looping in [r##"{"$ref":"#"}"##, r##"{"allOf":[{"$ref":"#"}]}"##, r##"{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}"##] {
+            assert_eq!(CompiledSchema::compile(looping).err(), Some(SchemaError::TooCostly(Unbounded::LoopsInPlace)), "{looping}");
         }
+        // 2^40 checks of one value if it compiled: refused before compiling, at once.
+        let mut defs = serde_json::Map::new();
+        for i in 0..40 {
+            defs.insert(format!("a{i}"), json!({"anyOf": [{"$ref": format!("#/$defs/a{}", i + 1)}, {"$ref": format!("#/$defs/a{}", i + 1)}]}));
+        }
+        defs.insert("a40".to_owned(), json!({"type": "integer"}));
+        let bomb = json!({"$defs": defs, "$ref": "#/$defs/a0"});
+        assert_eq!(CompiledSchema::compile_value(&bomb).err(), Some(SchemaError::TooCostly(Unbounded::OverBudget)));
+        let per_level = r##"{"type":"array","items":{"anyOf":[{"$ref":"#"},{"$ref":"#"}]}}"##;
+        assert_eq!(CompiledSchema::compile(per_level).err(), Some(SchemaError::TooCostly(Unbounded::OverBudget)));
     }
 
     #[test]
