@@ -89,6 +89,15 @@ test('compileJsonSchema: a schema over the size or depth bound is refused with m
   const huge = { type: 'object', description: 'x'.repeat(2 * 1024 * 1024) };
   assert.throws(() => compileJsonSchema(huge), { code: 'mcp_schema_invalid', message: /over the limit of 1048576 bytes/ });
   assert.throws(() => compileJsonSchema({ type: 'no-such-type' }), { code: 'mcp_schema_invalid' });
+  // 40 doubling references: 2^40 checks of one value if it compiled; refused at once instead.
+  const bomb = { $defs: { a40: { type: 'integer' } }, $ref: '#/$defs/a0' };
+  for (let i = 0; i < 40; i++) bomb.$defs[`a${i}`] = { anyOf: [{ $ref: `#/$defs/a${i + 1}` }, { $ref: `#/$defs/a${i + 1}` }] };
+  assert.throws(() => compileJsonSchema(bomb), { code: 'mcp_schema_invalid', message: /more than 10000 subschemas/ });
+  assert.throws(() => compileJsonSchema({ $ref: '#' }), { code: 'mcp_schema_invalid', message: /loop without descending/ });
+  // A value nested past what the parser reads fails at the value itself, with a reason.
+  let nested = [];
+  for (let i = 0; i < 200; i++) nested = [nested];
+  assert.deepEqual(compileJsonSchema({}).validate(nested), { ok: false, path: '', message: 'the value nests deeper than the 128 levels that can be validated' });
   assert.equal(compileJsonSchema(true).validate(1).ok, true);
   assert.equal(compileJsonSchema(false).validate(1).ok, false);
 });

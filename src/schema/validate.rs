@@ -2,7 +2,7 @@
 
 use crate::limits::{
     MAX_PATTERN_BACKTRACK_STEPS, MAX_PATTERN_DFA_CACHE_BYTES, MAX_PATTERN_PROGRAM_BYTES, MAX_SCHEMA_APPLICATIONS_PER_NODE, MAX_SCHEMA_BYTES,
-    MAX_SCHEMA_DEPTH_LEVELS, MAX_VALIDATION_MESSAGE_BYTES, MAX_VALIDATION_PATH_BYTES,
+    MAX_SCHEMA_DEPTH_LEVELS, MAX_VALIDATION_MESSAGE_BYTES, MAX_VALIDATION_PATH_BYTES, MAX_VALUE_DEPTH_LEVELS,
 };
 use crate::protocol::nesting;
 use jsonschema::{PatternOptions, ValidationError, Validator};
@@ -129,6 +129,10 @@ impl CompiledSchema {
             .or_else(|e| without_lone_surrogates(value).map_or(Err(e), |text| serde_json::from_str::<Value>(&text)));
         match parsed {
             Ok(value) => self.validate(&value),
+            Err(e) if e.to_string().starts_with("recursion limit exceeded") => Err(Violation {
+                path: String::new(),
+                message: format!("the value nests deeper than the {MAX_VALUE_DEPTH_LEVELS} levels that can be validated"),
+            }),
             Err(e) => Err(Violation { path: String::new(), message: cut(&format!("not JSON: {e}"), MAX_VALIDATION_MESSAGE_BYTES) }),
         }
     }
@@ -351,6 +355,9 @@ mod tests {
         assert!(v.path.len() <= MAX_VALIDATION_PATH_BYTES && v.path.ends_with('…'), "{v:?}");
         let v = s.validate_json("{not json").unwrap_err();
         assert!(v.path.is_empty() && v.message.starts_with("not JSON"), "{v:?}");
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let v = s.validate_json(&deep).unwrap_err();
+        assert!(v.message.contains("nests deeper than the 128 levels"), "{v:?}");
     }
 
     #[test]
