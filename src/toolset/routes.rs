@@ -299,4 +299,22 @@ mod tests {
         assert!(route.param_headers.is_none());
         assert_eq!(route.definition.input_schema.get(), annotated().to_string(), "the schema is shown as published");
     }
+
+    #[test]
+    fn compiled_schemas_outlive_a_relisting_only_while_the_definition_is_the_same() {
+        let listing = |schema: serde_json::Value| Listing { tools: vec![tool("kept", json!({ "type": "object" })), tool("changed", schema)], ..Listing::default() };
+        let (before, _) = project(listing(json!({ "type": "object", "properties": { "n": { "type": "integer" } } })));
+        let (mut same, _) = project(listing(json!({ "type": "object", "properties": { "n": { "type": "integer" } } })));
+        let (mut changed, _) = project(listing(json!({ "type": "object", "properties": { "n": { "type": "string" } } })));
+        same.keep_compiled(&before, 0);
+        changed.keep_compiled(&before, 0);
+        let schemas = |table: &RouteTable, name: &str| table.routes[name].schemas.clone();
+        assert!(Arc::ptr_eq(&schemas(&same, "srv__changed"), &schemas(&before, "srv__changed")));
+        assert!(Arc::ptr_eq(&schemas(&changed, "srv__kept"), &schemas(&before, "srv__kept")));
+        assert!(!Arc::ptr_eq(&schemas(&changed, "srv__changed"), &schemas(&before, "srv__changed")), "a new definition compiles afresh");
+        // Another server's routes are not this server's to take.
+        let (mut other, _) = project(listing(json!({ "type": "object" })));
+        other.keep_compiled(&before, 1);
+        assert!(!Arc::ptr_eq(&schemas(&other, "srv__kept"), &schemas(&before, "srv__kept")));
+    }
 }
