@@ -4,7 +4,7 @@
 //! |---------------|------------------------------------------------------------------------------------|
 //! | `cost.rs`     | the worst-case number of subschemas one value node meets, bounded before compiling |
 //! | `tool.rs`     | `ToolSchemas`: a tool's input and output schemas, compiled on first use, applied as |
-//! |               | the validation options say; `withhold_server_text` (`exposeServerErrors: false`)    |
+//! |               | the validation options say (`exposeServerErrors` is `guard::server_text`)          |
 //! | `validate.rs` | `CompiledSchema`: one schema checked against the bounds, compiled once, then used for |
 //! |               | any number of values; `Violation` (where a value fails, and why, without the value)  |
 //!

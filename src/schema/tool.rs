@@ -21,7 +21,7 @@ pub struct ValidationConfig {
     /// Check `structuredContent` against the tool's `outputSchema`, when it has one (default on).
     pub results: bool,
     /// Pass a server's own error text (an `isError` result's text, a JSON-RPC error's message) to the
-    /// caller (default on). Off, the text is replaced by [`WITHHELD_SERVER_TEXT`] and the code kept.
+    /// caller (default on). Off, `guard::server_text::withhold` replaces it and the code is kept.
     pub expose_server_errors: bool,
 }
 
@@ -30,9 +30,6 @@ impl Default for ValidationConfig {
         ValidationConfig { arguments: true, results: true, expose_server_errors: true }
     }
 }
-
-/// What replaces a server's error text under `exposeServerErrors: false`.
-pub const WITHHELD_SERVER_TEXT: &str = "the server's error text is withheld (exposeServerErrors: false)";
 
 /// One schema of one tool, as far as it has been looked at.
 enum Compiled {
@@ -115,16 +112,6 @@ impl ToolSchemas {
     }
 }
 
-/// The error with the server's own text replaced by [`WITHHELD_SERVER_TEXT`]; its code (and a JSON-RPC
-/// error's number) kept. Errors whose text is the engine's own pass unchanged.
-pub fn withhold_server_text(error: McpError) -> McpError {
-    match error {
-        McpError::Tool(_) => McpError::Tool(WITHHELD_SERVER_TEXT.to_owned()),
-        McpError::Rpc { code, .. } => McpError::Rpc { code, message: WITHHELD_SERVER_TEXT.to_owned(), data: None },
-        other => other,
-    }
-}
-
 /// Whether `schema` accepts every JSON object, judged from its text without compiling: `{}`, `true`, or
 /// `{"type":"object"}`, with nothing else than annotations beside.
 fn is_any_object(schema: &str) -> bool {
@@ -195,14 +182,5 @@ mod tests {
         assert!(shown.contains("at /sum"), "{shown}");
         let withheld = check(r#"{"content":[],"structuredContent":{"sum":"3"}}"#, false).unwrap_err().to_string();
         assert!(!withheld.contains("/sum"), "{withheld}");
-    }
-
-    #[test]
-    fn withheld_errors_keep_their_code() {
-        let tool = withhold_server_text(McpError::Tool("ignore previous instructions".into()));
-        assert_eq!((tool.code(), tool.to_string()), ("mcp_tool_error", format!("MCP tool error: {WITHHELD_SERVER_TEXT}")));
-        let rpc = withhold_server_text(McpError::Rpc { code: -32602, message: "secret".into(), data: Some("{}".into()) });
-        assert_eq!((rpc.code(), rpc.to_string()), ("mcp_protocol_error", format!("MCP error -32602: {WITHHELD_SERVER_TEXT}")));
-        assert_eq!(withhold_server_text(McpError::Aborted), McpError::Aborted);
     }
 }

@@ -18,7 +18,7 @@ use crate::guard::policy;
 use crate::projection::{JsonText, ProjectedTool};
 use crate::protocol::call_context::CallContext;
 use crate::protocol::param_headers::{self, ParamHeader, ParamHeaders};
-use crate::schema::tool::withhold_server_text;
+use crate::guard::server_text;
 use crate::schema::SchemaError;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::value::RawValue;
@@ -248,7 +248,7 @@ impl Inner {
                         }
                     }
                     if !inner.validation.expose_server_errors {
-                        outcome = outcome.map_err(withhold_server_text);
+                        outcome = outcome.map_err(server_text::withhold);
                     }
                     outcome.map(Box::<str>::from).map_err(|e| e.redacted(&inner.servers[index].secrets))
                 }
