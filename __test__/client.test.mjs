@@ -4,10 +4,11 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { connectMcpServer, McpError } from '../dist/index.js';
+import { join } from 'node:path';
+import { connectMcpServer, mcpTools, McpError } from '../dist/index.js';
 import { EVERYTHING_BIN, startEverythingHttp } from '../examples/servers/everything-http.mjs';
-import { fixture, until } from './helpers.mjs';
-import { PY2, TS2, pythonSdk, startPy2Http, startTs2Http } from './eras-servers.mjs';
+import { fixture, here, pythonSdk, until } from './helpers.mjs';
+import { PY2, TS2, startPy2Http, startTs2Http } from './eras-servers.mjs';
 
 const MODERN = '2026-07-28';
 const code = (expected) => (error) => error instanceof McpError && error.code === expected;
@@ -102,6 +103,19 @@ test('the fixture over stdio: session, raw listing, raw results, typed failures'
   });
 });
 
+test("results are the server's own, not checked against the outputSchema (mcpTools checks them)", async () => {
+  const entry = { name: 'raw', type: 'stdio', command: process.execPath, args: [join(here, 'fixtures', 'purra-server.mjs')] };
+  const client = await connectMcpServer(entry);
+  const toolset = await mcpTools([entry]);
+  try {
+    assert.deepEqual(await client.callTool({ name: 'bad_structured', arguments: {} }), { content: [{ type: 'text', text: 'bad' }], structuredContent: { hits: 5 } });
+    await assert.rejects(toolset.tools.raw__bad_structured.execute({}), code('mcp_result_invalid'));
+  } finally {
+    await client.close();
+    await toolset.close();
+  }
+});
+
 test('a server that crashes mid-call fails that call with a typed error, and later calls too', async () => {
   const server = fixture('crashing');
   const client = await connectMcpServer(server.entry, { timeoutMs: 5000, warnings: false });
@@ -180,9 +194,8 @@ test('server-everything (2025-11-25) over stdio, Streamable HTTP and SSE', async
         assert.equal(structured.outputSchema.type, 'object');
         const result = await client.callTool({ name: 'get-structured-content', arguments: { location: 'New York' } });
         assert.equal(typeof result.structuredContent, 'object', JSON.stringify(result));
-        // A server-side validation failure is whatever the server sent: an isError result or a JSON-RPC error.
-        const bad = await client.callTool({ name: 'get-sum', arguments: { a: 'x' } }).catch((e) => e);
-        assert.ok(bad?.isError === true || (bad instanceof McpError && bad.code === 'mcp_protocol_error'), String(bad));
+        // Arguments are checked against the tool's inputSchema before sending (validateArguments, as for mcpTools).
+        await assert.rejects(client.callTool({ name: 'get-sum', arguments: { a: 'x' } }), code('mcp_invalid_arguments'));
       } finally {
         await client.close();
       }

@@ -9,8 +9,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mcpTools } from '../dist/index.js';
 import { EVERYTHING_BIN, startEverythingHttp } from '../examples/servers/everything-http.mjs';
-import { until } from './helpers.mjs';
-import { PY2, TS2, pythonSdk, startPy2Http, startTs2Http } from './eras-servers.mjs';
+import { pythonSdk, until } from './helpers.mjs';
+import { PY2, TS2, startPy2Http, startTs2Http } from './eras-servers.mjs';
 
 const MODERN = '2026-07-28';
 const stdioEntry = (name, command, args) => ({ name, type: 'stdio', command, args });

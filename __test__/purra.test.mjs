@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import { connectMcpServer } from '../dist/index.js';
 import { discoverMcpTools, McpAdapterError } from '../entry/purra.cjs';
 import { EVERYTHING_BIN } from '../examples/servers/everything-http.mjs';
-import { fixture, here, scratchFile, until } from './helpers.mjs';
-import { PY2, TS2, pythonSdk, startPy2Http } from './eras-servers.mjs';
+import { fixture, here, pythonSdk, scratchFile, until } from './helpers.mjs';
+import { PY2, TS2, startPy2Http } from './eras-servers.mjs';
 import { existsSync, readFileSync } from 'node:fs';
 
 const PURRA = join(here, 'fixtures', 'purra-server.mjs');

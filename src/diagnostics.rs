@@ -13,6 +13,9 @@ pub enum Diagnostic {
     ToolRejected { server: String, tool: String, message: String },
     /// A remote name was rewritten to be provider-safe.
     ToolNameRewritten { server: String, tool: String, name: String, message: String },
+    /// A tool's `inputSchema` or `outputSchema` cannot be used for validation (over a bound, an unknown
+    /// dialect, a reference to another document): that check is skipped for this definition, the tool works.
+    ToolSchemaInvalid { server: String, tool: String, message: String },
     /// A tool's definition differs from its trusted baseline: kept by name, described by us, uncallable.
     ToolQuarantined { server: String, tool: String, message: String },
     /// A tool absent from the trusted baseline: not projected at all.

@@ -228,6 +228,13 @@ pub const MAX_SCHEMA_BYTES: usize = 1024 * 1024;
 /// Deepest nesting of a compiled schema, in levels of arrays and objects (`{}` is one level). The
 /// compiler recurses per level, so this bounds its stack use on the engine's 2 MiB worker threads.
 pub const MAX_SCHEMA_DEPTH_LEVELS: usize = 64;
+/// Subschemas one node of a value may be checked against, in the worst case the schema allows (computed
+/// before compiling, src/schema/cost.rs): bounds validation time where `$ref` could multiply the work.
+/// Real schemas (generated unions, trees) stay in the tens or hundreds.
+pub const MAX_SCHEMA_APPLICATIONS_PER_NODE: u64 = 10_000;
+/// Deepest value the cost bound considers, in levels: serde_json's recursion limit, past which no
+/// value reaches a validator.
+pub const MAX_VALUE_DEPTH_LEVELS: usize = 128;
 /// Backtracking steps one `pattern` match may take (patterns that need backtracking: lookaround,
 /// backreferences); past this the value fails validation instead of matching for minutes.
 pub const MAX_PATTERN_BACKTRACK_STEPS: usize = 100_000;
