@@ -187,6 +187,8 @@ import type { McpToolset } from 'mcpferry';
 import { aiSdkTools } from 'mcpferry/ai';
 import { openaiAgentsTools, openaiToolDefinitions, dispatchOpenAiToolCall, type AgentsFunctionTool } from 'mcpferry/openai';
 import { anthropicTools, dispatchAnthropicToolUses } from 'mcpferry/anthropic';
+import { discoverMcpTools, McpAdapterError, type McpToolCatalog } from 'mcpferry/purra';
+import type { McpServerClient } from 'mcpferry';
 import type Anthropic from '@anthropic-ai/sdk';
 import type { FunctionTool, ResponseFunctionToolCall, ResponseInputItem } from 'openai/resources/responses/responses';
 
@@ -205,6 +207,17 @@ export function use(toolset: McpToolset) {
   const notAny3: number = openaiAgentsTools(toolset);
   return { aiTools, agentsTools, responsesTools, answer, tools, results, notAny1, notAny2, notAny3 };
 }
+
+export async function bound(client: McpServerClient): Promise<McpToolCatalog | string> {
+  try {
+    return await discoverMcpTools(client, 'weather', { forecast: { localName: 'forecast', policy: { mode: 'read', title: 'Forecast' }, scope: null } });
+  } catch (error) {
+    if (error instanceof McpAdapterError) return error.code;
+    throw error;
+  }
+}
+// @ts-expect-error not any
+export const notAny4: number = discoverMcpTools;
 `;
 
 /** A project with the tarballs installed and the frameworks linked in, created on first use. */
