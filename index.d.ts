@@ -165,3 +165,5 @@ export declare function loadMcpConfig(text: string, source: string, format: stri
  * the tokens kept for the entry are revoked where the authorization server offers it, then forgotten.
  */
 export declare function logoutServer(configJson: string, nativeTokenStoreId?: number | undefined | null, jsTokenStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null): Promise<void>
+
+export declare function quoteUntrustedText(text: string, secrets: Array<string>): string

@@ -845,3 +845,4 @@ module.exports.engineConstants = nativeBinding.engineConstants
 module.exports.engineVersion = nativeBinding.engineVersion
 module.exports.loadMcpConfig = nativeBinding.loadMcpConfig
 module.exports.logoutServer = nativeBinding.logoutServer
+module.exports.quoteUntrustedText = nativeBinding.quoteUntrustedText
