@@ -95,6 +95,9 @@ interface NativeBinding {
     nativeTokenStoreId: number | undefined,
     jsTokenStore: ((op: string, argsJson: string) => Promise<string>) | undefined,
   ): Promise<void>;
+  /** A JSON Schema compiled in the engine (throws `mcp_schema_invalid`); `validate` gives `null` or a
+   * violation's JSON (`{"path","message"}`). */
+  JsonSchemaValidator: new (schemaJson: string) => { validate(valueJson: string): string | null };
   loadMcpConfig(text: string, source: string, format: string): string;
   engineVersion(): string;
   /** Untrusted text quoted as the engine quotes it in errors: `secrets` replaced, bounded, control characters blanked. */

@@ -12,6 +12,7 @@
 //! | `token_store.rs` | `NativeTokenStore` (memory, OS keyring, encrypted file) and JS token stores  |
 //! | `redact.rs`   | `quoteUntrustedText`: the engine's redaction for text JavaScript holds       |
 //! | `registry.rs` | engine objects JavaScript holds (stores, token stores), by id, held weakly      |
+//! | `schema.rs`   | `JsonSchemaValidator`: a JSON Schema compiled once, validating JSON text         |
 //!
 //! JSON crosses as strings, never as napi objects (a string crosses in under a microsecond, an object
 //! graph in tens). Every failure crosses as a JS `Error` whose `code` is the `McpError` code.
@@ -22,6 +23,7 @@ mod hooks;
 mod redact;
 mod registry;
 mod runtime;
+mod schema;
 mod store;
 mod token_store;
 mod toolset;
