@@ -176,4 +176,8 @@ export declare function loadMcpConfig(text: string, source: string, format: stri
  */
 export declare function logoutServer(configJson: string, nativeTokenStoreId?: number | undefined | null, jsTokenStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null): Promise<void>
 
+/**
+ * Untrusted text as the engine quotes it in errors: every `secrets` value replaced, at most a few
+ * hundred bytes shown, control characters blanked.
+ */
 export declare function quoteUntrustedText(text: string, secrets: Array<string>): string
