@@ -153,6 +153,25 @@ export declare class NativeToolset {
   close(): Promise<void>
 }
 
+/**
+ * Make `toolset` a client: its calls answer with the server's `CallToolResult` as sent. Called once,
+ * before it connects.
+ */
+export declare function clientAnswerRawResults(toolset: NativeToolset): void
+
+/**
+ * A fresh listing, every tool as the server wrote it: `{"tools": [...], "pages", "bytes", "stopped"?}`.
+ * `boundsJson` holds the caller's lower bounds (`maxPages`, `maxTools`, `maxBytes`, `maxCursorBytes`,
+ * `timeoutMs`), or is empty.
+ */
+export declare function clientListTools(toolset: NativeToolset, boundsJson: string): Promise<string>
+
+/**
+ * `{"protocolVersion", "serverInfo": {name, version}, "capabilities": [...]}` of the connected server,
+ * or null when it is not connected.
+ */
+export declare function clientSession(toolset: NativeToolset): string | null
+
 export declare function debugPanicNext(entry: string): void
 
 /**

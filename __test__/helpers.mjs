@@ -1,7 +1,6 @@
 // Shared by the test suites: fixture server entries and readers for what the fixture recorded.
 
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -51,33 +50,4 @@ export function processState(pid) {
   } catch {
     return null;
   }
-}
-
-// The official Python SDK 2.x (`mcp` from PyPI) in a venv cached under node_modules/.cache/mcpferry/py,
-// for suites that run its servers (eras, mayura).
-export const PYTHON_SDK = 'mcp==2.3.0';
-const VENV = join(here, '..', 'node_modules', '.cache', 'mcpferry', 'py');
-/** Written once the venv holds PYTHON_SDK, so later runs reuse it. */
-const VENV_READY = join(VENV, `${PYTHON_SDK}.installed`);
-/** Creating the venv and installing the SDK from PyPI, in ms (about 15 s when uncached). */
-const PYTHON_INSTALL_TIMEOUT_MS = 120_000;
-
-/** The venv's python with the Python SDK 2.x, or the reason it cannot be had. */
-export function pythonSdk() {
-  const python = join(VENV, 'bin', 'python');
-  if (existsSync(VENV_READY) && existsSync(python)) return { python };
-  const run = (command, args) => {
-    const r = spawnSync(command, args, { encoding: 'utf8', timeout: PYTHON_INSTALL_TIMEOUT_MS });
-    if (r.error) return `${command} ${args.join(' ')}: ${r.error.message}`;
-    if (r.status !== 0) return `${command} ${args.join(' ')}: exit ${r.status}: ${r.stderr.trim().split('\n').slice(-3).join(' / ')}`;
-    return null;
-  };
-  const started = Date.now();
-  rmSync(VENV, { recursive: true, force: true });
-  mkdirSync(VENV, { recursive: true });
-  const failed = run('python3', ['-m', 'venv', VENV]) ?? run(join(VENV, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', PYTHON_SDK]);
-  if (failed) return { skip: `Python SDK 2.x unavailable (${failed})` };
-  writeFileSync(VENV_READY, `${new Date().toISOString()}\n`);
-  console.log(`# installed ${PYTHON_SDK} into ${VENV} in ${((Date.now() - started) / 1000).toFixed(1)} s (cached for later runs)`);
-  return { python };
 }

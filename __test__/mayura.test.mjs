@@ -1,6 +1,6 @@
 // `mcpferry/mayura`: defineMcpTool (mayura-adapter-mcp) against real servers over stdio — the fixture
 // (fixtures/mayura-server.mjs), server-everything and the official Python SDK (fixtures/mayura-py-server.py,
-// in the venv helpers.mjs makes; skipped with the reason when it cannot be had) — through the official
+// in the venv eras-servers.mjs makes; skipped with the reason when it cannot be had) — through the official
 // SDK's Client (the spec's one-line wrapper) and mcpferry's own client.
 
 import { test } from 'node:test';
@@ -13,7 +13,8 @@ import { z } from 'zod';
 import { defineMcpTool, McpOutcomeUnknownError, McpResultInvalidError, MAX_MCP_TOOL_RESULT_BYTES } from '../dist/mayura.js';
 import { McpAbortedError, McpConfigError, McpError, McpInvalidArgumentsError, McpProtocolError, McpResultTooLargeError, McpTimeoutError, McpToolError } from '../dist/index.js';
 import { EVERYTHING_BIN } from '../examples/servers/everything-http.mjs';
-import { here, pythonSdk, scratchFile, until } from './helpers.mjs';
+import { here, scratchFile, until } from './helpers.mjs';
+import { pythonSdk } from './eras-servers.mjs';
 
 const SERVER = join(here, 'fixtures', 'mayura-server.mjs');
 const PY_SERVER = join(here, 'fixtures', 'mayura-py-server.py');

@@ -348,3 +348,80 @@ export type Diagnostic =
   | (DiagnosticBase & { code: 'internal-error' })
   | (DiagnosticBase & { code: 'tool-quarantined' | 'tool-withheld' | 'tool-removed'; tool: string })
   | (DiagnosticBase & { code: 'disclosure-budget-exceeded'; toolCount: number; floorTokens: number; budgetTokens: number });
+
+// ---- connectMcpServer: one server as a client (lib/client.ts) ----
+
+/**
+ * The options of {@link McpServerClient}'s server: those of `mcpTools` (transports, `auth`,
+ * `allowedHosts`, `policy`, `timeoutMs`, `maxResultBytes`, `onDiagnostic`, storage, OAuth, …) except
+ * the ones about projecting many servers into a model's context.
+ */
+export type McpClientOptions = Omit<McpOptions, 'disclosure' | 'contextWindowTokens' | 'onDegraded'>;
+
+/** A tool exactly as the server listed it (`tools/list`), unknown fields included. */
+export interface McpRemoteTool {
+  name: string;
+  title?: string;
+  description?: string;
+  inputSchema: Record<string, unknown>;
+  outputSchema?: Record<string, unknown>;
+  annotations?: Record<string, unknown>;
+  /** E.g. `{ taskSupport: 'forbidden' | 'optional' | 'required' }`. */
+  execution?: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+/** `listTools` options: lower bounds than the engine's own (100 pages, 10 000 tools). */
+export interface McpListToolsOptions {
+  /** Stops waiting (the listing's own requests run to their timeout). */
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
+
+/** One `tools/call`, in the request shape `mayura/adapter-mcp` calls an `McpClient`. */
+export interface McpCallToolRequest {
+  /** The tool's name on the server (its `remoteName`). */
+  name: string;
+  arguments?: Record<string, unknown>;
+  /** Aborting it cancels the call (`notifications/cancelled`); it rejects with `mcp_aborted`. */
+  signal?: AbortSignal;
+  /** As for `mcpTools`: `idempotencyKey`, or `runId` + `toolCallId`, go in `params._meta.idempotencyKey`. */
+  idempotencyKey?: string;
+  runId?: string;
+  toolCallId?: string;
+}
+
+/** A `CallToolResult` exactly as the server sent it (within `maxResultBytes`): `isError` is not thrown. */
+export interface McpCallToolResult {
+  content: ContentBlock[];
+  structuredContent?: Record<string, unknown>;
+  isError?: boolean;
+  _meta?: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+/** One connected MCP server (`connectMcpServer`). Every failure rejects with a typed `McpError`. */
+export interface McpServerClient {
+  /** The server entry's name. */
+  readonly name: string;
+  /** The negotiated protocol version (`2025-11-25`, …, or `2026-07-28`). */
+  readonly protocolVersion: string;
+  /** The server's `serverInfo` (redacted like diagnostics). */
+  readonly serverInfo: { name: string; version: string };
+  /** A fresh `tools/list`, every page, each tool as the server wrote it. */
+  listTools(options?: McpListToolsOptions): Promise<McpRemoteTool[]>;
+  /**
+   * Call a tool by its remote name, through the same gates as `mcpTools` (`policy`, `auth`). Resolves
+   * to the server's result as sent, `isError: true` included; rejects with `mcp_tool_unavailable` for a
+   * tool the server does not (or no longer) publish, `mcp_connection_closed` after `close()`, and
+   * `mcp_transport_error` when the server dies mid-call.
+   */
+  callTool(request: McpCallToolRequest): Promise<McpCallToolResult>;
+  /**
+   * `listener` runs when the server announces that its tools changed, and when a re-listing by the
+   * engine finds them changed (it may run more than once for one change). Returns the unsubscribe.
+   */
+  onToolsChanged(listener: () => void): () => void;
+  /** Close the connection (a stdio server's process group is reaped). Idempotent. */
+  close(): Promise<void>;
+}

@@ -200,6 +200,7 @@ impl Inner {
     /// Where one call's outcome goes: the `isError` check, redaction, the abort registry, the sink.
     fn completion(self: &Arc<Self>, server: Option<usize>, call: &CallRequest, sink: &Arc<dyn CallSink>) -> Completion {
         let (inner, sink, call_id, abort_id) = (self.clone(), sink.clone(), call.call_id, call.abort_id);
+        let raw = self.raw_results.load(std::sync::atomic::Ordering::Relaxed);
         // Timed only when someone listens: the hot path pays a branch, not a clock read.
         let started = tracing::enabled!(tracing::Level::DEBUG).then(|| {
             let server_name = server.map_or(super::LOCAL_SERVER, |i| self.servers[i].entry.name.as_str());
@@ -212,7 +213,11 @@ impl Inner {
             }
             // Local answers are ours: no `isError` to look for, no server secret to redact.
             let outcome = match server {
-                Some(index) => tool_outcome(outcome).map(Box::<str>::from).map_err(|e| e.redacted(&inner.servers[index].secrets)),
+                Some(index) => {
+                    // A single-server client hands the server's result over as sent, `isError` included.
+                    let outcome = if raw { super::client::raw_outcome(outcome) } else { tool_outcome(outcome) };
+                    outcome.map(Box::<str>::from).map_err(|e| e.redacted(&inner.servers[index].secrets))
+                }
                 None => outcome.map(Box::<str>::from),
             };
             if let Some((started, tool)) = started {

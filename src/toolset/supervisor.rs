@@ -874,6 +874,7 @@ pub(crate) struct ServerListener {
 impl ConnectionEvents for ServerListener {
     fn tools_list_changed(&self) {
         if let Some(toolset) = self.toolset.upgrade() {
+            toolset.events.tools_list_announced(&toolset.servers[self.index].entry.name);
             toolset.list_changed(self.index);
         }
     }
