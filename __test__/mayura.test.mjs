@@ -11,7 +11,19 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { z } from 'zod';
 import { defineMcpTool, McpOutcomeUnknownError, McpResultInvalidError, MAX_MCP_TOOL_RESULT_BYTES } from '../dist/mayura.js';
-import { McpAbortedError, McpConfigError, McpError, McpInvalidArgumentsError, McpProtocolError, McpResultTooLargeError, McpTimeoutError, McpToolError } from '../dist/index.js';
+import {
+  connectMcpServer,
+  McpAbortedError,
+  McpConfigError,
+  McpError,
+  McpInvalidArgumentsError,
+  McpPolicyDeniedError,
+  McpProtocolError,
+  McpResultTooLargeError,
+  McpTimeoutError,
+  McpToolError,
+  McpToolUnavailableError,
+} from '../dist/index.js';
 import { EVERYTHING_BIN } from '../examples/servers/everything-http.mjs';
 import { here, scratchFile, until } from './helpers.mjs';
 import { pythonSdk } from './eras-servers.mjs';
@@ -330,4 +342,71 @@ test('the official Python SDK server: a TypedDict result as structuredContent; a
   const fail = declare('fail', z.object({}));
   await assert.rejects(fail.execute({}), (e) => e instanceof McpOutcomeUnknownError && e.reason === 'mcp_tool_error' && !e.message.includes('upstream') && !e.message.includes(API_KEY));
   assert.match(sink.seen.at(-1).message, /upstream refused the key \[redacted\]/);
+});
+
+/** mcpferry's own client on the fixture: `FIXTURE_API_KEY` is a credential-named env value, so the engine knows it. */
+async function mcpferryFixture(t, opts = {}) {
+  const record = scratchFile('mayura-own.jsonl');
+  const client = await connectMcpServer({ name: 'tracker', type: 'stdio', command: process.execPath, args: [SERVER], env: { FIXTURE_RECORD: record, FIXTURE_API_KEY: API_KEY } }, opts);
+  t.after(() => client.close());
+  return { client, received: () => (existsSync(record) ? readFileSync(record, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l)) : []) };
+}
+
+test("mcpferry's connectMcpServer plugs in as is: the spec example, the result contract, failures by effects", async (t) => {
+  const { client, received } = await mcpferryFixture(t);
+  const createIssue = defineMcpTool({
+    id: 'tracker.create_issue', version: '1', description: 'Create an issue in the team tracker.', remoteName: 'create_issue',
+    input: z.object({ title: z.string().max(200), body: z.string().max(10_000) }),
+    output: z.object({ number: z.number().int(), url: z.string() }),
+    effects: 'write', capabilities: ['tracker:write'], timeoutMs: 15_000,
+    client,
+  });
+  assert.deepEqual(await createIssue.execute({ title: 'Crash on save', body: 'Steps: …' }), { number: 1, url: 'https://tracker.example/issues/1' });
+
+  // The engine hands results through as the server sent them, so every contract check is ours.
+  const sink = diagnosticsSink();
+  const tool = defineMcpTool(base(client, sink));
+  for (const structuredContent of [[1, 2], 'text', null]) {
+    await assert.rejects(tool.execute({ result: { structuredContent } }), (e) => e instanceof McpResultInvalidError, JSON.stringify(structuredContent));
+  }
+  await assert.rejects(tool.execute({ result: { structuredContent: {}, extra: true } }), (e) => e instanceof McpResultInvalidError);
+  await assert.rejects(tool.execute({ result: { structuredContent: {}, isError: 'yes' } }), (e) => e instanceof McpResultInvalidError);
+  assert.deepEqual(await tool.execute({ result: { structuredContent: { a: 1 }, _meta: { 'x/y': 1 } } }), { a: 1 });
+
+  for (const effects of ['none', 'write']) {
+    const seen = diagnosticsSink();
+    const declare = (remoteName, extra = {}) => defineMcpTool(base(client, { remoteName, effects, onDiagnostic: seen.onDiagnostic, ...extra }));
+    const isError = await declare('fail', { secrets: [API_KEY] }).execute({}).catch((e) => e);
+    const rpc = await declare('rpc_error').execute({}).catch((e) => e); // no `secrets`: the engine knows the key
+    const timeout = await declare('slow', { timeoutMs: 100 }).execute({}).catch((e) => e);
+    if (effects === 'none') {
+      assert.deepEqual([isError, rpc, timeout].map((e) => e.constructor), [McpToolError, McpProtocolError, McpTimeoutError]);
+    } else {
+      assert.deepEqual([isError, rpc, timeout].map((e) => [e.constructor, e.reason]), [
+        [McpOutcomeUnknownError, 'mcp_tool_error'],
+        [McpOutcomeUnknownError, 'mcp_protocol_error'],
+        [McpOutcomeUnknownError, 'mcp_timeout'],
+      ]);
+    }
+    for (const error of [isError, rpc]) assert.ok(!error.message.includes(API_KEY) && !/upstream|database/.test(error.message), error.message);
+    assert.match(seen.seen[0].message, /upstream refused the key \[redacted\]/);
+    assert.match(seen.seen[1].message, /database error: password authentication failed, key \[redacted\]/);
+    assert.ok(seen.seen.every((d) => !d.message.includes(API_KEY)));
+  }
+  // The engine sent notifications/cancelled for both timed-out calls.
+  await until(() => received().filter((m) => m.method === 'notifications/cancelled').length === 2);
+});
+
+test("a call mcpferry's client refuses before sending (policy, unknown tool) is a plain failure, whatever the effects", async (t) => {
+  const { client, received } = await mcpferryFixture(t, { policy: { decide: (req) => (req.remoteName === 'create_issue' ? { kind: 'deny', reason: 'read-only today' } : { kind: 'allow' }) } });
+  const sink = diagnosticsSink();
+  const denied = defineMcpTool(base(client, { remoteName: 'create_issue', effects: 'write', ...sink }));
+  await assert.rejects(denied.execute({ title: 't', body: 'b' }), (e) => e instanceof McpPolicyDeniedError && e.code === 'mcp_policy_denied');
+  const unknown = defineMcpTool(base(client, { remoteName: 'no_such_tool', effects: 'host', ...sink }));
+  await assert.rejects(unknown.execute({}), (e) => e instanceof McpToolUnavailableError);
+  assert.deepEqual(received(), []);
+  assert.deepEqual(sink.seen.map((d) => [d.errorCode, d.outcome]), [['mcp_policy_denied', 'failed'], ['mcp_tool_unavailable', 'failed']]);
+  // A crash mid-call, after sending, is not such a refusal.
+  const crash = defineMcpTool(base(client, { remoteName: 'crash', effects: 'write' }));
+  await assert.rejects(crash.execute({}), (e) => e instanceof McpOutcomeUnknownError && e.reason === 'mcp_transport_error');
 });

@@ -130,7 +130,16 @@ const EFFECTS: readonly McpToolEffects[] = ['none', 'read', 'write', 'host'];
 /** The top-level keys an MCP tool result may have here. */
 const RESULT_KEYS = new Set(['structuredContent', 'content', 'isError', '_meta']);
 /** Errors of mcpferry's own client that mean the server was sent nothing (a guard refused the call). */
-const NOT_SENT: ReadonlySet<string> = new Set(['mcp_policy_denied', 'mcp_approval_required', 'mcp_host_not_allowed', 'mcp_containment_violation', 'mcp_tool_quarantined', 'mcp_config_invalid', 'mcp_invalid_arguments']);
+const NOT_SENT: ReadonlySet<string> = new Set([
+  'mcp_policy_denied',
+  'mcp_approval_required',
+  'mcp_host_not_allowed',
+  'mcp_containment_violation',
+  'mcp_tool_quarantined',
+  'mcp_tool_unavailable',
+  'mcp_config_invalid',
+  'mcp_invalid_arguments',
+]);
 
 type Check = { ok: true; value: unknown } | { ok: false; path: string; message: string };
 type Validate = (value: unknown) => Check | Promise<Check>;
