@@ -323,25 +323,33 @@ test('server-everything: its structured tool through the SDK Client; a text-only
   await assert.rejects(echoRead.execute({ message: 'hi' }), (e) => e instanceof McpOutcomeUnknownError && e.reason === 'mcp_result_invalid');
 });
 
-test('the official Python SDK server: a TypedDict result as structuredContent; a ToolError as outcome_unknown, its text withheld', async (t) => {
+test('the official Python SDK server, through both clients: a TypedDict result as structuredContent; a ToolError as outcome_unknown, its text withheld', async (t) => {
   const py = pythonSdk();
   if (py.skip) return t.skip(py.skip);
   const mcp = new Client({ name: 'mayura-test', version: '1.0.0' });
   await mcp.connect(new StdioClientTransport({ command: py.python, args: [PY_SERVER], env: { FIXTURE_API_KEY: API_KEY }, stderr: 'ignore' }));
   t.after(() => mcp.close());
-  const client = { callTool: ({ name, arguments: args, signal }) => mcp.callTool({ name, arguments: args }, undefined, { signal }) };
-  const sink = diagnosticsSink();
-  const declare = (remoteName, input) =>
-    defineMcpTool({
-      id: `tracker.${remoteName}`, version: '1', description: 'Create an issue in the team tracker.', remoteName, input,
-      output: { type: 'object', properties: { number: { type: 'integer' }, url: { type: 'string' } }, required: ['number', 'url'] },
-      effects: 'write', client, ...sink,
-    });
-  const createIssue = declare('create_issue', z.object({ title: z.string(), body: z.string() }));
-  assert.deepEqual(await createIssue.execute({ title: 'From Python', body: '…' }), { number: 1, url: 'https://tracker.example/issues/1' });
-  const fail = declare('fail', z.object({}));
-  await assert.rejects(fail.execute({}), (e) => e instanceof McpOutcomeUnknownError && e.reason === 'mcp_tool_error' && !e.message.includes('upstream') && !e.message.includes(API_KEY));
-  assert.match(sink.seen.at(-1).message, /upstream refused the key \[redacted\]/);
+  const own = await connectMcpServer({ name: 'py', type: 'stdio', command: py.python, args: [PY_SERVER], env: { FIXTURE_API_KEY: API_KEY } });
+  t.after(() => own.close());
+  const clients = {
+    'the SDK Client': { callTool: ({ name, arguments: args, signal }) => mcp.callTool({ name, arguments: args }, undefined, { signal }) },
+    'connectMcpServer': own,
+  };
+  for (const [label, client] of Object.entries(clients)) {
+    const sink = diagnosticsSink();
+    const declare = (remoteName, input) =>
+      defineMcpTool({
+        id: `tracker.${remoteName}`, version: '1', description: 'Create an issue in the team tracker.', remoteName, input,
+        output: { type: 'object', properties: { number: { type: 'integer' }, url: { type: 'string' } }, required: ['number', 'url'] },
+        effects: 'write', client, ...sink,
+      });
+    const createIssue = declare('create_issue', z.object({ title: z.string(), body: z.string() }));
+    const { number } = await createIssue.execute({ title: `From Python via ${label}`, body: '…' });
+    assert.deepEqual(await createIssue.execute({ title: 'again', body: '…' }), { number: number + 1, url: `https://tracker.example/issues/${number + 1}` }, label);
+    const fail = declare('fail', z.object({}));
+    await assert.rejects(fail.execute({}), (e) => e instanceof McpOutcomeUnknownError && e.reason === 'mcp_tool_error' && !e.message.includes('upstream') && !e.message.includes(API_KEY), label);
+    assert.match(sink.seen.at(-1).message, /upstream refused the key \[redacted\]/, label);
+  }
 });
 
 /** mcpferry's own client on the fixture: `FIXTURE_API_KEY` is a credential-named env value, so the engine knows it. */
@@ -371,6 +379,9 @@ test("mcpferry's connectMcpServer plugs in as is: the spec example, the result c
   }
   await assert.rejects(tool.execute({ result: { structuredContent: {}, extra: true } }), (e) => e instanceof McpResultInvalidError);
   await assert.rejects(tool.execute({ result: { structuredContent: {}, isError: 'yes' } }), (e) => e instanceof McpResultInvalidError);
+  // 2026-07-28 frames every result with resultType: only `complete` is a result.
+  assert.deepEqual(await tool.execute({ result: { structuredContent: { a: 2 }, resultType: 'complete' } }), { a: 2 });
+  await assert.rejects(tool.execute({ result: { structuredContent: {}, resultType: 'partial' } }), (e) => e instanceof McpResultInvalidError);
   assert.deepEqual(await tool.execute({ result: { structuredContent: { a: 1 }, _meta: { 'x/y': 1 } } }), { a: 1 });
 
   for (const effects of ['none', 'write']) {

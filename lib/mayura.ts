@@ -5,7 +5,8 @@
 //
 // - before the request: the arguments must be a JSON object that passes `input`; nothing is sent otherwise;
 // - after it: the result must be an object with `structuredContent` (valid against `output`) and no
-//   top-level key but `content`, `isError` and `_meta` (dropped), at most 1 MiB as JSON;
+//   top-level key but `content`, `isError`, `_meta` (dropped) and a 2026-07-28 `resultType` of `complete`,
+//   at most 1 MiB as JSON;
 // - a failure after the request was sent ends `mcp_outcome_unknown` for a tool with effects (the server
 //   may have acted), a plain typed failure for `effects: 'none'`;
 // - the server's and the client's error text never reaches the error the agent sees: it goes to
@@ -127,8 +128,12 @@ const REMOTE_NAME = /^[A-Za-z0-9._/-]{1,128}$/;
 /** The longest timer Node keeps (2^31 − 1 ms); a longer `timeoutMs` would fire at once. */
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 const EFFECTS: readonly McpToolEffects[] = ['none', 'read', 'write', 'host'];
-/** The top-level keys an MCP tool result may have here. */
-const RESULT_KEYS = new Set(['structuredContent', 'content', 'isError', '_meta']);
+/**
+ * The top-level keys an MCP tool result may have here: the contract's four, and the 2026-07-28 revision's
+ * `resultType`, which frames every result of that protocol and is accepted only as `complete` (a client
+ * answers an `input_required` round itself before it hands a result on).
+ */
+const RESULT_KEYS = new Set(['structuredContent', 'content', 'isError', '_meta', 'resultType']);
 /** Errors of mcpferry's own client that mean the server was sent nothing (a guard refused the call). */
 const NOT_SENT: ReadonlySet<string> = new Set([
   'mcp_policy_denied',
@@ -292,6 +297,7 @@ export function defineMcpTool<Input extends McpToolValidator, Output extends Mcp
     const copy = JSON.parse(json) as Record<string, unknown>;
     const extra = Object.keys(copy).filter((key) => !RESULT_KEYS.has(key));
     if (extra.length > 0) invalid(`unexpected top-level keys: ${quote(extra.join(', '))}`, 'the result has top-level keys an MCP tool result may not have');
+    if (copy.resultType !== undefined && copy.resultType !== 'complete') invalid(`resultType is ${quote(JSON.stringify(copy.resultType))}, not "complete"`);
     if (copy.isError !== undefined && typeof copy.isError !== 'boolean') invalid('isError is not a boolean');
     if (copy.content !== undefined && !Array.isArray(copy.content)) invalid('content is not an array');
     if (copy.isError === true) {
