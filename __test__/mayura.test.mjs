@@ -114,6 +114,8 @@ test('options are checked when the tool is declared', () => {
     'timeoutMs': { timeoutMs: 0 },
     'costMicros': { costMicros: -1 },
     'capabilities': { capabilities: [''] },
+    'capabilities must be an array': { capabilities: 'tracker:write' },
+    'secrets': { secrets: 'sk-live-4f9a8b7c6d5e' },
     'id': { id: '' },
     'description': { description: 42 },
     'inputJsonSchema': { inputJsonSchema: { type: 'string' } },

@@ -167,10 +167,10 @@ export function defineMcpTool<Input extends McpToolValidator, Output extends Mcp
   }
   const remoteName = o.remoteName;
   if (!EFFECTS.includes(o.effects)) fail(`effects must be one of ${EFFECTS.join(', ')} (got ${JSON.stringify(o.effects)})`);
+  if (o.capabilities !== undefined && !Array.isArray(o.capabilities)) fail('capabilities must be an array of strings');
   const capabilities = Object.freeze(
     [...(o.capabilities ?? [])].map((c) => (typeof c === 'string' && c.trim() !== '' ? c : fail('capabilities must be non-empty strings'))),
   );
-  if (o.capabilities !== undefined && !Array.isArray(o.capabilities)) fail('capabilities must be an array of strings');
   const timeoutMs = o.timeoutMs ?? DEFAULT_MCP_TOOL_TIMEOUT_MS;
   if (!Number.isInteger(timeoutMs) || timeoutMs <= 0 || timeoutMs > MAX_TIMEOUT_MS) fail(`timeoutMs must be a whole number of ms from 1 to ${MAX_TIMEOUT_MS}`);
   const costMicros = o.costMicros ?? 0;
@@ -178,6 +178,7 @@ export function defineMcpTool<Input extends McpToolValidator, Output extends Mcp
   const client = o.client;
   if (client === null || typeof client !== 'object' || typeof client.callTool !== 'function') fail('client must be an object with a callTool method');
   if (o.onDiagnostic !== undefined && typeof o.onDiagnostic !== 'function') fail('onDiagnostic must be a function');
+  if (o.secrets !== undefined && !Array.isArray(o.secrets)) fail('secrets must be an array of strings');
   const secrets = [...(o.secrets ?? [])].map((s) => (typeof s === 'string' ? s : fail('secrets must be strings')));
   const validateInput = validator(o.input, 'input', fail);
   const validateOutput = validator(o.output, 'output', fail);
