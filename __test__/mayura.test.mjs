@@ -149,6 +149,9 @@ test('arguments that are not a JSON object, or fail the input validator, are ref
   // A validator whose output is not an object (a transform) is refused too.
   const toString = defineMcpTool(base(client, { input: z.object({}).transform(() => 'not an object'), inputJsonSchema: { type: 'object' } }));
   await assert.rejects(toString.execute({}), (e) => e instanceof McpInvalidArgumentsError && /not a JSON object/.test(e.message));
+  // A validator that throws fails the check, typed.
+  const throwing = { '~standard': { version: 1, vendor: 'custom', validate: () => { throw new Error('validator bug'); } } };
+  await assert.rejects(defineMcpTool(base(client, { input: throwing, inputJsonSchema: { type: 'object' } })).execute({}), (e) => e instanceof McpInvalidArgumentsError && /input validator threw: validator bug/.test(e.message));
   assert.deepEqual(received(), []);
   assert.ok(sink.seen.every((d) => d.outcome === 'failed' && d.errorCode === 'mcp_invalid_arguments'));
 });

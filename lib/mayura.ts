@@ -334,7 +334,13 @@ function validator(given: unknown, which: 'input' | 'output', fail: (message: st
   if (isStandardSchema(given)) {
     const standard = given['~standard'];
     return async (value) => {
-      const result = await standard.validate(value);
+      let result: StandardResult<unknown>;
+      try {
+        result = await standard.validate(value);
+      } catch (error) {
+        // A validator that throws is a failed check, not an untyped rejection of the call.
+        return { ok: false, path: '', message: `the ${which} validator threw: ${(error as Error)?.message ?? String(error)}` };
+      }
       if (result.issues === undefined) return { ok: true, value: (result as { value: unknown }).value };
       const [issue] = result.issues;
       return { ok: false, path: pointer(issue?.path ?? []), message: issue?.message ?? 'invalid' };
