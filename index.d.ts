@@ -167,6 +167,12 @@ export declare function clientAnswerRawResults(toolset: NativeToolset): void
 export declare function clientListTools(toolset: NativeToolset, boundsJson: string): Promise<string>
 
 /**
+ * Like `quoteUntrustedText`, for text about the server of a `connectMcpServer` client: that server's
+ * own secrets (configured headers and env values, its tokens) are replaced too.
+ */
+export declare function clientQuoteText(toolset: NativeToolset, text: string, secrets: Array<string>): string
+
+/**
  * `{"protocolVersion", "serverInfo": {name, version}, "capabilities": [...]}` of the connected server,
  * or null when it is not connected.
  */

@@ -843,6 +843,7 @@ module.exports.NativeTokenStore = nativeBinding.NativeTokenStore
 module.exports.NativeToolset = nativeBinding.NativeToolset
 module.exports.clientAnswerRawResults = nativeBinding.clientAnswerRawResults
 module.exports.clientListTools = nativeBinding.clientListTools
+module.exports.clientQuoteText = nativeBinding.clientQuoteText
 module.exports.clientSession = nativeBinding.clientSession
 module.exports.debugPanicNext = nativeBinding.debugPanicNext
 module.exports.engineConstants = nativeBinding.engineConstants

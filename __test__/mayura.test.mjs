@@ -50,10 +50,10 @@ async function sdkFixture(t) {
 const Anything = z.object({}).passthrough();
 const base = (client, extra = {}) => ({ id: 'test.tool', version: '1', description: 'A test tool.', remoteName: 'respond', input: Anything, output: Anything, effects: 'none', client, ...extra });
 
-/** Collects diagnostics; asserts none of them, nor the error, shows the key. */
-function diagnosticsSink() {
+/** Collects diagnostics, telling defineMcpTool the key unless the client knows it already (mcpferry's own). */
+function diagnosticsSink({ tellKey = true } = {}) {
   const seen = [];
-  return { seen, onDiagnostic: (d) => seen.push(d), secrets: [API_KEY] };
+  return { seen, onDiagnostic: (d) => seen.push(d), ...(tellKey && { secrets: [API_KEY] }) };
 }
 
 test('the spec example, adapted: a write tool declared with zod, called through the official SDK Client', async (t) => {
@@ -341,7 +341,7 @@ test('the official Python SDK server, through both clients: a TypedDict result a
     'connectMcpServer': own,
   };
   for (const [label, client] of Object.entries(clients)) {
-    const sink = diagnosticsSink();
+    const sink = diagnosticsSink({ tellKey: client !== own });
     const declare = (remoteName, input) =>
       defineMcpTool({
         id: `tracker.${remoteName}`, version: '1', description: 'Create an issue in the team tracker.', remoteName, input,
@@ -392,8 +392,10 @@ test("mcpferry's connectMcpServer plugs in as is: the spec example, the result c
   for (const effects of ['none', 'write']) {
     const seen = diagnosticsSink();
     const declare = (remoteName, extra = {}) => defineMcpTool(base(client, { remoteName, effects, onDiagnostic: seen.onDiagnostic, ...extra }));
-    const isError = await declare('fail', { secrets: [API_KEY] }).execute({}).catch((e) => e);
-    const rpc = await declare('rpc_error').execute({}).catch((e) => e); // no `secrets`: the engine knows the key
+    // No `secrets`: the key is a credential-named env value of the entry, so the engine knows it, for
+    // its own errors (the JSON-RPC error) and for the result text it hands through (isError).
+    const isError = await declare('fail').execute({}).catch((e) => e);
+    const rpc = await declare('rpc_error').execute({}).catch((e) => e);
     const timeout = await declare('slow', { timeoutMs: 100 }).execute({}).catch((e) => e);
     if (effects === 'none') {
       assert.deepEqual([isError, rpc, timeout].map((e) => e.constructor), [McpToolError, McpProtocolError, McpTimeoutError]);

@@ -16,6 +16,7 @@
 // (zod, valibot, arktype, …) run as the application gave them.
 
 import { binding } from './binding';
+import { clientInternals } from './client';
 import { createMcpError, McpError, type McpErrorCode, type McpOutcomeUnknownError } from './errors';
 import { compileJsonSchema } from './schema';
 import type { JsonSchema } from './types';
@@ -85,7 +86,11 @@ export interface DefineMcpToolOptions<Input extends McpToolValidator, Output ext
   client: McpClient;
   /** Why a call failed, with the server's or client's text quoted (bounded, `secrets` redacted). */
   onDiagnostic?: (diagnostic: McpToolCallDiagnostic) => void;
-  /** Values no diagnostic may show (the token your client sends, say): replaced by `[redacted]`. */
+  /**
+   * Values no diagnostic may show (the token your client sends, say): replaced by `[redacted]`. A
+   * `connectMcpServer` client's own secrets (its entry's headers and credential-named env values, its
+   * tokens) are redacted without being listed here.
+   */
   secrets?: readonly string[];
 }
 
@@ -206,7 +211,9 @@ export function defineMcpTool<Input extends McpToolValidator, Output extends Mcp
     Object.defineProperty(error, 'reason', { value: errorCode, enumerable: true });
     return error;
   };
-  const quote = (untrusted: string) => binding.quoteUntrustedText(untrusted, secrets);
+  // mcpferry's own client knows its server's secrets (headers, env, tokens): its quoting redacts them too.
+  const ownClient = clientInternals(client);
+  const quote = (untrusted: string) => (ownClient ? ownClient.quote(untrusted, secrets) : binding.quoteUntrustedText(untrusted, secrets));
 
   async function execute(input: unknown, ctx?: { signal?: AbortSignal }): Promise<unknown> {
     const signal = ctx?.signal;
