@@ -167,6 +167,12 @@ export declare function clientListTools(toolset: NativeToolset, boundsJson: stri
 export declare function clientMode(toolset: NativeToolset): void
 
 /**
+ * Like `quoteUntrustedText`, for text about the server of a `connectMcpServer` client: that server's
+ * own secrets (configured headers and env values, its tokens) are replaced too.
+ */
+export declare function clientQuoteText(toolset: NativeToolset, text: string, secrets: Array<string>): string
+
+/**
  * `{"protocolVersion", "serverInfo": {name, version}, "capabilities": [...]}` of the connected server,
  * or null when it is not connected.
  */
@@ -209,3 +215,9 @@ export declare function purraShapeResult(resultJson: string, limitsJson: string)
  * `{remoteName, description, inputSchema, outputSchema}`.
  */
 export declare function purraVetTool(toolJson: string, limitsJson: string): string
+
+/**
+ * Untrusted text as the engine quotes it in errors: every `secrets` value replaced, at most a few
+ * hundred bytes shown, control characters blanked.
+ */
+export declare function quoteUntrustedText(text: string, secrets: Array<string>): string

@@ -100,6 +100,8 @@ interface NativeBinding {
   JsonSchemaValidator: new (schemaJson: string) => { validate(valueJson: string): string | null };
   loadMcpConfig(text: string, source: string, format: string): string;
   engineVersion(): string;
+  /** Untrusted text quoted as the engine quotes it in errors: `secrets` replaced, bounded, control characters blanked. */
+  quoteUntrustedText(text: string, secrets: string[]): string;
   engineConstants(): string;
   /** Debug builds of the engine only: the next call of the named entry point panics. */
   debugPanicNext?(entry: string): void;

@@ -23,6 +23,7 @@ interface ClientBinding {
   clientMode(toolset: NativeToolset): void;
   clientSession(toolset: NativeToolset): string | null;
   clientListTools(toolset: NativeToolset, boundsJson: string): Promise<string>;
+  clientQuoteText(toolset: NativeToolset, text: string, secrets: string[]): string;
 }
 const native = binding as unknown as ClientBinding;
 
@@ -43,6 +44,8 @@ export interface ClientInternals {
   /** Calls `listener` on every change signal; returns the unsubscribe. */
   watch(listener: () => void): () => void;
   closed(): boolean;
+  /** Untrusted text about this server, quoted by the engine with the server's secrets and `secrets` redacted. */
+  quote(text: string, secrets: readonly string[]): string;
 }
 
 const internals = new WeakMap<object, ClientInternals>();
@@ -195,6 +198,7 @@ export async function connectMcpServer(entry: McpServer, opts: McpClientOptions 
       return () => void listeners.delete(listener);
     },
     closed: () => closing !== undefined,
+    quote: (text, secrets) => native.clientQuoteText(engine, text, [...secrets]),
   });
   return Object.freeze(client);
 }

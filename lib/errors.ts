@@ -26,7 +26,8 @@ export type McpErrorCode =
   | 'mcp_result_too_deep'
   | 'mcp_schema_invalid'
   | 'mcp_result_invalid'
-  | 'mcp_internal_error';
+  | 'mcp_internal_error'
+  | 'mcp_outcome_unknown';
 
 export class McpError extends Error {
   readonly code: McpErrorCode;
@@ -85,6 +86,15 @@ export class McpResultInvalidError extends McpError {}
 /** A bug in mcpferry (a panic in the engine), contained: this call or operation failed, the process lives on. */
 export class McpInternalError extends McpError {}
 
+/**
+ * A call of a tool with effects (`defineMcpTool`, `mcpferry/mayura`) failed after its request was sent:
+ * whether the server acted is unknown. Check the remote system before calling again. `reason` is the
+ * code of the failure (`mcp_timeout`, `mcp_tool_error`, `mcp_result_invalid`, …).
+ */
+export class McpOutcomeUnknownError extends McpError {
+  declare readonly reason: McpErrorCode;
+}
+
 const classes: Record<McpErrorCode, new (code: McpErrorCode, message: string) => McpError> = {
   mcp_tool_error: McpToolError,
   mcp_protocol_error: McpProtocolError,
@@ -107,6 +117,7 @@ const classes: Record<McpErrorCode, new (code: McpErrorCode, message: string) =>
   mcp_schema_invalid: McpSchemaInvalidError,
   mcp_result_invalid: McpResultInvalidError,
   mcp_internal_error: McpInternalError,
+  mcp_outcome_unknown: McpOutcomeUnknownError,
 };
 
 /** The engine's codes that have no class of their own here (empty when this file is current). */

@@ -4,10 +4,11 @@
 // a fresh project in the system temp directory (outside the repo, so none of its node_modules is
 // reachable) with npm offline and a dead registry, so nothing called mcpferry can come from anywhere
 // else, then uses the installed package the way a user would: connect the example stdio server and call
-// its tool on Node 20, Node 22 and Bun, from CommonJS and from ESM, and compile a typed usage file with
-// moduleResolution node16, nodenext and bundler. The framework subpaths (mcpferry/ai, /openai, /anthropic)
-// are checked the same way in a second project where the frameworks are installed (linked from the repo's
-// node_modules, as a user's own install would provide them; they are optional peer dependencies).
+// its tool on Node 20, Node 22 and Bun, from CommonJS and from ESM (mcpferry/mayura, which needs no
+// framework, too), and compile a typed usage file with moduleResolution node16, nodenext and bundler. The
+// framework subpaths (mcpferry/ai, /openai, /anthropic) are checked the same way in a second project where
+// the frameworks are installed (linked from the repo's node_modules, as a user's own install would provide
+// them; they are optional peer dependencies).
 //
 // The platform package carries the DEBUG engine `npm run build` left in the repo root (its debug info
 // stripped, to pack fast); `npm run package` is the release path and packs the same way.
@@ -98,9 +99,42 @@ console.log(JSON.stringify({ esm: Object.keys(esm).sort(), cjs: Object.keys(cjs)
 
 const EXPECTED = { text: 'lisbon: 19 °C tomorrow', toolError: 'mcp_tool_error', tools: ['weather__forecast', 'weather__to_fahrenheit'] };
 
+// `mcpferry/mayura` needs no framework: a declared tool whose client is the installed toolset's weather tool.
+const MAYURA_USE = (load) => `${load}
+const toolset = await mcpTools([{ name: 'weather', type: 'stdio', command: process.execPath, args: [weather] }]);
+try {
+  const client = { callTool: ({ name, arguments: args, signal }) => toolset.tools['weather__' + name].execute(args, { signal }) };
+  const forecast = mayura.defineMcpTool({
+    id: 'weather.forecast', version: '1', description: 'Tomorrow in a city.', remoteName: 'forecast', effects: 'read', client,
+    input: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }, output: { type: 'object', required: ['celsius'] },
+  });
+  const failure = await forecast.execute({ city: 'atlantis' }).catch((e) => e);
+  const result = await forecast.execute({ city: 'lisbon' });
+  console.log(JSON.stringify({ exports: Object.keys(mayura).sort(), result, failure: [failure instanceof mayura.McpOutcomeUnknownError, failure.reason], permissions: forecast.permissions }));
+} finally {
+  await toolset.close();
+}
+`;
+const MAYURA_MJS = MAYURA_USE(`import { mcpTools } from 'mcpferry';
+import * as mayura from 'mcpferry/mayura';
+const weather = new URL('./weather.mjs', import.meta.url).pathname;`);
+const MAYURA_CJS = `(async () => {
+${MAYURA_USE(`const { mcpTools } = require('mcpferry');
+const mayura = require('mcpferry/mayura');
+const weather = require('node:path').join(__dirname, 'weather.mjs');`)}
+})().catch((e) => { console.error(e); process.exit(1); });
+`;
+const MAYURA_EXPECTED = {
+  exports: ['DEFAULT_MCP_TOOL_TIMEOUT_MS', 'MAX_MCP_TOOL_RESULT_BYTES', 'McpOutcomeUnknownError', 'McpResultInvalidError', 'defineMcpTool'],
+  result: { city: 'lisbon', celsius: 19 },
+  failure: [true, 'mcp_tool_error'],
+  permissions: ['tool:weather.forecast', 'effect:read'],
+};
+
 const TYPED = `import { mcpTools, McpError, estimateTokens, type McpServer, type McpToolset, type McpToolResult, type Diagnostic } from 'mcpferry';
 // @ts-expect-error internal helpers are not part of the package's API
 import { createMcpError } from 'mcpferry';
+import { defineMcpTool, McpOutcomeUnknownError, type McpClient } from 'mcpferry/mayura';
 
 const servers: McpServer[] = [{ name: 'weather', type: 'stdio', command: 'node', args: ['weather.mjs'] }];
 
@@ -121,6 +155,14 @@ export async function forecast(city: string, signal: AbortSignal): Promise<strin
 
 export const budget: number = estimateTokens('hello');
 export const unused = createMcpError;
+
+export function declared(client: McpClient) {
+  const tool = defineMcpTool({ id: 'weather.forecast', version: '1', description: 'Tomorrow.', remoteName: 'forecast', input: { type: 'object' }, output: { type: 'object' }, effects: 'read', client });
+  const permissions: readonly string[] = tool.permissions;
+  // @ts-expect-error not any
+  const notAny: number = tool.permissions;
+  return { tool, permissions, notAny, unknown: McpOutcomeUnknownError };
+}
 `;
 
 // The subpaths: what each exports, and one real use of each against the example server.
@@ -250,6 +292,8 @@ before(() => {
   writeFileSync(join(app, 'use.cjs'), USE_CJS);
   writeFileSync(join(app, 'use.mjs'), USE_MJS);
   writeFileSync(join(app, 'api.mjs'), API_MJS);
+  writeFileSync(join(app, 'mayura.mjs'), MAYURA_MJS);
+  writeFileSync(join(app, 'mayura.cjs'), MAYURA_CJS);
 });
 
 after(() => rmSync(work, { recursive: true, force: true }));
@@ -282,6 +326,16 @@ for (const [runtime, binary] of runtimes) {
       assert.ok(existsSync(binary()), `${runtime} not found at ${binary()}`);
       const { stdout } = ok(binary(), [file], app);
       assert.deepEqual(JSON.parse(stdout.trim().split('\n').pop()), EXPECTED);
+    });
+  }
+}
+
+for (const [runtime, binary] of runtimes) {
+  for (const [system, file] of [['CommonJS', 'mayura.cjs'], ['ESM', 'mayura.mjs']]) {
+    test(`${runtime}, ${system}: mcpferry/mayura declares a tool over the example server`, () => {
+      assert.ok(existsSync(binary()), `${runtime} not found at ${binary()}`);
+      const { stdout } = ok(binary(), [file], app);
+      assert.deepEqual(JSON.parse(stdout.trim().split('\n').pop()), MAYURA_EXPECTED);
     });
   }
 }

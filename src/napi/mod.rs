@@ -10,6 +10,7 @@
 //! | `toolset.rs`  | `NativeToolset`: a toolset and the stdio readers JavaScript runs for it         |
 //! | `store.rs`    | `NativeStore` (memory, SQLite) and stores implemented in JavaScript             |
 //! | `token_store.rs` | `NativeTokenStore` (memory, OS keyring, encrypted file) and JS token stores  |
+//! | `redact.rs`   | `quoteUntrustedText`: the engine's redaction for text JavaScript holds       |
 //! | `registry.rs` | engine objects JavaScript holds (stores, token stores), by id, held weakly      |
 //! | `schema.rs`   | `JsonSchemaValidator`: a JSON Schema compiled once, validating JSON text         |
 //!
@@ -21,6 +22,7 @@ mod errors;
 mod firewall;
 mod hooks;
 mod purra;
+mod redact;
 mod registry;
 mod runtime;
 mod schema;
