@@ -19,6 +19,24 @@ pub trait McpJournal: Send + Sync {
     /// Gives one slot back (a reserved call that did not succeed); never below zero.
     fn release(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<()>>;
     fn count(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<u64>>;
+
+    /// `createMcpServer`'s exactly-once: the result recorded for `tool` called with idempotency key `key`.
+    /// Journals without a table of their own keep it as a claim under `__mcp_call__:<tool>:<key>`.
+    fn call_result(&self, key: &str, tool: &str) -> BoxFuture<'_, Result<Option<String>>> {
+        let claim_key = call_claim_key(key, tool);
+        Box::pin(async move { self.get(&claim_key).await })
+    }
+    /// Records a call's result unless one is recorded for (`key`, `tool`) already; the recorded result either way.
+    fn record_call_result(&self, key: &str, tool: &str, result: &str) -> BoxFuture<'_, Result<String>> {
+        let (claim_key, result) = (call_claim_key(key, tool), result.to_owned());
+        Box::pin(async move { self.claim(&claim_key, &result).await })
+    }
+}
+
+/// Where a journal with no call-results table of its own (Postgres, a JavaScript one without
+/// `callResult`) keeps a recorded call result: a claim, first writer wins like the table's primary key.
+pub fn call_claim_key(key: &str, tool: &str) -> String {
+    format!("__mcp_call__:{tool}:{key}")
 }
 
 /// A journal that lives as long as the process.
@@ -26,6 +44,8 @@ pub trait McpJournal: Send + Sync {
 pub struct MemoryJournal {
     claims: Mutex<HashMap<String, String>>,
     counters: Mutex<HashMap<(String, String), u64>>,
+    /// Recorded call results by (idempotency key, tool).
+    call_results: Mutex<HashMap<(String, String), String>>,
 }
 
 impl MemoryJournal {
@@ -64,6 +84,16 @@ impl McpJournal for MemoryJournal {
     fn count(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<u64>> {
         Box::pin(ready(Ok(self.counters.lock().get(&(run_id.to_owned(), counter.to_owned())).copied().unwrap_or(0))))
     }
+
+    fn call_result(&self, key: &str, tool: &str) -> BoxFuture<'_, Result<Option<String>>> {
+        Box::pin(ready(Ok(self.call_results.lock().get(&(key.to_owned(), tool.to_owned())).cloned())))
+    }
+
+    fn record_call_result(&self, key: &str, tool: &str, result: &str) -> BoxFuture<'_, Result<String>> {
+        let mut results = self.call_results.lock();
+        let recorded = results.entry((key.to_owned(), tool.to_owned())).or_insert_with(|| result.to_owned()).clone();
+        Box::pin(ready(Ok(recorded)))
+    }
 }
 
 #[cfg(test)]
@@ -90,6 +120,14 @@ pub(crate) mod contract {
         assert_eq!(journal.count("run", "s:t").await.unwrap(), 0, "never below zero");
         assert_eq!(journal.count("nobody", "s:t").await.unwrap(), 0);
     }
+
+    pub async fn call_results_are_first_writer_wins_per_key_and_tool(journal: &dyn McpJournal) {
+        assert_eq!(journal.call_result("order-1:call-7", "charge").await.unwrap(), None);
+        assert_eq!(journal.record_call_result("order-1:call-7", "charge", "{\"a\":1}").await.unwrap(), "{\"a\":1}");
+        assert_eq!(journal.record_call_result("order-1:call-7", "charge", "{\"a\":2}").await.unwrap(), "{\"a\":1}");
+        assert_eq!(journal.call_result("order-1:call-7", "charge").await.unwrap().as_deref(), Some("{\"a\":1}"));
+        assert_eq!(journal.call_result("order-1:call-7", "refund").await.unwrap(), None, "per tool");
+    }
 }
 
 #[cfg(test)]
@@ -100,5 +138,6 @@ mod tests {
     async fn the_memory_journal_keeps_the_contract() {
         contract::claims_are_first_writer_wins(&MemoryJournal::new()).await;
         contract::counters_stop_at_the_limit_and_give_back(&MemoryJournal::new()).await;
+        contract::call_results_are_first_writer_wins_per_key_and_tool(&MemoryJournal::new()).await;
     }
 }

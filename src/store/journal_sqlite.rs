@@ -13,8 +13,8 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// The journal schema this build writes (row `journal` of `mcpferry_schema`).
-pub const JOURNAL_SCHEMA_VERSION: i64 = 1;
+/// The journal schema this build writes (row `journal` of `mcpferry_schema`): 2 added `mcp_call_results`.
+pub const JOURNAL_SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "CREATE TABLE mcp_journal (
         key TEXT PRIMARY KEY,
@@ -29,6 +29,15 @@ const SCHEMA: &str = "CREATE TABLE mcp_journal (
         PRIMARY KEY (run_id, counter)
     );
     CREATE INDEX mcp_run_counters_updated_at ON mcp_run_counters (updated_at);";
+
+/// `createMcpServer`'s recorded results (schema 2): one row per idempotency key and tool, first writer wins.
+const CALL_RESULTS_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS mcp_call_results (
+        idempotency_key TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        result TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (idempotency_key, tool)
+    );";
 
 /// One slot more while under the limit (`?3`); no row back at the ceiling.
 const RESERVE: &str = "INSERT INTO mcp_run_counters (run_id, counter, count, updated_at) VALUES (?1, ?2, 1, ?4)
@@ -100,9 +109,16 @@ fn open(path: &Path) -> Result<Connection> {
                 path.display()
             )))
         }
-        Some(_) => {}
+        Some(JOURNAL_SCHEMA_VERSION) => {}
+        Some(_) => {
+            // A schema-1 file (pins and counters only) gains the call-results table.
+            tx.execute_batch(CALL_RESULTS_SCHEMA).map_err(|e| fail("cannot upgrade the tables of", e))?;
+            tx.execute("UPDATE mcpferry_schema SET version = ?1 WHERE component = 'journal'", [JOURNAL_SCHEMA_VERSION])
+                .map_err(|e| fail("cannot upgrade", e))?;
+        }
         None => {
             tx.execute_batch(SCHEMA).map_err(|e| fail("cannot set up the tables of", e))?;
+            tx.execute_batch(CALL_RESULTS_SCHEMA).map_err(|e| fail("cannot set up the tables of", e))?;
             tx.execute("INSERT INTO mcpferry_schema (component, version) VALUES ('journal', ?1)", [JOURNAL_SCHEMA_VERSION])
                 .map_err(|e| fail("cannot set up", e))?;
         }
@@ -165,6 +181,27 @@ impl McpJournal for SqliteJournal {
             Ok(count.map_or(0, count_of))
         })
     }
+
+    fn call_result(&self, key: &str, tool: &str) -> BoxFuture<'_, Result<Option<String>>> {
+        let (key, tool) = (key.to_owned(), tool.to_owned());
+        self.run(move |connection| {
+            connection
+                .query_row("SELECT result FROM mcp_call_results WHERE idempotency_key = ?1 AND tool = ?2", [&key, &tool], |row| row.get(0))
+                .optional()
+        })
+    }
+
+    fn record_call_result(&self, key: &str, tool: &str, result: &str) -> BoxFuture<'_, Result<String>> {
+        let (key, tool, result) = (key.to_owned(), tool.to_owned(), result.to_owned());
+        self.run(move |connection| {
+            connection.execute(
+                "INSERT INTO mcp_call_results (idempotency_key, tool, result, created_at) VALUES (?1, ?2, ?3, ?4)
+                    ON CONFLICT (idempotency_key, tool) DO NOTHING",
+                params![key, tool, result, now_ms()],
+            )?;
+            connection.query_row("SELECT result FROM mcp_call_results WHERE idempotency_key = ?1 AND tool = ?2", [&key, &tool], |row| row.get(0))
+        })
+    }
 }
 
 #[cfg(test)]
@@ -178,6 +215,7 @@ mod tests {
         let path = dir.path().join("journal.db");
         contract::claims_are_first_writer_wins(&SqliteJournal::open_lazily(&path)).await;
         contract::counters_stop_at_the_limit_and_give_back(&SqliteJournal::open_lazily(&path)).await;
+        contract::call_results_are_first_writer_wins_per_key_and_tool(&SqliteJournal::open_lazily(&path)).await;
         // Two handles (as two processes would) racing for one key: one value wins for both.
         let (a, b) = (Arc::new(SqliteJournal::open_lazily(&path)), Arc::new(SqliteJournal::open_lazily(&path)));
         let racing = |journal: Arc<SqliteJournal>, value: &'static str| tokio::spawn(async move { journal.claim("race", value).await.unwrap() });
@@ -185,6 +223,21 @@ mod tests {
         assert_eq!(first.unwrap(), second.unwrap());
         let mode: String = Connection::open(&path).unwrap().query_row("PRAGMA journal_mode", [], |row| row.get(0)).unwrap();
         assert_eq!(mode, "wal");
+    }
+
+    #[tokio::test]
+    async fn a_schema_one_journal_gains_the_call_results_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.db");
+        SqliteJournal::open_lazily(&path).claim("__mcp_pin__:s:t", "pinned").await.unwrap();
+        let old = Connection::open(&path).unwrap();
+        old.execute_batch("DROP TABLE mcp_call_results; UPDATE mcpferry_schema SET version = 1 WHERE component = 'journal'").unwrap();
+        drop(old);
+        let journal = SqliteJournal::open_lazily(&path);
+        assert_eq!(journal.get("__mcp_pin__:s:t").await.unwrap().as_deref(), Some("pinned"), "kept");
+        assert_eq!(journal.record_call_result("k", "t", "{}").await.unwrap(), "{}");
+        let version: i64 = Connection::open(&path).unwrap().query_row("SELECT version FROM mcpferry_schema WHERE component = 'journal'", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, JOURNAL_SCHEMA_VERSION);
     }
 
     #[tokio::test]
