@@ -837,6 +837,7 @@ module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __n
 module.exports = nativeBinding
 module.exports.NativeFirewall = nativeBinding.NativeFirewall
 module.exports.NativeJournal = nativeBinding.NativeJournal
+module.exports.NativeServer = nativeBinding.NativeServer
 module.exports.NativeStore = nativeBinding.NativeStore
 module.exports.NativeTokenStore = nativeBinding.NativeTokenStore
 module.exports.NativeToolset = nativeBinding.NativeToolset

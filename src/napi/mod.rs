@@ -10,6 +10,7 @@
 //! | `toolset.rs`  | `NativeToolset`: a toolset and the stdio readers JavaScript runs for it         |
 //! | `store.rs`    | `NativeStore` (memory, SQLite) and stores implemented in JavaScript             |
 //! | `token_store.rs` | `NativeTokenStore` (memory, OS keyring, encrypted file) and JS token stores  |
+//! | `server.rs`   | `NativeServer`: `createMcpServer`'s core, its listeners, the host's `execute`      |
 //! | `registry.rs` | engine objects JavaScript holds (stores, token stores), by id, held weakly      |
 //!
 //! JSON crosses as strings, never as napi objects (a string crosses in under a microsecond, an object
@@ -20,6 +21,7 @@ mod firewall;
 mod hooks;
 mod registry;
 mod runtime;
+mod server;
 mod store;
 mod token_store;
 mod toolset;
