@@ -9,6 +9,16 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+export declare class JsonSchemaValidator {
+  /**
+   * Compiles `schemaJson`; throws `mcp_schema_invalid` for a schema over the bounds, not a schema,
+   * or one that does not compile (a reference to another document among them: nothing is fetched).
+   */
+  constructor(schemaJson: string)
+  /** `null` when `valueJson` is valid, else the first violation as JSON text. */
+  validate(valueJson: string): string | null
+}
+
 export declare class NativeFirewall {
   /** From `mcpFirewall`'s options as JSON and the journal's id. */
   static create(optionsJson: string, journalId: number): NativeFirewall

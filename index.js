@@ -835,6 +835,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.JsonSchemaValidator = nativeBinding.JsonSchemaValidator
 module.exports.NativeFirewall = nativeBinding.NativeFirewall
 module.exports.NativeJournal = nativeBinding.NativeJournal
 module.exports.NativeServer = nativeBinding.NativeServer

@@ -195,6 +195,35 @@ test('arguments are validated with the Standard Schema before execute, which get
   assert.deepEqual(seen, [{ item: 'tea', quantity: 1 }], 'the default came from the schema');
 });
 
+test("a plain JSON Schema is checked by the engine's validator before execute; one it cannot compile is not checked", async () => {
+  const ran = [];
+  const server = createMcpServer({
+    tools: {
+      book: {
+        inputSchema: { type: 'object', properties: { nights: { type: 'integer', minimum: 1 } }, required: ['nights'] },
+        execute: (args) => ran.push(['book', args]) && 'booked',
+      },
+      remote: {
+        inputSchema: { type: 'object', properties: { x: { $ref: 'https://schemas.example.com/x.json' } } },
+        execute: (args) => ran.push(['remote', args]) && 'ran',
+      },
+    },
+  });
+  for (const [args, rule] of [
+    [{ nights: 0 }, /at \/nights: .*minimum/],
+    [{ nights: 'two' }, /at \/nights: /],
+    [{}, /nights/],
+  ]) {
+    const refused = await server.callTool({ name: 'book', arguments: args });
+    assert.equal(refused.isError, true);
+    assert.match(textOf(refused), /^Invalid arguments for tool book: /);
+    assert.match(textOf(refused), rule);
+  }
+  assert.deepEqual(ran, [], 'execute never ran');
+  assert.equal(textOf(await server.callTool({ name: 'book', arguments: { nights: 2 } })), 'booked');
+  assert.equal(textOf(await server.callTool({ name: 'remote', arguments: { x: 'anything' } })), 'ran', 'not refused for want of a validator');
+});
+
 test('whatever execute throws becomes an isError result with its message only, and the engine carries on', async () => {
   const server = createMcpServer({
     tools: {
@@ -327,10 +356,10 @@ test('stdio: a line over the limit is answered with an error, and the next one i
   child.stdin.end();
   await new Promise((resolve) => child.once('exit', resolve));
   assert.equal(child.exitCode, 0, 'the end of stdin ends serving, and the process');
-  assert.equal(replies.length, 2);
-  assert.equal(replies[0].id, null);
-  assert.match(replies[0].error.message, /over the \d+ bytes/);
-  assert.deepEqual(replies[1], { jsonrpc: '2.0', id: 2, result: {} });
+  assert.equal(replies.length, 2, 'answered in any order');
+  const refused = replies.find((r) => r.id === null);
+  assert.match(refused.error.message, /over the \d+ bytes/);
+  assert.deepEqual(replies.find((r) => r.id === 2), { jsonrpc: '2.0', id: 2, result: {} });
 });
 
 test('HTTP: Origin and Host are checked (DNS rebinding), sessions are required in the 2025 era, 2026 headers must match the body', async () => {
@@ -377,12 +406,16 @@ test('HTTP: Origin and Host are checked (DNS rebinding), sessions are required i
     }
     const { 'mcp-name': _omitted, ...nameless } = headers;
     assert.equal((await jsonPost(url, modern, nameless)).body.error.code, -32020, 'Mcp-Name is required for a call');
-    const unsupported = await jsonPost(url, { ...modern, params: { ...modern.params, _meta: { ...MODERN_META, 'io.modelcontextprotocol/protocolVersion': '2099-01-01' } } }, headers);
+    const future = { ...modern, params: { ...modern.params, _meta: { ...MODERN_META, 'io.modelcontextprotocol/protocolVersion': '2099-01-01' } } };
+    const unsupported = await jsonPost(url, future, { ...headers, 'mcp-protocol-version': '2099-01-01' });
     assert.equal(unsupported.status, 400);
     assert.equal(unsupported.body.error.code, -32022);
-    assert.ok(unsupported.body.error.data.supported.includes(MODERN));
+    assert.deepEqual(unsupported.body.error.data.supported, [MODERN], 'what server/discover lists');
+    assert.equal((await jsonPost(url, future, headers)).body.error.code, -32020, 'the header is checked against the body first');
     const discovered = await jsonPost(url, { jsonrpc: '2.0', id: 4, method: 'server/discover', params: { _meta: MODERN_META } }, { 'mcp-protocol-version': MODERN, 'mcp-method': 'server/discover' });
     assert.deepEqual(discovered.body.result.supportedVersions, [MODERN]);
+    const removed = await jsonPost(url, { jsonrpc: '2.0', id: 5, method: 'ping', params: { _meta: MODERN_META } }, { 'mcp-protocol-version': MODERN, 'mcp-method': 'ping' });
+    assert.deepEqual([removed.status, removed.body.error.code, removed.body.id], [404, -32601, 5], '2026-07-28 has no ping');
   } finally {
     await server.close();
   }

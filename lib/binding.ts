@@ -105,6 +105,9 @@ interface NativeBinding {
     nativeTokenStoreId: number | undefined,
     jsTokenStore: ((op: string, argsJson: string) => Promise<string>) | undefined,
   ): Promise<void>;
+  /** A JSON Schema compiled in the engine (throws `mcp_schema_invalid`); `validate` gives `null` or a
+   * violation's JSON (`{"path","message"}`). */
+  JsonSchemaValidator: new (schemaJson: string) => { validate(valueJson: string): string | null };
   loadMcpConfig(text: string, source: string, format: string): string;
   engineVersion(): string;
   engineConstants(): string;

@@ -24,6 +24,8 @@ export type McpErrorCode =
   | 'mcp_tool_quarantined'
   | 'mcp_storage_error'
   | 'mcp_result_too_deep'
+  | 'mcp_schema_invalid'
+  | 'mcp_result_invalid'
   | 'mcp_internal_error';
 
 export class McpError extends Error {
@@ -75,6 +77,11 @@ export class McpToolQuarantinedError extends McpError {}
 export class McpStorageError extends McpError {}
 /** A message from the server was nested deeper than the engine accepts (a nesting bomb). */
 export class McpResultTooDeepError extends McpError {}
+/** A JSON Schema that cannot be used: over the engine's size or depth bound, not a schema, or one that does
+ * not compile (an unknown dialect, a `$ref` to another document — nothing is ever fetched —, a bad `pattern`). */
+export class McpSchemaInvalidError extends McpError {}
+/** A tool result that breaks the tool's `outputSchema`: `structuredContent` missing or failing it. */
+export class McpResultInvalidError extends McpError {}
 /** A bug in mcpferry (a panic in the engine), contained: this call or operation failed, the process lives on. */
 export class McpInternalError extends McpError {}
 
@@ -97,6 +104,8 @@ const classes: Record<McpErrorCode, new (code: McpErrorCode, message: string) =>
   mcp_tool_quarantined: McpToolQuarantinedError,
   mcp_storage_error: McpStorageError,
   mcp_result_too_deep: McpResultTooDeepError,
+  mcp_schema_invalid: McpSchemaInvalidError,
+  mcp_result_invalid: McpResultInvalidError,
   mcp_internal_error: McpInternalError,
 };
 

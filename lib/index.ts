@@ -44,6 +44,8 @@ export {
   McpToolQuarantinedError,
   McpStorageError,
   McpResultTooDeepError,
+  McpSchemaInvalidError,
+  McpResultInvalidError,
   McpInternalError,
 } from './errors';
 export type { McpErrorCode } from './errors';

@@ -32,9 +32,11 @@ export interface McpServerToolContext {
 }
 
 /**
- * A tool to publish. `inputSchema` is a JSON Schema (published as is; not checked by the engine yet),
- * a Standard Schema object (published through its JSON Schema, and checked before `execute`), or an AI
- * SDK `jsonSchema(…)` schema. AI SDK `tool({...})` objects fit as they are.
+ * A tool to publish. `inputSchema` is a JSON Schema (published as is, and checked by the engine's
+ * validator before `execute`; one it cannot compile, such as a reference to another document, is not
+ * checked), a Standard Schema object (published through its Standard JSON Schema, and checked with its
+ * own `validate`, whose parsed value `execute` receives), or an AI SDK `jsonSchema(…)` schema (checked
+ * with its `validate` when it has one). AI SDK `tool({...})` objects fit as they are.
  */
 export interface McpServerTool {
   description?: string;
@@ -102,7 +104,16 @@ const HELD_JOURNAL = Symbol('mcpferry.serverJournal');
 type Check = (value: unknown) => Promise<{ value: unknown } | { invalid: string }>;
 
 interface Prepared {
-  declaration: { name: string; title?: string; description?: string; inputSchema?: JsonSchema; outputSchema?: JsonSchema; annotations?: unknown };
+  declaration: {
+    name: string;
+    title?: string;
+    description?: string;
+    inputSchema?: JsonSchema;
+    outputSchema?: JsonSchema;
+    annotations?: unknown;
+    /** The engine leaves the arguments to this file's check (a Standard Schema's own validate). */
+    hostValidates: boolean;
+  };
   check?: Check;
   execute: McpServerTool['execute'];
 }
@@ -178,6 +189,7 @@ function prepare(tools: unknown): Map<string, Prepared> {
         inputSchema: input.json,
         outputSchema: output.json,
         annotations: tool.annotations,
+        hostValidates: input.check !== undefined,
       },
       check: input.check,
       execute: tool.execute,

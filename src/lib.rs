@@ -16,6 +16,7 @@ pub mod logging;
 pub mod mrtr;
 pub mod projection;
 pub mod protocol;
+pub mod schema;
 pub mod server;
 pub mod store;
 pub mod toolset;

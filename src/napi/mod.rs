@@ -12,6 +12,7 @@
 //! | `token_store.rs` | `NativeTokenStore` (memory, OS keyring, encrypted file) and JS token stores  |
 //! | `server.rs`   | `NativeServer`: `createMcpServer`'s core, its listeners, the host's `execute`      |
 //! | `registry.rs` | engine objects JavaScript holds (stores, token stores), by id, held weakly      |
+//! | `schema.rs`   | `JsonSchemaValidator`: a JSON Schema compiled once, validating JSON text         |
 //!
 //! JSON crosses as strings, never as napi objects (a string crosses in under a microsecond, an object
 //! graph in tens). Every failure crosses as a JS `Error` whose `code` is the `McpError` code.
@@ -21,6 +22,7 @@ mod firewall;
 mod hooks;
 mod registry;
 mod runtime;
+mod schema;
 mod server;
 mod store;
 mod token_store;

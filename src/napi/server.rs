@@ -67,10 +67,12 @@ pub struct NativeServer {
     listeners: Arc<Mutex<Listeners>>,
 }
 
-/// The engine's check of a tool's arguments against its JSON Schema: none yet (a plain JSON Schema
-/// is not checked rather than risk a false rejection); Standard Schema tools are checked by the host.
-fn compile(_schema: &serde_json::Value) -> Option<ArgumentCheck> {
-    None
+/// The engine's check of a tool's arguments against its JSON Schema (src/schema/). A schema the
+/// validator cannot compile (a reference to another document, over its bounds) is published as it is
+/// and not checked, rather than risk refusing good arguments.
+fn compile(schema: &serde_json::Value) -> Option<ArgumentCheck> {
+    let compiled = crate::schema::CompiledSchema::compile_value(schema).ok()?;
+    Some(Box::new(move |arguments| compiled.validate(arguments).map_err(|violation| violation.to_string())))
 }
 
 #[napi]

@@ -2,7 +2,7 @@
 //! envelope ([`claim_of`]), keeps whatever session state its era has, and asks [`answer`] (or
 //! [`initialize`]) for the reply.
 //!
-//! Methods: `initialize` and `ping` (2025 era), `server/discover` (2026-07-28), `tools/list` and
+//! Methods: `initialize` and `ping` (2025 era only), `server/discover` (2026-07-28), `tools/list` and
 //! `tools/call` (both). Notifications are accepted and need no answer (`notifications/initialized`,
 //! `notifications/cancelled`: a call already running finishes, since its side effect may be under way).
 
@@ -67,10 +67,10 @@ impl RpcError {
         RpcError { code, message: message.into(), data: None }
     }
 
-    /// `UnsupportedProtocolVersion` naming what this server speaks in the request's era.
+    /// `UnsupportedProtocolVersion` for a request that claims the modern era: `supported` is what
+    /// `server/discover` lists (the 2025 versions are negotiated by `initialize`, not named here).
     pub fn unsupported_version(requested: &str) -> Self {
-        let mut supported: Vec<&str> = MODERN_PROTOCOL_VERSIONS.to_vec();
-        supported.extend(SUPPORTED_PROTOCOL_VERSIONS);
+        let supported = MODERN_PROTOCOL_VERSIONS;
         RpcError {
             code: era::UNSUPPORTED_PROTOCOL_VERSION,
             message: format!("Unsupported protocol version: {requested}"),
@@ -107,7 +107,8 @@ pub fn initialize(core: &McpServerCore, params: Option<&RawValue>) -> (&'static 
 pub async fn answer(core: &Arc<McpServerCore>, method: &str, params: Option<&RawValue>, era: Era) -> Result<String, RpcError> {
     let modern = matches!(era, Era::Modern(_));
     let result = match method {
-        "ping" => "{}".to_owned(),
+        // 2026-07-28 removed ping with the handshake: a modern ping is an unknown method.
+        "ping" if !modern => "{}".to_owned(),
         "tools/list" if modern => format!("{{\"tools\":{},\"ttlMs\":0,\"cacheScope\":\"public\"}}", core.listing),
         "tools/list" => format!("{{\"tools\":{}}}", core.listing),
         "tools/call" => call(core, params).await?,
@@ -230,6 +231,7 @@ mod tests {
         let modern: Value = serde_json::from_str(&answer(&core, "tools/list", None, Era::Modern("2026-07-28")).await.unwrap()).unwrap();
         assert_eq!((modern["resultType"].as_str(), modern["tools"].as_array().map(Vec::len)), (Some("complete"), Some(4)));
         assert_eq!(answer(&core, "server/discover", None, Era::Legacy).await.unwrap_err().code, METHOD_NOT_FOUND);
+        assert_eq!(answer(&core, "ping", None, Era::Modern("2026-07-28")).await.unwrap_err().code, METHOD_NOT_FOUND);
         let discovered: Value = serde_json::from_str(&answer(&core, "server/discover", None, Era::Modern("2026-07-28")).await.unwrap()).unwrap();
         assert_eq!(discovered["supportedVersions"][0], "2026-07-28");
         assert_eq!(discovered["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "unit");

@@ -276,7 +276,21 @@ async fn request_reply(state: &Arc<State>, headers: &HeaderMap, id: &RawValue, m
             if let Err(mismatch) = check_modern_headers(headers, version, method, params) {
                 return reply(StatusCode::BAD_REQUEST, dispatch::response(id, &Err(mismatch)));
             }
-            answered(dispatch::answer(&state.core, method, params, Era::Modern(version)).await)
+            let outcome = dispatch::answer(&state.core, method, params, Era::Modern(version)).await;
+            // 2026-07-28: a method this server does not have is 404 on the wire too.
+            let status = match &outcome {
+                Err(e) if e.code == crate::protocol::jsonrpc::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+                _ => StatusCode::OK,
+            };
+            reply(status, dispatch::response(id, &outcome))
+        }
+        Claim::Unsupported(requested) if version_header.is_some_and(|v| v != requested) => {
+            // Headers are checked against the body before the version is judged.
+            let error = RpcError::new(
+                HEADER_MISMATCH,
+                format!("the MCP-Protocol-Version header names {} but the body's envelope names {requested}", version_header.unwrap_or_default()),
+            );
+            reply(StatusCode::BAD_REQUEST, dispatch::response(id, &Err(error)))
         }
         claim @ (Claim::Unsupported(_) | Claim::Malformed(_)) => {
             let mut response = answered(dispatch::reply_to(&state.core, method, params, claim).await);

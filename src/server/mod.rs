@@ -85,6 +85,9 @@ pub struct ToolSpec {
     pub output_schema: Option<Value>,
     #[serde(default)]
     pub annotations: Option<Value>,
+    /// The host checks the arguments itself (a Standard Schema), so the engine does not check them again.
+    #[serde(default)]
+    pub host_validates: bool,
 }
 
 /// `createMcpServer`'s options as the engine reads them.
@@ -151,7 +154,7 @@ impl McpServerCore {
             if tool.output_schema.as_ref().is_some_and(|s| !s.is_object()) {
                 return Err(McpError::config(format!("createMcpServer: the output schema of {:?} must be a JSON Schema object", tool.name)));
             }
-            let check = compile(&schema);
+            let check = if tool.host_validates { None } else { compile(&schema) };
             tool.input_schema = Some(schema);
             listed.push(listing_entry(&tool));
             if tools.insert(tool.name.clone(), PublishedTool { spec: tool, check }).is_some() {
