@@ -6,7 +6,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -17,9 +17,10 @@ import { StdioClientTransport as Stdio1 } from '@modelcontextprotocol/sdk/client
 import { Client as Client2, StreamableHTTPClientTransport as Http2 } from '@modelcontextprotocol/client';
 import { StdioClientTransport as Stdio2 } from '@modelcontextprotocol/client/stdio';
 import { createMcpServer, createMemoryMcpJournal, createSqliteMcpJournal, mcpTools } from '../dist/index.js';
-import { here, scratchFile } from './helpers.mjs';
+import { here, pythonSdk, scratchFile } from './helpers.mjs';
 
 const SERVER = join(here, 'fixtures', 'mcp-server.mjs');
+const PY_CLIENT = join(here, 'fixtures', 'py-client.py');
 const MODERN = '2026-07-28';
 const LEGACY = '2025-11-25';
 /** How long the fixture may take to print its URL, in ms. */
@@ -418,5 +419,38 @@ test('HTTP: Origin and Host are checked (DNS rebinding), sessions are required i
     assert.deepEqual([removed.status, removed.body.error.code, removed.body.id], [404, -32601, 5], '2026-07-28 has no ping');
   } finally {
     await server.close();
+  }
+});
+
+const py = pythonSdk();
+test('the official Python SDK 2.x client over HTTP and stdio, in both eras, with one idempotency key charging once', { skip: py.skip }, async () => {
+  const http = await startFixtureHttp(scratchFile('py-http-journal.db'));
+  try {
+    const runs = [];
+    for (const mode of ['auto', 'legacy']) {
+      runs.push([mode, 'http', [mode, 'http', http.url]]);
+      runs.push([mode, 'stdio', [mode, 'stdio', process.execPath, SERVER, 'stdio', scratchFile(`py-stdio-${mode}.db`)]]);
+    }
+    for (const [mode, transport, args] of runs) {
+      const ran = spawnSync(py.python, [PY_CLIENT, ...args], { encoding: 'utf8', timeout: SERVER_START_TIMEOUT_MS });
+      assert.equal(ran.status, 0, `${mode} ${transport}: ${ran.stderr}`);
+      const seen = JSON.parse(ran.stdout.trim().split('\n').pop());
+      assert.equal(seen.protocolVersion, mode === 'auto' ? MODERN : LEGACY, `${mode} ${transport}`);
+      assert.deepEqual(seen.tools, ['add', 'charge_card', 'charges', 'echo', 'fail', 'whoami']);
+      assert.equal(seen.echo, 'echo: python');
+      assert.deepEqual(seen.add, { sum: 42 });
+      assert.equal(seen.refused.isError, true);
+      assert.match(seen.refused.text, /^Invalid arguments for tool add: a: /);
+      assert.deepEqual(seen.charged[1], seen.charged[0], `${mode} ${transport}: the recorded result`);
+      if (transport === 'stdio') assert.deepEqual(seen.charges, { charges: 1 }, 'charged once in this server process');
+    }
+    const toolset = await mcpTools([{ name: 'pay', type: 'streamable-http', url: http.url }]);
+    try {
+      assert.deepEqual((await toolset.tools.pay__charges.execute({})).structuredContent, { charges: 2 }, 'one charge per key over HTTP');
+    } finally {
+      await toolset.close();
+    }
+  } finally {
+    await http.stop();
   }
 });
