@@ -14,14 +14,13 @@
 // untestable by the suite and accepted only as that (UNTESTABLE); subscriptions are not applicable.
 
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { findFiles, runCollecting, suiteCli } from './conformance-common.mjs';
 
 const root = new URL('..', import.meta.url).pathname;
-const require = createRequire(import.meta.url);
 
 /** Scenarios run at the same time against the one server. */
 const CONCURRENCY = 3;
@@ -109,12 +108,6 @@ const SUITES = [
   },
 ];
 
-function findFiles(dir, name) {
-  return readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((e) => e.isFile() && e.name === name)
-    .map((e) => join(e.parentPath ?? e.path, e.name));
-}
-
 async function startServer() {
   const child = spawn(process.execPath, [join(root, 'examples', 'conformance-server.mjs')], { stdio: ['ignore', 'pipe', 'inherit'] });
   let timer;
@@ -126,43 +119,33 @@ async function startServer() {
   return { url: JSON.parse(line).url, child };
 }
 
-function runScenario(node22, url, suite, scenario) {
-  const cli = join(dirname(require.resolve(`${suite.pkg}/package.json`)), 'dist', 'index.js');
+async function runScenario(node22, url, suite, scenario) {
   const out = mkdtempSync(join(tmpdir(), 'mcpferry-conformance-server-'));
-  const args = [cli, 'server', ...suite.args, '--url', url, '--scenario', scenario, '-o', out];
+  const args = [suiteCli(suite.pkg), 'server', ...suite.args, '--url', url, '--scenario', scenario, '-o', out];
   const started = Date.now();
-  return new Promise((resolve) => {
-    const child = spawn(node22, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (chunk) => (output += chunk));
-    child.stderr.on('data', (chunk) => (output += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), SCENARIO_TIMEOUT_MS);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      const problems = [];
-      const [checksFile] = findFiles(out, 'checks.json');
-      if (!checksFile) problems.push('no checks.json');
-      else {
-        const checks = JSON.parse(readFileSync(checksFile, 'utf8'));
-        let untestable = 0;
-        for (const c of checks) {
-          if (c.status === 'FAILURE' && UNTESTABLE.has(c.id) && c.details?.untestable === true) untestable++;
-          else if (c.status === 'FAILURE' || c.status === 'WARNING') problems.push(`${c.status} ${c.id}: ${c.errorMessage ?? c.description}`);
-        }
-        // The CLI exits 1 for any FAILURE, the accepted untestable ones included.
-        if (code !== 0 && !(code === 1 && untestable > 0 && problems.length === 0)) {
-          problems.push(signal ? `the suite was killed (${signal})` : `the suite failed it (exit ${code})`);
-        }
-        for (const id of suite.mustSucceed[scenario] ?? []) {
-          if (!checks.some((c) => c.id === id && c.status === 'SUCCESS')) problems.push(`no SUCCESS ${id}`);
-        }
-        if (!checks.some((c) => c.status === 'SUCCESS')) problems.push('no check succeeded');
-      }
-      if (!checksFile && code !== 0) problems.push(signal ? `the suite was killed (${signal})` : `the suite failed it (exit ${code})`);
-      if (problems.length === 0) rmSync(out, { recursive: true, force: true });
-      resolve({ suite: suite.label, scenario, problems, seconds: (Date.now() - started) / 1000, output, out });
-    });
-  });
+  const { code, signal, output } = await runCollecting(node22, args, { cwd: root, timeoutMs: SCENARIO_TIMEOUT_MS });
+  const problems = [];
+  const [checksFile] = findFiles(out, 'checks.json');
+  if (!checksFile) problems.push('no checks.json');
+  else {
+    const checks = JSON.parse(readFileSync(checksFile, 'utf8'));
+    let untestable = 0;
+    for (const c of checks) {
+      if (c.status === 'FAILURE' && UNTESTABLE.has(c.id) && c.details?.untestable === true) untestable++;
+      else if (c.status === 'FAILURE' || c.status === 'WARNING') problems.push(`${c.status} ${c.id}: ${c.errorMessage ?? c.description}`);
+    }
+    for (const id of suite.mustSucceed[scenario] ?? []) {
+      if (!checks.some((c) => c.id === id && c.status === 'SUCCESS')) problems.push(`no SUCCESS ${id}`);
+    }
+    if (!checks.some((c) => c.status === 'SUCCESS')) problems.push('no check succeeded');
+    // The CLI exits 1 for any FAILURE, the accepted untestable ones included.
+    if (code !== 0 && !(code === 1 && untestable > 0 && problems.length === 0)) {
+      problems.push(signal ? `the suite was killed (${signal})` : `the suite failed it (exit ${code})`);
+    }
+  }
+  if (!checksFile && code !== 0) problems.push(signal ? `the suite was killed (${signal})` : `the suite failed it (exit ${code})`);
+  if (problems.length === 0) rmSync(out, { recursive: true, force: true });
+  return { suite: suite.label, scenario, problems, seconds: (Date.now() - started) / 1000, output, out };
 }
 
 const [node22, ...requested] = process.argv.slice(2);

@@ -39,12 +39,14 @@ impl From<Refusal> for McpError {
 
 /// The result every waiter of one keyed call receives: the `CallToolResult` JSON, or why there is none.
 type Shared = std::result::Result<Arc<str>, Arc<McpError>>;
+/// Where one keyed call's result is announced: `None` until it is known.
+type Announced = watch::Receiver<Option<Shared>>;
 
 pub struct Calls {
     journal: Option<Arc<dyn McpJournal>>,
     permits: Arc<Semaphore>,
     /// Keyed calls executing now, by (key, tool): the channel their result is announced on.
-    in_flight: Mutex<HashMap<(String, String), watch::Receiver<Option<Shared>>>>,
+    in_flight: Mutex<HashMap<(String, String), Announced>>,
 }
 
 impl Calls {
