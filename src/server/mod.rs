@@ -21,6 +21,7 @@ pub mod http;
 pub mod stdio;
 
 use crate::error::{McpError, Result};
+use crate::protocol::mcp::Tool;
 use crate::store::journal::McpJournal;
 use crate::store::BoxFuture;
 use serde::Deserialize;
@@ -70,21 +71,12 @@ pub trait ToolHost: Send + Sync + 'static {
 pub type ArgumentCheck = Box<dyn Fn(&Value) -> std::result::Result<(), String> + Send + Sync>;
 
 /// One tool as the host declares it (`createMcpServer({ tools })`, the TS layer having turned each
-/// entry into JSON Schema).
+/// entry into JSON Schema): the published definition, as a client sees it in `tools/list`.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase")]
 pub struct ToolSpec {
-    pub name: String,
-    #[serde(default)]
-    pub title: Option<String>,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub input_schema: Option<Value>,
-    #[serde(default)]
-    pub output_schema: Option<Value>,
-    #[serde(default)]
-    pub annotations: Option<Value>,
+    #[serde(flatten)]
+    pub tool: Tool,
     /// The host checks the arguments itself (a Standard Schema), so the engine does not check them again.
     #[serde(default)]
     pub host_validates: bool,
@@ -113,7 +105,7 @@ fn default_version() -> String {
 }
 
 pub(crate) struct PublishedTool {
-    pub spec: ToolSpec,
+    pub spec: Tool,
     pub check: Option<ArgumentCheck>,
 }
 
@@ -145,20 +137,19 @@ impl McpServerCore {
         }
         let mut tools = HashMap::with_capacity(spec.tools.len());
         let mut listed = Vec::with_capacity(spec.tools.len());
-        for mut tool in spec.tools {
+        for ToolSpec { tool, host_validates } in spec.tools {
             check_tool_name(&tool.name)?;
-            let schema = tool.input_schema.take().unwrap_or_else(|| serde_json::json!({ "type": "object" }));
-            if !schema.is_object() || schema.get("type").and_then(Value::as_str) != Some("object") {
+            if tool.input_schema.get("type").and_then(Value::as_str) != Some("object") {
                 return Err(McpError::config(format!("createMcpServer: the input schema of {:?} must be an object schema (\"type\": \"object\")", tool.name)));
             }
             if tool.output_schema.as_ref().is_some_and(|s| !s.is_object()) {
                 return Err(McpError::config(format!("createMcpServer: the output schema of {:?} must be a JSON Schema object", tool.name)));
             }
-            let check = if tool.host_validates { None } else { compile(&schema) };
-            tool.input_schema = Some(schema);
-            listed.push(listing_entry(&tool));
-            if tools.insert(tool.name.clone(), PublishedTool { spec: tool, check }).is_some() {
-                return Err(McpError::config(format!("createMcpServer: two tools are named {:?}", listed.last().and_then(|t| t["name"].as_str()).unwrap_or(""))));
+            let check = if host_validates { None } else { compile(&tool.input_schema) };
+            listed.push(serde_json::to_value(&tool).map_err(|e| McpError::Internal(format!("a tool definition did not serialize: {e}")))?);
+            let name = tool.name.clone();
+            if tools.insert(name.clone(), PublishedTool { spec: tool, check }).is_some() {
+                return Err(McpError::config(format!("createMcpServer: two tools are named {name:?}")));
             }
         }
         Ok(Arc::new(McpServerCore {
@@ -175,25 +166,6 @@ impl McpServerCore {
     pub(crate) fn server_info(&self) -> Value {
         serde_json::json!({ "name": self.name, "version": self.version })
     }
-}
-
-fn listing_entry(tool: &ToolSpec) -> Value {
-    let mut entry = serde_json::Map::new();
-    entry.insert("name".into(), tool.name.clone().into());
-    if let Some(title) = &tool.title {
-        entry.insert("title".into(), title.clone().into());
-    }
-    if let Some(description) = &tool.description {
-        entry.insert("description".into(), description.clone().into());
-    }
-    entry.insert("inputSchema".into(), tool.input_schema.clone().unwrap_or(Value::Null));
-    if let Some(output) = &tool.output_schema {
-        entry.insert("outputSchema".into(), output.clone());
-    }
-    if let Some(annotations) = &tool.annotations {
-        entry.insert("annotations".into(), annotations.clone());
-    }
-    Value::Object(entry)
 }
 
 /// MCP 2025-11-25's tool names: 1 to 128 characters of `A-Z a-z 0-9 _ - .`.
@@ -280,7 +252,6 @@ mod tests {
         assert!(refused(serde_json::json!({ "tools": [{ "name": "" }] })).contains("tool name"));
         assert!(refused(serde_json::json!({ "tools": [{ "name": "a" }, { "name": "a" }] })).contains("two tools"));
         assert!(refused(serde_json::json!({ "tools": [{ "name": "a", "inputSchema": { "type": "string" } }] })).contains("object schema"));
-        assert!(refused(serde_json::json!({ "tools": [{ "name": "a", "execute": 1 }] })).contains("unknown field"));
     }
 
     #[test]
