@@ -148,6 +148,22 @@ test('a SQLite journal keeps recorded results across server processes', async ()
   }
 });
 
+test('two server processes sharing a SQLite journal run one key once, even when both are asked at the same time', async () => {
+  const journalPath = scratchFile('shared-journal.db');
+  const servers = await Promise.all([startFixtureHttp(journalPath), startFixtureHttp(journalPath)]);
+  const toolsets = await Promise.all(servers.map(({ url }) => mcpTools([{ name: 'pay', type: 'streamable-http', url }])));
+  try {
+    const charge = (toolset) => toolset.tools.pay__charge_card.execute({ amount: 11, ms: 300 }, { idempotencyKey: 'order-5:call-1' });
+    const [a, b] = await Promise.all(toolsets.map(charge));
+    assert.deepEqual(b.structuredContent, a.structuredContent, 'the second process waited for the first one\'s result');
+    const counts = await Promise.all(toolsets.map(async (t) => (await t.tools.pay__charges.execute({})).structuredContent.charges));
+    assert.equal(counts[0] + counts[1], 1, `charged once across both processes (${counts})`);
+  } finally {
+    await Promise.all(toolsets.map((t) => t.close()));
+    await Promise.all(servers.map((s) => s.stop()));
+  }
+});
+
 test('a journal written in JavaScript is pluggable: results are kept as its claims', async () => {
   const claims = new Map();
   const journal = {

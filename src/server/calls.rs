@@ -3,18 +3,22 @@
 //! `CallToolResult`, and — with a journal and an idempotency key — run once per key.
 //!
 //! Exactly-once: a keyed call first looks for a result recorded under (key, tool); failing that, the
-//! first of any concurrent calls with that key in this process runs `execute` (as its own task, so a
-//! client that hangs up does not cut a side effect in half) and every other waits for its result. A
-//! successful result is recorded (first writer wins, so two processes sharing a journal answer alike);
-//! an `isError` result is not, so a retry runs again.
+//! first of any concurrent calls with that key in this process leads (as its own task, so a client that
+//! hangs up does not cut a side effect in half) and every other waits for its result. The leader takes
+//! the call in the journal under a lease it renews while `execute` runs: a process sharing the journal
+//! (SQLite) that asks meanwhile waits and then reads the result, and takes the call over only if the lease
+//! lapses (its owner died). A successful result is recorded; an `isError` result or a failure gives the
+//! call up, so a retry runs again.
 
 use super::{Execution, McpServerCore, MAX_CONCURRENT_SERVER_CALLS, MAX_TOOL_ERROR_MESSAGE_BYTES};
 use crate::error::{McpError, Result};
-use crate::store::journal::McpJournal;
+use crate::store::journal::{CallSlot, McpJournal};
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{watch, Semaphore};
 
 /// What a call may fail with before `execute` is reached (a JSON-RPC error on the wire, a typed error
@@ -42,8 +46,18 @@ type Shared = std::result::Result<Arc<str>, Arc<McpError>>;
 /// Where one keyed call's result is announced: `None` until it is known.
 type Announced = watch::Receiver<Option<Shared>>;
 
+/// How long a keyed call is held in the journal by its running owner without renewal, in ms: another
+/// process takes it over only after that (its owner died). Renewed every third of it while `execute` runs.
+pub const CALL_LEASE_MS: u64 = 30_000;
+/// How often a call another process is running is looked at again, in ms: from the first to the last, doubling.
+const CALL_POLL_MIN_MS: u64 = 20;
+const CALL_POLL_MAX_MS: u64 = 1_000;
+
 pub struct Calls {
     journal: Option<Arc<dyn McpJournal>>,
+    /// This server's name for itself as the owner of calls in a shared journal (random), and a counter.
+    owner: String,
+    runs: AtomicU64,
     permits: Arc<Semaphore>,
     /// Keyed calls executing now, by (key, tool): the channel their result is announced on.
     in_flight: Mutex<HashMap<(String, String), Announced>>,
@@ -51,7 +65,22 @@ pub struct Calls {
 
 impl Calls {
     pub fn new(journal: Option<Arc<dyn McpJournal>>) -> Self {
-        Calls { journal, permits: Arc::new(Semaphore::new(MAX_CONCURRENT_SERVER_CALLS)), in_flight: Mutex::new(HashMap::new()) }
+        let mut random = [0u8; 8];
+        // Without randomness, the pid and the clock still tell processes apart.
+        let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut random);
+        let random: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        let owner = format!("{}:{}:{random}", std::process::id(), crate::store::now_ms());
+        Calls {
+            journal,
+            owner,
+            runs: AtomicU64::new(0),
+            permits: Arc::new(Semaphore::new(MAX_CONCURRENT_SERVER_CALLS)),
+            in_flight: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn next_owner(&self) -> String {
+        format!("{}:{}", self.owner, self.runs.fetch_add(1, Ordering::Relaxed))
     }
 }
 
@@ -121,18 +150,45 @@ impl McpServerCore {
         }
     }
 
+    /// The leader of a keyed call in this process: takes the call in the journal (waiting while another
+    /// process runs it), runs it under a renewed lease, and records its result.
     async fn execute_and_record(&self, journal: &Arc<dyn McpJournal>, slot: &(String, String), arguments: Value) -> Result<String> {
         let (key, name) = slot;
-        // Again, now that this call leads: one that led before may have recorded its result between
-        // this call's first look and its taking the lead.
-        if let Some(recorded) = journal.call_result(key, name).await? {
-            return Ok(recorded);
+        let owner = self.calls.next_owner();
+        let mut wait = Duration::from_millis(CALL_POLL_MIN_MS);
+        loop {
+            match journal.take_call(key, name, &owner, CALL_LEASE_MS).await? {
+                CallSlot::Done(recorded) => return Ok(recorded),
+                CallSlot::Taken => break,
+                CallSlot::Running => {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_millis(CALL_POLL_MAX_MS));
+                }
+            }
         }
-        let result = self.execute(name, arguments, Some(key)).await?;
-        if is_error_result(&result) {
-            return Ok(result);
+        let renewing = {
+            let (journal, key, name, owner) = (journal.clone(), key.clone(), name.clone(), owner.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(CALL_LEASE_MS / 3)).await;
+                    // A failed renewal is retried at the next tick; the lease outlives two of them.
+                    let _ = journal.renew_call(&key, &name, &owner, CALL_LEASE_MS).await;
+                }
+            })
+        };
+        let outcome = self.execute(name, arguments, Some(key)).await;
+        renewing.abort();
+        match outcome {
+            Ok(result) if !is_error_result(&result) => Ok(journal.finish_call(key, name, &owner, Some(&result)).await?.unwrap_or(result)),
+            Ok(result) => {
+                journal.finish_call(key, name, &owner, None).await?;
+                Ok(result)
+            }
+            Err(e) => {
+                let _ = journal.finish_call(key, name, &owner, None).await;
+                Err(e)
+            }
         }
-        journal.record_call_result(key, name, &result).await
     }
 
     /// Runs `execute` under the concurrency bound and shapes what it returned.
@@ -226,6 +282,20 @@ mod tests {
         assert_eq!(host.executions.load(Ordering::SeqCst), 1, "the recorded result, not a second charge");
         core.call("slow", args(), Some("order-1:call-8")).await.unwrap();
         assert_eq!(host.executions.load(Ordering::SeqCst), 2, "another key runs");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_servers_sharing_a_sqlite_journal_run_a_key_once() {
+        use crate::store::journal_sqlite::SqliteJournal;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.db");
+        // Two handles on one file, as two processes would have.
+        let (a, host_a) = testing::server(Some(Arc::new(SqliteJournal::open_lazily(&path))));
+        let (b, host_b) = testing::server(Some(Arc::new(SqliteJournal::open_lazily(&path))));
+        let args = || Some(serde_json::json!({ "ms": 200 }));
+        let (x, y) = tokio::join!(a.call("slow", args(), Some("order-2:call-1")), b.call("slow", args(), Some("order-2:call-1")));
+        assert_eq!(x.unwrap(), y.unwrap(), "the second server waited and read the first one's result");
+        assert_eq!(host_a.executions.load(Ordering::SeqCst) + host_b.executions.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]
