@@ -241,6 +241,28 @@ test("a plain JSON Schema is checked by the engine's validator before execute; o
   assert.equal(textOf(await server.callTool({ name: 'remote', arguments: { x: 'anything' } })), 'ran', 'not refused for want of a validator');
 });
 
+test("AI SDK tools fit as they are: tool() with a zod schema, or jsonSchema() with its validate", async () => {
+  const { tool, jsonSchema } = await import('ai');
+  const server = createMcpServer({
+    tools: {
+      weather: tool({ description: 'Weather.', inputSchema: z.object({ city: z.string() }), execute: async ({ city }) => `sunny in ${city}` }),
+      forecast: tool({
+        description: 'Forecast.',
+        inputSchema: jsonSchema(
+          { type: 'object', properties: { days: { type: 'integer' } }, required: ['days'] },
+          { validate: (v) => (Number.isInteger(v?.days) ? { success: true, value: v } : { success: false, error: new Error('days must be an integer') }) },
+        ),
+        execute: async ({ days }) => ({ days }),
+      }),
+    },
+  });
+  assert.equal(textOf(await server.callTool({ name: 'weather', arguments: { city: 'Lisbon' } })), 'sunny in Lisbon');
+  assert.match(textOf(await server.callTool({ name: 'weather', arguments: {} })), /^Invalid arguments for tool weather: city: /);
+  assert.deepEqual((await server.callTool({ name: 'forecast', arguments: { days: 3 } })).structuredContent, { days: 3 });
+  const refused = await server.callTool({ name: 'forecast', arguments: { days: 'three' } });
+  assert.deepEqual([refused.isError, textOf(refused)], [true, 'Invalid arguments for tool forecast: days must be an integer']);
+});
+
 test('whatever execute throws becomes an isError result with its message only, and the engine carries on', async () => {
   const server = createMcpServer({
     tools: {
@@ -276,6 +298,7 @@ test('bad declarations and bad calls are typed errors', async () => {
   refused({ a: {} }, /no execute/);
   refused({ a: { inputSchema: { type: 'string' }, execute() {} } }, /object schema/);
   refused({ a: { inputSchema: 5, execute() {} } }, /JSON Schema object or a Standard Schema/);
+  refused({ a: { inputSchema: { jsonSchema: Promise.resolve({ type: 'object' }) }, execute() {} } }, /whose JSON Schema is a promise/);
   assert.throws(() => createMcpServer(), (e) => e.code === 'mcp_config_invalid');
   const { server } = chargingServer();
   await assert.rejects(server.callTool({ name: 'nope' }), (e) => e.code === 'mcp_tool_unavailable');

@@ -143,6 +143,9 @@ function schemaOf(tool: string, schema: unknown, io: 'input' | 'output'): { json
   if (typeof schema === 'object' && schema !== null && typeof (schema as { jsonSchema?: unknown }).jsonSchema === 'object') {
     // The AI SDK's `jsonSchema(...)`: its validate, when it has one, is executable too.
     const wrapped = schema as { jsonSchema: JsonSchema; validate?: (value: unknown) => unknown };
+    if (typeof (wrapped.jsonSchema as { then?: unknown }).then === 'function') {
+      throw createMcpError('mcp_config_invalid', `createMcpServer: the ${io} schema of ${tool} is an AI SDK schema whose JSON Schema is a promise; pass the JSON Schema itself`);
+    }
     const validate = wrapped.validate;
     const check: Check | undefined =
       typeof validate === 'function'
