@@ -306,4 +306,11 @@ test('official Python SDK server (stdio): what its own validation would coerce n
       rmSync(record, { force: true });
     }
   }
+  // What the engine keeps from the server: with the check off, the SDK coerces "5" and runs the tool.
+  const unchecked = await mcpTools([entry], { timeoutMs: 20_000, validateArguments: false });
+  try {
+    assert.equal((await unchecked.tools.py__typed.execute({ count: '5' })).content[0].text, 'count=5 tags=None');
+  } finally {
+    await unchecked.close();
+  }
 });
