@@ -202,6 +202,7 @@ const WARNING_CODES: ReadonlySet<string> = new Set([
   'server-degraded',
   'server-name-collision',
   'tool-rejected',
+  'tool-schema-invalid',
   'tool-quarantined',
   'tool-withheld',
   'disclosure-budget-exceeded',

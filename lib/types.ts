@@ -188,6 +188,28 @@ export interface McpOptions {
   logs?: 'diagnostics';
   /** Largest message accepted from a server, in bytes. Default 2 MiB. */
   maxResultBytes?: number;
+  /**
+   * Check each call's arguments against the tool's `inputSchema` (JSON Schema 2020-12, in the engine, no
+   * coercion) before anything is sent: a mismatch rejects with `mcp_invalid_arguments` naming the failing
+   * path, and the server receives nothing. Default true. A schema the engine cannot use (over its bounds,
+   * an unknown dialect, a `$ref` to another document — never fetched) is reported once as
+   * `tool-schema-invalid` and that tool's calls go unchecked.
+   */
+  validateArguments?: boolean;
+  /**
+   * Check `structuredContent` against the tool's `outputSchema`, when it has one: missing or mismatching
+   * rejects with `mcp_result_invalid` (JSON-looking text does not count). `isError` results are not
+   * checked. Default true, as the official SDKs do.
+   */
+  validateResults?: boolean;
+  /**
+   * `false` replaces any error text a server may have written — an `isError` result's text, a JSON-RPC
+   * error's message, the quoted part of a protocol or transport error (a non-JSON-RPC line, an HTTP error
+   * body, a stderr line) — with a fixed message, keeping the error's `code` (and the JSON-RPC error number),
+   * so no remote text reaches the model through an error. The withheld text goes to `onDiagnostic` as
+   * `server-error-withheld` (redacted, at most 4 KiB). Default true.
+   */
+  exposeServerErrors?: boolean;
   /** Receives everything the engine reports: degraded servers, name collisions, tool-list changes. */
   onDiagnostic?: (diagnostic: Diagnostic) => void;
   /**
@@ -338,6 +360,10 @@ export type Diagnostic =
   | (DiagnosticBase & { code: 'log'; level: 'error' | 'warn' | 'info' | 'debug' | 'trace'; target: string })
   | (DiagnosticBase & { code: 'server-name-collision'; labels: string[] })
   | (DiagnosticBase & { code: 'tool-rejected'; tool: string })
+  /** A tool's `inputSchema` or `outputSchema` cannot be used for validation; that check is skipped, the tool works. */
+  | (DiagnosticBase & { code: 'tool-schema-invalid'; tool: string })
+  /** `exposeServerErrors: false` kept this error text (redacted, cut to 4 KiB) from the caller of `tool` (projected name). */
+  | (DiagnosticBase & { code: 'server-error-withheld'; tool: string; errorCode: string })
   | (DiagnosticBase & { code: 'tool-name-rewritten'; tool: string; name: string })
   | (DiagnosticBase & { code: 'tools-changed'; added: string[]; changed: string[]; removed: string[] })
   /** Re-listing a server whose `ttlMs` lapsed failed; its last listing stays in use and is retried, backing off. */

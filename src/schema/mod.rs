@@ -3,6 +3,8 @@
 //! | file          | holds                                                                              |
 //! |---------------|------------------------------------------------------------------------------------|
 //! | `cost.rs`     | the worst-case number of subschemas one value node meets, bounded before compiling |
+//! | `tool.rs`     | `ToolSchemas`: a tool's input and output schemas, compiled on first use, applied as |
+//! |               | the validation options say (`exposeServerErrors` is `guard::server_text`)          |
 //! | `validate.rs` | `CompiledSchema`: one schema checked against the bounds, compiled once, then used for |
 //! |               | any number of values; `Violation` (where a value fails, and why, without the value)  |
 //!
@@ -22,6 +24,7 @@
 //!   does not reject.
 
 pub mod cost;
+pub mod tool;
 pub mod validate;
 
 pub use validate::{CompiledSchema, SchemaError, Violation};

@@ -2,7 +2,7 @@
 
 use crate::limits::{
     MAX_PATTERN_BACKTRACK_STEPS, MAX_PATTERN_DFA_CACHE_BYTES, MAX_PATTERN_PROGRAM_BYTES, MAX_SCHEMA_APPLICATIONS_PER_NODE, MAX_SCHEMA_BYTES,
-    MAX_SCHEMA_DEPTH_LEVELS, MAX_VALIDATION_MESSAGE_BYTES, MAX_VALIDATION_PATH_BYTES,
+    MAX_SCHEMA_DEPTH_LEVELS, MAX_VALIDATION_MESSAGE_BYTES, MAX_VALIDATION_PATH_BYTES, MAX_VALUE_DEPTH_LEVELS,
 };
 use crate::protocol::nesting;
 use jsonschema::{PatternOptions, ValidationError, Validator};
@@ -122,13 +122,51 @@ impl CompiledSchema {
     }
 
     /// `validate` for JSON text. Text that is not JSON (or nests past serde_json's limit) fails at the
-    /// value itself.
+    /// value itself. A lone surrogate escape (`"\ud800"`, which `JSON.stringify` writes for a string
+    /// holding half a pair) is judged as U+FFFD: it is valid JSON that serde_json will not read as a string.
     pub fn validate_json(&self, value: &str) -> Result<(), Violation> {
-        match serde_json::from_str::<Value>(value) {
+        let parsed = serde_json::from_str::<Value>(value)
+            .or_else(|e| without_lone_surrogates(value).map_or(Err(e), |text| serde_json::from_str::<Value>(&text)));
+        match parsed {
             Ok(value) => self.validate(&value),
+            Err(e) if e.to_string().starts_with("recursion limit exceeded") => Err(Violation {
+                path: String::new(),
+                message: format!("the value nests deeper than the {MAX_VALUE_DEPTH_LEVELS} levels that can be validated"),
+            }),
             Err(e) => Err(Violation { path: String::new(), message: cut(&format!("not JSON: {e}"), MAX_VALIDATION_MESSAGE_BYTES) }),
         }
     }
+}
+
+/// `json` with every `\uXXXX` escape of a lone surrogate replaced by `\ufffd`; `None` when it has none.
+fn without_lone_surrogates(json: &str) -> Option<String> {
+    let unit = |at: usize| -> Option<u16> {
+        let escape = json.get(at..at + 6)?;
+        escape.starts_with("\\u").then(|| u16::from_str_radix(&escape[2..], 16).ok()).flatten()
+    };
+    let (bytes, mut out, mut copied, mut at, mut replaced) = (json.as_bytes(), String::new(), 0, 0, false);
+    while let Some(found) = memchr::memchr(b'\\', &bytes[at..]) {
+        let start = at + found;
+        match unit(start) {
+            Some(0xD800..=0xDBFF) if matches!(unit(start + 6), Some(0xDC00..=0xDFFF)) => at = start + 12,
+            Some(0xD800..=0xDFFF) => {
+                out.push_str(&json[copied..start]);
+                out.push_str("\\ufffd");
+                at = start + 6;
+                copied = at;
+                replaced = true;
+            }
+            // Any other escape, `\\` included, is two characters or more: step over its first two.
+            _ => at = start + 2,
+        }
+        if at >= bytes.len() {
+            break;
+        }
+    }
+    replaced.then(|| {
+        out.push_str(&json[copied..]);
+        out
+    })
 }
 
 /// The crate's message with the value masked (it names the rule, and the schema's bound where it has
@@ -317,5 +355,19 @@ mod tests {
         assert!(v.path.len() <= MAX_VALIDATION_PATH_BYTES && v.path.ends_with('…'), "{v:?}");
         let v = s.validate_json("{not json").unwrap_err();
         assert!(v.path.is_empty() && v.message.starts_with("not JSON"), "{v:?}");
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let v = s.validate_json(&deep).unwrap_err();
+        assert!(v.message.contains("nests deeper than the 128 levels"), "{v:?}");
+    }
+
+    #[test]
+    fn lone_surrogates_are_judged_as_replacement_characters() {
+        let s = schema(r#"{"properties":{"t":{"type":"string","maxLength":3}}}"#);
+        assert_eq!(s.validate_json(r#"{"t":"a\ud800b"}"#), Ok(()));
+        assert_eq!(super::without_lone_surrogates(r#"["\udc00\\ud800"]"#).as_deref(), Some(r#"["\ufffd\\ud800"]"#), "an escaped backslash is not an escape");
+        assert_eq!(s.validate_json(r#"{"t":"\ud83d\ude80"}"#), Ok(()), "a pair is a pair");
+        assert!(s.validate_json(r#"{"t":"\ud800\ud800\ud800\ud800"}"#).is_err(), "four characters");
+        assert_eq!(super::without_lone_surrogates(r#"["\ud83d\ude80", "\\ud800"]"#), None);
+        assert_eq!(super::without_lone_surrogates(r#"["x\uD800"]"#).as_deref(), Some(r#"["x\ufffd"]"#));
     }
 }

@@ -81,6 +81,8 @@ pub(crate) struct Inner {
     /// This toolset's `toolset` field in log events (see `logging`).
     log_id: u64,
     max_result_bytes: usize,
+    /// `validateArguments`, `validateResults`, `exposeServerErrors`.
+    validation: crate::schema::tool::ValidationConfig,
     filter: ToolFilter,
     disclosure: DisclosureConfig,
     /// The current route table. Read without locking; replaced whole by [`Inner::publish`].
@@ -147,6 +149,7 @@ impl Toolset {
                 connect_timeout: Duration::from_millis(config.connect_timeout_ms),
                 log_id,
                 max_result_bytes: config.max_result_bytes,
+                validation: config.validation,
                 filter: config.filter,
                 disclosure: config.disclosure,
                 routes: ArcSwap::from_pointee(RouteTable::empty(server_count)),
@@ -427,6 +430,7 @@ impl Inner {
         let current = self.routes.load_full();
         let mut next = current.without_server(index);
         let diagnostics = self.project_into(index, listing, vetting, &mut next);
+        next.keep_compiled(&current, index);
         let change = routes::diff(&server, &current.servers[index].tools, &next.servers[index].tools);
         let (virtual_before, virtual_after) = (local::virtual_tools(&current), local::virtual_tools(&next));
         self.publish(next);
