@@ -52,6 +52,22 @@ export declare class NativeJournal {
   count(runId: string, counter: string): Promise<number>
 }
 
+export declare class NativeServer {
+  /** From `createMcpServer`'s options as JSON, a journal id (or none) and the host's dispatcher. */
+  static create(specJson: string, journalId: number | undefined | null, execute: (tool: string, requestJson: string) => Promise<string>): NativeServer
+  /** One call in process: the `CallToolResult` as JSON. */
+  callTool(name: string, argumentsJson?: string | undefined | null, idempotencyKey?: string | undefined | null): Promise<string>
+  /** Serves Streamable HTTP; resolves with `{"host", "port", "path"}` once listening. */
+  listenHttp(optionsJson: string): Promise<string>
+  /** Serves this process's stdin/stdout; resolves when stdin ends or the server is closed. */
+  serveStdio(): Promise<void>
+  /**
+   * Stops every listener (stdio stops reading; HTTP closes its socket and connections). Calls in
+   * process keep working.
+   */
+  close(): Promise<void>
+}
+
 /** A connection store that lives in the engine: in memory, a SQLite file, or a Postgres database. */
 export declare class NativeStore {
   static memory(): NativeStore

@@ -838,6 +838,7 @@ module.exports = nativeBinding
 module.exports.JsonSchemaValidator = nativeBinding.JsonSchemaValidator
 module.exports.NativeFirewall = nativeBinding.NativeFirewall
 module.exports.NativeJournal = nativeBinding.NativeJournal
+module.exports.NativeServer = nativeBinding.NativeServer
 module.exports.NativeStore = nativeBinding.NativeStore
 module.exports.NativeTokenStore = nativeBinding.NativeTokenStore
 module.exports.NativeToolset = nativeBinding.NativeToolset

@@ -1,7 +1,7 @@
 // Shared by the test suites: fixture server entries and readers for what the fixture recorded.
 
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, rmSync, existsSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, existsSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -64,10 +64,43 @@ const PYTHON_INSTALL_TIMEOUT_MS = 120_000;
 /**
  * The python of a venv holding the official Python SDK (`{ python }`), created and installed from PyPI on
  * first use and cached under node_modules/.cache/mcpferry/py; or `{ skip }` with the reason it cannot be had.
+ * Test files run in parallel: one process installs (holding a lock directory), the others wait for it.
  */
 export function pythonSdk() {
   const python = join(VENV, 'bin', 'python');
-  if (existsSync(VENV_READY) && existsSync(python)) return { python };
+  const ready = () => existsSync(VENV_READY) && existsSync(python);
+  if (ready()) return { python };
+  const lock = `${VENV}.lock`;
+  mkdirSync(dirname(VENV), { recursive: true });
+  const deadline = Date.now() + PYTHON_INSTALL_TIMEOUT_MS + 10_000;
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch {
+      if (ready()) return { python };
+      // A lock older than an install can take was left by a process that died: take it over.
+      const stale = (() => {
+        try {
+          return Date.now() - statSync(lock).mtimeMs > PYTHON_INSTALL_TIMEOUT_MS + 10_000;
+        } catch {
+          return false;
+        }
+      })();
+      if (stale) rmSync(lock, { recursive: true, force: true });
+      if (Date.now() > deadline) return { skip: 'Python SDK 2.x unavailable (another test process holds the install lock)' };
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
+    }
+  }
+  try {
+    if (ready()) return { python };
+    return installPythonSdk(python);
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+function installPythonSdk(python) {
   const run = (command, args) => {
     const r = spawnSync(command, args, { encoding: 'utf8', timeout: PYTHON_INSTALL_TIMEOUT_MS });
     if (r.error) return `${command} ${args.join(' ')}: ${r.error.message}`;

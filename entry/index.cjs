@@ -18,6 +18,7 @@ exports.composeGuards = api.composeGuards;
 exports.createMemoryMcpJournal = api.createMemoryMcpJournal;
 exports.createSqliteMcpJournal = api.createSqliteMcpJournal;
 exports.createPostgresMcpJournal = api.createPostgresMcpJournal;
+exports.createMcpServer = api.createMcpServer;
 exports.createMemoryTokenStore = api.createMemoryTokenStore;
 exports.createKeyringTokenStore = api.createKeyringTokenStore;
 exports.createEncryptedFileTokenStore = api.createEncryptedFileTokenStore;

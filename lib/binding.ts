@@ -30,6 +30,13 @@ export interface NativeFirewallHandle {
   record(requestJson: string, succeeded: boolean): Promise<void>;
 }
 
+export interface NativeServerHandle {
+  callTool(name: string, argumentsJson: string | undefined, idempotencyKey: string | undefined): Promise<string>;
+  listenHttp(optionsJson: string): Promise<string>;
+  serveStdio(): Promise<void>;
+  close(): Promise<void>;
+}
+
 export interface NativeStoreHandle {
   readonly id: number;
   /** What the store is and where it points, without any credential. */
@@ -78,6 +85,9 @@ interface NativeBinding {
   };
   NativeFirewall: {
     create(optionsJson: string, journalId: number): NativeFirewallHandle;
+  };
+  NativeServer: {
+    create(specJson: string, journalId: number | undefined, execute: (tool: string, requestJson: string) => Promise<string>): NativeServerHandle;
   };
   NativeStore: {
     memory(): NativeStoreHandle;

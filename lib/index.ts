@@ -59,6 +59,8 @@ export type { McpTokenStore, KeyringTokenStoreOptions, EncryptedFileTokenStoreOp
 export type { McpConnectionStore, StoredServer, PostgresMcpConnectionStore, PostgresMcpConnectionStoreOptions } from './stores';
 export { mcpFirewall, composeGuards, createMemoryMcpJournal, createSqliteMcpJournal, createPostgresMcpJournal } from './firewall';
 export type { McpJournal, PostgresMcpJournal, McpFirewallOptions, McpFirewallTool, McpGuard, McpCallOutcome } from './firewall';
+export { createMcpServer } from './server';
+export type { McpServerHandle, McpServerOptions, McpServerTool, McpServerToolContext, McpServerListenOptions, McpServerHttpOptions, McpServerListening, McpServerCallResult, StandardSchemaV1 } from './server';
 
 type ProjectedTool = Omit<McpTool, 'execute'>;
 interface ToolsChange {

@@ -203,9 +203,11 @@ export interface McpOptions {
    */
   validateResults?: boolean;
   /**
-   * `false` replaces a server's own error text — an `isError` result's text, a JSON-RPC error's message —
-   * with a fixed message, keeping the error's `code` (and the JSON-RPC error number), so no remote text
-   * reaches the model through an error. Default true.
+   * `false` replaces any error text a server may have written — an `isError` result's text, a JSON-RPC
+   * error's message, the quoted part of a protocol or transport error (a non-JSON-RPC line, an HTTP error
+   * body, a stderr line) — with a fixed message, keeping the error's `code` (and the JSON-RPC error number),
+   * so no remote text reaches the model through an error. The withheld text goes to `onDiagnostic` as
+   * `server-error-withheld` (redacted, at most 4 KiB). Default true.
    */
   exposeServerErrors?: boolean;
   /** Receives everything the engine reports: degraded servers, name collisions, tool-list changes. */
@@ -360,6 +362,8 @@ export type Diagnostic =
   | (DiagnosticBase & { code: 'tool-rejected'; tool: string })
   /** A tool's `inputSchema` or `outputSchema` cannot be used for validation; that check is skipped, the tool works. */
   | (DiagnosticBase & { code: 'tool-schema-invalid'; tool: string })
+  /** `exposeServerErrors: false` kept this error text (redacted, cut to 4 KiB) from the caller of `tool` (projected name). */
+  | (DiagnosticBase & { code: 'server-error-withheld'; tool: string; errorCode: string })
   | (DiagnosticBase & { code: 'tool-name-rewritten'; tool: string; name: string })
   | (DiagnosticBase & { code: 'tools-changed'; added: string[]; changed: string[]; removed: string[] })
   /** Re-listing a server whose `ttlMs` lapsed failed; its last listing stays in use and is retried, backing off. */

@@ -10,11 +10,12 @@
 // scenario allows an error) AND its checks.json carries the evidence below, so that a client which never
 // got far enough to be checked cannot pass.
 
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { findFiles, runCollecting, suiteCli } from './conformance-common.mjs';
 
 const root = new URL('..', import.meta.url).pathname;
 const require = createRequire(import.meta.url);
@@ -277,37 +278,21 @@ function evidenceProblems(suite, scenario, checks, clientStderr) {
   return problems;
 }
 
-/** Every file named `name` under `dir` (the CLI nests results as <dir>/<scenario>-<timestamp>/...). */
-function findFiles(dir, name) {
-  return readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((e) => e.isFile() && e.name === name)
-    .map((e) => join(e.parentPath ?? e.path, e.name));
-}
-
-function runScenario(node22, suite, scenario) {
-  const cli = join(dirname(require.resolve(`${suite.pkg}/package.json`)), 'dist', 'index.js');
+async function runScenario(node22, suite, scenario) {
   const out = mkdtempSync(join(tmpdir(), 'mcpferry-conformance-'));
-  const args = [cli, 'client', ...suite.args, '--command', `${node22} ${client}`, '--scenario', scenario, '-o', out];
+  const args = [suiteCli(suite.pkg), 'client', ...suite.args, '--command', `${node22} ${client}`, '--scenario', scenario, '-o', out];
   const started = Date.now();
-  return new Promise((resolve) => {
-    const child = spawn(node22, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PATH: `${dirname(node22)}:${process.env.PATH}` } });
-    let output = '';
-    child.stdout.on('data', (chunk) => (output += chunk));
-    child.stderr.on('data', (chunk) => (output += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), SCENARIO_TIMEOUT_MS);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      const problems = [];
-      if (code !== 0) problems.push(signal ? `the suite was killed (${signal})` : `the suite failed it (exit ${code})`);
-      const [checksFile] = findFiles(out, 'checks.json');
-      const [stderrFile] = findFiles(out, 'stderr.txt');
-      const clientStderr = stderrFile ? readFileSync(stderrFile, 'utf8') : '';
-      if (!checksFile) problems.push('no checks.json');
-      else problems.push(...evidenceProblems(suite, scenario, JSON.parse(readFileSync(checksFile, 'utf8')), clientStderr));
-      if (problems.length === 0) rmSync(out, { recursive: true, force: true });
-      resolve({ suite: suite.label, scenario, problems, seconds: (Date.now() - started) / 1000, output, clientStderr, out });
-    });
-  });
+  const env = { ...process.env, PATH: `${dirname(node22)}:${process.env.PATH}` };
+  const { code, signal, output } = await runCollecting(node22, args, { cwd: root, env, timeoutMs: SCENARIO_TIMEOUT_MS });
+  const problems = [];
+  if (code !== 0) problems.push(signal ? `the suite was killed (${signal})` : `the suite failed it (exit ${code})`);
+  const [checksFile] = findFiles(out, 'checks.json');
+  const [stderrFile] = findFiles(out, 'stderr.txt');
+  const clientStderr = stderrFile ? readFileSync(stderrFile, 'utf8') : '';
+  if (!checksFile) problems.push('no checks.json');
+  else problems.push(...evidenceProblems(suite, scenario, JSON.parse(readFileSync(checksFile, 'utf8')), clientStderr));
+  if (problems.length === 0) rmSync(out, { recursive: true, force: true });
+  return { suite: suite.label, scenario, problems, seconds: (Date.now() - started) / 1000, output, clientStderr, out };
 }
 
 function report(result) {

@@ -18,6 +18,7 @@ pub mod projection;
 pub mod protocol;
 pub mod purra;
 pub mod schema;
+pub mod server;
 pub mod store;
 pub mod toolset;
 pub mod transport;

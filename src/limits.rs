@@ -244,6 +244,8 @@ pub const MAX_PATTERN_PROGRAM_BYTES: usize = 1024 * 1024;
 pub const MAX_PATTERN_DFA_CACHE_BYTES: usize = 1024 * 1024;
 /// Longest message of a validation failure, in bytes. Messages name the rule, never the value.
 pub const MAX_VALIDATION_MESSAGE_BYTES: usize = MAX_QUOTED_BYTES;
+/// Longest server error text kept in a `server-error-withheld` diagnostic, in bytes (after redaction).
+pub const MAX_WITHHELD_TEXT_BYTES: usize = 4 * 1024;
 /// Longest instance path (JSON Pointer) of a validation failure, in bytes; a longer one (long property
 /// names are the value's own text) is cut and marked with `…`.
 pub const MAX_VALIDATION_PATH_BYTES: usize = 512;

@@ -11,6 +11,7 @@
 //! | `store.rs`    | `NativeStore` (memory, SQLite) and stores implemented in JavaScript             |
 //! | `token_store.rs` | `NativeTokenStore` (memory, OS keyring, encrypted file) and JS token stores  |
 //! | `redact.rs`   | `quoteUntrustedText`: the engine's redaction for text JavaScript holds       |
+//! | `server.rs`   | `NativeServer`: `createMcpServer`'s core, its listeners, the host's `execute`      |
 //! | `registry.rs` | engine objects JavaScript holds (stores, token stores), by id, held weakly      |
 //! | `schema.rs`   | `JsonSchemaValidator`: a JSON Schema compiled once, validating JSON text         |
 //!
@@ -26,6 +27,7 @@ mod redact;
 mod registry;
 mod runtime;
 mod schema;
+mod server;
 mod store;
 mod token_store;
 mod toolset;

@@ -228,6 +228,8 @@ impl Inner {
         let output_check = route
             .filter(|r| !raw && self.validation.results && r.definition.output_schema.is_some())
             .map(|r| (r.clone(), call.name.clone()));
+        // Only under exposeServerErrors: false, to name the call whose error text was withheld.
+        let withholding = server.filter(|_| !self.validation.expose_server_errors).map(|_| call.name.clone());
         // Timed only when someone listens: the hot path pays a branch, not a clock read.
         let started = tracing::enabled!(tracing::Level::DEBUG).then(|| {
             let server_name = server.map_or(super::LOCAL_SERVER, |i| self.servers[i].entry.name.as_str());
@@ -250,10 +252,19 @@ impl Inner {
                             outcome = Err(error);
                         }
                     }
-                    if !inner.validation.expose_server_errors {
+                    let secrets = &inner.servers[index].secrets;
+                    if let (Some(tool), Err(error)) = (&withholding, &outcome) {
+                        if server_text::may_quote_server(error) {
+                            inner.report(Diagnostic::ServerErrorWithheld {
+                                server: inner.servers[index].entry.name.clone(),
+                                tool: tool.clone(),
+                                error_code: error.code(),
+                                message: server_text::withheld_text(error, secrets),
+                            });
+                        }
                         outcome = outcome.map_err(server_text::withhold);
                     }
-                    outcome.map(Box::<str>::from).map_err(|e| e.redacted(&inner.servers[index].secrets))
+                    outcome.map(Box::<str>::from).map_err(|e| e.redacted(secrets))
                 }
                 None => outcome.map(Box::<str>::from),
             };
