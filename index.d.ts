@@ -153,6 +153,25 @@ export declare class NativeToolset {
   close(): Promise<void>
 }
 
+/**
+ * A fresh listing, every tool as the server wrote it: `{"tools": [...], "pages", "bytes", "stopped"?}`.
+ * `boundsJson` holds the caller's lower bounds (`maxPages`, `maxTools`, `maxBytes`, `maxCursorBytes`,
+ * `timeoutMs`), or is empty.
+ */
+export declare function clientListTools(toolset: NativeToolset, boundsJson: string): Promise<string>
+
+/**
+ * Make `toolset` a client: its calls answer with the server's `CallToolResult` as sent, and the
+ * server's announcements of tool changes come as `tools-announced` events. Called before it connects.
+ */
+export declare function clientMode(toolset: NativeToolset): void
+
+/**
+ * `{"protocolVersion", "serverInfo": {name, version}, "capabilities": [...]}` of the connected server,
+ * or null when it is not connected.
+ */
+export declare function clientSession(toolset: NativeToolset): string | null
+
 export declare function debugPanicNext(entry: string): void
 
 /**
@@ -175,3 +194,18 @@ export declare function loadMcpConfig(text: string, source: string, format: stri
  * the tokens kept for the entry are revoked where the authorization server offers it, then forgotten.
  */
 export declare function logoutServer(configJson: string, nativeTokenStoreId?: number | undefined | null, jsTokenStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null): Promise<void>
+
+/** The `purra.json-identity/v1` digest of `valueJson`; `null` when it is over the identity bounds. */
+export declare function purraIdentityDigest(valueJson: string): string | null
+
+/** The host's `limits` JSON over the defaults: `value` is every limit. */
+export declare function purraLimits(limitsJson: string): string
+
+/** One `CallToolResult`: `value` is `{text, structured}`. */
+export declare function purraShapeResult(resultJson: string, limitsJson: string): string
+
+/**
+ * One bound tool definition (as listed) under `limitsJson` (already checked): `value` is
+ * `{remoteName, description, inputSchema, outputSchema}`.
+ */
+export declare function purraVetTool(toolJson: string, limitsJson: string): string

@@ -7,55 +7,12 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { createServer } from 'node:net';
-import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { mcpTools } from '../dist/index.js';
 import { EVERYTHING_BIN, startEverythingHttp } from '../examples/servers/everything-http.mjs';
-import { here, pythonSdk, until } from './helpers.mjs';
+import { pythonSdk, until } from './helpers.mjs';
+import { PY2, TS2, startPy2Http, startTs2Http } from './eras-servers.mjs';
 
 const MODERN = '2026-07-28';
-const TS2 = join(here, 'fixtures', 'ts2-server.mjs');
-const PY2 = join(here, 'fixtures', 'py2-server.py');
-/** How long a spawned HTTP server may take to listen, in ms. */
-const SERVER_START_TIMEOUT_MS = 20_000;
-
-function freePort() {
-  return new Promise((resolve) => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-/** The TypeScript 2.x fixture over HTTP: resolves to `{ url, seen(), stop }` once it listens. */
-async function startTs2Http() {
-  const child = spawn(process.execPath, [TS2, 'http'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  let timer;
-  const line = await Promise.race([
-    new Promise((resolve) => createInterface({ input: child.stdout }).once('line', resolve)),
-    new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('ts2 HTTP fixture did not start')), SERVER_START_TIMEOUT_MS))),
-  ]).finally(() => clearTimeout(timer));
-  const { url, seen } = JSON.parse(line);
-  return { url, seen: async () => (await fetch(seen)).json(), stop: () => child.kill() };
-}
-
-/** The Python fixture over HTTP (the SDK's own uvicorn app): resolves once a request is answered. */
-async function startPy2Http(python) {
-  const port = await freePort();
-  const child = spawn(python, [PY2, 'http', String(port)], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  child.stderr.on('data', (chunk) => (stderr = (stderr + chunk).slice(-4000)));
-  const url = `http://127.0.0.1:${port}/mcp`;
-  await until(() => fetch(url).then(() => true, () => false), { timeoutMs: SERVER_START_TIMEOUT_MS, stepMs: 100 }).catch((e) => {
-    child.kill();
-    throw new Error(`${e.message}\n${stderr}`);
-  });
-  return { url, stop: () => child.kill() };
-}
-
 const stdioEntry = (name, command, args) => ({ name, type: 'stdio', command, args });
 const httpEntry = (name, url) => ({ name, type: 'streamable-http', url });
 function textOf(result) {

@@ -23,6 +23,7 @@ exports.createKeyringTokenStore = api.createKeyringTokenStore;
 exports.createEncryptedFileTokenStore = api.createEncryptedFileTokenStore;
 exports.printAuthorizationUrl = api.printAuthorizationUrl;
 exports.logoutMcpServer = api.logoutMcpServer;
+exports.connectMcpServer = api.connectMcpServer;
 exports.loadMcpConfig = api.loadMcpConfig;
 exports.composeMcpSystemPrompt = api.composeMcpSystemPrompt;
 exports.estimateTokens = api.estimateTokens;

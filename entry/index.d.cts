@@ -16,6 +16,7 @@ export {
   createEncryptedFileTokenStore,
   printAuthorizationUrl,
   logoutMcpServer,
+  connectMcpServer,
   loadMcpConfig,
   composeMcpSystemPrompt,
   estimateTokens,

@@ -26,8 +26,9 @@ const platformPackage = `${manifest.name}-${platform}`;
 const NODE22 = process.argv[2] ?? join(root, 'node_modules', '.cache', 'mcpferry', 'node22', 'package', 'bin', 'node');
 const BUN = join(root, 'node_modules', '.bin', 'bun');
 const TSC = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-/** Exported by dist/ (lib/index.ts re-exports all of lib/errors.ts) but not part of the package's API. */
-const INTERNAL = ['createMcpError', 'fromEngine'];
+/** Exported by dist/ (lib/index.ts re-exports all of lib/errors.ts, and hands lib/client.ts the toolset
+ * internals connectMcpServer is built on) but not part of the package's API. */
+const INTERNAL = ['createMcpError', 'fromEngine', 'nativeToolsetOf', 'openToolset'];
 const RUN_TIMEOUT_MS = 60_000;
 
 const work = mkdtempSync(join(tmpdir(), 'mcpferry-install-'));
@@ -122,11 +123,12 @@ export const budget: number = estimateTokens('hello');
 export const unused = createMcpError;
 `;
 
-// The framework subpaths: what each exports, and one real use of each against the example server.
+// The subpaths: what each exports, and one real use of each against the example server.
 const SUBPATHS = {
   'mcpferry/ai': ['aiSdkTools', 'createMcpHandle'],
   'mcpferry/anthropic': ['anthropicTools', 'dispatchAnthropicToolUses'],
   'mcpferry/openai': ['dispatchOpenAiToolCall', 'openaiAgentsTools', 'openaiToolDefinitions'],
+  'mcpferry/purra': ['McpAdapterError', 'discoverMcpTools'],
 };
 /** The frameworks the subpaths are for (optional peers), and `openai` for the Responses types. */
 const FRAMEWORKS = ['ai', '@openai/agents', '@anthropic-ai/sdk', 'openai'];
@@ -141,8 +143,13 @@ try {
   const responses = await openai.dispatchOpenAiToolCall(toolset, { type: 'function_call', call_id: 'c2', name: 'weather__forecast', arguments: '{"city":"oslo"}' });
   const agentsTool = openai.openaiAgentsTools(toolset).find((t) => t.name === 'weather__forecast');
   const anthropicResults = await anthropic.dispatchAnthropicToolUses(toolset, [{ type: 'tool_use', id: 'c3', name: 'weather__forecast', input: { city: 'atlantis' } }]);
+  const client = await connectMcpServer({ name: 'weather', type: 'stdio', command: process.execPath, args: [weather] });
+  const catalog = await purra.discoverMcpTools(client, 'weather', { forecast: { localName: 'forecast', policy: { mode: 'read', title: 'Forecast' }, scope: null } });
+  const bound = await catalog.registrations[0].run({ city: 'lima' });
+  await client.close();
   console.log(JSON.stringify({
-    exports: { 'mcpferry/ai': Object.keys(ai).sort(), 'mcpferry/anthropic': Object.keys(anthropic).sort(), 'mcpferry/openai': Object.keys(openai).sort() },
+    exports: { 'mcpferry/ai': Object.keys(ai).sort(), 'mcpferry/anthropic': Object.keys(anthropic).sort(), 'mcpferry/openai': Object.keys(openai).sort(), 'mcpferry/purra': Object.keys(purra).sort() },
+    purra: bound.content,
     ai: [tools.weather__forecast.type, modelOutput],
     openai: [definition.strict, responses.output, agentsTool.type, agentsTool.strict],
     anthropic: anthropicResults[0],
@@ -151,14 +158,16 @@ try {
   await toolset.close();
 }
 `;
-const ADAPTERS_MJS = ADAPTERS_USE(`import { mcpTools } from 'mcpferry';
+const ADAPTERS_MJS = ADAPTERS_USE(`import { mcpTools, connectMcpServer } from 'mcpferry';
 import * as ai from 'mcpferry/ai';
+import * as purra from 'mcpferry/purra';
 import * as openai from 'mcpferry/openai';
 import * as anthropic from 'mcpferry/anthropic';
 const weather = new URL('./weather.mjs', import.meta.url).pathname;`);
 const ADAPTERS_CJS = `(async () => {
-${ADAPTERS_USE(`const { mcpTools } = require('mcpferry');
+${ADAPTERS_USE(`const { mcpTools, connectMcpServer } = require('mcpferry');
 const ai = require('mcpferry/ai');
+const purra = require('mcpferry/purra');
 const openai = require('mcpferry/openai');
 const anthropic = require('mcpferry/anthropic');
 const weather = require('node:path').join(__dirname, 'weather.mjs');`)}
@@ -169,6 +178,7 @@ const ADAPTERS_EXPECTED = {
   ai: ['dynamic', { type: 'content', value: [{ type: 'text', text: 'lisbon: 19 °C tomorrow' }] }],
   openai: [true, 'oslo: -2 °C tomorrow', 'function', true],
   anthropic: { type: 'tool_result', tool_use_id: 'c3', is_error: true, content: 'MCP tool error: Unknown city atlantis; try one of lisbon, oslo, nairobi, lima.' },
+  purra: { text: ['lima: 17 °C tomorrow'], structured: { city: 'lima', celsius: 17 } },
 };
 
 // Typed use of every subpath; the @ts-expect-error lines fail the build if a type resolved to \`any\`.
@@ -177,6 +187,8 @@ import type { McpToolset } from 'mcpferry';
 import { aiSdkTools } from 'mcpferry/ai';
 import { openaiAgentsTools, openaiToolDefinitions, dispatchOpenAiToolCall, type AgentsFunctionTool } from 'mcpferry/openai';
 import { anthropicTools, dispatchAnthropicToolUses } from 'mcpferry/anthropic';
+import { discoverMcpTools, McpAdapterError, type McpToolCatalog } from 'mcpferry/purra';
+import type { McpServerClient } from 'mcpferry';
 import type Anthropic from '@anthropic-ai/sdk';
 import type { FunctionTool, ResponseFunctionToolCall, ResponseInputItem } from 'openai/resources/responses/responses';
 
@@ -195,6 +207,17 @@ export function use(toolset: McpToolset) {
   const notAny3: number = openaiAgentsTools(toolset);
   return { aiTools, agentsTools, responsesTools, answer, tools, results, notAny1, notAny2, notAny3 };
 }
+
+export async function bound(client: McpServerClient): Promise<McpToolCatalog | string> {
+  try {
+    return await discoverMcpTools(client, 'weather', { forecast: { localName: 'forecast', policy: { mode: 'read', title: 'Forecast' }, scope: null } });
+  } catch (error) {
+    if (error instanceof McpAdapterError) return error.code;
+    throw error;
+  }
+}
+// @ts-expect-error not any
+export const notAny4: number = discoverMcpTools;
 `;
 
 /** A project with the tarballs installed and the frameworks linked in, created on first use. */

@@ -16,6 +16,7 @@ pub mod logging;
 pub mod mrtr;
 pub mod projection;
 pub mod protocol;
+pub mod purra;
 pub mod schema;
 pub mod store;
 pub mod toolset;

@@ -16,9 +16,11 @@
 //! JSON crosses as strings, never as napi objects (a string crosses in under a microsecond, an object
 //! graph in tens). Every failure crosses as a JS `Error` whose `code` is the `McpError` code.
 
+mod client;
 mod errors;
 mod firewall;
 mod hooks;
+mod purra;
 mod registry;
 mod runtime;
 mod schema;

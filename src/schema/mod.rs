@@ -3,6 +3,8 @@
 //! | file          | holds                                                                              |
 //! |---------------|------------------------------------------------------------------------------------|
 //! | `cost.rs`     | the worst-case number of subschemas one value node meets, bounded before compiling |
+//! | `profile.rs`  | the strict object profile of explicit read-only bindings (`mcpferry/purra`): a pure |
+//! |               | check that refuses, never trims, a schema outside it                                 |
 //! | `tool.rs`     | `ToolSchemas`: a tool's input and output schemas, compiled on first use, applied as |
 //! |               | the validation options say (`exposeServerErrors` is `guard::server_text`)          |
 //! | `validate.rs` | `CompiledSchema`: one schema checked against the bounds, compiled once, then used for |
@@ -24,6 +26,7 @@
 //!   does not reject.
 
 pub mod cost;
+pub mod profile;
 pub mod tool;
 pub mod validate;
 

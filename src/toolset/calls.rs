@@ -220,10 +220,13 @@ impl Inner {
     /// error text, redaction, the abort registry, the sink. `route` is `None` for local tools.
     fn completion(self: &Arc<Self>, route: Option<&Route>, call: &CallRequest, sink: &Arc<dyn CallSink>) -> Completion {
         let (inner, sink, call_id, abort_id) = (self.clone(), sink.clone(), call.call_id, call.abort_id);
+        // A single-server client hands the server's result over as sent: `isError` included, and not
+        // checked against the tool's outputSchema (its caller judges the result).
+        let raw = self.client_mode.load(std::sync::atomic::Ordering::Relaxed);
         let server = route.map(|r| r.server);
         // Only tools with an outputSchema pay for the check (and for keeping their name for its error).
         let output_check = route
-            .filter(|r| self.validation.results && r.definition.output_schema.is_some())
+            .filter(|r| !raw && self.validation.results && r.definition.output_schema.is_some())
             .map(|r| (r.clone(), call.name.clone()));
         // Only under exposeServerErrors: false, to name the call whose error text was withheld.
         let withholding = server.filter(|_| !self.validation.expose_server_errors).map(|_| call.name.clone());
@@ -240,7 +243,7 @@ impl Inner {
             // Local answers are ours: no `isError` to look for, no server secret to redact.
             let outcome = match server {
                 Some(index) => {
-                    let mut outcome = tool_outcome(outcome);
+                    let mut outcome = if raw { super::client::raw_outcome(outcome) } else { tool_outcome(outcome) };
                     if let (Ok(result), Some((route, name))) = (&outcome, &output_check) {
                         let schema = route.definition.output_schema.as_ref().map_or("true", |s| s.get());
                         let expose = inner.validation.expose_server_errors;
