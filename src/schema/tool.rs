@@ -33,8 +33,8 @@ impl Default for ValidationConfig {
 
 /// One schema of one tool, as far as it has been looked at.
 enum Compiled {
-    /// Accepts every JSON object (`{}`, `true`, `{"type":"object"}`): the call path's own object check
-    /// covers it, so the arguments are not even parsed.
+    /// An input schema that accepts every JSON object (`{}`, `true`, `{"type":"object"}`): the call
+    /// path's own object check covers it, so the arguments are not even parsed.
     AnyObject,
     Schema(CompiledSchema),
     /// Reported once; validation is skipped for this definition.
@@ -42,8 +42,9 @@ enum Compiled {
 }
 
 impl Compiled {
-    fn of(schema: &str, on_unusable: impl FnOnce(&SchemaError)) -> Compiled {
-        if is_any_object(schema) {
+    /// `arguments`: the schema of a call's arguments, which are known to be an object already.
+    fn of(schema: &str, arguments: bool, on_unusable: impl FnOnce(&SchemaError)) -> Compiled {
+        if arguments && is_any_object(schema) {
             return Compiled::AnyObject;
         }
         match CompiledSchema::compile(schema) {
@@ -67,7 +68,7 @@ impl ToolSchemas {
     /// Checks `arguments` (already known to be a JSON object) against `input_schema`, compiling it on
     /// first use. `tool` names the tool in the error.
     pub fn check_arguments(&self, tool: &str, input_schema: &str, arguments: &RawValue, on_unusable: impl FnOnce(&SchemaError)) -> Result<()> {
-        let Compiled::Schema(schema) = self.input.get_or_init(|| Compiled::of(input_schema, on_unusable)) else {
+        let Compiled::Schema(schema) = self.input.get_or_init(|| Compiled::of(input_schema, true, on_unusable)) else {
             return Ok(());
         };
         schema.validate_json(arguments.get()).map_err(|violation| {
@@ -88,7 +89,7 @@ impl ToolSchemas {
         expose_server_errors: bool,
         on_unusable: impl FnOnce(&SchemaError),
     ) -> Result<()> {
-        let Compiled::Schema(schema) = self.output.get_or_init(|| Compiled::of(output_schema, on_unusable)) else {
+        let Compiled::Schema(schema) = self.output.get_or_init(|| Compiled::of(output_schema, false, on_unusable)) else {
             return Ok(());
         };
         #[derive(serde::Deserialize)]
@@ -178,6 +179,12 @@ mod tests {
         for bad in [r#"{"content":[{"type":"text","text":"{\"sum\":3}"}]}"#, r#"{"content":[],"structuredContent":null}"#] {
             assert_eq!(check(bad, true).unwrap_err().code(), "mcp_result_invalid", "{bad}");
         }
+        // The plainest outputSchema still requires structuredContent, and an object.
+        let plain = ToolSchemas::default();
+        let check_plain = |result: &str| plain.check_result("s__t", r#"{"type":"object"}"#, &raw(result), true, |_| panic!("usable"));
+        assert!(check_plain(r#"{"content":[],"structuredContent":{}}"#).is_ok());
+        assert_eq!(check_plain(r#"{"content":[]}"#).unwrap_err().code(), "mcp_result_invalid");
+        assert_eq!(check_plain(r#"{"content":[],"structuredContent":[1]}"#).unwrap_err().code(), "mcp_result_invalid");
         let shown = check(r#"{"content":[],"structuredContent":{"sum":"3"}}"#, true).unwrap_err().to_string();
         assert!(shown.contains("at /sum"), "{shown}");
         let withheld = check(r#"{"content":[],"structuredContent":{"sum":"3"}}"#, false).unwrap_err().to_string();
