@@ -9,6 +9,16 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+export declare class JsonSchemaValidator {
+  /**
+   * Compiles `schemaJson`; throws `mcp_schema_invalid` for a schema over the bounds, not a schema,
+   * or one that does not compile (a reference to another document among them: nothing is fetched).
+   */
+  constructor(schemaJson: string)
+  /** `null` when `valueJson` is valid, else the first violation as JSON text. */
+  validate(valueJson: string): string | null
+}
+
 export declare class NativeFirewall {
   /** From `mcpFirewall`'s options as JSON and the journal's id. */
   static create(optionsJson: string, journalId: number): NativeFirewall
@@ -40,6 +50,22 @@ export declare class NativeJournal {
   reserve(runId: string, counter: string, limit: number): Promise<number | null>
   release(runId: string, counter: string): Promise<void>
   count(runId: string, counter: string): Promise<number>
+}
+
+export declare class NativeServer {
+  /** From `createMcpServer`'s options as JSON, a journal id (or none) and the host's dispatcher. */
+  static create(specJson: string, journalId: number | undefined | null, execute: (tool: string, requestJson: string) => Promise<string>): NativeServer
+  /** One call in process: the `CallToolResult` as JSON. */
+  callTool(name: string, argumentsJson?: string | undefined | null, idempotencyKey?: string | undefined | null): Promise<string>
+  /** Serves Streamable HTTP; resolves with `{"host", "port", "path"}` once listening. */
+  listenHttp(optionsJson: string): Promise<string>
+  /** Serves this process's stdin/stdout; resolves when stdin ends or the server is closed. */
+  serveStdio(): Promise<void>
+  /**
+   * Stops every listener (stdio stops reading; HTTP closes its socket and connections). Calls in
+   * process keep working.
+   */
+  close(): Promise<void>
 }
 
 /** A connection store that lives in the engine: in memory, a SQLite file, or a Postgres database. */
@@ -143,6 +169,31 @@ export declare class NativeToolset {
   close(): Promise<void>
 }
 
+/**
+ * A fresh listing, every tool as the server wrote it: `{"tools": [...], "pages", "bytes", "stopped"?}`.
+ * `boundsJson` holds the caller's lower bounds (`maxPages`, `maxTools`, `maxBytes`, `maxCursorBytes`,
+ * `timeoutMs`), or is empty.
+ */
+export declare function clientListTools(toolset: NativeToolset, boundsJson: string): Promise<string>
+
+/**
+ * Make `toolset` a client: its calls answer with the server's `CallToolResult` as sent, and the
+ * server's announcements of tool changes come as `tools-announced` events. Called before it connects.
+ */
+export declare function clientMode(toolset: NativeToolset): void
+
+/**
+ * Like `quoteUntrustedText`, for text about the server of a `connectMcpServer` client: that server's
+ * own secrets (configured headers and env values, its tokens) are replaced too.
+ */
+export declare function clientQuoteText(toolset: NativeToolset, text: string, secrets: Array<string>): string
+
+/**
+ * `{"protocolVersion", "serverInfo": {name, version}, "capabilities": [...]}` of the connected server,
+ * or null when it is not connected.
+ */
+export declare function clientSession(toolset: NativeToolset): string | null
+
 export declare function debugPanicNext(entry: string): void
 
 /**
@@ -165,3 +216,24 @@ export declare function loadMcpConfig(text: string, source: string, format: stri
  * the tokens kept for the entry are revoked where the authorization server offers it, then forgotten.
  */
 export declare function logoutServer(configJson: string, nativeTokenStoreId?: number | undefined | null, jsTokenStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null): Promise<void>
+
+/** The `purra.json-identity/v1` digest of `valueJson`; `null` when it is over the identity bounds. */
+export declare function purraIdentityDigest(valueJson: string): string | null
+
+/** The host's `limits` JSON over the defaults: `value` is every limit. */
+export declare function purraLimits(limitsJson: string): string
+
+/** One `CallToolResult`: `value` is `{text, structured}`. */
+export declare function purraShapeResult(resultJson: string, limitsJson: string): string
+
+/**
+ * One bound tool definition (as listed) under `limitsJson` (already checked): `value` is
+ * `{remoteName, description, inputSchema, outputSchema}`.
+ */
+export declare function purraVetTool(toolJson: string, limitsJson: string): string
+
+/**
+ * Untrusted text as the engine quotes it in errors: every `secrets` value replaced, at most a few
+ * hundred bytes shown, control characters blanked.
+ */
+export declare function quoteUntrustedText(text: string, secrets: Array<string>): string

@@ -835,13 +835,24 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.JsonSchemaValidator = nativeBinding.JsonSchemaValidator
 module.exports.NativeFirewall = nativeBinding.NativeFirewall
 module.exports.NativeJournal = nativeBinding.NativeJournal
+module.exports.NativeServer = nativeBinding.NativeServer
 module.exports.NativeStore = nativeBinding.NativeStore
 module.exports.NativeTokenStore = nativeBinding.NativeTokenStore
 module.exports.NativeToolset = nativeBinding.NativeToolset
+module.exports.clientListTools = nativeBinding.clientListTools
+module.exports.clientMode = nativeBinding.clientMode
+module.exports.clientQuoteText = nativeBinding.clientQuoteText
+module.exports.clientSession = nativeBinding.clientSession
 module.exports.debugPanicNext = nativeBinding.debugPanicNext
 module.exports.engineConstants = nativeBinding.engineConstants
 module.exports.engineVersion = nativeBinding.engineVersion
 module.exports.loadMcpConfig = nativeBinding.loadMcpConfig
 module.exports.logoutServer = nativeBinding.logoutServer
+module.exports.purraIdentityDigest = nativeBinding.purraIdentityDigest
+module.exports.purraLimits = nativeBinding.purraLimits
+module.exports.purraShapeResult = nativeBinding.purraShapeResult
+module.exports.purraVetTool = nativeBinding.purraVetTool
+module.exports.quoteUntrustedText = nativeBinding.quoteUntrustedText

@@ -71,7 +71,9 @@ test('500 tools: deferred schemas keep every parameter name within the budget; d
 
   // A model-facing call built from the deferred schema carries every parameter name to the server.
   const target = catalog[3];
-  const args = Object.fromEntries(Object.keys(tools[`cat__${target.name}`].inputSchema.properties).map((k) => [k, 'v']));
+  // Values of the types (and enums) the full schema asks for: arguments are validated before they are sent.
+  const valueFor = (p) => p.enum?.[0] ?? { integer: 1, number: 1, boolean: true, array: [], object: {} }[p.type] ?? 'v';
+  const args = Object.fromEntries(Object.keys(tools[`cat__${target.name}`].inputSchema.properties).map((k) => [k, valueFor(target.inputSchema.properties[k])]));
   await tools[`cat__${target.name}`].execute(args);
   const call = server.received().find((m) => m.method === 'tools/call');
   assert.deepEqual(Object.keys(call.params.arguments).sort(), Object.keys(target.inputSchema.properties).sort());

@@ -57,9 +57,7 @@ for (const [mode, start] of modes) test(`server-everything over ${mode}: list, c
     assert.equal((await tools.everything__echo.execute({ message: 'after' })).content[0].text, 'Echo: after');
   });
 
-  await t.test('a schema violation comes back as a tool or protocol error, typed', async () => {
-    await assert.rejects(tools['everything__get-sum'].execute({ a: 'not a number' }), (e) =>
-      ['mcp_tool_error', 'mcp_protocol_error'].includes(e.code),
-    );
+  await t.test('a schema violation is refused before it is sent (validateArguments), typed', async () => {
+    await assert.rejects(tools['everything__get-sum'].execute({ a: 'not a number', b: 1 }), { code: 'mcp_invalid_arguments', message: /at \/a/ });
   });
 });

@@ -1,6 +1,7 @@
 // Shared by the test suites: fixture server entries and readers for what the fixture recorded.
 
-import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, existsSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -65,4 +66,68 @@ export function processState(pid) {
   } catch {
     return null;
   }
+}
+
+/** The official Python SDK's version the Python fixtures (fixtures/*.py) run on. */
+export const PYTHON_SDK = 'mcp==2.3.0';
+const VENV = join(here, '..', 'node_modules', '.cache', 'mcpferry', 'py');
+/** Written once the venv holds PYTHON_SDK, so later runs reuse it. */
+const VENV_READY = join(VENV, `${PYTHON_SDK}.installed`);
+/** Creating the venv and installing the SDK from PyPI, in ms (about 15 s when uncached). */
+const PYTHON_INSTALL_TIMEOUT_MS = 120_000;
+
+/**
+ * The python of a venv holding the official Python SDK (`{ python }`), created and installed from PyPI on
+ * first use and cached under node_modules/.cache/mcpferry/py; or `{ skip }` with the reason it cannot be had.
+ * Test files run in parallel: one process installs (holding a lock directory), the others wait for it.
+ */
+export function pythonSdk() {
+  const python = join(VENV, 'bin', 'python');
+  const ready = () => existsSync(VENV_READY) && existsSync(python);
+  if (ready()) return { python };
+  const lock = `${VENV}.lock`;
+  mkdirSync(dirname(VENV), { recursive: true });
+  const deadline = Date.now() + PYTHON_INSTALL_TIMEOUT_MS + 10_000;
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch {
+      if (ready()) return { python };
+      // A lock older than an install can take was left by a process that died: take it over.
+      const stale = (() => {
+        try {
+          return Date.now() - statSync(lock).mtimeMs > PYTHON_INSTALL_TIMEOUT_MS + 10_000;
+        } catch {
+          return false;
+        }
+      })();
+      if (stale) rmSync(lock, { recursive: true, force: true });
+      if (Date.now() > deadline) return { skip: 'Python SDK 2.x unavailable (another test process holds the install lock)' };
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
+    }
+  }
+  try {
+    if (ready()) return { python };
+    return installPythonSdk(python);
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+function installPythonSdk(python) {
+  const run = (command, args) => {
+    const r = spawnSync(command, args, { encoding: 'utf8', timeout: PYTHON_INSTALL_TIMEOUT_MS });
+    if (r.error) return `${command} ${args.join(' ')}: ${r.error.message}`;
+    if (r.status !== 0) return `${command} ${args.join(' ')}: exit ${r.status}: ${r.stderr.trim().split('\n').slice(-3).join(' / ')}`;
+    return null;
+  };
+  const started = Date.now();
+  rmSync(VENV, { recursive: true, force: true });
+  mkdirSync(VENV, { recursive: true });
+  const failed = run('python3', ['-m', 'venv', VENV]) ?? run(join(VENV, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', PYTHON_SDK]);
+  if (failed) return { skip: `Python SDK 2.x unavailable (${failed})` };
+  writeFileSync(VENV_READY, `${new Date().toISOString()}\n`);
+  console.log(`# installed ${PYTHON_SDK} into ${VENV} in ${((Date.now() - started) / 1000).toFixed(1)} s (cached for later runs)`);
+  return { python };
 }

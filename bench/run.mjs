@@ -26,6 +26,14 @@ const METRICS = [
   { w: 'W1', key: 'cpu_us_per_call', label: 'W1 stdio sequential: client CPU/call', unit: 'µs', better: 'lower' },
   { w: 'W2', key: 'calls_per_s', label: 'W2 stdio 64 in flight: calls/s', unit: '', better: 'higher', target: 2.5 },
   { w: 'W2', key: 'cpu_us_per_call', label: 'W2 stdio 64 in flight: client CPU/call', unit: 'µs', better: 'lower' },
+  { w: 'W1V', key: 'p50_us', label: 'W1V stdio sequential, outputSchema, validation on: p50', unit: 'µs', better: 'lower' },
+  { w: 'W1V', key: 'cpu_us_per_call', label: 'W1V stdio sequential, validation on: client CPU/call', unit: 'µs', better: 'lower' },
+  { w: 'W1V', key: 'off_cpu_us_per_call', label: 'W1V stdio sequential, validation off: client CPU/call', unit: 'µs', better: 'lower' },
+  { w: 'W1V', key: 'validation_cpu_us_per_call', label: 'W1V validation cost per call (on − off, client CPU)', unit: 'µs', better: 'lower' },
+  { w: 'W2V', key: 'calls_per_s', label: 'W2V stdio 64 in flight, validation on: calls/s', unit: '', better: 'higher' },
+  { w: 'W2V', key: 'cpu_us_per_call', label: 'W2V stdio 64 in flight, validation on: client CPU/call', unit: 'µs', better: 'lower' },
+  { w: 'W2V', key: 'off_cpu_us_per_call', label: 'W2V stdio 64 in flight, validation off: client CPU/call', unit: 'µs', better: 'lower' },
+  { w: 'W2V', key: 'validation_cpu_us_per_call', label: 'W2V validation cost per call (on − off, client CPU)', unit: 'µs', better: 'lower' },
   { w: 'W3', key: 'seq_p50_us', label: 'W3 HTTP sequential: p50', unit: 'µs', better: 'lower' },
   { w: 'W3', key: 'seq_p99_us', label: 'W3 HTTP sequential: p99', unit: 'µs', better: 'lower' },
   { w: 'W3', key: 'seq_calls_per_s', label: 'W3 HTTP sequential: calls/s', unit: '', better: 'higher', target: 3 },
@@ -290,7 +298,9 @@ for (const metric of METRICS) {
 }
 lines.push('');
 lines.push(`Ratios are client / SDK of the medians; for calls/s higher is better, for everything else lower is better. ` +
-  `"n/a": the raw pipe is a floor for the stdio call path only (W1, W2); W8 is tool search, which only mcpferry has (its target is absolute: under 1 ms per query).`);
+  `"n/a": the raw pipe is a floor for the stdio call path only (W1, W2); W8 is tool search, which only mcpferry has (its target is absolute: under 1 ms per query). ` +
+  `W1V/W2V: each client validates what it does by default (mcpferry: arguments and structuredContent; the MCP SDK: structuredContent); ` +
+  `the "validation off" and "cost" rows are mcpferry's alone, measured in the same process with validateArguments and validateResults off.`);
 lines.push('');
 
 lines.push('## Targets');

@@ -11,11 +11,13 @@ export {
   createMemoryMcpJournal,
   createSqliteMcpJournal,
   createPostgresMcpJournal,
+  createMcpServer,
   createMemoryTokenStore,
   createKeyringTokenStore,
   createEncryptedFileTokenStore,
   printAuthorizationUrl,
   logoutMcpServer,
+  connectMcpServer,
   loadMcpConfig,
   composeMcpSystemPrompt,
   estimateTokens,
@@ -48,5 +50,6 @@ export type { McpErrorCode } from '../dist/errors.js';
 export type { McpConnectionStore, StoredServer, PostgresMcpConnectionStore, PostgresMcpConnectionStoreOptions } from '../dist/stores.js';
 export type { McpConfig } from '../dist/config-file.js';
 export type { McpJournal, PostgresMcpJournal, McpFirewallOptions, McpFirewallTool, McpGuard, McpCallOutcome } from '../dist/firewall.js';
+export type { McpServerHandle, McpServerOptions, McpServerTool, McpServerToolContext, McpServerListenOptions, McpServerHttpOptions, McpServerListening, McpServerCallResult, StandardSchemaV1 } from '../dist/server.js';
 export type { McpTokenStore, KeyringTokenStoreOptions, EncryptedFileTokenStoreOptions } from '../dist/token-stores.js';
 export type * from '../dist/types.js';

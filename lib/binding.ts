@@ -30,6 +30,13 @@ export interface NativeFirewallHandle {
   record(requestJson: string, succeeded: boolean): Promise<void>;
 }
 
+export interface NativeServerHandle {
+  callTool(name: string, argumentsJson: string | undefined, idempotencyKey: string | undefined): Promise<string>;
+  listenHttp(optionsJson: string): Promise<string>;
+  serveStdio(): Promise<void>;
+  close(): Promise<void>;
+}
+
 export interface NativeStoreHandle {
   readonly id: number;
   /** What the store is and where it points, without any credential. */
@@ -79,6 +86,9 @@ interface NativeBinding {
   NativeFirewall: {
     create(optionsJson: string, journalId: number): NativeFirewallHandle;
   };
+  NativeServer: {
+    create(specJson: string, journalId: number | undefined, execute: (tool: string, requestJson: string) => Promise<string>): NativeServerHandle;
+  };
   NativeStore: {
     memory(): NativeStoreHandle;
     sqlite(path: string): NativeStoreHandle;
@@ -95,8 +105,13 @@ interface NativeBinding {
     nativeTokenStoreId: number | undefined,
     jsTokenStore: ((op: string, argsJson: string) => Promise<string>) | undefined,
   ): Promise<void>;
+  /** A JSON Schema compiled in the engine (throws `mcp_schema_invalid`); `validate` gives `null` or a
+   * violation's JSON (`{"path","message"}`). */
+  JsonSchemaValidator: new (schemaJson: string) => { validate(valueJson: string): string | null };
   loadMcpConfig(text: string, source: string, format: string): string;
   engineVersion(): string;
+  /** Untrusted text quoted as the engine quotes it in errors: `secrets` replaced, bounded, control characters blanked. */
+  quoteUntrustedText(text: string, secrets: string[]): string;
   engineConstants(): string;
   /** Debug builds of the engine only: the next call of the named entry point panics. */
   debugPanicNext?(entry: string): void;

@@ -24,7 +24,10 @@ export type McpErrorCode =
   | 'mcp_tool_quarantined'
   | 'mcp_storage_error'
   | 'mcp_result_too_deep'
-  | 'mcp_internal_error';
+  | 'mcp_schema_invalid'
+  | 'mcp_result_invalid'
+  | 'mcp_internal_error'
+  | 'mcp_outcome_unknown';
 
 export class McpError extends Error {
   readonly code: McpErrorCode;
@@ -75,8 +78,22 @@ export class McpToolQuarantinedError extends McpError {}
 export class McpStorageError extends McpError {}
 /** A message from the server was nested deeper than the engine accepts (a nesting bomb). */
 export class McpResultTooDeepError extends McpError {}
+/** A JSON Schema that cannot be used: over the engine's size or depth bound, not a schema, or one that does
+ * not compile (an unknown dialect, a `$ref` to another document — nothing is ever fetched —, a bad `pattern`). */
+export class McpSchemaInvalidError extends McpError {}
+/** A tool result that breaks the tool's `outputSchema`: `structuredContent` missing or failing it. */
+export class McpResultInvalidError extends McpError {}
 /** A bug in mcpferry (a panic in the engine), contained: this call or operation failed, the process lives on. */
 export class McpInternalError extends McpError {}
+
+/**
+ * A call of a tool with effects (`defineMcpTool`, `mcpferry/mayura`) failed after its request was sent:
+ * whether the server acted is unknown. Check the remote system before calling again. `reason` is the
+ * code of the failure (`mcp_timeout`, `mcp_tool_error`, `mcp_result_invalid`, …).
+ */
+export class McpOutcomeUnknownError extends McpError {
+  declare readonly reason: McpErrorCode;
+}
 
 const classes: Record<McpErrorCode, new (code: McpErrorCode, message: string) => McpError> = {
   mcp_tool_error: McpToolError,
@@ -97,7 +114,10 @@ const classes: Record<McpErrorCode, new (code: McpErrorCode, message: string) =>
   mcp_tool_quarantined: McpToolQuarantinedError,
   mcp_storage_error: McpStorageError,
   mcp_result_too_deep: McpResultTooDeepError,
+  mcp_schema_invalid: McpSchemaInvalidError,
+  mcp_result_invalid: McpResultInvalidError,
   mcp_internal_error: McpInternalError,
+  mcp_outcome_unknown: McpOutcomeUnknownError,
 };
 
 /** The engine's codes that have no class of their own here (empty when this file is current). */

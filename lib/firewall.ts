@@ -127,10 +127,10 @@ export function createPostgresMcpJournal(connection: string | PostgresMcpConnect
 const JOURNAL_METHODS = ['claim', 'get', 'reserve', 'release', 'count'] as const;
 
 /** The engine's handle for a journal: a built-in's own, or a dispatcher to a JavaScript one. */
-function nativeJournal(journal: McpJournal): NativeJournalHandle {
+export function nativeJournal(journal: McpJournal, caller = 'mcpFirewall'): NativeJournalHandle {
   if (journal instanceof EngineJournal) return journal[NATIVE];
   const complete = typeof journal === 'object' && journal !== null && JOURNAL_METHODS.every((m) => typeof journal[m] === 'function');
-  if (!complete) throw createMcpError('mcp_config_invalid', `mcpFirewall: journal must have ${JOURNAL_METHODS.join(', ')}`);
+  if (!complete) throw createMcpError('mcp_config_invalid', `${caller}: journal must have ${JOURNAL_METHODS.join(', ')}`);
   // The engine calls it with `(op, argsJson)`; its failures become mcp_storage_error there.
   const dispatcher = async (op: string, argsJson: string): Promise<string> => {
     if (!(JOURNAL_METHODS as readonly string[]).includes(op)) throw new Error(`unknown journal operation ${op}`);

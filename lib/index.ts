@@ -44,18 +44,23 @@ export {
   McpToolQuarantinedError,
   McpStorageError,
   McpResultTooDeepError,
+  McpSchemaInvalidError,
+  McpResultInvalidError,
   McpInternalError,
 } from './errors';
 export type { McpErrorCode } from './errors';
 export type * from './types';
 export { retrustMcpServer } from './stores';
 export { loadMcpConfig } from './config-file';
+export { connectMcpServer } from './client';
 export type { McpConfig } from './config-file';
 export { createMemoryTokenStore, createKeyringTokenStore, createEncryptedFileTokenStore } from './token-stores';
 export type { McpTokenStore, KeyringTokenStoreOptions, EncryptedFileTokenStoreOptions } from './token-stores';
 export type { McpConnectionStore, StoredServer, PostgresMcpConnectionStore, PostgresMcpConnectionStoreOptions } from './stores';
 export { mcpFirewall, composeGuards, createMemoryMcpJournal, createSqliteMcpJournal, createPostgresMcpJournal } from './firewall';
 export type { McpJournal, PostgresMcpJournal, McpFirewallOptions, McpFirewallTool, McpGuard, McpCallOutcome } from './firewall';
+export { createMcpServer } from './server';
+export type { McpServerHandle, McpServerOptions, McpServerTool, McpServerToolContext, McpServerListenOptions, McpServerHttpOptions, McpServerListening, McpServerCallResult, StandardSchemaV1 } from './server';
 
 type ProjectedTool = Omit<McpTool, 'execute'>;
 interface ToolsChange {
@@ -81,6 +86,11 @@ export function estimateTokens(text: string): number {
 }
 
 const natives = new WeakMap<McpToolset, NativeToolset>();
+
+/** Internal: the native toolset behind a toolset this module opened. */
+export function nativeToolsetOf(toolset: McpToolset): NativeToolset | undefined {
+  return natives.get(toolset);
+}
 
 /**
  * The MCP part of an agent's system prompt for `toolset`: which servers are connected, which are
@@ -198,6 +208,7 @@ const WARNING_CODES: ReadonlySet<string> = new Set([
   'server-degraded',
   'server-name-collision',
   'tool-rejected',
+  'tool-schema-invalid',
   'tool-quarantined',
   'tool-withheld',
   'disclosure-budget-exceeded',
@@ -632,11 +643,16 @@ export function rebuildMcpToolsFromStorage(
   return openToolset(servers, opts, (native) => native.rebuild(capabilities?.stdio !== false), true);
 }
 
-async function openToolset(
+/**
+ * Internal (lib/client.ts builds connectMcpServer on it): open a toolset; `internal.observe` sees every
+ * engine event after the toolset handled it, and `internal.prepare` the native toolset before it connects.
+ */
+export async function openToolset(
   servers: readonly McpServer[],
   given: McpOptions,
   start: (native: NativeToolset) => Promise<string>,
   reconciles: boolean,
+  internal?: { observe?(kind: string, payload: unknown): void; prepare?(native: NativeToolset): void },
 ): Promise<McpToolset> {
   const opts = withDefaults(given);
   const config = configJson(servers, opts);
@@ -666,6 +682,7 @@ async function openToolset(
         for (const removed of change.removed) delete tools[removed];
         for (const tool of [...change.added, ...change.changed]) tools[tool.name] = makeTool(calls, tool, record);
       }
+      internal?.observe?.(kind, payload);
     } catch {
       // A malformed event is the engine's bug; it must not take the caller's process down.
     }
@@ -716,6 +733,7 @@ async function openToolset(
       stopListening = () => signal.removeEventListener('abort', abortLogins);
     }
   }
+  internal?.prepare?.(native);
   let closing: Promise<void> | undefined;
   // Resolves once the engine let go of every server and every call has settled; the keep-alive timer
   // is gone even if the engine failed to close.

@@ -188,6 +188,28 @@ export interface McpOptions {
   logs?: 'diagnostics';
   /** Largest message accepted from a server, in bytes. Default 2 MiB. */
   maxResultBytes?: number;
+  /**
+   * Check each call's arguments against the tool's `inputSchema` (JSON Schema 2020-12, in the engine, no
+   * coercion) before anything is sent: a mismatch rejects with `mcp_invalid_arguments` naming the failing
+   * path, and the server receives nothing. Default true. A schema the engine cannot use (over its bounds,
+   * an unknown dialect, a `$ref` to another document — never fetched) is reported once as
+   * `tool-schema-invalid` and that tool's calls go unchecked.
+   */
+  validateArguments?: boolean;
+  /**
+   * Check `structuredContent` against the tool's `outputSchema`, when it has one: missing or mismatching
+   * rejects with `mcp_result_invalid` (JSON-looking text does not count). `isError` results are not
+   * checked. Default true, as the official SDKs do.
+   */
+  validateResults?: boolean;
+  /**
+   * `false` replaces any error text a server may have written — an `isError` result's text, a JSON-RPC
+   * error's message, the quoted part of a protocol or transport error (a non-JSON-RPC line, an HTTP error
+   * body, a stderr line) — with a fixed message, keeping the error's `code` (and the JSON-RPC error number),
+   * so no remote text reaches the model through an error. The withheld text goes to `onDiagnostic` as
+   * `server-error-withheld` (redacted, at most 4 KiB). Default true.
+   */
+  exposeServerErrors?: boolean;
   /** Receives everything the engine reports: degraded servers, name collisions, tool-list changes. */
   onDiagnostic?: (diagnostic: Diagnostic) => void;
   /**
@@ -338,6 +360,10 @@ export type Diagnostic =
   | (DiagnosticBase & { code: 'log'; level: 'error' | 'warn' | 'info' | 'debug' | 'trace'; target: string })
   | (DiagnosticBase & { code: 'server-name-collision'; labels: string[] })
   | (DiagnosticBase & { code: 'tool-rejected'; tool: string })
+  /** A tool's `inputSchema` or `outputSchema` cannot be used for validation; that check is skipped, the tool works. */
+  | (DiagnosticBase & { code: 'tool-schema-invalid'; tool: string })
+  /** `exposeServerErrors: false` kept this error text (redacted, cut to 4 KiB) from the caller of `tool` (projected name). */
+  | (DiagnosticBase & { code: 'server-error-withheld'; tool: string; errorCode: string })
   | (DiagnosticBase & { code: 'tool-name-rewritten'; tool: string; name: string })
   | (DiagnosticBase & { code: 'tools-changed'; added: string[]; changed: string[]; removed: string[] })
   /** Re-listing a server whose `ttlMs` lapsed failed; its last listing stays in use and is retried, backing off. */
@@ -348,3 +374,225 @@ export type Diagnostic =
   | (DiagnosticBase & { code: 'internal-error' })
   | (DiagnosticBase & { code: 'tool-quarantined' | 'tool-withheld' | 'tool-removed'; tool: string })
   | (DiagnosticBase & { code: 'disclosure-budget-exceeded'; toolCount: number; floorTokens: number; budgetTokens: number });
+
+// ---- connectMcpServer: one server as a client (lib/client.ts) ----
+
+/**
+ * The options of {@link McpServerClient}'s server: those of `mcpTools` (transports, `auth`,
+ * `allowedHosts`, `policy`, `timeoutMs`, `maxResultBytes`, `onDiagnostic`, storage, OAuth, …) except
+ * the ones about projecting many servers into a model's context.
+ */
+export type McpClientOptions = Omit<McpOptions, 'disclosure' | 'contextWindowTokens' | 'onDegraded'>;
+
+/** A tool exactly as the server listed it (`tools/list`), unknown fields included. */
+export interface McpRemoteTool {
+  name: string;
+  title?: string;
+  description?: string;
+  inputSchema: Record<string, unknown>;
+  outputSchema?: Record<string, unknown>;
+  annotations?: Record<string, unknown>;
+  /** E.g. `{ taskSupport: 'forbidden' | 'optional' | 'required' }`. */
+  execution?: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+/** `listTools` options: lower bounds than the engine's own (100 pages, 10 000 tools). */
+export interface McpListToolsOptions {
+  /** Stops waiting (the listing's own requests run to their timeout). */
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
+
+/** One `tools/call`, in the request shape `mayura/adapter-mcp` calls an `McpClient`. */
+export interface McpCallToolRequest {
+  /** The tool's name on the server (its `remoteName`). */
+  name: string;
+  arguments?: Record<string, unknown>;
+  /** Aborting it cancels the call (`notifications/cancelled`); it rejects with `mcp_aborted`. */
+  signal?: AbortSignal;
+  /** As for `mcpTools`: `idempotencyKey`, or `runId` + `toolCallId`, go in `params._meta.idempotencyKey`. */
+  idempotencyKey?: string;
+  runId?: string;
+  toolCallId?: string;
+}
+
+/** A `CallToolResult` exactly as the server sent it (within `maxResultBytes`): `isError` is not thrown. */
+export interface McpCallToolResult {
+  content: ContentBlock[];
+  structuredContent?: Record<string, unknown>;
+  isError?: boolean;
+  _meta?: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+/** One connected MCP server (`connectMcpServer`). Every failure rejects with a typed `McpError`. */
+export interface McpServerClient {
+  /** The server entry's name. */
+  readonly name: string;
+  /** The negotiated protocol version (`2025-11-25`, …, or `2026-07-28`). */
+  readonly protocolVersion: string;
+  /** The server's `serverInfo` (redacted like diagnostics). */
+  readonly serverInfo: { name: string; version: string };
+  /** A fresh `tools/list`, every page, each tool as the server wrote it. */
+  listTools(options?: McpListToolsOptions): Promise<McpRemoteTool[]>;
+  /**
+   * Call a tool by its remote name, through the same gates as `mcpTools` (`policy`, `auth`). Resolves
+   * to the server's result as sent, `isError: true` included; rejects with `mcp_tool_unavailable` for a
+   * tool the server does not (or no longer) publish, `mcp_connection_closed` after `close()`, and
+   * `mcp_transport_error` when the server dies mid-call.
+   */
+  callTool(request: McpCallToolRequest): Promise<McpCallToolResult>;
+  /**
+   * `listener` runs when the server announces that its tools changed, and when a re-listing by the
+   * engine finds them changed (it may run more than once for one change). Returns the unsubscribe.
+   */
+  onToolsChanged(listener: () => void): () => void;
+  /** Close the connection (a stdio server's process group is reaped). Idempotent. */
+  close(): Promise<void>;
+}
+
+// ---- mcpferry/purra: explicit read-only bindings (lib/purra.ts) ----
+
+/**
+ * Bounds of one discovery and of every call of its registrations. Each may be lowered; none raised
+ * above its default, except `timeoutMs` (up to 300 000).
+ */
+export interface McpToolLimits {
+  /** `tools/list` pages followed (32). */
+  readonly maxPages: number;
+  /** Tools the server may publish, bound or not (256). */
+  readonly maxTools: number;
+  /** Bytes of every listed page together (1 MiB). */
+  readonly maxCatalogBytes: number;
+  /** Bytes of one bound tool's input or output schema, as JSON (64 KiB). */
+  readonly maxSchemaBytes: number;
+  /** Bytes of one bound tool's description (8 KiB). */
+  readonly maxDescriptionBytes: number;
+  /** Bytes of one result's content, and of one call's arguments as JSON (64 KiB). */
+  readonly maxResultBytes: number;
+  /** Content blocks in one result (128). */
+  readonly maxContentBlocks: number;
+  /** One listing or one call, in ms (30 000; at most 300 000). */
+  readonly timeoutMs: number;
+}
+
+/** The read policy every bound tool has: read-only is the host's assertion, not the server's. */
+export interface McpReadPolicy {
+  readonly mode: 'read';
+  readonly title: string;
+  readonly riskLevel?: 'read';
+}
+
+/** What a registration's `scope` and `run` receive from the host (purra passes its Run context). */
+export interface McpBindingContext {
+  readonly signal?: AbortSignal;
+  readonly [key: string]: unknown;
+}
+
+/**
+ * The host's scope check: `undefined` or `true` allows the call; `false` or a non-empty string
+ * denies it (`mcp_scope_denied`, nothing is sent).
+ */
+export type McpScopeCheck = (args: Record<string, unknown>, context: McpBindingContext) => unknown;
+
+/** One remote tool the host exposes, keyed by its remote name in the bindings. */
+export interface McpToolBinding {
+  /** The name the model sees: a letter or `_`, then letters, digits and `_` (at most 64). */
+  readonly localName: string;
+  readonly policy: McpReadPolicy;
+  /** `null` opts out of a host scope check explicitly. */
+  readonly scope: McpScopeCheck | null;
+  /** A declaration recorded in the snapshot; it schedules nothing by itself. Default false. */
+  readonly concurrencySafe?: boolean;
+}
+
+/** One bound tool in the snapshot. */
+export interface McpToolEntry {
+  readonly remoteName: string;
+  readonly localName: string;
+  /** The server's description (or `''`). */
+  readonly description: string;
+  readonly inputSchema: Readonly<Record<string, unknown>>;
+  readonly outputSchema: Readonly<Record<string, unknown>> | null;
+  readonly policy: Readonly<{ mode: 'read'; title: string; riskLevel: 'read' }>;
+  readonly concurrencySafe: boolean;
+}
+
+/** The immutable snapshot of a discovery. */
+export interface McpToolSnapshot {
+  readonly schemaVersion: 1;
+  readonly serverId: string;
+  readonly protocolVersion: string;
+  /**
+   * SHA-256 (hex) of `{ schemaVersion, serverId, protocolVersion, entries }` in the
+   * `purra.json-identity/v1` encoding.
+   */
+  readonly revisionDigest: string;
+  /** Sorted by `localName`. */
+  readonly entries: readonly McpToolEntry[];
+}
+
+/** What a registration's `run` resolves to: `errorCode` set (and the envelope empty) on a known failure. */
+export interface McpBindingResult {
+  readonly content: { readonly text: readonly string[]; readonly structured: Readonly<Record<string, unknown>> | null };
+  readonly effectState: 'not_started';
+  readonly errorCode?: McpBindingErrorCode;
+}
+
+/** One bound tool as an agent's tool definition (purra's `ToolDefinition` shape). */
+export interface McpToolRegistration {
+  readonly name: string;
+  readonly description: string;
+  readonly inputSchema: Readonly<Record<string, unknown>>;
+  readonly policy: Readonly<{ mode: 'read'; title: string; riskLevel: 'read' }>;
+  readonly concurrencySafe: boolean;
+  scope(args: Record<string, unknown>, context?: McpBindingContext): Promise<unknown>;
+  run(args: unknown, context?: McpBindingContext): Promise<McpBindingResult>;
+}
+
+export interface McpToolCatalog {
+  readonly snapshot: McpToolSnapshot;
+  readonly registrations: readonly McpToolRegistration[];
+  /** True once the server's tools changed (or the client closed): discover again. */
+  readonly stale: boolean;
+}
+
+export interface McpDiscoveryOptions {
+  readonly limits?: Partial<McpToolLimits>;
+  /** Stops waiting for the listing. */
+  readonly signal?: AbortSignal;
+}
+
+/** Why one call of a registration failed (the envelope is then empty). */
+export type McpBindingErrorCode =
+  | 'mcp_invalid_arguments'
+  | 'mcp_scope_denied'
+  | 'mcp_catalog_stale'
+  | 'mcp_connection_closed'
+  | 'mcp_timeout'
+  | 'mcp_protocol_error'
+  | 'mcp_transport_error'
+  | 'mcp_tool_error'
+  | 'mcp_result_invalid'
+  | 'mcp_result_unsupported'
+  | 'mcp_result_too_large';
+
+/** Why a discovery failed (`McpAdapterError.code`). */
+export type McpAdapterErrorCode =
+  | 'mcp_binding_invalid'
+  | 'mcp_name_conflict'
+  | 'mcp_binding_missing'
+  | 'mcp_protocol_unsupported'
+  | 'mcp_tools_unavailable'
+  | 'mcp_catalog_limit_exceeded'
+  | 'mcp_pagination_invalid'
+  | 'mcp_tool_unsupported'
+  | 'mcp_schema_unsupported'
+  | 'mcp_catalog_stale'
+  | 'mcp_connection_closed'
+  | 'mcp_timeout'
+  | 'mcp_protocol_error'
+  | 'mcp_transport_error'
+  | 'mcp_result_invalid'
+  | 'mcp_aborted';

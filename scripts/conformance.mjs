@@ -10,16 +10,13 @@
 // scenario allows an error) AND its checks.json carries the evidence below, so that a client which never
 // got far enough to be checked cannot pass.
 
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { node22Modules } from './node22.mjs';
+import { findFiles, runCollecting, suiteCli, suiteDir } from './conformance-common.mjs';
 
 const root = new URL('..', import.meta.url).pathname;
-// The suites need Node 22, so they are installed with it, in scripts/node22 (scripts/node22.mjs).
-const require = createRequire(join(node22Modules(), '..', 'package.json'));
 const client = process.env.MCPFERRY_CONFORMANCE_CLIENT || join(root, 'examples', 'conformance-client.mjs');
 
 /** Scenarios run at the same time (sse-retry always runs alone: its check measures reconnect timing). */
@@ -279,37 +276,21 @@ function evidenceProblems(suite, scenario, checks, clientStderr) {
   return problems;
 }
 
-/** Every file named `name` under `dir` (the CLI nests results as <dir>/<scenario>-<timestamp>/...). */
-function findFiles(dir, name) {
-  return readdirSync(dir, { recursive: true, withFileTypes: true })
-    .filter((e) => e.isFile() && e.name === name)
-    .map((e) => join(e.parentPath ?? e.path, e.name));
-}
-
-function runScenario(node22, suite, scenario) {
-  const cli = join(dirname(require.resolve(`${suite.pkg}/package.json`)), 'dist', 'index.js');
+async function runScenario(node22, suite, scenario) {
   const out = mkdtempSync(join(tmpdir(), 'mcpferry-conformance-'));
-  const args = [cli, 'client', ...suite.args, '--command', `${node22} ${client}`, '--scenario', scenario, '-o', out];
+  const args = [suiteCli(suite.pkg), 'client', ...suite.args, '--command', `${node22} ${client}`, '--scenario', scenario, '-o', out];
   const started = Date.now();
-  return new Promise((resolve) => {
-    const child = spawn(node22, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, PATH: `${dirname(node22)}:${process.env.PATH}` } });
-    let output = '';
-    child.stdout.on('data', (chunk) => (output += chunk));
-    child.stderr.on('data', (chunk) => (output += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), SCENARIO_TIMEOUT_MS);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      const problems = [];
-      if (code !== 0) problems.push(signal ? `the suite was killed (${signal})` : `the suite failed it (exit ${code})`);
-      const [checksFile] = findFiles(out, 'checks.json');
-      const [stderrFile] = findFiles(out, 'stderr.txt');
-      const clientStderr = stderrFile ? readFileSync(stderrFile, 'utf8') : '';
-      if (!checksFile) problems.push('no checks.json');
-      else problems.push(...evidenceProblems(suite, scenario, JSON.parse(readFileSync(checksFile, 'utf8')), clientStderr));
-      if (problems.length === 0) rmSync(out, { recursive: true, force: true });
-      resolve({ suite: suite.label, scenario, problems, seconds: (Date.now() - started) / 1000, output, clientStderr, out });
-    });
-  });
+  const env = { ...process.env, PATH: `${dirname(node22)}:${process.env.PATH}` };
+  const { code, signal, output } = await runCollecting(node22, args, { cwd: root, env, timeoutMs: SCENARIO_TIMEOUT_MS });
+  const problems = [];
+  if (code !== 0) problems.push(signal ? `the suite was killed (${signal})` : `the suite failed it (exit ${code})`);
+  const [checksFile] = findFiles(out, 'checks.json');
+  const [stderrFile] = findFiles(out, 'stderr.txt');
+  const clientStderr = stderrFile ? readFileSync(stderrFile, 'utf8') : '';
+  if (!checksFile) problems.push('no checks.json');
+  else problems.push(...evidenceProblems(suite, scenario, JSON.parse(readFileSync(checksFile, 'utf8')), clientStderr));
+  if (problems.length === 0) rmSync(out, { recursive: true, force: true });
+  return { suite: suite.label, scenario, problems, seconds: (Date.now() - started) / 1000, output, clientStderr, out };
 }
 
 function report(result) {
@@ -324,7 +305,7 @@ function report(result) {
 
 /** Checks that each installed suite is the expected release and lists exactly the scenarios we run. */
 function suiteProblems(node22, suite) {
-  const dir = dirname(require.resolve(`${suite.pkg}/package.json`));
+  const dir = suiteDir(suite.pkg);
   const { version } = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
   if (!suite.version.test(version)) return [`${suite.pkg} is ${version}, expected ${suite.version}`];
   const list = spawnSync(node22, [join(dir, 'dist', 'index.js'), 'list', '--client', ...suite.args], { encoding: 'utf8' });

@@ -4,10 +4,11 @@
 // a fresh project in the system temp directory (outside the repo, so none of its node_modules is
 // reachable) with npm offline and a dead registry, so nothing called mcpferry can come from anywhere
 // else, then uses the installed package the way a user would: connect the example stdio server and call
-// its tool on Node 20, Node 22 and Bun, from CommonJS and from ESM, and compile a typed usage file with
-// moduleResolution node16, nodenext and bundler. The framework subpaths (mcpferry/ai, /openai, /anthropic)
-// are checked the same way in a second project where the frameworks are installed (linked from the repo's
-// node_modules, as a user's own install would provide them; they are optional peer dependencies).
+// its tool on Node 20, Node 22 and Bun, from CommonJS and from ESM (mcpferry/mayura, which needs no
+// framework, too), and compile a typed usage file with moduleResolution node16, nodenext and bundler. The
+// framework subpaths (mcpferry/ai, /openai, /anthropic) are checked the same way in a second project where
+// the frameworks are installed (linked from the repo's node_modules, as a user's own install would provide
+// them; they are optional peer dependencies).
 //
 // The platform package carries the DEBUG engine `npm run build` left in the repo root (its debug info
 // stripped, to pack fast); `npm run package` is the release path and packs the same way.
@@ -27,8 +28,9 @@ const platformPackage = `${manifest.name}-${platform}`;
 const NODE22 = process.argv[2] ?? join(root, 'node_modules', '.cache', 'mcpferry', 'node22', 'package', 'bin', 'node');
 const BUN = join(root, 'node_modules', '.bin', 'bun');
 const TSC = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-/** Exported by dist/ (lib/index.ts re-exports all of lib/errors.ts) but not part of the package's API. */
-const INTERNAL = ['createMcpError', 'fromEngine'];
+/** Exported by dist/ (lib/index.ts re-exports all of lib/errors.ts, and hands lib/client.ts the toolset
+ * internals connectMcpServer is built on) but not part of the package's API. */
+const INTERNAL = ['createMcpError', 'fromEngine', 'nativeToolsetOf', 'openToolset'];
 const RUN_TIMEOUT_MS = 60_000;
 
 const work = mkdtempSync(join(tmpdir(), 'mcpferry-install-'));
@@ -98,9 +100,42 @@ console.log(JSON.stringify({ esm: Object.keys(esm).sort(), cjs: Object.keys(cjs)
 
 const EXPECTED = { text: 'lisbon: 19 °C tomorrow', toolError: 'mcp_tool_error', tools: ['weather__forecast', 'weather__to_fahrenheit'] };
 
+// `mcpferry/mayura` needs no framework: a declared tool whose client is the installed toolset's weather tool.
+const MAYURA_USE = (load) => `${load}
+const toolset = await mcpTools([{ name: 'weather', type: 'stdio', command: process.execPath, args: [weather] }]);
+try {
+  const client = { callTool: ({ name, arguments: args, signal }) => toolset.tools['weather__' + name].execute(args, { signal }) };
+  const forecast = mayura.defineMcpTool({
+    id: 'weather.forecast', version: '1', description: 'Tomorrow in a city.', remoteName: 'forecast', effects: 'read', client,
+    input: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }, output: { type: 'object', required: ['celsius'] },
+  });
+  const failure = await forecast.execute({ city: 'atlantis' }).catch((e) => e);
+  const result = await forecast.execute({ city: 'lisbon' });
+  console.log(JSON.stringify({ exports: Object.keys(mayura).sort(), result, failure: [failure instanceof mayura.McpOutcomeUnknownError, failure.reason], permissions: forecast.permissions }));
+} finally {
+  await toolset.close();
+}
+`;
+const MAYURA_MJS = MAYURA_USE(`import { mcpTools } from 'mcpferry';
+import * as mayura from 'mcpferry/mayura';
+const weather = new URL('./weather.mjs', import.meta.url).pathname;`);
+const MAYURA_CJS = `(async () => {
+${MAYURA_USE(`const { mcpTools } = require('mcpferry');
+const mayura = require('mcpferry/mayura');
+const weather = require('node:path').join(__dirname, 'weather.mjs');`)}
+})().catch((e) => { console.error(e); process.exit(1); });
+`;
+const MAYURA_EXPECTED = {
+  exports: ['DEFAULT_MCP_TOOL_TIMEOUT_MS', 'MAX_MCP_TOOL_RESULT_BYTES', 'McpOutcomeUnknownError', 'McpResultInvalidError', 'defineMcpTool'],
+  result: { city: 'lisbon', celsius: 19 },
+  failure: [true, 'mcp_tool_error'],
+  permissions: ['tool:weather.forecast', 'effect:read'],
+};
+
 const TYPED = `import { mcpTools, McpError, estimateTokens, type McpServer, type McpToolset, type McpToolResult, type Diagnostic } from 'mcpferry';
 // @ts-expect-error internal helpers are not part of the package's API
 import { createMcpError } from 'mcpferry';
+import { defineMcpTool, McpOutcomeUnknownError, type McpClient } from 'mcpferry/mayura';
 
 const servers: McpServer[] = [{ name: 'weather', type: 'stdio', command: 'node', args: ['weather.mjs'] }];
 
@@ -121,13 +156,22 @@ export async function forecast(city: string, signal: AbortSignal): Promise<strin
 
 export const budget: number = estimateTokens('hello');
 export const unused = createMcpError;
+
+export function declared(client: McpClient) {
+  const tool = defineMcpTool({ id: 'weather.forecast', version: '1', description: 'Tomorrow.', remoteName: 'forecast', input: { type: 'object' }, output: { type: 'object' }, effects: 'read', client });
+  const permissions: readonly string[] = tool.permissions;
+  // @ts-expect-error not any
+  const notAny: number = tool.permissions;
+  return { tool, permissions, notAny, unknown: McpOutcomeUnknownError };
+}
 `;
 
-// The framework subpaths: what each exports, and one real use of each against the example server.
+// The subpaths: what each exports, and one real use of each against the example server.
 const SUBPATHS = {
   'mcpferry/ai': ['aiSdkTools', 'createMcpHandle'],
   'mcpferry/anthropic': ['anthropicTools', 'dispatchAnthropicToolUses'],
   'mcpferry/openai': ['dispatchOpenAiToolCall', 'openaiAgentsTools', 'openaiToolDefinitions'],
+  'mcpferry/purra': ['McpAdapterError', 'discoverMcpTools'],
 };
 /** The frameworks the subpaths are for (optional peers), and `openai` for the Responses types. */
 const FRAMEWORKS = ['ai', '@openai/agents', '@anthropic-ai/sdk', 'openai'];
@@ -142,8 +186,13 @@ try {
   const responses = await openai.dispatchOpenAiToolCall(toolset, { type: 'function_call', call_id: 'c2', name: 'weather__forecast', arguments: '{"city":"oslo"}' });
   const agentsTool = openai.openaiAgentsTools(toolset).find((t) => t.name === 'weather__forecast');
   const anthropicResults = await anthropic.dispatchAnthropicToolUses(toolset, [{ type: 'tool_use', id: 'c3', name: 'weather__forecast', input: { city: 'atlantis' } }]);
+  const client = await connectMcpServer({ name: 'weather', type: 'stdio', command: process.execPath, args: [weather] });
+  const catalog = await purra.discoverMcpTools(client, 'weather', { forecast: { localName: 'forecast', policy: { mode: 'read', title: 'Forecast' }, scope: null } });
+  const bound = await catalog.registrations[0].run({ city: 'lima' });
+  await client.close();
   console.log(JSON.stringify({
-    exports: { 'mcpferry/ai': Object.keys(ai).sort(), 'mcpferry/anthropic': Object.keys(anthropic).sort(), 'mcpferry/openai': Object.keys(openai).sort() },
+    exports: { 'mcpferry/ai': Object.keys(ai).sort(), 'mcpferry/anthropic': Object.keys(anthropic).sort(), 'mcpferry/openai': Object.keys(openai).sort(), 'mcpferry/purra': Object.keys(purra).sort() },
+    purra: bound.content,
     ai: [tools.weather__forecast.type, modelOutput],
     openai: [definition.strict, responses.output, agentsTool.type, agentsTool.strict],
     anthropic: anthropicResults[0],
@@ -152,14 +201,16 @@ try {
   await toolset.close();
 }
 `;
-const ADAPTERS_MJS = ADAPTERS_USE(`import { mcpTools } from 'mcpferry';
+const ADAPTERS_MJS = ADAPTERS_USE(`import { mcpTools, connectMcpServer } from 'mcpferry';
 import * as ai from 'mcpferry/ai';
+import * as purra from 'mcpferry/purra';
 import * as openai from 'mcpferry/openai';
 import * as anthropic from 'mcpferry/anthropic';
 const weather = new URL('./weather.mjs', import.meta.url).pathname;`);
 const ADAPTERS_CJS = `(async () => {
-${ADAPTERS_USE(`const { mcpTools } = require('mcpferry');
+${ADAPTERS_USE(`const { mcpTools, connectMcpServer } = require('mcpferry');
 const ai = require('mcpferry/ai');
+const purra = require('mcpferry/purra');
 const openai = require('mcpferry/openai');
 const anthropic = require('mcpferry/anthropic');
 const weather = require('node:path').join(__dirname, 'weather.mjs');`)}
@@ -170,6 +221,7 @@ const ADAPTERS_EXPECTED = {
   ai: ['dynamic', { type: 'content', value: [{ type: 'text', text: 'lisbon: 19 °C tomorrow' }] }],
   openai: [true, 'oslo: -2 °C tomorrow', 'function', true],
   anthropic: { type: 'tool_result', tool_use_id: 'c3', is_error: true, content: 'MCP tool error: Unknown city atlantis; try one of lisbon, oslo, nairobi, lima.' },
+  purra: { text: ['lima: 17 °C tomorrow'], structured: { city: 'lima', celsius: 17 } },
 };
 
 // Typed use of every subpath; the @ts-expect-error lines fail the build if a type resolved to \`any\`.
@@ -178,6 +230,8 @@ import type { McpToolset } from 'mcpferry';
 import { aiSdkTools } from 'mcpferry/ai';
 import { openaiAgentsTools, openaiToolDefinitions, dispatchOpenAiToolCall, type AgentsFunctionTool } from 'mcpferry/openai';
 import { anthropicTools, dispatchAnthropicToolUses } from 'mcpferry/anthropic';
+import { discoverMcpTools, McpAdapterError, type McpToolCatalog } from 'mcpferry/purra';
+import type { McpServerClient } from 'mcpferry';
 import type Anthropic from '@anthropic-ai/sdk';
 import type { FunctionTool, ResponseFunctionToolCall, ResponseInputItem } from 'openai/resources/responses/responses';
 
@@ -196,6 +250,17 @@ export function use(toolset: McpToolset) {
   const notAny3: number = openaiAgentsTools(toolset);
   return { aiTools, agentsTools, responsesTools, answer, tools, results, notAny1, notAny2, notAny3 };
 }
+
+export async function bound(client: McpServerClient): Promise<McpToolCatalog | string> {
+  try {
+    return await discoverMcpTools(client, 'weather', { forecast: { localName: 'forecast', policy: { mode: 'read', title: 'Forecast' }, scope: null } });
+  } catch (error) {
+    if (error instanceof McpAdapterError) return error.code;
+    throw error;
+  }
+}
+// @ts-expect-error not any
+export const notAny4: number = discoverMcpTools;
 `;
 
 /** A project with the tarballs installed and the frameworks linked in, created on first use. */
@@ -230,6 +295,8 @@ before(() => {
   writeFileSync(join(app, 'use.cjs'), USE_CJS);
   writeFileSync(join(app, 'use.mjs'), USE_MJS);
   writeFileSync(join(app, 'api.mjs'), API_MJS);
+  writeFileSync(join(app, 'mayura.mjs'), MAYURA_MJS);
+  writeFileSync(join(app, 'mayura.cjs'), MAYURA_CJS);
 });
 
 after(() => rmSync(work, { recursive: true, force: true }));
@@ -273,6 +340,16 @@ for (const [runtime, binary] of runtimes) {
       assert.ok(existsSync(binary()), `${runtime} not found at ${binary()}`);
       const { stdout } = ok(binary(), [file], app);
       assert.deepEqual(JSON.parse(stdout.trim().split('\n').pop()), EXPECTED);
+    });
+  }
+}
+
+for (const [runtime, binary] of runtimes) {
+  for (const [system, file] of [['CommonJS', 'mayura.cjs'], ['ESM', 'mayura.mjs']]) {
+    test(`${runtime}, ${system}: mcpferry/mayura declares a tool over the example server`, () => {
+      assert.ok(existsSync(binary()), `${runtime} not found at ${binary()}`);
+      const { stdout } = ok(binary(), [file], app);
+      assert.deepEqual(JSON.parse(stdout.trim().split('\n').pop()), MAYURA_EXPECTED);
     });
   }
 }

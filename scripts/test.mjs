@@ -95,6 +95,8 @@ results.push(
 const withNode22 = { MCPFERRY_NODE22_MODULES: node22Modules() };
 results.push(await run('Node 22', node22(), ['--test', '--test-reporter=tap', ...suites], { ...pgEnv, ...withNode22 }));
 results.push(await run('conformance', process.execPath, [join(root, 'scripts', 'conformance.mjs'), node22()]));
+// The suite's server scenarios about tools, against createMcpServer (scripts/conformance-server.mjs).
+results.push(await run('conformance server', process.execPath, [join(root, 'scripts', 'conformance-server.mjs'), node22()]));
 results.push(await run('Bun', bun(), ['test', '--timeout=60000', ...suites.map((s) => `./${s}`)], { ...pgEnv, ...withNode22 }));
 postgres.stop?.();
 // The packed package, installed into a fresh project outside the repo and used from Node 20, Node 22 and
@@ -106,7 +108,7 @@ let failed = 0;
 console.log('\n=== summary');
 for (const { label, code, out } of results) {
   const rust = label === 'cargo test' ? [...out.matchAll(/test result: \w+\. (\d+) passed; (\d+) failed/g)] : [];
-  const plain = label === 'conformance' ? out.match(/^(\d+) passed, (\d+) failed$/m) : null;
+  const plain = label.startsWith('conformance') ? out.match(/^(\d+) passed, (\d+) failed$/m) : null;
   const tally = plain
     ? { pass: Number(plain[1]), fail: Number(plain[2]) }
     : rust.length

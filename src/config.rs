@@ -42,6 +42,9 @@ pub const OPTION_KEYS: &[&str] = &[
     "warnings",
     "logs",
     "progress",
+    "validateArguments",
+    "validateResults",
+    "exposeServerErrors",
 ];
 
 /// The key of a marker standing for a value JSON cannot carry: `{"$mcpferry": "function"}` (also
@@ -75,6 +78,8 @@ pub struct ToolsetConfig {
     pub authorization_timeout_ms: u64,
     /// The elicitation modes declared when `onElicitation` is set (`elicitationModes`, default form).
     pub elicitation_modes: crate::elicitation::Modes,
+    /// `validateArguments`, `validateResults`, `exposeServerErrors` (each default true).
+    pub validation: crate::schema::tool::ValidationConfig,
 }
 
 /// Which callbacks the options configure. The callbacks themselves cross beside the JSON.
@@ -253,12 +258,14 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         Some(Value::String(s)) if s == "warn" || s == "throw" => {}
         Some(_) => return Err(McpError::config("options.onDegraded must be \"warn\" or \"throw\"")),
     }
-    for flag in ["warnings", "progress"] {
-        match root.get(flag) {
-            None | Some(Value::Null) | Some(Value::Bool(_)) => {}
-            Some(_) => return Err(McpError::config(format!("options.{flag} must be a boolean"))),
-        }
-    }
+    // `warnings` and `progress` are read by the TypeScript layer; checked here like every option.
+    flag(root, "warnings", true)?;
+    flag(root, "progress", false)?;
+    let validation = crate::schema::tool::ValidationConfig {
+        arguments: flag(root, "validateArguments", true)?,
+        results: flag(root, "validateResults", true)?,
+        expose_server_errors: flag(root, "exposeServerErrors", true)?,
+    };
     let logs_to_diagnostics = match root.get("logs") {
         None | Some(Value::Null) => false,
         Some(Value::String(s)) if s == "diagnostics" => true,
@@ -321,7 +328,17 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         token_store,
         authorization_timeout_ms,
         elicitation_modes,
+        validation,
     })
+}
+
+/// A boolean option, `default` when absent or null.
+fn flag(root: &Map<String, Value>, name: &str, default: bool) -> Result<bool> {
+    match root.get(name) {
+        None | Some(Value::Null) => Ok(default),
+        Some(Value::Bool(given)) => Ok(*given),
+        Some(_) => Err(McpError::config(format!("options.{name} must be a boolean"))),
+    }
 }
 
 /// `elicitationModes`: a non-empty array of `"form"` and `"url"`; only with `onElicitation`.
@@ -751,5 +768,17 @@ mod callback_tests {
         let not_a_function = parse(r#"{"servers":[],"options":{"onElicitation":true}}"#).unwrap_err().to_string();
         assert!(not_a_function.contains("onElicitation must be a function"), "{not_a_function}");
         assert!(!parse(r#"{"servers":[]}"#).unwrap().callbacks.elicit);
+    }
+
+    #[test]
+    fn validation_options_default_on_and_take_booleans() {
+        use crate::schema::tool::ValidationConfig;
+        assert_eq!(parse(r#"{"servers":[]}"#).unwrap().validation, ValidationConfig { arguments: true, results: true, expose_server_errors: true });
+        let off = parse(r#"{"servers":[],"options":{"validateArguments":false,"validateResults":false,"exposeServerErrors":false}}"#).unwrap();
+        assert_eq!(off.validation, ValidationConfig { arguments: false, results: false, expose_server_errors: false });
+        for key in ["validateArguments", "validateResults", "exposeServerErrors"] {
+            let error = parse(&format!(r#"{{"servers":[],"options":{{"{key}":"no"}}}}"#)).unwrap_err().to_string();
+            assert!(error.contains(&format!("options.{key} must be a boolean")), "{error}");
+        }
     }
 }

@@ -35,6 +35,11 @@ use tokio_util::task::TaskTracker;
 pub trait ConnectionEvents: Send + Sync + 'static {
     /// The server sent `notifications/tools/list_changed`.
     fn tools_list_changed(&self);
+    /// A `subscriptions/listen` took effect: changes made before it were announced to nobody, so the
+    /// tools may have changed (not that the server said they did).
+    fn tools_may_have_changed(&self) {
+        self.tools_list_changed();
+    }
     /// The connection ended without the owner asking (the server died, or broke the protocol).
     fn connection_lost(&self, reason: &McpError);
 }
@@ -876,7 +881,7 @@ impl Shared {
                 // A `subscriptions/listen` took effect. A change made between our last listing and now
                 // was announced to nobody (the first listing precedes the subscription; a re-opened one
                 // leaves a gap), so treat the acknowledgement as a change: one coalesced re-list.
-                "notifications/subscriptions/acknowledged" => self.events.tools_list_changed(),
+                "notifications/subscriptions/acknowledged" => self.events.tools_may_have_changed(),
                 "notifications/cancelled" => self.elicitation_cancelled(params),
                 // `notifications/elicitation/complete` (URL mode) has nothing waiting on it here: the
                 // accept was the host's whole part, and the spec lets a client ignore it.

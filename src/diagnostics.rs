@@ -13,6 +13,12 @@ pub enum Diagnostic {
     ToolRejected { server: String, tool: String, message: String },
     /// A remote name was rewritten to be provider-safe.
     ToolNameRewritten { server: String, tool: String, name: String, message: String },
+    /// A tool's `inputSchema` or `outputSchema` cannot be used for validation (over a bound, an unknown
+    /// dialect, a reference to another document): that check is skipped for this definition, the tool works.
+    ToolSchemaInvalid { server: String, tool: String, message: String },
+    /// `exposeServerErrors: false` kept a server's error text from a call's caller; here it is, redacted and
+    /// cut to `MAX_WITHHELD_TEXT_BYTES`, for the host's logs. `tool` is the projected name.
+    ServerErrorWithheld { server: String, tool: String, error_code: &'static str, message: String },
     /// A tool's definition differs from its trusted baseline: kept by name, described by us, uncallable.
     ToolQuarantined { server: String, tool: String, message: String },
     /// A tool absent from the trusted baseline: not projected at all.

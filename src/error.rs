@@ -47,6 +47,11 @@ pub enum McpError {
     /// A message nested deeper than the engine accepts (a nesting bomb would break the agent's
     /// `JSON.stringify`, or a recursive parser).
     ResultTooDeep { max_depth: usize },
+    /// A JSON Schema that cannot be used: over the size or depth bound, not a schema, or one that does
+    /// not compile (an unknown dialect, a reference to another document, a bad `pattern`).
+    SchemaInvalid(String),
+    /// A tool result that breaks the tool's `outputSchema` (its `structuredContent` is missing or fails).
+    ResultInvalid(String),
     /// A bug in the engine (a panic), caught and turned into this call's failure.
     Internal(String),
 }
@@ -72,6 +77,8 @@ impl McpError {
             McpError::ToolQuarantined(_) => "mcp_tool_quarantined",
             McpError::Storage(_) => "mcp_storage_error",
             McpError::ResultTooDeep { .. } => "mcp_result_too_deep",
+            McpError::SchemaInvalid(_) => "mcp_schema_invalid",
+            McpError::ResultInvalid(_) => "mcp_result_invalid",
             McpError::Internal(_) => "mcp_internal_error",
         }
     }
@@ -86,7 +93,7 @@ impl McpError {
         Self::one_of_each().iter().map(McpError::code).collect()
     }
 
-    fn one_of_each() -> [McpError; 19] {
+    fn one_of_each() -> [McpError; 21] {
         // The match has no wildcard: adding a variant fails to compile until it is listed below too.
         let _listed_below = |e: &McpError| match e {
             McpError::Tool(_)
@@ -111,6 +118,8 @@ impl McpError {
             | McpError::ToolQuarantined(_)
             | McpError::Storage(_)
             | McpError::ResultTooDeep { .. }
+            | McpError::SchemaInvalid(_)
+            | McpError::ResultInvalid(_)
             | McpError::Internal(_) => (),
         };
         let text = String::new;
@@ -133,6 +142,8 @@ impl McpError {
             McpError::ToolQuarantined(text()),
             McpError::Storage(text()),
             McpError::ResultTooDeep { max_depth: 0 },
+            McpError::SchemaInvalid(text()),
+            McpError::ResultInvalid(text()),
             McpError::Internal(text()),
         ]
     }
@@ -158,6 +169,8 @@ macro_rules! with_text {
             | McpError::ContainmentViolation($text)
             | McpError::ToolQuarantined($text)
             | McpError::Storage($text)
+            | McpError::SchemaInvalid($text)
+            | McpError::ResultInvalid($text)
             | McpError::Internal($text) => $carries,
             _ => $fixed,
         }

@@ -219,3 +219,33 @@ pub const MAX_REQUEST_STATE_BYTES: usize = 1024 * 1024;
 /// Longest idempotency key (bytes) a tool call may carry in `params._meta.idempotencyKey`, explicit
 /// or formed as `${runId}:${toolCallId}`; a longer one fails the call with `mcp_invalid_arguments`.
 pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 512;
+
+// JSON Schema validation (src/schema/): tool arguments and results against a tool's schemas.
+
+/// Largest schema compiled, in bytes of its JSON text. Generated schemas of real tools are a few KiB;
+/// a larger one is refused (`mcp_schema_invalid`) rather than compiled.
+pub const MAX_SCHEMA_BYTES: usize = 1024 * 1024;
+/// Deepest nesting of a compiled schema, in levels of arrays and objects (`{}` is one level). The
+/// compiler recurses per level, so this bounds its stack use on the engine's 2 MiB worker threads.
+pub const MAX_SCHEMA_DEPTH_LEVELS: usize = 64;
+/// Subschemas one node of a value may be checked against, in the worst case the schema allows (computed
+/// before compiling, src/schema/cost.rs): bounds validation time where `$ref` could multiply the work.
+/// Real schemas (generated unions, trees) stay in the tens or hundreds.
+pub const MAX_SCHEMA_APPLICATIONS_PER_NODE: u64 = 10_000;
+/// Deepest value the cost bound considers, in levels: serde_json's recursion limit, past which no
+/// value reaches a validator.
+pub const MAX_VALUE_DEPTH_LEVELS: usize = 128;
+/// Backtracking steps one `pattern` match may take (patterns that need backtracking: lookaround,
+/// backreferences); past this the value fails validation instead of matching for minutes.
+pub const MAX_PATTERN_BACKTRACK_STEPS: usize = 100_000;
+/// Largest compiled `pattern`, in bytes of the regex program; a larger one fails the schema's compilation.
+pub const MAX_PATTERN_PROGRAM_BYTES: usize = 1024 * 1024;
+/// Transition cache of one `pattern`'s lazy DFA, in bytes.
+pub const MAX_PATTERN_DFA_CACHE_BYTES: usize = 1024 * 1024;
+/// Longest message of a validation failure, in bytes. Messages name the rule, never the value.
+pub const MAX_VALIDATION_MESSAGE_BYTES: usize = MAX_QUOTED_BYTES;
+/// Longest server error text kept in a `server-error-withheld` diagnostic, in bytes (after redaction).
+pub const MAX_WITHHELD_TEXT_BYTES: usize = 4 * 1024;
+/// Longest instance path (JSON Pointer) of a validation failure, in bytes; a longer one (long property
+/// names are the value's own text) is cut and marked with `…`.
+pub const MAX_VALIDATION_PATH_BYTES: usize = 512;

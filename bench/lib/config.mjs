@@ -11,7 +11,7 @@
 //   BENCH_W3_CONC_CALLS    measured HTTP calls with BENCH_CONCURRENCY in flight (W3)
 //   BENCH_W7_REPS          cold processes per client per round for the import time (W7)
 //   BENCH_CLIENTS          comma-separated subset of mcpferry,sdk,aisdk,raw
-//   BENCH_WORKLOADS        comma-separated subset of W1..W8
+//   BENCH_WORKLOADS        comma-separated subset of W1, W2, W1V, W2V, W3..W8
 //   BENCH_OUT              where to write the markdown report
 //   BENCH_CHILD_TIMEOUT_MS a client process taking longer is killed and its result recorded as failed
 
@@ -42,7 +42,7 @@ function list(name, all) {
 }
 
 export const ALL_CLIENTS = ['mcpferry', 'sdk', 'aisdk', 'raw'];
-export const ALL_WORKLOADS = ['W1', 'W2', 'W3', 'W4', 'W5', 'W6', 'W7', 'W8'];
+export const ALL_WORKLOADS = ['W1', 'W2', 'W1V', 'W2V', 'W3', 'W4', 'W5', 'W6', 'W7', 'W8'];
 
 // The raw pipe is a floor for the stdio call path only (the issue asks for it in W1 and W2).
 // W8 (tool search) is a feature only mcpferry has.
@@ -51,7 +51,7 @@ export const SUPPORTED = {
   mcpferry: ALL_WORKLOADS,
   sdk: COMMON_WORKLOADS,
   aisdk: COMMON_WORKLOADS,
-  raw: ['W1', 'W2'],
+  raw: ['W1', 'W2'],  // no schemas to validate on a raw pipe: not in W1V/W2V
 };
 
 export const config = {

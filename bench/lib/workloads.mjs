@@ -5,9 +5,11 @@
 // Adapter:
 //   name           label for errors
 //   imports        module URLs a user of this client has to import (W7 times importing them cold)
-//   connect(servers) -> { toolCount, tool(server, toolName) -> (args) => Promise<CallToolResult>, close() }
+//   connect(servers, { validation }) -> { toolCount, tool(server, toolName) -> (args) => Promise<CallToolResult>, close() }
 //     servers: [{ name, kind: 'stdio', command, args, env } | { name, kind: 'http', url }]
 //     It resolves when the tool map is ready to use (initialize, initialized and every tools/list page done).
+//     `validation: false` (W1V/W2V) asks a client that can switch its schema validation off to do so.
+//   canSkipValidation  true for a client that honours `validation: false` (W1V/W2V then measure it both ways)
 //
 // Each workload runs in its own process (spawned by bench/run.mjs), so process.cpuUsage() and the memory
 // figures belong to this client alone: the servers are separate processes.
@@ -104,8 +106,8 @@ async function concurrent(call, n) {
   return { calls_per_s: n / (wallMs / 1000), cpu_us_per_call: cpuMicros(cpu0) / n };
 }
 
-async function connectChecked(adapter, servers, expectedTools) {
-  const conn = await adapter.connect(servers);
+async function connectChecked(adapter, servers, expectedTools, options = {}) {
+  const conn = await adapter.connect(servers, options);
   if (conn.toolCount !== expectedTools) {
     await conn.close().catch(() => {});
     throw new Error(`expected ${expectedTools} tools, the tool map has ${conn.toolCount}`);
@@ -123,6 +125,28 @@ async function startHttpServer() {
       if (child.exitCode === null && child.signalCode === null) await once(child, 'exit');
     },
   };
+}
+
+/** `measure` on the structured echo tool with validation as the client does it by default and, for a client
+ * that can skip it, without: `{ ...on, off_<metric>..., validation_cpu_us_per_call }`. */
+async function withAndWithoutValidation(adapter, measure) {
+  const once = async (options) => {
+    const conn = await connectChecked(adapter, [stdioServer('echo', { ECHO_STRUCTURED: '1' })], 10, options);
+    try {
+      const call = conn.tool('echo', 'echo');
+      const first = await call(ARGS);
+      if (JSON.stringify(first?.structuredContent) !== ARGS_JSON) throw new Error(`no structuredContent: ${JSON.stringify(first).slice(0, 200)}`);
+      await warm(call);
+      return await measure(call);
+    } finally {
+      await conn.close();
+    }
+  };
+  const on = await once({});
+  if (!adapter.canSkipValidation) return on;
+  const off = await once({ validation: false });
+  const offMetrics = Object.fromEntries(Object.entries(off).map(([k, v]) => [`off_${k}`, v]));
+  return { ...on, ...offMetrics, validation_cpu_us_per_call: on.cpu_us_per_call - off.cpu_us_per_call };
 }
 
 const workloads = {
@@ -148,6 +172,17 @@ const workloads = {
     } finally {
       await conn.close();
     }
+  },
+
+  // W1V, W2V: W1 and W2 on a tool with an outputSchema that returns structuredContent, each client validating
+  // what it validates by default (mcpferry: arguments and structuredContent; the MCP SDK: structuredContent).
+  // A client that can switch validation off is measured that way too, in the same process: the difference
+  // is what validation costs it per call.
+  async W1V(adapter) {
+    return withAndWithoutValidation(adapter, (call) => sequential(call, config.w1Calls));
+  },
+  async W2V(adapter) {
+    return withAndWithoutValidation(adapter, (call) => concurrent(call, config.w2Calls));
   },
 
   // W3: Streamable HTTP with JSON responses, sequential then 64 in flight, on one session.

@@ -5,15 +5,18 @@
 //   ECHO_TOOLS  number of tools published (default 10). The first is `echo`, the rest `tool_0001`...;
 //               every tool echoes its arguments back as one text block.
 //   ECHO_PAGE   tools per tools/list page (default 0 = all in one page); the cursor is the next offset.
+//   ECHO_STRUCTURED  1: every tool also has an outputSchema (its input's shape) and returns its arguments as
+//               structuredContent too (W1V/W2V, where clients validate what they validate by default).
 
 const PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
 
 const toolCount = Math.max(1, Number.parseInt(process.env.ECHO_TOOLS ?? '10', 10) || 10);
 const pageSize = Math.max(0, Number.parseInt(process.env.ECHO_PAGE ?? '0', 10) || 0);
+const structured = process.env.ECHO_STRUCTURED === '1';
 
 function makeTool(index) {
   const name = index === 0 ? 'echo' : `tool_${String(index).padStart(4, '0')}`;
-  return {
+  const tool = {
     name,
     description: `Echoes its arguments back as JSON text (benchmark tool #${index}); it has no side effects.`,
     inputSchema: {
@@ -25,6 +28,11 @@ function makeTool(index) {
       },
     },
   };
+  if (structured) {
+    const { properties } = tool.inputSchema;
+    tool.outputSchema = { type: 'object', properties: { message: properties.message, count: properties.count, tags: properties.tags } };
+  }
+  return tool;
 }
 
 const tools = Array.from({ length: toolCount }, (_, i) => makeTool(i));
@@ -80,6 +88,7 @@ export function handleMessage(msg) {
       const name = params?.name;
       if (!toolNames.has(name)) return replyError(id, -32602, `Unknown tool: ${name}`);
       const text = JSON.stringify(params.arguments ?? {});
+      if (structured) return reply(id, `{"content":[{"type":"text","text":${JSON.stringify(text)}}],"structuredContent":${text}}`);
       return reply(id, JSON.stringify({ content: [{ type: 'text', text }] }));
     }
     default:

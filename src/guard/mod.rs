@@ -7,3 +7,4 @@ pub mod headers;
 pub mod hosts;
 pub mod policy;
 pub mod redact;
+pub mod server_text;

@@ -50,7 +50,7 @@ impl McpJournal for JsJournal {
     }
 }
 
-static JOURNALS: Registry<dyn McpJournal> = Registry::new("the firewall journal was released");
+pub(super) static JOURNALS: Registry<dyn McpJournal> = Registry::new("the firewall journal was released");
 
 #[napi]
 pub struct NativeJournal {

@@ -78,4 +78,8 @@ impl ToolsetEvents for JsEvents {
     fn elicitation_withdrawn(&self, ask_id: u64) {
         self.emit("elicitation-withdrawn", format!(r#"{{"askId":{ask_id}}}"#));
     }
+
+    fn tools_list_announced(&self, server: &str) {
+        self.emit("tools-announced", serde_json::json!({ "server": server }).to_string());
+    }
 }

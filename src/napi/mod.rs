@@ -10,16 +10,24 @@
 //! | `toolset.rs`  | `NativeToolset`: a toolset and the stdio readers JavaScript runs for it         |
 //! | `store.rs`    | `NativeStore` (memory, SQLite) and stores implemented in JavaScript             |
 //! | `token_store.rs` | `NativeTokenStore` (memory, OS keyring, encrypted file) and JS token stores  |
+//! | `redact.rs`   | `quoteUntrustedText`: the engine's redaction for text JavaScript holds       |
+//! | `server.rs`   | `NativeServer`: `createMcpServer`'s core, its listeners, the host's `execute`      |
 //! | `registry.rs` | engine objects JavaScript holds (stores, token stores), by id, held weakly      |
+//! | `schema.rs`   | `JsonSchemaValidator`: a JSON Schema compiled once, validating JSON text         |
 //!
 //! JSON crosses as strings, never as napi objects (a string crosses in under a microsecond, an object
 //! graph in tens). Every failure crosses as a JS `Error` whose `code` is the `McpError` code.
 
+mod client;
 mod errors;
 mod firewall;
 mod hooks;
+mod purra;
+mod redact;
 mod registry;
 mod runtime;
+mod schema;
+mod server;
 mod store;
 mod token_store;
 mod toolset;

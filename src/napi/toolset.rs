@@ -46,7 +46,7 @@ fn opened(tools: Vec<ProjectedTool>, diagnostics: Vec<Diagnostic>) -> String {
 /// A set of MCP server connections behind one tool map.
 #[napi]
 pub struct NativeToolset {
-    inner: Arc<Toolset>,
+    pub(super) inner: Arc<Toolset>,
     completions: Arc<Completions>,
     readers: Option<Arc<JsReaderHost>>,
     events: Arc<JsEvents>,

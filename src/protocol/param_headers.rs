@@ -80,6 +80,16 @@ pub fn encode_header_value(value: &str) -> String {
     }
 }
 
+/// The text a header value carries, undoing [`encode_header_value`] (a server reading `Mcp-Name`):
+/// `None` for a sentinel whose Base64 or UTF-8 is malformed.
+pub fn decode_header_value(value: &str) -> Option<String> {
+    let value = value.trim_matches(|c| c == ' ' || c == '\t');
+    match value.strip_prefix(SENTINEL_PREFIX).and_then(|v| v.strip_suffix(SENTINEL_SUFFIX)) {
+        Some(encoded) => String::from_utf8(STANDARD.decode(encoded).ok()?).ok(),
+        None => Some(value.to_owned()),
+    }
+}
+
 /// Whether a JSON text may hold an annotation: the cheap test that spares the schema walk for listings
 /// without any. A key written with `\u` escapes is still found (the walk runs whenever one is present).
 pub fn may_annotate(json_text: &str) -> bool {

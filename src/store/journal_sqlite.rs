@@ -5,7 +5,7 @@
 //! between racing writers) and a read-back; a reservation is one conditional upsert. SQLite calls
 //! block, so each runs on tokio's blocking pool; the file is opened on first use.
 
-use super::journal::McpJournal;
+use super::journal::{CallSlot, McpJournal};
 use super::sqlite::{enable_wal, sql_error, BUSY_TIMEOUT};
 use super::{now_ms, store_error, BoxFuture};
 use crate::error::Result;
@@ -13,8 +13,8 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// The journal schema this build writes (row `journal` of `mcpferry_schema`).
-pub const JOURNAL_SCHEMA_VERSION: i64 = 1;
+/// The journal schema this build writes (row `journal` of `mcpferry_schema`): 2 added `mcp_call_results`.
+pub const JOURNAL_SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "CREATE TABLE mcp_journal (
         key TEXT PRIMARY KEY,
@@ -29,6 +29,29 @@ const SCHEMA: &str = "CREATE TABLE mcp_journal (
         PRIMARY KEY (run_id, counter)
     );
     CREATE INDEX mcp_run_counters_updated_at ON mcp_run_counters (updated_at);";
+
+/// `createMcpServer`'s calls (schema 2), as docs/fleet-journal.md designs them: one row per idempotency key
+/// and tool, `running` under an owner's lease (another process waits, or takes over once the lease lapses)
+/// until it is `done` with its result.
+const CALL_RESULTS_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS mcp_call_results (
+        idempotency_key TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('running', 'done')),
+        owner TEXT NOT NULL,
+        result TEXT,
+        lease_until INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (idempotency_key, tool)
+    );
+    CREATE INDEX IF NOT EXISTS mcp_call_results_created_at ON mcp_call_results (created_at);";
+
+/// Take the call for `?3` until `?4`, unless it is done or another owner's lease (past `?5`, now) is live.
+const TAKE_CALL: &str = "INSERT INTO mcp_call_results (idempotency_key, tool, state, owner, result, lease_until, created_at)
+        VALUES (?1, ?2, 'running', ?3, NULL, ?4, ?5)
+    ON CONFLICT (idempotency_key, tool) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until
+        WHERE mcp_call_results.state = 'running' AND mcp_call_results.lease_until < ?5
+    RETURNING owner";
+const DONE_RESULT: &str = "SELECT result FROM mcp_call_results WHERE idempotency_key = ?1 AND tool = ?2 AND state = 'done'";
 
 /// One slot more while under the limit (`?3`); no row back at the ceiling.
 const RESERVE: &str = "INSERT INTO mcp_run_counters (run_id, counter, count, updated_at) VALUES (?1, ?2, 1, ?4)
@@ -100,9 +123,16 @@ fn open(path: &Path) -> Result<Connection> {
                 path.display()
             )))
         }
-        Some(_) => {}
+        Some(JOURNAL_SCHEMA_VERSION) => {}
+        Some(_) => {
+            // A schema-1 file (pins and counters only) gains the call-results table.
+            tx.execute_batch(CALL_RESULTS_SCHEMA).map_err(|e| fail("cannot upgrade the tables of", e))?;
+            tx.execute("UPDATE mcpferry_schema SET version = ?1 WHERE component = 'journal'", [JOURNAL_SCHEMA_VERSION])
+                .map_err(|e| fail("cannot upgrade", e))?;
+        }
         None => {
             tx.execute_batch(SCHEMA).map_err(|e| fail("cannot set up the tables of", e))?;
+            tx.execute_batch(CALL_RESULTS_SCHEMA).map_err(|e| fail("cannot set up the tables of", e))?;
             tx.execute("INSERT INTO mcpferry_schema (component, version) VALUES ('journal', ?1)", [JOURNAL_SCHEMA_VERSION])
                 .map_err(|e| fail("cannot set up", e))?;
         }
@@ -165,6 +195,69 @@ impl McpJournal for SqliteJournal {
             Ok(count.map_or(0, count_of))
         })
     }
+
+    fn call_result(&self, key: &str, tool: &str) -> BoxFuture<'_, Result<Option<String>>> {
+        let (key, tool) = (key.to_owned(), tool.to_owned());
+        self.run(move |connection| connection.query_row(DONE_RESULT, [&key, &tool], |row| row.get(0)).optional())
+    }
+
+    fn take_call(&self, key: &str, tool: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<CallSlot>> {
+        let (key, tool, owner) = (key.to_owned(), tool.to_owned(), owner.to_owned());
+        let lease_ms = i64::try_from(lease_ms).unwrap_or(i64::MAX);
+        self.run(move |connection| {
+            let now = now_ms();
+            let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let taken: Option<String> =
+                tx.query_row(TAKE_CALL, params![key, tool, owner, now.saturating_add(lease_ms), now], |row| row.get(0)).optional()?;
+            let slot = if taken.as_deref() == Some(owner.as_str()) {
+                CallSlot::Taken
+            } else {
+                let found: (String, Option<String>) = tx.query_row(
+                    "SELECT state, result FROM mcp_call_results WHERE idempotency_key = ?1 AND tool = ?2",
+                    [&key, &tool],
+                    |row| Ok((row.get(0)?, row.get(1)?)),
+                )?;
+                match found {
+                    (state, Some(result)) if state == "done" => CallSlot::Done(result),
+                    _ => CallSlot::Running,
+                }
+            };
+            tx.commit()?;
+            Ok(slot)
+        })
+    }
+
+    fn renew_call(&self, key: &str, tool: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<()>> {
+        let (key, tool, owner) = (key.to_owned(), tool.to_owned(), owner.to_owned());
+        let lease_ms = i64::try_from(lease_ms).unwrap_or(i64::MAX);
+        self.run(move |connection| {
+            connection.execute(
+                "UPDATE mcp_call_results SET lease_until = ?4 WHERE idempotency_key = ?1 AND tool = ?2 AND owner = ?3 AND state = 'running'",
+                params![key, tool, owner, now_ms().saturating_add(lease_ms)],
+            )?;
+            Ok(())
+        })
+    }
+
+    fn finish_call(&self, key: &str, tool: &str, owner: &str, result: Option<&str>) -> BoxFuture<'_, Result<Option<String>>> {
+        let (key, tool, owner, result) = (key.to_owned(), tool.to_owned(), owner.to_owned(), result.map(str::to_owned));
+        self.run(move |connection| {
+            let Some(result) = result else {
+                connection.execute(
+                    "DELETE FROM mcp_call_results WHERE idempotency_key = ?1 AND tool = ?2 AND owner = ?3 AND state = 'running'",
+                    [&key, &tool, &owner],
+                )?;
+                return Ok(None);
+            };
+            connection.execute(
+                "UPDATE mcp_call_results SET state = 'done', result = ?4 WHERE idempotency_key = ?1 AND tool = ?2 AND owner = ?3 AND state = 'running'",
+                params![key, tool, owner, result],
+            )?;
+            // Ours, or (had the lease lapsed and another owner finished first) theirs; ours if none is recorded.
+            let recorded: Option<String> = connection.query_row(DONE_RESULT, [&key, &tool], |row| row.get(0)).optional()?;
+            Ok(Some(recorded.unwrap_or(result)))
+        })
+    }
 }
 
 #[cfg(test)]
@@ -178,6 +271,7 @@ mod tests {
         let path = dir.path().join("journal.db");
         contract::claims_are_first_writer_wins(&SqliteJournal::open_lazily(&path)).await;
         contract::counters_stop_at_the_limit_and_give_back(&SqliteJournal::open_lazily(&path)).await;
+        contract::calls_are_taken_once_and_recorded(&SqliteJournal::open_lazily(&path)).await;
         // Two handles (as two processes would) racing for one key: one value wins for both.
         let (a, b) = (Arc::new(SqliteJournal::open_lazily(&path)), Arc::new(SqliteJournal::open_lazily(&path)));
         let racing = |journal: Arc<SqliteJournal>, value: &'static str| tokio::spawn(async move { journal.claim("race", value).await.unwrap() });
@@ -185,6 +279,22 @@ mod tests {
         assert_eq!(first.unwrap(), second.unwrap());
         let mode: String = Connection::open(&path).unwrap().query_row("PRAGMA journal_mode", [], |row| row.get(0)).unwrap();
         assert_eq!(mode, "wal");
+    }
+
+    #[tokio::test]
+    async fn a_schema_one_journal_gains_the_call_results_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.db");
+        SqliteJournal::open_lazily(&path).claim("__mcp_pin__:s:t", "pinned").await.unwrap();
+        let old = Connection::open(&path).unwrap();
+        old.execute_batch("DROP TABLE mcp_call_results; UPDATE mcpferry_schema SET version = 1 WHERE component = 'journal'").unwrap();
+        drop(old);
+        let journal = SqliteJournal::open_lazily(&path);
+        assert_eq!(journal.get("__mcp_pin__:s:t").await.unwrap().as_deref(), Some("pinned"), "kept");
+        assert_eq!(journal.take_call("k", "t", "o", 1_000).await.unwrap(), CallSlot::Taken);
+        assert_eq!(journal.finish_call("k", "t", "o", Some("{}")).await.unwrap().as_deref(), Some("{}"));
+        let version: i64 = Connection::open(&path).unwrap().query_row("SELECT version FROM mcpferry_schema WHERE component = 'journal'", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, JOURNAL_SCHEMA_VERSION);
     }
 
     #[tokio::test]

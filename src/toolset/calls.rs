@@ -18,6 +18,8 @@ use crate::guard::policy;
 use crate::projection::{JsonText, ProjectedTool};
 use crate::protocol::call_context::CallContext;
 use crate::protocol::param_headers::{self, ParamHeader, ParamHeaders};
+use crate::guard::server_text;
+use crate::schema::SchemaError;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::value::RawValue;
 use std::collections::HashMap;
@@ -130,7 +132,7 @@ impl super::Toolset {
                     } else {
                         // Registered now, not in the task, so an abort that arrives before it runs is not lost.
                         let abort = (call.abort_id != 0).then(|| inner.register_abort(call.abort_id));
-                        let done = inner.call_completion(Some(route.server), &call, sink);
+                        let done = inner.call_completion(Some(&route), &call, sink);
                         inner.tasks.spawn(inner.clone().call_gated(call, route, abort, done));
                     }
                 }
@@ -162,7 +164,7 @@ impl super::Toolset {
                     remote_name: &route.remote_name,
                     arguments: call.take_arguments(),
                     abort: abort.clone(),
-                    reply: Reply::Callback(inner.completion(Some(index), call, sink)),
+                    reply: Reply::Callback(inner.completion(Some(&*route), call, sink)),
                     headers: std::mem::take(headers),
                     on_header_mismatch: modern_http.then(|| Relister::new(inner, call, route)),
                     idempotency_key: call.idempotency_key(),
@@ -194,12 +196,40 @@ impl Inner {
         if let Err(error) = &call.context {
             return Err(McpError::InvalidArguments(error.to_string()));
         }
+        if self.validation.arguments {
+            let schema = route.definition.input_schema.get();
+            route.schemas.check_arguments(name, schema, call.arguments(), |error| self.schema_unusable(&route, "inputSchema", error))?;
+        }
         Ok(Admitted::Remote(route))
     }
 
-    /// Where one call's outcome goes: the `isError` check, redaction, the abort registry, the sink.
-    fn completion(self: &Arc<Self>, server: Option<usize>, call: &CallRequest, sink: &Arc<dyn CallSink>) -> Completion {
+    /// Reported once per tool definition whose schema the engine cannot use; that check is then skipped.
+    fn schema_unusable(&self, route: &Route, which: &str, error: &SchemaError) {
+        let server = &self.servers[route.server].entry.name;
+        let tool = &route.remote_name;
+        self.report(Diagnostic::ToolSchemaInvalid {
+            server: server.clone(),
+            tool: tool.to_string(),
+            message: format!(
+                "the {which} of tool {tool:?} of server {server:?} cannot be used for validation ({error}); that check is skipped for this tool"
+            ),
+        });
+    }
+
+    /// Where one call's outcome goes: the `isError` check, the output schema, withholding the server's
+    /// error text, redaction, the abort registry, the sink. `route` is `None` for local tools.
+    fn completion(self: &Arc<Self>, route: Option<&Route>, call: &CallRequest, sink: &Arc<dyn CallSink>) -> Completion {
         let (inner, sink, call_id, abort_id) = (self.clone(), sink.clone(), call.call_id, call.abort_id);
+        // A single-server client hands the server's result over as sent: `isError` included, and not
+        // checked against the tool's outputSchema (its caller judges the result).
+        let raw = self.client_mode.load(std::sync::atomic::Ordering::Relaxed);
+        let server = route.map(|r| r.server);
+        // Only tools with an outputSchema pay for the check (and for keeping their name for its error).
+        let output_check = route
+            .filter(|r| !raw && self.validation.results && r.definition.output_schema.is_some())
+            .map(|r| (r.clone(), call.name.clone()));
+        // Only under exposeServerErrors: false, to name the call whose error text was withheld.
+        let withholding = server.filter(|_| !self.validation.expose_server_errors).map(|_| call.name.clone());
         // Timed only when someone listens: the hot path pays a branch, not a clock read.
         let started = tracing::enabled!(tracing::Level::DEBUG).then(|| {
             let server_name = server.map_or(super::LOCAL_SERVER, |i| self.servers[i].entry.name.as_str());
@@ -212,7 +242,30 @@ impl Inner {
             }
             // Local answers are ours: no `isError` to look for, no server secret to redact.
             let outcome = match server {
-                Some(index) => tool_outcome(outcome).map(Box::<str>::from).map_err(|e| e.redacted(&inner.servers[index].secrets)),
+                Some(index) => {
+                    let mut outcome = if raw { super::client::raw_outcome(outcome) } else { tool_outcome(outcome) };
+                    if let (Ok(result), Some((route, name))) = (&outcome, &output_check) {
+                        let schema = route.definition.output_schema.as_ref().map_or("true", |s| s.get());
+                        let expose = inner.validation.expose_server_errors;
+                        let checked = route.schemas.check_result(name, schema, result, expose, |e| inner.schema_unusable(route, "outputSchema", e));
+                        if let Err(error) = checked {
+                            outcome = Err(error);
+                        }
+                    }
+                    let secrets = &inner.servers[index].secrets;
+                    if let (Some(tool), Err(error)) = (&withholding, &outcome) {
+                        if server_text::may_quote_server(error) {
+                            inner.report(Diagnostic::ServerErrorWithheld {
+                                server: inner.servers[index].entry.name.clone(),
+                                tool: tool.clone(),
+                                error_code: error.code(),
+                                message: server_text::withheld_text(error, secrets),
+                            });
+                        }
+                        outcome = outcome.map_err(server_text::withhold);
+                    }
+                    outcome.map(Box::<str>::from).map_err(|e| e.redacted(secrets))
+                }
                 None => outcome.map(Box::<str>::from),
             };
             if let Some((started, tool)) = started {
@@ -225,8 +278,8 @@ impl Inner {
         })
     }
 
-    fn call_completion(self: &Arc<Self>, server: Option<usize>, call: &CallRequest, sink: &Arc<dyn CallSink>) -> CallCompletion {
-        CallCompletion { done: Some(self.completion(server, call, sink)), inner: self.clone(), server }
+    fn call_completion(self: &Arc<Self>, route: Option<&Route>, call: &CallRequest, sink: &Arc<dyn CallSink>) -> CallCompletion {
+        CallCompletion { done: Some(self.completion(route, call, sink)), inner: self.clone(), server: route.map(|r| r.server) }
     }
 
     /// `mcp__describe_tool` / `mcp__search_tools`, answered on the blocking pool: building the search

@@ -12,11 +12,13 @@
 //! supervisor. `close()` cancels them all, closes the connections and waits a bounded time.
 
 mod calls;
+mod client;
 mod local;
 mod routes;
 mod supervisor;
 
 pub use calls::{CallRequest, CallSink};
+pub use client::{ClientSession, ListBounds, RemoteListing};
 pub use local::LOCAL_SERVER;
 
 use crate::config::{DisclosureConfig, ToolsetConfig};
@@ -52,6 +54,9 @@ pub trait ToolsetEvents: Send + Sync + 'static {
     /// before it was answered: its call was aborted, the server cancelled it, its connection ended,
     /// or it timed out.
     fn elicitation_withdrawn(&self, _ask_id: u64) {}
+    /// `server` announced that its tools changed (`notifications/tools/list_changed`, or the modern
+    /// era's subscription), before the engine re-lists it.
+    fn tools_list_announced(&self, _server: &str) {}
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -81,6 +86,8 @@ pub(crate) struct Inner {
     /// This toolset's `toolset` field in log events (see `logging`).
     log_id: u64,
     max_result_bytes: usize,
+    /// `validateArguments`, `validateResults`, `exposeServerErrors`.
+    validation: crate::schema::tool::ValidationConfig,
     filter: ToolFilter,
     disclosure: DisclosureConfig,
     /// The current route table. Read without locking; replaced whole by [`Inner::publish`].
@@ -108,6 +115,9 @@ pub(crate) struct Inner {
     /// Call tasks (gated and local calls). A server's own tasks are its supervisor's.
     tasks: TaskTracker,
     closed: tokio::sync::OnceCell<()>,
+    /// A single-server client (`connectMcpServer`): calls answer with the server's result as sent, and
+    /// the server's announcements of tool changes are reported (`ToolsetEvents::tools_list_announced`).
+    client_mode: std::sync::atomic::AtomicBool,
 }
 
 impl Toolset {
@@ -147,6 +157,7 @@ impl Toolset {
                 connect_timeout: Duration::from_millis(config.connect_timeout_ms),
                 log_id,
                 max_result_bytes: config.max_result_bytes,
+                validation: config.validation,
                 filter: config.filter,
                 disclosure: config.disclosure,
                 routes: ArcSwap::from_pointee(RouteTable::empty(server_count)),
@@ -162,6 +173,7 @@ impl Toolset {
                 cancel,
                 tasks: TaskTracker::new(),
                 closed: tokio::sync::OnceCell::new(),
+                client_mode: std::sync::atomic::AtomicBool::new(false),
             }),
         };
         if config.logs_to_diagnostics {
@@ -427,6 +439,7 @@ impl Inner {
         let current = self.routes.load_full();
         let mut next = current.without_server(index);
         let diagnostics = self.project_into(index, listing, vetting, &mut next);
+        next.keep_compiled(&current, index);
         let change = routes::diff(&server, &current.servers[index].tools, &next.servers[index].tools);
         let (virtual_before, virtual_after) = (local::virtual_tools(&current), local::virtual_tools(&next));
         self.publish(next);

@@ -13,6 +13,7 @@ use crate::limits::MAX_REJECTION_DIAGNOSTICS;
 use crate::projection::{json_text, naming, ProjectedTool};
 use crate::protocol::mcp::Tool;
 use crate::protocol::param_headers::ParamHeaders;
+use crate::schema::tool::ToolSchemas;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
@@ -28,6 +29,9 @@ pub(crate) struct Route {
     /// The parameters every call mirrors into `Mcp-Param-*` headers (2026-07-28 era); `None` for the
     /// tools that have none, which then cost a call nothing.
     pub param_headers: Option<ParamHeaders>,
+    /// `definition`'s schemas, compiled on the first call; handed on to the next table while the
+    /// definition stays the same ([`RouteTable::keep_compiled`]).
+    pub schemas: Arc<ToolSchemas>,
 }
 
 /// One server's part of the map as the agent sees it.
@@ -64,6 +68,16 @@ impl RouteTable {
     pub fn without_server(&self, server: usize) -> Self {
         let routes = self.routes.iter().filter(|(_, r)| r.server != server).map(|(k, r)| (k.clone(), r.clone())).collect();
         RouteTable { routes, servers: self.servers.clone(), search: OnceLock::new() }
+    }
+
+    /// Hands `server`'s compiled schemas over from `previous` to the routes of this table whose
+    /// definition is unchanged; a changed definition keeps its fresh, empty `ToolSchemas`.
+    pub fn keep_compiled(&mut self, previous: &RouteTable, server: usize) {
+        for (name, route) in self.routes.iter_mut().filter(|(_, r)| r.server == server) {
+            if let Some(old) = previous.routes.get(name).filter(|old| old.server == server && old.definition == route.definition) {
+                route.schemas = old.schemas.clone();
+            }
+        }
     }
 
     pub fn any_abbreviated(&self) -> bool {
@@ -186,6 +200,7 @@ pub(crate) fn project_server(
                 quarantined,
                 definition: full,
                 param_headers: listing.param_headers.get(&tool.name).cloned(),
+                schemas: Arc::default(),
             };
             table.routes.insert(name, route);
             shown
@@ -283,5 +298,23 @@ mod tests {
         let route = &table.routes["srv__regional"];
         assert!(route.param_headers.is_none());
         assert_eq!(route.definition.input_schema.get(), annotated().to_string(), "the schema is shown as published");
+    }
+
+    #[test]
+    fn compiled_schemas_outlive_a_relisting_only_while_the_definition_is_the_same() {
+        let listing = |schema: serde_json::Value| Listing { tools: vec![tool("kept", json!({ "type": "object" })), tool("changed", schema)], ..Listing::default() };
+        let (before, _) = project(listing(json!({ "type": "object", "properties": { "n": { "type": "integer" } } })));
+        let (mut same, _) = project(listing(json!({ "type": "object", "properties": { "n": { "type": "integer" } } })));
+        let (mut changed, _) = project(listing(json!({ "type": "object", "properties": { "n": { "type": "string" } } })));
+        same.keep_compiled(&before, 0);
+        changed.keep_compiled(&before, 0);
+        let schemas = |table: &RouteTable, name: &str| table.routes[name].schemas.clone();
+        assert!(Arc::ptr_eq(&schemas(&same, "srv__changed"), &schemas(&before, "srv__changed")));
+        assert!(Arc::ptr_eq(&schemas(&changed, "srv__kept"), &schemas(&before, "srv__kept")));
+        assert!(!Arc::ptr_eq(&schemas(&changed, "srv__changed"), &schemas(&before, "srv__changed")), "a new definition compiles afresh");
+        // Another server's routes are not this server's to take.
+        let (mut other, _) = project(listing(json!({ "type": "object" })));
+        other.keep_compiled(&before, 1);
+        assert!(!Arc::ptr_eq(&schemas(&other, "srv__kept"), &schemas(&before, "srv__kept")));
     }
 }

@@ -874,6 +874,16 @@ pub(crate) struct ServerListener {
 impl ConnectionEvents for ServerListener {
     fn tools_list_changed(&self) {
         if let Some(toolset) = self.toolset.upgrade() {
+            if toolset.client_mode.load(Ordering::Relaxed) {
+                toolset.events.tools_list_announced(&toolset.servers[self.index].entry.name);
+            }
+            toolset.list_changed(self.index);
+        }
+    }
+
+    /// Re-listed like an announcement, but not reported as one: a change found is reported by the refresh.
+    fn tools_may_have_changed(&self) {
+        if let Some(toolset) = self.toolset.upgrade() {
             toolset.list_changed(self.index);
         }
     }

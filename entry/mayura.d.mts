@@ -1,0 +1,2 @@
+// Types of `mcpferry/mayura` (ESM): the same names as the CommonJS entry.
+export * from './mayura.cjs';

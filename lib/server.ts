@@ -1,0 +1,292 @@
+// createMcpServer: the host's own tools served over MCP by the engine (src/server/). The engine owns the
+// wire, both protocol eras, the limits, sessions and exactly-once; this file turns each tool into the
+// engine's declaration (its JSON Schema) and wraps `execute` so that argument validation with the tool's
+// own schema (Standard Schema: zod, valibot, …) runs first and nothing it throws reaches the engine but
+// its message.
+
+import { binding, type NativeServerHandle } from './binding';
+import { createMcpError, engineCall, typedEngine } from './errors';
+import { nativeJournal, type McpJournal } from './firewall';
+import type { ContentBlock, JsonSchema } from './types';
+
+/** The part of Standard Schema v1 (https://standardschema.dev) this uses: zod 4, valibot, arktype… */
+export interface StandardSchemaV1<Output = unknown> {
+  readonly '~standard': {
+    readonly version: 1;
+    readonly vendor: string;
+    readonly validate: (value: unknown) => StandardSchemaResult<Output> | Promise<StandardSchemaResult<Output>>;
+    /** Standard JSON Schema (zod ≥ 4.2 and others): how the tool's schema is published. */
+    readonly jsonSchema?: { input(options: { target: string }): Record<string, unknown>; output?(options: { target: string }): Record<string, unknown> };
+  };
+}
+
+type StandardSchemaResult<Output> =
+  | { readonly value: Output; readonly issues?: undefined }
+  | { readonly issues: ReadonlyArray<{ readonly message: string; readonly path?: ReadonlyArray<PropertyKey | { key: PropertyKey }> }> };
+
+/** What a tool's `execute` is told besides its arguments. */
+export interface McpServerToolContext {
+  toolName: string;
+  /** `params._meta.idempotencyKey` of the request (or `callTool`'s), when it carried one. */
+  idempotencyKey?: string;
+}
+
+/**
+ * A tool to publish. `inputSchema` is a JSON Schema (published as is, and checked by the engine's
+ * validator before `execute`; one it cannot compile, such as a reference to another document, is not
+ * checked), a Standard Schema object (published through its Standard JSON Schema, and checked with its
+ * own `validate`, whose parsed value `execute` receives), or an AI SDK `jsonSchema(…)` schema (checked
+ * with its `validate` when it has one). AI SDK `tool({...})` objects fit as they are.
+ */
+export interface McpServerTool {
+  description?: string;
+  title?: string;
+  inputSchema?: JsonSchema | StandardSchemaV1 | { jsonSchema: JsonSchema; validate?: (value: unknown) => unknown };
+  outputSchema?: JsonSchema | StandardSchemaV1 | { jsonSchema: JsonSchema };
+  annotations?: Record<string, unknown>;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  execute(args: any, context: McpServerToolContext): unknown;
+}
+
+export interface McpServerOptions {
+  /** The tools by name (names: 1 to 128 of `A-Z a-z 0-9 _ - .`). */
+  tools: Record<string, McpServerTool>;
+  /** With a journal, calls carrying the same idempotency key run once; omit it and every call runs. */
+  journal?: McpJournal;
+  /** The server's name and version in `initialize` / `server/discover`. */
+  name?: string;
+  version?: string;
+  instructions?: string;
+}
+
+export interface McpServerHttpOptions {
+  /** Default 0: any free port (read it from the result). */
+  port?: number;
+  /** Default `127.0.0.1`. Binding elsewhere exposes the tools to the network: put authentication in front. */
+  host?: string;
+  /** Default `/mcp`. */
+  path?: string;
+  /** Browser origins allowed besides loopback ones (`https://app.example.com`). */
+  allowedOrigins?: string[];
+  /** `Host` names allowed besides loopback ones (needed when listening on a non-loopback name behind DNS). */
+  allowedHosts?: string[];
+}
+
+export interface McpServerListenOptions {
+  /** Serve on this process's stdin/stdout (nothing else may write to stdout meanwhile). */
+  stdio?: boolean;
+  http?: McpServerHttpOptions;
+}
+
+export interface McpServerListening {
+  /** Where HTTP is served, when asked for. */
+  http?: { host: string; port: number; path: string; url: string };
+  /** Settles when this listen's serving ends: stdin ended, or `close()`. */
+  closed: Promise<void>;
+}
+
+export interface McpServerCallResult {
+  content: ContentBlock[];
+  structuredContent?: unknown;
+  isError?: boolean;
+}
+
+export interface McpServerHandle {
+  /** One call in process, through the same checks and journal as a call over the wire. */
+  callTool(request: { name: string; arguments?: unknown; idempotencyKey?: string }): Promise<McpServerCallResult>;
+  listen(options: McpServerListenOptions): Promise<McpServerListening>;
+  /** Stops every listener. In-process `callTool` keeps working. */
+  close(): Promise<void>;
+}
+
+const HELD_JOURNAL = Symbol('mcpferry.serverJournal');
+
+type Check = (value: unknown) => Promise<{ value: unknown } | { invalid: string }>;
+
+interface Prepared {
+  declaration: {
+    name: string;
+    title?: string;
+    description?: string;
+    inputSchema?: JsonSchema;
+    outputSchema?: JsonSchema;
+    annotations?: unknown;
+    /** The engine leaves the arguments to this file's check (a Standard Schema's own validate). */
+    hostValidates: boolean;
+  };
+  check?: Check;
+  execute: McpServerTool['execute'];
+}
+
+function isStandard(schema: unknown): schema is StandardSchemaV1 {
+  return typeof schema === 'object' && schema !== null && typeof (schema as StandardSchemaV1)['~standard']?.validate === 'function';
+}
+
+const JSON_SCHEMA_TARGET = 'draft-2020-12';
+
+/** A schema as JSON Schema, and the check it brings when it is executable. */
+function schemaOf(tool: string, schema: unknown, io: 'input' | 'output'): { json?: JsonSchema; check?: Check } {
+  if (schema === undefined) return {};
+  if (isStandard(schema)) {
+    const convert = schema['~standard'].jsonSchema?.[io];
+    if (typeof convert !== 'function') {
+      throw createMcpError('mcp_config_invalid', `createMcpServer: the ${io} schema of ${tool} (${schema['~standard'].vendor}) has no Standard JSON Schema converter; pass a JSON Schema`);
+    }
+    const json = convert.call(schema['~standard'].jsonSchema, { target: JSON_SCHEMA_TARGET }) as JsonSchema;
+    const check: Check = async (value) => {
+      const result = await schema['~standard'].validate(value);
+      if (result.issues) return { invalid: result.issues.map(issueText).join('; ') };
+      return { value: result.value };
+    };
+    return { json: io === 'input' && json.type === undefined ? { type: 'object', ...json } : json, check };
+  }
+  if (typeof schema === 'object' && schema !== null && typeof (schema as { jsonSchema?: unknown }).jsonSchema === 'object') {
+    // The AI SDK's `jsonSchema(...)`: its validate, when it has one, is executable too.
+    const wrapped = schema as { jsonSchema: JsonSchema; validate?: (value: unknown) => unknown };
+    if (typeof (wrapped.jsonSchema as { then?: unknown }).then === 'function') {
+      throw createMcpError('mcp_config_invalid', `createMcpServer: the ${io} schema of ${tool} is an AI SDK schema whose JSON Schema is a promise; pass the JSON Schema itself`);
+    }
+    const validate = wrapped.validate;
+    const check: Check | undefined =
+      typeof validate === 'function'
+        ? async (value) => {
+            const result = (await validate.call(wrapped, value)) as { success: boolean; value?: unknown; error?: unknown };
+            return result.success ? { value: result.value } : { invalid: messageOf(result.error) };
+          }
+        : undefined;
+    return { json: wrapped.jsonSchema, check };
+  }
+  if (typeof schema === 'object' && schema !== null && !Array.isArray(schema)) return { json: schema as JsonSchema };
+  throw createMcpError('mcp_config_invalid', `createMcpServer: the ${io} schema of ${tool} must be a JSON Schema object or a Standard Schema`);
+}
+
+function issueText(issue: { message: string; path?: ReadonlyArray<PropertyKey | { key: PropertyKey }> }): string {
+  const path = (issue.path ?? []).map((p) => String(typeof p === 'object' ? p.key : p)).join('.');
+  return path ? `${path}: ${issue.message}` : issue.message;
+}
+
+/** An error's message, never its stack; whatever was thrown. */
+function messageOf(error: unknown): string {
+  try {
+    if (error instanceof Error) return error.message || error.name;
+    return typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
+  } catch {
+    return 'the tool threw a value that cannot be shown';
+  }
+}
+
+function prepare(tools: unknown): Map<string, Prepared> {
+  if (typeof tools !== 'object' || tools === null || Array.isArray(tools)) {
+    throw createMcpError('mcp_config_invalid', 'createMcpServer: tools must be an object of tools by name');
+  }
+  const prepared = new Map<string, Prepared>();
+  for (const [name, tool] of Object.entries(tools as Record<string, McpServerTool>)) {
+    if (typeof tool?.execute !== 'function') throw createMcpError('mcp_config_invalid', `createMcpServer: the tool ${name} has no execute function`);
+    const input = schemaOf(name, tool.inputSchema, 'input');
+    const output = schemaOf(name, tool.outputSchema, 'output');
+    prepared.set(name, {
+      declaration: {
+        name,
+        title: tool.title,
+        description: tool.description,
+        inputSchema: input.json,
+        outputSchema: output.json,
+        annotations: tool.annotations,
+        hostValidates: input.check !== undefined,
+      },
+      check: input.check,
+      execute: tool.execute,
+    });
+  }
+  return prepared;
+}
+
+/** Publish `tools` over MCP (`listen`) and call them in process (`callTool`). */
+export function createMcpServer(options: McpServerOptions): McpServerHandle {
+  if (typeof options !== 'object' || options === null) throw createMcpError('mcp_config_invalid', 'createMcpServer takes an options object');
+  const prepared = prepare(options.tools);
+  const journal = options.journal === undefined ? undefined : nativeJournal(options.journal, 'createMcpServer');
+  const spec = JSON.stringify({
+    name: options.name,
+    version: options.version,
+    instructions: options.instructions,
+    tools: [...prepared.values()].map((p) => p.declaration),
+  });
+  // The engine's only way into the tools: every outcome is a reply, never a rejection.
+  const execute = async (toolName: string, requestJson: string): Promise<string> => {
+    try {
+      const tool = prepared.get(toolName);
+      if (!tool) return JSON.stringify({ error: `no tool named ${toolName}` });
+      const request = JSON.parse(requestJson) as { arguments: unknown; idempotencyKey: string | null };
+      let args = request.arguments;
+      if (tool.check) {
+        const checked = await tool.check(args);
+        if ('invalid' in checked) return JSON.stringify({ invalid: checked.invalid });
+        args = checked.value;
+      }
+      const context: McpServerToolContext = { toolName, ...(request.idempotencyKey != null && { idempotencyKey: request.idempotencyKey }) };
+      const value = await tool.execute(args, context);
+      return JSON.stringify({ value: value === undefined ? null : value });
+    } catch (error) {
+      return JSON.stringify({ error: messageOf(error) });
+    }
+  };
+  const native: NativeServerHandle = engineCall(() => binding.NativeServer.create(spec, journal?.id, execute));
+  // The engine holds `execute` weakly, so an idle server never keeps the process alive; a listening one
+  // does, through this timer, until its serving ends.
+  const serving = new Set<Promise<void>>();
+  let keepAlive: ReturnType<typeof setInterval> | undefined;
+  const hold = (until: Promise<void>) => {
+    serving.add(until);
+    keepAlive ??= setInterval(() => {}, 1 << 30);
+    void until
+      .catch(() => {})
+      .finally(() => {
+        serving.delete(until);
+        if (serving.size === 0 && keepAlive) {
+          clearInterval(keepAlive);
+          keepAlive = undefined;
+        }
+      });
+  };
+  let closeAll: (() => void)[] = [];
+
+  const handle: McpServerHandle & { [HELD_JOURNAL]: unknown } = {
+    // Held here: the engine's registry keeps the journal only weakly.
+    [HELD_JOURNAL]: journal,
+    async callTool(request) {
+      if (typeof request !== 'object' || request === null || typeof request.name !== 'string') {
+        throw createMcpError('mcp_invalid_arguments', 'callTool takes { name, arguments?, idempotencyKey? }');
+      }
+      const { name, arguments: args, idempotencyKey } = request;
+      if (idempotencyKey !== undefined && typeof idempotencyKey !== 'string') throw createMcpError('mcp_invalid_arguments', 'idempotencyKey must be a string');
+      const argsJson = args === undefined ? undefined : JSON.stringify(args);
+      return JSON.parse(await typedEngine(native.callTool(name, argsJson, idempotencyKey))) as McpServerCallResult;
+    },
+    async listen(listenOptions) {
+      if (typeof listenOptions !== 'object' || listenOptions === null || (!listenOptions.stdio && !listenOptions.http)) {
+        throw createMcpError('mcp_config_invalid', 'listen takes { stdio: true } and/or { http: { port?, host?, path? } }');
+      }
+      const ended: Promise<void>[] = [];
+      const listening: Partial<McpServerListening> = {};
+      if (listenOptions.http) {
+        const address = JSON.parse(await typedEngine(native.listenHttp(JSON.stringify(listenOptions.http)))) as { host: string; port: number; path: string };
+        const host = address.host.includes(':') ? `[${address.host}]` : address.host;
+        listening.http = { ...address, url: `http://${host}:${address.port}${address.path}` };
+        // HTTP serves until close().
+        ended.push(new Promise<void>((resolve) => closeAll.push(resolve)));
+      }
+      if (listenOptions.stdio) ended.push(typedEngine(native.serveStdio()));
+      const closed = Promise.all(ended).then(() => undefined);
+      hold(closed);
+      return { ...listening, closed } as McpServerListening;
+    },
+    async close() {
+      const resolvers = closeAll;
+      closeAll = [];
+      await typedEngine(native.close());
+      for (const resolve of resolvers) resolve();
+    },
+  };
+  return handle;
+}

@@ -1,0 +1,35 @@
+//! `quoteUntrustedText` and `clientQuoteText`: the engine's quoting of untrusted text
+//! (`transport::quote_bytes`: secrets replaced before the cut, at most `MAX_QUOTED_BYTES` shown, control
+//! characters blanked) for text that reached JavaScript some other way, such as the error of an MCP client the application brought
+//! (`defineMcpTool`'s diagnostics); for a `connectMcpServer` client, with its server's secrets too.
+//! `secrets` are values to replace, read like configured header values (a scheme's credential and cookie
+//! values count on their own too).
+
+use super::toolset::NativeToolset;
+use crate::guard::redact::Secrets;
+use napi_derive::napi;
+
+fn secrets_of(values: &[String]) -> Secrets {
+    let known = Secrets::default();
+    for value in values {
+        known.add_header_value(value.as_bytes());
+        known.add_embedded_url_password(value);
+    }
+    known
+}
+
+/// Untrusted text as the engine quotes it in errors: every `secrets` value replaced, at most a few
+/// hundred bytes shown, control characters blanked.
+#[napi]
+#[allow(dead_code)] // called from JavaScript only
+pub fn quote_untrusted_text(text: String, secrets: Vec<String>) -> napi::Result<String, String> {
+    super::errors::guard("quoteUntrustedText", || Ok(crate::transport::quote_bytes(text.as_bytes(), &secrets_of(&secrets))))
+}
+
+/// Like `quoteUntrustedText`, for text about the server of a `connectMcpServer` client: that server's
+/// own secrets (configured headers and env values, its tokens) are replaced too.
+#[napi]
+#[allow(dead_code)] // called from JavaScript only
+pub fn client_quote_text(toolset: &NativeToolset, text: String, secrets: Vec<String>) -> napi::Result<String, String> {
+    super::errors::guard("clientQuoteText", || Ok(toolset.inner.quote_server_text(&text, &secrets_of(&secrets))))
+}

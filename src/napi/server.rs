@@ -1,0 +1,150 @@
+//! `createMcpServer` across the boundary: `NativeServer` holds a server core (src/server/) and its
+//! listeners; the host's `execute` is one dispatcher `(tool, requestJson) => Promise<replyJson>`, where
+//! the reply is `{"value": …}`, `{"error": "message"}` or `{"invalid": "why"}` (the TS layer catches
+//! every throw, so no JavaScript exception reaches the engine as anything but an `error` reply).
+
+use super::errors::{guard, settle};
+use super::firewall::JOURNALS;
+use super::store::StoreDispatcher;
+use crate::error::{McpError, Result};
+use crate::server::http::{self, HttpListener, HttpOptions};
+use crate::server::{stdio, ArgumentCheck, Execution, McpServerCore, ToolHost};
+use crate::store::BoxFuture;
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use parking_lot::Mutex;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// This process has one stdin: at most one server serves it at a time.
+static STDIO_SERVING: AtomicBool = AtomicBool::new(false);
+
+struct JsHost(Arc<StoreDispatcher>);
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Reply {
+    Value(Box<RawValue>),
+    Error(String),
+    Invalid(String),
+}
+
+impl ToolHost for JsHost {
+    fn execute(&self, tool: &str, request: String) -> BoxFuture<'static, Result<Execution>> {
+        let dispatcher = self.0.clone();
+        let tool = tool.to_owned();
+        Box::pin(async move {
+            let promise = dispatcher
+                .call_async_catch((tool.clone(), request).into())
+                .await
+                .map_err(|e| McpError::Internal(format!("the execute of {tool:?} could not be called: {}", e.reason)))?;
+            let reply = match promise.await {
+                Ok(reply) => reply,
+                Err(e) => return Ok(Execution::Failed(e.reason)),
+            };
+            match serde_json::from_str::<Reply>(&reply) {
+                Ok(Reply::Value(value)) => Ok(Execution::Value(value.get().to_owned())),
+                Ok(Reply::Error(message)) => Ok(Execution::Failed(message)),
+                Ok(Reply::Invalid(why)) => Ok(Execution::Invalid(why)),
+                Err(e) => Err(McpError::Internal(format!("the execute of {tool:?} replied with malformed data: {e}"))),
+            }
+        })
+    }
+}
+
+#[derive(Default)]
+struct Listeners {
+    http: Vec<HttpListener>,
+    stdio: Option<CancellationToken>,
+}
+
+#[napi]
+pub struct NativeServer {
+    core: Arc<McpServerCore>,
+    listeners: Arc<Mutex<Listeners>>,
+}
+
+/// The engine's check of a tool's arguments against its JSON Schema (src/schema/). A schema the
+/// validator cannot compile (a reference to another document, over its bounds) is published as it is
+/// and not checked, rather than risk refusing good arguments.
+fn compile(schema: &serde_json::Value) -> Option<ArgumentCheck> {
+    let compiled = crate::schema::CompiledSchema::compile_value(schema).ok()?;
+    Some(Box::new(move |arguments| compiled.validate(arguments).map_err(|violation| violation.to_string())))
+}
+
+#[napi]
+impl NativeServer {
+    /// From `createMcpServer`'s options as JSON, a journal id (or none) and the host's dispatcher.
+    #[napi(factory, ts_args_type = "specJson: string, journalId: number | undefined | null, execute: (tool: string, requestJson: string) => Promise<string>")]
+    pub fn create(spec_json: String, journal_id: Option<u32>, execute: StoreDispatcher) -> napi::Result<Self, String> {
+        guard("NativeServer.create", || {
+            let journal = journal_id.map(|id| JOURNALS.get(id)).transpose()?;
+            let core = McpServerCore::new(&spec_json, Arc::new(JsHost(Arc::new(execute))), journal, &compile)?;
+            Ok(NativeServer { core, listeners: Arc::default() })
+        })
+    }
+
+    /// One call in process: the `CallToolResult` as JSON.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn call_tool<'env>(&self, env: &'env Env, name: String, arguments_json: Option<String>, idempotency_key: Option<String>) -> napi::Result<PromiseRaw<'env, String>> {
+        let core = self.core.clone();
+        let called = async move {
+            let arguments = arguments_json
+                .map(|json| serde_json::from_str(&json).map_err(|e| McpError::InvalidArguments(format!("the arguments are not JSON: {e}"))))
+                .transpose()?;
+            core.call(&name, arguments, idempotency_key.as_deref()).await.map_err(McpError::from)
+        };
+        settle(env, "NativeServer.callTool", called, |result| result)
+    }
+
+    /// Serves Streamable HTTP; resolves with `{"host", "port", "path"}` once listening.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn listen_http<'env>(&self, env: &'env Env, options_json: String) -> napi::Result<PromiseRaw<'env, String>> {
+        let (core, listeners) = (self.core.clone(), self.listeners.clone());
+        let listening = async move {
+            let listener = http::listen(core, HttpOptions::parse(&options_json)?).await?;
+            let address = serde_json::json!({ "host": listener.address.ip().to_string(), "port": listener.address.port(), "path": listener.path }).to_string();
+            listeners.lock().http.push(listener);
+            Ok(address)
+        };
+        settle(env, "NativeServer.listenHttp", listening, |address| address)
+    }
+
+    /// Serves this process's stdin/stdout; resolves when stdin ends or the server is closed.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn serve_stdio<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        let (core, listeners) = (self.core.clone(), self.listeners.clone());
+        let serving = async move {
+            if STDIO_SERVING.swap(true, Ordering::SeqCst) {
+                return Err(McpError::config("listen({ stdio: true }): this process's stdin is already being served"));
+            }
+            let stop = CancellationToken::new();
+            listeners.lock().stdio = Some(stop.clone());
+            let lines = stdio::read_on_thread(std::io::BufReader::new(std::io::stdin()));
+            stdio::serve(core, lines, tokio::io::stdout(), stop).await;
+            STDIO_SERVING.store(false, Ordering::SeqCst);
+            Ok(())
+        };
+        settle(env, "NativeServer.serveStdio", serving, drop)
+    }
+
+    /// Stops every listener (stdio stops reading; HTTP closes its socket and connections). Calls in
+    /// process keep working.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        let listeners = std::mem::take(&mut *self.listeners.lock());
+        let closing = async move {
+            if let Some(stop) = listeners.stdio {
+                stop.cancel();
+            }
+            for listener in listeners.http {
+                listener.close().await;
+            }
+            Ok(())
+        };
+        settle(env, "NativeServer.close", closing, drop)
+    }
+}

@@ -1,0 +1,193 @@
+//! A tool's schemas as the call path uses them: compiled on the tool's first call (a catalogue of
+//! thousands pays nothing at connect), kept with the tool's route while its definition stays the same,
+//! and applied as the toolset's validation options say.
+//!
+//! A schema the engine cannot use (over a bound, an unknown dialect, a reference to another document)
+//! does not make the tool unusable: it is reported once (`tool-schema-invalid`) and the tool's calls or
+//! results go through unvalidated, as they did before validation existed. The server still checks its own
+//! input; refusing its tool for a limit of this client would break a server that works.
+
+use super::{CompiledSchema, SchemaError};
+use crate::error::{McpError, Result};
+use serde_json::value::RawValue;
+use serde_json::Value;
+use std::sync::OnceLock;
+
+/// The validation options of a toolset (`validateArguments`, `validateResults`, `exposeServerErrors`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ValidationConfig {
+    /// Check arguments against the tool's `inputSchema` before anything is sent (default on).
+    pub arguments: bool,
+    /// Check `structuredContent` against the tool's `outputSchema`, when it has one (default on).
+    pub results: bool,
+    /// Pass a server's own error text (an `isError` result's text, a JSON-RPC error's message) to the
+    /// caller (default on). Off, `guard::server_text::withhold` replaces it and the code is kept.
+    pub expose_server_errors: bool,
+}
+
+impl Default for ValidationConfig {
+    fn default() -> Self {
+        ValidationConfig { arguments: true, results: true, expose_server_errors: true }
+    }
+}
+
+/// One schema of one tool, as far as it has been looked at.
+enum Compiled {
+    /// An input schema that accepts every JSON object (`{}`, `true`, `{"type":"object"}`): the call
+    /// path's own object check covers it, so the arguments are not even parsed.
+    AnyObject,
+    Schema(CompiledSchema),
+    /// Reported once; validation is skipped for this definition.
+    Unusable,
+}
+
+impl Compiled {
+    /// `arguments`: the schema of a call's arguments, which are known to be an object already.
+    fn of(schema: &str, arguments: bool, on_unusable: impl FnOnce(&SchemaError)) -> Compiled {
+        if arguments && is_any_object(schema) {
+            return Compiled::AnyObject;
+        }
+        match CompiledSchema::compile(schema) {
+            Ok(compiled) => Compiled::Schema(compiled),
+            Err(error) => {
+                on_unusable(&error);
+                Compiled::Unusable
+            }
+        }
+    }
+}
+
+/// The compiled schemas of one tool definition. A new definition gets a new one.
+#[derive(Default)]
+pub struct ToolSchemas {
+    input: OnceLock<Compiled>,
+    output: OnceLock<Compiled>,
+}
+
+impl ToolSchemas {
+    /// Checks `arguments` (already known to be a JSON object) against `input_schema`, compiling it on
+    /// first use. `tool` names the tool in the error.
+    pub fn check_arguments(&self, tool: &str, input_schema: &str, arguments: &RawValue, on_unusable: impl FnOnce(&SchemaError)) -> Result<()> {
+        let Compiled::Schema(schema) = self.input.get_or_init(|| Compiled::of(input_schema, true, on_unusable)) else {
+            return Ok(());
+        };
+        schema.validate_json(arguments.get()).map_err(|violation| {
+            McpError::InvalidArguments(format!(
+                "the arguments of tool {tool:?} do not match its inputSchema, {violation}; the call was not sent"
+            ))
+        })
+    }
+
+    /// Checks a successful result's `structuredContent` against `output_schema`, compiling it on first
+    /// use: it must be there, and valid. Violations name their place in the result only when the
+    /// server's text may be shown (`expose_server_errors`): its keys are the server's text.
+    pub fn check_result(
+        &self,
+        tool: &str,
+        output_schema: &str,
+        result: &RawValue,
+        expose_server_errors: bool,
+        on_unusable: impl FnOnce(&SchemaError),
+    ) -> Result<()> {
+        let Compiled::Schema(schema) = self.output.get_or_init(|| Compiled::of(output_schema, false, on_unusable)) else {
+            return Ok(());
+        };
+        #[derive(serde::Deserialize)]
+        struct Structured {
+            #[serde(rename = "structuredContent")]
+            structured_content: Option<Value>,
+        }
+        let structured = serde_json::from_str::<Structured>(result.get())
+            .map_err(|_| McpError::Protocol("tools/call returned a malformed result".to_owned()))?
+            .structured_content;
+        let Some(structured) = structured else {
+            return Err(McpError::ResultInvalid(format!("tool {tool:?} has an outputSchema but its result has no structuredContent")));
+        };
+        schema.validate(&structured).map_err(|violation| {
+            McpError::ResultInvalid(if expose_server_errors {
+                format!("the structuredContent of tool {tool:?} does not match its outputSchema, {violation}")
+            } else {
+                format!("the structuredContent of tool {tool:?} does not match its outputSchema")
+            })
+        })
+    }
+}
+
+/// Whether `schema` accepts every JSON object, judged from its text without compiling: `{}`, `true`, or
+/// `{"type":"object"}`, with nothing else than annotations beside.
+fn is_any_object(schema: &str) -> bool {
+    let Ok(value) = serde_json::from_str::<Value>(schema) else { return false };
+    match value {
+        Value::Bool(accepts) => accepts,
+        Value::Object(map) => map.iter().all(|(key, value)| match key.as_str() {
+            "type" => value == "object",
+            "title" | "description" | "$comment" | "examples" => true,
+            "$schema" => value == "https://json-schema.org/draft/2020-12/schema",
+            _ => false,
+        }),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn arguments_are_checked_against_the_schema_compiled_once() {
+        let schemas = ToolSchemas::default();
+        let schema = r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#;
+        assert!(schemas.check_arguments("s__t", schema, &raw(r#"{"n":5}"#), |_| panic!("usable")).is_ok());
+        let error = schemas.check_arguments("s__t", schema, &raw(r#"{"n":"5"}"#), |_| panic!("usable")).unwrap_err();
+        assert_eq!(error.code(), "mcp_invalid_arguments");
+        assert!(error.to_string().contains("at /n: the value is not of type \"integer\""), "{error}");
+        // The compiled schema is kept: a different text is not looked at again for this definition.
+        assert!(schemas.check_arguments("s__t", "{}", &raw(r#"{"n":"5"}"#), |_| ()).is_err());
+    }
+
+    #[test]
+    fn an_unusable_schema_is_reported_once_and_lets_calls_through() {
+        let schemas = ToolSchemas::default();
+        let mut reports = Vec::new();
+        for _ in 0..3 {
+            let outcome = schemas.check_arguments("s__t", r#"{"$ref":"http://127.0.0.1:9/s.json"}"#, &raw("{}"), |e| reports.push(e.to_string()));
+            assert!(outcome.is_ok());
+        }
+        assert_eq!(reports.len(), 1, "{reports:?}");
+    }
+
+    #[test]
+    fn any_object_schemas_are_not_compiled() {
+        for schema in ["{}", "true", r#"{"type":"object"}"#, r#"{"type":"object","description":"d","$schema":"https://json-schema.org/draft/2020-12/schema"}"#] {
+            assert!(is_any_object(schema), "{schema}");
+        }
+        for schema in [r#"{"type":"object","properties":{}}"#, r#"{"type":"array"}"#, "false", r#"{"type":"object","additionalProperties":false}"#] {
+            assert!(!is_any_object(schema), "{schema}");
+        }
+    }
+
+    #[test]
+    fn results_need_valid_structured_content() {
+        let schemas = ToolSchemas::default();
+        let schema = r#"{"type":"object","properties":{"sum":{"type":"number"}},"required":["sum"]}"#;
+        let check = |result: &str, expose| schemas.check_result("s__t", schema, &raw(result), expose, |_| panic!("usable"));
+        assert!(check(r#"{"content":[],"structuredContent":{"sum":3}}"#, true).is_ok());
+        for bad in [r#"{"content":[{"type":"text","text":"{\"sum\":3}"}]}"#, r#"{"content":[],"structuredContent":null}"#] {
+            assert_eq!(check(bad, true).unwrap_err().code(), "mcp_result_invalid", "{bad}");
+        }
+        // The plainest outputSchema still requires structuredContent, and an object.
+        let plain = ToolSchemas::default();
+        let check_plain = |result: &str| plain.check_result("s__t", r#"{"type":"object"}"#, &raw(result), true, |_| panic!("usable"));
+        assert!(check_plain(r#"{"content":[],"structuredContent":{}}"#).is_ok());
+        assert_eq!(check_plain(r#"{"content":[]}"#).unwrap_err().code(), "mcp_result_invalid");
+        assert_eq!(check_plain(r#"{"content":[],"structuredContent":[1]}"#).unwrap_err().code(), "mcp_result_invalid");
+        let shown = check(r#"{"content":[],"structuredContent":{"sum":"3"}}"#, true).unwrap_err().to_string();
+        assert!(shown.contains("at /sum"), "{shown}");
+        let withheld = check(r#"{"content":[],"structuredContent":{"sum":"3"}}"#, false).unwrap_err().to_string();
+        assert!(!withheld.contains("/sum"), "{withheld}");
+    }
+}

@@ -1,0 +1,344 @@
+//! One tool call on the server side, from the wire or from `callTool` in process: the arguments
+//! checked, `execute` run under the server's concurrency bound, its value shaped into a
+//! `CallToolResult`, and — with a journal and an idempotency key — run once per key.
+//!
+//! Exactly-once: a keyed call first looks for a result recorded under (key, tool); failing that, the
+//! first of any concurrent calls with that key in this process leads (as its own task, so a client that
+//! hangs up does not cut a side effect in half) and every other waits for its result. The leader takes
+//! the call in the journal under a lease it renews while `execute` runs: a process sharing the journal
+//! (SQLite) that asks meanwhile waits and then reads the result, and takes the call over only if the lease
+//! lapses (its owner died). A successful result is recorded; an `isError` result or a failure gives the
+//! call up, so a retry runs again.
+
+use super::{Execution, McpServerCore, MAX_CONCURRENT_SERVER_CALLS, MAX_TOOL_ERROR_MESSAGE_BYTES};
+use crate::error::{McpError, Result};
+use crate::store::journal::{CallSlot, McpJournal};
+use parking_lot::Mutex;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{watch, Semaphore};
+
+/// What a call may fail with before `execute` is reached (a JSON-RPC error on the wire, a typed error
+/// in process). Everything after is a result, `isError` or not.
+#[derive(Debug)]
+pub enum Refusal {
+    UnknownTool(String),
+    BadArguments(String),
+    /// The engine failed (a journal that cannot be read or written, the host gone).
+    Failed(McpError),
+}
+
+impl From<Refusal> for McpError {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::UnknownTool(name) => McpError::ToolUnavailable(format!("no tool named {name:?} on this server")),
+            Refusal::BadArguments(why) => McpError::InvalidArguments(why),
+            Refusal::Failed(e) => e,
+        }
+    }
+}
+
+/// The result every waiter of one keyed call receives: the `CallToolResult` JSON, or why there is none.
+type Shared = std::result::Result<Arc<str>, Arc<McpError>>;
+/// Where one keyed call's result is announced: `None` until it is known.
+type Announced = watch::Receiver<Option<Shared>>;
+
+/// How long a keyed call is held in the journal by its running owner without renewal, in ms: another
+/// process takes it over only after that (its owner died). Renewed every third of it while `execute` runs.
+pub const CALL_LEASE_MS: u64 = 30_000;
+/// How often a call another process is running is looked at again, in ms: from the first to the last, doubling.
+const CALL_POLL_MIN_MS: u64 = 20;
+const CALL_POLL_MAX_MS: u64 = 1_000;
+
+pub struct Calls {
+    journal: Option<Arc<dyn McpJournal>>,
+    /// This server's name for itself as the owner of calls in a shared journal (random), and a counter.
+    owner: String,
+    runs: AtomicU64,
+    permits: Arc<Semaphore>,
+    /// Keyed calls executing now, by (key, tool): the channel their result is announced on.
+    in_flight: Mutex<HashMap<(String, String), Announced>>,
+}
+
+impl Calls {
+    pub fn new(journal: Option<Arc<dyn McpJournal>>) -> Self {
+        let mut random = [0u8; 8];
+        // Without randomness, the pid and the clock still tell processes apart.
+        let _ = ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut random);
+        let random: String = random.iter().map(|b| format!("{b:02x}")).collect();
+        let owner = format!("{}:{}:{random}", std::process::id(), crate::store::now_ms());
+        Calls {
+            journal,
+            owner,
+            runs: AtomicU64::new(0),
+            permits: Arc::new(Semaphore::new(MAX_CONCURRENT_SERVER_CALLS)),
+            in_flight: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn next_owner(&self) -> String {
+        format!("{}:{}", self.owner, self.runs.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+impl McpServerCore {
+    /// Calls `name` with `arguments` (JSON): the `CallToolResult` as JSON. `key` is the call's idempotency
+    /// key (`params._meta.idempotencyKey`); without a journal it changes nothing.
+    pub async fn call(self: &Arc<Self>, name: &str, arguments: Option<Value>, key: Option<&str>) -> std::result::Result<String, Refusal> {
+        let Some(tool) = self.tools.get(name) else { return Err(Refusal::UnknownTool(name.to_owned())) };
+        let arguments = match arguments {
+            None | Some(Value::Null) => Value::Object(Default::default()),
+            Some(object @ Value::Object(_)) => object,
+            Some(_) => return Err(Refusal::BadArguments(format!("the arguments of {name:?} must be an object"))),
+        };
+        if let Some(key) = key {
+            if key.is_empty() || key.len() > crate::limits::MAX_IDEMPOTENCY_KEY_BYTES {
+                return Err(Refusal::BadArguments(format!(
+                    "the idempotency key must be 1 to {} bytes",
+                    crate::limits::MAX_IDEMPOTENCY_KEY_BYTES
+                )));
+            }
+        }
+        // Checked before anything runs or is recorded: a refused call is a model's mistake to correct.
+        if let Some(check) = &tool.check {
+            if let Err(why) = check(&arguments) {
+                return Ok(error_result(&format!("Invalid arguments for tool {name}: {why}")));
+            }
+        }
+        match (&self.calls.journal, key) {
+            (Some(journal), Some(key)) => self.call_once(journal.clone(), name, arguments, key).await,
+            _ => self.execute(name, arguments, key).await.map_err(Refusal::Failed),
+        }
+    }
+
+    async fn call_once(self: &Arc<Self>, journal: Arc<dyn McpJournal>, name: &str, arguments: Value, key: &str) -> std::result::Result<String, Refusal> {
+        let slot = (key.to_owned(), name.to_owned());
+        loop {
+            if let Some(recorded) = journal.call_result(key, name).await.map_err(Refusal::Failed)? {
+                return Ok(recorded);
+            }
+            let mut receiver = {
+                let mut in_flight = self.calls.in_flight.lock();
+                match in_flight.get(&slot) {
+                    Some(receiver) => receiver.clone(),
+                    None => {
+                        let (announce, receiver) = watch::channel(None);
+                        in_flight.insert(slot.clone(), receiver.clone());
+                        // The first: run it as a task of its own, so the side effect finishes whoever waits.
+                        let (core, journal, slot, arguments) = (self.clone(), journal.clone(), slot.clone(), arguments.clone());
+                        tokio::spawn(async move {
+                            let outcome = core.execute_and_record(&journal, &slot, arguments).await;
+                            core.calls.in_flight.lock().remove(&slot);
+                            let _ = announce.send(Some(outcome.map(Arc::from).map_err(Arc::new)));
+                        });
+                        receiver
+                    }
+                }
+            };
+            let outcome = match receiver.wait_for(Option::is_some).await {
+                Ok(outcome) => outcome.clone().expect("waited for Some"),
+                // The task died (a panic) before announcing anything: look again.
+                Err(_) => continue,
+            };
+            return match outcome {
+                Ok(result) => Ok(result.to_string()),
+                Err(e) => Err(Refusal::Failed(clone_error(&e))),
+            };
+        }
+    }
+
+    /// The leader of a keyed call in this process: takes the call in the journal (waiting while another
+    /// process runs it), runs it under a renewed lease, and records its result.
+    async fn execute_and_record(&self, journal: &Arc<dyn McpJournal>, slot: &(String, String), arguments: Value) -> Result<String> {
+        let (key, name) = slot;
+        let owner = self.calls.next_owner();
+        let mut wait = Duration::from_millis(CALL_POLL_MIN_MS);
+        loop {
+            match journal.take_call(key, name, &owner, CALL_LEASE_MS).await? {
+                CallSlot::Done(recorded) => return Ok(recorded),
+                CallSlot::Taken => break,
+                CallSlot::Running => {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_millis(CALL_POLL_MAX_MS));
+                }
+            }
+        }
+        let renewing = {
+            let (journal, key, name, owner) = (journal.clone(), key.clone(), name.clone(), owner.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(CALL_LEASE_MS / 3)).await;
+                    // A failed renewal is retried at the next tick; the lease outlives two of them.
+                    let _ = journal.renew_call(&key, &name, &owner, CALL_LEASE_MS).await;
+                }
+            })
+        };
+        let outcome = self.execute(name, arguments, Some(key)).await;
+        renewing.abort();
+        match outcome {
+            Ok(result) if !is_error_result(&result) => Ok(journal.finish_call(key, name, &owner, Some(&result)).await?.unwrap_or(result)),
+            Ok(result) => {
+                journal.finish_call(key, name, &owner, None).await?;
+                Ok(result)
+            }
+            Err(e) => {
+                let _ = journal.finish_call(key, name, &owner, None).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Runs `execute` under the concurrency bound and shapes what it returned.
+    async fn execute(&self, name: &str, arguments: Value, key: Option<&str>) -> Result<String> {
+        let _permit = self.calls.permits.clone().acquire_owned().await.map_err(|_| McpError::Closed)?;
+        let request = serde_json::json!({ "arguments": arguments, "idempotencyKey": key }).to_string();
+        let execution = self.host.execute(name, request).await?;
+        let output_schema = self.tools.get(name).and_then(|t| t.spec.output_schema.as_ref()).is_some();
+        Ok(match execution {
+            Execution::Value(json) => value_result(&json, output_schema),
+            Execution::Failed(message) => error_result(&message),
+            Execution::Invalid(why) => error_result(&format!("Invalid arguments for tool {name}: {why}")),
+        })
+    }
+}
+
+/// An error crosses to every waiter; `McpError` is not `Clone`, so its code and text are rebuilt.
+fn clone_error(error: &McpError) -> McpError {
+    match error {
+        McpError::Storage(m) => McpError::Storage(m.clone()),
+        McpError::Closed => McpError::Closed,
+        other => McpError::Internal(other.to_string()),
+    }
+}
+
+fn is_error_result(result: &str) -> bool {
+    serde_json::from_str::<IsError>(result).is_ok_and(|r| r.is_error == Some(true))
+}
+
+#[derive(serde::Deserialize)]
+struct IsError {
+    #[serde(default, rename = "isError")]
+    is_error: Option<bool>,
+}
+
+/// `{ content: [text], isError: true }` with the message, bounded.
+pub(crate) fn error_result(message: &str) -> String {
+    let mut message = message;
+    if message.len() > MAX_TOOL_ERROR_MESSAGE_BYTES {
+        let mut end = MAX_TOOL_ERROR_MESSAGE_BYTES;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message = &message[..end];
+    }
+    serde_json::json!({ "content": [{ "type": "text", "text": message }], "isError": true }).to_string()
+}
+
+/// What `execute` returned as a `CallToolResult`: one with a `content` array passes as it is; any other
+/// value becomes a text block (a string as itself, anything else as its JSON), and an object (or any
+/// value, for a tool with an output schema) is also its `structuredContent`.
+pub(crate) fn value_result(json: &str, output_schema: bool) -> String {
+    let value: Value = serde_json::from_str(json).unwrap_or(Value::Null);
+    if let Value::Object(object) = &value {
+        if object.get("content").is_some_and(Value::is_array) {
+            return json.to_owned();
+        }
+    }
+    let text = match &value {
+        Value::String(text) => text.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    };
+    let mut result = serde_json::json!({ "content": [{ "type": "text", "text": text }] });
+    if value.is_object() || (output_schema && !value.is_null()) {
+        result["structuredContent"] = value;
+    }
+    result.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing;
+    use super::*;
+    use crate::store::journal::MemoryJournal;
+    use std::sync::atomic::Ordering;
+
+    fn journal() -> Option<Arc<dyn McpJournal>> {
+        Some(Arc::new(MemoryJournal::new()))
+    }
+
+    #[tokio::test]
+    async fn a_keyed_call_runs_once_even_when_two_arrive_together() {
+        let (core, host) = testing::server(journal());
+        let args = || Some(serde_json::json!({ "ms": 50 }));
+        let (a, b) = tokio::join!(core.call("slow", args(), Some("order-1:call-7")), core.call("slow", args(), Some("order-1:call-7")));
+        assert_eq!(a.unwrap(), b.unwrap());
+        assert_eq!(host.executions.load(Ordering::SeqCst), 1);
+        let again = core.call("slow", args(), Some("order-1:call-7")).await.unwrap();
+        assert!(again.contains("\"executions\":1"), "{again}");
+        assert_eq!(host.executions.load(Ordering::SeqCst), 1, "the recorded result, not a second charge");
+        core.call("slow", args(), Some("order-1:call-8")).await.unwrap();
+        assert_eq!(host.executions.load(Ordering::SeqCst), 2, "another key runs");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_servers_sharing_a_sqlite_journal_run_a_key_once() {
+        use crate::store::journal_sqlite::SqliteJournal;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.db");
+        // Two handles on one file, as two processes would have.
+        let (a, host_a) = testing::server(Some(Arc::new(SqliteJournal::open_lazily(&path))));
+        let (b, host_b) = testing::server(Some(Arc::new(SqliteJournal::open_lazily(&path))));
+        let args = || Some(serde_json::json!({ "ms": 200 }));
+        let (x, y) = tokio::join!(a.call("slow", args(), Some("order-2:call-1")), b.call("slow", args(), Some("order-2:call-1")));
+        assert_eq!(x.unwrap(), y.unwrap(), "the second server waited and read the first one's result");
+        assert_eq!(host_a.executions.load(Ordering::SeqCst) + host_b.executions.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn without_a_journal_or_a_key_every_call_runs() {
+        let (core, host) = testing::server(None);
+        core.call("slow", None, Some("k")).await.unwrap();
+        core.call("slow", None, Some("k")).await.unwrap();
+        let (core2, host2) = testing::server(journal());
+        core2.call("slow", None, None).await.unwrap();
+        core2.call("slow", None, None).await.unwrap();
+        assert_eq!((host.executions.load(Ordering::SeqCst), host2.executions.load(Ordering::SeqCst)), (2, 2));
+    }
+
+    #[tokio::test]
+    async fn failures_are_error_results_and_are_not_recorded() {
+        let journal = Arc::new(MemoryJournal::new());
+        let (core, _) = testing::server(Some(journal.clone()));
+        let result: Value = serde_json::from_str(&core.call("boom", None, Some("k")).await.unwrap()).unwrap();
+        assert_eq!(result["isError"], true);
+        assert_eq!(result["content"][0]["text"], "the card was declined");
+        assert_eq!(journal.call_result("k", "boom").await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn bad_calls_are_refused_before_execute() {
+        let (core, host) = testing::server(journal());
+        assert!(matches!(core.call("nope", None, None).await, Err(Refusal::UnknownTool(_))));
+        assert!(matches!(core.call("echo", Some(serde_json::json!([1])), None).await, Err(Refusal::BadArguments(_))));
+        let invalid: Value = serde_json::from_str(&core.call("strict", Some(serde_json::json!({})), Some("k")).await.unwrap()).unwrap();
+        assert_eq!(invalid["isError"], true);
+        assert!(invalid["content"][0]["text"].as_str().unwrap().contains("missing x"));
+        assert_eq!(host.executions.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn values_become_call_results() {
+        let shaped = |json: &str, output: bool| serde_json::from_str::<Value>(&value_result(json, output)).unwrap();
+        assert_eq!(shaped(r#""hi""#, false), serde_json::json!({ "content": [{ "type": "text", "text": "hi" }] }));
+        assert_eq!(shaped(r#"{"a":1}"#, false)["structuredContent"], serde_json::json!({ "a": 1 }));
+        assert_eq!(shaped("3", true)["structuredContent"], 3);
+        assert!(shaped("3", false).get("structuredContent").is_none());
+        let passed = r#"{"content":[{"type":"text","text":"x"}],"isError":true}"#;
+        assert_eq!(value_result(passed, false), passed);
+        assert!(error_result(&"é".repeat(MAX_TOOL_ERROR_MESSAGE_BYTES)).len() < MAX_TOOL_ERROR_MESSAGE_BYTES + 100);
+    }
+}

@@ -1,0 +1,255 @@
+//! JSON-RPC in, JSON-RPC out, for both eras; no I/O. A transport classifies each request by its
+//! envelope ([`claim_of`]), keeps whatever session state its era has, and asks [`answer`] (or
+//! [`initialize`]) for the reply.
+//!
+//! Methods: `initialize` and `ping` (2025 era only), `server/discover` (2026-07-28), `tools/list` and
+//! `tools/call` (both). Notifications are accepted and need no answer (`notifications/initialized`,
+//! `notifications/cancelled`: a call already running finishes, since its side effect may be under way).
+
+use super::calls::Refusal;
+use super::McpServerCore;
+use crate::protocol::era::{self, Era, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS};
+use crate::protocol::jsonrpc::{push_json_string, INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::protocol::mcp::{LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const INTERNAL_ERROR: i64 = -32603;
+
+/// What a request's `params._meta` says about its era.
+#[derive(Debug, PartialEq)]
+pub enum Claim {
+    /// No protocol version in `_meta`: the 2025 era.
+    None,
+    /// A 2026-07-28 request at a version this server speaks.
+    Modern(&'static str),
+    /// A version this server does not speak (answered with `UnsupportedProtocolVersion`).
+    Unsupported(String),
+    /// An envelope that names a version but is malformed (answered with invalid params).
+    Malformed(String),
+}
+
+#[derive(Deserialize)]
+struct WithMeta {
+    #[serde(default, rename = "_meta")]
+    meta: Option<Map<String, Value>>,
+}
+
+pub fn claim_of(params: Option<&RawValue>) -> Claim {
+    let Some(params) = params else { return Claim::None };
+    let Ok(WithMeta { meta: Some(meta) }) = serde_json::from_str::<WithMeta>(params.get()) else { return Claim::None };
+    let Some(version) = meta.get(META_PROTOCOL_VERSION) else { return Claim::None };
+    let Some(version) = version.as_str() else { return Claim::Malformed(format!("{META_PROTOCOL_VERSION} must be a string")) };
+    let Some(version) = MODERN_PROTOCOL_VERSIONS.iter().copied().find(|v| *v == version) else {
+        return Claim::Unsupported(version.to_owned());
+    };
+    match meta.get(META_CLIENT_CAPABILITIES) {
+        Some(Value::Object(_)) => Claim::Modern(version),
+        Some(_) => Claim::Malformed(format!("{META_CLIENT_CAPABILITIES} must be an object")),
+        None => Claim::Malformed(format!("{META_CLIENT_CAPABILITIES} is missing")),
+    }
+}
+
+/// A JSON-RPC error to answer with.
+#[derive(Debug)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        RpcError { code, message: message.into(), data: None }
+    }
+
+    /// `UnsupportedProtocolVersion` for a request that claims the modern era: `supported` is what
+    /// `server/discover` lists (the 2025 versions are negotiated by `initialize`, not named here).
+    pub fn unsupported_version(requested: &str) -> Self {
+        let supported = MODERN_PROTOCOL_VERSIONS;
+        RpcError {
+            code: era::UNSUPPORTED_PROTOCOL_VERSION,
+            message: format!("Unsupported protocol version: {requested}"),
+            data: Some(serde_json::json!({ "supported": supported, "requested": requested })),
+        }
+    }
+}
+
+/// The 2025-era handshake: the version this server will speak (the client's if it is one we know,
+/// else our newest, as the spec has it) and the `initialize` result.
+pub fn initialize(core: &McpServerCore, params: Option<&RawValue>) -> (&'static str, String) {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Requested {
+        #[serde(default)]
+        protocol_version: Option<String>,
+    }
+    let requested = params.and_then(|p| serde_json::from_str::<Requested>(p.get()).ok()).and_then(|r| r.protocol_version);
+    let version = requested
+        .and_then(|r| SUPPORTED_PROTOCOL_VERSIONS.iter().copied().find(|v| *v == r))
+        .unwrap_or(LATEST_PROTOCOL_VERSION);
+    let mut result = serde_json::json!({
+        "protocolVersion": version,
+        "capabilities": { "tools": { "listChanged": false } },
+        "serverInfo": core.server_info(),
+    });
+    if let Some(instructions) = &core.instructions {
+        result["instructions"] = instructions.clone().into();
+    }
+    (version, result.to_string())
+}
+
+/// The answer to a request other than the 2025 handshake, in `era`.
+pub async fn answer(core: &Arc<McpServerCore>, method: &str, params: Option<&RawValue>, era: Era) -> Result<String, RpcError> {
+    let modern = matches!(era, Era::Modern(_));
+    let result = match method {
+        // 2026-07-28 removed ping with the handshake: a modern ping is an unknown method.
+        "ping" if !modern => "{}".to_owned(),
+        "tools/list" if modern => format!("{{\"tools\":{},\"ttlMs\":0,\"cacheScope\":\"public\"}}", core.listing),
+        "tools/list" => format!("{{\"tools\":{}}}", core.listing),
+        "tools/call" => call(core, params).await?,
+        "server/discover" if modern => discover(core),
+        _ => return Err(RpcError::new(METHOD_NOT_FOUND, format!("Method not found: {method}"))),
+    };
+    Ok(if modern { complete(&result) } else { result })
+}
+
+fn discover(core: &McpServerCore) -> String {
+    let mut result = serde_json::json!({
+        "supportedVersions": MODERN_PROTOCOL_VERSIONS,
+        "capabilities": { "tools": { "listChanged": false } },
+        "_meta": { "io.modelcontextprotocol/serverInfo": core.server_info() },
+    });
+    if let Some(instructions) = &core.instructions {
+        result["instructions"] = instructions.clone().into();
+    }
+    result.to_string()
+}
+
+/// A 2026-07-28 result says it is complete (`resultType`), as that revision requires of every result.
+fn complete(result: &str) -> String {
+    match result.strip_prefix('{') {
+        Some("}") => "{\"resultType\":\"complete\"}".to_owned(),
+        Some(rest) => format!("{{\"resultType\":\"complete\",{rest}"),
+        None => result.to_owned(),
+    }
+}
+
+async fn call(core: &Arc<McpServerCore>, params: Option<&RawValue>) -> Result<String, RpcError> {
+    #[derive(Deserialize)]
+    struct CallParams {
+        name: String,
+        #[serde(default)]
+        arguments: Option<Value>,
+        #[serde(default, rename = "_meta")]
+        meta: Option<CallMeta>,
+    }
+    #[derive(Deserialize)]
+    struct CallMeta {
+        #[serde(default, rename = "idempotencyKey")]
+        idempotency_key: Option<Value>,
+    }
+    let params = params.ok_or_else(|| RpcError::new(INVALID_PARAMS, "tools/call needs params"))?;
+    let params: CallParams = serde_json::from_str(params.get()).map_err(|e| RpcError::new(INVALID_PARAMS, format!("Invalid tools/call params: {e}")))?;
+    let key = match params.meta.and_then(|m| m.idempotency_key) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(key)) => Some(key),
+        Some(_) => return Err(RpcError::new(INVALID_PARAMS, "_meta.idempotencyKey must be a string")),
+    };
+    core.call(&params.name, params.arguments, key.as_deref()).await.map_err(|refusal| match refusal {
+        Refusal::UnknownTool(name) => RpcError::new(INVALID_PARAMS, format!("Unknown tool: {name}")),
+        Refusal::BadArguments(why) => RpcError::new(INVALID_PARAMS, why),
+        Refusal::Failed(e) => RpcError::new(INTERNAL_ERROR, format!("the server could not complete the call ({}): {e}", e.code())),
+    })
+}
+
+/// The answer to one request in whichever era its envelope claims; `initialize` without a claim is the
+/// 2025 handshake (a transport that keeps sessions handles it itself first).
+pub async fn reply_to(core: &Arc<McpServerCore>, method: &str, params: Option<&RawValue>, claim: Claim) -> Result<String, RpcError> {
+    match claim {
+        Claim::Modern(version) => answer(core, method, params, Era::Modern(version)).await,
+        Claim::Unsupported(requested) => Err(RpcError::unsupported_version(&requested)),
+        Claim::Malformed(why) => Err(RpcError::new(INVALID_PARAMS, format!("Invalid _meta envelope for protocol revision {}: {why}", MODERN_PROTOCOL_VERSIONS[0]))),
+        Claim::None if method == "initialize" => Ok(initialize(core, params).1),
+        Claim::None => answer(core, method, params, Era::Legacy).await,
+    }
+}
+
+/// The response to request `id` (raw JSON, echoed as sent).
+pub fn response(id: &RawValue, outcome: &Result<String, RpcError>) -> String {
+    match outcome {
+        Ok(result) => format!("{{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{result}}}", id.get()),
+        Err(error) => error_response(Some(id), error),
+    }
+}
+
+/// An error response; no `id` (a message that could not be read) answers with `null`.
+pub fn error_response(id: Option<&RawValue>, error: &RpcError) -> String {
+    let mut out = format!("{{\"jsonrpc\":\"2.0\",\"id\":{},\"error\":{{\"code\":{},\"message\":", id.map_or("null", RawValue::get), error.code);
+    push_json_string(&mut out, &error.message);
+    if let Some(data) = &error.data {
+        out.push_str(",\"data\":");
+        out.push_str(&data.to_string());
+    }
+    out.push_str("}}");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing;
+    use super::*;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).unwrap()
+    }
+
+    #[test]
+    fn the_envelope_decides_the_era() {
+        assert_eq!(claim_of(None), Claim::None);
+        assert_eq!(claim_of(Some(&raw(r#"{"name":"x","_meta":{"progressToken":1}}"#))), Claim::None);
+        let modern = r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}"#;
+        assert_eq!(claim_of(Some(&raw(modern))), Claim::Modern("2026-07-28"));
+        assert_eq!(claim_of(Some(&raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01"}}"#))), Claim::Unsupported("2099-01-01".into()));
+        assert!(matches!(claim_of(Some(&raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#))), Claim::Malformed(_)));
+        assert!(matches!(claim_of(Some(&raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":7}}"#))), Claim::Malformed(_)));
+    }
+
+    #[tokio::test]
+    async fn both_eras_list_and_call_and_only_the_modern_one_discovers() {
+        let (core, _) = testing::server(None);
+        let (version, init) = initialize(&core, Some(&raw(r#"{"protocolVersion":"2025-06-18"}"#)));
+        assert_eq!(version, "2025-06-18");
+        assert!(init.contains("\"tools\""));
+        assert_eq!(initialize(&core, Some(&raw(r#"{"protocolVersion":"1999-01-01"}"#))).0, LATEST_PROTOCOL_VERSION);
+        let legacy: Value = serde_json::from_str(&answer(&core, "tools/list", None, Era::Legacy).await.unwrap()).unwrap();
+        assert!(legacy.get("resultType").is_none());
+        let modern: Value = serde_json::from_str(&answer(&core, "tools/list", None, Era::Modern("2026-07-28")).await.unwrap()).unwrap();
+        assert_eq!((modern["resultType"].as_str(), modern["tools"].as_array().map(Vec::len)), (Some("complete"), Some(4)));
+        assert_eq!(answer(&core, "server/discover", None, Era::Legacy).await.unwrap_err().code, METHOD_NOT_FOUND);
+        assert_eq!(answer(&core, "ping", None, Era::Modern("2026-07-28")).await.unwrap_err().code, METHOD_NOT_FOUND);
+        let discovered: Value = serde_json::from_str(&answer(&core, "server/discover", None, Era::Modern("2026-07-28")).await.unwrap()).unwrap();
+        assert_eq!(discovered["supportedVersions"][0], "2026-07-28");
+        assert_eq!(discovered["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "unit");
+        assert_eq!(complete("{}"), r#"{"resultType":"complete"}"#);
+        let called = answer(&core, "tools/call", Some(&raw(r#"{"name":"echo","arguments":{"a":1}}"#)), Era::Legacy).await.unwrap();
+        assert!(called.contains("\"structuredContent\":{\"a\":1}"), "{called}");
+        let unknown = answer(&core, "tools/call", Some(&raw(r#"{"name":"nope"}"#)), Era::Legacy).await.unwrap_err();
+        assert_eq!(unknown.code, INVALID_PARAMS);
+        let bad_key = answer(&core, "tools/call", Some(&raw(r#"{"name":"echo","_meta":{"idempotencyKey":5}}"#)), Era::Legacy).await.unwrap_err();
+        assert_eq!(bad_key.code, INVALID_PARAMS);
+    }
+
+    #[test]
+    fn responses_echo_the_id_and_carry_error_data() {
+        let id = raw("\"a-1\"");
+        assert_eq!(response(&id, &Ok("{}".into())), r#"{"jsonrpc":"2.0","id":"a-1","result":{}}"#);
+        let error: Value = serde_json::from_str(&error_response(None, &RpcError::unsupported_version("2099-01-01"))).unwrap();
+        assert_eq!(error["id"], Value::Null);
+        assert_eq!(error["error"]["data"]["requested"], "2099-01-01");
+    }
+}

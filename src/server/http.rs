@@ -1,0 +1,450 @@
+//! Serving Streamable HTTP on one path (hyper 1, HTTP/1.1): `POST` carries one JSON-RPC message and
+//! is answered with one JSON body (no SSE stream: this server never sends requests or notifications
+//! of its own), `GET` is 405 (no standalone stream), `DELETE` ends a 2025-era session.
+//!
+//! Security, as the MCP spec asks of a local server: it binds 127.0.0.1 unless told otherwise, and
+//! refuses (403) a request whose `Origin` is not one it allows — by default only loopback origins, and
+//! only while it listens on loopback — and, on loopback, a `Host` that is not a loopback name (DNS
+//! rebinding: a page whose name resolves to 127.0.0.1 still sends its own name).
+//!
+//! Eras: a request with the 2026-07-28 envelope is answered on its own after its headers are checked
+//! against its body (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`: a mismatch is -32020, HTTP
+//! 400). Anything else is the 2025 era: `initialize` opens a session (`Mcp-Session-Id`, bounded in
+//! number); every later request must carry it (400 without, 404 for one this server does not hold).
+
+use super::dispatch::{self, claim_of, Claim, RpcError, INVALID_REQUEST, PARSE_ERROR};
+use super::{McpServerCore, HTTP_HEADER_READ_TIMEOUT_MS, HTTP_SESSION_IDLE_MS, MAX_HTTP_CONNECTIONS, MAX_HTTP_SESSIONS, MAX_SERVER_MESSAGE_BYTES};
+use crate::error::{McpError, Result};
+use crate::protocol::era::{Era, HEADER_MISMATCH, MODERN_PROTOCOL_VERSIONS};
+use crate::protocol::jsonrpc::{is_echoable_id, Message, RawMessage, INVALID_PARAMS};
+use crate::protocol::mcp::SUPPORTED_PROTOCOL_VERSIONS;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderMap, HeaderValue, ALLOW, CONTENT_TYPE, HOST, ORIGIN};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use parking_lot::Mutex;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+const METHOD_HEADER: &str = "mcp-method";
+const NAME_HEADER: &str = "mcp-name";
+/// How long to wait before accepting again after `accept` failed (out of file descriptors), in ms.
+const ACCEPT_RETRY_MS: u64 = 50;
+
+/// `listen({ http: { … } })`.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpOptions {
+    #[serde(default = "default_host")]
+    pub host: String,
+    #[serde(default)]
+    pub port: u16,
+    #[serde(default = "default_path")]
+    pub path: String,
+    /// Origins allowed besides loopback ones (`https://app.example.com`), compared exactly.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// `Host` values allowed besides loopback names, compared without the port.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+}
+
+fn default_host() -> String {
+    "127.0.0.1".to_owned()
+}
+
+fn default_path() -> String {
+    "/mcp".to_owned()
+}
+
+impl HttpOptions {
+    pub fn parse(json: &str) -> Result<Self> {
+        let options: HttpOptions = serde_json::from_str(json).map_err(|e| McpError::config(format!("listen({{ http }}): {e}")))?;
+        if !options.path.starts_with('/') {
+            return Err(McpError::config("listen({ http }): path must start with '/'"));
+        }
+        Ok(options)
+    }
+}
+
+struct Session {
+    last_used: Instant,
+}
+
+struct State {
+    core: Arc<McpServerCore>,
+    path: String,
+    loopback: bool,
+    allowed_origins: Vec<String>,
+    allowed_hosts: Vec<String>,
+    sessions: Mutex<HashMap<String, Session>>,
+}
+
+/// A listening HTTP server.
+pub struct HttpListener {
+    pub address: SocketAddr,
+    pub path: String,
+    stop: CancellationToken,
+    serving: tokio::task::JoinHandle<()>,
+}
+
+impl HttpListener {
+    /// Stops accepting and drops every open connection; resolves once the socket is closed.
+    pub async fn close(self) {
+        self.stop.cancel();
+        let _ = self.serving.await;
+    }
+}
+
+pub async fn listen(core: Arc<McpServerCore>, options: HttpOptions) -> Result<HttpListener> {
+    let listener = TcpListener::bind((options.host.as_str(), options.port))
+        .await
+        .map_err(|e| McpError::Transport(format!("cannot listen on {}:{}: {e}", options.host, options.port)))?;
+    let address = listener.local_addr().map_err(|e| McpError::Transport(format!("the listening socket has no address: {e}")))?;
+    let state = Arc::new(State {
+        core,
+        path: options.path.clone(),
+        loopback: address.ip().is_loopback(),
+        allowed_origins: options.allowed_origins.iter().map(|o| o.trim_end_matches('/').to_ascii_lowercase()).collect(),
+        allowed_hosts: options.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
+        sessions: Mutex::new(HashMap::new()),
+    });
+    let stop = CancellationToken::new();
+    let serving = tokio::spawn(accept_loop(listener, state, stop.clone()));
+    Ok(HttpListener { address, path: options.path, stop, serving })
+}
+
+async fn accept_loop(listener: TcpListener, state: Arc<State>, stop: CancellationToken) {
+    let connections = Arc::new(Semaphore::new(MAX_HTTP_CONNECTIONS));
+    let tasks = TaskTracker::new();
+    loop {
+        let permit = tokio::select! {
+            _ = stop.cancelled() => break,
+            permit = connections.clone().acquire_owned() => permit.expect("never closed"),
+        };
+        let stream = tokio::select! {
+            _ = stop.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(ACCEPT_RETRY_MS)).await;
+                    continue;
+                }
+            },
+        };
+        let (state, stop) = (state.clone(), stop.clone());
+        tasks.spawn(async move {
+            let _permit = permit;
+            let service = hyper::service::service_fn(move |request| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(handle(&state, request).await) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_millis(HTTP_HEADER_READ_TIMEOUT_MS))
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::select! {
+                _ = connection => {}
+                _ = stop.cancelled() => {}
+            }
+        });
+    }
+    drop(listener);
+    tasks.close();
+}
+
+type Reply = Response<Full<Bytes>>;
+
+fn reply(status: StatusCode, body: String) -> Reply {
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn refuse(status: StatusCode, code: i64, message: &str) -> Reply {
+    reply(status, dispatch::error_response(None, &RpcError::new(code, message)))
+}
+
+fn empty(status: StatusCode) -> Reply {
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = status;
+    response
+}
+
+/// -32000: the transport's own refusals (the SDKs use it for these too).
+const TRANSPORT_ERROR: i64 = -32000;
+const SESSION_NOT_FOUND: i64 = -32001;
+
+async fn handle(state: &Arc<State>, request: Request<Incoming>) -> Reply {
+    if !state.host_allowed(request.headers()) {
+        return refuse(StatusCode::FORBIDDEN, TRANSPORT_ERROR, "Forbidden: the Host header is not one this server answers");
+    }
+    if let Some(origin) = request.headers().get(ORIGIN) {
+        if !state.origin_allowed(origin) {
+            return refuse(StatusCode::FORBIDDEN, TRANSPORT_ERROR, "Forbidden: the Origin header is not allowed");
+        }
+    }
+    if request.uri().path() != state.path {
+        return refuse(StatusCode::NOT_FOUND, TRANSPORT_ERROR, "Not Found");
+    }
+    match *request.method() {
+        Method::POST => post(state, request).await,
+        Method::DELETE => delete(state, request.headers()),
+        _ => {
+            let mut response = refuse(StatusCode::METHOD_NOT_ALLOWED, TRANSPORT_ERROR, "Method not allowed: this server answers POST (and DELETE to end a session)");
+            response.headers_mut().insert(ALLOW, HeaderValue::from_static("POST, DELETE"));
+            response
+        }
+    }
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok()).map(|v| v.trim_matches(|c| c == ' ' || c == '\t'))
+}
+
+async fn post(state: &Arc<State>, request: Request<Incoming>) -> Reply {
+    let json = header(request.headers(), CONTENT_TYPE.as_str())
+        .and_then(|t| t.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, TRANSPORT_ERROR, "Unsupported Media Type: the body must be application/json");
+    }
+    let (parts, body) = request.into_parts();
+    let body = match Limited::new(body, MAX_SERVER_MESSAGE_BYTES).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+            return refuse(StatusCode::PAYLOAD_TOO_LARGE, INVALID_REQUEST, &format!("the request body is over the {MAX_SERVER_MESSAGE_BYTES} bytes this server reads"))
+        }
+        Err(_) => return refuse(StatusCode::BAD_REQUEST, PARSE_ERROR, "the request body could not be read"),
+    };
+    if body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[') {
+        return refuse(StatusCode::BAD_REQUEST, INVALID_REQUEST, "JSON-RPC batches are not supported");
+    }
+    let message = match serde_json::from_slice::<RawMessage>(&body) {
+        Ok(message) => message,
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, PARSE_ERROR, &format!("Parse error: {e}")),
+    };
+    let headers = &parts.headers;
+    match message.classify() {
+        Some(Message::Request { id, method, params }) => {
+            if !is_echoable_id(id) {
+                return refuse(StatusCode::BAD_REQUEST, INVALID_REQUEST, "the request id must be a string or a number");
+            }
+            request_reply(state, headers, id, &method, params).await
+        }
+        Some(Message::Notification { params, .. }) => {
+            let claimed = !matches!(claim_of(params), Claim::None);
+            if !claimed {
+                if let Some(id) = header(headers, SESSION_HEADER) {
+                    if !state.sessions.lock().contains_key(id) {
+                        return refuse(StatusCode::NOT_FOUND, SESSION_NOT_FOUND, "Session not found");
+                    }
+                }
+            }
+            empty(StatusCode::ACCEPTED)
+        }
+        Some(Message::Response { .. }) => empty(StatusCode::ACCEPTED),
+        None => refuse(StatusCode::BAD_REQUEST, INVALID_REQUEST, "Bad Request: not a JSON-RPC message"),
+    }
+}
+
+async fn request_reply(state: &Arc<State>, headers: &HeaderMap, id: &RawValue, method: &str, params: Option<&RawValue>) -> Reply {
+    let answered = |outcome: std::result::Result<String, RpcError>| {
+        let status = match &outcome {
+            Err(e) if e.code == crate::protocol::era::UNSUPPORTED_PROTOCOL_VERSION || e.code == HEADER_MISMATCH => StatusCode::BAD_REQUEST,
+            _ => StatusCode::OK,
+        };
+        reply(status, dispatch::response(id, &outcome))
+    };
+    let version_header = header(headers, VERSION_HEADER);
+    match claim_of(params) {
+        Claim::Modern(version) => {
+            if let Err(mismatch) = check_modern_headers(headers, version, method, params) {
+                return reply(StatusCode::BAD_REQUEST, dispatch::response(id, &Err(mismatch)));
+            }
+            let outcome = dispatch::answer(&state.core, method, params, Era::Modern(version)).await;
+            // 2026-07-28: a method this server does not have is 404 on the wire too.
+            let status = match &outcome {
+                Err(e) if e.code == crate::protocol::jsonrpc::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+                _ => StatusCode::OK,
+            };
+            reply(status, dispatch::response(id, &outcome))
+        }
+        Claim::Unsupported(requested) if version_header.is_some_and(|v| v != requested) => {
+            // Headers are checked against the body before the version is judged.
+            let error = RpcError::new(
+                HEADER_MISMATCH,
+                format!("the MCP-Protocol-Version header names {} but the body's envelope names {requested}", version_header.unwrap_or_default()),
+            );
+            reply(StatusCode::BAD_REQUEST, dispatch::response(id, &Err(error)))
+        }
+        claim @ (Claim::Unsupported(_) | Claim::Malformed(_)) => {
+            let mut response = answered(dispatch::reply_to(&state.core, method, params, claim).await);
+            *response.status_mut() = StatusCode::BAD_REQUEST;
+            response
+        }
+        Claim::None => {
+            if let Some(version) = version_header.filter(|v| MODERN_PROTOCOL_VERSIONS.contains(v)) {
+                let error = RpcError::new(
+                    INVALID_PARAMS,
+                    format!("the MCP-Protocol-Version header names {version}, but the request has no _meta envelope naming it"),
+                );
+                return reply(StatusCode::BAD_REQUEST, dispatch::response(id, &Err(error)));
+            }
+            if method == "initialize" {
+                let (_, result) = dispatch::initialize(&state.core, params);
+                let Some(session) = state.open_session() else {
+                    return refuse(StatusCode::SERVICE_UNAVAILABLE, TRANSPORT_ERROR, "Service Unavailable: too many sessions are open");
+                };
+                let mut response = reply(StatusCode::OK, dispatch::response(id, &Ok(result)));
+                response.headers_mut().insert(SESSION_HEADER, HeaderValue::from_str(&session).expect("hex is a header value"));
+                return response;
+            }
+            match header(headers, SESSION_HEADER) {
+                None => return refuse(StatusCode::BAD_REQUEST, TRANSPORT_ERROR, "Bad Request: Mcp-Session-Id header is required"),
+                Some(session) => match state.sessions.lock().get_mut(session) {
+                    Some(found) => found.last_used = Instant::now(),
+                    None => return refuse(StatusCode::NOT_FOUND, SESSION_NOT_FOUND, "Session not found"),
+                },
+            }
+            if let Some(version) = version_header.filter(|v| !SUPPORTED_PROTOCOL_VERSIONS.contains(v)) {
+                return refuse(StatusCode::BAD_REQUEST, TRANSPORT_ERROR, &format!("Bad Request: unsupported protocol version {version}"));
+            }
+            answered(dispatch::answer(&state.core, method, params, Era::Legacy).await)
+        }
+    }
+}
+
+/// A 2026-07-28 request's headers must say what its body says.
+fn check_modern_headers(headers: &HeaderMap, version: &str, method: &str, params: Option<&RawValue>) -> std::result::Result<(), RpcError> {
+    let mismatch = |message: String| Err(RpcError::new(HEADER_MISMATCH, message));
+    match header(headers, VERSION_HEADER) {
+        Some(v) if v == version => {}
+        Some(v) => return mismatch(format!("the MCP-Protocol-Version header names {v} but the body's envelope names {version}")),
+        None => return mismatch(format!("the body's envelope names {version} but the MCP-Protocol-Version header is absent")),
+    }
+    match header(headers, METHOD_HEADER) {
+        Some(m) if m == method => {}
+        Some(m) => return mismatch(format!("the Mcp-Method header names {m} but the body names {method}")),
+        None => return mismatch(format!("the body names {method} but the Mcp-Method header is absent")),
+    }
+    if method == "tools/call" {
+        #[derive(Deserialize)]
+        struct Named {
+            #[serde(default)]
+            name: Option<String>,
+        }
+        let name = params.and_then(|p| serde_json::from_str::<Named>(p.get()).ok()).and_then(|n| n.name);
+        let header_name = header(headers, NAME_HEADER).map(crate::protocol::param_headers::decode_header_value);
+        match (name, header_name) {
+            (Some(name), Some(Some(given))) if given == name => {}
+            (Some(name), Some(Some(given))) => return mismatch(format!("the Mcp-Name header names {given:?} but the body calls {name:?}")),
+            (_, Some(None)) => return mismatch("the Mcp-Name header carries malformed Base64".to_owned()),
+            (Some(name), None) => return mismatch(format!("the body calls {name:?} but the Mcp-Name header is absent")),
+            (None, _) => {}
+        }
+    }
+    Ok(())
+}
+
+fn delete(state: &State, headers: &HeaderMap) -> Reply {
+    match header(headers, SESSION_HEADER) {
+        None => refuse(StatusCode::BAD_REQUEST, TRANSPORT_ERROR, "Bad Request: Mcp-Session-Id header is required"),
+        Some(id) => match state.sessions.lock().remove(id) {
+            Some(_) => empty(StatusCode::OK),
+            None => refuse(StatusCode::NOT_FOUND, SESSION_NOT_FOUND, "Session not found"),
+        },
+    }
+}
+
+fn is_loopback_name(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost") || host == "127.0.0.1" || host == "[::1]" || host == "::1"
+}
+
+/// `host[:port]` (or `[v6]:port`) without the port.
+fn without_port(authority: &str) -> &str {
+    if authority.starts_with('[') {
+        return authority.split_inclusive(']').next().unwrap_or(authority);
+    }
+    authority.rsplit_once(':').map_or(authority, |(host, _)| host)
+}
+
+impl State {
+    fn host_allowed(&self, headers: &HeaderMap) -> bool {
+        if !self.loopback && self.allowed_hosts.is_empty() {
+            return true;
+        }
+        let Some(host) = header(headers, HOST.as_str()) else { return false };
+        let host = without_port(host).to_ascii_lowercase();
+        (self.loopback && is_loopback_name(&host)) || self.allowed_hosts.contains(&host)
+    }
+
+    fn origin_allowed(&self, origin: &HeaderValue) -> bool {
+        let Ok(origin) = origin.to_str() else { return false };
+        let normalized = origin.trim_end_matches('/').to_ascii_lowercase();
+        if self.allowed_origins.contains(&normalized) {
+            return true;
+        }
+        let Ok(url) = url::Url::parse(origin) else { return false };
+        self.loopback && matches!(url.scheme(), "http" | "https") && url.host_str().is_some_and(is_loopback_name)
+    }
+
+    /// A new session's id, unless `MAX_HTTP_SESSIONS` are open and none has been idle long enough to drop.
+    fn open_session(&self) -> Option<String> {
+        let mut sessions = self.sessions.lock();
+        if sessions.len() >= MAX_HTTP_SESSIONS {
+            let idle = Duration::from_millis(HTTP_SESSION_IDLE_MS);
+            sessions.retain(|_, s| s.last_used.elapsed() < idle);
+            if sessions.len() >= MAX_HTTP_SESSIONS {
+                return None;
+            }
+        }
+        let mut bytes = [0u8; 16];
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes).ok()?;
+        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        sessions.insert(id.clone(), Session { last_used: Instant::now() });
+        Some(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_lose_their_ports() {
+        assert_eq!(without_port("localhost:8080"), "localhost");
+        assert_eq!(without_port("[::1]:80"), "[::1]");
+        assert_eq!(without_port("example.com"), "example.com");
+    }
+
+    #[test]
+    fn modern_headers_must_match_the_body() {
+        let params = RawValue::from_string(r#"{"name":"echo"}"#.to_owned()).unwrap();
+        let mut headers = HeaderMap::new();
+        assert_eq!(check_modern_headers(&headers, "2026-07-28", "tools/call", Some(&params)).unwrap_err().code, HEADER_MISMATCH);
+        headers.insert(VERSION_HEADER, HeaderValue::from_static("2026-07-28"));
+        headers.insert(METHOD_HEADER, HeaderValue::from_static("tools/call"));
+        assert!(check_modern_headers(&headers, "2026-07-28", "tools/call", Some(&params)).unwrap_err().message.contains("Mcp-Name"));
+        headers.insert(NAME_HEADER, HeaderValue::from_static("=?base64?ZWNobw==?="));
+        check_modern_headers(&headers, "2026-07-28", "tools/call", Some(&params)).unwrap();
+        headers.insert(NAME_HEADER, HeaderValue::from_static("other"));
+        assert!(check_modern_headers(&headers, "2026-07-28", "tools/call", Some(&params)).is_err());
+        headers.insert(METHOD_HEADER, HeaderValue::from_static("tools/list"));
+        assert!(check_modern_headers(&headers, "2026-07-28", "tools/call", Some(&params)).unwrap_err().message.contains("Mcp-Method"));
+    }
+}

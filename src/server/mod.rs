@@ -1,0 +1,264 @@
+//! `createMcpServer`: the engine serving the host's own tools, the other direction from the rest of
+//! the crate. The host (JavaScript) owns only each tool's `execute`; the engine owns the wire, both
+//! eras, the limits, the sessions and exactly-once.
+//!
+//! | file          | holds                                                                              |
+//! |---------------|------------------------------------------------------------------------------------|
+//! | `mod.rs`      | the published tools, the [`ToolHost`] that runs them, [`McpServerCore`], the limits |
+//! | `calls.rs`    | one tool call: arguments checked, `execute`, its result shaped, exactly-once with a journal |
+//! | `dispatch.rs` | JSON-RPC in, JSON-RPC out: which era a message speaks and what each method answers  |
+//! | `stdio.rs`    | serving newline-delimited JSON-RPC on this process's stdin/stdout                   |
+//! | `http.rs`     | serving Streamable HTTP (hyper 1): Origin/Host checks, sessions (2025), headers (2026) |
+//!
+//! Eras, as the client speaks them (`protocol::era`): a request whose `params._meta` carries
+//! `io.modelcontextprotocol/protocolVersion` is a 2026-07-28 request, answered on its own (no session);
+//! anything else is the 2025-11-25-and-older era, which starts with `initialize` (and, over HTTP, an
+//! `Mcp-Session-Id`). One listener serves both, whichever a client speaks.
+
+pub mod calls;
+pub mod dispatch;
+pub mod http;
+pub mod stdio;
+
+use crate::error::{McpError, Result};
+use crate::protocol::mcp::Tool;
+use crate::store::journal::McpJournal;
+use crate::store::BoxFuture;
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The largest JSON-RPC message accepted, in bytes: an HTTP request body, a stdio line.
+pub const MAX_SERVER_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+/// Tool calls executing at once per server (in-process and every listener together); more wait.
+pub const MAX_CONCURRENT_SERVER_CALLS: usize = 64;
+/// HTTP connections open at once per listener; more wait in the kernel's accept queue.
+pub const MAX_HTTP_CONNECTIONS: usize = 256;
+/// 2025-era HTTP sessions held at once per listener; an `initialize` beyond it is refused with 503
+/// once no session has been idle for `HTTP_SESSION_IDLE_MS`.
+pub const MAX_HTTP_SESSIONS: usize = 1_024;
+/// How long a 2025-era HTTP session may go unused before a new one may take its place, in ms.
+pub const HTTP_SESSION_IDLE_MS: u64 = 30 * 60 * 1_000;
+/// How long a client may take to send a request's headers, in ms.
+pub const HTTP_HEADER_READ_TIMEOUT_MS: u64 = 10_000;
+/// Tools one server may publish.
+pub const MAX_SERVER_TOOLS: usize = crate::limits::MAX_TOOLS_PER_SERVER;
+/// A tool name's length, in characters (MCP 2025-11-25: 1 to 128 of `A-Z a-z 0-9 _ - .`).
+pub const MAX_SERVER_TOOL_NAME_CHARS: usize = 128;
+/// An error message from `execute` kept in an `isError` result, in bytes.
+pub const MAX_TOOL_ERROR_MESSAGE_BYTES: usize = 16 * 1024;
+
+/// What `execute` made of one call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Execution {
+    /// The value it returned, as JSON (a `CallToolResult` if it has a `content` array).
+    Value(String),
+    /// It threw: the message only.
+    Failed(String),
+    /// The host's own schema (Standard Schema) refused the arguments before `execute` ran.
+    Invalid(String),
+}
+
+/// The host side of the server: runs a tool's `execute`. `request` is
+/// `{"arguments": …, "idempotencyKey": …}` as JSON.
+pub trait ToolHost: Send + Sync + 'static {
+    fn execute(&self, tool: &str, request: String) -> BoxFuture<'static, Result<Execution>>;
+}
+
+/// Checks a tool's arguments before `execute` (the engine's JSON Schema validator when it compiles the
+/// tool's input schema): the reason they are refused, or `Ok`.
+pub type ArgumentCheck = Box<dyn Fn(&Value) -> std::result::Result<(), String> + Send + Sync>;
+
+/// One tool as the host declares it (`createMcpServer({ tools })`, the TS layer having turned each
+/// entry into JSON Schema): the published definition, as a client sees it in `tools/list`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolSpec {
+    #[serde(flatten)]
+    pub tool: Tool,
+    /// The host checks the arguments itself (a Standard Schema), so the engine does not check them again.
+    #[serde(default)]
+    pub host_validates: bool,
+}
+
+/// `createMcpServer`'s options as the engine reads them.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServerSpec {
+    #[serde(default = "default_name")]
+    pub name: String,
+    #[serde(default = "default_version")]
+    pub version: String,
+    /// Third-party-facing text for clients; sent in `initialize` and `server/discover`.
+    #[serde(default)]
+    pub instructions: Option<String>,
+    pub tools: Vec<ToolSpec>,
+}
+
+fn default_name() -> String {
+    "mcpferry-server".to_owned()
+}
+
+fn default_version() -> String {
+    env!("CARGO_PKG_VERSION").to_owned()
+}
+
+pub(crate) struct PublishedTool {
+    pub spec: Tool,
+    pub check: Option<ArgumentCheck>,
+}
+
+/// A server: its tools, the host that runs them, the journal that makes keyed calls happen once.
+/// Shared by every listener and by in-process `callTool`.
+pub struct McpServerCore {
+    pub(crate) name: String,
+    pub(crate) version: String,
+    pub(crate) instructions: Option<String>,
+    pub(crate) tools: HashMap<String, PublishedTool>,
+    /// `tools/list`'s `tools` array, serialized once.
+    pub(crate) listing: String,
+    pub(crate) host: Arc<dyn ToolHost>,
+    pub(crate) calls: calls::Calls,
+}
+
+impl McpServerCore {
+    /// From `createMcpServer`'s options (JSON). `compile` turns an input schema into an argument check
+    /// (`None`: not checked by the engine).
+    pub fn new(
+        spec_json: &str,
+        host: Arc<dyn ToolHost>,
+        journal: Option<Arc<dyn McpJournal>>,
+        compile: &dyn Fn(&Value) -> Option<ArgumentCheck>,
+    ) -> Result<Arc<Self>> {
+        let spec: ServerSpec = serde_json::from_str(spec_json).map_err(|e| McpError::config(format!("createMcpServer: {e}")))?;
+        if spec.tools.len() > MAX_SERVER_TOOLS {
+            return Err(McpError::config(format!("createMcpServer: {} tools, over the {MAX_SERVER_TOOLS} one server may publish", spec.tools.len())));
+        }
+        let mut tools = HashMap::with_capacity(spec.tools.len());
+        let mut listed = Vec::with_capacity(spec.tools.len());
+        for ToolSpec { tool, host_validates } in spec.tools {
+            check_tool_name(&tool.name)?;
+            if tool.input_schema.get("type").and_then(Value::as_str) != Some("object") {
+                return Err(McpError::config(format!("createMcpServer: the input schema of {:?} must be an object schema (\"type\": \"object\")", tool.name)));
+            }
+            if tool.output_schema.as_ref().is_some_and(|s| !s.is_object()) {
+                return Err(McpError::config(format!("createMcpServer: the output schema of {:?} must be a JSON Schema object", tool.name)));
+            }
+            let check = if host_validates { None } else { compile(&tool.input_schema) };
+            listed.push(serde_json::to_value(&tool).map_err(|e| McpError::Internal(format!("a tool definition did not serialize: {e}")))?);
+            let name = tool.name.clone();
+            if tools.insert(name.clone(), PublishedTool { spec: tool, check }).is_some() {
+                return Err(McpError::config(format!("createMcpServer: two tools are named {name:?}")));
+            }
+        }
+        Ok(Arc::new(McpServerCore {
+            name: spec.name,
+            version: spec.version,
+            instructions: spec.instructions,
+            tools,
+            listing: Value::Array(listed).to_string(),
+            host,
+            calls: calls::Calls::new(journal),
+        }))
+    }
+
+    pub(crate) fn server_info(&self) -> Value {
+        serde_json::json!({ "name": self.name, "version": self.version })
+    }
+}
+
+/// MCP 2025-11-25's tool names: 1 to 128 characters of `A-Z a-z 0-9 _ - .`.
+fn check_tool_name(name: &str) -> Result<()> {
+    let valid = !name.is_empty()
+        && name.chars().count() <= MAX_SERVER_TOOL_NAME_CHARS
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if valid {
+        Ok(())
+    } else {
+        Err(McpError::config(format!(
+            "createMcpServer: the tool name {name:?} is not 1 to {MAX_SERVER_TOOL_NAME_CHARS} characters of letters, digits, '_', '-' and '.'"
+        )))
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! A host whose tools are Rust closures, for the unit tests of this module.
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// `echo` answers its arguments; `slow` waits `ms` then counts an execution; `boom` throws.
+    pub struct Host {
+        pub executions: AtomicUsize,
+    }
+
+    impl ToolHost for Arc<Host> {
+        fn execute(&self, tool: &str, request: String) -> BoxFuture<'static, Result<Execution>> {
+            let host = self.clone();
+            let tool = tool.to_owned();
+            Box::pin(async move {
+                let request: Value = serde_json::from_str(&request).unwrap();
+                match tool.as_str() {
+                    "slow" => {
+                        let ms = request["arguments"]["ms"].as_u64().unwrap_or(0);
+                        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                        let n = host.executions.fetch_add(1, Ordering::SeqCst) + 1;
+                        Ok(Execution::Value(serde_json::json!({ "executions": n }).to_string()))
+                    }
+                    "boom" => Ok(Execution::Failed("the card was declined".into())),
+                    _ => Ok(Execution::Value(request["arguments"].to_string())),
+                }
+            })
+        }
+    }
+
+    pub fn server(journal: Option<Arc<dyn McpJournal>>) -> (Arc<McpServerCore>, Arc<Host>) {
+        let host = Arc::new(Host { executions: AtomicUsize::new(0) });
+        let spec = serde_json::json!({
+            "name": "unit", "version": "1",
+            "tools": [
+                { "name": "echo", "description": "Echo", "inputSchema": { "type": "object" } },
+                { "name": "slow", "inputSchema": { "type": "object", "properties": { "ms": { "type": "integer" } } } },
+                { "name": "boom" },
+                { "name": "strict", "inputSchema": { "type": "object", "required": ["x"] } },
+            ]
+        });
+        let compile = |schema: &Value| -> Option<ArgumentCheck> {
+            let required: Vec<String> = schema.get("required")?.as_array()?.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect();
+            Some(Box::new(move |args: &Value| match required.iter().find(|r| args.get(r.as_str()).is_none()) {
+                Some(missing) => Err(format!("missing {missing}")),
+                None => Ok(()),
+            }))
+        };
+        (McpServerCore::new(&spec.to_string(), Arc::new(host.clone()), journal, &compile).unwrap(), host)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(spec: Value) -> String {
+        let host: Arc<dyn ToolHost> = Arc::new(testing::server(None).1);
+        let error = McpServerCore::new(&spec.to_string(), host, None, &|_| None).err().expect("refused");
+        assert_eq!(error.code(), "mcp_config_invalid");
+        error.to_string()
+    }
+
+    #[test]
+    fn bad_tool_declarations_are_refused_by_name() {
+        assert!(refused(serde_json::json!({ "tools": [{ "name": "has space" }] })).contains("has space"));
+        assert!(refused(serde_json::json!({ "tools": [{ "name": "" }] })).contains("tool name"));
+        assert!(refused(serde_json::json!({ "tools": [{ "name": "a" }, { "name": "a" }] })).contains("two tools"));
+        assert!(refused(serde_json::json!({ "tools": [{ "name": "a", "inputSchema": { "type": "string" } }] })).contains("object schema"));
+    }
+
+    #[test]
+    fn the_listing_is_built_once_with_a_default_schema() {
+        let (core, _) = testing::server(None);
+        let listing: Value = serde_json::from_str(&core.listing).unwrap();
+        assert_eq!(listing.as_array().unwrap().len(), 4);
+        assert_eq!(listing[2], serde_json::json!({ "name": "boom", "inputSchema": { "type": "object" } }));
+    }
+}

@@ -1,0 +1,202 @@
+//! One server as a client (`connectMcpServer`): a toolset of one entry whose calls answer with the
+//! server's own `CallToolResult` (an `isError` result is a result, not an error) and whose tools can
+//! be listed as the server wrote them.
+//!
+//! Everything else is the toolset's: the transports, the guards (`allowedHosts`, `auth`, `policy`),
+//! the bounds, the diagnostics, the refresh on `list_changed`, and the call router (a call goes to the
+//! tool the current route table holds under its remote name, through the same gates as `mcpTools`).
+
+use super::supervisor::SlotState;
+use super::Toolset;
+use crate::connection::{AbortHandle, RequestOptions};
+use crate::error::{McpError, Result};
+use crate::limits::{MAX_JSON_DEPTH, MAX_LIST_PAGES, MAX_TOOLS_PER_SERVER};
+use crate::protocol::mcp::{self, ListToolsPage};
+use crate::protocol::nesting;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use sha2::Digest;
+use std::collections::HashSet;
+use std::time::Duration;
+
+/// The server a client toolset holds: its only one.
+const SERVER: usize = 0;
+
+/// Lower bounds a caller may set on one listing (purra's discovery limits); the engine's own
+/// (`MAX_LIST_PAGES`, `MAX_TOOLS_PER_SERVER`, the message size) apply whatever is given.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListBounds {
+    pub max_pages: Option<usize>,
+    pub max_tools: Option<usize>,
+    /// Bytes of every page's result text together.
+    pub max_bytes: Option<usize>,
+    /// Longest cursor accepted, in bytes.
+    pub max_cursor_bytes: Option<usize>,
+    pub timeout_ms: Option<u64>,
+}
+
+/// A listing with every tool exactly as the server wrote it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemoteListing {
+    pub tools: Vec<Box<RawValue>>,
+    pub pages: usize,
+    pub bytes: usize,
+    /// Set when the caller's bounds stopped the listing before its end: `pages`, `tools`, `bytes` or
+    /// `cursor` (a repeated, empty or oversized cursor). Without bounds these are errors instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<&'static str>,
+}
+
+/// The session of the client's server, as the host may see it (redacted like the `server-connected`
+/// diagnostic).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClientSession {
+    pub protocol_version: &'static str,
+    pub server_info: crate::diagnostics::ServerInfo,
+    pub capabilities: Vec<String>,
+}
+
+impl Toolset {
+    /// Make this toolset a single-server client: from now on calls answer with the server's
+    /// `CallToolResult` as sent, `isError` included, and the server's announcements of tool changes are
+    /// reported to the owner. Called before it connects.
+    pub fn become_client(&self) {
+        self.inner.client_mode.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Untrusted text about this server (a result's error text that reached JavaScript) quoted as the
+    /// engine quotes it in errors: the server's own secrets (configured headers and env, tokens) and
+    /// `extra` replaced, then cut to a few hundred bytes (`transport::quote_bytes`).
+    pub fn quote_server_text(&self, text: &str, extra: &crate::guard::redact::Secrets) -> String {
+        let redacted = self.inner.servers[SERVER].secrets.redact(text);
+        crate::transport::quote_bytes(redacted.as_bytes(), extra)
+    }
+
+    /// The connected server's negotiated version and identity; `None` before it connected or after close.
+    pub fn session(&self) -> Option<ClientSession> {
+        let slot = &self.inner.servers[SERVER];
+        let connection = slot.connection()?;
+        let session = &connection.session;
+        Some(ClientSession {
+            protocol_version: session.protocol_version,
+            server_info: crate::diagnostics::ServerInfo {
+                name: slot.secrets.redact(&session.server_name),
+                version: slot.secrets.redact(&session.server_version),
+            },
+            capabilities: session.capabilities.clone(),
+        })
+    }
+
+    /// A fresh `tools/list`, page by page, each tool as the server wrote it. The engine's bounds raise
+    /// `mcp_protocol_error` (as for `mcpTools`); the caller's lower `bounds` stop the listing and say why
+    /// in [`RemoteListing::stopped`]. `abort` stops it with `mcp_aborted`.
+    pub async fn list_remote(&self, bounds: &ListBounds, abort: Option<&AbortHandle>) -> Result<RemoteListing> {
+        let inner = &self.inner;
+        if inner.cancel.is_cancelled() {
+            return Err(McpError::Closed);
+        }
+        let slot = &inner.servers[SERVER];
+        let unavailable = || McpError::Transport(format!("server {:?} is unavailable", slot.entry.name));
+        let settled = slot.state.subscribe().wait_for(|s| *s != SlotState::Connecting).await.map(|s| *s);
+        let connection = match settled {
+            _ if inner.cancel.is_cancelled() => return Err(McpError::Closed),
+            Ok(SlotState::Ready) => slot.connection().ok_or_else(unavailable)?,
+            _ => return Err(unavailable()),
+        };
+        let timeout = bounds.timeout_ms.map_or(inner.timeout, Duration::from_millis);
+        let opts = RequestOptions { timeout, abort };
+        let max_pages = bounds.max_pages.unwrap_or(MAX_LIST_PAGES).min(MAX_LIST_PAGES);
+        let max_tools = bounds.max_tools.unwrap_or(MAX_TOOLS_PER_SERVER).min(MAX_TOOLS_PER_SERVER);
+        let mut listing = RemoteListing { tools: Vec::new(), pages: 0, bytes: 0, stopped: None };
+        let mut cursors: HashSet<[u8; 32]> = HashSet::new();
+        let mut cursor: Option<String> = None;
+        let stop = |listing: &mut RemoteListing, why: &'static str, error: String| -> Result<()> {
+            if bounded(bounds) {
+                listing.stopped = Some(why);
+                Ok(())
+            } else {
+                Err(McpError::Protocol(error))
+            }
+        };
+        loop {
+            let params = mcp::list_tools_params(cursor.as_deref());
+            let raw = tokio::select! {
+                biased;
+                _ = inner.cancel.cancelled() => return Err(McpError::Closed),
+                raw = connection.request("tools/list", params.as_deref(), &opts) => raw?,
+            };
+            listing.pages += 1;
+            listing.bytes += raw.get().len();
+            if bounds.max_bytes.is_some_and(|max| listing.bytes > max) {
+                listing.stopped = Some("bytes");
+                return Ok(listing);
+            }
+            if nesting::exceeds_depth(raw.get().as_bytes(), MAX_JSON_DEPTH + 2) {
+                return Err(McpError::Protocol(format!("tools/list returned tools nested deeper than {MAX_JSON_DEPTH} levels")));
+            }
+            let page: ListToolsPage =
+                serde_json::from_str(raw.get()).map_err(|e| McpError::Protocol(format!("tools/list returned a malformed result: {e}")))?;
+            if listing.tools.len() + page.tools.len() > max_tools {
+                stop(&mut listing, "tools", format!("the server published more than {max_tools} tools"))?;
+                return Ok(listing);
+            }
+            listing.tools.extend(page.tools.iter().map(|tool| (*tool).to_owned()));
+            let Some(next) = page.next_cursor else { return Ok(listing) };
+            let oversized = bounds.max_cursor_bytes.is_some_and(|max| next.len() > max);
+            if next.is_empty() || oversized || !cursors.insert(sha2::Sha256::digest(next.as_bytes()).into()) {
+                let shown: String = next.chars().take(64).collect();
+                stop(&mut listing, "cursor", format!("tools/list repeated or sent an unusable cursor {shown:?}; refusing a pagination loop"))?;
+                return Ok(listing);
+            }
+            if listing.pages >= max_pages {
+                stop(&mut listing, "pages", format!("tools/list did not finish within {max_pages} pages"))?;
+                return Ok(listing);
+            }
+            cursor = Some(next);
+        }
+    }
+}
+
+/// Whether the caller's bounds, not the engine's, govern this kind of stop: any bound given makes every
+/// stop a verdict for the caller to judge (purra turns it into its own code).
+fn bounded(bounds: &ListBounds) -> bool {
+    bounds.max_pages.is_some() || bounds.max_tools.is_some() || bounds.max_bytes.is_some() || bounds.max_cursor_bytes.is_some()
+}
+
+/// A client call's outcome: the result as the server sent it, `isError` included. Still refused: a
+/// result that is not an object, or is nested past `MAX_JSON_DEPTH` (it would break the host's
+/// `JSON.parse`), as for `mcpTools`.
+pub(super) fn raw_outcome(outcome: Result<Box<RawValue>>) -> Result<Box<RawValue>> {
+    let result = outcome?;
+    if nesting::exceeds_depth(result.get().as_bytes(), MAX_JSON_DEPTH) {
+        return Err(McpError::ResultTooDeep { max_depth: MAX_JSON_DEPTH });
+    }
+    if !result.get().starts_with('{') {
+        return Err(McpError::Protocol("tools/call returned a result that is not an object".into()));
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_outcomes_keep_is_error_results_and_refuse_what_mcp_tools_refuses() {
+        let result = |text: &str| Ok(RawValue::from_string(text.to_owned()).unwrap());
+        let failed = raw_outcome(result(r#"{"content":[{"type":"text","text":"no"}],"isError":true}"#)).unwrap();
+        assert!(failed.get().contains(r#""isError":true"#));
+        assert_eq!(raw_outcome(result("[1]")).unwrap_err().code(), "mcp_protocol_error");
+        let deep = "[".repeat(MAX_JSON_DEPTH + 1) + &"]".repeat(MAX_JSON_DEPTH + 1);
+        assert_eq!(raw_outcome(result(&format!(r#"{{"a":{deep}}}"#))).unwrap_err().code(), "mcp_result_too_deep");
+    }
+
+    #[test]
+    fn bounds_refuse_unknown_keys() {
+        assert!(serde_json::from_str::<ListBounds>(r#"{"maxPages":3}"#).is_ok());
+        assert!(serde_json::from_str::<ListBounds>(r#"{"maxPagez":3}"#).is_err());
+    }
+}
