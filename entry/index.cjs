@@ -51,4 +51,6 @@ exports.McpContainmentError = api.McpContainmentError;
 exports.McpToolQuarantinedError = api.McpToolQuarantinedError;
 exports.McpStorageError = api.McpStorageError;
 exports.McpResultTooDeepError = api.McpResultTooDeepError;
+exports.McpSchemaInvalidError = api.McpSchemaInvalidError;
+exports.McpResultInvalidError = api.McpResultInvalidError;
 exports.McpInternalError = api.McpInternalError;

@@ -44,6 +44,8 @@ export {
   McpToolQuarantinedError,
   McpStorageError,
   McpResultTooDeepError,
+  McpSchemaInvalidError,
+  McpResultInvalidError,
   McpInternalError,
 } from '../dist/index.js';
 export type { McpErrorCode } from '../dist/errors.js';
