@@ -25,8 +25,7 @@ import {
   McpToolUnavailableError,
 } from '../dist/index.js';
 import { EVERYTHING_BIN } from '../examples/servers/everything-http.mjs';
-import { here, scratchFile, until } from './helpers.mjs';
-import { pythonSdk } from './eras-servers.mjs';
+import { here, pythonSdk, scratchFile, until } from './helpers.mjs';
 
 const SERVER = join(here, 'fixtures', 'mayura-server.mjs');
 const PY_SERVER = join(here, 'fixtures', 'mayura-py-server.py');
