@@ -36,6 +36,10 @@ pub(crate) struct ServerView {
     pub tools: Arc<Vec<ProjectedTool>>,
     /// `None` until the server's tools are projected.
     pub tier: Option<Tier>,
+    /// The shared texts the projection points into, kept alive for the next toolset listing the same
+    /// catalogue (see `catalog::shared`). Held, never read.
+    #[allow(dead_code)]
+    pub catalogue: Option<Arc<crate::catalog::shared::SharedTexts>>,
 }
 
 /// One published state of the whole map.
@@ -85,7 +89,7 @@ impl RouteTable {
                 Arc::new(ToolSearch {
                     index: SearchIndex::build(docs),
                     names: entries.iter().map(|(n, _)| (*n).clone()).collect(),
-                    descriptions: entries.iter().map(|(_, r)| r.definition.description.clone()).collect(),
+                    descriptions: entries.iter().map(|(_, r)| r.definition.description.to_string()).collect(),
                 })
             })
             .clone()
@@ -174,7 +178,10 @@ pub(crate) fn project_server(
             let full = Arc::new(if quarantined {
                 ProjectedTool::quarantined(name.clone(), server.name, tool)
             } else {
-                ProjectedTool::new(name.clone(), server.name, tool)
+                match listing.texts.as_ref().and_then(|texts| texts.get(&tool.name)) {
+                    Some(texts) => ProjectedTool::with_texts(name.clone(), server.name, tool, texts),
+                    None => ProjectedTool::new(name.clone(), server.name, tool),
+                }
             });
             let mut shown = (*full).clone();
             if !quarantined && decision.tier != Tier::Full {
@@ -191,7 +198,7 @@ pub(crate) fn project_server(
             shown
         })
         .collect();
-    table.servers[server.index] = ServerView { tools: Arc::new(shown), tier: Some(decision.tier) };
+    table.servers[server.index] = ServerView { tools: Arc::new(shown), tier: Some(decision.tier), catalogue: listing.texts.clone() };
     table.search = OnceLock::new();
     diagnostics
 }
@@ -244,12 +251,44 @@ mod tests {
     }
 
     fn project(listing: Listing) -> (RouteTable, Vec<Diagnostic>) {
+        project_vetted(listing, &Vetting::default())
+    }
+
+    fn project_vetted(listing: Listing, vetting: &Vetting) -> (RouteTable, Vec<Diagnostic>) {
         let server = ServerIdentity { index: 0, name: "srv", label: "srv", identity: "id", always_load: false };
         let filter = ToolFilter::default();
         let disclosure = DisclosureConfig { budget_tokens: 1_000_000, always_load: Vec::new() };
         let mut table = RouteTable::empty(1);
-        let diagnostics = project_server(&server, listing, &Vetting::default(), &ProjectionOptions { filter: &filter, disclosure: &disclosure }, &mut table);
+        let diagnostics = project_server(&server, listing, vetting, &ProjectionOptions { filter: &filter, disclosure: &disclosure }, &mut table);
         (table, diagnostics)
+    }
+
+    /// Two toolsets listing the same catalogue from the same server: one copy of each schema between
+    /// them, and one toolset's drift decision (a quarantine) is its own.
+    #[test]
+    fn toolsets_share_a_catalogues_texts_but_not_their_decisions() {
+        let page = json!({ "tools": [
+            { "name": "lookup", "description": "Look a word up.", "inputSchema": { "type": "object", "properties": { "word": { "type": "string" } } } },
+            { "name": "define", "description": "Define a word.", "inputSchema": { "type": "object" } },
+        ] })
+        .to_string();
+        let listing = || {
+            let mut address = crate::catalog::shared::ListingAddress::new("routes-test-server", false);
+            address.page(&page);
+            let tools: Vec<Tool> = serde_json::from_value(serde_json::from_str::<serde_json::Value>(&page).unwrap()["tools"].clone()).unwrap();
+            let texts = crate::catalog::shared::texts_for(address, &tools);
+            Listing { tools, texts: Some(texts), ..Listing::default() }
+        };
+        let (first, _) = project(listing());
+        let drifted = Vetting { quarantined: ["define".to_owned()].into(), withheld: HashSet::new() };
+        let (second, diagnostics) = project_vetted(listing(), &drifted);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        let schema = |table: &RouteTable, name: &str| table.routes[name].definition.input_schema.get().as_ptr();
+        assert_eq!(schema(&first, "srv__lookup"), schema(&second, "srv__lookup"), "one schema text for both");
+        assert!(first.servers[0].tools.iter().zip(second.servers[0].tools.iter()).any(|(a, b)| a.input_schema.get().as_ptr() == b.input_schema.get().as_ptr()));
+        assert!(second.routes["srv__define"].quarantined && !first.routes["srv__define"].quarantined, "the quarantine is the second's alone");
+        assert_eq!(&*first.routes["srv__define"].definition.description, "Define a word.");
+        assert!(second.routes["srv__define"].definition.description.starts_with("Unavailable"));
     }
 
     fn annotated() -> serde_json::Value {
@@ -264,6 +303,7 @@ mod tests {
             rejected: vec![Rejected { tool: "invalid_space_in_name".into(), reason: "the x-mcp-header annotation \"My Region\" …".into() }],
             param_headers: [("regional".to_owned(), headers.clone())].into(),
             cache: Default::default(),
+            texts: None,
         };
         let (table, diagnostics) = project(listing);
         assert_eq!(table.routes["srv__regional"].param_headers.as_deref(), Some(&*headers));
