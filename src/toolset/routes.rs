@@ -33,7 +33,8 @@ pub(crate) struct Route {
 /// One server's part of the map as the agent sees it.
 #[derive(Clone, Default)]
 pub(crate) struct ServerView {
-    pub tools: Arc<Vec<ProjectedTool>>,
+    /// As shown: the route's own definition where the tier shows it whole (one allocation for both).
+    pub tools: Arc<Vec<Arc<ProjectedTool>>>,
     /// `None` until the server's tools are projected.
     pub tier: Option<Tier>,
     /// The shared texts the projection points into, kept alive for the next toolset listing the same
@@ -170,7 +171,7 @@ pub(crate) fn project_server(
             ),
         });
     }
-    let shown: Vec<ProjectedTool> = admitted
+    let shown: Vec<Arc<ProjectedTool>> = admitted
         .into_iter()
         .map(|tool| {
             let quarantined = vetting.quarantined.contains(&tool.name);
@@ -183,10 +184,13 @@ pub(crate) fn project_server(
                     None => ProjectedTool::new(name.clone(), server.name, tool),
                 }
             });
-            let mut shown = (*full).clone();
-            if !quarantined && decision.tier != Tier::Full {
-                shown.input_schema = json_text(&disclosure::schema_for(decision.tier, &tool.input_schema));
-            }
+            let shown = if !quarantined && decision.tier != Tier::Full {
+                let mut abbreviated = (*full).clone();
+                abbreviated.input_schema = json_text(&disclosure::schema_for(decision.tier, &tool.input_schema));
+                Arc::new(abbreviated)
+            } else {
+                full.clone()
+            };
             let route = Route {
                 server: server.index,
                 remote_name: tool.name.as_str().into(),
@@ -224,14 +228,14 @@ fn claim_name(server: &ServerIdentity<'_>, remote_name: &str, taken: &mut HashMa
 }
 
 /// What moved between two projections of one server, for the owner to apply in place.
-pub(crate) fn diff(server: &str, before: &[ProjectedTool], after: &[ProjectedTool]) -> super::ToolsChange {
-    let old: HashMap<&str, &ProjectedTool> = before.iter().map(|t| (t.name.as_str(), t)).collect();
+pub(crate) fn diff(server: &str, before: &[Arc<ProjectedTool>], after: &[Arc<ProjectedTool>]) -> super::ToolsChange {
+    let old: HashMap<&str, &ProjectedTool> = before.iter().map(|t| (t.name.as_str(), &**t)).collect();
     let new_names: HashSet<&str> = after.iter().map(|t| t.name.as_str()).collect();
     let mut change = super::ToolsChange { server: server.to_owned(), added: vec![], changed: vec![], removed: vec![] };
     for tool in after {
         match old.get(tool.name.as_str()) {
-            None => change.added.push(tool.clone()),
-            Some(previous) if *previous != tool => change.changed.push(tool.clone()),
+            None => change.added.push((**tool).clone()),
+            Some(previous) if *previous != &**tool => change.changed.push((**tool).clone()),
             Some(_) => {}
         }
     }
