@@ -3,8 +3,13 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { mcpTools } from '../dist/index.js';
 import { startStreamableFixture } from './fixtures/http-server.mjs';
+import { here } from './helpers.mjs';
 
 /** A toolset for one user: its own bearer (through `auth`) and, optionally, its own configured header. */
 async function userToolset(url, user, headers) {
@@ -76,4 +81,55 @@ test('a call of one session is answered on its own session while another session
     sessionOwner.set(sid, user);
   }
   assert.equal(sessionOwner.size, users.length);
+});
+
+/** A CA and a certificate for 127.0.0.1 signed by it, made with the openssl CLI; `undefined` without one. */
+function makeCertificates(dir) {
+  const openssl = (...args) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
+  try {
+    openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=mcpferry test CA');
+    openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'key.pem', '-out', 'leaf.csr', '-subj', '/CN=127.0.0.1');
+    writeFileSync(join(dir, 'ext.cnf'), 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n');
+    openssl('x509', '-req', '-in', 'leaf.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'cert.pem', '-days', '2', '-extfile', 'ext.cnf');
+    openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'other.key', '-out', 'other.pem', '-days', '2', '-subj', '/CN=another CA');
+  } catch (error) {
+    if (error.code === 'ENOENT') return undefined;
+    throw error;
+  }
+  return { ca: join(dir, 'ca.pem'), otherCa: join(dir, 'other.pem'), key: readFileSync(join(dir, 'key.pem')), cert: readFileSync(join(dir, 'cert.pem')) };
+}
+
+test('over https the shared client verifies the server against the system roots and multiplexes users on one HTTP/2 connection', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'mcpferry-tls-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const certs = makeCertificates(dir);
+  if (!certs) return t.skip('no openssl CLI to make a certificate with');
+  const server = await startStreamableFixture({ tls: { key: certs.key, cert: certs.cert } });
+  t.after(server.close);
+  const run = (env) =>
+    new Promise((resolve) => {
+      execFile(process.execPath, [join(here, 'fixtures', 'pool-child.mjs'), server.url], { env: { ...process.env, ...env }, timeout: 30_000 }, (error, stdout, stderr) =>
+        resolve({ error, stdout, stderr }));
+    });
+
+  // Roots that don't include the server's CA: refused, and nothing reached the server's MCP endpoint.
+  const untrusted = await run({ SSL_CERT_FILE: certs.otherCa });
+  assert.ok(untrusted.error, 'a server whose certificate no root vouches for is refused');
+  assert.equal(server.log.length, 0);
+
+  // Trusted through SSL_CERT_FILE (read by the platform verifier, once for the process).
+  const trusted = await run({ SSL_CERT_FILE: certs.ca });
+  assert.equal(trusted.error, null, trusted.stderr);
+  const { texts } = JSON.parse(trusted.stdout.trim().split('\n').at(-1));
+  assert.deepEqual(texts.map((text) => text.replace('echo: ', '')), ['alice-0', 'alice-1', 'alice-2', 'bob-0', 'bob-1', 'bob-2']);
+  const posts = server.log.filter((r) => r.method === 'POST');
+  assert.ok(posts.every((r) => r.httpVersion === '2.0'), `HTTP/2 where the server offers it: ${[...new Set(posts.map((r) => r.httpVersion))]}`);
+  const usersOn = new Map();
+  for (const post of posts) {
+    const user = post.headers.authorization?.replace('Bearer token-', '');
+    assert.ok(user === 'alice' || user === 'bob', 'every request carries one user\u2019s own bearer');
+    if (post.body?.method === 'tools/call') assert.ok(post.body.params.arguments.text.startsWith(user), 'a call carries its own user\u2019s bearer');
+    usersOn.set(post.socket, new Set([...(usersOn.get(post.socket) ?? []), user]));
+  }
+  assert.ok([...usersOn.values()].some((users) => users.size === 2), `both users rode one HTTP/2 connection: ${JSON.stringify([...usersOn].map(([k, v]) => [k, [...v]]))}`);
 });

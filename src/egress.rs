@@ -12,7 +12,6 @@
 //! client, its TLS configuration and its connection pool (see `clients`); nothing of a session is on it.
 
 mod clients;
-pub use clients::live_clients;
 
 use crate::error::{McpError, Result};
 use crate::guard::hosts::{HostGuard, HostRefused};

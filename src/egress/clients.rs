@@ -68,11 +68,6 @@ pub fn shared_client(guard: Option<&Arc<HostGuard>>, proxy: Option<&Url>) -> Res
     Ok(built)
 }
 
-/// Clients alive in this process (for tests and diagnostics).
-pub fn live_clients() -> usize {
-    CLIENTS.get().map_or(0, |c| c.lock().values().filter(|w| w.strong_count() > 0).count())
-}
-
 fn build(guard: Option<&Arc<HostGuard>>, proxy: Option<&Url>) -> Result<reqwest::Client> {
     let mut builder = reqwest::Client::builder()
         .tls_backend_preconfigured(tls_config()?)
