@@ -264,7 +264,8 @@ lines.push(`| @ai-sdk/mcp | ${packageVersion('@ai-sdk/mcp')} |`);
 lines.push(`| Rounds | ${config.rounds} (medians reported; clients interleaved, order rotated per round) |`);
 lines.push(
   `| Counts | W1 ${config.w1Calls} calls, W2 ${config.w2Calls} calls, W3 ${config.w3SeqCalls} sequential + ${config.w3ConcCalls} in flight, ` +
-    `${config.concurrency} in flight, ${config.warmup} warm-up calls (W1/W2; a third of that for W3), W7 ${config.w7Reps} cold processes per round |`,
+    `${config.concurrency} in flight, ${config.warmup} warm-up calls (W1/W2; a third of that for W3), W7 ${config.w7Reps} cold processes per round, ` +
+    `W9/W10 ${config.w9Sessions}/${config.w10Sessions} sessions (${config.sessionWidth} connecting at a time) |`,
 );
 lines.push(`| Run time | ${elapsed.toFixed(0)} s |`);
 lines.push('');
