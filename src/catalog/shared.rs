@@ -126,6 +126,18 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_schema_measures_as_the_disclosure_budget_would() {
+        for schema in [
+            json!({ "type": "object" }),
+            json!({ "type": "object", "properties": { "q": { "type": "string", "description": "Requête — \"quoted\" \n 検索 😀" } } }),
+        ] {
+            let tool: Tool = serde_json::from_value(json!({ "name": "t", "inputSchema": schema })).unwrap();
+            let texts = ToolTexts::of(&tool);
+            assert_eq!(texts.schema_tokens, crate::projection::disclosure::schema_tokens(&tool.input_schema));
+        }
+    }
+
+    #[test]
     fn an_entry_lives_only_while_a_toolset_holds_it() {
         let first = shared("held-test", false, &[PAGE]);
         let weak = Arc::downgrade(&first);

@@ -83,13 +83,17 @@ pub struct ToolTexts {
     pub input_schema: JsonText,
     pub output_schema: Option<JsonText>,
     pub annotations: Option<JsonText>,
+    /// `disclosure::schema_tokens` of the input schema: its compact text is `input_schema` itself.
+    pub schema_tokens: usize,
 }
 
 impl ToolTexts {
     pub fn of(tool: &Tool) -> Self {
+        let input_schema = json_text(&tool.input_schema);
         ToolTexts {
             description: tool.description.as_deref().or(tool.title.as_deref()).unwrap_or_default().into(),
-            input_schema: json_text(&tool.input_schema),
+            schema_tokens: disclosure::estimate_tokens(input_schema.get()),
+            input_schema,
             output_schema: tool.output_schema.as_ref().map(json_text),
             annotations: tool.annotations.as_ref().map(json_text),
         }

@@ -152,7 +152,12 @@ pub(crate) fn project_server(
     // One code path with a threshold: the server's tools all get the tier its catalog affords.
     let texts: Vec<ToolText> = admitted
         .iter()
-        .map(|t| ToolText { name: &t.name, description: t.description.as_deref().unwrap_or(""), input_schema: &t.input_schema })
+        .map(|t| ToolText {
+            name: &t.name,
+            description: t.description.as_deref().unwrap_or(""),
+            input_schema: &t.input_schema,
+            schema_tokens: listing.texts.as_ref().and_then(|texts| texts.get(&t.name)).map(|texts| texts.schema_tokens),
+        })
         .collect();
     let budget = options.disclosure.budget_tokens;
     let decision = disclosure::decide(&texts, budget, server.always_load);
