@@ -582,8 +582,9 @@ function outcomeRecorder(options: McpOptions): RecordOutcome | undefined {
 
 function makeTool(calls: CallChannel, projected: ProjectedTool, record?: RecordOutcome): McpTool {
   const name = projected.name;
-  return {
-    ...projected,
+  // The parsed object becomes the tool (no copy): a process holding thousands of sessions holds one
+  // object per tool, not two (the closure below keeps `projected` alive either way).
+  return Object.assign(projected, {
     execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult> {
       if (ctx !== undefined && ctx !== null && typeof ctx !== 'object') {
         return Promise.reject(createMcpError('mcp_invalid_arguments', 'the call context must be an object ({ signal?, abortSignal?, toolCallId?, runId?, idempotencyKey? })'));
@@ -617,7 +618,7 @@ function makeTool(calls: CallChannel, projected: ProjectedTool, record?: RecordO
         },
       );
     },
-  };
+  });
 }
 
 /**

@@ -9,6 +9,8 @@
 //! In the 2026-07-28 era a tool's `x-mcp-header` annotations are checked too: a tool with an invalid one
 //! is left out the same way, and a valid tool's designated parameters go with the listing to its route.
 
+pub mod shared;
+
 use crate::connection::{Connection, RequestOptions};
 use crate::error::{McpError, Result};
 use crate::limits::{
@@ -40,6 +42,9 @@ pub struct Listing {
     pub param_headers: HashMap<String, ParamHeaders>,
     /// What the pages' caching hints allow for the catalogue as a whole.
     pub cache: CacheHints,
+    /// The tools' texts, shared with every toolset that listed the same bytes from the same server
+    /// (see `shared`); `None` for a listing not read from a server.
+    pub texts: Option<std::sync::Arc<shared::SharedTexts>>,
 }
 
 /// A catalogue's caching hints (2026-07-28 `ttlMs`/`cacheScope`, per page; older servers send none).
@@ -86,15 +91,20 @@ impl CacheHints {
 /// is broken or hostile, and a partial catalog would mislead. Past `MAX_TOOLS_PER_SERVER` tools, listing
 /// stops and the rest are reported as left out. `modern`: the server speaks the 2026-07-28 era, whose
 /// `x-mcp-header` annotations are checked (and an invalid one costs its tool); before it they mean nothing.
-pub async fn list_tools(connection: &Connection, opts: &RequestOptions<'_>, modern: bool) -> Result<Listing> {
+/// `identity`: the server's (kind and command or URL), which the listing's shared texts are addressed by.
+pub async fn list_tools(connection: &Connection, opts: &RequestOptions<'_>, modern: bool, identity: &str) -> Result<Listing> {
     let mut pages = Pages { modern, ..Pages::default() };
+    let mut address = shared::ListingAddress::new(identity, modern);
     let mut cursor: Option<String> = None;
     loop {
         let params = mcp::list_tools_params(cursor.as_deref());
         let raw = connection.request("tools/list", params.as_deref(), opts).await?;
+        address.page(raw.get());
         cursor = pages.accept_at(raw.get(), crate::store::now_ms())?;
         if cursor.is_none() {
-            return Ok(pages.finish());
+            let mut listing = pages.finish();
+            listing.texts = Some(shared::texts_for(address, &listing.tools));
+            return Ok(listing);
         }
     }
 }

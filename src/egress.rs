@@ -8,13 +8,15 @@
 //! | deadlines  | every request has one, until its response headers arrive, all hops included |
 //! | error text | never a URL's query or userinfo: reqwest's errors are rendered without their URL, URLs as `scheme://host:port/path` at most, and error bodies have the URL's query values blanked |
 //!
-//! A client is built from an [`EgressPolicy`] (guard and proxy): two toolsets with equal policies could
-//! share one client and its connection pool.
+//! A client comes from an [`EgressPolicy`] (guard and proxy): toolsets with equal policies share one
+//! client, its TLS configuration and its connection pool (see `clients`); nothing of a session is on it.
+
+mod clients;
 
 use crate::error::{McpError, Result};
-use crate::guard::hosts::{GuardedResolver, HostGuard, HostRefused};
+use crate::guard::hosts::{HostGuard, HostRefused};
 use crate::guard::redact::{MIN_SECRET_CHARS, REDACTED};
-use crate::limits::{HTTP_CONNECT_TIMEOUT_MS, HTTP_POOL_IDLE_TIMEOUT_MS, MAX_REDIRECTS};
+use crate::limits::MAX_REDIRECTS;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, LOCATION};
 use reqwest::{Method, Response, StatusCode};
 use std::sync::{Arc, Once};
@@ -32,7 +34,7 @@ pub struct EgressPolicy {
 
 /// The client and the rules it is used under.
 pub struct Egress {
-    client: reqwest::Client,
+    client: Arc<reqwest::Client>,
     guard: Option<Arc<HostGuard>>,
 }
 
@@ -108,36 +110,17 @@ impl Exchange {
 static CRYPTO_PROVIDER: Once = Once::new();
 
 impl Egress {
-    /// A client with keep-alive pooling and HTTP/2 where the server offers it (ALPN). TLS is rustls with
-    /// ring, so the addon needs no system TLS library.
+    /// The process's client for this policy (see `clients`): keep-alive pooling and HTTP/2 where the
+    /// server offers it (ALPN). TLS is rustls with ring, so the addon needs no system TLS library.
     pub fn new(policy: &EgressPolicy) -> Result<Egress> {
         CRYPTO_PROVIDER.call_once(|| {
             // Fails only if a provider is installed already, which is just as good.
             let _ = rustls::crypto::ring::default_provider().install_default();
         });
-        let mut builder = reqwest::Client::builder()
-            // The environment never decides where requests go; only the `proxy` option does.
-            .no_proxy()
-            .connect_timeout(Duration::from_millis(HTTP_CONNECT_TIMEOUT_MS))
-            .pool_idle_timeout(Duration::from_millis(HTTP_POOL_IDLE_TIMEOUT_MS))
-            .tcp_nodelay(true)
-            // Redirects are followed in `send`, where each hop's headers are chosen.
-            .redirect(reqwest::redirect::Policy::none());
-        if let Some(proxy) = &policy.proxy {
-            if let Some(guard) = &policy.guard {
-                guard.check_url(proxy).map_err(|e| McpError::HostNotAllowed(format!("proxy {}: {e}", display_url(proxy))))?;
-            }
-            let proxy = reqwest::Proxy::all(proxy.as_str())
-                .map_err(|_| McpError::config(format!("proxy {} cannot be used", display_url(proxy))))?;
-            builder = builder.proxy(proxy);
+        if let (Some(proxy), Some(guard)) = (&policy.proxy, &policy.guard) {
+            guard.check_url(proxy).map_err(|e| McpError::HostNotAllowed(format!("proxy {}: {e}", display_url(proxy))))?;
         }
-        if let Some(guard) = &policy.guard {
-            // With a proxy this resolves (and checks) the proxy's own name; the proxy resolves the target's.
-            builder = builder.dns_resolver(Arc::new(GuardedResolver { guard: guard.clone() }));
-        }
-        let client = builder
-            .build()
-            .map_err(|e| McpError::Transport(format!("could not build the HTTP client: {}", e.without_url())))?;
+        let client = clients::shared_client(policy.guard.as_ref(), policy.proxy.as_ref())?;
         Ok(Egress { client, guard: policy.guard.clone() })
     }
 

@@ -115,8 +115,8 @@ async function connectChecked(adapter, servers, expectedTools, options = {}) {
   return conn;
 }
 
-async function startHttpServer() {
-  const child = spawn(process.execPath, [ECHO_HTTP, RUN_TAG], { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, ECHO_TOOLS: '10' } });
+async function startHttpServer(tools = 10) {
+  const child = spawn(process.execPath, [ECHO_HTTP, RUN_TAG], { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, ECHO_TOOLS: String(tools) } });
   const [line] = await once(createInterface({ input: child.stdout }), 'line');
   return {
     url: JSON.parse(line).url,
@@ -147,6 +147,61 @@ async function withAndWithoutValidation(adapter, measure) {
   const off = await once({ validation: false });
   const offMetrics = Object.fromEntries(Object.entries(off).map(([k, v]) => [`off_${k}`, v]));
   return { ...on, ...offMetrics, validation_cpu_us_per_call: on.cpu_us_per_call - off.cpu_us_per_call };
+}
+
+// W9/W10: `n` user sessions in one process, each its own toolset (mcpferry) or its own clients (the SDKs),
+// each connected to the same `sessionServers` Streamable HTTP servers of `sessionTools` tools: connected
+// `sessionWidth` sessions at a time, then one call per session (as many in flight). What a multi-tenant agent
+// backend pays per user: connect wall time and CPU, RSS and JS heap held per open session, the calls.
+async function sessions(adapter, n) {
+  const servers = await Promise.all(Array.from({ length: config.sessionServers }, () => startHttpServer(config.sessionTools)));
+  const entries = servers.map((s, i) => ({ name: `s${i + 1}`, kind: 'http', url: s.url }));
+  const conns = [];
+  try {
+    gc();
+    await sleep(50);
+    const before = process.memoryUsage();
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    let next = 0;
+    const connector = async () => {
+      while (next < n) {
+        next++;
+        conns.push(await connectChecked(adapter, entries, config.sessionServers * config.sessionTools));
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(config.sessionWidth, n) }, connector));
+    const connectMs = performance.now() - t0;
+    const connectCpu = cpuMicros(cpu0);
+    await sleep(200);
+    gc();
+    const held = process.memoryUsage();
+    const cpu1 = process.cpuUsage();
+    const t1 = performance.now();
+    let i = 0;
+    const caller = async () => {
+      while (i < conns.length) {
+        const conn = conns[i];
+        const server = entries[i % entries.length].name;
+        i++;
+        checkEcho(await conn.tool(server, 'echo')(ARGS));
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(config.sessionWidth, n) }, caller));
+    const callMs = performance.now() - t1;
+    const callCpu = cpuMicros(cpu1);
+    return {
+      connect_ms: connectMs,
+      connect_cpu_ms: connectCpu / 1000,
+      rss_kib_per_session: (held.rss - before.rss) / 1024 / n,
+      heap_kib_per_session: (held.heapUsed - before.heapUsed) / 1024 / n,
+      call_ms: callMs,
+      call_cpu_us_per_call: callCpu / n,
+    };
+  } finally {
+    await Promise.all(conns.map((c) => c.close().catch(() => {})));
+    await Promise.all(servers.map((s) => s.stop()));
+  }
 }
 
 const workloads = {
@@ -287,6 +342,16 @@ const workloads = {
     await conn.close();
     times.sort((a, b) => a - b);
     return { first_search_ms: firstMs, search_p50_us: percentile(times, 0.5), search_p99_us: percentile(times, 0.99), search_max_us: times[times.length - 1] };
+  },
+
+  // W9: 200 sessions × 2 Streamable HTTP servers of 50 tools (see sessions()).
+  async W9(adapter) {
+    return sessions(adapter, config.w9Sessions);
+  },
+
+  // W10: the same with 1 000 sessions.
+  async W10(adapter) {
+    return sessions(adapter, config.w10Sessions);
   },
 
   // W7: import time in a cold process. Each repetition is a fresh `node` that times only its own import()

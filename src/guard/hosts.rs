@@ -63,6 +63,20 @@ impl HostGuard {
         Ok(guard)
     }
 
+    /// The list in a canonical form: two guards with equal identities make the same decision for every
+    /// URL and DNS answer, so they may share one HTTP client (whose resolver applies the guard).
+    pub fn identity(&self) -> Vec<String> {
+        let mut entries: Vec<String> = self.names.iter().cloned().collect();
+        entries.extend(self.suffixes.iter().map(|s| format!("*{s}")));
+        if self.any_name {
+            entries.push("*".to_owned());
+        }
+        entries.extend(self.addresses.iter().map(|a| format!("[{a}]")));
+        entries.sort_unstable();
+        entries.dedup();
+        entries
+    }
+
     fn classify(&self, host: Host<&str>) -> Match {
         match host {
             Host::Domain(name) => {

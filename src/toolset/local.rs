@@ -22,7 +22,7 @@ pub(crate) fn virtual_tools(table: &RouteTable) -> Vec<ProjectedTool> {
     }
     let local = |name: &str, description: &str, input_schema: serde_json::Value| ProjectedTool {
         name: name.to_owned(),
-        description: description.to_owned(),
+        description: description.into(),
         input_schema: json_text(&input_schema),
         server: LOCAL_SERVER.to_owned(),
         remote_name: name.to_owned(),
@@ -77,7 +77,7 @@ pub(crate) fn answer(table: &RouteTable, name: &str, arguments_json: &str) -> Re
         let tool = &route.definition;
         return text_result(serde_json::json!({
             "name": wanted,
-            "description": tool.description,
+            "description": &*tool.description,
             "inputSchema": tool.input_schema,
             "server": tool.server,
         }));

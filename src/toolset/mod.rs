@@ -225,7 +225,7 @@ impl Toolset {
         for (index, _cycle) in attached {
             inner.mark_ready(index);
         }
-        let mut tools: Vec<ProjectedTool> = table.servers.iter().flat_map(|s| s.tools.iter().cloned()).collect();
+        let mut tools: Vec<ProjectedTool> = table.servers.iter().flat_map(|s| s.tools.iter().map(|t| (**t).clone())).collect();
         tools.extend(local::virtual_tools(&table));
         let diagnostics = inner.startup_diagnostics.lock().take().unwrap_or_default();
         (tools, diagnostics)
@@ -303,7 +303,7 @@ impl Toolset {
             to_reconcile.push(index);
         }
         let table = inner.finish_startup(table);
-        let mut tools: Vec<ProjectedTool> = table.servers.iter().flat_map(|s| s.tools.iter().cloned()).collect();
+        let mut tools: Vec<ProjectedTool> = table.servers.iter().flat_map(|s| s.tools.iter().map(|t| (**t).clone())).collect();
         tools.extend(local::virtual_tools(&table));
         let diagnostics = inner.startup_diagnostics.lock().take().unwrap_or_default();
         for index in to_reconcile {

@@ -37,9 +37,14 @@ pub(crate) struct Route {
 /// One server's part of the map as the agent sees it.
 #[derive(Clone, Default)]
 pub(crate) struct ServerView {
-    pub tools: Arc<Vec<ProjectedTool>>,
+    /// As shown: the route's own definition where the tier shows it whole (one allocation for both).
+    pub tools: Arc<Vec<Arc<ProjectedTool>>>,
     /// `None` until the server's tools are projected.
     pub tier: Option<Tier>,
+    /// The shared texts the projection points into, kept alive for the next toolset listing the same
+    /// catalogue (see `catalog::shared`). Held, never read.
+    #[allow(dead_code)]
+    pub catalogue: Option<Arc<crate::catalog::shared::SharedTexts>>,
 }
 
 /// One published state of the whole map.
@@ -99,7 +104,7 @@ impl RouteTable {
                 Arc::new(ToolSearch {
                     index: SearchIndex::build(docs),
                     names: entries.iter().map(|(n, _)| (*n).clone()).collect(),
-                    descriptions: entries.iter().map(|(_, r)| r.definition.description.clone()).collect(),
+                    descriptions: entries.iter().map(|(_, r)| r.definition.description.to_string()).collect(),
                 })
             })
             .clone()
@@ -161,7 +166,12 @@ pub(crate) fn project_server(
     // One code path with a threshold: the server's tools all get the tier its catalog affords.
     let texts: Vec<ToolText> = admitted
         .iter()
-        .map(|t| ToolText { name: &t.name, description: t.description.as_deref().unwrap_or(""), input_schema: &t.input_schema })
+        .map(|t| ToolText {
+            name: &t.name,
+            description: t.description.as_deref().unwrap_or(""),
+            input_schema: &t.input_schema,
+            schema_tokens: listing.texts.as_ref().and_then(|texts| texts.get(&t.name)).map(|texts| texts.schema_tokens),
+        })
         .collect();
     let budget = options.disclosure.budget_tokens;
     let decision = disclosure::decide(&texts, budget, server.always_load);
@@ -180,7 +190,7 @@ pub(crate) fn project_server(
             ),
         });
     }
-    let shown: Vec<ProjectedTool> = admitted
+    let shown: Vec<Arc<ProjectedTool>> = admitted
         .into_iter()
         .map(|tool| {
             let quarantined = vetting.quarantined.contains(&tool.name);
@@ -188,12 +198,18 @@ pub(crate) fn project_server(
             let full = Arc::new(if quarantined {
                 ProjectedTool::quarantined(name.clone(), server.name, tool)
             } else {
-                ProjectedTool::new(name.clone(), server.name, tool)
+                match listing.texts.as_ref().and_then(|texts| texts.get(&tool.name)) {
+                    Some(texts) => ProjectedTool::with_texts(name.clone(), server.name, tool, texts),
+                    None => ProjectedTool::new(name.clone(), server.name, tool),
+                }
             });
-            let mut shown = (*full).clone();
-            if !quarantined && decision.tier != Tier::Full {
-                shown.input_schema = json_text(&disclosure::schema_for(decision.tier, &tool.input_schema));
-            }
+            let shown = if !quarantined && decision.tier != Tier::Full {
+                let mut abbreviated = (*full).clone();
+                abbreviated.input_schema = json_text(&disclosure::schema_for(decision.tier, &tool.input_schema));
+                Arc::new(abbreviated)
+            } else {
+                full.clone()
+            };
             let route = Route {
                 server: server.index,
                 remote_name: tool.name.as_str().into(),
@@ -206,7 +222,7 @@ pub(crate) fn project_server(
             shown
         })
         .collect();
-    table.servers[server.index] = ServerView { tools: Arc::new(shown), tier: Some(decision.tier) };
+    table.servers[server.index] = ServerView { tools: Arc::new(shown), tier: Some(decision.tier), catalogue: listing.texts.clone() };
     table.search = OnceLock::new();
     diagnostics
 }
@@ -232,14 +248,14 @@ fn claim_name(server: &ServerIdentity<'_>, remote_name: &str, taken: &mut HashMa
 }
 
 /// What moved between two projections of one server, for the owner to apply in place.
-pub(crate) fn diff(server: &str, before: &[ProjectedTool], after: &[ProjectedTool]) -> super::ToolsChange {
-    let old: HashMap<&str, &ProjectedTool> = before.iter().map(|t| (t.name.as_str(), t)).collect();
+pub(crate) fn diff(server: &str, before: &[Arc<ProjectedTool>], after: &[Arc<ProjectedTool>]) -> super::ToolsChange {
+    let old: HashMap<&str, &ProjectedTool> = before.iter().map(|t| (t.name.as_str(), &**t)).collect();
     let new_names: HashSet<&str> = after.iter().map(|t| t.name.as_str()).collect();
     let mut change = super::ToolsChange { server: server.to_owned(), added: vec![], changed: vec![], removed: vec![] };
     for tool in after {
         match old.get(tool.name.as_str()) {
-            None => change.added.push(tool.clone()),
-            Some(previous) if *previous != tool => change.changed.push(tool.clone()),
+            None => change.added.push((**tool).clone()),
+            Some(previous) if *previous != &**tool => change.changed.push((**tool).clone()),
             Some(_) => {}
         }
     }
@@ -259,12 +275,44 @@ mod tests {
     }
 
     fn project(listing: Listing) -> (RouteTable, Vec<Diagnostic>) {
+        project_vetted(listing, &Vetting::default())
+    }
+
+    fn project_vetted(listing: Listing, vetting: &Vetting) -> (RouteTable, Vec<Diagnostic>) {
         let server = ServerIdentity { index: 0, name: "srv", label: "srv", identity: "id", always_load: false };
         let filter = ToolFilter::default();
         let disclosure = DisclosureConfig { budget_tokens: 1_000_000, always_load: Vec::new() };
         let mut table = RouteTable::empty(1);
-        let diagnostics = project_server(&server, listing, &Vetting::default(), &ProjectionOptions { filter: &filter, disclosure: &disclosure }, &mut table);
+        let diagnostics = project_server(&server, listing, vetting, &ProjectionOptions { filter: &filter, disclosure: &disclosure }, &mut table);
         (table, diagnostics)
+    }
+
+    /// Two toolsets listing the same catalogue from the same server: one copy of each schema between
+    /// them, and one toolset's drift decision (a quarantine) is its own.
+    #[test]
+    fn toolsets_share_a_catalogues_texts_but_not_their_decisions() {
+        let page = json!({ "tools": [
+            { "name": "lookup", "description": "Look a word up.", "inputSchema": { "type": "object", "properties": { "word": { "type": "string" } } } },
+            { "name": "define", "description": "Define a word.", "inputSchema": { "type": "object" } },
+        ] })
+        .to_string();
+        let listing = || {
+            let mut address = crate::catalog::shared::ListingAddress::new("routes-test-server", false);
+            address.page(&page);
+            let tools: Vec<Tool> = serde_json::from_value(serde_json::from_str::<serde_json::Value>(&page).unwrap()["tools"].clone()).unwrap();
+            let texts = crate::catalog::shared::texts_for(address, &tools);
+            Listing { tools, texts: Some(texts), ..Listing::default() }
+        };
+        let (first, _) = project(listing());
+        let drifted = Vetting { quarantined: ["define".to_owned()].into(), withheld: HashSet::new() };
+        let (second, diagnostics) = project_vetted(listing(), &drifted);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        let schema = |table: &RouteTable, name: &str| table.routes[name].definition.input_schema.get().as_ptr();
+        assert_eq!(schema(&first, "srv__lookup"), schema(&second, "srv__lookup"), "one schema text for both");
+        assert!(first.servers[0].tools.iter().zip(second.servers[0].tools.iter()).any(|(a, b)| a.input_schema.get().as_ptr() == b.input_schema.get().as_ptr()));
+        assert!(second.routes["srv__define"].quarantined && !first.routes["srv__define"].quarantined, "the quarantine is the second's alone");
+        assert_eq!(&*first.routes["srv__define"].definition.description, "Define a word.");
+        assert!(second.routes["srv__define"].definition.description.starts_with("Unavailable"));
     }
 
     fn annotated() -> serde_json::Value {
@@ -279,6 +327,7 @@ mod tests {
             rejected: vec![Rejected { tool: "invalid_space_in_name".into(), reason: "the x-mcp-header annotation \"My Region\" …".into() }],
             param_headers: [("regional".to_owned(), headers.clone())].into(),
             cache: Default::default(),
+            texts: None,
         };
         let (table, diagnostics) = project(listing);
         assert_eq!(table.routes["srv__regional"].param_headers.as_deref(), Some(&*headers));

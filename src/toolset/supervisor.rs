@@ -593,7 +593,7 @@ impl Inner {
     /// [`catalog::CacheHints::scope_for`]).
     async fn list_tools(&self, index: usize, connection: &Connection, opts: &RequestOptions<'_>) -> Result<Listing> {
         let modern = connection.is_modern();
-        let mut listing = catalog::list_tools(connection, opts, modern).await?;
+        let mut listing = catalog::list_tools(connection, opts, modern, &self.servers[index].identity).await?;
         listing.cache.scope = listing.cache.scope_for(modern, self.is_authorized(index));
         Ok(listing)
     }

@@ -257,6 +257,15 @@ pub fn header_value(text: &str) -> Option<HeaderValue> {
     HeaderValue::from_str(text).ok()
 }
 
+/// A copy of a response header's value, to keep for the session's life. A value parsed by hyper is a
+/// view into the connection's read buffer: holding it (a session id) held that whole buffer, ~16 KiB
+/// per server connection, for as long as the session lived.
+pub fn owned_header(value: &HeaderValue) -> HeaderValue {
+    let mut owned = HeaderValue::from_bytes(value.as_bytes()).unwrap_or_else(|_| value.clone());
+    owned.set_sensitive(value.is_sensitive());
+    owned
+}
+
 /// Read a whole body, refusing it as soon as it passes `max_bytes` and giving up after `idle` of silence.
 pub async fn read_body(response: &mut Response, max_bytes: usize, idle: Duration) -> Result<Vec<u8>> {
     if response.content_length().is_some_and(|n| n as usize > max_bytes) {
@@ -344,6 +353,16 @@ mod tests {
         tasks.shutdown().await;
         assert!(closing.elapsed() < Duration::from_millis(HTTP_CLOSE_GRACE_MS), "took {:?}", closing.elapsed());
         assert!(tasks.is_empty());
+    }
+
+    #[test]
+    fn a_kept_header_value_does_not_share_the_buffer_it_was_parsed_from() {
+        let buffer = bytes::Bytes::from(format!("session-1234{}", " ".repeat(16 * 1024)));
+        let parsed = HeaderValue::from_maybe_shared(buffer.slice(0..12)).unwrap();
+        assert_eq!(parsed.as_bytes().as_ptr(), buffer.as_ptr(), "hyper's values are views into the read buffer");
+        let kept = owned_header(&parsed);
+        assert_eq!(kept, parsed);
+        assert_ne!(kept.as_bytes().as_ptr(), buffer.as_ptr(), "the kept one is a copy");
     }
 
     #[tokio::test]

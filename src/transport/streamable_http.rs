@@ -316,7 +316,7 @@ impl Shared {
         // A session id belongs to the server's origin: one set by a redirect target is not taken.
         if post.is_initialize && response.url().origin() == self.spec.url.origin() {
             if let Some(id) = response.headers().get(HEADER_SESSION_ID) {
-                self.session.lock().id = Some(id.clone());
+                self.session.lock().id = Some(http::owned_header(id));
             }
         }
         if !status.is_success() {
@@ -534,7 +534,7 @@ impl Shared {
                 self.error_excerpt(response).await
             )));
         }
-        let new_id = response.headers().get(HEADER_SESSION_ID).cloned().filter(|_| response.url().origin() == self.spec.url.origin());
+        let new_id = response.headers().get(HEADER_SESSION_ID).map(http::owned_header).filter(|_| response.url().origin() == self.spec.url.origin());
         let result = self.read_single_response(&mut response).await?;
         let init: InitializeResult = serde_json::from_str(&result)
             .map_err(|e| McpError::Protocol(format!("re-initialize returned a malformed result: {e}")))?;

@@ -176,7 +176,7 @@ pub fn check_deferred(schema: &Value) {
     for tier in [disclosure::Tier::Full, disclosure::Tier::Deferred, disclosure::Tier::Bare] {
         serde_json::to_string(&disclosure::schema_for(tier, schema)).expect("every tier serializes");
     }
-    let tool = disclosure::ToolText { name: "t", description: "", input_schema: schema };
+    let tool = disclosure::ToolText { name: "t", description: "", input_schema: schema, schema_tokens: None };
     for budget in [0, 10, 1_000_000] {
         // Only the bare tier may exceed the budget: there is nothing left to shed.
         let decision = disclosure::decide(&[tool], budget, false);

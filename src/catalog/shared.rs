@@ -1,0 +1,148 @@
+//! Catalogues shared by content. A multi-tenant process holds one toolset per user session, each
+//! listing the same few servers: the same `tools/list` bytes, projected once per session, made every
+//! session hold its own copy of every description and schema. Here a listing is addressed by the
+//! SHA-256 of the server's identity, the era it was read in and every page's bytes; toolsets whose
+//! listing has the same address share one set of [`ToolTexts`] (descriptions and schemas as text),
+//! read-only.
+//!
+//! - Only identical bytes from the same server identity (kind and command or URL) share: a server that
+//!   lists per-user tools gives each user a different address, hence texts of their own.
+//! - What is shared is what the server published, nothing a toolset decides: names, filters, disclosure
+//!   tiers, quarantine and the drift baseline (per store) stay each toolset's own.
+//! - An entry lives while a toolset's projection holds it (`ServerView::catalogue`); the registry keeps
+//!   only weak references.
+
+use crate::projection::ToolTexts;
+use crate::protocol::mcp::Tool;
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, Weak};
+
+/// One catalogue's texts, by tool name.
+pub struct SharedTexts {
+    by_name: HashMap<String, ToolTexts>,
+}
+
+impl std::fmt::Debug for SharedTexts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedTexts").field("tools", &self.by_name.len()).finish()
+    }
+}
+
+impl SharedTexts {
+    pub fn get(&self, name: &str) -> Option<&ToolTexts> {
+        self.by_name.get(name)
+    }
+}
+
+/// The address of a listing, fed page by page as it is read.
+pub struct ListingAddress(Sha256);
+
+impl ListingAddress {
+    pub fn new(identity: &str, modern: bool) -> Self {
+        let mut hasher = Sha256::new();
+        hasher.update((identity.len() as u64).to_le_bytes());
+        hasher.update(identity.as_bytes());
+        hasher.update([u8::from(modern)]);
+        ListingAddress(hasher)
+    }
+
+    pub fn page(&mut self, page: &str) {
+        // Length-prefixed: page boundaries are part of the address.
+        self.0.update((page.len() as u64).to_le_bytes());
+        self.0.update(page.as_bytes());
+    }
+
+    fn finish(self) -> [u8; 32] {
+        self.0.finalize().into()
+    }
+}
+
+static SHARED: OnceLock<Mutex<HashMap<[u8; 32], Weak<SharedTexts>>>> = OnceLock::new();
+
+/// The texts of the catalogue at `address`, whose tools (as this listing parsed them) are `tools`: the
+/// entry another toolset made already, or a new one.
+pub fn texts_for(address: ListingAddress, tools: &[Tool]) -> Arc<SharedTexts> {
+    let key = address.finish();
+    let registry = SHARED.get_or_init(Default::default);
+    if let Some(found) = registry.lock().get(&key).and_then(Weak::upgrade) {
+        return found;
+    }
+    let made = Arc::new(SharedTexts { by_name: tools.iter().map(|t| (t.name.clone(), ToolTexts::of(t))).collect() });
+    let mut registry = registry.lock();
+    if let Some(found) = registry.get(&key).and_then(Weak::upgrade) {
+        return found;
+    }
+    registry.retain(|_, weak| weak.strong_count() > 0);
+    registry.insert(key, Arc::downgrade(&made));
+    made
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tools(page: &str) -> Vec<Tool> {
+        serde_json::from_value(serde_json::from_str::<serde_json::Value>(page).unwrap()["tools"].clone()).unwrap()
+    }
+
+    fn shared(identity: &str, modern: bool, pages: &[&str]) -> Arc<SharedTexts> {
+        let mut address = ListingAddress::new(identity, modern);
+        pages.iter().for_each(|p| address.page(p));
+        texts_for(address, &pages.iter().flat_map(|p| tools(p)).collect::<Vec<_>>())
+    }
+
+    const PAGE: &str = r#"{"tools":[{"name":"search","description":"Search the web.","inputSchema":{"type":"object","properties":{"q":{"type":"string"}}}}]}"#;
+
+    #[test]
+    fn the_same_bytes_from_the_same_server_share_one_copy() {
+        let a = shared(r#"["streamable-http","https://shared.test/mcp"]"#, false, &[PAGE]);
+        let b = shared(r#"["streamable-http","https://shared.test/mcp"]"#, false, &[PAGE]);
+        assert!(Arc::ptr_eq(&a, &b));
+        let (ta, tb) = (a.get("search").unwrap(), b.get("search").unwrap());
+        assert_eq!(ta.input_schema.get(), r#"{"properties":{"q":{"type":"string"}},"type":"object"}"#);
+        assert!(std::ptr::eq(ta.input_schema.get(), tb.input_schema.get()), "one schema text in memory");
+    }
+
+    #[test]
+    fn another_server_another_listing_or_another_era_never_share() {
+        let base = shared(r#"["streamable-http","https://one.test/mcp"]"#, false, &[PAGE]);
+        let other_server = shared(r#"["streamable-http","https://two.test/mcp"]"#, false, &[PAGE]);
+        assert!(!Arc::ptr_eq(&base, &other_server), "never across server identities");
+        let per_user = PAGE.replace("Search the web.", "Search alice's mail.");
+        let other_listing = shared(r#"["streamable-http","https://one.test/mcp"]"#, false, &[&per_user]);
+        assert!(!Arc::ptr_eq(&base, &other_listing), "a different listing gets its own");
+        assert_eq!(&*other_listing.get("search").unwrap().description, "Search alice's mail.");
+        assert_eq!(&*base.get("search").unwrap().description, "Search the web.");
+        let other_era = shared(r#"["streamable-http","https://one.test/mcp"]"#, true, &[PAGE]);
+        assert!(!Arc::ptr_eq(&base, &other_era));
+        // The same tools split into pages differently is another listing.
+        let page = |names: &[&str]| json!({ "tools": names.iter().map(|n| json!({ "name": n, "inputSchema": { "type": "object" } })).collect::<Vec<_>>() }).to_string();
+        let one = shared("x", false, &[&page(&["a", "b"])]);
+        let two = shared("x", false, &[&page(&["a"]), &page(&["b"])]);
+        assert!(!Arc::ptr_eq(&one, &two));
+    }
+
+    #[test]
+    fn a_shared_schema_measures_as_the_disclosure_budget_would() {
+        for schema in [
+            json!({ "type": "object" }),
+            json!({ "type": "object", "properties": { "q": { "type": "string", "description": "Requête — \"quoted\" \n 検索 😀" } } }),
+        ] {
+            let tool: Tool = serde_json::from_value(json!({ "name": "t", "inputSchema": schema })).unwrap();
+            let texts = ToolTexts::of(&tool);
+            assert_eq!(texts.schema_tokens, crate::projection::disclosure::schema_tokens(&tool.input_schema));
+        }
+    }
+
+    #[test]
+    fn an_entry_lives_only_while_a_toolset_holds_it() {
+        let first = shared("held-test", false, &[PAGE]);
+        let weak = Arc::downgrade(&first);
+        drop(first);
+        assert!(weak.upgrade().is_none(), "the registry keeps nothing alive");
+        assert_eq!(Arc::strong_count(&shared("held-test", false, &[PAGE])), 1);
+    }
+}
