@@ -458,21 +458,16 @@ mod tests {
         assert_eq!(index.search("repo owner", 10)[0].index, 0);
     }
 
+    /// Speed is the benchmark's (W8, under 1 ms per query); here, that 2 000 tools index and answer.
     #[test]
-    fn a_query_over_two_thousand_tools_is_fast() {
+    fn a_query_over_two_thousand_tools_finds_its_tool() {
         let catalog = generated_catalog(2000);
         let docs =
             catalog.iter().map(|t| SearchDocument::from_tool(&t.name, &t.description, &t.input_schema)).collect();
         let index = SearchIndex::build(docs);
         assert_eq!(index.document_count(), 2000);
-        // A loose bound that holds in a debug build on a busy machine; the benchmark measures precisely.
-        let bound = Duration::from_millis(5);
         for query in ["archive an employee in the HR system", "export invoice records as CSV", "list"] {
-            let started = Instant::now();
-            let hits = index.search(query, 10);
-            let elapsed = started.elapsed();
-            assert!(!hits.is_empty(), "{query}");
-            assert!(elapsed < bound, "{query}: {elapsed:?}");
+            assert!(!index.search(query, 10).is_empty(), "{query}");
         }
         let hits = index.search("archive an employee in the HR system", 3);
         assert_eq!(catalog[hits[0].index].name, "hr_archive_employee", "{hits:?}");
