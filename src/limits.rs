@@ -235,6 +235,24 @@ pub const MAX_SCHEMA_APPLICATIONS_PER_NODE: u64 = 10_000;
 /// Deepest value the cost bound considers, in levels: serde_json's recursion limit, past which no
 /// value reaches a validator.
 pub const MAX_VALUE_DEPTH_LEVELS: usize = 128;
+/// Longest path of subschemas applied in place one inside the other (`$ref` links, `allOf`/`anyOf`/…
+/// entries), in links. The validator recurses once per link at every level of the value, so a longer
+/// chain is refused before compiling (`tool-schema-invalid`). Real schemas chain a handful.
+pub const MAX_SCHEMA_REFERENCE_CHAIN_LINKS: usize = 128;
+/// Checks one validation may have open one inside the other, bounded as the value's levels times
+/// (the schema's in-place chain + 1) and checked before validating each value. The validator recurses per
+/// check, about 1 KiB of stack each in a debug build (0.2 KiB in release): 1 024 stays within half of
+/// a 2 MiB thread (the engine's runtime worker over HTTP; the JavaScript thread over stdio). A value
+/// over it is not validated, and fails: `mcp_invalid_arguments` for arguments (nothing is sent),
+/// `mcp_result_invalid` for a result (a hostile server cannot get an unchecked result through).
+pub const MAX_VALIDATION_NESTED_CHECKS: u64 = 1_024;
+/// Subschema checks one validation may take in all, bounded as the value's nodes at each depth times
+/// the checks a node at that depth can meet (`MAX_SCHEMA_APPLICATIONS_PER_NODE` bounds the latter
+/// only): 10 000 per node over a 2 MiB result would be billions. Checked before validating; a value
+/// over it is not validated and fails like one over `MAX_VALIDATION_NESTED_CHECKS`. Ten million took
+/// 0.2 s in a debug build (5 000 `const` alternatives × 2 000 items); plain schemas meet one to a few
+/// dozen checks per node, so a 2 MiB result of them passes.
+pub const MAX_VALIDATION_APPLICATIONS: u64 = 10_000_000;
 /// Backtracking steps one `pattern` match may take (patterns that need backtracking: lookaround,
 /// backreferences); past this the value fails validation instead of matching for minutes.
 pub const MAX_PATTERN_BACKTRACK_STEPS: usize = 100_000;

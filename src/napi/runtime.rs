@@ -9,6 +9,11 @@
 
 /// The worker threads polling every connection.
 const ENGINE_WORKER_THREADS: usize = 1;
+/// Stack of each engine thread (worker and blocking pool), in bytes: twice tokio's 2 MiB default, as
+/// defence in depth for work that recurses (schema validation is bounded to fit half of 2 MiB in a
+/// debug build, `limits::MAX_VALIDATION_NESTED_CHECKS`). Reserved address space; only what is touched
+/// is resident.
+const ENGINE_THREAD_STACK_BYTES: usize = 4 * 1024 * 1024;
 /// Upper bound on concurrent blocking operations. Each SQLite call may hold a thread for up to the
 /// store's busy timeout (5 s) while another process writes; with 8 threads (the previous bound), a
 /// burst of 8 such calls stalled every DNS lookup and stdio spawn behind them. 64 leaves room for
@@ -32,6 +37,7 @@ const BLOCKING_THREAD_KEEP_ALIVE_SECS: u64 = 10;
 fn init_runtime() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(ENGINE_WORKER_THREADS)
+        .thread_stack_size(ENGINE_THREAD_STACK_BYTES)
         .max_blocking_threads(MAX_BLOCKING_THREADS)
         .thread_keep_alive(std::time::Duration::from_secs(BLOCKING_THREAD_KEEP_ALIVE_SECS))
         .thread_name("mcpferry")

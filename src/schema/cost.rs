@@ -17,13 +17,24 @@
 //!   `unevaluatedProperties` and `propertyNames`; each at `d - 1`.
 //!
 //! A reference counts every subschema it could name: a pointer is tried against the root and every
-//! embedded resource, an anchor matches every `$anchor`/`$dynamicAnchor` of that name, a document URI
-//! every `$id` ending with it. Recursion through the value (a tree) keeps `g` constant and is reached as
+//! embedded resource, an anchor matches every `$anchor`/`$dynamicAnchor` of that name and every
+//! plain-name `$id`/`id` fragment (`"$id": "#a"`, drafts 4 to 7), a document URI every `$id` ending with
+//! it. A reference that names nothing here refuses the schema (fail closed): the validator might resolve
+//! it where this bound cannot see, and what it cannot see it cannot bound. Recursion through the value (a tree) keeps `g` constant and is reached as
 //! a fixed point; recursion that multiplies passes the bound within a few levels. A reference loop that
 //! never descends into the value (`{"$ref": "#"}`) is refused outright: it means nothing (2020-12 leaves
 //! it undefined), and inside such a loop the number of paths has no useful bound.
+//!
+//! Two more costs are per value, so they are returned ([`Cost`]) and checked before each validation:
+//! - **Stack.** The validator recurses once per subschema it applies in place (each `$ref` link, each
+//!   `allOf` entry, …) and once per level of the value, so the checks open at once are at most
+//!   (the longest in-place path + 1) × the value's levels. A schema whose in-place path alone passes
+//!   `MAX_SCHEMA_REFERENCE_CHAIN_LINKS` is refused here; the product is checked against
+//!   `MAX_VALIDATION_NESTED_CHECKS` for each value.
+//! - **Total work.** `g(root, d)` times the value's nodes at depth `d`, summed over depths, is checked
+//!   against `MAX_VALIDATION_APPLICATIONS`: the per-node bound alone allows billions over a 2 MiB value.
 
-use crate::limits::{MAX_SCHEMA_APPLICATIONS_PER_NODE, MAX_VALUE_DEPTH_LEVELS};
+use crate::limits::{MAX_SCHEMA_APPLICATIONS_PER_NODE, MAX_SCHEMA_REFERENCE_CHAIN_LINKS, MAX_VALUE_DEPTH_LEVELS};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
@@ -54,34 +65,74 @@ struct Graph<'a> {
 }
 
 /// Why a schema's cost is not bounded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unbounded {
     /// References loop back to a subschema without descending into the value.
     LoopsInPlace,
     /// Some value node could meet more than `MAX_SCHEMA_APPLICATIONS_PER_NODE` subschemas.
     OverBudget,
+    /// Subschemas applied in place, one inside the other, `links` deep: over
+    /// `MAX_SCHEMA_REFERENCE_CHAIN_LINKS` (the validator recurses once per link).
+    ChainTooLong { links: usize },
+    /// A `$ref`/`$dynamicRef` (this text) names no subschema this bound can find.
+    Unresolved(String),
+}
+
+/// The bounded cost of a schema, for the checks made before each validation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cost {
+    /// `g(root, d)` for `d = 0, 1, …`; the last entry holds for every deeper level.
+    per_depth: Vec<u64>,
+    /// The longest path of subschemas applied in place, in links.
+    pub chain_links: usize,
+}
+
+impl Cost {
+    /// Subschema checks applying the schema to a value with `nodes_per_depth[d]` nodes `d` levels below
+    /// its root could take, at most.
+    pub fn applications(&self, nodes_per_depth: &[u64]) -> u64 {
+        let last = self.per_depth.last().copied().unwrap_or(0);
+        nodes_per_depth
+            .iter()
+            .enumerate()
+            .map(|(d, &nodes)| nodes.saturating_mul(self.per_depth.get(d).copied().unwrap_or(last)))
+            .fold(0, u64::saturating_add)
+    }
+
+    /// Checks open at once (one inside the other), at most, applying the schema to a value `levels` deep.
+    pub fn nested_checks(&self, levels: usize) -> u64 {
+        (self.chain_links as u64 + 1).saturating_mul(levels as u64)
+    }
 }
 
 /// Whether applying `schema` could take more than `MAX_SCHEMA_APPLICATIONS_PER_NODE` subschema checks on
-/// one node of some value, or loops in place (see the module doc). Runs in time linear in the schema's
-/// size for each level of value depth, and stops at a fixed point.
-pub fn check(schema: &Value) -> Result<(), Unbounded> {
+/// one node of some value, loops in place, chains more than `MAX_SCHEMA_REFERENCE_CHAIN_LINKS` in place,
+/// or has a reference this bound cannot resolve (see the module doc); if none, its [`Cost`]. Runs in
+/// time linear in the schema's size for each level of value depth, and stops at a fixed point.
+pub fn check(schema: &Value) -> Result<Cost, Unbounded> {
     let mut graph = Graph { root: schema, nodes: Vec::new(), ids: HashMap::new(), resources: Vec::new(), anchors: Vec::new(), recursive_anchors: Vec::new(), pending: Vec::new() };
     graph.index_names(schema);
     let root = graph.id(schema);
-    graph.build();
+    graph.build()?;
+    let longest = graph.fold_in_place(|node, value| node.in_place.iter().map(|&t| value(t) + 1).max().unwrap_or(0)).ok_or(Unbounded::LoopsInPlace)?;
+    let chain_links = longest.into_iter().max().unwrap_or(0) as usize;
+    if chain_links > MAX_SCHEMA_REFERENCE_CHAIN_LINKS {
+        return Err(Unbounded::ChainTooLong { links: chain_links });
+    }
     let mut previous: Vec<u64> = Vec::new();
+    let mut per_depth = Vec::new();
     for depth in 0..=MAX_VALUE_DEPTH_LEVELS {
         let current = graph.layer(depth, &previous).ok_or(Unbounded::LoopsInPlace)?;
         if current[root] > MAX_SCHEMA_APPLICATIONS_PER_NODE {
             return Err(Unbounded::OverBudget);
         }
         if current == previous {
-            return Ok(());
+            break;
         }
+        per_depth.push(current[root]);
         previous = current;
     }
-    Ok(())
+    Ok(Cost { per_depth, chain_links })
 }
 
 impl<'a> Graph<'a> {
@@ -98,14 +149,23 @@ impl<'a> Graph<'a> {
     }
 
     /// Every `$id`, `$anchor`, `$dynamicAnchor` and `$recursiveAnchor` in the document, wherever it sits.
+    /// The plain-name fragment of an `$id`/`id` (`"#a"`, `"r.json#a"`: drafts 4 to 7) is an anchor.
     fn index_names(&mut self, document: &'a Value) {
         let mut stack = vec![document];
         while let Some(value) = stack.pop() {
             match value {
                 Value::Object(map) => {
-                    for (key, store) in [("$id", 0), ("id", 0), ("$anchor", 1), ("$dynamicAnchor", 1)] {
+                    for key in ["$id", "id"] {
+                        let Some(id) = map.get(key).and_then(Value::as_str) else { continue };
+                        match id.split_once('#') {
+                            Some((_, fragment)) if !fragment.is_empty() && !fragment.starts_with('/') => self.anchors.push((fragment, value)),
+                            _ => {}
+                        }
+                        self.resources.push((id, value));
+                    }
+                    for key in ["$anchor", "$dynamicAnchor"] {
                         if let Some(name) = map.get(key).and_then(Value::as_str) {
-                            if store == 0 { self.resources.push((name, value)) } else { self.anchors.push((name, value)) }
+                            self.anchors.push((name, value));
                         }
                     }
                     if map.get("$recursiveAnchor") == Some(&Value::Bool(true)) {
@@ -119,7 +179,9 @@ impl<'a> Graph<'a> {
         }
     }
 
-    fn build(&mut self) {
+    /// The edges of every subschema reachable from the root; a reference that names nothing found here
+    /// fails it.
+    fn build(&mut self) -> Result<(), Unbounded> {
         while let Some((value, id)) = self.pending.pop() {
             let Value::Object(map) = value else { continue };
             let mut node = Node::default();
@@ -130,7 +192,11 @@ impl<'a> Graph<'a> {
                     "dependentSchemas" | "dependencies" => node.in_place.extend(self.schema_values(sub)),
                     "$ref" | "$dynamicRef" => {
                         if let Some(reference) = sub.as_str() {
-                            for target in self.resolve(reference) {
+                            let targets = self.resolve(reference);
+                            if targets.is_empty() {
+                                return Err(Unbounded::Unresolved(reference.to_owned()));
+                            }
+                            for target in targets {
                                 let target = self.id(target);
                                 node.in_place.push(target);
                             }
@@ -155,6 +221,7 @@ impl<'a> Graph<'a> {
             }
             self.nodes[id] = node;
         }
+        Ok(())
     }
 
     fn schema(&mut self, value: &'a Value) -> Option<usize> {
@@ -205,6 +272,12 @@ impl<'a> Graph<'a> {
     /// For every node, `own(node)` plus the same for the subschemas it applies in place, transitively
     /// (once per path); `None` when the in-place edges loop.
     fn layer_of(&self, own: impl Fn(&Node) -> u64) -> Option<Vec<u64>> {
+        self.fold_in_place(|node, value| node.in_place.iter().map(|&t| value(t)).fold(own(node), u64::saturating_add))
+    }
+
+    /// For every node, `combine(node, value of)` once the values of the subschemas it applies in place
+    /// are known (a post-order walk of the in-place edges); `None` when they loop.
+    fn fold_in_place(&self, combine: impl Fn(&Node, &dyn Fn(usize) -> u64) -> u64) -> Option<Vec<u64>> {
         const UNKNOWN: u64 = u64::MAX;
         let mut values = vec![UNKNOWN; self.nodes.len()];
         let mut on_stack = vec![false; self.nodes.len()];
@@ -231,8 +304,7 @@ impl<'a> Graph<'a> {
                 let id = *id;
                 stack.pop();
                 on_stack[id] = false;
-                let in_place = node.in_place.iter().map(|&t| values[t]).fold(0u64, u64::saturating_add);
-                values[id] = own(node).saturating_add(in_place).min(UNKNOWN - 1);
+                values[id] = combine(node, &|t| values[t]).min(UNKNOWN - 1);
             }
         }
         Some(values)
@@ -265,10 +337,33 @@ mod tests {
             // A wide union of shared definitions, as generators emit.
             json!({"$defs": {"x": {"type": "string"}}, "anyOf": (0..200).map(|_| json!({"$ref": "#/$defs/x"})).collect::<Vec<_>>()}),
             // A linear chain of references.
-            chain(500, |next| json!({"allOf": [{"$ref": next}]})),
+            chain(60, |next| json!({"allOf": [{"$ref": next}]})),
+            // Draft 4 to 7 name subschemas with plain-name ids.
+            json!({"definitions": {"n": {"$id": "#n", "properties": {"c": {"$ref": "#n"}}}}, "$ref": "#n"}),
+            json!({"definitions": {"n": {"id": "#n", "type": "integer"}}, "items": {"$ref": "#n"}}),
         ] {
-            assert_eq!(check(&schema), Ok(()), "{schema}");
+            assert!(check(&schema).is_ok(), "{schema}");
         }
+    }
+
+    #[test]
+    fn the_cost_tells_the_chain_and_the_checks_per_depth() {
+        let cost = check(&chain(60, |next| json!({"allOf": [{"$ref": next}]}))).unwrap();
+        // Each link is the allOf node and its $ref entry; the root's $ref is one more.
+        assert_eq!(cost.chain_links, 121);
+        assert_eq!(cost.nested_checks(3), 122 * 3);
+        let cost = check(&json!({"type": "array", "items": {"anyOf": [{"type": "integer"}, {"type": "string"}]}})).unwrap();
+        assert_eq!(cost.chain_links, 1);
+        // The root array once, then 3 checks per item, at any depth past the first.
+        assert_eq!(cost.applications(&[1, 1_000]), 1 + 3_000);
+        assert_eq!(cost.applications(&[1, 1_000, 10]), 1 + 3_000);
+    }
+
+    #[test]
+    fn long_chains_and_unresolved_references_are_refused() {
+        assert_eq!(check(&chain(200, |next| json!({"$ref": next}))), Err(Unbounded::ChainTooLong { links: 201 }));
+        assert_eq!(check(&json!({"$ref": "#a1"})), Err(Unbounded::Unresolved("#a1".to_owned())));
+        assert_eq!(check(&json!({"$ref": "other.json"})), Err(Unbounded::Unresolved("other.json".to_owned())));
     }
 
     #[test]

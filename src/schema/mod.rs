@@ -19,7 +19,10 @@
 //! - **No coercion.** `"5"` is a string and fails `{"type": "integer"}`; values are never rewritten.
 //! - **Bounded.** A schema over `MAX_SCHEMA_BYTES` or nested past `MAX_SCHEMA_DEPTH_LEVELS` is refused
 //!   before compiling, and so is one whose references could multiply the work (`cost.rs`); a `pattern` has a program size, DFA cache and backtracking budget
-//!   (`limits.rs`), and values are parsed under serde_json's depth limit.
+//!   (`limits.rs`), and values are parsed under serde_json's depth limit. Before each validation the
+//!   value's levels and nodes are counted against the schema's cost (its in-place chain for the stack,
+//!   its checks per node for the time); a value over either bound is not validated and fails
+//!   (`Refusal::NotValidated`).
 //! - **Short, value-free failures.** A `Violation` is the failing instance path (a JSON Pointer) and
 //!   the rule that failed; the value itself is never quoted, and both are cut to a few hundred bytes.
 //! - **Formats are annotations**, as 2020-12 specifies by default: `"format": "email"` documents, it
@@ -30,4 +33,4 @@ pub mod profile;
 pub mod tool;
 pub mod validate;
 
-pub use validate::{CompiledSchema, SchemaError, Violation};
+pub use validate::{CompiledSchema, Refusal, SchemaError, Violation};

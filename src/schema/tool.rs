@@ -6,8 +6,15 @@
 //! does not make the tool unusable: it is reported once (`tool-schema-invalid`) and the tool's calls or
 //! results go through unvalidated, as they did before validation existed. The server still checks its own
 //! input; refusing its tool for a limit of this client would break a server that works.
+//!
+//! A value too costly to validate against a usable schema (`CompiledSchema::check`: the validator's
+//! stack or total work over the bounds) is different: it fails closed. Arguments are refused with
+//! `mcp_invalid_arguments` (nothing is sent; the agent can send less), a result with
+//! `mcp_result_invalid` (a hostile server must not get a result through unchecked by making it big).
+//! A panic while checking fails the call with `mcp_internal_error` instead of unwinding into the
+//! transport's reader, where the call would never complete.
 
-use super::{CompiledSchema, SchemaError};
+use super::{CompiledSchema, Refusal, SchemaError};
 use crate::error::{McpError, Result};
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -68,13 +75,18 @@ impl ToolSchemas {
     /// Checks `arguments` (already known to be a JSON object) against `input_schema`, compiling it on
     /// first use. `tool` names the tool in the error.
     pub fn check_arguments(&self, tool: &str, input_schema: &str, arguments: &RawValue, on_unusable: impl FnOnce(&SchemaError)) -> Result<()> {
-        let Compiled::Schema(schema) = self.input.get_or_init(|| Compiled::of(input_schema, true, on_unusable)) else {
-            return Ok(());
-        };
-        schema.validate_json(arguments.get()).map_err(|violation| {
-            McpError::InvalidArguments(format!(
-                "the arguments of tool {tool:?} do not match its inputSchema, {violation}; the call was not sent"
-            ))
+        without_panics(tool, "arguments", || {
+            let Compiled::Schema(schema) = self.input.get_or_init(|| Compiled::of(input_schema, true, on_unusable)) else {
+                return Ok(());
+            };
+            schema.check_json(arguments.get()).map_err(|refusal| {
+                McpError::InvalidArguments(match refusal {
+                    Refusal::Violation(violation) => {
+                        format!("the arguments of tool {tool:?} do not match its inputSchema, {violation}; the call was not sent")
+                    }
+                    Refusal::NotValidated(why) => format!("the arguments of tool {tool:?} cannot be checked against its inputSchema: {why}; the call was not sent"),
+                })
+            })
         })
     }
 
@@ -89,28 +101,43 @@ impl ToolSchemas {
         expose_server_errors: bool,
         on_unusable: impl FnOnce(&SchemaError),
     ) -> Result<()> {
-        let Compiled::Schema(schema) = self.output.get_or_init(|| Compiled::of(output_schema, false, on_unusable)) else {
-            return Ok(());
-        };
-        #[derive(serde::Deserialize)]
-        struct Structured {
-            #[serde(rename = "structuredContent")]
-            structured_content: Option<Value>,
-        }
-        let structured = serde_json::from_str::<Structured>(result.get())
-            .map_err(|_| McpError::Protocol("tools/call returned a malformed result".to_owned()))?
-            .structured_content;
-        let Some(structured) = structured else {
-            return Err(McpError::ResultInvalid(format!("tool {tool:?} has an outputSchema but its result has no structuredContent")));
-        };
-        schema.validate(&structured).map_err(|violation| {
-            McpError::ResultInvalid(if expose_server_errors {
-                format!("the structuredContent of tool {tool:?} does not match its outputSchema, {violation}")
-            } else {
-                format!("the structuredContent of tool {tool:?} does not match its outputSchema")
+        without_panics(tool, "result", || {
+            let Compiled::Schema(schema) = self.output.get_or_init(|| Compiled::of(output_schema, false, on_unusable)) else {
+                return Ok(());
+            };
+            #[derive(serde::Deserialize)]
+            struct Structured {
+                #[serde(rename = "structuredContent")]
+                structured_content: Option<Value>,
+            }
+            let structured = serde_json::from_str::<Structured>(result.get())
+                .map_err(|_| McpError::Protocol("tools/call returned a malformed result".to_owned()))?
+                .structured_content;
+            let Some(structured) = structured else {
+                return Err(McpError::ResultInvalid(format!("tool {tool:?} has an outputSchema but its result has no structuredContent")));
+            };
+            schema.check(&structured).map_err(|refusal| {
+                McpError::ResultInvalid(match refusal {
+                    Refusal::Violation(violation) if expose_server_errors => {
+                        format!("the structuredContent of tool {tool:?} does not match its outputSchema, {violation}")
+                    }
+                    Refusal::Violation(_) => format!("the structuredContent of tool {tool:?} does not match its outputSchema"),
+                    // Numbers only: nothing of the server's text.
+                    Refusal::NotValidated(why) => {
+                        format!("the structuredContent of tool {tool:?} cannot be checked against its outputSchema, so the result is refused: {why}")
+                    }
+                })
             })
         })
     }
+}
+
+/// `check`'s outcome, or `mcp_internal_error` if it panics: a check runs inside a call's completion, and
+/// a panic unwinding out of it would leave the call pending forever.
+fn without_panics(tool: &str, what: &str, check: impl FnOnce() -> Result<()>) -> Result<()> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(check)).unwrap_or_else(|_| {
+        Err(McpError::Internal(format!("the engine panicked while checking the {what} of tool {tool:?} against its schema; this is a bug in mcpferry")))
+    })
 }
 
 /// Whether `schema` accepts every JSON object, judged from its text without compiling: `{}`, `true`, or
@@ -168,6 +195,37 @@ mod tests {
         for schema in [r#"{"type":"object","properties":{}}"#, r#"{"type":"array"}"#, "false", r#"{"type":"object","additionalProperties":false}"#] {
             assert!(!is_any_object(schema), "{schema}");
         }
+    }
+
+    /// A server's outputSchema inside every bound (5 000 alternatives per item, under the 10 000 per
+    /// node) and a result under the default maxResultBytes (2 MiB) would make one completion run for
+    /// seconds on the thread that settles the call: the result is refused unchecked, before any of it is
+    /// validated. Arguments that costly are refused the same way, and nothing is sent.
+    #[test]
+    fn a_result_too_costly_to_check_is_refused() {
+        let alternatives: Vec<serde_json::Value> = (1..=5_000).map(|i| serde_json::json!({ "const": i })).collect();
+        let schema = serde_json::json!({ "type": "object", "properties": { "a": { "type": "array", "items": { "anyOf": alternatives } } } }).to_string();
+        assert!(schema.len() < crate::limits::MAX_SCHEMA_BYTES);
+        let items = vec!["5000"; 400_000].join(",");
+        let result = format!(r#"{{"content":[],"structuredContent":{{"a":[{items}]}}}}"#);
+        assert!(result.len() < crate::limits::DEFAULT_MAX_RESULT_BYTES);
+        let schemas = ToolSchemas::default();
+        for expose in [true, false] {
+            let error = schemas.check_result("s__t", &schema, &raw(&result), expose, |e| panic!("within the bounds: {e}")).unwrap_err();
+            assert_eq!(error.code(), "mcp_result_invalid");
+            assert!(error.to_string().contains("cannot be checked against its outputSchema, so the result is refused"), "{error}");
+        }
+        let error = schemas.check_arguments("s__t", &schema, &raw(&format!(r#"{{"a":[{items}]}}"#)), |e| panic!("within the bounds: {e}")).unwrap_err();
+        assert_eq!(error.code(), "mcp_invalid_arguments");
+        assert!(error.to_string().contains("cannot be checked against its inputSchema"), "{error}");
+    }
+
+    #[test]
+    fn a_panic_while_checking_fails_the_call() {
+        let error = without_panics("s__t", "result", || panic!("a bug")).unwrap_err();
+        assert_eq!(error.code(), "mcp_internal_error");
+        assert!(error.to_string().contains("checking the result of tool \"s__t\""), "{error}");
+        assert!(without_panics("s__t", "result", || Ok(())).is_ok());
     }
 
     #[test]

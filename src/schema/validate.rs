@@ -2,8 +2,10 @@
 
 use crate::limits::{
     MAX_PATTERN_BACKTRACK_STEPS, MAX_PATTERN_DFA_CACHE_BYTES, MAX_PATTERN_PROGRAM_BYTES, MAX_SCHEMA_APPLICATIONS_PER_NODE, MAX_SCHEMA_BYTES,
-    MAX_SCHEMA_DEPTH_LEVELS, MAX_VALIDATION_MESSAGE_BYTES, MAX_VALIDATION_PATH_BYTES, MAX_VALUE_DEPTH_LEVELS,
+    MAX_SCHEMA_DEPTH_LEVELS, MAX_SCHEMA_REFERENCE_CHAIN_LINKS, MAX_VALIDATION_APPLICATIONS, MAX_VALIDATION_MESSAGE_BYTES,
+    MAX_VALIDATION_NESTED_CHECKS, MAX_VALIDATION_PATH_BYTES, MAX_VALUE_DEPTH_LEVELS,
 };
+use super::cost::{Cost, Unbounded};
 use crate::protocol::nesting;
 use jsonschema::{PatternOptions, ValidationError, Validator};
 use serde_json::Value;
@@ -12,6 +14,7 @@ use std::fmt;
 /// A schema that passed the bounds and compiled. Cheap to share (`Arc` it); validating takes `&self`.
 pub struct CompiledSchema {
     validator: Validator,
+    cost: Cost,
 }
 
 /// Why a schema cannot be used. Messages name the schema's location, never its content at length.
@@ -19,7 +22,7 @@ pub struct CompiledSchema {
 pub enum SchemaError {
     TooLarge { bytes: usize },
     TooDeep,
-    TooCostly(super::cost::Unbounded),
+    TooCostly(Unbounded),
     NotJson(String),
     NotASchema,
     Invalid { at: String, message: String },
@@ -32,12 +35,19 @@ impl fmt::Display for SchemaError {
                 write!(f, "the schema is {bytes} bytes, over the limit of {MAX_SCHEMA_BYTES} bytes")
             }
             SchemaError::TooDeep => write!(f, "the schema is nested deeper than {MAX_SCHEMA_DEPTH_LEVELS} levels"),
-            SchemaError::TooCostly(super::cost::Unbounded::LoopsInPlace) => {
-                f.write_str("the schema's references loop without descending into the value")
-            }
-            SchemaError::TooCostly(super::cost::Unbounded::OverBudget) => write!(
+            SchemaError::TooCostly(Unbounded::LoopsInPlace) => f.write_str("the schema's references loop without descending into the value"),
+            SchemaError::TooCostly(Unbounded::OverBudget) => write!(
                 f,
                 "the schema's references could check one value node against more than {MAX_SCHEMA_APPLICATIONS_PER_NODE} subschemas"
+            ),
+            SchemaError::TooCostly(Unbounded::ChainTooLong { links }) => write!(
+                f,
+                "the schema applies subschemas in place {links} links deep (references, allOf, …), over the limit of {MAX_SCHEMA_REFERENCE_CHAIN_LINKS} links"
+            ),
+            SchemaError::TooCostly(Unbounded::Unresolved(reference)) => write!(
+                f,
+                "the reference {:?} names no subschema of this schema (nothing is fetched)",
+                cut(reference, MAX_VALIDATION_PATH_BYTES)
             ),
             SchemaError::NotJson(reason) => write!(f, "the schema is not JSON: {reason}"),
             SchemaError::NotASchema => f.write_str("a schema must be a JSON object or a boolean"),
@@ -61,6 +71,15 @@ impl From<SchemaError> for crate::error::McpError {
 pub struct Violation {
     pub path: String,
     pub message: String,
+}
+
+/// Why a value was not accepted: it breaks a rule, or it was not validated at all because validating
+/// it against this schema could take more stack or work than the bounds allow (the message says which,
+/// in numbers; it never quotes the value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    Violation(Violation),
+    NotValidated(String),
 }
 
 impl fmt::Display for Violation {
@@ -100,7 +119,7 @@ impl CompiledSchema {
         if !schema.is_object() && !schema.is_boolean() {
             return Err(SchemaError::NotASchema);
         }
-        super::cost::check(schema).map_err(SchemaError::TooCostly)?;
+        let cost = super::cost::check(schema).map_err(SchemaError::TooCostly)?;
         let patterns = PatternOptions::fancy_regex()
             .backtrack_limit(MAX_PATTERN_BACKTRACK_STEPS)
             .size_limit(MAX_PATTERN_PROGRAM_BYTES)
@@ -110,32 +129,99 @@ impl CompiledSchema {
             .with_pattern_options(patterns)
             .build(schema)
             .map_err(|error| SchemaError::Invalid { at: bounded_path(error.instance_path().as_str()), message: message_of(&error) })?;
-        Ok(CompiledSchema { validator })
+        Ok(CompiledSchema { validator, cost })
     }
 
-    /// The first rule `value` breaks, if any. No coercion: the value is judged as it is.
+    /// The first rule `value` breaks, if any. No coercion: the value is judged as it is. A value too
+    /// costly to validate against this schema (see [`Self::check`]) fails at the value itself.
     pub fn validate(&self, value: &Value) -> Result<(), Violation> {
+        self.check(value).map_err(Refusal::into_violation)
+    }
+
+    /// `validate` for JSON text (see [`Self::check_json`]).
+    pub fn validate_json(&self, value: &str) -> Result<(), Violation> {
+        self.check_json(value).map_err(Refusal::into_violation)
+    }
+
+    /// `validate`, telling a value that breaks a rule from one that was not validated: deeper than
+    /// `MAX_VALUE_DEPTH_LEVELS`, or whose levels times the schema's in-place chain pass
+    /// `MAX_VALIDATION_NESTED_CHECKS` (the validator's stack), or whose nodes times the checks each may
+    /// meet pass `MAX_VALIDATION_APPLICATIONS` (its time). Measured by one walk of the value, without recursion.
+    pub fn check(&self, value: &Value) -> Result<(), Refusal> {
+        let Some(nodes_per_depth) = nodes_per_depth(value, MAX_VALUE_DEPTH_LEVELS) else {
+            return Err(Refusal::NotValidated(too_deep()));
+        };
+        let levels = nodes_per_depth.len();
+        let nested = self.cost.nested_checks(levels);
+        if nested > MAX_VALIDATION_NESTED_CHECKS {
+            return Err(Refusal::NotValidated(format!(
+                "the value was not validated: it is {levels} levels deep and the schema applies subschemas {} links deep in place at each level, up to {nested} checks one inside the other, over the limit of {MAX_VALIDATION_NESTED_CHECKS}",
+                self.cost.chain_links
+            )));
+        }
+        let applications = self.cost.applications(&nodes_per_depth);
+        if applications > MAX_VALIDATION_APPLICATIONS {
+            let nodes = nodes_per_depth.iter().fold(0u64, |a, &n| a.saturating_add(n));
+            return Err(Refusal::NotValidated(format!(
+                "the value was not validated: its {nodes} nodes could take up to {applications} subschema checks against this schema, over the limit of {MAX_VALIDATION_APPLICATIONS}"
+            )));
+        }
         match self.validator.validate(value) {
             Ok(()) => Ok(()),
-            Err(error) => Err(Violation { path: bounded_path(error.instance_path().as_str()), message: message_of(&error) }),
+            Err(error) => Err(Refusal::Violation(Violation { path: bounded_path(error.instance_path().as_str()), message: message_of(&error) })),
         }
     }
 
-    /// `validate` for JSON text. Text that is not JSON (or nests past serde_json's limit) fails at the
-    /// value itself. A lone surrogate escape (`"\ud800"`, which `JSON.stringify` writes for a string
-    /// holding half a pair) is judged as U+FFFD: it is valid JSON that serde_json will not read as a string.
-    pub fn validate_json(&self, value: &str) -> Result<(), Violation> {
+    /// `check` for JSON text. Text that is not JSON fails at the value itself; text nested past
+    /// serde_json's limit is not validated. A lone surrogate escape (`"\ud800"`, which `JSON.stringify`
+    /// writes for a string holding half a pair) is judged as U+FFFD: it is valid JSON that serde_json
+    /// will not read as a string.
+    pub fn check_json(&self, value: &str) -> Result<(), Refusal> {
         let parsed = serde_json::from_str::<Value>(value)
             .or_else(|e| without_lone_surrogates(value).map_or(Err(e), |text| serde_json::from_str::<Value>(&text)));
         match parsed {
-            Ok(value) => self.validate(&value),
-            Err(e) if e.to_string().starts_with("recursion limit exceeded") => Err(Violation {
-                path: String::new(),
-                message: format!("the value nests deeper than the {MAX_VALUE_DEPTH_LEVELS} levels that can be validated"),
-            }),
-            Err(e) => Err(Violation { path: String::new(), message: cut(&format!("not JSON: {e}"), MAX_VALIDATION_MESSAGE_BYTES) }),
+            Ok(value) => self.check(&value),
+            Err(e) if e.to_string().starts_with("recursion limit exceeded") => Err(Refusal::NotValidated(too_deep())),
+            Err(e) => Err(Refusal::Violation(Violation { path: String::new(), message: cut(&format!("not JSON: {e}"), MAX_VALIDATION_MESSAGE_BYTES) })),
         }
     }
+}
+
+impl Refusal {
+    /// A value not validated fails at the value itself, with the reason as its message.
+    fn into_violation(self) -> Violation {
+        match self {
+            Refusal::Violation(violation) => violation,
+            Refusal::NotValidated(message) => Violation { path: String::new(), message },
+        }
+    }
+}
+
+fn too_deep() -> String {
+    format!("the value nests deeper than the {MAX_VALUE_DEPTH_LEVELS} levels that can be validated")
+}
+
+/// How many nodes `value` has at each depth (its root at 0), walked without recursion; `None` when
+/// arrays and objects nest past `max_levels` levels.
+fn nodes_per_depth(value: &Value, max_levels: usize) -> Option<Vec<u64>> {
+    let mut counts: Vec<u64> = Vec::new();
+    let mut stack = vec![(value, 0usize)];
+    while let Some((node, depth)) = stack.pop() {
+        // Levels of arrays and objects, as serde_json's recursion limit counts them.
+        if depth >= max_levels && (node.is_array() || node.is_object()) {
+            return None;
+        }
+        if counts.len() <= depth {
+            counts.resize(depth + 1, 0);
+        }
+        counts[depth] += 1;
+        match node {
+            Value::Array(items) => stack.extend(items.iter().map(|child| (child, depth + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|child| (child, depth + 1))),
+            _ => {}
+        }
+    }
+    Some(counts)
 }
 
 /// `json` with every `\uXXXX` escape of a lone surrogate replaced by `\ufffd`; `None` when it has none.
@@ -228,9 +314,12 @@ fn serialized_len(value: &Value) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{CompiledSchema, SchemaError};
+    use super::{CompiledSchema, Refusal, SchemaError};
+    use crate::limits::{
+        MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH_LEVELS, MAX_SCHEMA_REFERENCE_CHAIN_LINKS, MAX_VALIDATION_APPLICATIONS, MAX_VALIDATION_MESSAGE_BYTES,
+        MAX_VALIDATION_NESTED_CHECKS, MAX_VALIDATION_PATH_BYTES,
+    };
     use crate::schema::cost::Unbounded;
-    use crate::limits::{MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH_LEVELS, MAX_VALIDATION_MESSAGE_BYTES, MAX_VALIDATION_PATH_BYTES};
     use serde_json::json;
 
     fn schema(text: &str) -> CompiledSchema {
@@ -282,7 +371,8 @@ mod tests {
             r#"{"$id":"http://127.0.0.1:9/root.json","$ref":"other.json"}"#,
         ] {
             let e = CompiledSchema::compile(external).err().unwrap_or_else(|| panic!("{external} compiled"));
-            assert!(matches!(e, SchemaError::Invalid { .. }), "{external}: {e}");
+            // The cost bound refuses a reference it cannot resolve before the validator sees it.
+            assert!(matches!(e, SchemaError::Invalid { .. } | SchemaError::TooCostly(Unbounded::Unresolved(_))), "{external}: {e}");
         }
     }
 
@@ -304,6 +394,107 @@ mod tests {
         assert_eq!(CompiledSchema::compile_value(&bomb).err(), Some(SchemaError::TooCostly(Unbounded::OverBudget)));
         let per_level = r##"{"type":"array","items":{"anyOf":[{"$ref":"#"},{"$ref":"#"}]}}"##;
         assert_eq!(CompiledSchema::compile(per_level).err(), Some(SchemaError::TooCostly(Unbounded::OverBudget)));
+    }
+
+    /// Draft 7 names a subschema with a plain-name `$id` (`"$id": "#a1"`): the cost bound must resolve
+    /// `"$ref": "#a1"` as the validator does, or the 2^40 bomb it exists for compiles (and validating one
+    /// 1-character string would not finish).
+    #[test]
+    fn a_draft7_id_anchor_bomb_is_refused_by_the_cost_bound() {
+        for key in ["$id", "id"] {
+            let mut defs = serde_json::Map::new();
+            for i in 0..40 {
+                let next = format!("#a{}", i + 1);
+                defs.insert(format!("a{i}"), json!({ key: format!("#a{i}"), "anyOf": [{ "$ref": next }, { "$ref": next }] }));
+            }
+            defs.insert("a40".to_owned(), json!({ key: "#a40", "type": "integer" }));
+            let dialect = if key == "id" { "http://json-schema.org/draft-04/schema#" } else { "http://json-schema.org/draft-07/schema#" };
+            let bomb = json!({ "$schema": dialect, "definitions": defs, "type": "object", "properties": { "q": { "$ref": "#a0" } } });
+            match CompiledSchema::compile_value(&bomb) {
+                Err(SchemaError::TooCostly(Unbounded::OverBudget)) => {}
+                Err(other) => panic!("{key}: refused, but not by the cost bound: {other}"),
+                Ok(compiled) => {
+                    // Compiled: one string at /q walks up to 2^40 branches. Run it on a thread we can leave.
+                    let (tx, rx) = std::sync::mpsc::channel();
+                    std::thread::spawn(move || {
+                        let _ = tx.send(compiled.validate(&json!({ "q": "x" })).is_err());
+                    });
+                    let outcome = rx.recv_timeout(std::time::Duration::from_secs(5));
+                    panic!("{key}: the bomb compiled (cost bound passed); validating one 1-character string: {outcome:?} within 5 s");
+                }
+            }
+        }
+        // A small draft-7 schema named the same way still compiles and validates.
+        let named = schema(r##"{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"n":{"$id":"#n","type":"integer"}},"properties":{"q":{"$ref":"#n"}}}"##);
+        assert_eq!(named.validate(&json!({"q": "x"})).unwrap_err().path, "/q");
+    }
+
+    /// A reference the cost bound cannot resolve refuses the schema, whether or not the validator could:
+    /// what the bound cannot see it cannot bound.
+    #[test]
+    fn a_reference_the_cost_bound_cannot_resolve_refuses_the_schema() {
+        for schema in [r##"{"$ref":"#nowhere"}"##, r##"{"properties":{"a":{"$ref":"#/$defs/missing"}}}"##, r##"{"$dynamicRef":"#meta"}"##] {
+            let error = CompiledSchema::compile(schema).err().unwrap_or_else(|| panic!("{schema} compiled"));
+            assert!(matches!(error, SchemaError::TooCostly(Unbounded::Unresolved(_))), "{schema}: {error}");
+            assert!(error.to_string().contains("names no subschema of this schema"), "{error}");
+        }
+    }
+
+    fn reference_chain(links: usize, last: serde_json::Value) -> serde_json::Value {
+        let mut defs = serde_json::Map::new();
+        for i in 0..links {
+            defs.insert(format!("a{i}"), json!({ "$ref": format!("#/$defs/a{}", i + 1) }));
+        }
+        defs.insert(format!("a{links}"), last);
+        json!({ "$defs": defs, "type": "object", "properties": { "q": { "$ref": "#/$defs/a0" } } })
+    }
+
+    /// The validator recurses once per in-place link, at every level of the value. Run on a 2 MiB
+    /// thread, as on the engine's runtime workers: a stack overflow is not a panic, it aborts the
+    /// process (Node with it). A 9 500-link chain is refused before compiling.
+    #[test]
+    fn a_long_reference_chain_does_not_overflow_the_stack() {
+        let chain = reference_chain(9_500, json!({ "type": "integer" }));
+        assert!(chain.to_string().len() < MAX_SCHEMA_BYTES);
+        let worker = std::thread::Builder::new().stack_size(2 * 1024 * 1024).spawn(move || CompiledSchema::compile_value(&chain).err());
+        let refused = worker.unwrap().join().expect("no panic");
+        assert!(matches!(refused, Some(SchemaError::TooCostly(Unbounded::ChainTooLong { links: 9_501 }))), "{refused:?}");
+    }
+
+    /// A chain within the limit, repeated at every level of a deep value (a tree reached through 120
+    /// links per level, a value 100 levels deep): the value is not validated, on a 2 MiB thread, and
+    /// fails; a shallow one is validated.
+    #[test]
+    fn a_reference_chain_times_a_deep_value_is_not_validated() {
+        let links = MAX_SCHEMA_REFERENCE_CHAIN_LINKS - 8;
+        let tree = reference_chain(links, json!({ "type": "object", "properties": { "c": { "$ref": "#/$defs/a0" } } }));
+        let mut deep = json!({});
+        for _ in 0..100 {
+            deep = json!({ "c": deep });
+        }
+        let worker = std::thread::Builder::new().stack_size(2 * 1024 * 1024).spawn(move || {
+            let compiled = CompiledSchema::compile_value(&tree).map_err(|e| e.to_string())?;
+            Ok::<_, String>((compiled.check(&json!({ "q": deep })), compiled.check(&json!({ "q": { "c": { "c": {} } } }))))
+        });
+        let (deep, shallow) = worker.unwrap().join().expect("no panic").expect("compiles");
+        let Err(Refusal::NotValidated(why)) = deep else { panic!("{deep:?}") };
+        assert!(why.contains(&format!("over the limit of {MAX_VALIDATION_NESTED_CHECKS}")), "{why}");
+        assert_eq!(shallow, Ok(()));
+    }
+
+    /// Total work: a value whose nodes times the checks each may meet passes `MAX_VALIDATION_APPLICATIONS`
+    /// is not validated (10 000 alternatives per item, under the per-node bound, over 2 000 items).
+    #[test]
+    fn a_value_too_costly_in_all_is_not_validated() {
+        let alternatives: Vec<serde_json::Value> = (1..=5_000).map(|i| json!({ "const": i })).collect();
+        let s = CompiledSchema::compile_value(&json!({ "type": "array", "items": { "anyOf": alternatives } })).unwrap();
+        let few = serde_json::Value::Array(vec![json!(5_000); 10]);
+        assert_eq!(s.check(&few), Ok(()));
+        let many = serde_json::Value::Array(vec![json!(5_000); 2_001]);
+        let Err(Refusal::NotValidated(why)) = s.check(&many) else { panic!("validated") };
+        assert!(why.contains("2002 nodes") && why.contains(&format!("over the limit of {MAX_VALIDATION_APPLICATIONS}")), "{why}");
+        // validate() reports it at the value itself, as JsonSchemaValidator and the server's checks see it.
+        assert_eq!(s.validate(&many).unwrap_err().path, "");
     }
 
     #[test]
