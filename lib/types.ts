@@ -193,13 +193,15 @@ export interface McpOptions {
    * coercion) before anything is sent: a mismatch rejects with `mcp_invalid_arguments` naming the failing
    * path, and the server receives nothing. Default true. A schema the engine cannot use (over its bounds,
    * an unknown dialect, a `$ref` to another document — never fetched) is reported once as
-   * `tool-schema-invalid` and that tool's calls go unchecked.
+   * `tool-schema-invalid` and that tool's calls go unchecked. Arguments too deep or too large to check within the
+   * engine's bounds for that schema are refused (`mcp_invalid_arguments`), not sent unchecked.
    */
   validateArguments?: boolean;
   /**
    * Check `structuredContent` against the tool's `outputSchema`, when it has one: missing or mismatching
    * rejects with `mcp_result_invalid` (JSON-looking text does not count). `isError` results are not
-   * checked. Default true, as the official SDKs do.
+   * checked. Default true, as the official SDKs do. A result too deep or too large to check within the engine's
+   * bounds for that schema is refused (`mcp_result_invalid`), not passed unchecked.
    */
   validateResults?: boolean;
   /**
