@@ -445,7 +445,8 @@ export interface McpServerClient {
   callTool(request: McpCallToolRequest): Promise<McpCallToolResult>;
   /**
    * `listener` runs when the server announces that its tools changed, and when a re-listing by the
-   * engine finds them changed (it may run more than once for one change). Returns the unsubscribe.
+   * engine finds them changed (it may run more than once for one change). A burst of announcements is
+   * coalesced: at most one call per engine re-listing cycle, not one per notification. Returns the unsubscribe.
    */
   onToolsChanged(listener: () => void): () => void;
   /** Close the connection (a stdio server's process group is reaped). Idempotent. */
