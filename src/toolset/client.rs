@@ -93,7 +93,13 @@ impl Toolset {
     /// A fresh `tools/list`, page by page, each tool as the server wrote it. The engine's bounds raise
     /// `mcp_protocol_error` (as for `mcpTools`); the caller's lower `bounds` stop the listing and say why
     /// in [`RemoteListing::stopped`]. `abort` stops it with `mcp_aborted`.
+    /// Its errors carry none of the server's secrets (configured headers and env, tokens).
     pub async fn list_remote(&self, bounds: &ListBounds, abort: Option<&AbortHandle>) -> Result<RemoteListing> {
+        let listed = self.list_remote_unredacted(bounds, abort).await;
+        listed.map_err(|e| e.redacted(&self.inner.servers[SERVER].secrets))
+    }
+
+    async fn list_remote_unredacted(&self, bounds: &ListBounds, abort: Option<&AbortHandle>) -> Result<RemoteListing> {
         let inner = &self.inner;
         if inner.cancel.is_cancelled() {
             return Err(McpError::Closed);
@@ -137,8 +143,7 @@ impl Toolset {
             if nesting::exceeds_depth(raw.get().as_bytes(), MAX_JSON_DEPTH + 2) {
                 return Err(McpError::Protocol(format!("tools/list returned tools nested deeper than {MAX_JSON_DEPTH} levels")));
             }
-            let page: ListToolsPage =
-                serde_json::from_str(raw.get()).map_err(|e| McpError::Protocol(format!("tools/list returned a malformed result: {e}")))?;
+            let page: ListToolsPage = serde_json::from_str(raw.get()).map_err(malformed_page)?;
             if listing.tools.len() + page.tools.len() > max_tools {
                 stop(&mut listing, "tools", format!("the server published more than {max_tools} tools"))?;
                 return Ok(listing);
@@ -158,6 +163,21 @@ impl Toolset {
             cursor = Some(next);
         }
     }
+}
+
+/// A page that is not a `ListToolsResult`, said without serde's message: that quotes the server's
+/// strings whole (`invalid type: string "…"`), of any length and with whatever they hold.
+fn malformed_page(error: serde_json::Error) -> McpError {
+    let kind = match error.classify() {
+        serde_json::error::Category::Data => "a value of the wrong type or shape",
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => "invalid JSON",
+        serde_json::error::Category::Io => "unreadable text",
+    };
+    McpError::Protocol(format!(
+        "tools/list returned a malformed result: {kind} at line {} column {}",
+        error.line(),
+        error.column()
+    ))
 }
 
 /// Whether the caller's bounds, not the engine's, govern this kind of stop: any bound given makes every
@@ -192,6 +212,15 @@ mod tests {
         assert_eq!(raw_outcome(result("[1]")).unwrap_err().code(), "mcp_protocol_error");
         let deep = "[".repeat(MAX_JSON_DEPTH + 1) + &"]".repeat(MAX_JSON_DEPTH + 1);
         assert_eq!(raw_outcome(result(&format!(r#"{{"a":{deep}}}"#))).unwrap_err().code(), "mcp_result_too_deep");
+    }
+
+    #[test]
+    fn a_malformed_page_is_described_without_quoting_the_server() {
+        let page = r#"{"tools":"leaked sk-live-0123456789abcdef"}"#;
+        let error = malformed_page(serde_json::from_str::<ListToolsPage>(page).unwrap_err());
+        assert_eq!(error.code(), "mcp_protocol_error");
+        let message = error.to_string();
+        assert!(!message.contains("leaked") && message.contains("wrong type"), "{message}");
     }
 
     #[test]
