@@ -162,7 +162,7 @@ impl Egress {
         let mut url = first.clone();
         let mut credentials = true;
         self.check_url(&url)?;
-        for _ in 0..=MAX_REDIRECTS {
+        for hop in 0..=MAX_REDIRECTS {
             let mut request = client.request(method.clone(), url.clone()).headers(protocol_headers.clone());
             if credentials {
                 request = request.headers(origin_headers.clone());
@@ -170,7 +170,11 @@ impl Egress {
             if let Some(body) = &body {
                 request = request.body(body.clone());
             }
-            let response = request.send().await.map_err(|e| request_error(e, &url))?;
+            let response = request.send().await.map_err(|e| match request_error(e, &url) {
+                // The first request was delivered; only this hop's address was refused.
+                McpError::HostNotAllowed(text) if hop > 0 => McpError::RedirectRefused(format!("redirect refused: {text}")),
+                other => other,
+            })?;
             let Some(next) = redirect_target(&response, &url)? else {
                 return Ok(response);
             };
@@ -182,14 +186,14 @@ impl Egress {
             }
             if next.origin() != origin {
                 if redirects == Redirects::SameOrigin {
-                    return Err(McpError::HostNotAllowed(format!(
+                    return Err(McpError::RedirectRefused(format!(
                         "redirect to another origin ({}) refused: the endpoint must stay on the server's origin; nothing was sent there",
                         next.origin().ascii_serialization()
                     )));
                 }
                 credentials = false;
             }
-            self.check_url(&next).map_err(|e| McpError::HostNotAllowed(format!("redirect refused: {e}")))?;
+            self.check_url(&next).map_err(|e| McpError::RedirectRefused(format!("redirect refused: {e}")))?;
             if redirect_drops_body(response.status(), &method) {
                 method = Method::GET;
                 body = None;
