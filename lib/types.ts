@@ -399,8 +399,9 @@ export interface McpRemoteTool {
 
 /** `listTools` options: lower bounds than the engine's own (100 pages, 10 000 tools). */
 export interface McpListToolsOptions {
-  /** Stops waiting (the listing's own requests run to their timeout). */
+  /** Stops the listing: the page request in flight is cancelled and no further page is asked for (`mcp_aborted`). */
   signal?: AbortSignal;
+  /** One deadline for the whole listing, every page included (`mcp_timeout`). */
   timeoutMs?: number;
 }
 
