@@ -104,6 +104,13 @@ export async function connectMcpServer(entry: McpServer, opts: McpClientOptions 
       throw configError(`connectMcpServer does not take options.${option}: it connects one server, and rejects when that server cannot connect`);
     }
   }
+  // A client returns the server's result as sent, isError included: it neither checks results nor withholds
+  // an isError result's text, so these options would be silently half-applied.
+  for (const option of ['validateResults', 'exposeServerErrors'] as const) {
+    if ((opts as McpOptions)[option] !== undefined) {
+      throw configError(`connectMcpServer does not take options.${option}: a client returns the server's result as sent, isError included; judge it yourself`);
+    }
+  }
   if ((entry as { enabled?: unknown }).enabled === false) throw configError(`server ${JSON.stringify(entry.name)} is disabled (enabled: false)`);
 
   const listeners = new Set<() => void>();

@@ -382,7 +382,7 @@ export type Diagnostic =
  * `allowedHosts`, `policy`, `timeoutMs`, `maxResultBytes`, `onDiagnostic`, storage, OAuth, …) except
  * the ones about projecting many servers into a model's context.
  */
-export type McpClientOptions = Omit<McpOptions, 'disclosure' | 'contextWindowTokens' | 'onDegraded'>;
+export type McpClientOptions = Omit<McpOptions, 'disclosure' | 'contextWindowTokens' | 'onDegraded' | 'validateResults' | 'exposeServerErrors'>;
 
 /** A tool exactly as the server listed it (`tools/list`), unknown fields included. */
 export interface McpRemoteTool {
