@@ -169,12 +169,16 @@ export declare class NativeToolset {
   close(): Promise<void>
 }
 
+/** The caller's signal fired for the listing started with `abortId`: it ends with `mcp_aborted`. */
+export declare function clientAbortListing(toolset: NativeToolset, abortId: number): void
+
 /**
  * A fresh listing, every tool as the server wrote it: `{"tools": [...], "pages", "bytes", "stopped"?}`.
  * `boundsJson` holds the caller's lower bounds (`maxPages`, `maxTools`, `maxBytes`, `maxCursorBytes`,
- * `timeoutMs`), or is empty.
+ * `timeoutMs`: one deadline for the whole listing), or is empty. `abortId` (not 0) names the listing for
+ * `clientAbortListing`.
  */
-export declare function clientListTools(toolset: NativeToolset, boundsJson: string): Promise<string>
+export declare function clientListTools(toolset: NativeToolset, boundsJson: string, abortId: number): Promise<string>
 
 /**
  * Make `toolset` a client: its calls answer with the server's `CallToolResult` as sent, and the

@@ -842,6 +842,7 @@ module.exports.NativeServer = nativeBinding.NativeServer
 module.exports.NativeStore = nativeBinding.NativeStore
 module.exports.NativeTokenStore = nativeBinding.NativeTokenStore
 module.exports.NativeToolset = nativeBinding.NativeToolset
+module.exports.clientAbortListing = nativeBinding.clientAbortListing
 module.exports.clientListTools = nativeBinding.clientListTools
 module.exports.clientMode = nativeBinding.clientMode
 module.exports.clientQuoteText = nativeBinding.clientQuoteText

@@ -140,6 +140,9 @@ test('bad entries and options reject with mcp_config_invalid before anything sta
     [entry, null],
     [entry, { onDegraded: 'warn' }],
     [entry, { disclosure: { budget: 10 } }],
+    // A client returns results as sent: it would check none and withhold no isError text.
+    [entry, { validateResults: true }],
+    [entry, { exposeServerErrors: false }],
     [entry, { timeoutMs: -1 }],
     [entry, { notAnOption: true }],
   ]) {

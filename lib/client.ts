@@ -22,7 +22,8 @@ import type {
 interface ClientBinding {
   clientMode(toolset: NativeToolset): void;
   clientSession(toolset: NativeToolset): string | null;
-  clientListTools(toolset: NativeToolset, boundsJson: string): Promise<string>;
+  clientListTools(toolset: NativeToolset, boundsJson: string, abortId: number): Promise<string>;
+  clientAbortListing(toolset: NativeToolset, abortId: number): void;
   clientQuoteText(toolset: NativeToolset, text: string, secrets: string[]): string;
 }
 const native = binding as unknown as ClientBinding;
@@ -66,9 +67,16 @@ function engineError(error: unknown): unknown {
   return typed instanceof McpError ? typed : createMcpError('mcp_internal_error', `mcpferry engine failure: ${String((typed as Error)?.message ?? typed)}`);
 }
 
+let listingIds = 0;
+/** Ids for listings a signal may stop (never 0, which means none); unique per process, so per client too. */
+function nextListingId(): number {
+  listingIds = listingIds >= 0xffff_fff0 ? 1 : listingIds + 1;
+  return listingIds;
+}
+
 /**
  * Starts `start` unless `signal` already fired; settles with its work, or rejects with `mcp_aborted` as
- * soon as `signal` fires (the work is abandoned, its outcome ignored).
+ * soon as `signal` fires (its outcome ignored; the caller stops the work itself).
  */
 function abortable<T>(start: () => Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   if (!signal) return start();
@@ -94,6 +102,13 @@ export async function connectMcpServer(entry: McpServer, opts: McpClientOptions 
   for (const option of ['disclosure', 'contextWindowTokens', 'onDegraded'] as const) {
     if ((opts as McpOptions)[option] !== undefined) {
       throw configError(`connectMcpServer does not take options.${option}: it connects one server, and rejects when that server cannot connect`);
+    }
+  }
+  // A client returns the server's result as sent, isError included: it neither checks results nor withholds
+  // an isError result's text, so these options would be silently half-applied.
+  for (const option of ['validateResults', 'exposeServerErrors'] as const) {
+    if ((opts as McpOptions)[option] !== undefined) {
+      throw configError(`connectMcpServer does not take options.${option}: a client returns the server's result as sent, isError included; judge it yourself`);
     }
   }
   if ((entry as { enabled?: unknown }).enabled === false) throw configError(`server ${JSON.stringify(entry.name)} is disabled (enabled: false)`);
@@ -141,7 +156,21 @@ export async function connectMcpServer(entry: McpServer, opts: McpClientOptions 
   const list = async (bounds: Record<string, number>, signal?: AbortSignal): Promise<BoundedListing> => {
     if (closing) throw closedError();
     try {
-      return JSON.parse(await abortable(() => native.clientListTools(engine, Object.keys(bounds).length ? JSON.stringify(bounds) : ''), signal));
+      // The engine's listing stops too when the signal fires (it sends no further page request).
+      const abortId = signal ? nextListingId() : 0;
+      const stop = () => {
+        try {
+          native.clientAbortListing(engine, abortId);
+        } catch {
+          // A closed toolset has no listing left to stop.
+        }
+      };
+      signal?.addEventListener('abort', stop, { once: true });
+      try {
+        return JSON.parse(await abortable(() => native.clientListTools(engine, Object.keys(bounds).length ? JSON.stringify(bounds) : '', abortId), signal));
+      } finally {
+        signal?.removeEventListener('abort', stop);
+      }
     } catch (error) {
       throw engineError(error);
     }

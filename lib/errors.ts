@@ -59,7 +59,10 @@ export class McpToolUnavailableError extends McpError {}
 /** The toolset was closed. */
 export class McpConnectionClosedError extends McpError {}
 /** A URL, redirect hop or DNS answer outside `allowedHosts`; no request was sent there. */
-export class McpHostNotAllowedError extends McpError {}
+export class McpHostNotAllowedError extends McpError {
+  /** Set when a redirect hop was refused: the first request was delivered, and the server may have acted on it. */
+  declare readonly redirected?: boolean;
+}
 /** `policy.decide` denied the call (or failed); the server received nothing. */
 export class McpPolicyDeniedError extends McpError {}
 /** `policy.decide` asked for approval and none was granted; the server received nothing. */

@@ -279,7 +279,8 @@ export function defineMcpTool<Input extends McpToolValidator, Output extends Mcp
   function clientFailure(error: unknown): McpError {
     const code = (error as { code?: unknown } | null)?.code;
     const detail = quote(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
-    if (error instanceof McpError && NOT_SENT.has(error.code)) {
+    // A refused redirect hop (`redirected`) comes after the server received the call.
+    if (error instanceof McpError && NOT_SENT.has(error.code) && (error as { redirected?: unknown }).redirected !== true) {
       return failure(error.code, false, `the client refused the call: ${detail}`, `the call was not sent (${error.code})`);
     }
     const errorCode: McpErrorCode =

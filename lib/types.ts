@@ -384,7 +384,7 @@ export type Diagnostic =
  * `allowedHosts`, `policy`, `timeoutMs`, `maxResultBytes`, `onDiagnostic`, storage, OAuth, …) except
  * the ones about projecting many servers into a model's context.
  */
-export type McpClientOptions = Omit<McpOptions, 'disclosure' | 'contextWindowTokens' | 'onDegraded'>;
+export type McpClientOptions = Omit<McpOptions, 'disclosure' | 'contextWindowTokens' | 'onDegraded' | 'validateResults' | 'exposeServerErrors'>;
 
 /** A tool exactly as the server listed it (`tools/list`), unknown fields included. */
 export interface McpRemoteTool {
@@ -401,8 +401,9 @@ export interface McpRemoteTool {
 
 /** `listTools` options: lower bounds than the engine's own (100 pages, 10 000 tools). */
 export interface McpListToolsOptions {
-  /** Stops waiting (the listing's own requests run to their timeout). */
+  /** Stops the listing: the page request in flight is cancelled and no further page is asked for (`mcp_aborted`). */
   signal?: AbortSignal;
+  /** One deadline for the whole listing, every page included (`mcp_timeout`). */
   timeoutMs?: number;
 }
 
@@ -447,7 +448,8 @@ export interface McpServerClient {
   callTool(request: McpCallToolRequest): Promise<McpCallToolResult>;
   /**
    * `listener` runs when the server announces that its tools changed, and when a re-listing by the
-   * engine finds them changed (it may run more than once for one change). Returns the unsubscribe.
+   * engine finds them changed (it may run more than once for one change). A burst of announcements is
+   * coalesced: at most one call per engine re-listing cycle, not one per notification. Returns the unsubscribe.
    */
   onToolsChanged(listener: () => void): () => void;
   /** Close the connection (a stdio server's process group is reaped). Idempotent. */

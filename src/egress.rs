@@ -10,9 +10,12 @@
 //!
 //! A client comes from an [`EgressPolicy`] (guard and proxy): toolsets with equal policies share one
 //! client, its TLS configuration and its connection pool (see `clients`); nothing of a session is on it.
+//! An exchange marked [`Exchange::held_open`] (a session's event stream) goes through the policy's
+//! HTTP/1.1 streams client instead, so it never holds a stream slot of a shared HTTP/2 connection.
 
 mod clients;
 
+use clients::ClientKind;
 use crate::error::{McpError, Result};
 use crate::guard::hosts::{HostGuard, HostRefused};
 use crate::guard::redact::{MIN_SECRET_CHARS, REDACTED};
@@ -35,6 +38,7 @@ pub struct EgressPolicy {
 /// The client and the rules it is used under.
 pub struct Egress {
     client: Arc<reqwest::Client>,
+    streams: Arc<reqwest::Client>,
     guard: Option<Arc<HostGuard>>,
 }
 
@@ -58,6 +62,7 @@ pub struct Exchange {
     body: Option<bytes::Bytes>,
     deadline: Duration,
     redirects: Redirects,
+    held_open: bool,
 }
 
 impl Exchange {
@@ -70,6 +75,7 @@ impl Exchange {
             body: None,
             deadline,
             redirects: Redirects::Follow,
+            held_open: false,
         }
     }
 
@@ -105,6 +111,13 @@ impl Exchange {
         self.redirects = Redirects::SameOrigin;
         self
     }
+
+    /// A response that may stay open for as long as the session lives (a standalone event stream): sent
+    /// over a connection of its own (HTTP/1.1), never as a stream of the shared HTTP/2 connection.
+    pub fn held_open(mut self) -> Self {
+        self.held_open = true;
+        self
+    }
 }
 
 static CRYPTO_PROVIDER: Once = Once::new();
@@ -120,8 +133,9 @@ impl Egress {
         if let (Some(proxy), Some(guard)) = (&policy.proxy, &policy.guard) {
             guard.check_url(proxy).map_err(|e| McpError::HostNotAllowed(format!("proxy {}: {e}", display_url(proxy))))?;
         }
-        let client = clients::shared_client(policy.guard.as_ref(), policy.proxy.as_ref())?;
-        Ok(Egress { client, guard: policy.guard.clone() })
+        let client = clients::shared_client(ClientKind::Requests, policy.guard.as_ref(), policy.proxy.as_ref())?;
+        let streams = clients::shared_client(ClientKind::Streams, policy.guard.as_ref(), policy.proxy.as_ref())?;
+        Ok(Egress { client, streams, guard: policy.guard.clone() })
     }
 
     /// Refuse a URL outside `allowedHosts`.
@@ -142,20 +156,25 @@ impl Egress {
     }
 
     async fn follow(&self, exchange: Exchange) -> Result<Response> {
-        let Exchange { mut method, url: first, origin_headers, protocol_headers, mut body, redirects, .. } = exchange;
+        let Exchange { mut method, url: first, origin_headers, protocol_headers, mut body, redirects, held_open, .. } = exchange;
+        let client = if held_open { &self.streams } else { &self.client };
         let origin = first.origin();
         let mut url = first.clone();
         let mut credentials = true;
         self.check_url(&url)?;
-        for _ in 0..=MAX_REDIRECTS {
-            let mut request = self.client.request(method.clone(), url.clone()).headers(protocol_headers.clone());
+        for hop in 0..=MAX_REDIRECTS {
+            let mut request = client.request(method.clone(), url.clone()).headers(protocol_headers.clone());
             if credentials {
                 request = request.headers(origin_headers.clone());
             }
             if let Some(body) = &body {
                 request = request.body(body.clone());
             }
-            let response = request.send().await.map_err(|e| request_error(e, &url))?;
+            let response = request.send().await.map_err(|e| match request_error(e, &url) {
+                // The first request was delivered; only this hop's address was refused.
+                McpError::HostNotAllowed(text) if hop > 0 => McpError::RedirectRefused(format!("redirect refused: {text}")),
+                other => other,
+            })?;
             let Some(next) = redirect_target(&response, &url)? else {
                 return Ok(response);
             };
@@ -167,14 +186,14 @@ impl Egress {
             }
             if next.origin() != origin {
                 if redirects == Redirects::SameOrigin {
-                    return Err(McpError::HostNotAllowed(format!(
+                    return Err(McpError::RedirectRefused(format!(
                         "redirect to another origin ({}) refused: the endpoint must stay on the server's origin; nothing was sent there",
                         next.origin().ascii_serialization()
                     )));
                 }
                 credentials = false;
             }
-            self.check_url(&next).map_err(|e| McpError::HostNotAllowed(format!("redirect refused: {e}")))?;
+            self.check_url(&next).map_err(|e| McpError::RedirectRefused(format!("redirect refused: {e}")))?;
             if redirect_drops_body(response.status(), &method) {
                 method = Method::GET;
                 body = None;

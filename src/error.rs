@@ -28,6 +28,10 @@ pub enum McpError {
     Closed,
     /// A URL (or a redirect, or a DNS answer) outside `allowedHosts`. No request was sent there.
     HostNotAllowed(String),
+    /// A redirect hop refused (outside `allowedHosts`, or off the origin an exchange must stay on) after
+    /// the first request was delivered: the server may have acted on it (`mcp_host_not_allowed` with
+    /// `redirected: true`). Its text names the server's chosen target.
+    RedirectRefused(String),
     /// `policy.decide` denied the call (or failed, which denies). The server received nothing.
     PolicyDenied(String),
     /// `policy.decide` asked for approval and no approver granted it.
@@ -69,7 +73,7 @@ impl McpError {
             McpError::InvalidArguments(_) => "mcp_invalid_arguments",
             McpError::ToolUnavailable(_) => "mcp_tool_unavailable",
             McpError::Closed => "mcp_connection_closed",
-            McpError::HostNotAllowed(_) => "mcp_host_not_allowed",
+            McpError::HostNotAllowed(_) | McpError::RedirectRefused(_) => "mcp_host_not_allowed",
             McpError::PolicyDenied(_) => "mcp_policy_denied",
             McpError::ApprovalRequired(_) => "mcp_approval_required",
             McpError::Auth(_) | McpError::Reauthorized(_) => "mcp_auth_error",
@@ -109,6 +113,8 @@ impl McpError {
             | McpError::ToolUnavailable(_)
             | McpError::Closed
             | McpError::HostNotAllowed(_)
+            // Shares HostNotAllowed's code, so it is not listed again.
+            | McpError::RedirectRefused(_)
             | McpError::PolicyDenied(_)
             | McpError::ApprovalRequired(_)
             | McpError::Auth(_)
@@ -162,6 +168,7 @@ macro_rules! with_text {
             | McpError::InvalidArguments($text)
             | McpError::ToolUnavailable($text)
             | McpError::HostNotAllowed($text)
+            | McpError::RedirectRefused($text)
             | McpError::PolicyDenied($text)
             | McpError::ApprovalRequired($text)
             | McpError::Auth($text)
@@ -180,7 +187,11 @@ macro_rules! with_text {
 impl McpError {
     /// Properties the JavaScript error carries beside `code` and `message`, as a JSON object.
     pub fn js_properties(&self) -> Option<&'static str> {
-        matches!(self, McpError::Reauthorized(_)).then_some(r#"{"reauthorized":true}"#)
+        match self {
+            McpError::Reauthorized(_) => Some(r#"{"reauthorized":true}"#),
+            McpError::RedirectRefused(_) => Some(r#"{"redirected":true}"#),
+            _ => None,
+        }
     }
 
     /// The same error with every secret in its message replaced (see `guard::redact`).

@@ -263,7 +263,7 @@ pub async fn fetch_json<T: serde::de::DeserializeOwned>(egress: &Egress, url: &U
     let exchange = Exchange::new(Method::GET, url.clone(), deadline).protocol_header(ACCEPT, HeaderValue::from_static("application/json"));
     let mut response = match egress.send(exchange).await {
         Ok(response) => response,
-        Err(e @ McpError::HostNotAllowed(_)) => return Err(e),
+        Err(e @ (McpError::HostNotAllowed(_) | McpError::RedirectRefused(_))) => return Err(e),
         Err(_) => return Ok(None),
     };
     if !response.status().is_success() || response.status() == StatusCode::NO_CONTENT {

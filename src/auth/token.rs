@@ -735,7 +735,7 @@ mod tests {
         let server = TestServer::start(move |_, _| Reply { status: 307, headers: vec![("location".into(), target.clone())], body: vec![], hang: false }).await;
         let post = client(AuthMethod::ClientSecretPost, ClientSecret::Secret(SECRET.to_owned()));
         let error = request_token(&egress(), &server.url("/token"), "i", &post, vec![], DEADLINE).await.unwrap_err();
-        assert!(matches!(error, TokenError::Failed(McpError::HostNotAllowed(_))), "{error}");
+        assert!(matches!(error, TokenError::Failed(McpError::RedirectRefused(_))), "{error}");
         assert!(elsewhere.received().is_empty(), "the secret-bearing form went nowhere else");
     }
 

@@ -66,12 +66,14 @@ impl HostGuard {
     /// The list in a canonical form: two guards with equal identities make the same decision for every
     /// URL and DNS answer, so they may share one HTTP client (whose resolver applies the guard).
     pub fn identity(&self) -> Vec<String> {
-        let mut entries: Vec<String> = self.names.iter().cloned().collect();
-        entries.extend(self.suffixes.iter().map(|s| format!("*{s}")));
+        // Each entry is tagged with its kind: `*` is a legal character of a host name, so an exact name
+        // `[*.b.test]` and the pattern `*.b.test` would otherwise render alike and decide differently.
+        let mut entries: Vec<String> = self.names.iter().map(|n| format!("name:{n}")).collect();
+        entries.extend(self.suffixes.iter().map(|s| format!("suffix:{s}")));
         if self.any_name {
-            entries.push("*".to_owned());
+            entries.push("any".to_owned());
         }
-        entries.extend(self.addresses.iter().map(|a| format!("[{a}]")));
+        entries.extend(self.addresses.iter().map(|a| format!("addr:{a}")));
         entries.sort_unstable();
         entries.dedup();
         entries
@@ -218,6 +220,21 @@ mod tests {
 
     fn allowed(g: &HostGuard, url: &str) -> bool {
         g.check_url(&Url::parse(url).unwrap()).is_ok()
+    }
+
+    /// `identity` is what the shared HTTP clients are keyed by, and the client's DNS guard is the guard of
+    /// whichever toolset built it. A bracketed name entry `[*.b.test]` is an exact name, `*.b.test` a
+    /// pattern: they decide a DNS answer that points at an internal address differently, so their
+    /// identities must differ.
+    #[test]
+    fn equal_identities_make_equal_dns_decisions() {
+        let exact = guard(&["[*.b.test]"]);
+        let pattern = guard(&["*.b.test"]);
+        // Such a host is a URL host a redirect can name, and the pattern admits it.
+        assert!(allowed(&pattern, "http://*.b.test/latest/meta-data/"));
+        let internal = vec![SocketAddr::from(([169, 254, 169, 254], 80))];
+        let decisions = (exact.filter_resolved("*.b.test", internal.clone()).is_ok(), pattern.filter_resolved("*.b.test", internal).is_ok());
+        assert!(exact.identity() != pattern.identity() || decisions.0 == decisions.1, "identities {:?} == {:?}, DNS decisions {decisions:?}", exact.identity(), pattern.identity());
     }
 
     #[test]

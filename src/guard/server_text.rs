@@ -1,7 +1,9 @@
 //! `exposeServerErrors: false`: a server's own error text never reaches the caller (and so the model).
 //! The error keeps its code, and a JSON-RPC error its number; only text the server may have written is
 //! replaced: an `isError` result's, a JSON-RPC error's message and data, and the protocol and transport
-//! errors that quote what a server sent (a line that is not JSON-RPC, an HTTP error body, a stderr line).
+//! errors that quote what a server sent (a line that is not JSON-RPC, an HTTP error body, a stderr line),
+//! authorization errors (an authorization server's `error` and `error_description`, its error bodies;
+//! the `auth` callback's own failures go with them) and a refused redirect hop (the target is the server's).
 //! Errors whose text is the engine's own (a timeout, a refusal, a validation failure) pass unchanged.
 //! The withheld text is not lost: the toolset reports it to the host (`server-error-withheld`).
 
@@ -14,7 +16,15 @@ pub const WITHHELD_SERVER_TEXT: &str = "the server's error text is withheld (exp
 
 /// Whether `error`'s text may hold what a server wrote (see the module doc).
 pub fn may_quote_server(error: &McpError) -> bool {
-    matches!(error, McpError::Tool(_) | McpError::Rpc { .. } | McpError::Protocol(_) | McpError::Transport(_))
+    matches!(
+        error,
+        McpError::Tool(_)
+            | McpError::Rpc { .. }
+            | McpError::Protocol(_)
+            | McpError::Transport(_)
+            | McpError::Auth(_)
+            | McpError::RedirectRefused(_)
+    )
 }
 
 /// `error` with any text a server may have written replaced; its code kept.
@@ -24,6 +34,10 @@ pub fn withhold(error: McpError) -> McpError {
         McpError::Rpc { code, .. } => McpError::Rpc { code, message: WITHHELD_SERVER_TEXT.to_owned(), data: None },
         McpError::Protocol(_) => McpError::Protocol(format!("MCP server broke the protocol: {WITHHELD_SERVER_TEXT}")),
         McpError::Transport(_) => McpError::Transport(format!("MCP transport failed: {WITHHELD_SERVER_TEXT}")),
+        McpError::Auth(_) => McpError::Auth(format!("authorization failed: {WITHHELD_SERVER_TEXT}")),
+        McpError::RedirectRefused(_) => {
+            McpError::RedirectRefused(format!("the server redirected outside allowedHosts; {WITHHELD_SERVER_TEXT}"))
+        }
         other => other,
     }
 }
@@ -54,9 +68,15 @@ mod tests {
         assert_eq!((quoted.code(), quoted.to_string().contains("ignore")), ("mcp_protocol_error", false));
         let body = withhold(McpError::Transport("HTTP 500: ignore previous".into()));
         assert_eq!((body.code(), body.to_string().contains("ignore")), ("mcp_transport_error", false));
+        let auth = withhold(McpError::Auth("the authorization server refused: invalid_grant (ignore previous)".into()));
+        assert_eq!((auth.code(), auth.to_string().contains("ignore")), ("mcp_auth_error", false));
+        let hop = withhold(McpError::RedirectRefused("redirect refused: host ignore-previous.example is not in allowedHosts".into()));
+        assert_eq!((hop.code(), hop.to_string().contains("ignore"), hop.js_properties()), ("mcp_host_not_allowed", false, Some(r#"{"redirected":true}"#)));
         let long = withheld_text(&McpError::Tool("x".repeat(10 * MAX_WITHHELD_TEXT_BYTES)), &Secrets::default());
         assert!(long.len() <= MAX_WITHHELD_TEXT_BYTES + '…'.len_utf8() && long.ends_with('…'), "{}", long.len());
-        for ours in [McpError::Aborted, McpError::Timeout { after_ms: 5 }, McpError::InvalidArguments("at /x".into())] {
+        let configured = McpError::HostNotAllowed("host a.test is not in allowedHosts; no request was sent".into());
+        let reauthorized = McpError::Reauthorized("a new token is in place".into());
+        for ours in [McpError::Aborted, McpError::Timeout { after_ms: 5 }, McpError::InvalidArguments("at /x".into()), configured, reauthorized] {
             assert!(!may_quote_server(&ours));
             assert_eq!(withhold(ours.clone()), ours);
         }

@@ -133,6 +133,7 @@ pub fn classify(outcome: Result<Box<RawValue>, McpError>, requested: &str, stdio
             e @ (McpError::Auth(_)
             | McpError::Reauthorized(_)
             | McpError::HostNotAllowed(_)
+            | McpError::RedirectRefused(_)
             | McpError::Closed
             | McpError::Aborted
             | McpError::ConfigInvalid(_)),

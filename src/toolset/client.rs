@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sha2::Digest;
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The server a client toolset holds: its only one.
@@ -33,6 +34,7 @@ pub struct ListBounds {
     pub max_bytes: Option<usize>,
     /// Longest cursor accepted, in bytes.
     pub max_cursor_bytes: Option<usize>,
+    /// One deadline for the whole listing, every page included (`mcp_timeout` when it passes).
     pub timeout_ms: Option<u64>,
 }
 
@@ -92,8 +94,61 @@ impl Toolset {
 
     /// A fresh `tools/list`, page by page, each tool as the server wrote it. The engine's bounds raise
     /// `mcp_protocol_error` (as for `mcpTools`); the caller's lower `bounds` stop the listing and say why
-    /// in [`RemoteListing::stopped`]. `abort` stops it with `mcp_aborted`.
-    pub async fn list_remote(&self, bounds: &ListBounds, abort: Option<&AbortHandle>) -> Result<RemoteListing> {
+    /// in [`RemoteListing::stopped`]; `bounds.timeout_ms` is one deadline for all of it (`mcp_timeout`).
+    /// `abort` (from [`Toolset::listing_abort`]) stops it with `mcp_aborted`.
+    /// Its errors carry none of the server's secrets (configured headers and env, tokens).
+    pub async fn list_remote(&self, bounds: &ListBounds, abort: Option<ListingAbort>) -> Result<RemoteListing> {
+        // The registration lives as long as the listing: `registered` is dropped at the end.
+        let registered = abort;
+        let abort = registered.as_ref().map(|a| a.handle.clone());
+        let deadline = bounds.timeout_ms.map(|ms| (tokio::time::Instant::now() + Duration::from_millis(ms), ms));
+        let listing = self.list_remote_unredacted(bounds, abort.as_deref(), deadline.map(|(at, _)| at));
+        let aborted = async {
+            match &abort {
+                Some(abort) => abort.wait().await,
+                None => std::future::pending().await,
+            }
+        };
+        let expired = async {
+            match deadline {
+                Some((at, _)) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        // Covers the waits between requests too (the server still connecting, the next page).
+        let listed = tokio::select! {
+            biased;
+            _ = aborted => Err(McpError::Aborted),
+            _ = expired => Err(McpError::Timeout { after_ms: deadline.map_or(0, |(_, ms)| ms) }),
+            listed = listing => listed,
+        };
+        drop(registered);
+        listed.map_err(|e| e.redacted(&self.inner.servers[SERVER].secrets))
+    }
+
+    /// Register a listing about to start under `abort_id` (given by the caller, not 0), so that
+    /// [`Toolset::abort_listing`] reaches it from now on, before it starts included. Unregistered when
+    /// the returned value is dropped (with the listing).
+    pub fn listing_abort(&self, abort_id: u32) -> ListingAbort {
+        let handle = Arc::new(AbortHandle::default());
+        self.inner.listing_aborts.lock().insert(abort_id, handle.clone());
+        ListingAbort { inner: self.inner.clone(), abort_id, handle }
+    }
+
+    /// The caller's signal fired for the listing registered under `abort_id`; nothing for one that ended.
+    pub fn abort_listing(&self, abort_id: u32) {
+        let handle = self.inner.listing_aborts.lock().get(&abort_id).cloned();
+        if let Some(handle) = handle {
+            handle.abort();
+        }
+    }
+
+    async fn list_remote_unredacted(
+        &self,
+        bounds: &ListBounds,
+        abort: Option<&AbortHandle>,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<RemoteListing> {
         let inner = &self.inner;
         if inner.cancel.is_cancelled() {
             return Err(McpError::Closed);
@@ -106,8 +161,6 @@ impl Toolset {
             Ok(SlotState::Ready) => slot.connection().ok_or_else(unavailable)?,
             _ => return Err(unavailable()),
         };
-        let timeout = bounds.timeout_ms.map_or(inner.timeout, Duration::from_millis);
-        let opts = RequestOptions { timeout, abort };
         let max_pages = bounds.max_pages.unwrap_or(MAX_LIST_PAGES).min(MAX_LIST_PAGES);
         let max_tools = bounds.max_tools.unwrap_or(MAX_TOOLS_PER_SERVER).min(MAX_TOOLS_PER_SERVER);
         let mut listing = RemoteListing { tools: Vec::new(), pages: 0, bytes: 0, stopped: None };
@@ -123,6 +176,10 @@ impl Toolset {
         };
         loop {
             let params = mcp::list_tools_params(cursor.as_deref());
+            // Each page's request has what is left of the deadline, so the connection's own timeout
+            // (which tells the server to cancel) fires rather than the listing's.
+            let timeout = deadline.map_or(inner.timeout, |at| at.saturating_duration_since(tokio::time::Instant::now()));
+            let opts = RequestOptions { timeout, abort };
             let raw = tokio::select! {
                 biased;
                 _ = inner.cancel.cancelled() => return Err(McpError::Closed),
@@ -137,8 +194,7 @@ impl Toolset {
             if nesting::exceeds_depth(raw.get().as_bytes(), MAX_JSON_DEPTH + 2) {
                 return Err(McpError::Protocol(format!("tools/list returned tools nested deeper than {MAX_JSON_DEPTH} levels")));
             }
-            let page: ListToolsPage =
-                serde_json::from_str(raw.get()).map_err(|e| McpError::Protocol(format!("tools/list returned a malformed result: {e}")))?;
+            let page: ListToolsPage = serde_json::from_str(raw.get()).map_err(malformed_page)?;
             if listing.tools.len() + page.tools.len() > max_tools {
                 stop(&mut listing, "tools", format!("the server published more than {max_tools} tools"))?;
                 return Ok(listing);
@@ -158,6 +214,38 @@ impl Toolset {
             cursor = Some(next);
         }
     }
+}
+
+/// A listing's registration for [`Toolset::abort_listing`], removed when dropped.
+pub struct ListingAbort {
+    inner: Arc<super::Inner>,
+    abort_id: u32,
+    handle: Arc<AbortHandle>,
+}
+
+impl Drop for ListingAbort {
+    fn drop(&mut self) {
+        let mut aborts = self.inner.listing_aborts.lock();
+        // A later listing may have taken the id over; only this one's entry goes.
+        if aborts.get(&self.abort_id).is_some_and(|h| Arc::ptr_eq(h, &self.handle)) {
+            aborts.remove(&self.abort_id);
+        }
+    }
+}
+
+/// A page that is not a `ListToolsResult`, said without serde's message: that quotes the server's
+/// strings whole (`invalid type: string "…"`), of any length and with whatever they hold.
+fn malformed_page(error: serde_json::Error) -> McpError {
+    let kind = match error.classify() {
+        serde_json::error::Category::Data => "a value of the wrong type or shape",
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => "invalid JSON",
+        serde_json::error::Category::Io => "unreadable text",
+    };
+    McpError::Protocol(format!(
+        "tools/list returned a malformed result: {kind} at line {} column {}",
+        error.line(),
+        error.column()
+    ))
 }
 
 /// Whether the caller's bounds, not the engine's, govern this kind of stop: any bound given makes every
@@ -192,6 +280,15 @@ mod tests {
         assert_eq!(raw_outcome(result("[1]")).unwrap_err().code(), "mcp_protocol_error");
         let deep = "[".repeat(MAX_JSON_DEPTH + 1) + &"]".repeat(MAX_JSON_DEPTH + 1);
         assert_eq!(raw_outcome(result(&format!(r#"{{"a":{deep}}}"#))).unwrap_err().code(), "mcp_result_too_deep");
+    }
+
+    #[test]
+    fn a_malformed_page_is_described_without_quoting_the_server() {
+        let page = r#"{"tools":"leaked sk-live-0123456789abcdef"}"#;
+        let error = malformed_page(serde_json::from_str::<ListToolsPage>(page).unwrap_err());
+        assert_eq!(error.code(), "mcp_protocol_error");
+        let message = error.to_string();
+        assert!(!message.contains("leaked") && message.contains("wrong type"), "{message}");
     }
 
     #[test]

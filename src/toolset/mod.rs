@@ -18,7 +18,7 @@ mod routes;
 mod supervisor;
 
 pub use calls::{CallRequest, CallSink};
-pub use client::{ClientSession, ListBounds, RemoteListing};
+pub use client::{ClientSession, ListBounds, ListingAbort, RemoteListing};
 pub use local::LOCAL_SERVER;
 
 use crate::config::{DisclosureConfig, ToolsetConfig};
@@ -102,6 +102,8 @@ pub(crate) struct Inner {
     /// Background reconciliations still running (after a rebuild from storage).
     reconciling: watch::Sender<usize>,
     aborts: Mutex<HashMap<u32, Arc<AbortHandle>>>,
+    /// A client's listings in flight that a caller's signal may abort, by the id JavaScript gave them.
+    listing_aborts: Mutex<HashMap<u32, Arc<AbortHandle>>>,
     events: Arc<dyn ToolsetEvents>,
     /// Diagnostics raised while connecting, returned with the tools so the caller sees them before
     /// `mcpTools` resolves. `None` once connected: later ones go straight to `events`.
@@ -166,6 +168,7 @@ impl Toolset {
                 store,
                 reconciling: watch::channel(0).0,
                 aborts: Mutex::new(HashMap::new()),
+                listing_aborts: Mutex::new(HashMap::new()),
                 events,
                 startup_diagnostics: Mutex::new(Some(Vec::new())),
                 projected: watch::channel(false).0,

@@ -65,6 +65,9 @@ pub(crate) struct Supervisor {
     refresh_pending: AtomicBool,
     /// A refresh task is running (it takes the pending flag before each listing).
     refresh_running: AtomicBool,
+    /// A `list_changed` was reported to the host (client mode) since the refresh task last took the
+    /// pending flag: a flood of announcements is reported once per refresh cycle, not once each.
+    announce_pending: AtomicBool,
     /// How long the catalogue in use stays fresh and whether the server tells of changes itself:
     /// what the revalidation task ([`Inner::revalidate_when_stale`]) watches.
     freshness: Arc<watch::Sender<Freshness>>,
@@ -144,6 +147,7 @@ impl Supervisor {
             cycle: Arc::new(tokio::sync::Mutex::new(())),
             refresh_pending: AtomicBool::new(false),
             refresh_running: AtomicBool::new(false),
+            announce_pending: AtomicBool::new(false),
             freshness: Arc::new(watch::channel(Freshness::default()).0),
             revalidating: AtomicBool::new(false),
             listings: AtomicU64::new(0),
@@ -408,7 +412,12 @@ impl Inner {
             // Clears the running flag if this task ends while it owns it (cancelled, panicked).
             let mut running = RunningFlag { flag: &slot.refresh_running, owned: true };
             loop {
-                while slot.refresh_pending.swap(false, Ordering::SeqCst) {
+                // Cleared before the take: an announcement after it is reported again, and the listing
+                // this take starts comes after it.
+                while {
+                    slot.announce_pending.store(false, Ordering::SeqCst);
+                    slot.refresh_pending.swap(false, Ordering::SeqCst)
+                } {
                     tokio::select! {
                         biased;
                         _ = slot.cancel.cancelled() => return,
@@ -874,8 +883,9 @@ pub(crate) struct ServerListener {
 impl ConnectionEvents for ServerListener {
     fn tools_list_changed(&self) {
         if let Some(toolset) = self.toolset.upgrade() {
-            if toolset.client_mode.load(Ordering::Relaxed) {
-                toolset.events.tools_list_announced(&toolset.servers[self.index].entry.name);
+            let slot = &toolset.servers[self.index];
+            if toolset.client_mode.load(Ordering::Relaxed) && !slot.announce_pending.swap(true, Ordering::SeqCst) {
+                toolset.events.tools_list_announced(&slot.entry.name);
             }
             toolset.list_changed(self.index);
         }

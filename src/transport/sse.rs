@@ -158,7 +158,7 @@ impl Shared {
     }
 
     async fn stream_until_end(&self) -> McpError {
-        let open = |bearer| self.exchange_as(Method::GET, self.spec.url.clone(), bearer).protocol_header(ACCEPT, HeaderValue::from_static(EVENT_STREAM));
+        let open = |bearer| self.exchange_as(Method::GET, self.spec.url.clone(), bearer).protocol_header(ACCEPT, HeaderValue::from_static(EVENT_STREAM)).held_open();
         let mut response = match self.send_authorized(open, true).await {
             Ok(response) => response,
             Err(e) => return e,

@@ -438,7 +438,8 @@ impl Shared {
     /// GET the session's event stream.
     async fn open_get_stream(&self, last_event_id: Option<&str>) -> Result<GetStream> {
         let session = self.session.lock().clone();
-        let mut exchange = self.with_session(Method::GET, &session).protocol_header(ACCEPT, HeaderValue::from_static(EVENT_STREAM));
+        // Held open for the session's life (the standalone stream) or a long call's (a resumed one).
+        let mut exchange = self.with_session(Method::GET, &session).protocol_header(ACCEPT, HeaderValue::from_static(EVENT_STREAM)).held_open();
         if let Some(value) = last_event_id.and_then(http::header_value) {
             exchange = exchange.origin_header(HeaderName::from_static(HEADER_LAST_EVENT_ID), value);
         }
