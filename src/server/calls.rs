@@ -330,6 +330,58 @@ mod tests {
         assert_eq!(host.executions.load(Ordering::SeqCst), 0);
     }
 
+    // ---- review-server: findings as failing tests ----
+
+    /// Clients that send a keyed call and hang up while every permit is busy: each call's leader is a
+    /// detached task that keeps its arguments and waits for a permit, with nothing bounding how many.
+    #[tokio::test]
+    async fn review_keyed_calls_abandoned_behind_the_bound_do_not_pile_up() {
+        let (core, _) = testing::server(journal());
+        let mut busy = Vec::new();
+        for i in 0..MAX_CONCURRENT_SERVER_CALLS {
+            let core = core.clone();
+            busy.push(tokio::spawn(async move { core.call("slow", Some(serde_json::json!({ "ms": 5_000 })), Some(&format!("busy-{i}"))).await.is_ok() }));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        for i in 0..1_000 {
+            // The client hangs up: its request future is dropped.
+            let _ = tokio::time::timeout(Duration::from_millis(1), core.call("slow", Some(serde_json::json!({ "ms": 0, "pad": "x".repeat(10_000) })), Some(&format!("gone-{i}")))).await;
+        }
+        let held = core.calls.in_flight.lock().len();
+        assert!(held <= 2 * MAX_CONCURRENT_SERVER_CALLS, "{held} keyed calls (and their arguments) held for clients that left");
+    }
+
+    /// A key reused with other arguments is answered with the first call's result: a client (or a second
+    /// client that knows or guesses the key) asking to charge 1 gets the receipt of the 5000 charge.
+    #[tokio::test]
+    async fn review_a_key_reused_with_other_arguments_is_not_answered_with_the_first_result() {
+        let (core, _) = testing::server(journal());
+        let first = core.call("echo", Some(serde_json::json!({ "amount": 5000 })), Some("order-9:call-1")).await.unwrap();
+        let second = core.call("echo", Some(serde_json::json!({ "amount": 1 })), Some("order-9:call-1")).await;
+        if let Ok(second) = second {
+            assert_ne!(second, first, "the second call (amount 1) was answered with the first call's result");
+        }
+    }
+
+    /// The leader task's panic is anticipated (`Err(_) => continue`), but its `in_flight` entry is never
+    /// removed: every waiter loops on a closed channel for ever (and the lease renewer is never aborted).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn review_a_keyed_call_whose_execute_panics_fails_instead_of_spinning() {
+        let (core, _) = testing::server(journal());
+        let called = tokio::time::timeout(Duration::from_secs(3), core.call("echo", Some(serde_json::json!({ "panic": true })), Some("k-panic"))).await;
+        assert!(matches!(called, Ok(Err(Refusal::Failed(_)))), "the call did not end within 3 s: {:?}", called.map(|r| r.map_err(|e| format!("{e:?}"))));
+        assert!(core.calls.in_flight.lock().is_empty(), "a stale in-flight entry is left for the key");
+    }
+
+    /// A value nested deeper than serde_json's 128 levels becomes an empty text result, recorded as success.
+    #[test]
+    fn review_a_deep_value_is_not_silently_emptied() {
+        let deep = format!("{}1{}", "{\"a\":".repeat(200), "}".repeat(200));
+        let shaped = value_result(&deep, false);
+        assert_ne!(shaped, r#"{"content":[{"text":"","type":"text"}]}"#, "the tool's value was dropped");
+        assert_ne!(shaped, r#"{"content":[{"type":"text","text":""}]}"#, "the tool's value was dropped");
+    }
+
     #[test]
     fn values_become_call_results() {
         let shaped = |json: &str, output: bool| serde_json::from_str::<Value>(&value_result(json, output)).unwrap();

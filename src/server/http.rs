@@ -425,6 +425,39 @@ impl State {
 mod tests {
     use super::*;
 
+    /// Slowloris on the body: headers sent in time, then a body that never comes. No body read timeout,
+    /// so 256 such connections hold every connection permit and the listener stops accepting for good.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn review_clients_that_never_send_their_body_cannot_hold_the_listener() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (core, _) = super::super::testing::server(None);
+        let listener = listen(core, HttpOptions::parse("{}").unwrap()).await.unwrap();
+        let address = listener.address;
+        let head = |length: usize| {
+            format!("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n", address.port())
+        };
+        let mut held = Vec::new();
+        for _ in 0..MAX_HTTP_CONNECTIONS {
+            let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+            stream.write_all(head(1_000).as_bytes()).await.unwrap();
+            held.push(stream);
+        }
+        // Well past the header read timeout.
+        tokio::time::sleep(Duration::from_millis(HTTP_HEADER_READ_TIMEOUT_MS + 2_000)).await;
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+        let answered = tokio::time::timeout(Duration::from_secs(5), async {
+            let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+            stream.write_all(format!("{}{body}", head(body.len())).as_bytes()).await.unwrap();
+            let mut response = Vec::new();
+            let _ = stream.read_to_end(&mut response).await;
+            String::from_utf8_lossy(&response).into_owned()
+        })
+        .await;
+        assert!(answered.as_deref().is_ok_and(|r| r.starts_with("HTTP/1.1 200")), "a well-behaved client got no answer: {answered:?}");
+        drop(held);
+        listener.close().await;
+    }
+
     #[test]
     fn hosts_lose_their_ports() {
         assert_eq!(without_port("localhost:8080"), "localhost");

@@ -207,6 +207,8 @@ pub(crate) mod testing {
                         Ok(Execution::Value(serde_json::json!({ "executions": n }).to_string()))
                     }
                     "boom" => Ok(Execution::Failed("the card was declined".into())),
+                    // review: `{"panic": true}` makes echo's execute panic (a host that failed in Rust).
+                    _ if request["arguments"]["panic"] == Value::Bool(true) => panic!("a host that panicked"),
                     _ => Ok(Execution::Value(request["arguments"].to_string())),
                 }
             })
