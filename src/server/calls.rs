@@ -373,6 +373,45 @@ mod tests {
         assert!(core.calls.in_flight.lock().is_empty(), "a stale in-flight entry is left for the key");
     }
 
+    /// The 64-call bound counts only calls someone still awaits. An unkeyed call whose client hangs up
+    /// (hyper drops the request future on EOF) gives its permit back at once, but a JavaScript `execute`
+    /// cannot be cancelled and keeps running: hang-ups run any number of executions at once.
+    #[tokio::test]
+    async fn review_hang_ups_do_not_lift_the_concurrency_bound() {
+        use crate::store::BoxFuture;
+        use std::sync::atomic::AtomicUsize;
+        struct Detached {
+            running: Arc<AtomicUsize>,
+            most: Arc<AtomicUsize>,
+        }
+        impl super::super::ToolHost for Detached {
+            fn execute(&self, _tool: &str, _request: String) -> BoxFuture<'static, Result<Execution>> {
+                let (running, most) = (self.running.clone(), self.most.clone());
+                // As a JavaScript promise does: the work goes on whether or not anyone awaits it.
+                let work = tokio::spawn(async move {
+                    let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    running.fetch_sub(1, Ordering::SeqCst);
+                });
+                Box::pin(async move {
+                    let _ = work.await;
+                    Ok(Execution::Value("null".into()))
+                })
+            }
+        }
+        let most = Arc::new(AtomicUsize::new(0));
+        let host = Detached { running: Arc::new(AtomicUsize::new(0)), most: most.clone() };
+        let spec = serde_json::json!({ "tools": [{ "name": "work" }] }).to_string();
+        let core = McpServerCore::new(&spec, Arc::new(host), None, &|_| None).unwrap();
+        for _ in 0..300 {
+            let _ = tokio::time::timeout(Duration::from_millis(1), core.call("work", None, None)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let most = most.load(Ordering::SeqCst);
+        assert!(most <= MAX_CONCURRENT_SERVER_CALLS, "{most} executions ran at once (the bound is {MAX_CONCURRENT_SERVER_CALLS})");
+    }
+
     /// A value nested deeper than serde_json's 128 levels becomes an empty text result, recorded as success.
     #[test]
     fn review_a_deep_value_is_not_silently_emptied() {
