@@ -412,6 +412,39 @@ mod tests {
         assert!(most <= MAX_CONCURRENT_SERVER_CALLS, "{most} executions ran at once (the bound is {MAX_CONCURRENT_SERVER_CALLS})");
     }
 
+    /// A live owner whose renewals fail (SQLite busy past BUSY_TIMEOUT on each tick, a stalled blocking
+    /// pool, a suspended process) loses its lease after CALL_LEASE_MS without knowing (renew_call's result
+    /// is dropped, and SQLite's renew reports no lost row): a second process takes the call over while the
+    /// first still runs it, and the side effect happens twice. README: "the one case" is a dead owner.
+    /// Takes ~33 s.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn review_a_live_owner_whose_renewals_fail_is_not_taken_over() {
+        use crate::store::BoxFuture;
+        struct NoRenewal(MemoryJournal);
+        impl McpJournal for NoRenewal {
+            fn claim(&self, key: &str, value: &str) -> BoxFuture<'_, Result<String>> { self.0.claim(key, value) }
+            fn get(&self, key: &str) -> BoxFuture<'_, Result<Option<String>>> { self.0.get(key) }
+            fn reserve(&self, run_id: &str, counter: &str, limit: u64) -> BoxFuture<'_, Result<Option<u64>>> { self.0.reserve(run_id, counter, limit) }
+            fn release(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<()>> { self.0.release(run_id, counter) }
+            fn count(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<u64>> { self.0.count(run_id, counter) }
+            fn call_result(&self, key: &str, tool: &str) -> BoxFuture<'_, Result<Option<String>>> { self.0.call_result(key, tool) }
+            fn take_call(&self, key: &str, tool: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<CallSlot>> { self.0.take_call(key, tool, owner, lease_ms) }
+            fn renew_call(&self, _: &str, _: &str, _: &str, _: u64) -> BoxFuture<'_, Result<()>> {
+                Box::pin(async { Err(McpError::Storage("store: SQLite: database is locked".into())) })
+            }
+            fn finish_call(&self, key: &str, tool: &str, owner: &str, result: Option<&str>) -> BoxFuture<'_, Result<Option<String>>> { self.0.finish_call(key, tool, owner, result) }
+        }
+        let shared: Arc<dyn McpJournal> = Arc::new(NoRenewal(MemoryJournal::new()));
+        let (a, host_a) = testing::server(Some(shared.clone()));
+        let (b, host_b) = testing::server(Some(shared));
+        let first = tokio::spawn(async move { a.call("slow", Some(serde_json::json!({ "ms": CALL_LEASE_MS + 3_000 })), Some("order-5:call-1")).await.is_ok() });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let second = b.call("slow", Some(serde_json::json!({ "ms": 0 })), Some("order-5:call-1")).await;
+        assert!(first.await.unwrap() && second.is_ok());
+        let executions = host_a.executions.load(Ordering::SeqCst) + host_b.executions.load(Ordering::SeqCst);
+        assert_eq!(executions, 1, "the call ran in both processes while its first owner was alive");
+    }
+
     /// A value nested deeper than serde_json's 128 levels becomes an empty text result, recorded as success.
     #[test]
     fn review_a_deep_value_is_not_silently_emptied() {
