@@ -458,6 +458,29 @@ mod tests {
         listener.close().await;
     }
 
+    /// Evidence for the hang-up findings (passes): hyper drops a request's handler when its client hangs up
+    /// mid-call (hyper 1.12 `mid_message_detect_eof`), so an unkeyed call's `execute` future is dropped (and
+    /// its permit given back), while a JavaScript `execute` behind it runs on.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn review_evidence_a_hang_up_drops_the_handler() {
+        use std::sync::atomic::Ordering;
+        use tokio::io::AsyncWriteExt;
+        let (core, host) = super::super::testing::server(None);
+        let listener = listen(core, HttpOptions::parse("{}").unwrap()).await.unwrap();
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"ms":1500},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: slow\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut stream = tokio::net::TcpStream::connect(listener.address).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        drop(stream);
+        tokio::time::sleep(Duration::from_millis(2_000)).await;
+        assert_eq!(host.executions.load(Ordering::SeqCst), 0, "the handler ran to its end after the client left");
+        listener.close().await;
+    }
+
     #[test]
     fn hosts_lose_their_ports() {
         assert_eq!(without_port("localhost:8080"), "localhost");
