@@ -249,3 +249,11 @@ pub const MAX_WITHHELD_TEXT_BYTES: usize = 4 * 1024;
 /// Longest instance path (JSON Pointer) of a validation failure, in bytes; a longer one (long property
 /// names are the value's own text) is cut and marked with `…`.
 pub const MAX_VALIDATION_PATH_BYTES: usize = 512;
+
+// createMcpServer's HTTP listener (src/server/http.rs).
+/// How long a client may take to send a request's body once its headers are in, in ms; past it the
+/// request is answered 408 and the connection closed (a body that never comes holds no connection).
+pub const SERVER_HTTP_BODY_READ_TIMEOUT_MS: u64 = 10_000;
+/// How long one write of a response may stall (a client that does not read), in ms; past it the
+/// connection is dropped.
+pub const SERVER_HTTP_WRITE_STALL_TIMEOUT_MS: u64 = 10_000;

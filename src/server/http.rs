@@ -15,6 +15,7 @@
 use super::dispatch::{self, claim_of, Claim, RpcError, INVALID_REQUEST, PARSE_ERROR};
 use super::{McpServerCore, HTTP_HEADER_READ_TIMEOUT_MS, HTTP_SESSION_IDLE_MS, MAX_HTTP_CONNECTIONS, MAX_HTTP_SESSIONS, MAX_SERVER_MESSAGE_BYTES};
 use crate::error::{McpError, Result};
+use crate::limits::SERVER_HTTP_BODY_READ_TIMEOUT_MS;
 use crate::protocol::era::{Era, HEADER_MISMATCH, MODERN_PROTOCOL_VERSIONS};
 use crate::protocol::jsonrpc::{is_echoable_id, Message, RawMessage, INVALID_PARAMS};
 use crate::protocol::mcp::SUPPORTED_PROTOCOL_VERSIONS;
@@ -131,10 +132,6 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, stop: Cancellatio
     let connections = Arc::new(Semaphore::new(MAX_HTTP_CONNECTIONS));
     let tasks = TaskTracker::new();
     loop {
-        let permit = tokio::select! {
-            _ = stop.cancelled() => break,
-            permit = connections.clone().acquire_owned() => permit.expect("never closed"),
-        };
         let stream = tokio::select! {
             _ = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -144,6 +141,14 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, stop: Cancellatio
                     continue;
                 }
             },
+        };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            // At the cap: say so at once rather than leave the client in the accept queue. A fresh
+            // socket's send buffer is empty, so this small write does not block (if it cannot be made
+            // whole, the connection is simply dropped).
+            let _ = stream.try_write(AT_CAPACITY.as_bytes());
+            drop(stream);
+            continue;
         };
         let (state, stop) = (state.clone(), stop.clone());
         tasks.spawn(async move {
@@ -155,7 +160,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, stop: Cancellatio
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(Duration::from_millis(HTTP_HEADER_READ_TIMEOUT_MS))
-                .serve_connection(TokioIo::new(stream), service);
+                .serve_connection(TokioIo::new(WriteDeadline::new(stream)), service);
             tokio::select! {
                 _ = connection => {}
                 _ = stop.cancelled() => {}
@@ -164,6 +169,67 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, stop: Cancellatio
     }
     drop(listener);
     tasks.close();
+}
+
+/// The answer to a connection beyond `MAX_HTTP_CONNECTIONS`.
+const AT_CAPACITY: &str = concat!(
+    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 105\r\n\r\n",
+    r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Service Unavailable: too many connections"}}"#
+);
+
+/// A connection whose writes may not stall longer than `SERVER_HTTP_WRITE_STALL_TIMEOUT_MS` (a client
+/// that stops reading its response): past it the write fails and hyper drops the connection.
+struct WriteDeadline<S> {
+    inner: S,
+    stalled: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> WriteDeadline<S> {
+    fn new(inner: S) -> Self {
+        WriteDeadline { inner, stalled: None }
+    }
+
+    /// `Pending` from the socket arms the deadline; progress disarms it; the deadline passing is an error.
+    fn watch<T>(&mut self, cx: &mut std::task::Context<'_>, polled: std::task::Poll<std::io::Result<T>>) -> std::task::Poll<std::io::Result<T>> {
+        use std::task::Poll;
+        if polled.is_ready() {
+            self.stalled = None;
+            return polled;
+        }
+        let deadline = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(Duration::from_millis(crate::limits::SERVER_HTTP_WRITE_STALL_TIMEOUT_MS))));
+        match std::future::Future::poll(deadline.as_mut(), cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "the client stopped reading its response"))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for WriteDeadline<S> {
+    fn poll_read(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteDeadline<S> {
+    fn poll_write(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = std::pin::Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.watch(cx, polled)
+    }
+
+    fn poll_flush(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let polled = std::pin::Pin::new(&mut this.inner).poll_flush(cx);
+        this.watch(cx, polled)
+    }
+
+    fn poll_shutdown(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let polled = std::pin::Pin::new(&mut this.inner).poll_shutdown(cx);
+        this.watch(cx, polled)
+    }
 }
 
 type Reply = Response<Full<Bytes>>;
@@ -224,7 +290,13 @@ async fn post(state: &Arc<State>, request: Request<Incoming>) -> Reply {
         return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, TRANSPORT_ERROR, "Unsupported Media Type: the body must be application/json");
     }
     let (parts, body) = request.into_parts();
-    let body = match Limited::new(body, MAX_SERVER_MESSAGE_BYTES).collect().await {
+    let reading = tokio::time::timeout(Duration::from_millis(SERVER_HTTP_BODY_READ_TIMEOUT_MS), Limited::new(body, MAX_SERVER_MESSAGE_BYTES).collect());
+    let Ok(read) = reading.await else {
+        let mut response = refuse(StatusCode::REQUEST_TIMEOUT, TRANSPORT_ERROR, "Request Timeout: the request body did not arrive in time");
+        response.headers_mut().insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+        return response;
+    };
+    let body = match read {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
             return refuse(StatusCode::PAYLOAD_TOO_LARGE, INVALID_REQUEST, &format!("the request body is over the {MAX_SERVER_MESSAGE_BYTES} bytes this server reads"))
@@ -428,7 +500,7 @@ mod tests {
     /// Slowloris on the body: headers sent in time, then a body that never comes. No body read timeout,
     /// so 256 such connections hold every connection permit and the listener stops accepting for good.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn review_clients_that_never_send_their_body_cannot_hold_the_listener() {
+    async fn clients_that_never_send_their_body_cannot_hold_the_listener() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let (core, _) = super::super::testing::server(None);
         let listener = listen(core, HttpOptions::parse("{}").unwrap()).await.unwrap();
@@ -462,7 +534,7 @@ mod tests {
     /// mid-call (hyper 1.12 `mid_message_detect_eof`), so an unkeyed call's `execute` future is dropped (and
     /// its permit given back), while a JavaScript `execute` behind it runs on.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn review_evidence_a_hang_up_drops_the_handler() {
+    async fn a_hang_up_drops_the_handler_of_an_unkeyed_call() {
         use std::sync::atomic::Ordering;
         use tokio::io::AsyncWriteExt;
         let (core, host) = super::super::testing::server(None);

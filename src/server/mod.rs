@@ -33,7 +33,9 @@ use std::sync::Arc;
 pub const MAX_SERVER_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 /// Tool calls executing at once per server (in-process and every listener together); more wait.
 pub const MAX_CONCURRENT_SERVER_CALLS: usize = 64;
-/// HTTP connections open at once per listener; more wait in the kernel's accept queue.
+/// HTTP connections open at once per listener; one more is answered 503 and closed. A request body
+/// must arrive within `limits::SERVER_HTTP_BODY_READ_TIMEOUT_MS` and no response write may stall past
+/// `limits::SERVER_HTTP_WRITE_STALL_TIMEOUT_MS`, so idle clients cannot hold these for long.
 pub const MAX_HTTP_CONNECTIONS: usize = 256;
 /// 2025-era HTTP sessions held at once per listener; an `initialize` beyond it is refused with 503
 /// once no session has been idle for `HTTP_SESSION_IDLE_MS`.
