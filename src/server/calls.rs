@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 /// What a call may fail with before `execute` is reached (a JSON-RPC error on the wire, a typed error
 /// in process). Everything after is a result, `isError` or not.
@@ -27,6 +27,9 @@ use tokio::sync::{watch, Semaphore};
 pub enum Refusal {
     UnknownTool(String),
     BadArguments(String),
+    /// Every execution slot is taken and `MAX_QUEUED_KEYED_CALLS` keyed calls are already started or
+    /// waiting: the call is not started (retry later).
+    Busy,
     /// The engine failed (a journal that cannot be read or written, the host gone).
     Failed(McpError),
 }
@@ -36,10 +39,18 @@ impl From<Refusal> for McpError {
         match refusal {
             Refusal::UnknownTool(name) => McpError::ToolUnavailable(format!("no tool named {name:?} on this server")),
             Refusal::BadArguments(why) => McpError::InvalidArguments(why),
+            Refusal::Busy => McpError::Rpc { code: SERVER_BUSY, message: BUSY_MESSAGE.to_owned(), data: None },
             Refusal::Failed(e) => e,
         }
     }
 }
+
+/// The JSON-RPC error code of [`Refusal::Busy`] (the implementation-defined server-error range).
+pub const SERVER_BUSY: i64 = -32000;
+pub const BUSY_MESSAGE: &str = "Server busy: too many calls are running or waiting; retry later";
+/// Keyed calls (with a journal) started or waiting for an execution slot at once; one more is refused
+/// with [`Refusal::Busy`] instead of queuing its arguments without bound.
+pub const MAX_QUEUED_KEYED_CALLS: usize = 2 * MAX_CONCURRENT_SERVER_CALLS;
 
 /// The result every waiter of one keyed call receives: the `CallToolResult` JSON, or why there is none.
 type Shared = std::result::Result<Arc<str>, Arc<McpError>>;
@@ -59,6 +70,8 @@ pub struct Calls {
     owner: String,
     runs: AtomicU64,
     permits: Arc<Semaphore>,
+    /// Places for keyed calls' leader tasks (running or waiting for a permit): `MAX_QUEUED_KEYED_CALLS`.
+    queue: Arc<Semaphore>,
     /// Keyed calls executing now, by (key, tool): the channel their result is announced on.
     in_flight: Mutex<HashMap<(String, String), Announced>>,
 }
@@ -75,6 +88,7 @@ impl Calls {
             owner,
             runs: AtomicU64::new(0),
             permits: Arc::new(Semaphore::new(MAX_CONCURRENT_SERVER_CALLS)),
+            queue: Arc::new(Semaphore::new(MAX_QUEUED_KEYED_CALLS)),
             in_flight: Mutex::new(HashMap::new()),
         }
     }
@@ -125,14 +139,23 @@ impl McpServerCore {
                 match in_flight.get(&slot) {
                     Some(receiver) => receiver.clone(),
                     None => {
+                        // A place in the bounded queue first: the task keeps the arguments until it runs.
+                        let Ok(place) = self.calls.queue.clone().try_acquire_owned() else { return Err(Refusal::Busy) };
                         let (announce, receiver) = watch::channel(None);
                         in_flight.insert(slot.clone(), receiver.clone());
                         // The first: run it as a task of its own, so the side effect finishes whoever waits.
-                        let (core, journal, slot, arguments) = (self.clone(), journal.clone(), slot.clone(), arguments.clone());
+                        let leader = Leader { core: self.clone(), slot: slot.clone(), announce };
+                        let (journal, arguments) = (journal.clone(), arguments.clone());
                         tokio::spawn(async move {
-                            let outcome = core.execute_and_record(&journal, &slot, arguments).await;
-                            core.calls.in_flight.lock().remove(&slot);
-                            let _ = announce.send(Some(outcome.map(Arc::from).map_err(Arc::new)));
+                            let _place = place;
+                            let Ok(permit) = leader.core.calls.permits.clone().acquire_owned().await else {
+                                return leader.announce(Err(McpError::Closed));
+                            };
+                            if leader.abandoned() {
+                                return;
+                            }
+                            let outcome = leader.core.execute_and_record(&journal, &leader.slot, arguments, permit).await;
+                            leader.announce(outcome);
                         });
                         receiver
                     }
@@ -140,7 +163,7 @@ impl McpServerCore {
             };
             let outcome = match receiver.wait_for(Option::is_some).await {
                 Ok(outcome) => outcome.clone().expect("waited for Some"),
-                // The task died (a panic) before announcing anything: look again.
+                // The leader gave the call up because nobody waited for it any more: look again.
                 Err(_) => continue,
             };
             return match outcome {
@@ -152,7 +175,7 @@ impl McpServerCore {
 
     /// The leader of a keyed call in this process: takes the call in the journal (waiting while another
     /// process runs it), runs it under a renewed lease, and records its result.
-    async fn execute_and_record(&self, journal: &Arc<dyn McpJournal>, slot: &(String, String), arguments: Value) -> Result<String> {
+    async fn execute_and_record(&self, journal: &Arc<dyn McpJournal>, slot: &(String, String), arguments: Value, permit: OwnedSemaphorePermit) -> Result<String> {
         let (key, name) = slot;
         let owner = self.calls.next_owner();
         let mut wait = Duration::from_millis(CALL_POLL_MIN_MS);
@@ -166,7 +189,7 @@ impl McpServerCore {
                 }
             }
         }
-        let renewing = {
+        let _renewing = AbortOnDrop({
             let (journal, key, name, owner) = (journal.clone(), key.clone(), name.clone(), owner.clone());
             tokio::spawn(async move {
                 loop {
@@ -175,9 +198,10 @@ impl McpServerCore {
                     let _ = journal.renew_call(&key, &name, &owner, CALL_LEASE_MS).await;
                 }
             })
-        };
-        let outcome = self.execute(name, arguments, Some(key)).await;
-        renewing.abort();
+            .abort_handle()
+        });
+        let outcome = self.execute_holding(permit, name, arguments, Some(key)).await;
+        drop(_renewing);
         match outcome {
             Ok(result) if !is_error_result(&result) => Ok(journal.finish_call(key, name, &owner, Some(&result)).await?.unwrap_or(result)),
             Ok(result) => {
@@ -193,15 +217,78 @@ impl McpServerCore {
 
     /// Runs `execute` under the concurrency bound and shapes what it returned.
     async fn execute(&self, name: &str, arguments: Value, key: Option<&str>) -> Result<String> {
-        let _permit = self.calls.permits.clone().acquire_owned().await.map_err(|_| McpError::Closed)?;
+        let permit = self.calls.permits.clone().acquire_owned().await.map_err(|_| McpError::Closed)?;
+        self.execute_holding(permit, name, arguments, key).await
+    }
+
+    /// Runs `execute` in the slot `permit` holds. The slot is given back when the host's execution
+    /// settles, not when this caller stops waiting: a client that hangs up (hyper then drops this
+    /// future) does not free a slot while its JavaScript `execute` runs on.
+    async fn execute_holding(&self, permit: OwnedSemaphorePermit, name: &str, arguments: Value, key: Option<&str>) -> Result<String> {
         let request = serde_json::json!({ "arguments": arguments, "idempotencyKey": key }).to_string();
-        let execution = self.host.execute(name, request).await?;
+        let running = self.host.execute(name, request);
+        let execution = tokio::spawn(async move {
+            let _permit = permit;
+            running.await
+        })
+        .await
+        .map_err(|e| McpError::Internal(format!("the execute of {name:?} failed in the engine ({})", if e.is_panic() { "a panic" } else { "cancelled" })))??;
         let output_schema = self.tools.get(name).and_then(|t| t.spec.output_schema.as_ref()).is_some();
         Ok(match execution {
             Execution::Value(json) => value_result(&json, output_schema),
             Execution::Failed(message) => error_result(&message),
             Execution::Invalid(why) => error_result(&format!("Invalid arguments for tool {name}: {why}")),
         })
+    }
+}
+
+/// The task leading one keyed call in this process. However it ends — announced, given up, or a panic
+/// — its `in_flight` entry goes; waiters are told, never left on a channel nobody will write.
+struct Leader {
+    core: Arc<McpServerCore>,
+    slot: (String, String),
+    announce: watch::Sender<Option<Shared>>,
+}
+
+impl Leader {
+    fn announce(self, outcome: Result<String>) {
+        self.core.calls.in_flight.lock().remove(&self.slot);
+        let _ = self.announce.send(Some(outcome.map(Arc::from).map_err(Arc::new)));
+    }
+
+    /// Nobody waits for the call any more (their clients left before it started): it is dropped
+    /// unrun. Checked under the `in_flight` lock, under which a new waiter would subscribe.
+    fn abandoned(&self) -> bool {
+        let mut in_flight = self.core.calls.in_flight.lock();
+        // The map's own receiver is the one left.
+        let abandoned = self.announce.receiver_count() <= 1;
+        if abandoned {
+            in_flight.remove(&self.slot);
+        }
+        abandoned
+    }
+}
+
+impl Drop for Leader {
+    fn drop(&mut self) {
+        if self.announce.borrow().is_none() {
+            let mut in_flight = self.core.calls.in_flight.lock();
+            if in_flight.get(&self.slot).is_some_and(|receiver| receiver.same_channel(&self.announce.subscribe())) {
+                in_flight.remove(&self.slot);
+            }
+            drop(in_flight);
+            let failed = McpError::Internal("the call ended in the engine without a result".to_owned());
+            let _ = self.announce.send(Some(Err(Arc::new(failed))));
+        }
+    }
+}
+
+/// Aborts a task (the lease renewal) when dropped, however the call's run ends.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -335,7 +422,7 @@ mod tests {
     /// Clients that send a keyed call and hang up while every permit is busy: each call's leader is a
     /// detached task that keeps its arguments and waits for a permit, with nothing bounding how many.
     #[tokio::test]
-    async fn review_keyed_calls_abandoned_behind_the_bound_do_not_pile_up() {
+    async fn keyed_calls_abandoned_behind_the_bound_do_not_pile_up() {
         let (core, _) = testing::server(journal());
         let mut busy = Vec::new();
         for i in 0..MAX_CONCURRENT_SERVER_CALLS {
@@ -366,7 +453,7 @@ mod tests {
     /// The leader task's panic is anticipated (`Err(_) => continue`), but its `in_flight` entry is never
     /// removed: every waiter loops on a closed channel for ever (and the lease renewer is never aborted).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn review_a_keyed_call_whose_execute_panics_fails_instead_of_spinning() {
+    async fn a_keyed_call_whose_execute_panics_fails_instead_of_spinning() {
         let (core, _) = testing::server(journal());
         let called = tokio::time::timeout(Duration::from_secs(3), core.call("echo", Some(serde_json::json!({ "panic": true })), Some("k-panic"))).await;
         assert!(matches!(called, Ok(Err(Refusal::Failed(_)))), "the call did not end within 3 s: {:?}", called.map(|r| r.map_err(|e| format!("{e:?}"))));
@@ -377,7 +464,7 @@ mod tests {
     /// (hyper drops the request future on EOF) gives its permit back at once, but a JavaScript `execute`
     /// cannot be cancelled and keeps running: hang-ups run any number of executions at once.
     #[tokio::test]
-    async fn review_hang_ups_do_not_lift_the_concurrency_bound() {
+    async fn hang_ups_do_not_lift_the_concurrency_bound() {
         use crate::store::BoxFuture;
         use std::sync::atomic::AtomicUsize;
         struct Detached {
