@@ -212,6 +212,40 @@ test('arguments are validated with the Standard Schema before execute, which get
   assert.deepEqual(seen, [{ item: 'tea', quantity: 1 }], 'the default came from the schema');
 });
 
+test('an execute past callTimeoutMs has its signal aborted and its call fails with mcp_timeout; close() aborts what runs', async () => {
+  const signals = [];
+  const server = createMcpServer({
+    callTimeoutMs: 100,
+    journal: createMemoryMcpJournal(),
+    tools: {
+      wait: {
+        execute: (_args, { signal }) => {
+          signals.push(signal);
+          // Settles only when aborted, as a fetch given the signal would.
+          return new Promise((_resolve, reject) => signal.addEventListener('abort', () => reject(signal.reason)));
+        },
+      },
+      hang: {
+        // Ignores its signal: the call fails at the timeout all the same.
+        execute: (_args, { signal }) => {
+          signals.push(signal);
+          return new Promise(() => {});
+        },
+      },
+    },
+  });
+  for (const name of ['wait', 'hang']) {
+    await assert.rejects(server.callTool({ name, idempotencyKey: `k-${name}` }), (e) => e.code === 'mcp_timeout');
+  }
+  assert.deepEqual(signals.map((s) => [s.aborted, s.reason?.code]), [[true, 'mcp_timeout'], [true, 'mcp_timeout']]);
+  const long = createMcpServer({ tools: { wait: { execute: (_args, { signal }) => new Promise((resolve) => signal.addEventListener('abort', () => resolve(`aborted: ${signal.reason.code}`))) } } });
+  const called = long.callTool({ name: 'wait' });
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  await long.close();
+  assert.equal(textOf(await called), 'aborted: mcp_connection_closed');
+  assert.throws(() => createMcpServer({ callTimeoutMs: 0, tools: {} }), (e) => e.code === 'mcp_config_invalid');
+});
+
 test("a plain JSON Schema is checked by the engine's validator before execute; one it cannot compile is not checked", async () => {
   const ran = [];
   const server = createMcpServer({

@@ -29,6 +29,13 @@ export interface McpServerToolContext {
   toolName: string;
   /** `params._meta.idempotencyKey` of the request (or `callTool`'s), when it carried one. */
   idempotencyKey?: string;
+  /**
+   * Aborted when the call runs past `callTimeoutMs` (the call then fails with `mcp_timeout` whatever
+   * `execute` does later) or the server is closed. Pass it on to the work `execute` does (fetch, a
+   * database driver): an `execute` that ignores it runs on after its call has failed, and a retry of a
+   * keyed call may then run it a second time.
+   */
+  signal: AbortSignal;
 }
 
 /**
@@ -57,6 +64,9 @@ export interface McpServerOptions {
   name?: string;
   version?: string;
   instructions?: string;
+  /** How long one `execute` may run before its signal is aborted and the call fails with `mcp_timeout`, in ms
+   * (default 60 000, at most 3 600 000). */
+  callTimeoutMs?: number;
 }
 
 export interface McpServerHttpOptions {
@@ -95,11 +105,13 @@ export interface McpServerHandle {
   /** One call in process, through the same checks and journal as a call over the wire. */
   callTool(request: { name: string; arguments?: unknown; idempotencyKey?: string }): Promise<McpServerCallResult>;
   listen(options: McpServerListenOptions): Promise<McpServerListening>;
-  /** Stops every listener. In-process `callTool` keeps working. */
+  /** Stops every listener and aborts the signal of every `execute` running. In-process `callTool` keeps working. */
   close(): Promise<void>;
 }
 
 const HELD_JOURNAL = Symbol('mcpferry.serverJournal');
+/** `callTimeoutMs` when not given (the engine's `DEFAULT_SERVER_CALL_TIMEOUT_MS`). */
+const DEFAULT_CALL_TIMEOUT_MS = 60_000;
 
 type Check = (value: unknown) => Promise<{ value: unknown } | { invalid: string }>;
 
@@ -210,8 +222,12 @@ export function createMcpServer(options: McpServerOptions): McpServerHandle {
     name: options.name,
     version: options.version,
     instructions: options.instructions,
+    callTimeoutMs: options.callTimeoutMs,
     tools: [...prepared.values()].map((p) => p.declaration),
   });
+  // The engine checks the bound; the same value (or its default) times each execute out here.
+  const callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+  const running = new Set<AbortController>();
   // The engine's only way into the tools: every outcome is a reply, never a rejection.
   const execute = async (toolName: string, requestJson: string): Promise<string> => {
     try {
@@ -224,9 +240,31 @@ export function createMcpServer(options: McpServerOptions): McpServerHandle {
         if ('invalid' in checked) return JSON.stringify({ invalid: checked.invalid });
         args = checked.value;
       }
-      const context: McpServerToolContext = { toolName, ...(request.idempotencyKey != null && { idempotencyKey: request.idempotencyKey }) };
-      const value = await tool.execute(args, context);
-      return JSON.stringify({ value: value === undefined ? null : value });
+      const controller = new AbortController();
+      running.add(controller);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const timedOut = new Promise<string>((resolve) => {
+        timer = setTimeout(() => {
+          controller.abort(createMcpError('mcp_timeout', `the call to ${toolName} ran past callTimeoutMs (${callTimeoutMs} ms)`));
+          resolve(JSON.stringify({ timeout: true }));
+        }, callTimeoutMs);
+      });
+      const context: McpServerToolContext = {
+        toolName,
+        ...(request.idempotencyKey != null && { idempotencyKey: request.idempotencyKey }),
+        signal: controller.signal,
+      };
+      const executed = (async () => {
+        const value = await tool.execute(args, context);
+        return JSON.stringify({ value: value === undefined ? null : value });
+      })();
+      try {
+        return await Promise.race([executed, timedOut]);
+      } finally {
+        clearTimeout(timer);
+        running.delete(controller);
+        executed.catch(() => {});
+      }
     } catch (error) {
       return JSON.stringify({ error: messageOf(error) });
     }
@@ -285,6 +323,7 @@ export function createMcpServer(options: McpServerOptions): McpServerHandle {
       const resolvers = closeAll;
       closeAll = [];
       await typedEngine(native.close());
+      for (const controller of running) controller.abort(createMcpError('mcp_connection_closed', 'the server was closed'));
       for (const resolve of resolvers) resolve();
     },
   };

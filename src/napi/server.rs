@@ -30,6 +30,8 @@ enum Reply {
     Value(Box<RawValue>),
     Error(String),
     Invalid(String),
+    /// `execute` did not settle within `callTimeoutMs` (its signal was aborted).
+    Timeout(serde::de::IgnoredAny),
 }
 
 impl ToolHost for JsHost {
@@ -49,6 +51,7 @@ impl ToolHost for JsHost {
                 Ok(Reply::Value(value)) => Ok(Execution::Value(value.get().to_owned())),
                 Ok(Reply::Error(message)) => Ok(Execution::Failed(message)),
                 Ok(Reply::Invalid(why)) => Ok(Execution::Invalid(why)),
+                Ok(Reply::Timeout(_)) => Ok(Execution::TimedOut),
                 Err(e) => Err(McpError::Internal(format!("the execute of {tool:?} replied with malformed data: {e}"))),
             }
         })

@@ -168,7 +168,7 @@ impl McpServerCore {
             };
             return match outcome {
                 Ok(result) => Ok(result.to_string()),
-                Err(e) => Err(Refusal::Failed(clone_error(&e))),
+                Err(e) => Err(Refusal::Failed((*e).clone())),
             };
         }
     }
@@ -227,9 +227,13 @@ impl McpServerCore {
     async fn execute_holding(&self, permit: OwnedSemaphorePermit, name: &str, arguments: Value, key: Option<&str>) -> Result<String> {
         let request = serde_json::json!({ "arguments": arguments, "idempotencyKey": key }).to_string();
         let running = self.host.execute(name, request);
+        // The host aborts `execute` at the timeout and answers `TimedOut`; past the margin the engine
+        // stops waiting for it, so neither the slot nor a journal lease outlives timeout + margin.
+        let timeout_ms = self.call_timeout_ms;
+        let bound = Duration::from_millis(timeout_ms.saturating_add(crate::limits::SERVER_CALL_TIMEOUT_MARGIN_MS));
         let execution = tokio::spawn(async move {
             let _permit = permit;
-            running.await
+            tokio::time::timeout(bound, running).await.unwrap_or(Ok(Execution::TimedOut))
         })
         .await
         .map_err(|e| McpError::Internal(format!("the execute of {name:?} failed in the engine ({})", if e.is_panic() { "a panic" } else { "cancelled" })))??;
@@ -238,6 +242,7 @@ impl McpServerCore {
             Execution::Value(json) => value_result(&json, output_schema),
             Execution::Failed(message) => error_result(&message),
             Execution::Invalid(why) => error_result(&format!("Invalid arguments for tool {name}: {why}")),
+            Execution::TimedOut => return Err(McpError::Timeout { after_ms: timeout_ms }),
         })
     }
 }
@@ -289,15 +294,6 @@ struct AbortOnDrop(tokio::task::AbortHandle);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-/// An error crosses to every waiter; `McpError` is not `Clone`, so its code and text are rebuilt.
-fn clone_error(error: &McpError) -> McpError {
-    match error {
-        McpError::Storage(m) => McpError::Storage(m.clone()),
-        McpError::Closed => McpError::Closed,
-        other => McpError::Internal(other.to_string()),
     }
 }
 
@@ -539,6 +535,21 @@ mod tests {
         let shaped = value_result(&deep, false);
         assert_ne!(shaped, r#"{"content":[{"text":"","type":"text"}]}"#, "the tool's value was dropped");
         assert_ne!(shaped, r#"{"content":[{"type":"text","text":""}]}"#, "the tool's value was dropped");
+    }
+
+    /// An execute that never settles fails the call with `mcp_timeout` after `callTimeoutMs` (plus the
+    /// margin the host gets to answer), and gives its slot back.
+    #[tokio::test]
+    async fn an_execute_that_never_settles_times_out_and_frees_its_slot() {
+        let host = Arc::new(testing::Host { executions: Default::default() });
+        let spec = serde_json::json!({ "tools": [{ "name": "slow" }], "callTimeoutMs": 20 }).to_string();
+        let core = McpServerCore::new(&spec, Arc::new(host), Some(Arc::new(MemoryJournal::new())), &|_| None).unwrap();
+        let called = core.call("slow", Some(serde_json::json!({ "ms": 3_600_000 })), Some("k-timeout")).await;
+        assert!(matches!(called, Err(Refusal::Failed(McpError::Timeout { after_ms: 20 }))), "{called:?}");
+        assert_eq!(core.calls.permits.available_permits(), MAX_CONCURRENT_SERVER_CALLS, "the slot is given back");
+        assert!(core.calls.in_flight.lock().is_empty());
+        let refused = McpServerCore::new(&serde_json::json!({ "tools": [], "callTimeoutMs": 0 }).to_string(), Arc::new(testing::server(None).1), None, &|_| None);
+        assert_eq!(refused.err().map(|e| e.code()), Some("mcp_config_invalid"));
     }
 
     #[test]

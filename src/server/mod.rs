@@ -60,6 +60,8 @@ pub enum Execution {
     Failed(String),
     /// The host's own schema (Standard Schema) refused the arguments before `execute` ran.
     Invalid(String),
+    /// `execute` did not settle within the call timeout (the host aborted its signal).
+    TimedOut,
 }
 
 /// The host side of the server: runs a tool's `execute`. `request` is
@@ -96,6 +98,9 @@ pub struct ServerSpec {
     #[serde(default)]
     pub instructions: Option<String>,
     pub tools: Vec<ToolSpec>,
+    /// How long one `execute` may run, in ms (`limits::DEFAULT_SERVER_CALL_TIMEOUT_MS` when absent).
+    #[serde(default)]
+    pub call_timeout_ms: Option<u64>,
 }
 
 fn default_name() -> String {
@@ -122,6 +127,8 @@ pub struct McpServerCore {
     pub(crate) listing: String,
     pub(crate) host: Arc<dyn ToolHost>,
     pub(crate) calls: calls::Calls,
+    /// How long one `execute` may run, in ms.
+    pub(crate) call_timeout_ms: u64,
 }
 
 impl McpServerCore {
@@ -136,6 +143,13 @@ impl McpServerCore {
         let spec: ServerSpec = serde_json::from_str(spec_json).map_err(|e| McpError::config(format!("createMcpServer: {e}")))?;
         if spec.tools.len() > MAX_SERVER_TOOLS {
             return Err(McpError::config(format!("createMcpServer: {} tools, over the {MAX_SERVER_TOOLS} one server may publish", spec.tools.len())));
+        }
+        let call_timeout_ms = spec.call_timeout_ms.unwrap_or(crate::limits::DEFAULT_SERVER_CALL_TIMEOUT_MS);
+        if !(1..=crate::limits::MAX_SERVER_CALL_TIMEOUT_MS).contains(&call_timeout_ms) {
+            return Err(McpError::config(format!(
+                "createMcpServer: callTimeoutMs must be 1 to {} ms",
+                crate::limits::MAX_SERVER_CALL_TIMEOUT_MS
+            )));
         }
         let mut tools = HashMap::with_capacity(spec.tools.len());
         let mut listed = Vec::with_capacity(spec.tools.len());
@@ -162,6 +176,7 @@ impl McpServerCore {
             listing: Value::Array(listed).to_string(),
             host,
             calls: calls::Calls::new(journal),
+            call_timeout_ms,
         }))
     }
 
