@@ -12,7 +12,7 @@
 
 use super::{Execution, McpServerCore, MAX_CONCURRENT_SERVER_CALLS, MAX_TOOL_ERROR_MESSAGE_BYTES};
 use crate::error::{McpError, Result};
-use crate::store::journal::{CallSlot, McpJournal};
+use crate::store::journal::{call_fingerprint, CallSlot, McpJournal};
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -30,6 +30,9 @@ pub enum Refusal {
     /// Every execution slot is taken and `MAX_QUEUED_KEYED_CALLS` keyed calls are already started or
     /// waiting: the call is not started (retry later).
     Busy,
+    /// The idempotency key was used before with other arguments: the call is not run, and the first
+    /// call's result is not given to it.
+    KeyReused,
     /// The engine failed (a journal that cannot be read or written, the host gone).
     Failed(McpError),
 }
@@ -39,6 +42,7 @@ impl From<Refusal> for McpError {
         match refusal {
             Refusal::UnknownTool(name) => McpError::ToolUnavailable(format!("no tool named {name:?} on this server")),
             Refusal::BadArguments(why) => McpError::InvalidArguments(why),
+            Refusal::KeyReused => McpError::InvalidArguments(KEY_REUSED_MESSAGE.to_owned()),
             Refusal::Busy => McpError::Rpc { code: SERVER_BUSY, message: BUSY_MESSAGE.to_owned(), data: None },
             Refusal::Failed(e) => e,
         }
@@ -48,12 +52,20 @@ impl From<Refusal> for McpError {
 /// The JSON-RPC error code of [`Refusal::Busy`] (the implementation-defined server-error range).
 pub const SERVER_BUSY: i64 = -32000;
 pub const BUSY_MESSAGE: &str = "Server busy: too many calls are running or waiting; retry later";
+/// [`Refusal::KeyReused`]'s text (JSON-RPC invalid params on the wire; `mcp_invalid_arguments` in process).
+pub const KEY_REUSED_MESSAGE: &str = "Idempotency key reused: it was first used with other arguments (or another tool), so this call is refused; use a new key for a new call";
 /// Keyed calls (with a journal) started or waiting for an execution slot at once; one more is refused
 /// with [`Refusal::Busy`] instead of queuing its arguments without bound.
 pub const MAX_QUEUED_KEYED_CALLS: usize = 2 * MAX_CONCURRENT_SERVER_CALLS;
 
+/// A keyed call whose key was recorded (or is running) with other arguments.
+#[derive(Debug, Clone, Copy)]
+struct KeyReused;
+
+/// What the leader of a keyed call found: the `CallToolResult` JSON, or a key used with other arguments.
+type Led = std::result::Result<String, KeyReused>;
 /// The result every waiter of one keyed call receives: the `CallToolResult` JSON, or why there is none.
-type Shared = std::result::Result<Arc<str>, Arc<McpError>>;
+type Shared = std::result::Result<std::result::Result<Arc<str>, KeyReused>, Arc<McpError>>;
 /// Where one keyed call's result is announced: `None` until it is known.
 type Announced = watch::Receiver<Option<Shared>>;
 
@@ -72,8 +84,9 @@ pub struct Calls {
     permits: Arc<Semaphore>,
     /// Places for keyed calls' leader tasks (running or waiting for a permit): `MAX_QUEUED_KEYED_CALLS`.
     queue: Arc<Semaphore>,
-    /// Keyed calls executing now, by (key, tool): the channel their result is announced on.
-    in_flight: Mutex<HashMap<(String, String), Announced>>,
+    /// Keyed calls executing now, by (key, tool): their arguments' fingerprint and the channel their
+    /// result is announced on.
+    in_flight: Mutex<HashMap<(String, String), (String, Announced)>>,
 }
 
 impl Calls {
@@ -130,22 +143,24 @@ impl McpServerCore {
 
     async fn call_once(self: &Arc<Self>, journal: Arc<dyn McpJournal>, name: &str, arguments: Value, key: &str) -> std::result::Result<String, Refusal> {
         let slot = (key.to_owned(), name.to_owned());
+        let fingerprint = call_fingerprint(name, &arguments);
         loop {
             if let Some(recorded) = journal.call_result(key, name).await.map_err(Refusal::Failed)? {
-                return Ok(recorded);
+                return if recorded.matches(&fingerprint) { Ok(recorded.result) } else { Err(Refusal::KeyReused) };
             }
             let mut receiver = {
                 let mut in_flight = self.calls.in_flight.lock();
                 match in_flight.get(&slot) {
-                    Some(receiver) => receiver.clone(),
+                    Some((running, _)) if *running != fingerprint => return Err(Refusal::KeyReused),
+                    Some((_, receiver)) => receiver.clone(),
                     None => {
                         // A place in the bounded queue first: the task keeps the arguments until it runs.
                         let Ok(place) = self.calls.queue.clone().try_acquire_owned() else { return Err(Refusal::Busy) };
                         let (announce, receiver) = watch::channel(None);
-                        in_flight.insert(slot.clone(), receiver.clone());
+                        in_flight.insert(slot.clone(), (fingerprint.clone(), receiver.clone()));
                         // The first: run it as a task of its own, so the side effect finishes whoever waits.
                         let leader = Leader { core: self.clone(), slot: slot.clone(), announce };
-                        let (journal, arguments) = (journal.clone(), arguments.clone());
+                        let (journal, arguments, fingerprint) = (journal.clone(), arguments.clone(), fingerprint.clone());
                         tokio::spawn(async move {
                             let _place = place;
                             let Ok(permit) = leader.core.calls.permits.clone().acquire_owned().await else {
@@ -154,7 +169,7 @@ impl McpServerCore {
                             if leader.abandoned() {
                                 return;
                             }
-                            let outcome = leader.core.execute_and_record(&journal, &leader.slot, arguments, permit).await;
+                            let outcome = leader.core.execute_and_record(&journal, &leader.slot, &fingerprint, arguments, permit).await;
                             leader.announce(outcome);
                         });
                         receiver
@@ -167,7 +182,8 @@ impl McpServerCore {
                 Err(_) => continue,
             };
             return match outcome {
-                Ok(result) => Ok(result.to_string()),
+                Ok(Ok(result)) => Ok(result.to_string()),
+                Ok(Err(KeyReused)) => Err(Refusal::KeyReused),
                 Err(e) => Err(Refusal::Failed((*e).clone())),
             };
         }
@@ -175,13 +191,13 @@ impl McpServerCore {
 
     /// The leader of a keyed call in this process: takes the call in the journal (waiting while another
     /// process runs it), runs it under a renewed lease, and records its result.
-    async fn execute_and_record(&self, journal: &Arc<dyn McpJournal>, slot: &(String, String), arguments: Value, permit: OwnedSemaphorePermit) -> Result<String> {
+    async fn execute_and_record(&self, journal: &Arc<dyn McpJournal>, slot: &(String, String), fingerprint: &str, arguments: Value, permit: OwnedSemaphorePermit) -> Result<Led> {
         let (key, name) = slot;
         let owner = self.calls.next_owner();
         let mut wait = Duration::from_millis(CALL_POLL_MIN_MS);
         loop {
-            match journal.take_call(key, name, &owner, CALL_LEASE_MS).await? {
-                CallSlot::Done(recorded) => return Ok(recorded),
+            match journal.take_call(key, name, fingerprint, &owner, CALL_LEASE_MS).await? {
+                CallSlot::Done(recorded) => return Ok(if recorded.matches(fingerprint) { Ok(recorded.result) } else { Err(KeyReused) }),
                 CallSlot::Taken => break,
                 CallSlot::Running => {
                     tokio::time::sleep(wait).await;
@@ -203,13 +219,21 @@ impl McpServerCore {
         let outcome = self.execute_holding(permit, name, arguments, Some(key)).await;
         drop(_renewing);
         match outcome {
-            Ok(result) if !is_error_result(&result) => Ok(journal.finish_call(key, name, &owner, Some(&result)).await?.unwrap_or(result)),
+            Ok(result) if !is_error_result(&result) => {
+                // Another owner's record (had the lease lapsed) with other arguments is not this call's.
+                let recorded = journal.finish_call(key, name, fingerprint, &owner, Some(&result)).await?;
+                Ok(match recorded {
+                    Some(recorded) if !recorded.matches(fingerprint) => Err(KeyReused),
+                    Some(recorded) => Ok(recorded.result),
+                    None => Ok(result),
+                })
+            }
             Ok(result) => {
-                journal.finish_call(key, name, &owner, None).await?;
-                Ok(result)
+                journal.finish_call(key, name, fingerprint, &owner, None).await?;
+                Ok(Ok(result))
             }
             Err(e) => {
-                let _ = journal.finish_call(key, name, &owner, None).await;
+                let _ = journal.finish_call(key, name, fingerprint, &owner, None).await;
                 Err(e)
             }
         }
@@ -256,9 +280,9 @@ struct Leader {
 }
 
 impl Leader {
-    fn announce(self, outcome: Result<String>) {
+    fn announce(self, outcome: Result<Led>) {
         self.core.calls.in_flight.lock().remove(&self.slot);
-        let _ = self.announce.send(Some(outcome.map(Arc::from).map_err(Arc::new)));
+        let _ = self.announce.send(Some(outcome.map(|led| led.map(Arc::from)).map_err(Arc::new)));
     }
 
     /// Nobody waits for the call any more (their clients left before it started): it is dropped
@@ -278,7 +302,7 @@ impl Drop for Leader {
     fn drop(&mut self) {
         if self.announce.borrow().is_none() {
             let mut in_flight = self.core.calls.in_flight.lock();
-            if in_flight.get(&self.slot).is_some_and(|receiver| receiver.same_channel(&self.announce.subscribe())) {
+            if in_flight.get(&self.slot).is_some_and(|(_, receiver)| receiver.same_channel(&self.announce.subscribe())) {
                 in_flight.remove(&self.slot);
             }
             drop(in_flight);
@@ -437,13 +461,23 @@ mod tests {
     /// A key reused with other arguments is answered with the first call's result: a client (or a second
     /// client that knows or guesses the key) asking to charge 1 gets the receipt of the 5000 charge.
     #[tokio::test]
-    async fn review_a_key_reused_with_other_arguments_is_not_answered_with_the_first_result() {
+    async fn a_key_reused_with_other_arguments_is_not_answered_with_the_first_result() {
         let (core, _) = testing::server(journal());
         let first = core.call("echo", Some(serde_json::json!({ "amount": 5000 })), Some("order-9:call-1")).await.unwrap();
         let second = core.call("echo", Some(serde_json::json!({ "amount": 1 })), Some("order-9:call-1")).await;
-        if let Ok(second) = second {
-            assert_ne!(second, first, "the second call (amount 1) was answered with the first call's result");
+        if let Ok(second) = &second {
+            assert_ne!(second, &first, "the second call (amount 1) was answered with the first call's result");
         }
+        assert!(matches!(second, Err(Refusal::KeyReused)), "{second:?}");
+        // The same arguments (in another key order) still get the recorded result.
+        let again = core.call("echo", Some(serde_json::from_str(r#"{"amount":5000}"#).unwrap()), Some("order-9:call-1")).await.unwrap();
+        assert_eq!(again, first);
+        // While the first call runs, a second with other arguments is refused too, not made to wait for it.
+        let (a, b) = tokio::join!(
+            core.call("slow", Some(serde_json::json!({ "ms": 100 })), Some("order-9:call-2")),
+            core.call("slow", Some(serde_json::json!({ "ms": 1 })), Some("order-9:call-2"))
+        );
+        assert!(a.is_ok() && matches!(b, Err(Refusal::KeyReused)), "{b:?}");
     }
 
     /// The leader task's panic is anticipated (`Err(_) => continue`), but its `in_flight` entry is never
@@ -502,6 +536,7 @@ mod tests {
     /// Takes ~33 s.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn review_a_live_owner_whose_renewals_fail_is_not_taken_over() {
+        use crate::store::journal::RecordedCall;
         use crate::store::BoxFuture;
         struct NoRenewal(MemoryJournal);
         impl McpJournal for NoRenewal {
@@ -510,12 +545,12 @@ mod tests {
             fn reserve(&self, run_id: &str, counter: &str, limit: u64) -> BoxFuture<'_, Result<Option<u64>>> { self.0.reserve(run_id, counter, limit) }
             fn release(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<()>> { self.0.release(run_id, counter) }
             fn count(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<u64>> { self.0.count(run_id, counter) }
-            fn call_result(&self, key: &str, tool: &str) -> BoxFuture<'_, Result<Option<String>>> { self.0.call_result(key, tool) }
-            fn take_call(&self, key: &str, tool: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<CallSlot>> { self.0.take_call(key, tool, owner, lease_ms) }
+            fn call_result(&self, key: &str, tool: &str) -> BoxFuture<'_, Result<Option<RecordedCall>>> { self.0.call_result(key, tool) }
+            fn take_call(&self, key: &str, tool: &str, fingerprint: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<CallSlot>> { self.0.take_call(key, tool, fingerprint, owner, lease_ms) }
             fn renew_call(&self, _: &str, _: &str, _: &str, _: u64) -> BoxFuture<'_, Result<()>> {
                 Box::pin(async { Err(McpError::Storage("store: SQLite: database is locked".into())) })
             }
-            fn finish_call(&self, key: &str, tool: &str, owner: &str, result: Option<&str>) -> BoxFuture<'_, Result<Option<String>>> { self.0.finish_call(key, tool, owner, result) }
+            fn finish_call(&self, key: &str, tool: &str, fingerprint: &str, owner: &str, result: Option<&str>) -> BoxFuture<'_, Result<Option<RecordedCall>>> { self.0.finish_call(key, tool, fingerprint, owner, result) }
         }
         let shared: Arc<dyn McpJournal> = Arc::new(NoRenewal(MemoryJournal::new()));
         let (a, host_a) = testing::server(Some(shared.clone()));

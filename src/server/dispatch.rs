@@ -163,6 +163,7 @@ async fn call(core: &Arc<McpServerCore>, params: Option<&RawValue>) -> Result<St
     core.call(&params.name, params.arguments, key.as_deref()).await.map_err(|refusal| match refusal {
         Refusal::UnknownTool(name) => RpcError::new(INVALID_PARAMS, format!("Unknown tool: {name}")),
         Refusal::BadArguments(why) => RpcError::new(INVALID_PARAMS, why),
+        Refusal::KeyReused => RpcError::new(INVALID_PARAMS, super::calls::KEY_REUSED_MESSAGE),
         Refusal::Busy => RpcError::new(super::calls::SERVER_BUSY, super::calls::BUSY_MESSAGE),
         Refusal::Failed(e) => RpcError::new(INTERNAL_ERROR, format!("the server could not complete the call ({}): {e}", e.code())),
     })
