@@ -12,7 +12,7 @@
 
 use super::{Execution, McpServerCore, MAX_CONCURRENT_SERVER_CALLS, MAX_TOOL_ERROR_MESSAGE_BYTES};
 use crate::error::{McpError, Result};
-use crate::store::journal::{call_fingerprint, CallSlot, McpJournal};
+use crate::store::journal::{call_fingerprint, CallSlot, McpJournal, RecordedCall};
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -70,8 +70,16 @@ type Shared = std::result::Result<std::result::Result<Arc<str>, KeyReused>, Arc<
 type Announced = watch::Receiver<Option<Shared>>;
 
 /// How long a keyed call is held in the journal by its running owner without renewal, in ms: another
-/// process takes it over only after that (its owner died). Renewed every third of it while `execute` runs.
-pub const CALL_LEASE_MS: u64 = 30_000;
+/// process takes it over only after that. Renewed every third of it while `execute` runs; a renewal
+/// that fails or finds the call no longer its own stops the owner's run (its outcome is then unknown,
+/// and it is not recorded). Shorter in unit tests, which wait for a lease to lapse.
+pub const CALL_LEASE_MS: u64 = if cfg!(test) { 1_500 } else { 30_000 };
+/// Attempts at recording a finished call's result before it is kept in memory (answering repeats in
+/// this process) and recorded in the background, and the wait between attempts, in ms.
+const FINISH_ATTEMPTS: u32 = 3;
+const FINISH_RETRY_MS: u64 = 200;
+/// How often a result kept in memory is offered to the journal again, in ms.
+const FINISH_BACKGROUND_RETRY_MS: u64 = 5_000;
 /// How often a call another process is running is looked at again, in ms: from the first to the last, doubling.
 const CALL_POLL_MIN_MS: u64 = 20;
 const CALL_POLL_MAX_MS: u64 = 1_000;
@@ -87,6 +95,9 @@ pub struct Calls {
     /// Keyed calls executing now, by (key, tool): their arguments' fingerprint and the channel their
     /// result is announced on.
     in_flight: Mutex<HashMap<(String, String), (String, Announced)>>,
+    /// Results of calls that ran here but could not be recorded yet, by (key, tool): fingerprint and
+    /// result, answered to repeats until the journal takes them.
+    unrecorded: Arc<Mutex<HashMap<(String, String), (String, String)>>>,
 }
 
 impl Calls {
@@ -103,6 +114,7 @@ impl Calls {
             permits: Arc::new(Semaphore::new(MAX_CONCURRENT_SERVER_CALLS)),
             queue: Arc::new(Semaphore::new(MAX_QUEUED_KEYED_CALLS)),
             in_flight: Mutex::new(HashMap::new()),
+            unrecorded: Arc::default(),
         }
     }
 
@@ -145,6 +157,9 @@ impl McpServerCore {
         let slot = (key.to_owned(), name.to_owned());
         let fingerprint = call_fingerprint(name, &arguments);
         loop {
+            if let Some((recorded, result)) = self.calls.unrecorded.lock().get(&slot).cloned() {
+                return if recorded == fingerprint { Ok(result) } else { Err(Refusal::KeyReused) };
+            }
             if let Some(recorded) = journal.call_result(key, name).await.map_err(Refusal::Failed)? {
                 return if recorded.matches(&fingerprint) { Ok(recorded.result) } else { Err(Refusal::KeyReused) };
             }
@@ -205,23 +220,34 @@ impl McpServerCore {
                 }
             }
         }
+        let (lost, lease_lost) = tokio::sync::oneshot::channel::<String>();
         let _renewing = AbortOnDrop({
             let (journal, key, name, owner) = (journal.clone(), key.clone(), name.clone(), owner.clone());
             tokio::spawn(async move {
                 loop {
                     tokio::time::sleep(Duration::from_millis(CALL_LEASE_MS / 3)).await;
-                    // A failed renewal is retried at the next tick; the lease outlives two of them.
-                    let _ = journal.renew_call(&key, &name, &owner, CALL_LEASE_MS).await;
+                    // Not knowing the lease is still ours is losing it: another process may take the call
+                    // over once it lapses, so this one must not go on as if it were the only one.
+                    let why = match journal.renew_call(&key, &name, &owner, CALL_LEASE_MS).await {
+                        Ok(true) => continue,
+                        Ok(false) => "another process took the call over".to_owned(),
+                        Err(e) => format!("renewing it failed: {e}"),
+                    };
+                    let _ = lost.send(why);
+                    return;
                 }
             })
             .abort_handle()
         });
-        let outcome = self.execute_holding(permit, name, arguments, Some(key)).await;
+        let outcome = self.execute_holding(permit, name, arguments, Some(key), Some(lease_lost)).await;
         drop(_renewing);
         match outcome {
             Ok(result) if !is_error_result(&result) => {
                 // Another owner's record (had the lease lapsed) with other arguments is not this call's.
-                let recorded = journal.finish_call(key, name, fingerprint, &owner, Some(&result)).await?;
+                let recorded = match self.finish_with_retries(journal, key, name, fingerprint, &owner, &result).await {
+                    Some(recorded) => recorded,
+                    None => return Ok(Ok(result)),
+                };
                 Ok(match recorded {
                     Some(recorded) if !recorded.matches(fingerprint) => Err(KeyReused),
                     Some(recorded) => Ok(recorded.result),
@@ -242,24 +268,71 @@ impl McpServerCore {
     /// Runs `execute` under the concurrency bound and shapes what it returned.
     async fn execute(&self, name: &str, arguments: Value, key: Option<&str>) -> Result<String> {
         let permit = self.calls.permits.clone().acquire_owned().await.map_err(|_| McpError::Closed)?;
-        self.execute_holding(permit, name, arguments, key).await
+        self.execute_holding(permit, name, arguments, key, None).await
+    }
+
+    /// Records a finished call's result, trying `FINISH_ATTEMPTS` times. If the journal still fails, the
+    /// result is kept in memory (repeats here are answered from it) and offered to the journal in the
+    /// background until it takes it: `None`.
+    async fn finish_with_retries(&self, journal: &Arc<dyn McpJournal>, key: &str, name: &str, fingerprint: &str, owner: &str, result: &str) -> Option<Option<RecordedCall>> {
+        for attempt in 1..=FINISH_ATTEMPTS {
+            match journal.finish_call(key, name, fingerprint, owner, Some(result)).await {
+                Ok(recorded) => return Some(recorded),
+                Err(_) if attempt < FINISH_ATTEMPTS => tokio::time::sleep(Duration::from_millis(FINISH_RETRY_MS * u64::from(attempt))).await,
+                Err(_) => {}
+            }
+        }
+        let slot = (key.to_owned(), name.to_owned());
+        self.calls.unrecorded.lock().insert(slot.clone(), (fingerprint.to_owned(), result.to_owned()));
+        let (journal, unrecorded) = (journal.clone(), self.calls.unrecorded.clone());
+        let (fingerprint, owner, result) = (fingerprint.to_owned(), owner.to_owned(), result.to_owned());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(FINISH_BACKGROUND_RETRY_MS)).await;
+                if journal.finish_call(&slot.0, &slot.1, &fingerprint, &owner, Some(&result)).await.is_ok() {
+                    unrecorded.lock().remove(&slot);
+                    return;
+                }
+            }
+        });
+        None
     }
 
     /// Runs `execute` in the slot `permit` holds. The slot is given back when the host's execution
     /// settles, not when this caller stops waiting: a client that hangs up (hyper then drops this
     /// future) does not free a slot while its JavaScript `execute` runs on.
-    async fn execute_holding(&self, permit: OwnedSemaphorePermit, name: &str, arguments: Value, key: Option<&str>) -> Result<String> {
+    /// `lease_lost` (a keyed call's lease renewal) stops the execution: its outcome is then unknown.
+    async fn execute_holding(
+        &self,
+        permit: OwnedSemaphorePermit,
+        name: &str,
+        arguments: Value,
+        key: Option<&str>,
+        lease_lost: Option<tokio::sync::oneshot::Receiver<String>>,
+    ) -> Result<String> {
         let request = serde_json::json!({ "arguments": arguments, "idempotencyKey": key }).to_string();
         let running = self.host.execute(name, request);
         // The host aborts `execute` at the timeout and answers `TimedOut`; past the margin the engine
         // stops waiting for it, so neither the slot nor a journal lease outlives timeout + margin.
         let timeout_ms = self.call_timeout_ms;
         let bound = Duration::from_millis(timeout_ms.saturating_add(crate::limits::SERVER_CALL_TIMEOUT_MARGIN_MS));
-        let execution = tokio::spawn(async move {
+        let mut task = tokio::spawn(async move {
             let _permit = permit;
             tokio::time::timeout(bound, running).await.unwrap_or(Ok(Execution::TimedOut))
-        })
-        .await
+        });
+        let joined = match lease_lost {
+            None => task.await,
+            Some(lease_lost) => tokio::select! {
+                joined = &mut task => joined,
+                Ok(why) = lease_lost => {
+                    task.abort();
+                    return Err(McpError::Storage(format!(
+                        "the call to {name:?} was stopped and its outcome is unknown: its lease in the journal was lost ({why}); it was not recorded"
+                    )));
+                }
+            },
+        };
+        let execution = joined
         .map_err(|e| McpError::Internal(format!("the execute of {name:?} failed in the engine ({})", if e.is_panic() { "a panic" } else { "cancelled" })))??;
         let output_schema = self.tools.get(name).and_then(|t| t.spec.output_schema.as_ref()).is_some();
         Ok(match execution {
@@ -530,12 +603,11 @@ mod tests {
     }
 
     /// A live owner whose renewals fail (SQLite busy past BUSY_TIMEOUT on each tick, a stalled blocking
-    /// pool, a suspended process) loses its lease after CALL_LEASE_MS without knowing (renew_call's result
-    /// is dropped, and SQLite's renew reports no lost row): a second process takes the call over while the
-    /// first still runs it, and the side effect happens twice. README: "the one case" is a dead owner.
-    /// Takes ~33 s.
+    /// pool, a suspended process) cannot know its lease still holds: it stops its run at the first failed
+    /// renewal and answers that the outcome is unknown, without recording anything, so the process that
+    /// takes the call over once the lease lapses is the only one to run it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn review_a_live_owner_whose_renewals_fail_is_not_taken_over() {
+    async fn a_live_owner_whose_renewals_fail_stops_instead_of_running_beside_its_successor() {
         use crate::store::journal::RecordedCall;
         use crate::store::BoxFuture;
         struct NoRenewal(MemoryJournal);
@@ -547,20 +619,25 @@ mod tests {
             fn count(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<u64>> { self.0.count(run_id, counter) }
             fn call_result(&self, key: &str, tool: &str) -> BoxFuture<'_, Result<Option<RecordedCall>>> { self.0.call_result(key, tool) }
             fn take_call(&self, key: &str, tool: &str, fingerprint: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<CallSlot>> { self.0.take_call(key, tool, fingerprint, owner, lease_ms) }
-            fn renew_call(&self, _: &str, _: &str, _: &str, _: u64) -> BoxFuture<'_, Result<()>> {
+            fn renew_call(&self, _: &str, _: &str, _: &str, _: u64) -> BoxFuture<'_, Result<bool>> {
                 Box::pin(async { Err(McpError::Storage("store: SQLite: database is locked".into())) })
             }
             fn finish_call(&self, key: &str, tool: &str, fingerprint: &str, owner: &str, result: Option<&str>) -> BoxFuture<'_, Result<Option<RecordedCall>>> { self.0.finish_call(key, tool, fingerprint, owner, result) }
         }
         let shared: Arc<dyn McpJournal> = Arc::new(NoRenewal(MemoryJournal::new()));
         let (a, host_a) = testing::server(Some(shared.clone()));
-        let (b, host_b) = testing::server(Some(shared));
-        let first = tokio::spawn(async move { a.call("slow", Some(serde_json::json!({ "ms": CALL_LEASE_MS + 3_000 })), Some("order-5:call-1")).await.is_ok() });
+        let (b, host_b) = testing::server(Some(shared.clone()));
+        let first = tokio::spawn(async move { a.call("slow", Some(serde_json::json!({ "ms": CALL_LEASE_MS + 1_000 })), Some("order-5:call-1")).await });
         tokio::time::sleep(Duration::from_millis(200)).await;
+        // The successor's renewals would fail too: its run is shorter than a renewal tick.
         let second = b.call("slow", Some(serde_json::json!({ "ms": 0 })), Some("order-5:call-1")).await;
-        assert!(first.await.unwrap() && second.is_ok());
+        let first = first.await.unwrap();
+        assert!(matches!(&first, Err(Refusal::Failed(McpError::Storage(m))) if m.contains("outcome is unknown")), "{first:?}");
+        assert!(second.is_ok(), "{second:?}");
+        tokio::time::sleep(Duration::from_millis(CALL_LEASE_MS + 1_500)).await;
         let executions = host_a.executions.load(Ordering::SeqCst) + host_b.executions.load(Ordering::SeqCst);
         assert_eq!(executions, 1, "the call ran in both processes while its first owner was alive");
+        assert_eq!(shared.call_result("order-5:call-1", "slow").await.unwrap().map(|r| r.result), second.ok(), "the successor's result is the one recorded");
     }
 
     /// A value nested deeper than serde_json's 128 levels becomes an empty text result, recorded as success.

@@ -35,9 +35,10 @@ pub trait McpJournal: Send + Sync {
         let found = self.call_result(key, tool);
         Box::pin(async move { Ok(found.await?.map_or(CallSlot::Taken, CallSlot::Done)) })
     }
-    /// Extends `owner`'s lease on a call it is still running.
-    fn renew_call(&self, _key: &str, _tool: &str, _owner: &str, _lease_ms: u64) -> BoxFuture<'_, Result<()>> {
-        Box::pin(ready(Ok(())))
+    /// Extends `owner`'s lease on a call it is still running: `false` if the call is no longer its own
+    /// (the lease lapsed and another owner took it, or it is gone).
+    fn renew_call(&self, _key: &str, _tool: &str, _owner: &str, _lease_ms: u64) -> BoxFuture<'_, Result<bool>> {
+        Box::pin(ready(Ok(true)))
     }
     /// Ends `owner`'s run of a call: `Some(result)` records it (first writer wins: the recorded result is
     /// returned), `None` gives the call up (it failed; a retry runs it again).
@@ -200,13 +201,15 @@ impl McpJournal for MemoryJournal {
         Box::pin(ready(Ok(taken)))
     }
 
-    fn renew_call(&self, key: &str, tool: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<()>> {
+    fn renew_call(&self, key: &str, tool: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<bool>> {
+        let mut renewed = false;
         if let Some(CallState::Running { owner: holder, lease_until_ms }) = self.calls.lock().get_mut(&(key.to_owned(), tool.to_owned())) {
             if holder == owner {
                 *lease_until_ms = super::now_ms().saturating_add(lease_ms as i64);
+                renewed = true;
             }
         }
-        Box::pin(ready(Ok(())))
+        Box::pin(ready(Ok(renewed)))
     }
 
     fn finish_call(&self, key: &str, tool: &str, fingerprint: &str, owner: &str, result: Option<&str>) -> BoxFuture<'_, Result<Option<RecordedCall>>> {
@@ -266,7 +269,8 @@ pub(crate) mod contract {
         assert_eq!(journal.call_result(key, tool).await.unwrap(), None);
         assert_eq!(journal.take_call(key, tool, "f", "a", 60_000).await.unwrap(), CallSlot::Taken);
         assert_eq!(journal.take_call(key, tool, "f", "b", 60_000).await.unwrap(), CallSlot::Running, "a's lease is live");
-        journal.renew_call(key, tool, "a", 60_000).await.unwrap();
+        assert!(journal.renew_call(key, tool, "a", 60_000).await.unwrap());
+        assert!(!journal.renew_call(key, tool, "b", 60_000).await.unwrap(), "not b's to renew");
         assert_eq!(journal.finish_call(key, tool, "f", "a", Some("{\"a\":1}")).await.unwrap(), Some(done("{\"a\":1}")));
         assert_eq!(journal.take_call(key, tool, "f", "b", 60_000).await.unwrap(), CallSlot::Done(done("{\"a\":1}")));
         assert_eq!(journal.call_result(key, tool).await.unwrap(), Some(done("{\"a\":1}")), "kept with its arguments' fingerprint");
@@ -277,6 +281,7 @@ pub(crate) mod contract {
         assert_eq!(journal.take_call("k2", tool, "f", "b", 0).await.unwrap(), CallSlot::Taken);
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         assert_eq!(journal.take_call("k2", tool, "f", "c", 60_000).await.unwrap(), CallSlot::Taken, "b's lease lapsed");
+        assert!(!journal.renew_call("k2", tool, "b", 60_000).await.unwrap(), "b's renewal tells it the call was taken over");
         assert_eq!(journal.finish_call("k2", tool, "f", "b", Some("{\"late\":1}")).await.unwrap(), Some(done("{\"late\":1}")), "b lost it: nothing recorded yet");
         assert_eq!(journal.finish_call("k2", tool, "f", "c", Some("{}")).await.unwrap(), Some(done("{}")));
         assert_eq!(journal.call_result("k2", tool).await.unwrap(), Some(done("{}")));

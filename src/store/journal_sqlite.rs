@@ -239,15 +239,15 @@ impl McpJournal for SqliteJournal {
         })
     }
 
-    fn renew_call(&self, key: &str, tool: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<()>> {
+    fn renew_call(&self, key: &str, tool: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<bool>> {
         let (key, tool, owner) = (key.to_owned(), tool.to_owned(), owner.to_owned());
         let lease_ms = i64::try_from(lease_ms).unwrap_or(i64::MAX);
         self.run(move |connection| {
-            connection.execute(
+            let renewed = connection.execute(
                 "UPDATE mcp_call_results SET lease_until = ?4 WHERE idempotency_key = ?1 AND tool = ?2 AND owner = ?3 AND state = 'running'",
                 params![key, tool, owner, now_ms().saturating_add(lease_ms)],
             )?;
-            Ok(())
+            Ok(renewed > 0)
         })
     }
 
