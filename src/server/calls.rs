@@ -336,7 +336,7 @@ impl McpServerCore {
         .map_err(|e| McpError::Internal(format!("the execute of {name:?} failed in the engine ({})", if e.is_panic() { "a panic" } else { "cancelled" })))??;
         let output_schema = self.tools.get(name).and_then(|t| t.spec.output_schema.as_ref()).is_some();
         Ok(match execution {
-            Execution::Value(json) => value_result(&json, output_schema),
+            Execution::Value(json) => value_result(&json, output_schema)?,
             Execution::Failed(message) => error_result(&message),
             Execution::Invalid(why) => error_result(&format!("Invalid arguments for tool {name}: {why}")),
             Execution::TimedOut => return Err(McpError::Timeout { after_ms: timeout_ms }),
@@ -419,12 +419,20 @@ pub(crate) fn error_result(message: &str) -> String {
 
 /// What `execute` returned as a `CallToolResult`: one with a `content` array passes as it is; any other
 /// value becomes a text block (a string as itself, anything else as its JSON), and an object (or any
-/// value, for a tool with an output schema) is also its `structuredContent`.
-pub(crate) fn value_result(json: &str, output_schema: bool) -> String {
-    let value: Value = serde_json::from_str(json).unwrap_or(Value::Null);
+/// value, for a tool with an output schema) is also its `structuredContent`. A value nested deeper
+/// than serde_json reads (128 levels) fails the call (`mcp_result_too_deep`), never becomes an empty
+/// result recorded as a success.
+pub(crate) fn value_result(json: &str, output_schema: bool) -> Result<String> {
+    let value: Value = serde_json::from_str(json).map_err(|e| {
+        if e.to_string().contains("recursion limit exceeded") {
+            McpError::ResultTooDeep { max_depth: crate::limits::MAX_VALUE_DEPTH_LEVELS }
+        } else {
+            McpError::Internal(format!("the host's value is not JSON: {e}"))
+        }
+    })?;
     if let Value::Object(object) = &value {
         if object.get("content").is_some_and(Value::is_array) {
-            return json.to_owned();
+            return Ok(json.to_owned());
         }
     }
     let text = match &value {
@@ -436,7 +444,7 @@ pub(crate) fn value_result(json: &str, output_schema: bool) -> String {
     if value.is_object() || (output_schema && !value.is_null()) {
         result["structuredContent"] = value;
     }
-    result.to_string()
+    Ok(result.to_string())
 }
 
 #[cfg(test)]
@@ -640,13 +648,13 @@ mod tests {
         assert_eq!(shared.call_result("order-5:call-1", "slow").await.unwrap().map(|r| r.result), second.ok(), "the successor's result is the one recorded");
     }
 
-    /// A value nested deeper than serde_json's 128 levels becomes an empty text result, recorded as success.
+    /// A value nested deeper than serde_json's 128 levels fails the call with a typed error, instead of
+    /// becoming an empty text result recorded as a success.
     #[test]
-    fn review_a_deep_value_is_not_silently_emptied() {
+    fn a_deep_value_is_not_silently_emptied() {
         let deep = format!("{}1{}", "{\"a\":".repeat(200), "}".repeat(200));
         let shaped = value_result(&deep, false);
-        assert_ne!(shaped, r#"{"content":[{"text":"","type":"text"}]}"#, "the tool's value was dropped");
-        assert_ne!(shaped, r#"{"content":[{"type":"text","text":""}]}"#, "the tool's value was dropped");
+        assert!(matches!(shaped, Err(McpError::ResultTooDeep { .. })), "{shaped:?}");
     }
 
     /// An execute that never settles fails the call with `mcp_timeout` after `callTimeoutMs` (plus the
@@ -666,13 +674,13 @@ mod tests {
 
     #[test]
     fn values_become_call_results() {
-        let shaped = |json: &str, output: bool| serde_json::from_str::<Value>(&value_result(json, output)).unwrap();
+        let shaped = |json: &str, output: bool| serde_json::from_str::<Value>(&value_result(json, output).unwrap()).unwrap();
         assert_eq!(shaped(r#""hi""#, false), serde_json::json!({ "content": [{ "type": "text", "text": "hi" }] }));
         assert_eq!(shaped(r#"{"a":1}"#, false)["structuredContent"], serde_json::json!({ "a": 1 }));
         assert_eq!(shaped("3", true)["structuredContent"], 3);
         assert!(shaped("3", false).get("structuredContent").is_none());
         let passed = r#"{"content":[{"type":"text","text":"x"}],"isError":true}"#;
-        assert_eq!(value_result(passed, false), passed);
+        assert_eq!(value_result(passed, false).unwrap(), passed);
         assert!(error_result(&"é".repeat(MAX_TOOL_ERROR_MESSAGE_BYTES)).len() < MAX_TOOL_ERROR_MESSAGE_BYTES + 100);
     }
 }
