@@ -310,6 +310,11 @@ test('whatever execute throws becomes an isError result with its message only, a
           throw 'plain text';
         },
       },
+      thrownObject: {
+        execute: () => {
+          throw { connection: 'postgres://app:hunter2@db/prod' };
+        },
+      },
       rejected: { execute: async () => Promise.reject(new TypeError('async failure')) },
       unserializable: { execute: () => ({ big: 10n }) },
       fine: { execute: () => 'still here' },
@@ -317,7 +322,10 @@ test('whatever execute throws becomes an isError result with its message only, a
   });
   const declined = await server.callTool({ name: 'declined' });
   assert.deepEqual(declined, { content: [{ type: 'text', text: 'the card was declined' }], isError: true });
-  assert.equal(textOf(await server.callTool({ name: 'thrownString' })), 'plain text');
+  // Only an Error's message is the tool's to send; anything else thrown is a fixed text.
+  for (const name of ['thrownString', 'thrownObject']) {
+    assert.equal(textOf(await server.callTool({ name })), 'the tool failed (it threw a value that is not an Error)');
+  }
   assert.equal(textOf(await server.callTool({ name: 'rejected' })), 'async failure');
   const unserializable = await server.callTool({ name: 'unserializable' });
   assert.equal(unserializable.isError, true);

@@ -177,14 +177,17 @@ function issueText(issue: { message: string; path?: ReadonlyArray<PropertyKey | 
   return path ? `${path}: ${issue.message}` : issue.message;
 }
 
-/** An error's message, never its stack; whatever was thrown. */
+/** What a thrown non-Error becomes: its content may be anything (internal state), so it is not sent. */
+const NON_ERROR_THROWN = 'the tool failed (it threw a value that is not an Error)';
+
+/** An Error's message, never its stack; for anything else thrown, a fixed text. */
 function messageOf(error: unknown): string {
   try {
     if (error instanceof Error) return error.message || error.name;
-    return typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
   } catch {
-    return 'the tool threw a value that cannot be shown';
+    // A getter that throws: fall through to the fixed text.
   }
+  return NON_ERROR_THROWN;
 }
 
 function prepare(tools: unknown): Map<string, Prepared> {

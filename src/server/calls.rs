@@ -74,6 +74,8 @@ type Announced = watch::Receiver<Option<Shared>>;
 /// that fails or finds the call no longer its own stops the owner's run (its outcome is then unknown,
 /// and it is not recorded). Shorter in unit tests, which wait for a lease to lapse.
 pub const CALL_LEASE_MS: u64 = if cfg!(test) { 1_500 } else { 30_000 };
+/// Words of the error a keyed call ends with when its lease is lost (matched by the wire's error text).
+pub(crate) const OUTCOME_UNKNOWN: &str = "outcome is unknown";
 /// Attempts at recording a finished call's result before it is kept in memory (answering repeats in
 /// this process) and recorded in the background, and the wait between attempts, in ms.
 const FINISH_ATTEMPTS: u32 = 3;
@@ -327,7 +329,7 @@ impl McpServerCore {
                 Ok(why) = lease_lost => {
                     task.abort();
                     return Err(McpError::Storage(format!(
-                        "the call to {name:?} was stopped and its outcome is unknown: its lease in the journal was lost ({why}); it was not recorded"
+                        "the call to {name:?} was stopped and its {OUTCOME_UNKNOWN}: its lease in the journal was lost ({why}); it was not recorded"
                     )));
                 }
             },
