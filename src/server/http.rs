@@ -530,6 +530,31 @@ mod tests {
         listener.close().await;
     }
 
+    /// A connection beyond the cap is told so (503) at once, not left waiting in the accept queue.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_beyond_the_cap_is_answered_503() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (core, _) = super::super::testing::server(None);
+        let listener = listen(core, HttpOptions::parse("{}").unwrap()).await.unwrap();
+        let mut held = Vec::new();
+        for _ in 0..MAX_HTTP_CONNECTIONS {
+            let mut stream = tokio::net::TcpStream::connect(listener.address).await.unwrap();
+            stream.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n").await.unwrap();
+            held.push(stream);
+        }
+        // Time for the accept loop to take all of them (held connections are answered only once their
+        // bodies time out, long after this).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut response = String::new();
+        let mut stream = tokio::net::TcpStream::connect(listener.address).await.unwrap();
+        // Bounded only so that a regression fails instead of hanging.
+        let _ = tokio::time::timeout(Duration::from_millis(SERVER_HTTP_BODY_READ_TIMEOUT_MS / 2), stream.read_to_string(&mut response)).await;
+        assert!(response.starts_with("HTTP/1.1 503"), "{response:?}");
+        assert!(response.contains("too many connections"), "{response:?}");
+        drop(held);
+        listener.close().await;
+    }
+
     /// hyper drops a request's handler when its client hangs up mid-call (hyper 1.12
     /// `mid_message_detect_eof`); the execution itself runs to its end in its slot, as a JavaScript
     /// `execute` would, so a hang-up neither cuts a side effect in half nor frees a slot early.
