@@ -31,7 +31,8 @@ export interface McpServerToolContext {
   idempotencyKey?: string;
   /**
    * Aborted when the call runs past `callTimeoutMs` (the call then fails with `mcp_timeout` whatever
-   * `execute` does later) or the server is closed. Pass it on to the work `execute` does (fetch, a
+   * `execute` does later), when the server is closed (`mcp_connection_closed`), or when a keyed call's
+   * journal lease is lost (`mcp_aborted`: another process may take the call over). Pass it on to the work `execute` does (fetch, a
    * database driver): an `execute` that ignores it runs on after its call has failed, and a retry of a
    * keyed call may then run it a second time.
    */
@@ -110,6 +111,8 @@ export interface McpServerHandle {
 }
 
 const HELD_JOURNAL = Symbol('mcpferry.serverJournal');
+/** The engine's reserved name for "abort the signal of call `callId`" (src/napi/server.rs). */
+const ABORT_CALL = '\0abort';
 /** `callTimeoutMs` when not given (the engine's `DEFAULT_SERVER_CALL_TIMEOUT_MS`). */
 const DEFAULT_CALL_TIMEOUT_MS = 60_000;
 
@@ -230,13 +233,19 @@ export function createMcpServer(options: McpServerOptions): McpServerHandle {
   });
   // The engine checks the bound; the same value (or its default) times each execute out here.
   const callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
-  const running = new Set<AbortController>();
+  const running = new Map<number, AbortController>();
   // The engine's only way into the tools: every outcome is a reply, never a rejection.
   const execute = async (toolName: string, requestJson: string): Promise<string> => {
     try {
+      if (toolName === ABORT_CALL) {
+        // The engine stopped waiting for a call (its journal lease was lost): its execute is told.
+        const { callId } = JSON.parse(requestJson) as { callId: number };
+        running.get(callId)?.abort(createMcpError('mcp_aborted', 'the server stopped the call: its outcome is unknown and it will not be recorded'));
+        return '{}';
+      }
       const tool = prepared.get(toolName);
       if (!tool) return JSON.stringify({ error: `no tool named ${toolName}` });
-      const request = JSON.parse(requestJson) as { arguments: unknown; idempotencyKey: string | null };
+      const request = JSON.parse(requestJson) as { callId: number; arguments: unknown; idempotencyKey: string | null };
       let args = request.arguments;
       if (tool.check) {
         const checked = await tool.check(args);
@@ -244,7 +253,7 @@ export function createMcpServer(options: McpServerOptions): McpServerHandle {
         args = checked.value;
       }
       const controller = new AbortController();
-      running.add(controller);
+      running.set(request.callId, controller);
       let timer: ReturnType<typeof setTimeout> | undefined;
       const timedOut = new Promise<string>((resolve) => {
         timer = setTimeout(() => {
@@ -265,7 +274,7 @@ export function createMcpServer(options: McpServerOptions): McpServerHandle {
         return await Promise.race([executed, timedOut]);
       } finally {
         clearTimeout(timer);
-        running.delete(controller);
+        running.delete(request.callId);
         executed.catch(() => {});
       }
     } catch (error) {
@@ -326,7 +335,7 @@ export function createMcpServer(options: McpServerOptions): McpServerHandle {
       const resolvers = closeAll;
       closeAll = [];
       await typedEngine(native.close());
-      for (const controller of running) controller.abort(createMcpError('mcp_connection_closed', 'the server was closed'));
+      for (const controller of running.values()) controller.abort(createMcpError('mcp_connection_closed', 'the server was closed'));
       for (const resolve of resolvers) resolve();
     },
   };

@@ -34,16 +34,47 @@ enum Reply {
     Timeout(serde::de::IgnoredAny),
 }
 
+/// The dispatcher's reserved "tool" that aborts a running execute's signal (`{"callId": n}`); tool
+/// names cannot contain NUL, so no published tool has it.
+const ABORT_CALL: &str = "\0abort";
+static NEXT_CALL_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// While a call's execute runs: dropped before it settles (its lease was lost, the engine stopped
+/// waiting), it aborts the execute's signal in JavaScript.
+struct AbortUnlessSettled {
+    dispatcher: Arc<StoreDispatcher>,
+    call_id: u64,
+    settled: bool,
+}
+
+impl Drop for AbortUnlessSettled {
+    fn drop(&mut self) {
+        if !self.settled {
+            let request = serde_json::json!({ "callId": self.call_id }).to_string();
+            let _ = self.dispatcher.call((ABORT_CALL.to_owned(), request).into(), napi::threadsafe_function::ThreadsafeFunctionCallMode::NonBlocking);
+        }
+    }
+}
+
 impl ToolHost for JsHost {
     fn execute(&self, tool: &str, request: String) -> BoxFuture<'static, Result<Execution>> {
         let dispatcher = self.0.clone();
         let tool = tool.to_owned();
+        let call_id = NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed);
+        // `request` is a JSON object with members: the call's id joins them.
+        let request = match request.strip_prefix('{') {
+            Some(rest) => format!("{{\"callId\":{call_id},{rest}"),
+            None => request,
+        };
         Box::pin(async move {
+            let mut running = AbortUnlessSettled { dispatcher: dispatcher.clone(), call_id, settled: false };
             let promise = dispatcher
                 .call_async_catch((tool.clone(), request).into())
                 .await
                 .map_err(|e| McpError::Internal(format!("the execute of {tool:?} could not be called: {}", e.reason)))?;
-            let reply = match promise.await {
+            let settled = promise.await;
+            running.settled = true;
+            let reply = match settled {
                 Ok(reply) => reply,
                 Err(e) => return Ok(Execution::Failed(e.reason)),
             };
