@@ -380,7 +380,7 @@ async fn request_reply(state: &Arc<State>, headers: &HeaderMap, id: &RawValue, m
             if method == "initialize" {
                 let (_, result) = dispatch::initialize(&state.core, params);
                 let Some(session) = state.open_session() else {
-                    return refuse(StatusCode::SERVICE_UNAVAILABLE, TRANSPORT_ERROR, "Service Unavailable: too many sessions are open");
+                    return refuse(StatusCode::SERVICE_UNAVAILABLE, TRANSPORT_ERROR, "Service Unavailable: no session id could be made");
                 };
                 let mut response = reply(StatusCode::OK, dispatch::response(id, &Ok(result)));
                 response.headers_mut().insert(SESSION_HEADER, HeaderValue::from_str(&session).expect("hex is a header value"));
@@ -475,14 +475,19 @@ impl State {
         self.loopback && matches!(url.scheme(), "http" | "https") && url.host_str().is_some_and(is_loopback_name)
     }
 
-    /// A new session's id, unless `MAX_HTTP_SESSIONS` are open and none has been idle long enough to drop.
+    /// A new session's id. At `MAX_HTTP_SESSIONS`, sessions idle for `HTTP_SESSION_IDLE_MS` are dropped,
+    /// and if none is, the least recently used one (its client's next request is 404, and a client then
+    /// starts a new session): a flood of `initialize` cannot lock new clients out. `None`: no randomness.
     fn open_session(&self) -> Option<String> {
         let mut sessions = self.sessions.lock();
         if sessions.len() >= MAX_HTTP_SESSIONS {
             let idle = Duration::from_millis(HTTP_SESSION_IDLE_MS);
             sessions.retain(|_, s| s.last_used.elapsed() < idle);
             if sessions.len() >= MAX_HTTP_SESSIONS {
-                return None;
+                let oldest = sessions.iter().min_by_key(|(_, s)| s.last_used).map(|(id, _)| id.clone());
+                if let Some(oldest) = oldest {
+                    sessions.remove(&oldest);
+                }
             }
         }
         let mut bytes = [0u8; 16];
@@ -528,6 +533,32 @@ mod tests {
         assert!(answered.as_deref().is_ok_and(|r| r.starts_with("HTTP/1.1 200")), "a well-behaved client got no answer: {answered:?}");
         drop(held);
         listener.close().await;
+    }
+
+    /// At the session cap, a new `initialize` takes the place of the least recently used session.
+    #[test]
+    fn a_new_session_at_the_cap_evicts_the_least_recently_used() {
+        let (core, _) = super::super::testing::server(None);
+        let state = State {
+            core,
+            path: "/mcp".into(),
+            loopback: true,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            sessions: Mutex::new(HashMap::new()),
+        };
+        let first = state.open_session().unwrap();
+        let second = state.open_session().unwrap();
+        for _ in 2..MAX_HTTP_SESSIONS {
+            state.open_session().unwrap();
+        }
+        let past = Instant::now() - Duration::from_secs(60);
+        state.sessions.lock().get_mut(&second).unwrap().last_used = past;
+        state.sessions.lock().get_mut(&first).unwrap().last_used = past + Duration::from_secs(1);
+        let newest = state.open_session().expect("a place is made");
+        let sessions = state.sessions.lock();
+        assert_eq!(sessions.len(), MAX_HTTP_SESSIONS);
+        assert!(sessions.contains_key(&newest) && sessions.contains_key(&first) && !sessions.contains_key(&second), "the least recently used one went");
     }
 
     /// A connection beyond the cap is told so (503) at once, not left waiting in the accept queue.

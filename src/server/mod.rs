@@ -37,10 +37,10 @@ pub const MAX_CONCURRENT_SERVER_CALLS: usize = 64;
 /// must arrive within `limits::SERVER_HTTP_BODY_READ_TIMEOUT_MS` and no response write may stall past
 /// `limits::SERVER_HTTP_WRITE_STALL_TIMEOUT_MS`, so idle clients cannot hold these for long.
 pub const MAX_HTTP_CONNECTIONS: usize = 256;
-/// 2025-era HTTP sessions held at once per listener; an `initialize` beyond it is refused with 503
-/// once no session has been idle for `HTTP_SESSION_IDLE_MS`.
+/// 2025-era HTTP sessions held at once per listener; an `initialize` beyond it takes the place of the
+/// sessions idle for `HTTP_SESSION_IDLE_MS`, or else of the least recently used one.
 pub const MAX_HTTP_SESSIONS: usize = 1_024;
-/// How long a 2025-era HTTP session may go unused before a new one may take its place, in ms.
+/// How long a 2025-era HTTP session may go unused before it is dropped for a new one, in ms.
 pub const HTTP_SESSION_IDLE_MS: u64 = 30 * 60 * 1_000;
 /// How long a client may take to send a request's headers, in ms.
 pub const HTTP_HEADER_READ_TIMEOUT_MS: u64 = 10_000;
