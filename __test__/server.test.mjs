@@ -427,6 +427,31 @@ test('stdio: a child process serving createMcpServer to mcpferry, the SDK 1.x cl
   }
 });
 
+test('stdio: after close(), a second listen reads stdin on from where the first stopped, losing no line', { timeout: 20_000 }, async () => {
+  const script = `
+    import { createMcpServer } from ${JSON.stringify(new URL('../dist/index.js', import.meta.url).href)};
+    const server = createMcpServer({ tools: { echo: { execute: () => 'ok' } } });
+    await server.listen({ stdio: true });
+    await server.close();
+    const again = await server.listen({ stdio: true });
+    process.stderr.write('listening again\\n');
+    await again.closed;
+  `;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['pipe', 'pipe', 'pipe'] });
+  try {
+    await new Promise((resolve, reject) => {
+      child.stderr.on('data', (chunk) => String(chunk).includes('listening again') && resolve());
+      child.on('exit', (code) => reject(new Error(`the child exited (${code})`)));
+    });
+    const answered = new Promise((resolve) => createInterface({ input: child.stdout }).once('line', resolve));
+    child.stdin.write('{"jsonrpc":"2.0","id":1,"method":"ping"}\n');
+    assert.deepEqual(JSON.parse(await answered), { jsonrpc: '2.0', id: 1, result: {} });
+  } finally {
+    child.stdin.end();
+    child.kill();
+  }
+});
+
 test('stdio: a line over the limit is answered with an error, and the next one is served', async () => {
   const child = spawn(process.execPath, [SERVER, 'stdio'], { stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = createInterface({ input: child.stdout });

@@ -21,6 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 /// This process has one stdin: at most one server serves it at a time.
 static STDIO_SERVING: AtomicBool = AtomicBool::new(false);
+/// This process's stdin reader, between one stdio serving stopped by close() and the next.
+static STDIN_LINES: Mutex<Option<tokio::sync::mpsc::Receiver<stdio::Line>>> = parking_lot::const_mutex(None);
 
 struct JsHost(Arc<StoreDispatcher>);
 
@@ -157,8 +159,13 @@ impl NativeServer {
             }
             let stop = CancellationToken::new();
             listeners.lock().stdio = Some(stop.clone());
-            let lines = stdio::read_on_thread(std::io::BufReader::new(std::io::stdin()));
-            stdio::serve(core, lines, tokio::io::stdout(), stop).await;
+            // One reader of stdin for the process: a blocking read cannot be interrupted, so a reader
+            // left behind by close() would take the next line from the next listen. It is kept instead.
+            let kept = STDIN_LINES.lock().take();
+            let mut lines = kept.unwrap_or_else(|| stdio::read_on_thread(std::io::BufReader::new(std::io::stdin())));
+            if !stdio::serve(core, &mut lines, tokio::io::stdout(), stop).await {
+                *STDIN_LINES.lock() = Some(lines);
+            }
             STDIO_SERVING.store(false, Ordering::SeqCst);
             Ok(())
         };
