@@ -212,6 +212,40 @@ test('arguments are validated with the Standard Schema before execute, which get
   assert.deepEqual(seen, [{ item: 'tea', quantity: 1 }], 'the default came from the schema');
 });
 
+test('an execute past callTimeoutMs has its signal aborted and its call fails with mcp_timeout; close() aborts what runs', async () => {
+  const signals = [];
+  const server = createMcpServer({
+    callTimeoutMs: 100,
+    journal: createMemoryMcpJournal(),
+    tools: {
+      wait: {
+        execute: (_args, { signal }) => {
+          signals.push(signal);
+          // Settles only when aborted, as a fetch given the signal would.
+          return new Promise((_resolve, reject) => signal.addEventListener('abort', () => reject(signal.reason)));
+        },
+      },
+      hang: {
+        // Ignores its signal: the call fails at the timeout all the same.
+        execute: (_args, { signal }) => {
+          signals.push(signal);
+          return new Promise(() => {});
+        },
+      },
+    },
+  });
+  for (const name of ['wait', 'hang']) {
+    await assert.rejects(server.callTool({ name, idempotencyKey: `k-${name}` }), (e) => e.code === 'mcp_timeout');
+  }
+  assert.deepEqual(signals.map((s) => [s.aborted, s.reason?.code]), [[true, 'mcp_timeout'], [true, 'mcp_timeout']]);
+  const long = createMcpServer({ tools: { wait: { execute: (_args, { signal }) => new Promise((resolve) => signal.addEventListener('abort', () => resolve(`aborted: ${signal.reason.code}`))) } } });
+  const called = long.callTool({ name: 'wait' });
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  await long.close();
+  assert.equal(textOf(await called), 'aborted: mcp_connection_closed');
+  assert.throws(() => createMcpServer({ callTimeoutMs: 0, tools: {} }), (e) => e.code === 'mcp_config_invalid');
+});
+
 test("a plain JSON Schema is checked by the engine's validator before execute; one it cannot compile is not checked", async () => {
   const ran = [];
   const server = createMcpServer({
@@ -276,6 +310,11 @@ test('whatever execute throws becomes an isError result with its message only, a
           throw 'plain text';
         },
       },
+      thrownObject: {
+        execute: () => {
+          throw { connection: 'postgres://app:hunter2@db/prod' };
+        },
+      },
       rejected: { execute: async () => Promise.reject(new TypeError('async failure')) },
       unserializable: { execute: () => ({ big: 10n }) },
       fine: { execute: () => 'still here' },
@@ -283,7 +322,10 @@ test('whatever execute throws becomes an isError result with its message only, a
   });
   const declined = await server.callTool({ name: 'declined' });
   assert.deepEqual(declined, { content: [{ type: 'text', text: 'the card was declined' }], isError: true });
-  assert.equal(textOf(await server.callTool({ name: 'thrownString' })), 'plain text');
+  // Only an Error's message is the tool's to send; anything else thrown is a fixed text.
+  for (const name of ['thrownString', 'thrownObject']) {
+    assert.equal(textOf(await server.callTool({ name })), 'the tool failed (it threw a value that is not an Error)');
+  }
   assert.equal(textOf(await server.callTool({ name: 'rejected' })), 'async failure');
   const unserializable = await server.callTool({ name: 'unserializable' });
   assert.equal(unserializable.isError, true);
@@ -382,6 +424,31 @@ test('stdio: a child process serving createMcpServer to mcpferry, the SDK 1.x cl
     const refused = await two.callTool({ name: 'add', arguments: { a: 'one', b: 2 } });
     assert.equal(refused.isError, true, 'the zod schema refused it in the child');
     await two.close();
+  }
+});
+
+test('stdio: after close(), a second listen reads stdin on from where the first stopped, losing no line', { timeout: 20_000 }, async () => {
+  const script = `
+    import { createMcpServer } from ${JSON.stringify(new URL('../dist/index.js', import.meta.url).href)};
+    const server = createMcpServer({ tools: { echo: { execute: () => 'ok' } } });
+    await server.listen({ stdio: true });
+    await server.close();
+    const again = await server.listen({ stdio: true });
+    process.stderr.write('listening again\\n');
+    await again.closed;
+  `;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['pipe', 'pipe', 'pipe'] });
+  try {
+    await new Promise((resolve, reject) => {
+      child.stderr.on('data', (chunk) => String(chunk).includes('listening again') && resolve());
+      child.on('exit', (code) => reject(new Error(`the child exited (${code})`)));
+    });
+    const answered = new Promise((resolve) => createInterface({ input: child.stdout }).once('line', resolve));
+    child.stdin.write('{"jsonrpc":"2.0","id":1,"method":"ping"}\n');
+    assert.deepEqual(JSON.parse(await answered), { jsonrpc: '2.0', id: 1, result: {} });
+  } finally {
+    child.stdin.end();
+    child.kill();
   }
 });
 

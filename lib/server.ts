@@ -29,6 +29,14 @@ export interface McpServerToolContext {
   toolName: string;
   /** `params._meta.idempotencyKey` of the request (or `callTool`'s), when it carried one. */
   idempotencyKey?: string;
+  /**
+   * Aborted when the call runs past `callTimeoutMs` (the call then fails with `mcp_timeout` whatever
+   * `execute` does later), when the server is closed (`mcp_connection_closed`), or when a keyed call's
+   * journal lease is lost (`mcp_aborted`: another process may take the call over). Pass it on to the work `execute` does (fetch, a
+   * database driver): an `execute` that ignores it runs on after its call has failed, and a retry of a
+   * keyed call may then run it a second time.
+   */
+  signal: AbortSignal;
 }
 
 /**
@@ -57,6 +65,9 @@ export interface McpServerOptions {
   name?: string;
   version?: string;
   instructions?: string;
+  /** How long one `execute` may run before its signal is aborted and the call fails with `mcp_timeout`, in ms
+   * (default 60 000, at most 3 600 000). */
+  callTimeoutMs?: number;
 }
 
 export interface McpServerHttpOptions {
@@ -95,11 +106,15 @@ export interface McpServerHandle {
   /** One call in process, through the same checks and journal as a call over the wire. */
   callTool(request: { name: string; arguments?: unknown; idempotencyKey?: string }): Promise<McpServerCallResult>;
   listen(options: McpServerListenOptions): Promise<McpServerListening>;
-  /** Stops every listener. In-process `callTool` keeps working. */
+  /** Stops every listener and aborts the signal of every `execute` running. In-process `callTool` keeps working. */
   close(): Promise<void>;
 }
 
 const HELD_JOURNAL = Symbol('mcpferry.serverJournal');
+/** The engine's reserved name for "abort the signal of call `callId`" (src/napi/server.rs). */
+const ABORT_CALL = '\0abort';
+/** `callTimeoutMs` when not given (the engine's `DEFAULT_SERVER_CALL_TIMEOUT_MS`). */
+const DEFAULT_CALL_TIMEOUT_MS = 60_000;
 
 type Check = (value: unknown) => Promise<{ value: unknown } | { invalid: string }>;
 
@@ -165,14 +180,17 @@ function issueText(issue: { message: string; path?: ReadonlyArray<PropertyKey | 
   return path ? `${path}: ${issue.message}` : issue.message;
 }
 
-/** An error's message, never its stack; whatever was thrown. */
+/** What a thrown non-Error becomes: its content may be anything (internal state), so it is not sent. */
+const NON_ERROR_THROWN = 'the tool failed (it threw a value that is not an Error)';
+
+/** An Error's message, never its stack; for anything else thrown, a fixed text. */
 function messageOf(error: unknown): string {
   try {
     if (error instanceof Error) return error.message || error.name;
-    return typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
   } catch {
-    return 'the tool threw a value that cannot be shown';
+    // A getter that throws: fall through to the fixed text.
   }
+  return NON_ERROR_THROWN;
 }
 
 function prepare(tools: unknown): Map<string, Prepared> {
@@ -210,23 +228,55 @@ export function createMcpServer(options: McpServerOptions): McpServerHandle {
     name: options.name,
     version: options.version,
     instructions: options.instructions,
+    callTimeoutMs: options.callTimeoutMs,
     tools: [...prepared.values()].map((p) => p.declaration),
   });
+  // The engine checks the bound; the same value (or its default) times each execute out here.
+  const callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+  const running = new Map<number, AbortController>();
   // The engine's only way into the tools: every outcome is a reply, never a rejection.
   const execute = async (toolName: string, requestJson: string): Promise<string> => {
     try {
+      if (toolName === ABORT_CALL) {
+        // The engine stopped waiting for a call (its journal lease was lost): its execute is told.
+        const { callId } = JSON.parse(requestJson) as { callId: number };
+        running.get(callId)?.abort(createMcpError('mcp_aborted', 'the server stopped the call: its outcome is unknown and it will not be recorded'));
+        return '{}';
+      }
       const tool = prepared.get(toolName);
       if (!tool) return JSON.stringify({ error: `no tool named ${toolName}` });
-      const request = JSON.parse(requestJson) as { arguments: unknown; idempotencyKey: string | null };
+      const request = JSON.parse(requestJson) as { callId: number; arguments: unknown; idempotencyKey: string | null };
       let args = request.arguments;
       if (tool.check) {
         const checked = await tool.check(args);
         if ('invalid' in checked) return JSON.stringify({ invalid: checked.invalid });
         args = checked.value;
       }
-      const context: McpServerToolContext = { toolName, ...(request.idempotencyKey != null && { idempotencyKey: request.idempotencyKey }) };
-      const value = await tool.execute(args, context);
-      return JSON.stringify({ value: value === undefined ? null : value });
+      const controller = new AbortController();
+      running.set(request.callId, controller);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const timedOut = new Promise<string>((resolve) => {
+        timer = setTimeout(() => {
+          controller.abort(createMcpError('mcp_timeout', `the call to ${toolName} ran past callTimeoutMs (${callTimeoutMs} ms)`));
+          resolve(JSON.stringify({ timeout: true }));
+        }, callTimeoutMs);
+      });
+      const context: McpServerToolContext = {
+        toolName,
+        ...(request.idempotencyKey != null && { idempotencyKey: request.idempotencyKey }),
+        signal: controller.signal,
+      };
+      const executed = (async () => {
+        const value = await tool.execute(args, context);
+        return JSON.stringify({ value: value === undefined ? null : value });
+      })();
+      try {
+        return await Promise.race([executed, timedOut]);
+      } finally {
+        clearTimeout(timer);
+        running.delete(request.callId);
+        executed.catch(() => {});
+      }
     } catch (error) {
       return JSON.stringify({ error: messageOf(error) });
     }
@@ -285,6 +335,7 @@ export function createMcpServer(options: McpServerOptions): McpServerHandle {
       const resolvers = closeAll;
       closeAll = [];
       await typedEngine(native.close());
+      for (const controller of running.values()) controller.abort(createMcpError('mcp_connection_closed', 'the server was closed'));
       for (const resolve of resolvers) resolve();
     },
   };

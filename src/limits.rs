@@ -267,3 +267,20 @@ pub const MAX_WITHHELD_TEXT_BYTES: usize = 4 * 1024;
 /// Longest instance path (JSON Pointer) of a validation failure, in bytes; a longer one (long property
 /// names are the value's own text) is cut and marked with `…`.
 pub const MAX_VALIDATION_PATH_BYTES: usize = 512;
+
+// createMcpServer's HTTP listener (src/server/http.rs).
+/// How long a client may take to send a request's body once its headers are in, in ms; past it the
+/// request is answered 408 and the connection closed (a body that never comes holds no connection).
+pub const SERVER_HTTP_BODY_READ_TIMEOUT_MS: u64 = 10_000;
+/// How long one write of a response may stall (a client that does not read), in ms; past it the
+/// connection is dropped.
+pub const SERVER_HTTP_WRITE_STALL_TIMEOUT_MS: u64 = 10_000;
+/// How long one `execute` of a served tool may run when `callTimeoutMs` is not given, in ms: then its
+/// AbortSignal fires and the call fails with `mcp_timeout`.
+pub const DEFAULT_SERVER_CALL_TIMEOUT_MS: u64 = 60_000;
+/// The largest `callTimeoutMs` accepted, in ms (one hour).
+pub const MAX_SERVER_CALL_TIMEOUT_MS: u64 = 60 * 60 * 1_000;
+/// How long past `callTimeoutMs` the engine still waits for the host's answer (the host aborts the call
+/// at the timeout itself; this covers a host whose event loop is stuck), in ms. A call's slot and its
+/// journal lease are never held longer than the timeout plus this.
+pub const SERVER_CALL_TIMEOUT_MARGIN_MS: u64 = 1_000;

@@ -21,6 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 /// This process has one stdin: at most one server serves it at a time.
 static STDIO_SERVING: AtomicBool = AtomicBool::new(false);
+/// This process's stdin reader, between one stdio serving stopped by close() and the next.
+static STDIN_LINES: Mutex<Option<tokio::sync::mpsc::Receiver<stdio::Line>>> = parking_lot::const_mutex(None);
 
 struct JsHost(Arc<StoreDispatcher>);
 
@@ -30,18 +32,51 @@ enum Reply {
     Value(Box<RawValue>),
     Error(String),
     Invalid(String),
+    /// `execute` did not settle within `callTimeoutMs` (its signal was aborted).
+    Timeout(serde::de::IgnoredAny),
+}
+
+/// The dispatcher's reserved "tool" that aborts a running execute's signal (`{"callId": n}`); tool
+/// names cannot contain NUL, so no published tool has it.
+const ABORT_CALL: &str = "\0abort";
+static NEXT_CALL_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// While a call's execute runs: dropped before it settles (its lease was lost, the engine stopped
+/// waiting), it aborts the execute's signal in JavaScript.
+struct AbortUnlessSettled {
+    dispatcher: Arc<StoreDispatcher>,
+    call_id: u64,
+    settled: bool,
+}
+
+impl Drop for AbortUnlessSettled {
+    fn drop(&mut self) {
+        if !self.settled {
+            let request = serde_json::json!({ "callId": self.call_id }).to_string();
+            let _ = self.dispatcher.call((ABORT_CALL.to_owned(), request).into(), napi::threadsafe_function::ThreadsafeFunctionCallMode::NonBlocking);
+        }
+    }
 }
 
 impl ToolHost for JsHost {
     fn execute(&self, tool: &str, request: String) -> BoxFuture<'static, Result<Execution>> {
         let dispatcher = self.0.clone();
         let tool = tool.to_owned();
+        let call_id = NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed);
+        // `request` is a JSON object with members: the call's id joins them.
+        let request = match request.strip_prefix('{') {
+            Some(rest) => format!("{{\"callId\":{call_id},{rest}"),
+            None => request,
+        };
         Box::pin(async move {
+            let mut running = AbortUnlessSettled { dispatcher: dispatcher.clone(), call_id, settled: false };
             let promise = dispatcher
                 .call_async_catch((tool.clone(), request).into())
                 .await
                 .map_err(|e| McpError::Internal(format!("the execute of {tool:?} could not be called: {}", e.reason)))?;
-            let reply = match promise.await {
+            let settled = promise.await;
+            running.settled = true;
+            let reply = match settled {
                 Ok(reply) => reply,
                 Err(e) => return Ok(Execution::Failed(e.reason)),
             };
@@ -49,6 +84,7 @@ impl ToolHost for JsHost {
                 Ok(Reply::Value(value)) => Ok(Execution::Value(value.get().to_owned())),
                 Ok(Reply::Error(message)) => Ok(Execution::Failed(message)),
                 Ok(Reply::Invalid(why)) => Ok(Execution::Invalid(why)),
+                Ok(Reply::Timeout(_)) => Ok(Execution::TimedOut),
                 Err(e) => Err(McpError::Internal(format!("the execute of {tool:?} replied with malformed data: {e}"))),
             }
         })
@@ -123,8 +159,13 @@ impl NativeServer {
             }
             let stop = CancellationToken::new();
             listeners.lock().stdio = Some(stop.clone());
-            let lines = stdio::read_on_thread(std::io::BufReader::new(std::io::stdin()));
-            stdio::serve(core, lines, tokio::io::stdout(), stop).await;
+            // One reader of stdin for the process: a blocking read cannot be interrupted, so a reader
+            // left behind by close() would take the next line from the next listen. It is kept instead.
+            let kept = STDIN_LINES.lock().take();
+            let mut lines = kept.unwrap_or_else(|| stdio::read_on_thread(std::io::BufReader::new(std::io::stdin())));
+            if !stdio::serve(core, &mut lines, tokio::io::stdout(), stop).await {
+                *STDIN_LINES.lock() = Some(lines);
+            }
             STDIO_SERVING.store(false, Ordering::SeqCst);
             Ok(())
         };

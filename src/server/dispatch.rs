@@ -8,6 +8,7 @@
 
 use super::calls::Refusal;
 use super::McpServerCore;
+use crate::error::McpError;
 use crate::protocol::era::{self, Era, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_PROTOCOL_VERSIONS};
 use crate::protocol::jsonrpc::{push_json_string, INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::protocol::mcp::{LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS};
@@ -163,8 +164,23 @@ async fn call(core: &Arc<McpServerCore>, params: Option<&RawValue>) -> Result<St
     core.call(&params.name, params.arguments, key.as_deref()).await.map_err(|refusal| match refusal {
         Refusal::UnknownTool(name) => RpcError::new(INVALID_PARAMS, format!("Unknown tool: {name}")),
         Refusal::BadArguments(why) => RpcError::new(INVALID_PARAMS, why),
-        Refusal::Failed(e) => RpcError::new(INTERNAL_ERROR, format!("the server could not complete the call ({}): {e}", e.code())),
+        Refusal::KeyReused => RpcError::new(INVALID_PARAMS, super::calls::KEY_REUSED_MESSAGE),
+        Refusal::Busy => RpcError::new(super::calls::SERVER_BUSY, super::calls::BUSY_MESSAGE),
+        Refusal::Failed(e) => RpcError::new(INTERNAL_ERROR, remote_message(&e)),
     })
+}
+
+/// What a remote client is told of an engine failure: storage and internal errors in general terms
+/// (their text names files, databases and engine internals), the others as they are.
+fn remote_message(error: &McpError) -> String {
+    match error {
+        McpError::Storage(message) if message.contains(super::calls::OUTCOME_UNKNOWN) => {
+            "Internal error: the call was stopped and its outcome is unknown (the server lost its hold on it in its journal); it was not recorded".to_owned()
+        }
+        McpError::Storage(_) => "Internal error: the server's journal failed (mcp_storage_error)".to_owned(),
+        McpError::Internal(_) => "Internal error (mcp_internal_error)".to_owned(),
+        other => format!("the server could not complete the call ({}): {other}", other.code()),
+    }
 }
 
 /// The answer to one request in whichever era its envelope claims; `initialize` without a claim is the
@@ -242,6 +258,15 @@ mod tests {
         assert_eq!(unknown.code, INVALID_PARAMS);
         let bad_key = answer(&core, "tools/call", Some(&raw(r#"{"name":"echo","_meta":{"idempotencyKey":5}}"#)), Era::Legacy).await.unwrap_err();
         assert_eq!(bad_key.code, INVALID_PARAMS);
+    }
+
+    #[test]
+    fn storage_and_internal_failures_reach_a_remote_client_in_general_terms() {
+        let storage = remote_message(&McpError::Storage("journal: cannot open /home/app/secret/journal.db: locked".into()));
+        let internal = remote_message(&McpError::Internal("the execute of \"x\" replied with malformed data: at line 1".into()));
+        assert!(!storage.contains("/home") && storage.contains("mcp_storage_error"), "{storage}");
+        assert!(!internal.contains("malformed") && internal.contains("mcp_internal_error"), "{internal}");
+        assert!(remote_message(&McpError::Timeout { after_ms: 5 }).contains("mcp_timeout"));
     }
 
     #[test]

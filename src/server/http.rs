@@ -15,6 +15,7 @@
 use super::dispatch::{self, claim_of, Claim, RpcError, INVALID_REQUEST, PARSE_ERROR};
 use super::{McpServerCore, HTTP_HEADER_READ_TIMEOUT_MS, HTTP_SESSION_IDLE_MS, MAX_HTTP_CONNECTIONS, MAX_HTTP_SESSIONS, MAX_SERVER_MESSAGE_BYTES};
 use crate::error::{McpError, Result};
+use crate::limits::SERVER_HTTP_BODY_READ_TIMEOUT_MS;
 use crate::protocol::era::{Era, HEADER_MISMATCH, MODERN_PROTOCOL_VERSIONS};
 use crate::protocol::jsonrpc::{is_echoable_id, Message, RawMessage, INVALID_PARAMS};
 use crate::protocol::mcp::SUPPORTED_PROTOCOL_VERSIONS;
@@ -131,10 +132,6 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, stop: Cancellatio
     let connections = Arc::new(Semaphore::new(MAX_HTTP_CONNECTIONS));
     let tasks = TaskTracker::new();
     loop {
-        let permit = tokio::select! {
-            _ = stop.cancelled() => break,
-            permit = connections.clone().acquire_owned() => permit.expect("never closed"),
-        };
         let stream = tokio::select! {
             _ = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
@@ -144,6 +141,14 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, stop: Cancellatio
                     continue;
                 }
             },
+        };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            // At the cap: say so at once rather than leave the client in the accept queue. A fresh
+            // socket's send buffer is empty, so this small write does not block (if it cannot be made
+            // whole, the connection is simply dropped).
+            let _ = stream.try_write(AT_CAPACITY.as_bytes());
+            drop(stream);
+            continue;
         };
         let (state, stop) = (state.clone(), stop.clone());
         tasks.spawn(async move {
@@ -155,7 +160,7 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, stop: Cancellatio
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(Duration::from_millis(HTTP_HEADER_READ_TIMEOUT_MS))
-                .serve_connection(TokioIo::new(stream), service);
+                .serve_connection(TokioIo::new(WriteDeadline::new(stream)), service);
             tokio::select! {
                 _ = connection => {}
                 _ = stop.cancelled() => {}
@@ -164,6 +169,67 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>, stop: Cancellatio
     }
     drop(listener);
     tasks.close();
+}
+
+/// The answer to a connection beyond `MAX_HTTP_CONNECTIONS`.
+const AT_CAPACITY: &str = concat!(
+    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 105\r\n\r\n",
+    r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Service Unavailable: too many connections"}}"#
+);
+
+/// A connection whose writes may not stall longer than `SERVER_HTTP_WRITE_STALL_TIMEOUT_MS` (a client
+/// that stops reading its response): past it the write fails and hyper drops the connection.
+struct WriteDeadline<S> {
+    inner: S,
+    stalled: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> WriteDeadline<S> {
+    fn new(inner: S) -> Self {
+        WriteDeadline { inner, stalled: None }
+    }
+
+    /// `Pending` from the socket arms the deadline; progress disarms it; the deadline passing is an error.
+    fn watch<T>(&mut self, cx: &mut std::task::Context<'_>, polled: std::task::Poll<std::io::Result<T>>) -> std::task::Poll<std::io::Result<T>> {
+        use std::task::Poll;
+        if polled.is_ready() {
+            self.stalled = None;
+            return polled;
+        }
+        let deadline = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(Duration::from_millis(crate::limits::SERVER_HTTP_WRITE_STALL_TIMEOUT_MS))));
+        match std::future::Future::poll(deadline.as_mut(), cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "the client stopped reading its response"))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for WriteDeadline<S> {
+    fn poll_read(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteDeadline<S> {
+    fn poll_write(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = std::pin::Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.watch(cx, polled)
+    }
+
+    fn poll_flush(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let polled = std::pin::Pin::new(&mut this.inner).poll_flush(cx);
+        this.watch(cx, polled)
+    }
+
+    fn poll_shutdown(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let polled = std::pin::Pin::new(&mut this.inner).poll_shutdown(cx);
+        this.watch(cx, polled)
+    }
 }
 
 type Reply = Response<Full<Bytes>>;
@@ -224,7 +290,13 @@ async fn post(state: &Arc<State>, request: Request<Incoming>) -> Reply {
         return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, TRANSPORT_ERROR, "Unsupported Media Type: the body must be application/json");
     }
     let (parts, body) = request.into_parts();
-    let body = match Limited::new(body, MAX_SERVER_MESSAGE_BYTES).collect().await {
+    let reading = tokio::time::timeout(Duration::from_millis(SERVER_HTTP_BODY_READ_TIMEOUT_MS), Limited::new(body, MAX_SERVER_MESSAGE_BYTES).collect());
+    let Ok(read) = reading.await else {
+        let mut response = refuse(StatusCode::REQUEST_TIMEOUT, TRANSPORT_ERROR, "Request Timeout: the request body did not arrive in time");
+        response.headers_mut().insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+        return response;
+    };
+    let body = match read {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
             return refuse(StatusCode::PAYLOAD_TOO_LARGE, INVALID_REQUEST, &format!("the request body is over the {MAX_SERVER_MESSAGE_BYTES} bytes this server reads"))
@@ -308,7 +380,7 @@ async fn request_reply(state: &Arc<State>, headers: &HeaderMap, id: &RawValue, m
             if method == "initialize" {
                 let (_, result) = dispatch::initialize(&state.core, params);
                 let Some(session) = state.open_session() else {
-                    return refuse(StatusCode::SERVICE_UNAVAILABLE, TRANSPORT_ERROR, "Service Unavailable: too many sessions are open");
+                    return refuse(StatusCode::SERVICE_UNAVAILABLE, TRANSPORT_ERROR, "Service Unavailable: no session id could be made");
                 };
                 let mut response = reply(StatusCode::OK, dispatch::response(id, &Ok(result)));
                 response.headers_mut().insert(SESSION_HEADER, HeaderValue::from_str(&session).expect("hex is a header value"));
@@ -403,14 +475,19 @@ impl State {
         self.loopback && matches!(url.scheme(), "http" | "https") && url.host_str().is_some_and(is_loopback_name)
     }
 
-    /// A new session's id, unless `MAX_HTTP_SESSIONS` are open and none has been idle long enough to drop.
+    /// A new session's id. At `MAX_HTTP_SESSIONS`, sessions idle for `HTTP_SESSION_IDLE_MS` are dropped,
+    /// and if none is, the least recently used one (its client's next request is 404, and a client then
+    /// starts a new session): a flood of `initialize` cannot lock new clients out. `None`: no randomness.
     fn open_session(&self) -> Option<String> {
         let mut sessions = self.sessions.lock();
         if sessions.len() >= MAX_HTTP_SESSIONS {
             let idle = Duration::from_millis(HTTP_SESSION_IDLE_MS);
             sessions.retain(|_, s| s.last_used.elapsed() < idle);
             if sessions.len() >= MAX_HTTP_SESSIONS {
-                return None;
+                let oldest = sessions.iter().min_by_key(|(_, s)| s.last_used).map(|(id, _)| id.clone());
+                if let Some(oldest) = oldest {
+                    sessions.remove(&oldest);
+                }
             }
         }
         let mut bytes = [0u8; 16];
@@ -424,6 +501,113 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Slowloris on the body: headers sent in time, then a body that never comes. No body read timeout,
+    /// so 256 such connections hold every connection permit and the listener stops accepting for good.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn clients_that_never_send_their_body_cannot_hold_the_listener() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (core, _) = super::super::testing::server(None);
+        let listener = listen(core, HttpOptions::parse("{}").unwrap()).await.unwrap();
+        let address = listener.address;
+        let head = |length: usize| {
+            format!("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\nConnection: close\r\n\r\n", address.port())
+        };
+        let mut held = Vec::new();
+        for _ in 0..MAX_HTTP_CONNECTIONS {
+            let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+            stream.write_all(head(1_000).as_bytes()).await.unwrap();
+            held.push(stream);
+        }
+        // Well past the header read timeout.
+        tokio::time::sleep(Duration::from_millis(HTTP_HEADER_READ_TIMEOUT_MS + 2_000)).await;
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+        let answered = tokio::time::timeout(Duration::from_secs(5), async {
+            let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+            stream.write_all(format!("{}{body}", head(body.len())).as_bytes()).await.unwrap();
+            let mut response = Vec::new();
+            let _ = stream.read_to_end(&mut response).await;
+            String::from_utf8_lossy(&response).into_owned()
+        })
+        .await;
+        assert!(answered.as_deref().is_ok_and(|r| r.starts_with("HTTP/1.1 200")), "a well-behaved client got no answer: {answered:?}");
+        drop(held);
+        listener.close().await;
+    }
+
+    /// At the session cap, a new `initialize` takes the place of the least recently used session.
+    #[test]
+    fn a_new_session_at_the_cap_evicts_the_least_recently_used() {
+        let (core, _) = super::super::testing::server(None);
+        let state = State {
+            core,
+            path: "/mcp".into(),
+            loopback: true,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            sessions: Mutex::new(HashMap::new()),
+        };
+        let first = state.open_session().unwrap();
+        let second = state.open_session().unwrap();
+        for _ in 2..MAX_HTTP_SESSIONS {
+            state.open_session().unwrap();
+        }
+        let past = Instant::now() - Duration::from_secs(60);
+        state.sessions.lock().get_mut(&second).unwrap().last_used = past;
+        state.sessions.lock().get_mut(&first).unwrap().last_used = past + Duration::from_secs(1);
+        let newest = state.open_session().expect("a place is made");
+        let sessions = state.sessions.lock();
+        assert_eq!(sessions.len(), MAX_HTTP_SESSIONS);
+        assert!(sessions.contains_key(&newest) && sessions.contains_key(&first) && !sessions.contains_key(&second), "the least recently used one went");
+    }
+
+    /// A connection beyond the cap is told so (503) at once, not left waiting in the accept queue.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_beyond_the_cap_is_answered_503() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (core, _) = super::super::testing::server(None);
+        let listener = listen(core, HttpOptions::parse("{}").unwrap()).await.unwrap();
+        let mut held = Vec::new();
+        for _ in 0..MAX_HTTP_CONNECTIONS {
+            let mut stream = tokio::net::TcpStream::connect(listener.address).await.unwrap();
+            stream.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 10\r\n\r\n").await.unwrap();
+            held.push(stream);
+        }
+        // Time for the accept loop to take all of them (held connections are answered only once their
+        // bodies time out, long after this).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut response = String::new();
+        let mut stream = tokio::net::TcpStream::connect(listener.address).await.unwrap();
+        // Bounded only so that a regression fails instead of hanging.
+        let _ = tokio::time::timeout(Duration::from_millis(SERVER_HTTP_BODY_READ_TIMEOUT_MS / 2), stream.read_to_string(&mut response)).await;
+        assert!(response.starts_with("HTTP/1.1 503"), "{response:?}");
+        assert!(response.contains("too many connections"), "{response:?}");
+        drop(held);
+        listener.close().await;
+    }
+
+    /// hyper drops a request's handler when its client hangs up mid-call (hyper 1.12
+    /// `mid_message_detect_eof`); the execution itself runs to its end in its slot, as a JavaScript
+    /// `execute` would, so a hang-up neither cuts a side effect in half nor frees a slot early.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_hang_up_does_not_cut_an_unkeyed_execution_short() {
+        use std::sync::atomic::Ordering;
+        use tokio::io::AsyncWriteExt;
+        let (core, host) = super::super::testing::server(None);
+        let listener = listen(core, HttpOptions::parse("{}").unwrap()).await.unwrap();
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","arguments":{"ms":1500},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: slow\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut stream = tokio::net::TcpStream::connect(listener.address).await.unwrap();
+        stream.write_all(request.as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        drop(stream);
+        tokio::time::sleep(Duration::from_millis(2_000)).await;
+        assert_eq!(host.executions.load(Ordering::SeqCst), 1, "the execution was cut short when its client left");
+        listener.close().await;
+    }
 
     #[test]
     fn hosts_lose_their_ports() {

@@ -33,12 +33,14 @@ use std::sync::Arc;
 pub const MAX_SERVER_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 /// Tool calls executing at once per server (in-process and every listener together); more wait.
 pub const MAX_CONCURRENT_SERVER_CALLS: usize = 64;
-/// HTTP connections open at once per listener; more wait in the kernel's accept queue.
+/// HTTP connections open at once per listener; one more is answered 503 and closed. A request body
+/// must arrive within `limits::SERVER_HTTP_BODY_READ_TIMEOUT_MS` and no response write may stall past
+/// `limits::SERVER_HTTP_WRITE_STALL_TIMEOUT_MS`, so idle clients cannot hold these for long.
 pub const MAX_HTTP_CONNECTIONS: usize = 256;
-/// 2025-era HTTP sessions held at once per listener; an `initialize` beyond it is refused with 503
-/// once no session has been idle for `HTTP_SESSION_IDLE_MS`.
+/// 2025-era HTTP sessions held at once per listener; an `initialize` beyond it takes the place of the
+/// sessions idle for `HTTP_SESSION_IDLE_MS`, or else of the least recently used one.
 pub const MAX_HTTP_SESSIONS: usize = 1_024;
-/// How long a 2025-era HTTP session may go unused before a new one may take its place, in ms.
+/// How long a 2025-era HTTP session may go unused before it is dropped for a new one, in ms.
 pub const HTTP_SESSION_IDLE_MS: u64 = 30 * 60 * 1_000;
 /// How long a client may take to send a request's headers, in ms.
 pub const HTTP_HEADER_READ_TIMEOUT_MS: u64 = 10_000;
@@ -58,6 +60,8 @@ pub enum Execution {
     Failed(String),
     /// The host's own schema (Standard Schema) refused the arguments before `execute` ran.
     Invalid(String),
+    /// `execute` did not settle within the call timeout (the host aborted its signal).
+    TimedOut,
 }
 
 /// The host side of the server: runs a tool's `execute`. `request` is
@@ -94,6 +98,9 @@ pub struct ServerSpec {
     #[serde(default)]
     pub instructions: Option<String>,
     pub tools: Vec<ToolSpec>,
+    /// How long one `execute` may run, in ms (`limits::DEFAULT_SERVER_CALL_TIMEOUT_MS` when absent).
+    #[serde(default)]
+    pub call_timeout_ms: Option<u64>,
 }
 
 fn default_name() -> String {
@@ -120,6 +127,8 @@ pub struct McpServerCore {
     pub(crate) listing: String,
     pub(crate) host: Arc<dyn ToolHost>,
     pub(crate) calls: calls::Calls,
+    /// How long one `execute` may run, in ms.
+    pub(crate) call_timeout_ms: u64,
 }
 
 impl McpServerCore {
@@ -134,6 +143,13 @@ impl McpServerCore {
         let spec: ServerSpec = serde_json::from_str(spec_json).map_err(|e| McpError::config(format!("createMcpServer: {e}")))?;
         if spec.tools.len() > MAX_SERVER_TOOLS {
             return Err(McpError::config(format!("createMcpServer: {} tools, over the {MAX_SERVER_TOOLS} one server may publish", spec.tools.len())));
+        }
+        let call_timeout_ms = spec.call_timeout_ms.unwrap_or(crate::limits::DEFAULT_SERVER_CALL_TIMEOUT_MS);
+        if !(1..=crate::limits::MAX_SERVER_CALL_TIMEOUT_MS).contains(&call_timeout_ms) {
+            return Err(McpError::config(format!(
+                "createMcpServer: callTimeoutMs must be 1 to {} ms",
+                crate::limits::MAX_SERVER_CALL_TIMEOUT_MS
+            )));
         }
         let mut tools = HashMap::with_capacity(spec.tools.len());
         let mut listed = Vec::with_capacity(spec.tools.len());
@@ -160,6 +176,7 @@ impl McpServerCore {
             listing: Value::Array(listed).to_string(),
             host,
             calls: calls::Calls::new(journal),
+            call_timeout_ms,
         }))
     }
 
@@ -207,6 +224,8 @@ pub(crate) mod testing {
                         Ok(Execution::Value(serde_json::json!({ "executions": n }).to_string()))
                     }
                     "boom" => Ok(Execution::Failed("the card was declined".into())),
+                    // review: `{"panic": true}` makes echo's execute panic (a host that failed in Rust).
+                    _ if request["arguments"]["panic"] == Value::Bool(true) => panic!("a host that panicked"),
                     _ => Ok(Execution::Value(request["arguments"].to_string())),
                 }
             })

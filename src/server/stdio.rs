@@ -84,7 +84,10 @@ fn read_lines(mut input: impl BufRead, max_bytes: usize, mut deliver: impl FnMut
 }
 
 /// Serves `lines` until they end or `stop` is cancelled, answering on `output`.
-pub async fn serve(core: Arc<McpServerCore>, mut lines: mpsc::Receiver<Line>, output: impl AsyncWrite + Unpin + Send + 'static, stop: CancellationToken) {
+/// Serves `lines` until they end (`true`) or `stop` (`false`: `lines` stays usable, so a later serve
+/// reads on from the same reader and no line is taken by a reader nobody listens to).
+pub async fn serve(core: Arc<McpServerCore>, lines: &mut mpsc::Receiver<Line>, output: impl AsyncWrite + Unpin + Send + 'static, stop: CancellationToken) -> bool {
+    let mut ended = false;
     let (responses, queued) = mpsc::channel::<String>(RESPONSES_QUEUED);
     let writer = tokio::spawn(write_responses(queued, output));
     let tasks = TaskTracker::new();
@@ -92,7 +95,13 @@ pub async fn serve(core: Arc<McpServerCore>, mut lines: mpsc::Receiver<Line>, ou
     loop {
         let line = tokio::select! {
             _ = stop.cancelled() => break,
-            line = lines.recv() => match line { Some(line) => line, None => break },
+            line = lines.recv() => match line {
+                Some(line) => line,
+                None => {
+                    ended = true;
+                    break;
+                }
+            },
         };
         let permit = tokio::select! {
             _ = stop.cancelled() => break,
@@ -114,6 +123,7 @@ pub async fn serve(core: Arc<McpServerCore>, mut lines: mpsc::Receiver<Line>, ou
     if !stop.is_cancelled() {
         let _ = writer.await;
     }
+    ended
 }
 
 async fn write_responses(mut queued: mpsc::Receiver<String>, mut output: impl AsyncWrite + Unpin) {
@@ -188,12 +198,32 @@ mod tests {
         assert_eq!(seen, ["{\"a\":1}", "<too long>", "{\"b\":2}", "last"]);
     }
 
+    /// close() stops serving, not the reader: the next serve reads on from it, so no line is taken by a
+    /// reader nobody listens to any more.
+    #[tokio::test]
+    async fn a_stopped_serve_leaves_its_reader_to_the_next() {
+        let (core, _) = testing::server(None);
+        let (lines_in, mut lines) = mpsc::channel(8);
+        let stop = CancellationToken::new();
+        stop.cancel();
+        assert!(!serve(core.clone(), &mut lines, tokio::io::sink(), stop).await, "stopped, not ended");
+        lines_in.send(Line::Message(br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#.to_vec())).await.unwrap();
+        drop(lines_in);
+        let (output, read_back) = tokio::io::duplex(1024);
+        assert!(serve(core, &mut lines, output, CancellationToken::new()).await);
+        let answered = BufReader::new(read_back).lines().next_line().await.unwrap().unwrap();
+        assert_eq!(answered, r#"{"jsonrpc":"2.0","id":7,"result":{}}"#);
+    }
+
     #[tokio::test]
     async fn serves_both_eras_over_a_pipe_and_ends_with_its_input() {
         let (core, _) = testing::server(None);
         let (lines_in, lines) = mpsc::channel(8);
         let (output, read_back) = tokio::io::duplex(64 * 1024);
-        let served = tokio::spawn(serve(core, lines, output, CancellationToken::new()));
+        let served = tokio::spawn(async move {
+            let mut lines = lines;
+            serve(core, &mut lines, output, CancellationToken::new()).await
+        });
         let modern = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
         for line in [
             r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#.to_owned(),
@@ -206,7 +236,7 @@ mod tests {
         }
         lines_in.send(Line::TooLong).await.unwrap();
         drop(lines_in);
-        served.await.unwrap();
+        assert!(served.await.unwrap(), "serving ended with its input");
         let mut replies = Vec::new();
         let mut reader = BufReader::new(read_back).lines();
         while let Some(line) = reader.next_line().await.unwrap() {

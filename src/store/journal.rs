@@ -20,34 +20,93 @@ pub trait McpJournal: Send + Sync {
     fn release(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<()>>;
     fn count(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<u64>>;
 
-    /// `createMcpServer`'s exactly-once: the result recorded for `tool` called with idempotency key `key`.
-    /// Journals without a table of their own keep it as a claim under `__mcp_call__:<tool>:<key>`.
-    fn call_result(&self, key: &str, tool: &str) -> BoxFuture<'_, Result<Option<String>>> {
+    /// `createMcpServer`'s exactly-once: the result recorded for `tool` called with idempotency key `key`,
+    /// with the fingerprint of the arguments it ran with. Journals without a table of their own keep it
+    /// as a claim under `__mcp_call__:<tool>:<key>` (the value: [`claim_value`]).
+    fn call_result(&self, key: &str, tool: &str) -> BoxFuture<'_, Result<Option<RecordedCall>>> {
         let claim_key = call_claim_key(key, tool);
-        Box::pin(async move { self.get(&claim_key).await })
+        Box::pin(async move { Ok(self.get(&claim_key).await?.map(|value| RecordedCall::from_claim(&value))) })
     }
     /// Takes the call (`key`, `tool`) for `owner` for `lease_ms`, unless its result is recorded or another
     /// owner's lease on it is still running. The built-ins share this across processes; a journal that
     /// keeps results as claims answers only `Taken` or `Done` (exactly-once within one process).
-    fn take_call(&self, key: &str, tool: &str, _owner: &str, _lease_ms: u64) -> BoxFuture<'_, Result<CallSlot>> {
+    /// `fingerprint` is the call's [`call_fingerprint`], kept with it.
+    fn take_call(&self, key: &str, tool: &str, _fingerprint: &str, _owner: &str, _lease_ms: u64) -> BoxFuture<'_, Result<CallSlot>> {
         let found = self.call_result(key, tool);
         Box::pin(async move { Ok(found.await?.map_or(CallSlot::Taken, CallSlot::Done)) })
     }
-    /// Extends `owner`'s lease on a call it is still running.
-    fn renew_call(&self, _key: &str, _tool: &str, _owner: &str, _lease_ms: u64) -> BoxFuture<'_, Result<()>> {
-        Box::pin(ready(Ok(())))
+    /// Extends `owner`'s lease on a call it is still running: `false` if the call is no longer its own
+    /// (the lease lapsed and another owner took it, or it is gone).
+    fn renew_call(&self, _key: &str, _tool: &str, _owner: &str, _lease_ms: u64) -> BoxFuture<'_, Result<bool>> {
+        Box::pin(ready(Ok(true)))
     }
     /// Ends `owner`'s run of a call: `Some(result)` records it (first writer wins: the recorded result is
     /// returned), `None` gives the call up (it failed; a retry runs it again).
-    fn finish_call(&self, key: &str, tool: &str, _owner: &str, result: Option<&str>) -> BoxFuture<'_, Result<Option<String>>> {
-        let (claim_key, result) = (call_claim_key(key, tool), result.map(str::to_owned));
+    fn finish_call(&self, key: &str, tool: &str, fingerprint: &str, _owner: &str, result: Option<&str>) -> BoxFuture<'_, Result<Option<RecordedCall>>> {
+        let (claim_key, value) = (call_claim_key(key, tool), result.map(|result| claim_value(fingerprint, result)));
         Box::pin(async move {
-            match result {
-                Some(result) => self.claim(&claim_key, &result).await.map(Some),
+            match value {
+                Some(value) => self.claim(&claim_key, &value).await.map(|recorded| Some(RecordedCall::from_claim(&recorded))),
                 None => Ok(None),
             }
         })
     }
+}
+
+/// A recorded call: its `CallToolResult` JSON, and the fingerprint of the call that recorded it
+/// (`None`: recorded before fingerprints were kept, so any arguments match).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedCall {
+    pub result: String,
+    pub fingerprint: Option<String>,
+}
+
+impl RecordedCall {
+    pub fn new(result: &str, fingerprint: &str) -> Self {
+        RecordedCall { result: result.to_owned(), fingerprint: Some(fingerprint.to_owned()) }
+    }
+
+    /// A claim's value: `{"argumentsSha256", "result"}`, or (written before fingerprints) the result alone.
+    fn from_claim(value: &str) -> Self {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Claimed<'a> {
+            #[serde(rename = "argumentsSha256")]
+            fingerprint: String,
+            #[serde(borrow)]
+            result: &'a serde_json::value::RawValue,
+        }
+        match serde_json::from_str::<Claimed>(value) {
+            Ok(claimed) => RecordedCall { result: claimed.result.get().to_owned(), fingerprint: Some(claimed.fingerprint) },
+            Err(_) => RecordedCall { result: value.to_owned(), fingerprint: None },
+        }
+    }
+
+    /// Whether this record answers a call with `fingerprint`.
+    pub fn matches(&self, fingerprint: &str) -> bool {
+        self.fingerprint.as_deref().is_none_or(|f| f == fingerprint)
+    }
+}
+
+/// A recorded call as a claim's value (Postgres and JavaScript journals).
+pub fn claim_value(fingerprint: &str, result: &str) -> String {
+    let mut value = String::from("{\"argumentsSha256\":");
+    crate::protocol::jsonrpc::push_json_string(&mut value, fingerprint);
+    value.push_str(",\"result\":");
+    value.push_str(result);
+    value.push('}');
+    value
+}
+
+/// What identifies a keyed call besides its key: SHA-256 (hex) of the tool's name and its arguments'
+/// canonical JSON (serde_json's maps are sorted by key). A key used again with other arguments or another
+/// tool is a different call, refused rather than answered with the first one's result.
+pub fn call_fingerprint(tool: &str, arguments: &serde_json::Value) -> String {
+    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+    context.update(tool.as_bytes());
+    context.update(&[0]);
+    context.update(arguments.to_string().as_bytes());
+    context.finish().as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What [`McpJournal::take_call`] found.
@@ -56,7 +115,7 @@ pub enum CallSlot {
     /// The caller owns the call now: run it, then `finish_call`.
     Taken,
     /// Recorded: the result.
-    Done(String),
+    Done(RecordedCall),
     /// Another owner is running it under a live lease: ask again later.
     Running,
 }
@@ -71,7 +130,7 @@ pub fn call_claim_key(key: &str, tool: &str) -> String {
 #[derive(Debug, Clone)]
 enum CallState {
     Running { owner: String, lease_until_ms: i64 },
-    Done(String),
+    Done(RecordedCall),
 }
 
 #[derive(Default)]
@@ -119,7 +178,7 @@ impl McpJournal for MemoryJournal {
         Box::pin(ready(Ok(self.counters.lock().get(&(run_id.to_owned(), counter.to_owned())).copied().unwrap_or(0))))
     }
 
-    fn call_result(&self, key: &str, tool: &str) -> BoxFuture<'_, Result<Option<String>>> {
+    fn call_result(&self, key: &str, tool: &str) -> BoxFuture<'_, Result<Option<RecordedCall>>> {
         let done = match self.calls.lock().get(&(key.to_owned(), tool.to_owned())) {
             Some(CallState::Done(result)) => Some(result.clone()),
             _ => None,
@@ -127,7 +186,7 @@ impl McpJournal for MemoryJournal {
         Box::pin(ready(Ok(done)))
     }
 
-    fn take_call(&self, key: &str, tool: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<CallSlot>> {
+    fn take_call(&self, key: &str, tool: &str, _fingerprint: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<CallSlot>> {
         let now = super::now_ms();
         let mut calls = self.calls.lock();
         let slot = calls.entry((key.to_owned(), tool.to_owned())).or_insert_with(|| CallState::Running { owner: String::new(), lease_until_ms: i64::MIN });
@@ -142,23 +201,26 @@ impl McpJournal for MemoryJournal {
         Box::pin(ready(Ok(taken)))
     }
 
-    fn renew_call(&self, key: &str, tool: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<()>> {
+    fn renew_call(&self, key: &str, tool: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<bool>> {
+        let mut renewed = false;
         if let Some(CallState::Running { owner: holder, lease_until_ms }) = self.calls.lock().get_mut(&(key.to_owned(), tool.to_owned())) {
             if holder == owner {
                 *lease_until_ms = super::now_ms().saturating_add(lease_ms as i64);
+                renewed = true;
             }
         }
-        Box::pin(ready(Ok(())))
+        Box::pin(ready(Ok(renewed)))
     }
 
-    fn finish_call(&self, key: &str, tool: &str, owner: &str, result: Option<&str>) -> BoxFuture<'_, Result<Option<String>>> {
+    fn finish_call(&self, key: &str, tool: &str, fingerprint: &str, owner: &str, result: Option<&str>) -> BoxFuture<'_, Result<Option<RecordedCall>>> {
         let mut calls = self.calls.lock();
         let slot = (key.to_owned(), tool.to_owned());
         let ours = matches!(calls.get(&slot), Some(CallState::Running { owner: holder, .. }) if holder == owner);
         let recorded = match (result, ours) {
             (Some(result), true) => {
-                calls.insert(slot, CallState::Done(result.to_owned()));
-                Some(result.to_owned())
+                let recorded = RecordedCall::new(result, fingerprint);
+                calls.insert(slot, CallState::Done(recorded.clone()));
+                Some(recorded)
             }
             (None, true) => {
                 calls.remove(&slot);
@@ -167,7 +229,7 @@ impl McpJournal for MemoryJournal {
             // Taken over meanwhile: whatever is recorded now (or ours, if nothing is yet).
             (result, false) => match calls.get(&slot) {
                 Some(CallState::Done(recorded)) => Some(recorded.clone()),
-                _ => result.map(str::to_owned),
+                _ => result.map(|result| RecordedCall::new(result, fingerprint)),
             },
         };
         Box::pin(ready(Ok(recorded)))
@@ -201,25 +263,28 @@ pub(crate) mod contract {
 
     /// Two owners (two processes) and one call: one runs it, the other waits, then reads its result.
     pub async fn calls_are_taken_once_and_recorded(journal: &dyn McpJournal) {
-        use super::CallSlot;
+        use super::{CallSlot, RecordedCall};
+        let done = |result: &str| RecordedCall::new(result, "f");
         let (key, tool) = ("order-1:call-7", "charge");
         assert_eq!(journal.call_result(key, tool).await.unwrap(), None);
-        assert_eq!(journal.take_call(key, tool, "a", 60_000).await.unwrap(), CallSlot::Taken);
-        assert_eq!(journal.take_call(key, tool, "b", 60_000).await.unwrap(), CallSlot::Running, "a's lease is live");
-        journal.renew_call(key, tool, "a", 60_000).await.unwrap();
-        assert_eq!(journal.finish_call(key, tool, "a", Some("{\"a\":1}")).await.unwrap().as_deref(), Some("{\"a\":1}"));
-        assert_eq!(journal.take_call(key, tool, "b", 60_000).await.unwrap(), CallSlot::Done("{\"a\":1}".into()));
-        assert_eq!(journal.call_result(key, tool).await.unwrap().as_deref(), Some("{\"a\":1}"));
+        assert_eq!(journal.take_call(key, tool, "f", "a", 60_000).await.unwrap(), CallSlot::Taken);
+        assert_eq!(journal.take_call(key, tool, "f", "b", 60_000).await.unwrap(), CallSlot::Running, "a's lease is live");
+        assert!(journal.renew_call(key, tool, "a", 60_000).await.unwrap());
+        assert!(!journal.renew_call(key, tool, "b", 60_000).await.unwrap(), "not b's to renew");
+        assert_eq!(journal.finish_call(key, tool, "f", "a", Some("{\"a\":1}")).await.unwrap(), Some(done("{\"a\":1}")));
+        assert_eq!(journal.take_call(key, tool, "f", "b", 60_000).await.unwrap(), CallSlot::Done(done("{\"a\":1}")));
+        assert_eq!(journal.call_result(key, tool).await.unwrap(), Some(done("{\"a\":1}")), "kept with its arguments' fingerprint");
         assert_eq!(journal.call_result(key, "refund").await.unwrap(), None, "per tool");
         // A failed run gives the call up; a lapsed lease (its owner died) may be taken over.
-        assert_eq!(journal.take_call("k2", tool, "a", 60_000).await.unwrap(), CallSlot::Taken);
-        assert_eq!(journal.finish_call("k2", tool, "a", None).await.unwrap(), None);
-        assert_eq!(journal.take_call("k2", tool, "b", 0).await.unwrap(), CallSlot::Taken);
+        assert_eq!(journal.take_call("k2", tool, "f", "a", 60_000).await.unwrap(), CallSlot::Taken);
+        assert_eq!(journal.finish_call("k2", tool, "f", "a", None).await.unwrap(), None);
+        assert_eq!(journal.take_call("k2", tool, "f", "b", 0).await.unwrap(), CallSlot::Taken);
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        assert_eq!(journal.take_call("k2", tool, "c", 60_000).await.unwrap(), CallSlot::Taken, "b's lease lapsed");
-        assert_eq!(journal.finish_call("k2", tool, "b", Some("late")).await.unwrap().as_deref(), Some("late"), "b lost it: nothing recorded yet");
-        assert_eq!(journal.finish_call("k2", tool, "c", Some("{}")).await.unwrap().as_deref(), Some("{}"));
-        assert_eq!(journal.call_result("k2", tool).await.unwrap().as_deref(), Some("{}"));
+        assert_eq!(journal.take_call("k2", tool, "f", "c", 60_000).await.unwrap(), CallSlot::Taken, "b's lease lapsed");
+        assert!(!journal.renew_call("k2", tool, "b", 60_000).await.unwrap(), "b's renewal tells it the call was taken over");
+        assert_eq!(journal.finish_call("k2", tool, "f", "b", Some("{\"late\":1}")).await.unwrap(), Some(done("{\"late\":1}")), "b lost it: nothing recorded yet");
+        assert_eq!(journal.finish_call("k2", tool, "f", "c", Some("{}")).await.unwrap(), Some(done("{}")));
+        assert_eq!(journal.call_result("k2", tool).await.unwrap(), Some(done("{}")));
     }
 }
 

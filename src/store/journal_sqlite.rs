@@ -5,7 +5,7 @@
 //! between racing writers) and a read-back; a reservation is one conditional upsert. SQLite calls
 //! block, so each runs on tokio's blocking pool; the file is opened on first use.
 
-use super::journal::{CallSlot, McpJournal};
+use super::journal::{CallSlot, McpJournal, RecordedCall};
 use super::sqlite::{enable_wal, sql_error, BUSY_TIMEOUT};
 use super::{now_ms, store_error, BoxFuture};
 use crate::error::Result;
@@ -13,8 +13,9 @@ use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// The journal schema this build writes (row `journal` of `mcpferry_schema`): 2 added `mcp_call_results`.
-pub const JOURNAL_SCHEMA_VERSION: i64 = 2;
+/// The journal schema this build writes (row `journal` of `mcpferry_schema`): 2 added `mcp_call_results`,
+/// 3 its `arguments_sha256` (a key used again with other arguments is refused).
+pub const JOURNAL_SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "CREATE TABLE mcp_journal (
         key TEXT PRIMARY KEY,
@@ -41,17 +42,19 @@ const CALL_RESULTS_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS mcp_call_results (
         result TEXT,
         lease_until INTEGER NOT NULL,
         created_at INTEGER NOT NULL,
+        arguments_sha256 TEXT,
         PRIMARY KEY (idempotency_key, tool)
     );
     CREATE INDEX IF NOT EXISTS mcp_call_results_created_at ON mcp_call_results (created_at);";
 
 /// Take the call for `?3` until `?4`, unless it is done or another owner's lease (past `?5`, now) is live.
-const TAKE_CALL: &str = "INSERT INTO mcp_call_results (idempotency_key, tool, state, owner, result, lease_until, created_at)
-        VALUES (?1, ?2, 'running', ?3, NULL, ?4, ?5)
-    ON CONFLICT (idempotency_key, tool) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until
+const TAKE_CALL: &str = "INSERT INTO mcp_call_results (idempotency_key, tool, state, owner, result, lease_until, created_at, arguments_sha256)
+        VALUES (?1, ?2, 'running', ?3, NULL, ?4, ?5, ?6)
+    ON CONFLICT (idempotency_key, tool) DO UPDATE SET owner = excluded.owner, lease_until = excluded.lease_until,
+        arguments_sha256 = excluded.arguments_sha256
         WHERE mcp_call_results.state = 'running' AND mcp_call_results.lease_until < ?5
     RETURNING owner";
-const DONE_RESULT: &str = "SELECT result FROM mcp_call_results WHERE idempotency_key = ?1 AND tool = ?2 AND state = 'done'";
+const DONE_RESULT: &str = "SELECT result, arguments_sha256 FROM mcp_call_results WHERE idempotency_key = ?1 AND tool = ?2 AND state = 'done'";
 
 /// One slot more while under the limit (`?3`); no row back at the ceiling.
 const RESERVE: &str = "INSERT INTO mcp_run_counters (run_id, counter, count, updated_at) VALUES (?1, ?2, 1, ?4)
@@ -124,7 +127,11 @@ fn open(path: &Path) -> Result<Connection> {
             )))
         }
         Some(JOURNAL_SCHEMA_VERSION) => {}
-        Some(_) => {
+        Some(version) => {
+            if version == 2 {
+                // Schema 2's call results gain the fingerprint column (rows recorded before it have none).
+                tx.execute_batch("ALTER TABLE mcp_call_results ADD COLUMN arguments_sha256 TEXT").map_err(|e| fail("cannot upgrade the tables of", e))?;
+            }
             // A schema-1 file (pins and counters only) gains the call-results table.
             tx.execute_batch(CALL_RESULTS_SCHEMA).map_err(|e| fail("cannot upgrade the tables of", e))?;
             tx.execute("UPDATE mcpferry_schema SET version = ?1 WHERE component = 'journal'", [JOURNAL_SCHEMA_VERSION])
@@ -139,6 +146,11 @@ fn open(path: &Path) -> Result<Connection> {
     }
     tx.commit().map_err(|e| fail("cannot set up", e))?;
     Ok(connection)
+}
+
+/// A `DONE_RESULT` row.
+fn recorded_call(row: &rusqlite::Row<'_>) -> rusqlite::Result<RecordedCall> {
+    Ok(RecordedCall { result: row.get(0)?, fingerprint: row.get(1)? })
 }
 
 /// A stored count as the journal's (a negative one, never written by mcpferry, reads as zero).
@@ -196,29 +208,29 @@ impl McpJournal for SqliteJournal {
         })
     }
 
-    fn call_result(&self, key: &str, tool: &str) -> BoxFuture<'_, Result<Option<String>>> {
+    fn call_result(&self, key: &str, tool: &str) -> BoxFuture<'_, Result<Option<RecordedCall>>> {
         let (key, tool) = (key.to_owned(), tool.to_owned());
-        self.run(move |connection| connection.query_row(DONE_RESULT, [&key, &tool], |row| row.get(0)).optional())
+        self.run(move |connection| connection.query_row(DONE_RESULT, [&key, &tool], recorded_call).optional())
     }
 
-    fn take_call(&self, key: &str, tool: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<CallSlot>> {
-        let (key, tool, owner) = (key.to_owned(), tool.to_owned(), owner.to_owned());
+    fn take_call(&self, key: &str, tool: &str, fingerprint: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<CallSlot>> {
+        let (key, tool, owner, fingerprint) = (key.to_owned(), tool.to_owned(), owner.to_owned(), fingerprint.to_owned());
         let lease_ms = i64::try_from(lease_ms).unwrap_or(i64::MAX);
         self.run(move |connection| {
             let now = now_ms();
             let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let taken: Option<String> =
-                tx.query_row(TAKE_CALL, params![key, tool, owner, now.saturating_add(lease_ms), now], |row| row.get(0)).optional()?;
+                tx.query_row(TAKE_CALL, params![key, tool, owner, now.saturating_add(lease_ms), now, fingerprint], |row| row.get(0)).optional()?;
             let slot = if taken.as_deref() == Some(owner.as_str()) {
                 CallSlot::Taken
             } else {
-                let found: (String, Option<String>) = tx.query_row(
-                    "SELECT state, result FROM mcp_call_results WHERE idempotency_key = ?1 AND tool = ?2",
+                let found: (String, Option<String>, Option<String>) = tx.query_row(
+                    "SELECT state, result, arguments_sha256 FROM mcp_call_results WHERE idempotency_key = ?1 AND tool = ?2",
                     [&key, &tool],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
+                    |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
                 )?;
                 match found {
-                    (state, Some(result)) if state == "done" => CallSlot::Done(result),
+                    (state, Some(result), fingerprint) if state == "done" => CallSlot::Done(RecordedCall { result, fingerprint }),
                     _ => CallSlot::Running,
                 }
             };
@@ -227,20 +239,21 @@ impl McpJournal for SqliteJournal {
         })
     }
 
-    fn renew_call(&self, key: &str, tool: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<()>> {
+    fn renew_call(&self, key: &str, tool: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<bool>> {
         let (key, tool, owner) = (key.to_owned(), tool.to_owned(), owner.to_owned());
         let lease_ms = i64::try_from(lease_ms).unwrap_or(i64::MAX);
         self.run(move |connection| {
-            connection.execute(
+            let renewed = connection.execute(
                 "UPDATE mcp_call_results SET lease_until = ?4 WHERE idempotency_key = ?1 AND tool = ?2 AND owner = ?3 AND state = 'running'",
                 params![key, tool, owner, now_ms().saturating_add(lease_ms)],
             )?;
-            Ok(())
+            Ok(renewed > 0)
         })
     }
 
-    fn finish_call(&self, key: &str, tool: &str, owner: &str, result: Option<&str>) -> BoxFuture<'_, Result<Option<String>>> {
+    fn finish_call(&self, key: &str, tool: &str, fingerprint: &str, owner: &str, result: Option<&str>) -> BoxFuture<'_, Result<Option<RecordedCall>>> {
         let (key, tool, owner, result) = (key.to_owned(), tool.to_owned(), owner.to_owned(), result.map(str::to_owned));
+        let fingerprint = fingerprint.to_owned();
         self.run(move |connection| {
             let Some(result) = result else {
                 connection.execute(
@@ -254,8 +267,8 @@ impl McpJournal for SqliteJournal {
                 params![key, tool, owner, result],
             )?;
             // Ours, or (had the lease lapsed and another owner finished first) theirs; ours if none is recorded.
-            let recorded: Option<String> = connection.query_row(DONE_RESULT, [&key, &tool], |row| row.get(0)).optional()?;
-            Ok(Some(recorded.unwrap_or(result)))
+            let recorded = connection.query_row(DONE_RESULT, [&key, &tool], recorded_call).optional()?;
+            Ok(Some(recorded.unwrap_or_else(|| RecordedCall::new(&result, &fingerprint))))
         })
     }
 }
@@ -291,8 +304,29 @@ mod tests {
         drop(old);
         let journal = SqliteJournal::open_lazily(&path);
         assert_eq!(journal.get("__mcp_pin__:s:t").await.unwrap().as_deref(), Some("pinned"), "kept");
-        assert_eq!(journal.take_call("k", "t", "o", 1_000).await.unwrap(), CallSlot::Taken);
-        assert_eq!(journal.finish_call("k", "t", "o", Some("{}")).await.unwrap().as_deref(), Some("{}"));
+        assert_eq!(journal.take_call("k", "t", "f", "o", 1_000).await.unwrap(), CallSlot::Taken);
+        assert_eq!(journal.finish_call("k", "t", "f", "o", Some("{}")).await.unwrap(), Some(RecordedCall::new("{}", "f")));
+        let version: i64 = Connection::open(&path).unwrap().query_row("SELECT version FROM mcpferry_schema WHERE component = 'journal'", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, JOURNAL_SCHEMA_VERSION);
+    }
+
+    #[tokio::test]
+    async fn a_schema_two_journal_gains_the_fingerprint_column_and_keeps_its_results() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.db");
+        let journal = SqliteJournal::open_lazily(&path);
+        journal.take_call("old", "t", "f", "o", 1_000).await.unwrap();
+        journal.finish_call("old", "t", "f", "o", Some("{\"old\":1}")).await.unwrap();
+        drop(journal);
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("ALTER TABLE mcp_call_results DROP COLUMN arguments_sha256; UPDATE mcpferry_schema SET version = 2 WHERE component = 'journal'")
+            .unwrap();
+        let journal = SqliteJournal::open_lazily(&path);
+        let kept = RecordedCall { result: "{\"old\":1}".into(), fingerprint: None };
+        assert_eq!(journal.call_result("old", "t").await.unwrap(), Some(kept), "kept, with no fingerprint (any arguments match)");
+        assert_eq!(journal.take_call("new", "t", "g", "o", 1_000).await.unwrap(), CallSlot::Taken);
+        assert_eq!(journal.finish_call("new", "t", "g", "o", Some("{}")).await.unwrap(), Some(RecordedCall::new("{}", "g")));
         let version: i64 = Connection::open(&path).unwrap().query_row("SELECT version FROM mcpferry_schema WHERE component = 'journal'", [], |r| r.get(0)).unwrap();
         assert_eq!(version, JOURNAL_SCHEMA_VERSION);
     }
