@@ -20,13 +20,13 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFile
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { hostTarget, manifest, packMain, packPlatform, platformOf, root } from './package.mjs';
+import { bun } from './bun.mjs';
 import { node22Modules } from './node22.mjs';
 
 const target = hostTarget();
 const platform = platformOf(target);
 const platformPackage = `${manifest.name}-${platform}`;
 const NODE22 = process.argv[2] ?? join(root, 'node_modules', '.cache', 'mcpferry', 'node22', 'package', 'bin', 'node');
-const BUN = join(root, 'node_modules', '.bin', 'bun');
 const TSC = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
 /** Exported by dist/ (lib/index.ts re-exports all of lib/errors.ts, and hands lib/client.ts the toolset
  * internals connectMcpServer is built on) but not part of the package's API. */
@@ -315,7 +315,7 @@ function nodeLabel(binary, fallback) {
 const runtimes = [
   [nodeLabel(process.execPath, 'Node'), () => process.execPath],
   [nodeLabel(NODE22, 'Node 22'), () => NODE22],
-  ['Bun', () => BUN],
+  ['Bun', bun],
 ];
 
 test('the install holds mcpferry and its platform package and nothing else', () => {

@@ -6,8 +6,9 @@
 // Node 22, Bun and install runs only: Node 20 runs what Node 20 supports.
 
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { bun } from './bun.mjs';
 import { node22, node22Modules } from './node22.mjs';
 
 const root = new URL('..', import.meta.url).pathname;
@@ -32,13 +33,6 @@ function run(label, command, args, env = {}) {
     });
     child.on('close', (code) => resolve({ label, code, out }));
   });
-}
-
-function bun() {
-  for (const candidate of [join(root, 'node_modules', '.bin', 'bun'), join(root, 'node_modules', '@oven', 'bun-linux-x64', 'bin', 'bun')]) {
-    if (existsSync(candidate) && spawnSync(candidate, ['--version']).status === 0) return candidate;
-  }
-  throw new Error('no runnable Bun binary in node_modules (npm package "bun")');
 }
 
 /** Pass and fail counts from node:test's or bun test's closing lines. */
