@@ -286,11 +286,13 @@ impl McpServerCore {
         }
         let slot = (key.to_owned(), name.to_owned());
         self.calls.unrecorded.lock().insert(slot.clone(), (fingerprint.to_owned(), result.to_owned()));
-        let (journal, unrecorded) = (journal.clone(), self.calls.unrecorded.clone());
+        // The retry lives as long as this server: it holds the map weakly and ends once the server is gone.
+        let (journal, unrecorded) = (journal.clone(), Arc::downgrade(&self.calls.unrecorded));
         let (fingerprint, owner, result) = (fingerprint.to_owned(), owner.to_owned(), result.to_owned());
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(FINISH_BACKGROUND_RETRY_MS)).await;
+                let Some(unrecorded) = unrecorded.upgrade() else { return };
                 if journal.finish_call(&slot.0, &slot.1, &fingerprint, &owner, Some(&result)).await.is_ok() {
                     unrecorded.lock().remove(&slot);
                     return;
