@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { composeGuards, createMemoryMcpJournal, createSqliteMcpJournal, mcpFirewall, mcpTools } from '../dist/index.js';
 import { createMcpHandle } from '../entry/ai.mjs';
-import { FIXTURE, fixture, scratchFile } from './helpers.mjs';
+import { FIXTURE, fixture, memoryJsJournal, scratchFile } from './helpers.mjs';
 
 const HASHES = /pinned: ([0-9a-f]{64}), current: ([0-9a-f]{64})/;
 const sdkOptions = (toolCallId) => ({ toolCallId, messages: [] });
@@ -84,31 +84,7 @@ test('pins: first writer wins across two toolsets sharing a SQLite journal; a ch
 });
 
 test('a journal implemented in JavaScript keeps the pins and the counts', async (t) => {
-  const claims = new Map();
-  const counts = new Map();
-  const journal = {
-    async claim(key, value) {
-      if (!claims.has(key)) claims.set(key, value);
-      return claims.get(key);
-    },
-    async get(key) {
-      return claims.get(key) ?? null;
-    },
-    async reserve(runId, counter, limit) {
-      const key = `${runId}|${counter}`;
-      const count = counts.get(key) ?? 0;
-      if (count >= limit) return null;
-      counts.set(key, count + 1);
-      return count + 1;
-    },
-    async release(runId, counter) {
-      const key = `${runId}|${counter}`;
-      counts.set(key, Math.max(0, (counts.get(key) ?? 0) - 1));
-    },
-    async count(runId, counter) {
-      return counts.get(`${runId}|${counter}`) ?? 0;
-    },
-  };
+  const { journal, claims, counts } = memoryJsJournal();
   const server = fixture('js');
   let guard;
   const toolset = await mcpTools([server.entry], { policy: deferred(() => guard) });

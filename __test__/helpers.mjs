@@ -131,3 +131,33 @@ function installPythonSdk(python) {
   console.log(`# installed ${PYTHON_SDK} into ${VENV} in ${((Date.now() - started) / 1000).toFixed(1)} s (cached for later runs)`);
   return { python };
 }
+
+/** A journal written in JavaScript, in memory (the McpJournal interface): its claims and run counters exposed. */
+export function memoryJsJournal() {
+  const claims = new Map();
+  const counts = new Map();
+  const journal = {
+    async claim(key, value) {
+      if (!claims.has(key)) claims.set(key, value);
+      return claims.get(key);
+    },
+    async get(key) {
+      return claims.get(key) ?? null;
+    },
+    async reserve(runId, counter, limit) {
+      const key = `${runId}|${counter}`;
+      const count = counts.get(key) ?? 0;
+      if (count >= limit) return null;
+      counts.set(key, count + 1);
+      return count + 1;
+    },
+    async release(runId, counter) {
+      const key = `${runId}|${counter}`;
+      counts.set(key, Math.max(0, (counts.get(key) ?? 0) - 1));
+    },
+    async count(runId, counter) {
+      return counts.get(`${runId}|${counter}`) ?? 0;
+    },
+  };
+  return { journal, claims, counts };
+}

@@ -17,7 +17,7 @@ import { StdioClientTransport as Stdio1 } from '@modelcontextprotocol/sdk/client
 import { Client as Client2, StreamableHTTPClientTransport as Http2 } from '@modelcontextprotocol/client';
 import { StdioClientTransport as Stdio2 } from '@modelcontextprotocol/client/stdio';
 import { createMcpServer, createMemoryMcpJournal, createSqliteMcpJournal, mcpTools } from '../dist/index.js';
-import { here, pythonSdk, scratchFile } from './helpers.mjs';
+import { here, memoryJsJournal, pythonSdk, scratchFile } from './helpers.mjs';
 
 const SERVER = join(here, 'fixtures', 'mcp-server.mjs');
 const PY_CLIENT = join(here, 'fixtures', 'py-client.py');
@@ -165,23 +165,7 @@ test('two server processes sharing a SQLite journal run one key once, even when 
 });
 
 test('a journal written in JavaScript is pluggable: results are kept as its claims', async () => {
-  const claims = new Map();
-  const journal = {
-    async claim(key, value) {
-      if (!claims.has(key)) claims.set(key, value);
-      return claims.get(key);
-    },
-    async get(key) {
-      return claims.get(key) ?? null;
-    },
-    async reserve() {
-      return 1;
-    },
-    async release() {},
-    async count() {
-      return 0;
-    },
-  };
+  const { journal, claims } = memoryJsJournal();
   const { server, counter } = chargingServer(journal, 50);
   const call = () => server.callTool({ name: 'chargeCard', arguments: { amount: 3 }, idempotencyKey: 'k-1' });
   await Promise.all([call(), call()]);
