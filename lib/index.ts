@@ -63,10 +63,16 @@ export { createMcpServer } from './server';
 export type { McpServerHandle, McpServerOptions, McpServerTool, McpServerToolContext, McpServerListenOptions, McpServerHttpOptions, McpServerListening, McpServerCallResult, StandardSchemaV1 } from './server';
 
 type ProjectedTool = Omit<McpTool, 'execute'>;
+/**
+ * A tool as the engine sends it: with its texts inline, or, when they are a catalogue's shared with other
+ * toolsets, as `textsId` and `texts` (their JSON, parsed only for an id not held yet).
+ */
+type WireTool = Omit<ProjectedTool, 'description' | 'inputSchema'> & Partial<SharedTexts> & { textsId?: number; texts?: string };
+type SharedTexts = Pick<McpTool, 'description' | 'inputSchema' | 'outputSchema' | 'annotations'>;
 interface ToolsChange {
   server: string;
-  added: ProjectedTool[];
-  changed: ProjectedTool[];
+  added: WireTool[];
+  changed: WireTool[];
   removed: string[];
 }
 
@@ -580,10 +586,50 @@ function outcomeRecorder(options: McpOptions): RecordOutcome | undefined {
   };
 }
 
-function makeTool(calls: CallChannel, projected: ProjectedTool, record?: RecordOutcome): McpTool {
+/**
+ * The texts (description, schemas, annotations) of shared catalogues, by the engine's id: every toolset
+ * listing the same catalogue from the same server points at one frozen copy, held while a tool uses it.
+ */
+const sharedTexts = new Map<number, WeakRef<SharedTexts>>();
+const sharedTextsCollected = new FinalizationRegistry<number>((id) => {
+  if (sharedTexts.get(id)?.deref() === undefined) sharedTexts.delete(id);
+});
+
+/** Frozen all the way down: what one toolset's tool holds may be another's. */
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const member of Object.values(value)) deepFreeze(member);
+  }
+  return value;
+}
+
+function textsOf(wire: WireTool): SharedTexts {
+  const id = wire.textsId;
+  if (id === undefined) return deepFreeze({ description: wire.description!, inputSchema: wire.inputSchema!, outputSchema: wire.outputSchema, annotations: wire.annotations });
+  let texts = sharedTexts.get(id)?.deref();
+  if (texts === undefined) {
+    texts = deepFreeze(JSON.parse(wire.texts!) as SharedTexts);
+    sharedTexts.set(id, new WeakRef(texts));
+    sharedTextsCollected.register(texts, id);
+  }
+  return texts;
+}
+
+/** The tool's fields, in the order the map has always shown them; the texts are shared and frozen. */
+function projectedTool(wire: WireTool): ProjectedTool {
+  const texts = textsOf(wire);
+  const tool: ProjectedTool = { name: wire.name, description: texts.description, inputSchema: texts.inputSchema, server: wire.server, remoteName: wire.remoteName };
+  if (wire.title !== undefined) tool.title = wire.title;
+  if (texts.outputSchema !== undefined) tool.outputSchema = texts.outputSchema;
+  if (texts.annotations !== undefined) tool.annotations = texts.annotations;
+  return tool;
+}
+
+function makeTool(calls: CallChannel, wire: WireTool, record?: RecordOutcome): McpTool {
+  const projected = projectedTool(wire);
   const name = projected.name;
-  // The parsed object becomes the tool (no copy): a process holding thousands of sessions holds one
-  // object per tool, not two (the closure below keeps `projected` alive either way).
+  // One object per tool: `execute` is added to the projection (the closure keeps it alive either way).
   return Object.assign(projected, {
     execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult> {
       if (ctx !== undefined && ctx !== null && typeof ctx !== 'object') {
@@ -754,7 +800,7 @@ export async function openToolset(
       },
     ));
 
-  let connected: { tools: ProjectedTool[]; diagnostics: Diagnostic[] };
+  let connected: { tools: WireTool[]; diagnostics: Diagnostic[] };
   try {
     connected = JSON.parse(await start(native));
   } catch (error) {

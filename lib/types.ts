@@ -319,6 +319,10 @@ export interface McpTool {
   /** `${server}__${tool}`, provider-safe (`^[a-zA-Z0-9_-]{1,64}$`). */
   name: string;
   description: string;
+  /**
+   * Frozen, like `outputSchema` and `annotations`: toolsets listing the same catalogue from the same server share
+   * one copy. Copy it (`structuredClone`) to adapt it.
+   */
   inputSchema: JsonSchema;
   /** The configured server name. */
   server: string;

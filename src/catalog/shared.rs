@@ -69,7 +69,7 @@ pub fn texts_for(address: ListingAddress, tools: &[Tool]) -> Arc<SharedTexts> {
     if let Some(found) = registry.lock().get(&key).and_then(Weak::upgrade) {
         return found;
     }
-    let made = Arc::new(SharedTexts { by_name: tools.iter().map(|t| (t.name.clone(), ToolTexts::of(t))).collect() });
+    let made = Arc::new(SharedTexts { by_name: tools.iter().map(|t| (t.name.clone(), ToolTexts::shared(t))).collect() });
     let mut registry = registry.lock();
     if let Some(found) = registry.get(&key).and_then(Weak::upgrade) {
         return found;

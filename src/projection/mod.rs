@@ -6,6 +6,7 @@ pub mod prompt;
 pub mod search;
 
 use crate::protocol::mcp::Tool;
+use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -85,7 +86,14 @@ pub struct ToolTexts {
     pub annotations: Option<JsonText>,
     /// `disclosure::schema_tokens` of the input schema: its compact text is `input_schema` itself.
     pub schema_tokens: usize,
+    /// Set on the texts of a shared catalogue: JavaScript keeps one frozen object per id for every
+    /// toolset showing these texts (see [`ProjectedTool`]'s serialization).
+    pub shared_id: Option<u64>,
 }
+
+/// Ids of shared texts: from a counter, never reused in a process, so an id names one content for good
+/// (a hash of the content would let a server aim for another's id; an address could be reused).
+static NEXT_SHARED_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl ToolTexts {
     pub fn of(tool: &Tool) -> Self {
@@ -96,13 +104,19 @@ impl ToolTexts {
             input_schema,
             output_schema: tool.output_schema.as_ref().map(json_text),
             annotations: tool.annotations.as_ref().map(json_text),
+            shared_id: None,
         }
+    }
+
+    /// The texts of a tool in a catalogue shared between toolsets, with an id of their own.
+    pub fn shared(tool: &Tool) -> Self {
+        let shared_id = Some(NEXT_SHARED_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        ToolTexts { shared_id, ..Self::of(tool) }
     }
 }
 
 /// One remote tool as the agent sees it.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct ProjectedTool {
     /// `${server}__${tool}`, rewritten only when a model provider would reject it.
     pub name: String,
@@ -112,13 +126,48 @@ pub struct ProjectedTool {
     pub server: String,
     /// The tool's name on its server, exactly as published.
     pub remote_name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<JsonText>,
     /// Passed through for display. Never consulted for any decision: a server can lie in them.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub annotations: Option<JsonText>,
+    /// The id of the shared texts that `description`, the schemas and `annotations` are, when they are
+    /// exactly those (not a quarantine notice, not a schema cut down by a disclosure tier).
+    pub texts_id: Option<u64>,
+}
+
+/// What JavaScript receives: the tool's fields, except that texts shared between toolsets travel as
+/// `textsId` and `texts` (their JSON as a string), so JavaScript parses them only for an id it does not
+/// hold yet and every toolset's tool points at the same frozen objects. A process with thousands of
+/// sessions on the same servers then holds each description and schema once, not once per session.
+impl Serialize for ProjectedTool {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("name", &self.name)?;
+        if self.texts_id.is_none() {
+            map.serialize_entry("description", &self.description)?;
+            map.serialize_entry("inputSchema", &self.input_schema)?;
+        }
+        map.serialize_entry("server", &self.server)?;
+        map.serialize_entry("remoteName", &self.remote_name)?;
+        if let Some(title) = &self.title {
+            map.serialize_entry("title", title)?;
+        }
+        match self.texts_id {
+            Some(id) => {
+                map.serialize_entry("textsId", &id)?;
+                map.serialize_entry("texts", &self.texts_json())?;
+            }
+            None => {
+                if let Some(output_schema) = &self.output_schema {
+                    map.serialize_entry("outputSchema", output_schema)?;
+                }
+                if let Some(annotations) = &self.annotations {
+                    map.serialize_entry("annotations", annotations)?;
+                }
+            }
+        }
+        map.end()
+    }
 }
 
 impl PartialEq for ProjectedTool {
@@ -136,6 +185,24 @@ impl PartialEq for ProjectedTool {
 }
 
 impl ProjectedTool {
+    /// `{"description", "inputSchema", "outputSchema"?, "annotations"?}` as JSON text.
+    fn texts_json(&self) -> String {
+        let description = serde_json::to_string(&*self.description).expect("a string serializes");
+        let mut out = String::with_capacity(description.len() + self.input_schema.get().len() + 64);
+        out.push_str("{\"description\":");
+        out.push_str(&description);
+        out.push_str(",\"inputSchema\":");
+        out.push_str(self.input_schema.get());
+        for (key, text) in [("outputSchema", &self.output_schema), ("annotations", &self.annotations)] {
+            if let Some(text) = text {
+                out.push_str(&format!(",\"{key}\":"));
+                out.push_str(text.get());
+            }
+        }
+        out.push('}');
+        out
+    }
+
     /// A drifted tool: its name stays so the model can explain the gap, but nothing the server now
     /// says about it is shown, and calls are refused.
     pub fn quarantined(name: String, server: &str, tool: &Tool) -> Self {
@@ -152,6 +219,7 @@ impl ProjectedTool {
             title: None,
             output_schema: None,
             annotations: None,
+            texts_id: None,
         }
     }
 
@@ -170,6 +238,58 @@ impl ProjectedTool {
             title: tool.title.clone(),
             output_schema: texts.output_schema.clone(),
             annotations: texts.annotations.clone(),
+            texts_id: texts.shared_id,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool() -> Tool {
+        serde_json::from_value(serde_json::json!({
+            "name": "echo",
+            "description": "Echo \"it\" back.",
+            "inputSchema": { "type": "object", "properties": { "text": { "type": "string" } } },
+            "outputSchema": { "type": "object" },
+            "annotations": { "readOnlyHint": true },
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn shared_texts_travel_once_as_text_with_an_id_never_reused() {
+        let tool = tool();
+        let (first, second) = (ToolTexts::shared(&tool), ToolTexts::shared(&tool));
+        assert_ne!(first.shared_id, second.shared_id);
+        let projected = ProjectedTool::with_texts("srv__echo".into(), "srv", &tool, &first);
+        let wire: Value = serde_json::to_value(&projected).unwrap();
+        assert_eq!(wire["textsId"], serde_json::json!(first.shared_id.unwrap()));
+        assert!(wire.get("description").is_none() && wire.get("inputSchema").is_none());
+        assert_eq!((wire["name"].as_str(), wire["server"].as_str(), wire["remoteName"].as_str()), (Some("srv__echo"), Some("srv"), Some("echo")));
+        let texts: Value = serde_json::from_str(wire["texts"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            texts,
+            serde_json::json!({
+                "description": "Echo \"it\" back.",
+                "inputSchema": { "type": "object", "properties": { "text": { "type": "string" } } },
+                "outputSchema": { "type": "object" },
+                "annotations": { "readOnlyHint": true },
+            })
+        );
+    }
+
+    #[test]
+    fn texts_of_one_toolset_only_travel_inline() {
+        let tool = tool();
+        let wire: Value = serde_json::to_value(ProjectedTool::new("srv__echo".into(), "srv", &tool)).unwrap();
+        assert!(wire.get("textsId").is_none() && wire.get("texts").is_none());
+        assert_eq!(wire["description"], "Echo \"it\" back.");
+        assert_eq!(wire["inputSchema"]["properties"]["text"]["type"], "string");
+        assert_eq!(wire["annotations"]["readOnlyHint"], true);
+        let quarantined: Value = serde_json::to_value(ProjectedTool::quarantined("srv__echo".into(), "srv", &tool)).unwrap();
+        assert!(quarantined.get("textsId").is_none());
+        assert!(quarantined["description"].as_str().unwrap().starts_with("Unavailable"));
     }
 }

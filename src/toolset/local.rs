@@ -29,6 +29,7 @@ pub(crate) fn virtual_tools(table: &RouteTable) -> Vec<ProjectedTool> {
         title: None,
         output_schema: None,
         annotations: None,
+        texts_id: None,
     };
     vec![
         local(

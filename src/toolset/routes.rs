@@ -206,6 +206,7 @@ pub(crate) fn project_server(
             let shown = if !quarantined && decision.tier != Tier::Full {
                 let mut abbreviated = (*full).clone();
                 abbreviated.input_schema = json_text(&disclosure::schema_for(decision.tier, &tool.input_schema));
+                abbreviated.texts_id = None; // no longer the shared texts
                 Arc::new(abbreviated)
             } else {
                 full.clone()
