@@ -256,6 +256,22 @@ test('fixture: a too deep or too costly schema is bounded: reported, and its too
   });
 });
 
+test('fixture: toolsets sharing a catalogue (and its compiled schemas) each report an unusable schema once', async () => {
+  await withFixture('v', {}, async (first) => {
+    await withFixture('v', {}, async (second) => {
+      for (const { tools } of [first, second, first, second]) assert.equal((await tools.v__bomb.execute({ x: 'not an integer' })).content[0].text, 'ran bomb');
+      for (const { diagnostics } of [first, second]) {
+        await until(() => diagnostics.some((d) => d.code === 'tool-schema-invalid' && d.tool === 'bomb'));
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      for (const { diagnostics } of [first, second]) {
+        assert.equal(diagnostics.filter((d) => d.code === 'tool-schema-invalid' && d.tool === 'bomb').length, 1, JSON.stringify(diagnostics));
+      }
+      assert.equal(first.tools.v__bomb.inputSchema, second.tools.v__bomb.inputSchema, 'the two toolsets share the catalogue');
+    });
+  });
+});
+
 test('fixture: a tool whose definition changes is validated against its new schema', async () => {
   await withFixture('v', {}, async ({ tools }) => {
     assert.equal((await tools.v__typed.execute({ count: 50 })).content[0].text, '{"count":50}');

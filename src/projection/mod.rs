@@ -78,7 +78,7 @@ impl From<String> for Text {
 
 /// What a projection shows of a tool as published, independent of the toolset that shows it: the
 /// bulk of a projected tool, made once per distinct catalogue and shared read-only.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ToolTexts {
     pub description: Text,
     pub input_schema: JsonText,
@@ -89,11 +89,19 @@ pub struct ToolTexts {
     /// Set on the texts of a shared catalogue: JavaScript keeps one frozen object per id for every
     /// toolset showing these texts (see [`ProjectedTool`]'s serialization).
     pub shared_id: Option<u64>,
+    /// The schemas compiled for validation, shared the same way (a shared catalogue's texts only).
+    pub schemas: Option<Arc<crate::schema::tool::ToolSchemas>>,
 }
 
 /// Ids of shared texts: from a counter, never reused in a process, so an id names one content for good
 /// (a hash of the content would let a server aim for another's id; an address could be reused).
 static NEXT_SHARED_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl std::fmt::Debug for ToolTexts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolTexts").field("description", &self.description).field("input_schema", &self.input_schema).field("shared_id", &self.shared_id).finish_non_exhaustive()
+    }
+}
 
 impl ToolTexts {
     pub fn of(tool: &Tool) -> Self {
@@ -105,13 +113,14 @@ impl ToolTexts {
             output_schema: tool.output_schema.as_ref().map(json_text),
             annotations: tool.annotations.as_ref().map(json_text),
             shared_id: None,
+            schemas: None,
         }
     }
 
     /// The texts of a tool in a catalogue shared between toolsets, with an id of their own.
     pub fn shared(tool: &Tool) -> Self {
         let shared_id = Some(NEXT_SHARED_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-        ToolTexts { shared_id, ..Self::of(tool) }
+        ToolTexts { shared_id, schemas: Some(Arc::default()), ..Self::of(tool) }
     }
 }
 

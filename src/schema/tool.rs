@@ -44,27 +44,37 @@ enum Compiled {
     /// path's own object check covers it, so the arguments are not even parsed.
     AnyObject,
     Schema(CompiledSchema),
-    /// Reported once; validation is skipped for this definition.
-    Unusable,
+    /// Validation is skipped for this definition; every toolset using it reports why once.
+    Unusable(SchemaError),
 }
 
 impl Compiled {
     /// `arguments`: the schema of a call's arguments, which are known to be an object already.
-    fn of(schema: &str, arguments: bool, on_unusable: impl FnOnce(&SchemaError)) -> Compiled {
+    fn of(schema: &str, arguments: bool) -> Compiled {
         if arguments && is_any_object(schema) {
             return Compiled::AnyObject;
         }
         match CompiledSchema::compile(schema) {
             Ok(compiled) => Compiled::Schema(compiled),
-            Err(error) => {
-                on_unusable(&error);
-                Compiled::Unusable
+            Err(error) => Compiled::Unusable(error),
+        }
+    }
+
+    /// The compiled schema to check against, or `None` (nothing to check) after telling `on_unusable`.
+    fn usable(&self, on_unusable: impl FnOnce(&SchemaError)) -> Option<&CompiledSchema> {
+        match self {
+            Compiled::Schema(schema) => Some(schema),
+            Compiled::AnyObject => None,
+            Compiled::Unusable(error) => {
+                on_unusable(error);
+                None
             }
         }
     }
 }
 
-/// The compiled schemas of one tool definition. A new definition gets a new one.
+/// The compiled schemas of one tool definition. A new definition gets a new one; toolsets showing the same
+/// shared catalogue share one (`ToolTexts::schemas`): a schema is compiled once a process, not once a session.
 #[derive(Default)]
 pub struct ToolSchemas {
     input: OnceLock<Compiled>,
@@ -73,10 +83,11 @@ pub struct ToolSchemas {
 
 impl ToolSchemas {
     /// Checks `arguments` (already known to be a JSON object) against `input_schema`, compiling it on
-    /// first use. `tool` names the tool in the error.
+    /// first use. `tool` names the tool in the error. `on_unusable` hears of a schema that cannot be used
+    /// at every check (the caller reports it once).
     pub fn check_arguments(&self, tool: &str, input_schema: &str, arguments: &RawValue, on_unusable: impl FnOnce(&SchemaError)) -> Result<()> {
         without_panics(tool, "arguments", || {
-            let Compiled::Schema(schema) = self.input.get_or_init(|| Compiled::of(input_schema, true, on_unusable)) else {
+            let Some(schema) = self.input.get_or_init(|| Compiled::of(input_schema, true)).usable(on_unusable) else {
                 return Ok(());
             };
             schema.check_json(arguments.get()).map_err(|refusal| {
@@ -102,7 +113,7 @@ impl ToolSchemas {
         on_unusable: impl FnOnce(&SchemaError),
     ) -> Result<()> {
         without_panics(tool, "result", || {
-            let Compiled::Schema(schema) = self.output.get_or_init(|| Compiled::of(output_schema, false, on_unusable)) else {
+            let Some(schema) = self.output.get_or_init(|| Compiled::of(output_schema, false)).usable(on_unusable) else {
                 return Ok(());
             };
             #[derive(serde::Deserialize)]
@@ -177,14 +188,15 @@ mod tests {
     }
 
     #[test]
-    fn an_unusable_schema_is_reported_once_and_lets_calls_through() {
+    fn an_unusable_schema_is_told_at_every_check_and_lets_calls_through() {
         let schemas = ToolSchemas::default();
         let mut reports = Vec::new();
         for _ in 0..3 {
             let outcome = schemas.check_arguments("s__t", r#"{"$ref":"http://127.0.0.1:9/s.json"}"#, &raw("{}"), |e| reports.push(e.to_string()));
             assert!(outcome.is_ok());
         }
-        assert_eq!(reports.len(), 1, "{reports:?}");
+        assert_eq!(reports.len(), 3, "{reports:?}");
+        assert!(reports.iter().all(|r| r == &reports[0]));
     }
 
     #[test]

@@ -204,7 +204,15 @@ impl Inner {
     }
 
     /// Reported once per tool definition whose schema the engine cannot use; that check is then skipped.
-    fn schema_unusable(&self, route: &Route, which: &str, error: &SchemaError) {
+    fn schema_unusable(&self, route: &Route, which: &'static str, error: &SchemaError) {
+        {
+            let mut reported = self.schemas_reported.lock();
+            if reported.iter().any(|(schemas, w)| *w == which && std::ptr::eq(schemas.as_ptr(), Arc::as_ptr(&route.schemas))) {
+                return;
+            }
+            reported.retain(|(schemas, _)| schemas.strong_count() > 0);
+            reported.push((Arc::downgrade(&route.schemas), which));
+        }
         let server = &self.servers[route.server].entry.name;
         let tool = &route.remote_name;
         self.report(Diagnostic::ToolSchemaInvalid {

@@ -120,6 +120,9 @@ pub(crate) struct Inner {
     /// A single-server client (`connectMcpServer`): calls answer with the server's result as sent, and
     /// the server's announcements of tool changes are reported (`ToolsetEvents::tools_list_announced`).
     client_mode: std::sync::atomic::AtomicBool,
+    /// The compiled schemas (shared between toolsets) whose unusability this toolset has reported, each
+    /// once: held weakly, which also keeps an address from naming a later definition.
+    schemas_reported: Mutex<Vec<(std::sync::Weak<crate::schema::tool::ToolSchemas>, &'static str)>>,
 }
 
 impl Toolset {
@@ -177,6 +180,7 @@ impl Toolset {
                 tasks: TaskTracker::new(),
                 closed: tokio::sync::OnceCell::new(),
                 client_mode: std::sync::atomic::AtomicBool::new(false),
+                schemas_reported: Mutex::default(),
             }),
         };
         if config.logs_to_diagnostics {

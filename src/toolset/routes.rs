@@ -195,10 +195,11 @@ pub(crate) fn project_server(
         .map(|tool| {
             let quarantined = vetting.quarantined.contains(&tool.name);
             let name = claim_name(server, &tool.name, &mut table.routes, &mut diagnostics);
+            let texts = listing.texts.as_ref().and_then(|texts| texts.get(&tool.name)).filter(|_| !quarantined);
             let full = Arc::new(if quarantined {
                 ProjectedTool::quarantined(name.clone(), server.name, tool)
             } else {
-                match listing.texts.as_ref().and_then(|texts| texts.get(&tool.name)) {
+                match texts {
                     Some(texts) => ProjectedTool::with_texts(name.clone(), server.name, tool, texts),
                     None => ProjectedTool::new(name.clone(), server.name, tool),
                 }
@@ -217,7 +218,8 @@ pub(crate) fn project_server(
                 quarantined,
                 definition: full,
                 param_headers: listing.param_headers.get(&tool.name).cloned(),
-                schemas: Arc::default(),
+                // Compiled once for every toolset showing this catalogue.
+                schemas: texts.and_then(|t| t.schemas.clone()).unwrap_or_default(),
             };
             table.routes.insert(name, route);
             shown
@@ -314,6 +316,12 @@ mod tests {
         assert!(second.routes["srv__define"].quarantined && !first.routes["srv__define"].quarantined, "the quarantine is the second's alone");
         assert_eq!(&*first.routes["srv__define"].definition.description, "Define a word.");
         assert!(second.routes["srv__define"].definition.description.starts_with("Unavailable"));
+        // The compiled schemas are shared like the texts, except a quarantined tool's (never called).
+        assert!(Arc::ptr_eq(&first.routes["srv__lookup"].schemas, &second.routes["srv__lookup"].schemas), "compiled once for both");
+        assert!(!Arc::ptr_eq(&first.routes["srv__define"].schemas, &second.routes["srv__define"].schemas));
+        // A listing with no shared texts (a rebuild from storage) compiles its own.
+        let (third, _) = project(Listing { texts: None, ..listing() });
+        assert!(!Arc::ptr_eq(&first.routes["srv__lookup"].schemas, &third.routes["srv__lookup"].schemas));
     }
 
     fn annotated() -> serde_json::Value {
