@@ -5,14 +5,19 @@
 //! A server's era is found by asking a modern question first ([`classify`]): a `DiscoverResult` (or an
 //! `UnsupportedProtocolVersion` error naming a modern version we speak) means modern; an authorization
 //! refusal is no evidence either way; anything else means a session-based server, which then gets
-//! `initialize`. The answer is remembered per server ([`remembered`]), so reconnections skip the probe.
+//! `initialize`. The answer is remembered per server ([`recall`]), so reconnections skip the probe: a
+//! session-based server gets `initialize` at once, and a modern one's discovery answer is reused while
+//! it is fresh, so a connection sends no `server/discover` at all (over HTTP; see `connection.rs`).
 
 use super::mcp::{Implementation, ServerCapabilities};
 use crate::error::McpError;
 use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use crate::limits::{MAX_REMEMBERED_DISCOVERY_BYTES, MODERN_DISCOVERY_FRESH_MS};
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The modern revisions this client speaks, newest first.
 pub const MODERN_PROTOCOL_VERSIONS: &[&str] = &["2026-07-28"];
@@ -150,36 +155,146 @@ fn pick<'a>(supported: impl Iterator<Item = &'a str> + Clone, requested: &str) -
     supported.clone().find(|v| *v == requested).and_then(ours).or_else(|| MODERN_PROTOCOL_VERSIONS.iter().copied().find(|v| supported.clone().any(|s| s == *v)))
 }
 
-/// The era each server was found to speak, by identity, for this process.
-/// Keyed by a hash of the identity (a URL may carry a key in its query), bounded.
-static REMEMBERED: Mutex<Option<HashMap<[u8; 32], Era>>> = Mutex::new(None);
+/// What a modern server said of itself in `server/discover`: the answer a later connection to the same
+/// server may reuse instead of asking again (it describes the server, not a session, so it is the same
+/// whoever asks: an `auth` bearer is not part of what it is remembered under).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovered {
+    pub version: &'static str,
+    pub server_name: String,
+    pub server_version: String,
+    /// The names of the capabilities the server declared.
+    pub capabilities: Vec<String>,
+    pub tools_list_changed: bool,
+    /// Third-party text: kept as it came, never shown to a model.
+    pub instructions: Option<String>,
+}
+
+impl Discovered {
+    /// The bytes its text takes, for the bound on what is remembered.
+    fn text_bytes(&self) -> usize {
+        self.server_name.len()
+            + self.server_version.len()
+            + self.capabilities.iter().map(String::len).sum::<usize>()
+            + self.instructions.as_ref().map_or(0, String::len)
+    }
+}
+
+/// What is known of a server before a connection to it is opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Known {
+    /// Nothing: probe with our newest modern version.
+    Nothing,
+    /// Its era: a session-based server gets `initialize` without a probe; a modern one is probed at
+    /// this version (its answer is not kept, or no longer fresh).
+    Era(Era),
+    /// A modern server's discovery answer, fresh: a connection uses it and sends no `server/discover`.
+    Discovered(Arc<Discovered>),
+}
+
+/// What each server was found to be, by identity, for this process: its era, and a modern server's
+/// discovery answer while it is fresh (`MODERN_DISCOVERY_FRESH_MS`). Keyed by a hash of the identity (a
+/// URL may carry a key in its query, headers are secrets), bounded.
+static REMEMBERED: Mutex<Option<Memory>> = Mutex::new(None);
 /// Servers remembered at most; past it the memory starts over (a probe each is all that costs).
 const MAX_REMEMBERED_SERVERS: usize = 4_096;
+
+/// The memory behind [`recall`] and [`remember`], with the clock passed in (so it is tested without one).
+#[derive(Default)]
+struct Memory {
+    servers: HashMap<[u8; 32], Remembered>,
+}
+
+struct Remembered {
+    known: Known,
+    /// When the discovery answer was fetched.
+    fetched: Instant,
+    /// A connection is probing again because the answer went stale (since when): until it remembers
+    /// what it found, or gives up, the others go on with the stale answer.
+    reprobing: Option<Instant>,
+}
+
+impl Memory {
+    fn recall(&mut self, key: &[u8; 32], now: Instant) -> (Known, Option<Instant>) {
+        let Some(remembered) = self.servers.get_mut(key) else { return (Known::Nothing, None) };
+        let Known::Discovered(discovered) = &remembered.known else { return (remembered.known.clone(), None) };
+        let fresh_for = Duration::from_millis(MODERN_DISCOVERY_FRESH_MS);
+        if now.saturating_duration_since(remembered.fetched) < fresh_for || remembered.reprobing.is_some() {
+            return (remembered.known.clone(), None);
+        }
+        // Stale: this connection asks again (at the version it spoke); the others reuse it meanwhile.
+        remembered.reprobing = Some(now);
+        (Known::Era(Era::Modern(discovered.version)), Some(now))
+    }
+
+    fn remember(&mut self, key: [u8; 32], known: Known, now: Instant) {
+        let known = match known {
+            Known::Nothing => {
+                self.servers.remove(&key);
+                return;
+            }
+            // An answer too large to keep for every server is asked for again each time.
+            Known::Discovered(discovered) if discovered.text_bytes() > MAX_REMEMBERED_DISCOVERY_BYTES => Known::Era(Era::Modern(discovered.version)),
+            known => known,
+        };
+        if self.servers.len() >= MAX_REMEMBERED_SERVERS && !self.servers.contains_key(&key) {
+            self.servers.clear();
+        }
+        self.servers.insert(key, Remembered { known, fetched: now, reprobing: None });
+    }
+
+    /// The connection that claimed the stale answer at `claimed` is done without remembering anything:
+    /// the next one to find it stale probes.
+    fn release(&mut self, key: &[u8; 32], claimed: Instant) {
+        if let Some(remembered) = self.servers.get_mut(key) {
+            if remembered.reprobing == Some(claimed) {
+                remembered.reprobing = None;
+            }
+        }
+    }
+}
 
 fn key(identity: &str) -> [u8; 32] {
     use sha2::Digest;
     sha2::Sha256::digest(identity.as_bytes()).into()
 }
 
-pub fn remembered(identity: &str) -> Option<Era> {
-    REMEMBERED.lock().as_ref()?.get(&key(identity)).copied()
+/// What a connection to this server starts from, and the claim on probing again that it holds if it
+/// found a stale discovery answer (released when dropped: keep it until the outcome is remembered).
+pub fn recall(identity: &str) -> (Known, Option<ReprobeClaim>) {
+    let key = key(identity);
+    let (known, claimed) = REMEMBERED.lock().get_or_insert_with(Memory::default).recall(&key, Instant::now());
+    (known, claimed.map(|claimed| ReprobeClaim { key, claimed }))
 }
 
-/// Remember a server's era (`None` forgets it).
-pub fn remember(identity: &str, era: Option<Era>) {
-    let mut map = REMEMBERED.lock();
-    let map = map.get_or_insert_with(HashMap::new);
-    match era {
-        Some(era) => {
-            if map.len() >= MAX_REMEMBERED_SERVERS {
-                map.clear();
-            }
-            map.insert(key(identity), era);
-        }
-        None => {
-            map.remove(&key(identity));
+/// Remember what a connection found (`Known::Nothing` forgets the server).
+pub fn remember(identity: &str, known: Known) {
+    REMEMBERED.lock().get_or_insert_with(Memory::default).remember(key(identity), known, Instant::now());
+}
+
+/// A connection's claim on probing a server whose discovery answer went stale.
+#[derive(Debug)]
+pub struct ReprobeClaim {
+    key: [u8; 32],
+    claimed: Instant,
+}
+
+impl Drop for ReprobeClaim {
+    fn drop(&mut self) {
+        if let Some(memory) = REMEMBERED.lock().as_mut() {
+            memory.release(&self.key, self.claimed);
         }
     }
+}
+
+/// Whether the failure of the first request on a connection opened with a remembered discovery answer
+/// says the server is not (or no longer) what was remembered, so the connection is opened again with
+/// the probe: an answer the probe would take for a session-based server's (a JSON-RPC error, `-32022`
+/// among them, or a protocol breach), or a failed exchange. Not a refusal of authorization (the
+/// caller tells: `authorization_refused`), an abort, a closed toolset, a host outside `allowedHosts`,
+/// a timeout (the probe would wait as long again) or a limit: those are the outcome either way.
+pub fn contradicts_memory(error: &McpError, authorization_refused: bool) -> bool {
+    !authorization_refused && matches!(error, McpError::Rpc { .. } | McpError::Protocol(_) | McpError::Transport(_))
 }
 
 #[cfg(test)]
@@ -223,5 +338,101 @@ mod tests {
         assert!(matches!(classify(Err(McpError::Timeout { after_ms: 1 }), "2026-07-28", false), Verdict::Unknown));
         assert!(matches!(classify(Err(McpError::Timeout { after_ms: 1 }), "2026-07-28", true), Verdict::Legacy));
         assert!(matches!(classify(Err(McpError::Auth("login".into())), "2026-07-28", false), Verdict::Fatal(_)));
+    }
+
+    fn discovered(name: &str) -> Known {
+        Known::Discovered(Arc::new(Discovered {
+            version: MODERN_PROTOCOL_VERSION,
+            server_name: name.into(),
+            server_version: "1.0.0".into(),
+            capabilities: vec!["tools".into()],
+            tools_list_changed: true,
+            instructions: Some("Use the search tool first.".into()),
+        }))
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn a_discovery_answer_is_reused_while_fresh_then_one_connection_asks_again() {
+        let (mut memory, start, server) = (Memory::default(), Instant::now(), key("https://a.example/mcp"));
+        assert_eq!(memory.recall(&server, start), (Known::Nothing, None));
+        memory.remember(server, discovered("a"), start);
+        let fresh_for = ms(MODERN_DISCOVERY_FRESH_MS);
+        assert_eq!(memory.recall(&server, start + fresh_for - ms(1)), (discovered("a"), None));
+
+        // Stale: the first connection to see it probes (at the version it spoke) and holds the claim…
+        let stale = start + fresh_for;
+        let (known, claim) = memory.recall(&server, stale);
+        assert_eq!(known, Known::Era(Era::Modern(MODERN_PROTOCOL_VERSION)));
+        let claim = claim.expect("the first to find it stale claims the probe");
+        // …while the others go on with the stale answer.
+        assert_eq!(memory.recall(&server, stale + ms(5)), (discovered("a"), None));
+        // The prober gave up without remembering anything: the next one probes.
+        memory.release(&server, claim);
+        let (known, claim) = memory.recall(&server, stale + ms(10));
+        assert_eq!(known, Known::Era(Era::Modern(MODERN_PROTOCOL_VERSION)));
+        // Its answer refreshes the memory, fresh from then on.
+        memory.remember(server, discovered("a2"), stale + ms(20));
+        memory.release(&server, claim.unwrap());
+        assert_eq!(memory.recall(&server, stale + ms(20) + fresh_for - ms(1)), (discovered("a2"), None));
+    }
+
+    #[test]
+    fn forgetting_eras_and_oversized_answers() {
+        let (mut memory, now) = (Memory::default(), Instant::now());
+        let (modern, legacy) = (key("modern"), key("legacy"));
+        memory.remember(modern, discovered("m"), now);
+        memory.remember(modern, Known::Nothing, now);
+        assert_eq!(memory.recall(&modern, now), (Known::Nothing, None));
+        // A session-based server's era does not expire: it is what skips the probe.
+        memory.remember(legacy, Known::Era(Era::Legacy), now);
+        assert_eq!(memory.recall(&legacy, now + ms(365 * 24 * 3600 * 1000)), (Known::Era(Era::Legacy), None));
+        // An answer too large to keep is not kept: only the era, which still probes.
+        let Known::Discovered(big) = discovered("m") else { unreachable!() };
+        let big = Discovered { instructions: Some("x".repeat(MAX_REMEMBERED_DISCOVERY_BYTES)), ..(*big).clone() };
+        memory.remember(modern, Known::Discovered(Arc::new(big)), now);
+        assert_eq!(memory.recall(&modern, now), (Known::Era(Era::Modern(MODERN_PROTOCOL_VERSION)), None));
+    }
+
+    #[test]
+    fn the_memory_is_bounded() {
+        let (mut memory, now) = (Memory::default(), Instant::now());
+        for n in 0..MAX_REMEMBERED_SERVERS {
+            memory.remember(key(&n.to_string()), discovered("s"), now);
+        }
+        assert_eq!(memory.servers.len(), MAX_REMEMBERED_SERVERS);
+        // Full: remembering a server already there replaces its entry…
+        memory.remember(key("0"), discovered("again"), now);
+        assert_eq!(memory.servers.len(), MAX_REMEMBERED_SERVERS);
+        assert_eq!(memory.recall(&key("0"), now), (discovered("again"), None));
+        // …and one more starts over.
+        memory.remember(key("one more"), discovered("s"), now);
+        assert_eq!(memory.servers.len(), 1);
+        assert_eq!(memory.recall(&key("1"), now), (Known::Nothing, None));
+    }
+
+    #[test]
+    fn only_what_a_probe_would_take_for_another_server_contradicts_a_reused_answer() {
+        let unsupported = McpError::Rpc { code: UNSUPPORTED_PROTOCOL_VERSION, message: "no".into(), data: Some(r#"{"supported":["2025-11-25"]}"#.into()) };
+        assert!(contradicts_memory(&unsupported, false));
+        assert!(contradicts_memory(&McpError::Rpc { code: -32000, message: "Mcp-Session-Id header is required".into(), data: None }, false));
+        assert!(contradicts_memory(&McpError::Protocol("no JSON-RPC response".into()), false));
+        assert!(contradicts_memory(&McpError::Transport("connection refused".into()), false));
+        assert!(!contradicts_memory(&McpError::Transport("HTTP 401 Unauthorized".into()), true));
+        for outcome in [
+            McpError::Auth("login".into()),
+            McpError::Reauthorized("new token".into()),
+            McpError::Aborted,
+            McpError::Closed,
+            McpError::HostNotAllowed("x".into()),
+            McpError::RedirectRefused("x".into()),
+            McpError::Timeout { after_ms: 1 },
+            McpError::ResultTooLarge { limit_bytes: 1 },
+        ] {
+            assert!(!contradicts_memory(&outcome, false), "{outcome:?}");
+        }
     }
 }
