@@ -16,7 +16,7 @@ use crate::error::McpError;
 use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use crate::limits::{FIRST_PROBE_WAIT_MS, MAX_REMEMBERED_DISCOVERY_BYTES, MODERN_DISCOVERY_FRESH_MS};
+use crate::limits::{MAX_REMEMBERED_DISCOVERY_BYTES, MODERN_DISCOVERY_FRESH_MS};
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
