@@ -275,7 +275,8 @@ lines.push(`| Rounds | ${config.rounds} (medians reported; clients interleaved, 
 lines.push(
   `| Counts | W1 ${config.w1Calls} calls, W2 ${config.w2Calls} calls, W3 ${config.w3SeqCalls} sequential + ${config.w3ConcCalls} in flight, ` +
     `${config.concurrency} in flight, ${config.warmup} warm-up calls (W1/W2; a third of that for W3), W7 ${config.w7Reps} cold processes per round, ` +
-    `W9/W10 ${config.w9Sessions}/${config.w10Sessions} sessions (${config.sessionWidth} connecting at a time) |`,
+    `W9/W10 ${config.w9Sessions}/${config.w10Sessions} sessions (${config.sessionWidth} connecting at a time` +
+    `${config.sessionsEra === 'modern' ? '; servers speak 2026-07-28 too, BENCH_SESSIONS_ERA=modern' : ''}) |`,
 );
 lines.push(`| Run time | ${elapsed.toFixed(0)} s |`);
 lines.push('');

@@ -121,7 +121,8 @@ pub struct RequestOptions<'a> {
     pub abort: Option<&'a AbortHandle>,
 }
 
-/// What the server said about itself in `initialize`.
+/// What the server said about itself in `initialize` or `server/discover` (or, reused, to an earlier
+/// connection's `server/discover`).
 #[derive(Debug)]
 pub struct SessionInfo {
     pub protocol_version: &'static str,
@@ -135,6 +136,41 @@ pub struct SessionInfo {
     pub era: Era,
     /// The era was found from the server's answer (worth remembering), not assumed after a failure.
     pub era_evidence: bool,
+    /// Modern, opened with a remembered discovery answer: nothing was asked before the first request.
+    pub discovery_reused: bool,
+}
+
+impl SessionInfo {
+    fn reusing(discovered: &era::Discovered) -> SessionInfo {
+        SessionInfo {
+            protocol_version: discovered.version,
+            server_name: discovered.server_name.clone(),
+            server_version: discovered.server_version.clone(),
+            tools_list_changed: discovered.tools_list_changed,
+            capabilities: discovered.capabilities.clone(),
+            instructions: discovered.instructions.clone(),
+            era: Era::Modern(discovered.version),
+            era_evidence: true,
+            discovery_reused: true,
+        }
+    }
+
+    /// What is worth remembering of this server for the next connection to it (`Known::Nothing`: the
+    /// era was assumed, not found).
+    pub fn known(&self) -> era::Known {
+        match self.era {
+            _ if !self.era_evidence => era::Known::Nothing,
+            Era::Legacy => era::Known::Era(Era::Legacy),
+            Era::Modern(version) => era::Known::Discovered(Arc::new(era::Discovered {
+                version,
+                server_name: self.server_name.clone(),
+                server_version: self.server_version.clone(),
+                capabilities: self.capabilities.clone(),
+                tools_list_changed: self.tools_list_changed,
+                instructions: self.instructions.clone(),
+            })),
+        }
+    }
 }
 
 pub struct Connection {
@@ -163,6 +199,8 @@ pub struct Shared {
     round_prompts: Arc<tokio::sync::Semaphore>,
     /// Set once the connection is open; losses are reported to the owner from then on.
     open: AtomicBool,
+    /// Set by the first answer that is not an error: the server took a request of this connection's era.
+    answered: AtomicBool,
     /// Makes the sweeper panic, to test its supervision.
     #[cfg(test)]
     sweep_fault: AtomicBool,
@@ -214,21 +252,26 @@ impl Connection {
     /// Open the transport and run the handshake: `initialize`, version check, `notifications/initialized`.
     /// With an `elicitor`, the client declares the elicitation capability (its modes) and answers the
     /// server's `elicitation/create` requests through the host; without one, it declares none.
+    /// `known`: what an earlier connection found the server to be (see [`negotiate`]).
     pub async fn open(
         spec: &TransportSpec,
         events: Arc<dyn ConnectionEvents>,
         options: TransportOptions,
         handshake: &RequestOptions<'_>,
         elicitor: Option<Arc<Elicitor>>,
-        era_hint: Option<Era>,
+        known: &era::Known,
     ) -> std::result::Result<Connection, (McpError, Option<String>)> {
-        let mut hint = era_hint;
+        let (mut hint, reuse) = match known {
+            era::Known::Nothing => (None, None),
+            era::Known::Era(era) => (Some(*era), None),
+            era::Known::Discovered(discovered) => (Some(Era::Modern(discovered.version)), Some(discovered.as_ref())),
+        };
         loop {
             let shared = Shared::new(events.clone(), elicitor.clone());
             let transport = transport::open(spec, shared.clone(), options.clone()).map_err(|e| (e, None))?;
             let _ = shared.transport.set(Arc::downgrade(&transport));
             start_sweeper(&shared);
-            let failure = match negotiate(&shared, &transport, handshake, hint).await {
+            let failure = match negotiate(&shared, &transport, handshake, hint, reuse).await {
                 Ok(session) => {
                     shared.opened();
                     return Ok(Connection { shared, transport, session });
@@ -253,6 +296,11 @@ impl Connection {
     /// Whether this connection speaks the modern era (2026-07-28): stateless, `_meta` on every request.
     pub fn is_modern(&self) -> bool {
         self.shared.modern.load().is_some()
+    }
+
+    /// Whether the server has answered a request of this connection with a result (not an error).
+    pub fn was_answered(&self) -> bool {
+        self.shared.answered.load(Ordering::Relaxed)
     }
 
     /// Listen for tool-list changes (modern era: `subscriptions/listen`) until the server or the
@@ -526,12 +574,27 @@ enum Negotiation {
 
 /// Find the server's era and open it: `server/discover` first (unless it is known to be session-based),
 /// then `initialize` if the answer was not a modern one.
+///
+/// With a modern server's remembered discovery answer (`reuse`), nothing is asked over HTTP: the
+/// connection is modern at once, and its first request is the check (the caller opens it again with
+/// the probe if that request says the server is not what was remembered). Over stdio the probe is sent
+/// anyway: the process is new each time (it may be another build of the server since), a
+/// session-based child may ignore or die of a request it does not expect without `initialize` (which
+/// the short probe timeout and the restart above are for), and asking a local pipe costs next to
+/// nothing.
 async fn negotiate(
     shared: &Arc<Shared>,
     transport: &Arc<dyn Transport>,
     opts: &RequestOptions<'_>,
     hint: Option<Era>,
+    reuse: Option<&era::Discovered>,
 ) -> std::result::Result<SessionInfo, Negotiation> {
+    if let Some(discovered) = reuse.filter(|_| transport.may_be_modern() && !transport.is_stdio()) {
+        let capabilities = mcp::client_capabilities(shared.elicitations.as_ref().map(|e| e.elicitor.modes));
+        let version = discovered.version;
+        shared.modern.store(Some(Arc::new(ModernWire { version, meta: era::meta_members(version, &capabilities) })));
+        return Ok(SessionInfo::reusing(discovered));
+    }
     // Whether the era found is worth remembering (an answer, not a failed exchange).
     let mut evidence = true;
     if hint != Some(Era::Legacy) && transport.may_be_modern() {
@@ -560,6 +623,7 @@ async fn negotiate(
                         instructions: result.instructions,
                         era: Era::Modern(version),
                         era_evidence: true,
+                        discovery_reused: false,
                     });
                 }
                 // Once: a server that refuses the version it just named is not worth a loop.
@@ -620,6 +684,7 @@ async fn handshake_with(shared: &Arc<Shared>, transport: &Arc<dyn Transport>, op
         instructions: init.instructions,
         era: Era::Legacy,
         era_evidence: true,
+        discovery_reused: false,
     })
 }
 
@@ -669,6 +734,7 @@ impl Shared {
             stop_rounds: CancellationToken::new(),
             round_prompts: Arc::new(tokio::sync::Semaphore::new(crate::limits::MAX_ELICITATIONS_IN_FLIGHT)),
             open: AtomicBool::new(false),
+            answered: AtomicBool::new(false),
             #[cfg(test)]
             sweep_fault: AtomicBool::new(false),
         })
@@ -754,6 +820,9 @@ impl Shared {
     fn settle(&self, id: RequestId, outcome: Result<Box<RawValue>>) {
         let pending = self.state.lock().pending.remove(&id);
         if let Some(pending) = pending {
+            if outcome.is_ok() && !self.answered.load(Ordering::Relaxed) {
+                self.answered.store(true, Ordering::Relaxed);
+            }
             pending.reply.send(outcome);
         }
     }

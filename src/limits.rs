@@ -140,6 +140,23 @@ pub const LISTEN_TIMEOUT_MS: u64 = 30 * 24 * 3600 * 1000;
 /// How long a stdio server has to answer the modern era's probe (`server/discover`) before it is taken
 /// for a session-based server that ignores unknown requests (remembered, so paid once per server).
 pub const STDIO_PROBE_TIMEOUT_MS: u64 = 5_000;
+/// How long a modern server's `server/discover` answer is reused by later connections to it (this
+/// process) instead of asking again. The answer describes the server, not a session, but a server can be
+/// redeployed with other capabilities (say, starting to announce tool changes) without failing any
+/// request: ten minutes bounds how long that goes unseen, while a backend opening a session per user
+/// still asks about once per ten minutes per server, not once per session. A server that changed its
+/// era or version is noticed at once (its first answer contradicts the memory, and it is probed again).
+pub const MODERN_DISCOVERY_FRESH_MS: u64 = 10 * 60 * 1_000;
+/// The largest discovery answer kept for reuse, in bytes of its text (server name and version,
+/// capability names, instructions): the memory holds up to thousands of servers for the process's life.
+/// A larger one is asked for again on each connection.
+pub const MAX_REMEMBERED_DISCOVERY_BYTES: usize = 16 * 1024;
+/// How long a connection to a Streamable HTTP server nothing is known of yet waits for another
+/// connection's probe of it (already under way) before it asks itself (at most its connect timeout).
+/// Sessions opened together then ask once between them; a first probe held up longer (a person logging
+/// in, a server slow to answer) costs the others this much before they go their own way, and one that
+/// fails sends them on their way at once.
+pub const FIRST_PROBE_WAIT_MS: u64 = 5_000;
 /// The largest `Mcp-Param-*` header value (encoded) a call may need; a call over it fails with
 /// `mcp_invalid_arguments` before anything is sent.
 pub const MAX_PARAM_HEADER_VALUE_BYTES: usize = 8 * 1024;

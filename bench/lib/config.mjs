@@ -12,6 +12,9 @@
 //   BENCH_W7_REPS          cold processes per client per round for the import time (W7)
 //   BENCH_W9_SESSIONS      sessions (one toolset each, 2 HTTP servers of 50 tools) held at once in W9
 //   BENCH_W10_SESSIONS     the same for W10
+//   BENCH_SESSIONS_ERA     `modern`: W9/W10's HTTP servers also speak 2026-07-28 (server/discover, stateless
+//                          requests; initialize still answered for clients of the 2025 era). Default `legacy`:
+//                          2025-11-25 only, as the recorded rows were measured
 //   BENCH_CLIENTS          comma-separated subset of mcpferry,sdk,aisdk,raw
 //   BENCH_WORKLOADS        comma-separated subset of W1, W2, W1V, W2V, W3..W10
 //   BENCH_OUT              where to write the markdown report
@@ -33,6 +36,13 @@ function count(name, full, smoke) {
   const value = Number.parseInt(raw, 10);
   if (!Number.isFinite(value) || value < 1) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(raw)}`);
   return value;
+}
+
+function choice(name, allowed, fallback) {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!allowed.includes(raw)) throw new Error(`${name} must be one of ${allowed.join(', ')}, got ${JSON.stringify(raw)}`);
+  return raw;
 }
 
 function list(name, all) {
@@ -76,6 +86,7 @@ export const config = {
   sessionServers: 2,
   sessionTools: 50,
   sessionWidth: 50,
+  sessionsEra: choice('BENCH_SESSIONS_ERA', ['legacy', 'modern'], 'legacy'),
   clients: list('BENCH_CLIENTS', ALL_CLIENTS),
   workloads: list('BENCH_WORKLOADS', ALL_WORKLOADS),
   out: process.env.BENCH_OUT || join(BENCH_DIR, quick ? 'results-quick.md' : 'results.md'),

@@ -115,8 +115,8 @@ async function connectChecked(adapter, servers, expectedTools, options = {}) {
   return conn;
 }
 
-async function startHttpServer(tools = 10) {
-  const child = spawn(process.execPath, [ECHO_HTTP, RUN_TAG], { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, ECHO_TOOLS: String(tools) } });
+async function startHttpServer(tools = 10, env = {}) {
+  const child = spawn(process.execPath, [ECHO_HTTP, RUN_TAG], { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, ECHO_TOOLS: String(tools), ...env } });
   const [line] = await once(createInterface({ input: child.stdout }), 'line');
   return {
     url: JSON.parse(line).url,
@@ -154,7 +154,8 @@ async function withAndWithoutValidation(adapter, measure) {
 // `sessionWidth` sessions at a time, then one call per session (as many in flight). What a multi-tenant agent
 // backend pays per user: connect wall time and CPU, RSS and JS heap held per open session, the calls.
 async function sessions(adapter, n) {
-  const servers = await Promise.all(Array.from({ length: config.sessionServers }, () => startHttpServer(config.sessionTools)));
+  const era = config.sessionsEra === 'modern' ? { ECHO_MODERN: '1' } : {};
+  const servers = await Promise.all(Array.from({ length: config.sessionServers }, () => startHttpServer(config.sessionTools, era)));
   const entries = servers.map((s, i) => ({ name: `s${i + 1}`, kind: 'http', url: s.url }));
   const conns = [];
   try {

@@ -3,12 +3,16 @@
 // (never an event stream), a stateful Mcp-Session-Id issued by initialize, GET refused with 405 (no
 // server-initiated stream is offered), DELETE ends the session. Same tools as echo-stdio.mjs.
 //
+// With ECHO_MODERN=1 it speaks 2026-07-28 too (BENCH_SESSIONS_ERA=modern): a POST whose MCP-Protocol-Version
+// is 2026-07-28 is served without a session (`server/discover` answered, results with `resultType`), while
+// `initialize` still opens a session for clients of the 2025 era.
+//
 // Listens on 127.0.0.1 on a free port and prints one line `{"url":"http://127.0.0.1:PORT/mcp"}`.
 // It exits when stdin ends: the process that started it holds the other end, so it cannot outlive it.
 
 import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
-import { handleMessage } from './protocol.mjs';
+import { handleMessage, modernEnabled } from './protocol.mjs';
 
 const sessions = new Set();
 
@@ -36,7 +40,10 @@ function onPost(req, res, body) {
   const messages = Array.isArray(parsed) ? parsed : [parsed];
   const headers = {};
   let session = req.headers['mcp-session-id'];
-  if (messages.some((m) => m?.method === 'initialize')) {
+  const modern = modernEnabled && req.headers['mcp-protocol-version'] === '2026-07-28';
+  if (modern) {
+    // Stateless: no session to check.
+  } else if (messages.some((m) => m?.method === 'initialize')) {
     session = randomUUID();
     sessions.add(session);
     headers['mcp-session-id'] = session;
@@ -50,7 +57,7 @@ function onPost(req, res, body) {
   }
   const answers = [];
   for (const msg of messages) {
-    const answer = handleMessage(msg);
+    const answer = handleMessage(msg, modern);
     if (answer !== null) answers.push(answer);
   }
   if (answers.length === 0) return send(res, 202, undefined, headers); // notifications only

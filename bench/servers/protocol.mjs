@@ -7,12 +7,16 @@
 //   ECHO_PAGE   tools per tools/list page (default 0 = all in one page); the cursor is the next offset.
 //   ECHO_STRUCTURED  1: every tool also has an outputSchema (its input's shape) and returns its arguments as
 //               structuredContent too (W1V/W2V, where clients validate what they validate by default).
+//   ECHO_MODERN 1: `server/discover` is answered too (2026-07-28), and a request handled with `modern` set gets
+//               its result with `resultType: "complete"`, as that revision requires (echo-http.mjs).
 
 const PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
 
 const toolCount = Math.max(1, Number.parseInt(process.env.ECHO_TOOLS ?? '10', 10) || 10);
 const pageSize = Math.max(0, Number.parseInt(process.env.ECHO_PAGE ?? '0', 10) || 0);
 const structured = process.env.ECHO_STRUCTURED === '1';
+const MODERN_VERSION = '2026-07-28';
+export const modernEnabled = process.env.ECHO_MODERN === '1';
 
 function makeTool(index) {
   const name = index === 0 ? 'echo' : `tool_${String(index).padStart(4, '0')}`;
@@ -57,6 +61,16 @@ function reply(id, resultJson) {
   return `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${resultJson}}`;
 }
 
+/** A result of the 2026-07-28 revision: the same object with `resultType` first. */
+function complete(resultJson) {
+  return resultJson === '{}' ? '{"resultType":"complete"}' : `{"resultType":"complete",${resultJson.slice(1)}`;
+}
+
+/** `reply`, in the revision the request was handled in. */
+function result(id, resultJson, modern) {
+  return reply(id, modern ? complete(resultJson) : resultJson);
+}
+
 function replyError(id, code, message) {
   return JSON.stringify({ jsonrpc: '2.0', id: id ?? null, error: { code, message } });
 }
@@ -64,32 +78,40 @@ function replyError(id, code, message) {
 /**
  * Handle one parsed JSON-RPC message. Returns the serialized response, or null for notifications and
  * responses (nothing to answer). Unknown methods get -32601, which is also how `server/discover` (sent
- * first by @ai-sdk/mcp) is answered: this is a plain initialize-first server.
+ * first by @ai-sdk/mcp) is answered unless ECHO_MODERN is set: then this is a plain initialize-first
+ * server. `modern`: the request is of the 2026-07-28 revision (its result carries `resultType`).
  */
-export function handleMessage(msg) {
+export function handleMessage(msg, modern = false) {
   if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) return replyError(null, -32600, 'Invalid Request');
   const { id, method, params } = msg;
   if (id === undefined || id === null) return null; // a notification (e.g. notifications/initialized)
   if (typeof method !== 'string') return null; // a response to a server request: we never send any
   switch (method) {
+    case 'server/discover':
+      if (!modernEnabled) return replyError(id, -32601, `Method not found: ${method}`);
+      return result(id, JSON.stringify({
+        supportedVersions: [MODERN_VERSION],
+        capabilities: { tools: {} },
+        _meta: { 'io.modelcontextprotocol/serverInfo': serverInfo },
+      }), modern);
     case 'initialize': {
       const asked = params?.protocolVersion;
       const protocolVersion = PROTOCOL_VERSIONS.includes(asked) ? asked : PROTOCOL_VERSIONS[0];
-      return reply(id, JSON.stringify({ protocolVersion, capabilities: { tools: { listChanged: false } }, serverInfo }));
+      return result(id, JSON.stringify({ protocolVersion, capabilities: { tools: { listChanged: false } }, serverInfo }), modern);
     }
     case 'ping':
-      return reply(id, '{}');
+      return result(id, '{}', modern);
     case 'tools/list': {
       const cursor = params?.cursor ?? '';
       const page = pages.get(cursor);
-      return page === undefined ? replyError(id, -32602, 'Invalid cursor') : reply(id, page);
+      return page === undefined ? replyError(id, -32602, 'Invalid cursor') : result(id, page, modern);
     }
     case 'tools/call': {
       const name = params?.name;
       if (!toolNames.has(name)) return replyError(id, -32602, `Unknown tool: ${name}`);
       const text = JSON.stringify(params.arguments ?? {});
-      if (structured) return reply(id, `{"content":[{"type":"text","text":${JSON.stringify(text)}}],"structuredContent":${text}}`);
-      return reply(id, JSON.stringify({ content: [{ type: 'text', text }] }));
+      if (structured) return result(id, `{"content":[{"type":"text","text":${JSON.stringify(text)}}],"structuredContent":${text}}`, modern);
+      return result(id, JSON.stringify({ content: [{ type: 'text', text }] }), modern);
     }
     default:
       return replyError(id, -32601, `Method not found: ${method}`);

@@ -5,14 +5,22 @@
 //! A server's era is found by asking a modern question first ([`classify`]): a `DiscoverResult` (or an
 //! `UnsupportedProtocolVersion` error naming a modern version we speak) means modern; an authorization
 //! refusal is no evidence either way; anything else means a session-based server, which then gets
-//! `initialize`. The answer is remembered per server ([`remembered`]), so reconnections skip the probe.
+//! `initialize`. The answer is remembered per server ([`recall`]), so reconnections skip the probe: a
+//! session-based server gets `initialize` at once, and a modern one's discovery answer is reused while
+//! it is fresh, so a connection sends no `server/discover` at all (over HTTP; see `connection.rs`).
+//! One connection at a time probes a server: the others reuse a stale answer meanwhile, or wait a
+//! little for the first answer of a server nothing is known of yet.
 
 use super::mcp::{Implementation, ServerCapabilities};
 use crate::error::McpError;
 use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use crate::limits::{MAX_REMEMBERED_DISCOVERY_BYTES, MODERN_DISCOVERY_FRESH_MS};
 use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
 
 /// The modern revisions this client speaks, newest first.
 pub const MODERN_PROTOCOL_VERSIONS: &[&str] = &["2026-07-28"];
@@ -150,36 +158,201 @@ fn pick<'a>(supported: impl Iterator<Item = &'a str> + Clone, requested: &str) -
     supported.clone().find(|v| *v == requested).and_then(ours).or_else(|| MODERN_PROTOCOL_VERSIONS.iter().copied().find(|v| supported.clone().any(|s| s == *v)))
 }
 
-/// The era each server was found to speak, by identity, for this process.
-/// Keyed by a hash of the identity (a URL may carry a key in its query), bounded.
-static REMEMBERED: Mutex<Option<HashMap<[u8; 32], Era>>> = Mutex::new(None);
+/// What a modern server said of itself in `server/discover`: the answer a later connection to the same
+/// server may reuse instead of asking again (it describes the server, not a session, so it is the same
+/// whoever asks: an `auth` bearer is not part of what it is remembered under).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovered {
+    pub version: &'static str,
+    pub server_name: String,
+    pub server_version: String,
+    /// The names of the capabilities the server declared.
+    pub capabilities: Vec<String>,
+    pub tools_list_changed: bool,
+    /// Third-party text: kept as it came, never shown to a model.
+    pub instructions: Option<String>,
+}
+
+impl Discovered {
+    /// The bytes its text takes, for the bound on what is remembered.
+    fn text_bytes(&self) -> usize {
+        self.server_name.len()
+            + self.server_version.len()
+            + self.capabilities.iter().map(String::len).sum::<usize>()
+            + self.instructions.as_ref().map_or(0, String::len)
+    }
+}
+
+/// What is known of a server before a connection to it is opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Known {
+    /// Nothing: probe with our newest modern version.
+    Nothing,
+    /// Its era: a session-based server gets `initialize` without a probe; a modern one is probed at
+    /// this version (its answer is not kept, or no longer fresh).
+    Era(Era),
+    /// A modern server's discovery answer, fresh: a connection uses it and sends no `server/discover`.
+    Discovered(Arc<Discovered>),
+}
+
+/// What each server was found to be, by identity, for this process: its era, and a modern server's
+/// discovery answer while it is fresh (`MODERN_DISCOVERY_FRESH_MS`). Keyed by a hash of the identity (a
+/// URL may carry a key in its query, headers are secrets), bounded.
+static REMEMBERED: Mutex<Option<Memory>> = Mutex::new(None);
+/// Bumped whenever something is remembered or a probe given up: what connections waiting on another's
+/// first probe of their server watch.
+static CHANGES: LazyLock<watch::Sender<()>> = LazyLock::new(|| watch::Sender::new(()));
 /// Servers remembered at most; past it the memory starts over (a probe each is all that costs).
 const MAX_REMEMBERED_SERVERS: usize = 4_096;
+
+/// The memory behind [`recall`] and [`remember`], with the clock passed in (so it is tested without one).
+#[derive(Default)]
+struct Memory {
+    servers: HashMap<[u8; 32], Remembered>,
+    /// Servers a connection is probing, by the claim it holds: one whose answer went stale (the others
+    /// go on with the stale one meanwhile), or one nothing is known of yet (the others may wait for it).
+    /// An entry lives as long as its claim ([`ProbeClaim`] releases it when dropped).
+    probing: HashMap<[u8; 32], u64>,
+    next_claim: u64,
+}
+
+struct Remembered {
+    known: Known,
+    /// When the discovery answer was fetched.
+    fetched: Instant,
+}
+
+/// What a connection about to open is told.
+#[derive(Debug, PartialEq, Eq)]
+enum Recall {
+    /// Start from this.
+    Use(Known),
+    /// Probe (from this), holding the claim.
+    Probe(Known, u64),
+    /// Another connection is probing a server nothing is known of yet (under this claim): wait for its
+    /// answer.
+    Wait(u64),
+}
+
+impl Memory {
+    /// `may_wait`: the caller would rather wait for another connection's first probe than send its own.
+    fn recall(&mut self, key: &[u8; 32], now: Instant, may_wait: bool) -> Recall {
+        let probing = self.probing.get(key).copied();
+        match self.servers.get(key) {
+            Some(Remembered { known: Known::Discovered(discovered), fetched }) => {
+                let fresh = now.saturating_duration_since(*fetched) < Duration::from_millis(MODERN_DISCOVERY_FRESH_MS);
+                if fresh || probing.is_some() {
+                    return Recall::Use(Known::Discovered(discovered.clone()));
+                }
+                // Stale: this connection asks again (at the version it spoke); the others reuse it meanwhile.
+                let version = discovered.version;
+                Recall::Probe(Known::Era(Era::Modern(version)), self.claim(*key))
+            }
+            Some(remembered) => Recall::Use(remembered.known.clone()),
+            None => match probing {
+                Some(claim) if may_wait => Recall::Wait(claim),
+                Some(_) => Recall::Use(Known::Nothing),
+                None => Recall::Probe(Known::Nothing, self.claim(*key)),
+            },
+        }
+    }
+
+    fn claim(&mut self, key: [u8; 32]) -> u64 {
+        self.next_claim += 1;
+        self.probing.insert(key, self.next_claim);
+        self.next_claim
+    }
+
+    fn remember(&mut self, key: [u8; 32], known: Known, now: Instant) {
+        let known = match known {
+            Known::Nothing => {
+                self.servers.remove(&key);
+                return;
+            }
+            // An answer too large to keep for every server is asked for again each time.
+            Known::Discovered(discovered) if discovered.text_bytes() > MAX_REMEMBERED_DISCOVERY_BYTES => Known::Era(Era::Modern(discovered.version)),
+            known => known,
+        };
+        if self.servers.len() >= MAX_REMEMBERED_SERVERS && !self.servers.contains_key(&key) {
+            self.servers.clear();
+        }
+        self.servers.insert(key, Remembered { known, fetched: now });
+    }
+
+    /// The connection holding `claim` is done probing (whether or not it remembered anything).
+    fn release(&mut self, key: &[u8; 32], claim: u64) {
+        if self.probing.get(key) == Some(&claim) {
+            self.probing.remove(key);
+        }
+    }
+}
 
 fn key(identity: &str) -> [u8; 32] {
     use sha2::Digest;
     sha2::Sha256::digest(identity.as_bytes()).into()
 }
 
-pub fn remembered(identity: &str) -> Option<Era> {
-    REMEMBERED.lock().as_ref()?.get(&key(identity)).copied()
-}
-
-/// Remember a server's era (`None` forgets it).
-pub fn remember(identity: &str, era: Option<Era>) {
-    let mut map = REMEMBERED.lock();
-    let map = map.get_or_insert_with(HashMap::new);
-    match era {
-        Some(era) => {
-            if map.len() >= MAX_REMEMBERED_SERVERS {
-                map.clear();
+/// What a connection to this server starts from, and the claim on probing it if this connection is the
+/// one to ask (released when dropped: keep it until what was found is remembered).
+///
+/// `max_wait`: if another connection is already probing a server nothing is known of yet, wait up to
+/// this long for what it finds rather than ask too: many sessions opened at once then ask once between
+/// them. Worth it where the answer is reused (Streamable HTTP), not where every connection probes anyway
+/// (stdio: zero). If that probe finds nothing worth remembering, this connection asks at once (it does
+/// not queue behind the next one).
+pub async fn recall(identity: &str, max_wait: Duration) -> (Known, Option<ProbeClaim>) {
+    let key = key(identity);
+    let deadline = tokio::time::Instant::now() + max_wait;
+    let mut changes = CHANGES.subscribe();
+    let mut waited_on = None;
+    loop {
+        changes.borrow_and_update();
+        let may_wait = tokio::time::Instant::now() < deadline;
+        let recalled = REMEMBERED.lock().get_or_insert_with(Memory::default).recall(&key, Instant::now(), may_wait);
+        match recalled {
+            Recall::Use(known) => return (known, None),
+            Recall::Probe(known, claim) => return (known, Some(ProbeClaim { key, claim })),
+            // Woken by any change (another server's too) or the deadline, then asked again.
+            Recall::Wait(claim) if waited_on.is_none_or(|first| first == claim) => {
+                waited_on = Some(claim);
+                drop(tokio::time::timeout_at(deadline, changes.changed()).await);
             }
-            map.insert(key(identity), era);
-        }
-        None => {
-            map.remove(&key(identity));
+            // The probe waited for gave up and another began: no queueing behind it.
+            Recall::Wait(_) => return (Known::Nothing, None),
         }
     }
+}
+
+/// Remember what a connection found (`Known::Nothing` forgets the server).
+pub fn remember(identity: &str, known: Known) {
+    REMEMBERED.lock().get_or_insert_with(Memory::default).remember(key(identity), known, Instant::now());
+    CHANGES.send_replace(());
+}
+
+/// A connection's claim on probing a server (see [`recall`]).
+#[derive(Debug)]
+pub struct ProbeClaim {
+    key: [u8; 32],
+    claim: u64,
+}
+
+impl Drop for ProbeClaim {
+    fn drop(&mut self) {
+        if let Some(memory) = REMEMBERED.lock().as_mut() {
+            memory.release(&self.key, self.claim);
+        }
+        CHANGES.send_replace(());
+    }
+}
+
+/// Whether the failure of the first request on a connection opened with a remembered discovery answer
+/// says the server is not (or no longer) what was remembered, so the connection is opened again with
+/// the probe: an answer the probe would take for a session-based server's (a JSON-RPC error, `-32022`
+/// among them, or a protocol breach), or a failed exchange. Not a refusal of authorization (the
+/// caller tells: `authorization_refused`), an abort, a closed toolset, a host outside `allowedHosts`,
+/// a timeout (the probe would wait as long again) or a limit: those are the outcome either way.
+pub fn contradicts_memory(error: &McpError, authorization_refused: bool) -> bool {
+    !authorization_refused && matches!(error, McpError::Rpc { .. } | McpError::Protocol(_) | McpError::Transport(_))
 }
 
 #[cfg(test)]
@@ -223,5 +396,147 @@ mod tests {
         assert!(matches!(classify(Err(McpError::Timeout { after_ms: 1 }), "2026-07-28", false), Verdict::Unknown));
         assert!(matches!(classify(Err(McpError::Timeout { after_ms: 1 }), "2026-07-28", true), Verdict::Legacy));
         assert!(matches!(classify(Err(McpError::Auth("login".into())), "2026-07-28", false), Verdict::Fatal(_)));
+    }
+
+    fn discovered(name: &str) -> Known {
+        Known::Discovered(Arc::new(Discovered {
+            version: MODERN_PROTOCOL_VERSION,
+            server_name: name.into(),
+            server_version: "1.0.0".into(),
+            capabilities: vec!["tools".into()],
+            tools_list_changed: true,
+            instructions: Some("Use the search tool first.".into()),
+        }))
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn a_discovery_answer_is_reused_while_fresh_then_one_connection_asks_again() {
+        let (mut memory, start, server) = (Memory::default(), Instant::now(), key("https://a.example/mcp"));
+        memory.remember(server, discovered("a"), start);
+        let fresh_for = ms(MODERN_DISCOVERY_FRESH_MS);
+        assert_eq!(memory.recall(&server, start + fresh_for - ms(1), true), Recall::Use(discovered("a")));
+
+        // Stale: the first connection to see it probes (at the version it spoke) and holds the claim…
+        let stale = start + fresh_for;
+        let Recall::Probe(known, claim) = memory.recall(&server, stale, true) else { panic!("the first to find it stale probes") };
+        assert_eq!(known, Known::Era(Era::Modern(MODERN_PROTOCOL_VERSION)));
+        // …while the others go on with the stale answer.
+        assert_eq!(memory.recall(&server, stale + ms(5), true), Recall::Use(discovered("a")));
+        // The prober gave up without remembering anything: the next one probes.
+        memory.release(&server, claim);
+        let Recall::Probe(_, claim) = memory.recall(&server, stale + ms(10), true) else { panic!("probed again") };
+        // Its answer refreshes the memory, fresh from then on.
+        memory.remember(server, discovered("a2"), stale + ms(20));
+        memory.release(&server, claim);
+        assert_eq!(memory.recall(&server, stale + ms(20) + fresh_for - ms(1), true), Recall::Use(discovered("a2")));
+    }
+
+    #[test]
+    fn one_first_probe_at_a_time_and_the_others_wait_for_it_if_they_may() {
+        let (mut memory, now, server) = (Memory::default(), Instant::now(), key("https://b.example/mcp"));
+        let Recall::Probe(Known::Nothing, claim) = memory.recall(&server, now, true) else { panic!("the first probes") };
+        assert_eq!(memory.recall(&server, now, true), Recall::Wait(claim));
+        // One that may not wait (stdio, or waited long enough) probes on its own, without a claim.
+        assert_eq!(memory.recall(&server, now, false), Recall::Use(Known::Nothing));
+        // What the first found is what the waiters start from.
+        memory.remember(server, Known::Era(Era::Legacy), now);
+        assert_eq!(memory.recall(&server, now, true), Recall::Use(Known::Era(Era::Legacy)));
+        memory.release(&server, claim);
+        // A first probe that found nothing worth remembering: the next connection is the one to probe.
+        let other = key("https://c.example/mcp");
+        let Recall::Probe(_, claim) = memory.recall(&other, now, true) else { panic!("the first probes") };
+        memory.release(&other, claim);
+        assert!(matches!(memory.recall(&other, now, true), Recall::Probe(Known::Nothing, _)));
+    }
+
+    /// The process-wide memory, under identities no other test uses.
+    #[tokio::test]
+    async fn waiters_start_from_the_first_probes_answer_and_do_not_queue_behind_a_second_probe() {
+        let long = Duration::from_secs(3_600);
+        let settled = |waiter| tokio::time::timeout(Duration::from_secs(30), waiter);
+        // The first probe remembers its answer: the connection waiting for it starts from it.
+        let (known, first) = recall("test://era/answered", Duration::ZERO).await;
+        assert_eq!((known, first.is_some()), (Known::Nothing, true));
+        let waiter = tokio::spawn(recall("test://era/answered", long));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        remember("test://era/answered", discovered("answered"));
+        let (known, claim) = settled(waiter).await.expect("woken by the answer").unwrap();
+        assert_eq!((known, claim.is_none()), (discovered("answered"), true));
+        drop(first);
+
+        // The first probe gives up: of those waiting, one probes (with the claim) and the rest ask at once
+        // on their own, instead of waiting for that second probe.
+        let (_, first) = recall("test://era/gave-up", Duration::ZERO).await;
+        let waiters = [tokio::spawn(recall("test://era/gave-up", long)), tokio::spawn(recall("test://era/gave-up", long))];
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(first);
+        let mut claims = Vec::new();
+        for waiter in waiters {
+            let (known, claim) = settled(waiter).await.expect("not queued behind the second probe").unwrap();
+            assert_eq!(known, Known::Nothing);
+            claims.push(claim.is_some());
+        }
+        claims.sort();
+        assert_eq!(claims, [false, true]);
+    }
+
+    #[test]
+    fn forgetting_eras_and_oversized_answers() {
+        let (mut memory, now) = (Memory::default(), Instant::now());
+        let (modern, legacy) = (key("modern"), key("legacy"));
+        memory.remember(modern, discovered("m"), now);
+        memory.remember(modern, Known::Nothing, now);
+        assert!(matches!(memory.recall(&modern, now, false), Recall::Probe(Known::Nothing, _)));
+        // A session-based server's era does not expire: it is what skips the probe.
+        memory.remember(legacy, Known::Era(Era::Legacy), now);
+        assert_eq!(memory.recall(&legacy, now + ms(365 * 24 * 3600 * 1000), false), Recall::Use(Known::Era(Era::Legacy)));
+        // An answer too large to keep is not kept: only the era, which still probes.
+        let Known::Discovered(big) = discovered("m") else { unreachable!() };
+        let big = Discovered { instructions: Some("x".repeat(MAX_REMEMBERED_DISCOVERY_BYTES)), ..(*big).clone() };
+        memory.remember(modern, Known::Discovered(Arc::new(big)), now);
+        assert_eq!(memory.recall(&modern, now, false), Recall::Use(Known::Era(Era::Modern(MODERN_PROTOCOL_VERSION))));
+    }
+
+    #[test]
+    fn the_memory_is_bounded() {
+        let (mut memory, now) = (Memory::default(), Instant::now());
+        for n in 0..MAX_REMEMBERED_SERVERS {
+            memory.remember(key(&n.to_string()), discovered("s"), now);
+        }
+        assert_eq!(memory.servers.len(), MAX_REMEMBERED_SERVERS);
+        // Full: remembering a server already there replaces its entry…
+        memory.remember(key("0"), discovered("again"), now);
+        assert_eq!(memory.servers.len(), MAX_REMEMBERED_SERVERS);
+        assert_eq!(memory.recall(&key("0"), now, false), Recall::Use(discovered("again")));
+        // …and one more starts over.
+        memory.remember(key("one more"), discovered("s"), now);
+        assert_eq!(memory.servers.len(), 1);
+        assert!(matches!(memory.recall(&key("1"), now, false), Recall::Probe(Known::Nothing, _)));
+    }
+
+    #[test]
+    fn only_what_a_probe_would_take_for_another_server_contradicts_a_reused_answer() {
+        let unsupported = McpError::Rpc { code: UNSUPPORTED_PROTOCOL_VERSION, message: "no".into(), data: Some(r#"{"supported":["2025-11-25"]}"#.into()) };
+        assert!(contradicts_memory(&unsupported, false));
+        assert!(contradicts_memory(&McpError::Rpc { code: -32000, message: "Mcp-Session-Id header is required".into(), data: None }, false));
+        assert!(contradicts_memory(&McpError::Protocol("no JSON-RPC response".into()), false));
+        assert!(contradicts_memory(&McpError::Transport("connection refused".into()), false));
+        assert!(!contradicts_memory(&McpError::Transport("HTTP 401 Unauthorized".into()), true));
+        for outcome in [
+            McpError::Auth("login".into()),
+            McpError::Reauthorized("new token".into()),
+            McpError::Aborted,
+            McpError::Closed,
+            McpError::HostNotAllowed("x".into()),
+            McpError::RedirectRefused("x".into()),
+            McpError::Timeout { after_ms: 1 },
+            McpError::ResultTooLarge { limit_bytes: 1 },
+        ] {
+            assert!(!contradicts_memory(&outcome, false), "{outcome:?}");
+        }
     }
 }

@@ -16,12 +16,13 @@ use crate::guard::hosts::HostGuard;
 use crate::guard::redact::Secrets;
 use crate::elicitation::Elicitor;
 use crate::limits::{
-    ELICITATION_TIMEOUT_MS, MAX_REVALIDATION_BACKOFF_MS, MIN_REFRESH_INTERVAL_MS,
+    ELICITATION_TIMEOUT_MS, FIRST_PROBE_WAIT_MS, MAX_REVALIDATION_BACKOFF_MS, MIN_REFRESH_INTERVAL_MS,
     MIN_REVALIDATION_INTERVAL_MS, REVALIDATION_JITTER_PERCENT,
 };
 use crate::protocol::mcp::Tool;
 use crate::store::{self, StoredServer};
-use crate::transport::http::{Credential, HttpSpec};
+use crate::protocol::era::{self, Era, Known};
+use crate::transport::http::{self, Credential, HttpSpec};
 use crate::transport::stdio::StdioSpec;
 use crate::transport::{TransportOptions, TransportSpec};
 use parking_lot::Mutex;
@@ -45,9 +46,10 @@ pub(crate) struct Supervisor {
     pub label: String,
     /// The entry's identity (kind, command or URL), for names and store ids.
     pub identity: String,
-    /// What the server's era is remembered under: its identity and everything else that reaches it (a
-    /// stdio entry's env, an HTTP entry's headers), so entries that differ there are asked apart.
-    /// Hashed where it is kept (`protocol::era`): values may be secrets.
+    /// What the server's era (and a modern server's discovery answer) is remembered under: its identity
+    /// and everything else configured that reaches it (a stdio entry's env, an HTTP entry's headers), so
+    /// entries that differ there are asked apart. Not the `auth` bearer: the discovery answer describes
+    /// the server, not a session. Hashed where it is kept (`protocol::era`): values may be secrets.
     era_key: String,
     /// The bearer sent to this server, rotated by `auth` on every call, or by its OAuth authorizer.
     pub credential: Credential,
@@ -236,7 +238,6 @@ impl Inner {
             spec = self.transport_spec(index) => spec,
         }
         .map_err(|e| (e, None))?;
-        let listener = Arc::new(ServerListener { toolset: Arc::downgrade(self), index, lost: OnceLock::new(), installed: AtomicBool::new(false) });
         let handshake = RequestOptions { timeout: self.connect_timeout, abort: Some(stop) };
         let options = TransportOptions { max_message_bytes: self.max_result_bytes, idle_timeout: self.timeout, secrets: slot.secrets.clone() };
         let elicitor = self.hooks.elicit.clone().map(|callback| {
@@ -249,41 +250,74 @@ impl Inner {
             });
             Arc::new(Elicitor { server, modes, callback, timeout, withdrawn: Some(withdrawn) })
         });
-        // The era this server was found to speak before (this process): a session-based one skips the probe.
-        let hint = crate::protocol::era::remembered(&slot.era_key);
-        let connection = match Connection::open(&spec, listener.clone(), options, &handshake, elicitor, hint).await {
-            Ok(connection) => {
-                let session = &connection.session;
-                tracing::debug!(
-                    toolset = self.log_id,
-                    server = %slot.entry.name,
-                    era = ?session.era,
-                    remembered = hint.is_some(),
-                    from_answer = session.era_evidence,
-                    "era negotiated"
-                );
-                crate::protocol::era::remember(&slot.era_key, session.era_evidence.then_some(session.era));
-                connection
-            }
-            Err(failure) => {
-                // A server that changed its era fails under the old assumption: probe it afresh next time.
-                crate::protocol::era::remember(&slot.era_key, None);
-                return Err(failure);
-            }
+        // What this server was found to be before (this process): a session-based one skips the probe, a
+        // modern one's fresh discovery answer replaces it. The claim, if this connection is the one to
+        // probe, is held until what it finds is remembered.
+        // Waiting for another connection's first probe pays only where its answer is reused.
+        let max_wait = match slot.entry.kind {
+            ServerKind::StreamableHttp { .. } => self.connect_timeout.min(Duration::from_millis(FIRST_PROBE_WAIT_MS)),
+            _ => Duration::ZERO,
         };
-        let reusable = slot.reusable.lock().take().filter(|(_, cache)| cache.is_fresh_at(store::now_ms()));
-        if let Some((tools, cache)) = reusable {
-            // Public and fresh by the server's own ttlMs: anyone may reuse it, now. Vetted as any listing.
-            let listing = catalog::from_stored(tools, connection.is_modern(), cache);
-            return Ok((Arc::new(connection), listener, listing));
-        }
-        let opts = RequestOptions { timeout: self.timeout, abort: Some(stop) };
-        match self.list_tools(index, &connection, &opts).await {
-            Ok(listing) => Ok((Arc::new(connection), listener, listing)),
-            Err(e) => {
-                connection.close().await;
-                Err((e, connection.stderr_tail()))
+        let (mut known, _probe_claim) = tokio::select! {
+            biased;
+            _ = slot.cancel.cancelled() => return Err((McpError::Closed, None)),
+            recalled = era::recall(&slot.era_key, max_wait) => recalled,
+        };
+        if let Known::Discovered(discovered) = &known {
+            if slot.reusable.lock().as_ref().is_some_and(|(_, cache)| cache.is_fresh_at(store::now_ms())) {
+                // A stored catalogue will replace the listing: no first request would check a reused answer.
+                known = Known::Era(Era::Modern(discovered.version));
             }
+        }
+        loop {
+            let listener = Arc::new(ServerListener { toolset: Arc::downgrade(self), index, lost: OnceLock::new(), installed: AtomicBool::new(false) });
+            let opened = Connection::open(&spec, listener.clone(), options.clone(), &handshake, elicitor.clone(), &known).await;
+            let connection = match opened {
+                Ok(connection) => {
+                    let session = &connection.session;
+                    tracing::debug!(
+                        toolset = self.log_id,
+                        server = %slot.entry.name,
+                        era = ?session.era,
+                        remembered = known != Known::Nothing,
+                        from_answer = session.era_evidence,
+                        discovery = if session.discovery_reused { "reused" } else { "asked" },
+                        "era negotiated"
+                    );
+                    // A reused answer keeps the time it was fetched: only asking again refreshes it.
+                    if !session.discovery_reused {
+                        era::remember(&slot.era_key, session.known());
+                    }
+                    connection
+                }
+                Err(failure) => {
+                    // A server that changed its era fails under the old assumption: probe it afresh next time.
+                    era::remember(&slot.era_key, Known::Nothing);
+                    return Err(failure);
+                }
+            };
+            let reusable = slot.reusable.lock().take().filter(|(_, cache)| cache.is_fresh_at(store::now_ms()));
+            if let Some((tools, cache)) = reusable {
+                // Public and fresh by the server's own ttlMs: anyone may reuse it, now. Vetted as any listing.
+                let listing = catalog::from_stored(tools, connection.is_modern(), cache);
+                return Ok((Arc::new(connection), listener, listing));
+            }
+            let opts = RequestOptions { timeout: self.timeout, abort: Some(stop) };
+            let error = match self.list_tools(index, &connection, &opts).await {
+                Ok(listing) => return Ok((Arc::new(connection), listener, listing)),
+                Err(e) => e,
+            };
+            connection.close().await;
+            let contradicted = connection.session.discovery_reused
+                && !connection.was_answered()
+                && era::contradicts_memory(&error, http::refused_authorization(&error));
+            if !contradicted {
+                return Err((error, connection.stderr_tail()));
+            }
+            // The server is not (or no longer) what was remembered: forget it and ask, once.
+            tracing::debug!(toolset = self.log_id, server = %slot.entry.name, code = error.code(), "the reused discovery answer did not hold; probing");
+            era::remember(&slot.era_key, Known::Nothing);
+            known = Known::Nothing;
         }
     }
 

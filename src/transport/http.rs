@@ -115,11 +115,26 @@ impl HttpBase {
         let body = egress::scrub_url_secrets(&String::from_utf8_lossy(head), &self.spec.url);
         let body = super::quote_bytes(body.as_bytes(), &self.options.secrets);
         if body.is_empty() {
-            format!("HTTP {status}")
+            status_text(status)
         } else {
-            format!("HTTP {status}: {body}")
+            format!("{}: {body}", status_text(status))
         }
     }
+}
+
+/// How an HTTP error status opens the text of the transport error it becomes.
+fn status_text(status: reqwest::StatusCode) -> String {
+    format!("HTTP {status}")
+}
+
+/// Whether a failure is the server refusing a request for authorization (HTTP 401 or 403) where no
+/// OAuth authorizer took it up: a transport error whose text opens with that status.
+pub fn refused_authorization(error: &McpError) -> bool {
+    let McpError::Transport(text) = error else { return false };
+    [reqwest::StatusCode::UNAUTHORIZED, reqwest::StatusCode::FORBIDDEN].into_iter().any(|status| {
+        let opening = status_text(status);
+        text.strip_prefix(&opening).is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
+    })
 }
 
 /// Every task a transport starts: cancelled together on close, then given a bounded time to finish.
@@ -353,6 +368,19 @@ mod tests {
         tasks.shutdown().await;
         assert!(closing.elapsed() < Duration::from_millis(HTTP_CLOSE_GRACE_MS), "took {:?}", closing.elapsed());
         assert!(tasks.is_empty());
+    }
+
+    #[test]
+    fn authorization_refusals_are_told_by_the_status_their_error_opens_with() {
+        for status in [reqwest::StatusCode::UNAUTHORIZED, reqwest::StatusCode::FORBIDDEN] {
+            assert!(refused_authorization(&McpError::Transport(status_text(status))));
+            assert!(refused_authorization(&McpError::Transport(format!("{}: {{\"error\":\"invalid_token\"}}", status_text(status)))));
+        }
+        for status in [reqwest::StatusCode::BAD_REQUEST, reqwest::StatusCode::NOT_FOUND, reqwest::StatusCode::SERVICE_UNAVAILABLE] {
+            assert!(!refused_authorization(&McpError::Transport(status_text(status))));
+        }
+        assert!(!refused_authorization(&McpError::Auth(status_text(reqwest::StatusCode::UNAUTHORIZED))));
+        assert!(!refused_authorization(&McpError::Transport("connection refused".into())));
     }
 
     #[test]
