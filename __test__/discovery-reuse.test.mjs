@@ -1,7 +1,6 @@
 // The 2026-07-28 revision needs no per-session handshake: once one connection in the process asked a
 // modern Streamable HTTP server `server/discover`, later connections to it (other toolsets, other user
-// sessions with other bearers; those opened meanwhile wait for that answer) reuse that answer and go
-// straight to `tools/list`. A server that is no
+// sessions with other bearers) reuse that answer and go straight to `tools/list`. A server that is no
 // longer what was remembered is probed again within the same connect; an authorization refusal is not
 // taken for that, and an OAuth login on that first request runs as it does on the probe. Against the
 // in-process 2026-07-28 fixture (fixtures/caching-server.mjs) and the OAuth fixture with a 2026-07-28
@@ -41,12 +40,10 @@ const connected = (toolset) => toolset.diagnostics.find((d) => d.code === 'serve
 test('five toolsets against one modern server: one server/discover in all, each listed, listening and calling', async (t) => {
   const server = await serve(t, { listChanged: true });
   const theEntry = entry(server);
-  // Opened at once, before anything is known of the server: the first to start asks, the others wait for
-  // its answer (up to FIRST_PROBE_WAIT_MS) instead of asking too.
-  const concurrent = await Promise.all(Array.from({ length: 3 }, () => open(t, [theEntry])));
-  const later = await Promise.all(Array.from({ length: 2 }, () => open(t, [theEntry])));
-  const toolsets = [...concurrent, ...later];
-  assert.equal(discovers(server), 1, 'only one connection asked');
+  const first = await open(t, [theEntry]);
+  const rest = await Promise.all(Array.from({ length: 4 }, () => open(t, [theEntry])));
+  const toolsets = [first, ...rest];
+  assert.equal(discovers(server), 1, 'only the first connection asked');
   assert.equal(server.requests[0].method, 'server/discover');
   for (const toolset of toolsets) {
     assert.deepEqual(degraded(toolset), []);

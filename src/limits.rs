@@ -151,12 +151,6 @@ pub const MODERN_DISCOVERY_FRESH_MS: u64 = 10 * 60 * 1_000;
 /// capability names, instructions): the memory holds up to thousands of servers for the process's life.
 /// A larger one is asked for again on each connection.
 pub const MAX_REMEMBERED_DISCOVERY_BYTES: usize = 16 * 1024;
-/// How long a connection to a Streamable HTTP server nothing is known of yet waits for another
-/// connection's probe of it (already under way) before it asks itself (at most its connect timeout).
-/// Sessions opened together then ask once between them; a first probe held up longer (a person logging
-/// in, a server slow to answer) costs the others this much before they go their own way, and one that
-/// fails sends them on their way at once.
-pub const FIRST_PROBE_WAIT_MS: u64 = 5_000;
 /// The largest `Mcp-Param-*` header value (encoded) a call may need; a call over it fails with
 /// `mcp_invalid_arguments` before anything is sent.
 pub const MAX_PARAM_HEADER_VALUE_BYTES: usize = 8 * 1024;

@@ -8,8 +8,6 @@
 //! `initialize`. The answer is remembered per server ([`recall`]), so reconnections skip the probe: a
 //! session-based server gets `initialize` at once, and a modern one's discovery answer is reused while
 //! it is fresh, so a connection sends no `server/discover` at all (over HTTP; see `connection.rs`).
-//! One connection at a time probes a server: the others reuse a stale answer meanwhile, or wait a
-//! little for the first answer of a server nothing is known of yet.
 
 use super::mcp::{Implementation, ServerCapabilities};
 use crate::error::McpError;
@@ -18,9 +16,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use crate::limits::{MAX_REMEMBERED_DISCOVERY_BYTES, MODERN_DISCOVERY_FRESH_MS};
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
 
 /// The modern revisions this client speaks, newest first.
 pub const MODERN_PROTOCOL_VERSIONS: &[&str] = &["2026-07-28"];
@@ -199,9 +196,6 @@ pub enum Known {
 /// discovery answer while it is fresh (`MODERN_DISCOVERY_FRESH_MS`). Keyed by a hash of the identity (a
 /// URL may carry a key in its query, headers are secrets), bounded.
 static REMEMBERED: Mutex<Option<Memory>> = Mutex::new(None);
-/// Bumped whenever something is remembered or a probe given up: what connections waiting on another's
-/// first probe of their server watch.
-static CHANGES: LazyLock<watch::Sender<()>> = LazyLock::new(|| watch::Sender::new(()));
 /// Servers remembered at most; past it the memory starts over (a probe each is all that costs).
 const MAX_REMEMBERED_SERVERS: usize = 4_096;
 
@@ -209,58 +203,28 @@ const MAX_REMEMBERED_SERVERS: usize = 4_096;
 #[derive(Default)]
 struct Memory {
     servers: HashMap<[u8; 32], Remembered>,
-    /// Servers a connection is probing, by the claim it holds: one whose answer went stale (the others
-    /// go on with the stale one meanwhile), or one nothing is known of yet (the others may wait for it).
-    /// An entry lives as long as its claim ([`ProbeClaim`] releases it when dropped).
-    probing: HashMap<[u8; 32], u64>,
-    next_claim: u64,
 }
 
 struct Remembered {
     known: Known,
     /// When the discovery answer was fetched.
     fetched: Instant,
-}
-
-/// What a connection about to open is told.
-#[derive(Debug, PartialEq, Eq)]
-enum Recall {
-    /// Start from this.
-    Use(Known),
-    /// Probe (from this), holding the claim.
-    Probe(Known, u64),
-    /// Another connection is probing a server nothing is known of yet (under this claim): wait for its
-    /// answer.
-    Wait(u64),
+    /// A connection is probing again because the answer went stale (since when): until it remembers
+    /// what it found, or gives up, the others go on with the stale answer.
+    reprobing: Option<Instant>,
 }
 
 impl Memory {
-    /// `may_wait`: the caller would rather wait for another connection's first probe than send its own.
-    fn recall(&mut self, key: &[u8; 32], now: Instant, may_wait: bool) -> Recall {
-        let probing = self.probing.get(key).copied();
-        match self.servers.get(key) {
-            Some(Remembered { known: Known::Discovered(discovered), fetched }) => {
-                let fresh = now.saturating_duration_since(*fetched) < Duration::from_millis(MODERN_DISCOVERY_FRESH_MS);
-                if fresh || probing.is_some() {
-                    return Recall::Use(Known::Discovered(discovered.clone()));
-                }
-                // Stale: this connection asks again (at the version it spoke); the others reuse it meanwhile.
-                let version = discovered.version;
-                Recall::Probe(Known::Era(Era::Modern(version)), self.claim(*key))
-            }
-            Some(remembered) => Recall::Use(remembered.known.clone()),
-            None => match probing {
-                Some(claim) if may_wait => Recall::Wait(claim),
-                Some(_) => Recall::Use(Known::Nothing),
-                None => Recall::Probe(Known::Nothing, self.claim(*key)),
-            },
+    fn recall(&mut self, key: &[u8; 32], now: Instant) -> (Known, Option<Instant>) {
+        let Some(remembered) = self.servers.get_mut(key) else { return (Known::Nothing, None) };
+        let Known::Discovered(discovered) = &remembered.known else { return (remembered.known.clone(), None) };
+        let fresh_for = Duration::from_millis(MODERN_DISCOVERY_FRESH_MS);
+        if now.saturating_duration_since(remembered.fetched) < fresh_for || remembered.reprobing.is_some() {
+            return (remembered.known.clone(), None);
         }
-    }
-
-    fn claim(&mut self, key: [u8; 32]) -> u64 {
-        self.next_claim += 1;
-        self.probing.insert(key, self.next_claim);
-        self.next_claim
+        // Stale: this connection asks again (at the version it spoke); the others reuse it meanwhile.
+        remembered.reprobing = Some(now);
+        (Known::Era(Era::Modern(discovered.version)), Some(now))
     }
 
     fn remember(&mut self, key: [u8; 32], known: Known, now: Instant) {
@@ -276,13 +240,16 @@ impl Memory {
         if self.servers.len() >= MAX_REMEMBERED_SERVERS && !self.servers.contains_key(&key) {
             self.servers.clear();
         }
-        self.servers.insert(key, Remembered { known, fetched: now });
+        self.servers.insert(key, Remembered { known, fetched: now, reprobing: None });
     }
 
-    /// The connection holding `claim` is done probing (whether or not it remembered anything).
-    fn release(&mut self, key: &[u8; 32], claim: u64) {
-        if self.probing.get(key) == Some(&claim) {
-            self.probing.remove(key);
+    /// The connection that claimed the stale answer at `claimed` is done without remembering anything:
+    /// the next one to find it stale probes.
+    fn release(&mut self, key: &[u8; 32], claimed: Instant) {
+        if let Some(remembered) = self.servers.get_mut(key) {
+            if remembered.reprobing == Some(claimed) {
+                remembered.reprobing = None;
+            }
         }
     }
 }
@@ -292,56 +259,31 @@ fn key(identity: &str) -> [u8; 32] {
     sha2::Sha256::digest(identity.as_bytes()).into()
 }
 
-/// What a connection to this server starts from, and the claim on probing it if this connection is the
-/// one to ask (released when dropped: keep it until what was found is remembered).
-///
-/// `max_wait`: if another connection is already probing a server nothing is known of yet, wait up to
-/// this long for what it finds rather than ask too: many sessions opened at once then ask once between
-/// them. Worth it where the answer is reused (Streamable HTTP), not where every connection probes anyway
-/// (stdio: zero). If that probe finds nothing worth remembering, this connection asks at once (it does
-/// not queue behind the next one).
-pub async fn recall(identity: &str, max_wait: Duration) -> (Known, Option<ProbeClaim>) {
+/// What a connection to this server starts from, and the claim on probing again that it holds if it
+/// found a stale discovery answer (released when dropped: keep it until the outcome is remembered).
+pub fn recall(identity: &str) -> (Known, Option<ReprobeClaim>) {
     let key = key(identity);
-    let deadline = tokio::time::Instant::now() + max_wait;
-    let mut changes = CHANGES.subscribe();
-    let mut waited_on = None;
-    loop {
-        changes.borrow_and_update();
-        let may_wait = tokio::time::Instant::now() < deadline;
-        let recalled = REMEMBERED.lock().get_or_insert_with(Memory::default).recall(&key, Instant::now(), may_wait);
-        match recalled {
-            Recall::Use(known) => return (known, None),
-            Recall::Probe(known, claim) => return (known, Some(ProbeClaim { key, claim })),
-            // Woken by any change (another server's too) or the deadline, then asked again.
-            Recall::Wait(claim) if waited_on.is_none_or(|first| first == claim) => {
-                waited_on = Some(claim);
-                drop(tokio::time::timeout_at(deadline, changes.changed()).await);
-            }
-            // The probe waited for gave up and another began: no queueing behind it.
-            Recall::Wait(_) => return (Known::Nothing, None),
-        }
-    }
+    let (known, claimed) = REMEMBERED.lock().get_or_insert_with(Memory::default).recall(&key, Instant::now());
+    (known, claimed.map(|claimed| ReprobeClaim { key, claimed }))
 }
 
 /// Remember what a connection found (`Known::Nothing` forgets the server).
 pub fn remember(identity: &str, known: Known) {
     REMEMBERED.lock().get_or_insert_with(Memory::default).remember(key(identity), known, Instant::now());
-    CHANGES.send_replace(());
 }
 
-/// A connection's claim on probing a server (see [`recall`]).
+/// A connection's claim on probing a server whose discovery answer went stale.
 #[derive(Debug)]
-pub struct ProbeClaim {
+pub struct ReprobeClaim {
     key: [u8; 32],
-    claim: u64,
+    claimed: Instant,
 }
 
-impl Drop for ProbeClaim {
+impl Drop for ReprobeClaim {
     fn drop(&mut self) {
         if let Some(memory) = REMEMBERED.lock().as_mut() {
-            memory.release(&self.key, self.claim);
+            memory.release(&self.key, self.claimed);
         }
-        CHANGES.send_replace(());
     }
 }
 
@@ -416,72 +358,26 @@ mod tests {
     #[test]
     fn a_discovery_answer_is_reused_while_fresh_then_one_connection_asks_again() {
         let (mut memory, start, server) = (Memory::default(), Instant::now(), key("https://a.example/mcp"));
+        assert_eq!(memory.recall(&server, start), (Known::Nothing, None));
         memory.remember(server, discovered("a"), start);
         let fresh_for = ms(MODERN_DISCOVERY_FRESH_MS);
-        assert_eq!(memory.recall(&server, start + fresh_for - ms(1), true), Recall::Use(discovered("a")));
+        assert_eq!(memory.recall(&server, start + fresh_for - ms(1)), (discovered("a"), None));
 
         // Stale: the first connection to see it probes (at the version it spoke) and holds the claim…
         let stale = start + fresh_for;
-        let Recall::Probe(known, claim) = memory.recall(&server, stale, true) else { panic!("the first to find it stale probes") };
+        let (known, claim) = memory.recall(&server, stale);
         assert_eq!(known, Known::Era(Era::Modern(MODERN_PROTOCOL_VERSION)));
+        let claim = claim.expect("the first to find it stale claims the probe");
         // …while the others go on with the stale answer.
-        assert_eq!(memory.recall(&server, stale + ms(5), true), Recall::Use(discovered("a")));
+        assert_eq!(memory.recall(&server, stale + ms(5)), (discovered("a"), None));
         // The prober gave up without remembering anything: the next one probes.
         memory.release(&server, claim);
-        let Recall::Probe(_, claim) = memory.recall(&server, stale + ms(10), true) else { panic!("probed again") };
+        let (known, claim) = memory.recall(&server, stale + ms(10));
+        assert_eq!(known, Known::Era(Era::Modern(MODERN_PROTOCOL_VERSION)));
         // Its answer refreshes the memory, fresh from then on.
         memory.remember(server, discovered("a2"), stale + ms(20));
-        memory.release(&server, claim);
-        assert_eq!(memory.recall(&server, stale + ms(20) + fresh_for - ms(1), true), Recall::Use(discovered("a2")));
-    }
-
-    #[test]
-    fn one_first_probe_at_a_time_and_the_others_wait_for_it_if_they_may() {
-        let (mut memory, now, server) = (Memory::default(), Instant::now(), key("https://b.example/mcp"));
-        let Recall::Probe(Known::Nothing, claim) = memory.recall(&server, now, true) else { panic!("the first probes") };
-        assert_eq!(memory.recall(&server, now, true), Recall::Wait(claim));
-        // One that may not wait (stdio, or waited long enough) probes on its own, without a claim.
-        assert_eq!(memory.recall(&server, now, false), Recall::Use(Known::Nothing));
-        // What the first found is what the waiters start from.
-        memory.remember(server, Known::Era(Era::Legacy), now);
-        assert_eq!(memory.recall(&server, now, true), Recall::Use(Known::Era(Era::Legacy)));
-        memory.release(&server, claim);
-        // A first probe that found nothing worth remembering: the next connection is the one to probe.
-        let other = key("https://c.example/mcp");
-        let Recall::Probe(_, claim) = memory.recall(&other, now, true) else { panic!("the first probes") };
-        memory.release(&other, claim);
-        assert!(matches!(memory.recall(&other, now, true), Recall::Probe(Known::Nothing, _)));
-    }
-
-    /// The process-wide memory, under identities no other test uses.
-    #[tokio::test]
-    async fn waiters_start_from_the_first_probes_answer_and_do_not_queue_behind_a_second_probe() {
-        let long = Duration::from_secs(3_600);
-        let settled = |waiter| tokio::time::timeout(Duration::from_secs(30), waiter);
-        // The first probe remembers its answer: the connection waiting for it starts from it.
-        let (known, first) = recall("test://era/answered", Duration::ZERO).await;
-        assert_eq!((known, first.is_some()), (Known::Nothing, true));
-        let waiter = tokio::spawn(recall("test://era/answered", long));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        remember("test://era/answered", discovered("answered"));
-        let (known, claim) = settled(waiter).await.expect("woken by the answer").unwrap();
-        assert_eq!((known, claim.is_none()), (discovered("answered"), true));
-        drop(first);
-
-        // The first probe gives up: of those waiting, one probes (with the claim) and the rest ask at once
-        // on their own, instead of waiting for that second probe.
-        let (_, first) = recall("test://era/gave-up", Duration::ZERO).await;
-        let waiters = [tokio::spawn(recall("test://era/gave-up", long)), tokio::spawn(recall("test://era/gave-up", long))];
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        drop(first);
-        let mut claims = Vec::new();
-        for waiter in waiters {
-            let (known, claim) = settled(waiter).await.expect("not queued behind the second probe").unwrap();
-            assert_eq!(known, Known::Nothing);
-            claims.push(claim.is_some());
-        }
-        claims.sort();
-        assert_eq!(claims, [false, true]);
+        memory.release(&server, claim.unwrap());
+        assert_eq!(memory.recall(&server, stale + ms(20) + fresh_for - ms(1)), (discovered("a2"), None));
     }
 
     #[test]
@@ -490,15 +386,15 @@ mod tests {
         let (modern, legacy) = (key("modern"), key("legacy"));
         memory.remember(modern, discovered("m"), now);
         memory.remember(modern, Known::Nothing, now);
-        assert!(matches!(memory.recall(&modern, now, false), Recall::Probe(Known::Nothing, _)));
+        assert_eq!(memory.recall(&modern, now), (Known::Nothing, None));
         // A session-based server's era does not expire: it is what skips the probe.
         memory.remember(legacy, Known::Era(Era::Legacy), now);
-        assert_eq!(memory.recall(&legacy, now + ms(365 * 24 * 3600 * 1000), false), Recall::Use(Known::Era(Era::Legacy)));
+        assert_eq!(memory.recall(&legacy, now + ms(365 * 24 * 3600 * 1000)), (Known::Era(Era::Legacy), None));
         // An answer too large to keep is not kept: only the era, which still probes.
         let Known::Discovered(big) = discovered("m") else { unreachable!() };
         let big = Discovered { instructions: Some("x".repeat(MAX_REMEMBERED_DISCOVERY_BYTES)), ..(*big).clone() };
         memory.remember(modern, Known::Discovered(Arc::new(big)), now);
-        assert_eq!(memory.recall(&modern, now, false), Recall::Use(Known::Era(Era::Modern(MODERN_PROTOCOL_VERSION))));
+        assert_eq!(memory.recall(&modern, now), (Known::Era(Era::Modern(MODERN_PROTOCOL_VERSION)), None));
     }
 
     #[test]
@@ -511,11 +407,11 @@ mod tests {
         // Full: remembering a server already there replaces its entry…
         memory.remember(key("0"), discovered("again"), now);
         assert_eq!(memory.servers.len(), MAX_REMEMBERED_SERVERS);
-        assert_eq!(memory.recall(&key("0"), now, false), Recall::Use(discovered("again")));
+        assert_eq!(memory.recall(&key("0"), now), (discovered("again"), None));
         // …and one more starts over.
         memory.remember(key("one more"), discovered("s"), now);
         assert_eq!(memory.servers.len(), 1);
-        assert!(matches!(memory.recall(&key("1"), now, false), Recall::Probe(Known::Nothing, _)));
+        assert_eq!(memory.recall(&key("1"), now), (Known::Nothing, None));
     }
 
     #[test]

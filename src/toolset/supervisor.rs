@@ -16,7 +16,7 @@ use crate::guard::hosts::HostGuard;
 use crate::guard::redact::Secrets;
 use crate::elicitation::Elicitor;
 use crate::limits::{
-    ELICITATION_TIMEOUT_MS, FIRST_PROBE_WAIT_MS, MAX_REVALIDATION_BACKOFF_MS, MIN_REFRESH_INTERVAL_MS,
+    ELICITATION_TIMEOUT_MS, MAX_REVALIDATION_BACKOFF_MS, MIN_REFRESH_INTERVAL_MS,
     MIN_REVALIDATION_INTERVAL_MS, REVALIDATION_JITTER_PERCENT,
 };
 use crate::protocol::mcp::Tool;
@@ -251,18 +251,9 @@ impl Inner {
             Arc::new(Elicitor { server, modes, callback, timeout, withdrawn: Some(withdrawn) })
         });
         // What this server was found to be before (this process): a session-based one skips the probe, a
-        // modern one's fresh discovery answer replaces it. The claim, if this connection is the one to
-        // probe, is held until what it finds is remembered.
-        // Waiting for another connection's first probe pays only where its answer is reused.
-        let max_wait = match slot.entry.kind {
-            ServerKind::StreamableHttp { .. } => self.connect_timeout.min(Duration::from_millis(FIRST_PROBE_WAIT_MS)),
-            _ => Duration::ZERO,
-        };
-        let (mut known, _probe_claim) = tokio::select! {
-            biased;
-            _ = slot.cancel.cancelled() => return Err((McpError::Closed, None)),
-            recalled = era::recall(&slot.era_key, max_wait) => recalled,
-        };
+        // modern one's fresh discovery answer replaces it. Held until what this connection finds is
+        // remembered: the claim on probing a stale answer again, if this connection took it.
+        let (mut known, _reprobe_claim) = era::recall(&slot.era_key);
         if let Known::Discovered(discovered) = &known {
             if slot.reusable.lock().as_ref().is_some_and(|(_, cache)| cache.is_fresh_at(store::now_ms())) {
                 // A stored catalogue will replace the listing: no first request would check a reused answer.
