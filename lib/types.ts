@@ -357,8 +357,12 @@ export type Diagnostic =
       /** From `server-connecting` to the end of the first listing. */
       elapsedMs: number;
       protocolVersion: string;
+      /**
+       * As the server named itself. Empty strings when a 2026-07-28 connection reused the process's remembered
+       * discovery instead of asking: what a server says of itself is not shared between sessions.
+       */
       serverInfo: { name: string; version: string };
-      /** The capability names the server declared (`tools`, `resources`, …). */
+      /** The capability names the server declared (`tools`, `resources`, …; only the specification's when reused). */
       capabilities: string[];
       /** Tools the server published, before filtering and vetting. */
       toolCount: number;

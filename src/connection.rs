@@ -144,11 +144,12 @@ impl SessionInfo {
     fn reusing(discovered: &era::Discovered) -> SessionInfo {
         SessionInfo {
             protocol_version: discovered.version,
-            server_name: discovered.server_name.clone(),
-            server_version: discovered.server_version.clone(),
+            // Not kept across connections (see `era::Discovered`): unknown to a connection that did not ask.
+            server_name: String::new(),
+            server_version: String::new(),
             tools_list_changed: discovered.tools_list_changed,
-            capabilities: discovered.capabilities.clone(),
-            instructions: discovered.instructions.clone(),
+            capabilities: discovered.capabilities.iter().map(|c| (*c).to_owned()).collect(),
+            instructions: None,
             era: Era::Modern(discovered.version),
             era_evidence: true,
             discovery_reused: true,
@@ -161,14 +162,7 @@ impl SessionInfo {
         match self.era {
             _ if !self.era_evidence => era::Known::Nothing,
             Era::Legacy => era::Known::Era(Era::Legacy),
-            Era::Modern(version) => era::Known::Discovered(Arc::new(era::Discovered {
-                version,
-                server_name: self.server_name.clone(),
-                server_version: self.server_version.clone(),
-                capabilities: self.capabilities.clone(),
-                tools_list_changed: self.tools_list_changed,
-                instructions: self.instructions.clone(),
-            })),
+            Era::Modern(version) => era::Known::Discovered(Arc::new(era::Discovered::of(version, &self.capabilities, self.tools_list_changed))),
         }
     }
 }

@@ -147,10 +147,6 @@ pub const STDIO_PROBE_TIMEOUT_MS: u64 = 5_000;
 /// still asks about once per ten minutes per server, not once per session. A server that changed its
 /// era or version is noticed at once (its first answer contradicts the memory, and it is probed again).
 pub const MODERN_DISCOVERY_FRESH_MS: u64 = 10 * 60 * 1_000;
-/// The largest discovery answer kept for reuse, in bytes of its text (server name and version,
-/// capability names, instructions): the memory holds up to thousands of servers for the process's life.
-/// A larger one is asked for again on each connection.
-pub const MAX_REMEMBERED_DISCOVERY_BYTES: usize = 16 * 1024;
 /// The largest `Mcp-Param-*` header value (encoded) a call may need; a call over it fails with
 /// `mcp_invalid_arguments` before anything is sent.
 pub const MAX_PARAM_HEADER_VALUE_BYTES: usize = 8 * 1024;

@@ -14,7 +14,7 @@ use crate::error::McpError;
 use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use crate::limits::{MAX_REMEMBERED_DISCOVERY_BYTES, MODERN_DISCOVERY_FRESH_MS};
+use crate::limits::MODERN_DISCOVERY_FRESH_MS;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -155,28 +155,27 @@ fn pick<'a>(supported: impl Iterator<Item = &'a str> + Clone, requested: &str) -
     supported.clone().find(|v| *v == requested).and_then(ours).or_else(|| MODERN_PROTOCOL_VERSIONS.iter().copied().find(|v| supported.clone().any(|s| s == *v)))
 }
 
-/// What a modern server said of itself in `server/discover`: the answer a later connection to the same
-/// server may reuse instead of asking again (it describes the server, not a session, so it is the same
-/// whoever asks: an `auth` bearer is not part of what it is remembered under).
+/// What a modern server's `server/discover` answer says about its protocol, kept for later connections to
+/// the same server instead of asking again. Only structure: the version and which of the specification's
+/// capabilities it declared. Nothing the server wrote (its name and version, instructions, capability
+/// names of its own) is kept, since the memory is shared by every session of the process whatever its
+/// credentials: a server may word those per caller, and one tenant must not be shown what it said to
+/// another. A connection opened from it has no server name or instructions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Discovered {
     pub version: &'static str,
-    pub server_name: String,
-    pub server_version: String,
-    /// The names of the capabilities the server declared.
-    pub capabilities: Vec<String>,
+    /// The specification's capability names the server declared, sorted (see [`STANDARD_CAPABILITIES`]).
+    pub capabilities: Vec<&'static str>,
     pub tools_list_changed: bool,
-    /// Third-party text: kept as it came, never shown to a model.
-    pub instructions: Option<String>,
 }
 
+/// The server capabilities the specification names: the only capability names kept across connections.
+pub const STANDARD_CAPABILITIES: &[&str] = &["completions", "experimental", "extensions", "logging", "prompts", "resources", "subscriptions", "tasks", "tools"];
+
 impl Discovered {
-    /// The bytes its text takes, for the bound on what is remembered.
-    fn text_bytes(&self) -> usize {
-        self.server_name.len()
-            + self.server_version.len()
-            + self.capabilities.iter().map(String::len).sum::<usize>()
-            + self.instructions.as_ref().map_or(0, String::len)
+    pub fn of(version: &'static str, capabilities: &[String], tools_list_changed: bool) -> Discovered {
+        let capabilities = STANDARD_CAPABILITIES.iter().copied().filter(|standard| capabilities.iter().any(|c| c == standard)).collect();
+        Discovered { version, capabilities, tools_list_changed }
     }
 }
 
@@ -228,19 +227,26 @@ impl Memory {
     }
 
     fn remember(&mut self, key: [u8; 32], known: Known, now: Instant) {
-        let known = match known {
-            Known::Nothing => {
-                self.servers.remove(&key);
-                return;
-            }
-            // An answer too large to keep for every server is asked for again each time.
-            Known::Discovered(discovered) if discovered.text_bytes() > MAX_REMEMBERED_DISCOVERY_BYTES => Known::Era(Era::Modern(discovered.version)),
-            known => known,
-        };
+        if known == Known::Nothing {
+            self.servers.remove(&key);
+            return;
+        }
         if self.servers.len() >= MAX_REMEMBERED_SERVERS && !self.servers.contains_key(&key) {
             self.servers.clear();
         }
         self.servers.insert(key, Remembered { known, fetched: now, reprobing: None });
+    }
+
+    /// Forget what is remembered of a server if it is still `used`: not what another connection found since.
+    fn forget(&mut self, key: &[u8; 32], used: &Known) {
+        let still = match (self.servers.get(key).map(|r| &r.known), used) {
+            (Some(Known::Discovered(held)), Known::Discovered(used)) => Arc::ptr_eq(held, used),
+            (Some(held), used) => held == used,
+            (None, _) => false,
+        };
+        if still {
+            self.servers.remove(key);
+        }
     }
 
     /// The connection that claimed the stale answer at `claimed` is done without remembering anything:
@@ -287,14 +293,26 @@ impl Drop for ReprobeClaim {
     }
 }
 
-/// Whether the failure of the first request on a connection opened with a remembered discovery answer
-/// says the server is not (or no longer) what was remembered, so the connection is opened again with
-/// the probe: an answer the probe would take for a session-based server's (a JSON-RPC error, `-32022`
-/// among them, or a protocol breach), or a failed exchange. Not a refusal of authorization (the
-/// caller tells: `authorization_refused`), an abort, a closed toolset, a host outside `allowedHosts`,
-/// a timeout (the probe would wait as long again) or a limit: those are the outcome either way.
-pub fn contradicts_memory(error: &McpError, authorization_refused: bool) -> bool {
-    !authorization_refused && matches!(error, McpError::Rpc { .. } | McpError::Protocol(_) | McpError::Transport(_))
+/// Whether a failure under a remembered era or discovery answer says the server is not (or no longer)
+/// what was remembered: an answer a server of the other era gives to a request it does not take
+/// (`-32022`, an unknown method, an invalid request or parameters, the SDKs' `-32000` for a request
+/// without a session), a breach of the protocol, or an HTTP refusal of the request's shape (the caller
+/// tells: `refused_request`, HTTP 400/404/405/406/415). Not a refusal of authorization (whatever its
+/// body), a rate limit, a server error or a server down, an abort, a closed toolset, a host outside
+/// `allowedHosts`, a timeout or a limit: those say nothing of the era, and one session's failure must
+/// not cost every other session the memory.
+pub fn contradicts_memory(error: &McpError, refused_request: bool) -> bool {
+    match error {
+        McpError::Rpc { code, .. } => matches!(*code, UNSUPPORTED_PROTOCOL_VERSION | -32601 | -32600 | -32602 | -32000),
+        McpError::Protocol(_) => true,
+        McpError::Transport(_) => refused_request,
+        _ => false,
+    }
+}
+
+/// Forget a server if what is remembered of it is still `used` (not what another connection found since).
+pub fn forget(identity: &str, used: &Known) {
+    REMEMBERED.lock().get_or_insert_with(Memory::default).forget(&key(identity), used);
 }
 
 #[cfg(test)]
@@ -340,15 +358,8 @@ mod tests {
         assert!(matches!(classify(Err(McpError::Auth("login".into())), "2026-07-28", false), Verdict::Fatal(_)));
     }
 
-    fn discovered(name: &str) -> Known {
-        Known::Discovered(Arc::new(Discovered {
-            version: MODERN_PROTOCOL_VERSION,
-            server_name: name.into(),
-            server_version: "1.0.0".into(),
-            capabilities: vec!["tools".into()],
-            tools_list_changed: true,
-            instructions: Some("Use the search tool first.".into()),
-        }))
+    fn discovered(capability: &str) -> Known {
+        Known::Discovered(Arc::new(Discovered::of(MODERN_PROTOCOL_VERSION, &["tools".to_owned(), capability.to_owned()], true)))
     }
 
     fn ms(n: u64) -> Duration {
@@ -381,20 +392,40 @@ mod tests {
     }
 
     #[test]
-    fn forgetting_eras_and_oversized_answers() {
+    fn forgetting_and_eras() {
         let (mut memory, now) = (Memory::default(), Instant::now());
         let (modern, legacy) = (key("modern"), key("legacy"));
-        memory.remember(modern, discovered("m"), now);
+        memory.remember(modern, discovered("logging"), now);
         memory.remember(modern, Known::Nothing, now);
         assert_eq!(memory.recall(&modern, now), (Known::Nothing, None));
         // A session-based server's era does not expire: it is what skips the probe.
         memory.remember(legacy, Known::Era(Era::Legacy), now);
         assert_eq!(memory.recall(&legacy, now + ms(365 * 24 * 3600 * 1000)), (Known::Era(Era::Legacy), None));
-        // An answer too large to keep is not kept: only the era, which still probes.
-        let Known::Discovered(big) = discovered("m") else { unreachable!() };
-        let big = Discovered { instructions: Some("x".repeat(MAX_REMEMBERED_DISCOVERY_BYTES)), ..(*big).clone() };
-        memory.remember(modern, Known::Discovered(Arc::new(big)), now);
-        assert_eq!(memory.recall(&modern, now), (Known::Era(Era::Modern(MODERN_PROTOCOL_VERSION)), None));
+    }
+
+    #[test]
+    fn a_connection_forgets_only_what_it_used_not_what_another_found_since() {
+        let (mut memory, now, server) = (Memory::default(), Instant::now(), key("s"));
+        let used = discovered("logging");
+        memory.remember(server, used.clone(), now);
+        let newer = discovered("prompts");
+        memory.remember(server, newer.clone(), now + ms(1));
+        memory.forget(&server, &used);
+        assert_eq!(memory.recall(&server, now + ms(2)).0, newer, "an answer found since is kept");
+        memory.forget(&server, &newer);
+        assert_eq!(memory.recall(&server, now + ms(2)).0, Known::Nothing);
+        memory.remember(server, Known::Era(Era::Legacy), now);
+        memory.forget(&server, &Known::Era(Era::Modern(MODERN_PROTOCOL_VERSION)));
+        assert_eq!(memory.recall(&server, now).0, Known::Era(Era::Legacy));
+        memory.forget(&server, &Known::Era(Era::Legacy));
+        assert_eq!(memory.recall(&server, now).0, Known::Nothing);
+    }
+
+    #[test]
+    fn only_the_specifications_capability_names_are_kept_nothing_the_server_wrote() {
+        let names: Vec<String> = ["tools", "sk-alice-0123456789abcdef", "logging", "x".repeat(100_000).as_str()].iter().map(|s| s.to_string()).collect();
+        let kept = Discovered::of(MODERN_PROTOCOL_VERSION, &names, false);
+        assert_eq!(kept.capabilities, vec!["logging", "tools"]);
     }
 
     #[test]
@@ -420,8 +451,11 @@ mod tests {
         assert!(contradicts_memory(&unsupported, false));
         assert!(contradicts_memory(&McpError::Rpc { code: -32000, message: "Mcp-Session-Id header is required".into(), data: None }, false));
         assert!(contradicts_memory(&McpError::Protocol("no JSON-RPC response".into()), false));
-        assert!(contradicts_memory(&McpError::Transport("connection refused".into()), false));
-        assert!(!contradicts_memory(&McpError::Transport("HTTP 401 Unauthorized".into()), true));
+        assert!(contradicts_memory(&McpError::Transport("HTTP 400 Bad Request".into()), true));
+        // A refusal of authorization with a JSON-RPC body, a server down, a rate limit: no evidence.
+        assert!(!contradicts_memory(&McpError::Rpc { code: -32001, message: "Unauthorized".into(), data: None }, false));
+        assert!(!contradicts_memory(&McpError::Transport("connection refused".into()), false));
+        assert!(!contradicts_memory(&McpError::Transport("HTTP 429 Too Many Requests".into()), false));
         for outcome in [
             McpError::Auth("login".into()),
             McpError::Reauthorized("new token".into()),

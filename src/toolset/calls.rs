@@ -207,11 +207,15 @@ impl Inner {
     fn schema_unusable(&self, route: &Route, which: &'static str, error: &SchemaError) {
         {
             let mut reported = self.schemas_reported.lock();
-            if reported.iter().any(|(schemas, w)| *w == which && std::ptr::eq(schemas.as_ptr(), Arc::as_ptr(&route.schemas))) {
+            // Per server too: two entries of one toolset may list the same catalogue, hence share its schemas.
+            let this = |(schemas, w, server): &(std::sync::Weak<_>, &str, usize)| {
+                *w == which && *server == route.server && std::ptr::eq(schemas.as_ptr(), Arc::as_ptr(&route.schemas))
+            };
+            if reported.iter().any(this) {
                 return;
             }
-            reported.retain(|(schemas, _)| schemas.strong_count() > 0);
-            reported.push((Arc::downgrade(&route.schemas), which));
+            reported.retain(|(schemas, _, _)| schemas.strong_count() > 0);
+            reported.push((Arc::downgrade(&route.schemas), which, route.server));
         }
         let server = &self.servers[route.server].entry.name;
         let tool = &route.remote_name;

@@ -121,8 +121,8 @@ pub(crate) struct Inner {
     /// the server's announcements of tool changes are reported (`ToolsetEvents::tools_list_announced`).
     client_mode: std::sync::atomic::AtomicBool,
     /// The compiled schemas (shared between toolsets) whose unusability this toolset has reported, each
-    /// once: held weakly, which also keeps an address from naming a later definition.
-    schemas_reported: Mutex<Vec<(std::sync::Weak<crate::schema::tool::ToolSchemas>, &'static str)>>,
+    /// once per server: held weakly, which also keeps an address from naming a later definition.
+    schemas_reported: Mutex<Vec<(std::sync::Weak<crate::schema::tool::ToolSchemas>, &'static str, usize)>>,
 }
 
 impl Toolset {
@@ -140,7 +140,7 @@ impl Toolset {
         let labels = naming::server_labels(&identities);
         let cancel = CancellationToken::new();
         let servers: Vec<Supervisor> =
-            config.servers.into_iter().zip(labels).map(|(entry, label)| Supervisor::new(entry, label, cancel.child_token())).collect();
+            config.servers.into_iter().zip(labels).map(|(entry, label)| Supervisor::new(entry, label, config.proxy.as_ref(), cancel.child_token())).collect();
         let server_count = servers.len();
         crate::logging::init_from_env();
         let log_id = crate::logging::toolset_id();

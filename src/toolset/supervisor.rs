@@ -122,7 +122,7 @@ pub(crate) struct Attached {
 type Failure = (McpError, Option<String>);
 
 impl Supervisor {
-    pub fn new(entry: ServerEntry, label: String, cancel: CancellationToken) -> Self {
+    pub fn new(entry: ServerEntry, label: String, proxy: Option<&url::Url>, cancel: CancellationToken) -> Self {
         let secrets = Arc::new(Secrets::default());
         match &entry.kind {
             ServerKind::Stdio { env, args, .. } => {
@@ -138,7 +138,7 @@ impl Supervisor {
         }
         Supervisor {
             identity: entry.identity(),
-            era_key: era_key(&entry),
+            era_key: era_key(&entry, proxy),
             entry,
             label,
             credential: Credential::default(),
@@ -255,8 +255,10 @@ impl Inner {
         // remembered: the claim on probing a stale answer again, if this connection took it.
         let (mut known, _reprobe_claim) = era::recall(&slot.era_key);
         if let Known::Discovered(discovered) = &known {
-            if slot.reusable.lock().as_ref().is_some_and(|(_, cache)| cache.is_fresh_at(store::now_ms())) {
-                // A stored catalogue will replace the listing: no first request would check a reused answer.
+            // A stored catalogue will replace the listing: no first request would check a reused answer.
+            let stored = slot.reusable.lock().as_ref().is_some_and(|(_, cache)| cache.is_fresh_at(store::now_ms()));
+            // A single server's client shows the server's own name and instructions, which are not reused.
+            if stored || self.client_mode.load(std::sync::atomic::Ordering::Relaxed) {
                 known = Known::Era(Era::Modern(discovered.version));
             }
         }
@@ -283,7 +285,11 @@ impl Inner {
                 }
                 Err(failure) => {
                     // A server that changed its era fails under the old assumption: probe it afresh next time.
-                    era::remember(&slot.era_key, Known::Nothing);
+                    // Other failures (authorization, a server down, limits) say nothing of its era, and the
+                    // memory is every session's: it is left as it is.
+                    if era::contradicts_memory(&failure.0, http::refused_request(&failure.0)) {
+                        era::forget(&slot.era_key, &known);
+                    }
                     return Err(failure);
                 }
             };
@@ -301,13 +307,13 @@ impl Inner {
             connection.close().await;
             let contradicted = connection.session.discovery_reused
                 && !connection.was_answered()
-                && era::contradicts_memory(&error, http::refused_authorization(&error));
+                && era::contradicts_memory(&error, http::refused_request(&error));
             if !contradicted {
                 return Err((error, connection.stderr_tail()));
             }
-            // The server is not (or no longer) what was remembered: forget it and ask, once.
+            // The server is not (or no longer) what was remembered: ask it, once. What it answers replaces
+            // the memory; a failure leaves it to the sessions it still serves.
             tracing::debug!(toolset = self.log_id, server = %slot.entry.name, code = error.code(), "the reused discovery answer did not hold; probing");
-            era::remember(&slot.era_key, Known::Nothing);
             known = Known::Nothing;
         }
     }
@@ -813,13 +819,23 @@ impl Inner {
     }
 }
 
-fn era_key(entry: &ServerEntry) -> String {
+/// What the era memory knows a server by: its identity and everything configured that reaches it or
+/// changes who answers (the environment, headers, headers from environment variables, the proxy), but
+/// not the `auth` bearer. Hashed before use.
+fn era_key(entry: &ServerEntry, proxy: Option<&url::Url>) -> String {
     let mut key = entry.identity();
     match &entry.kind {
         ServerKind::Stdio { env, .. } => env.iter().for_each(|(name, value)| key.push_str(&format!("\n{name}={value}"))),
         ServerKind::StreamableHttp { headers, .. } | ServerKind::Sse { headers, .. } => {
             for (name, value) in headers {
                 key.push_str(&format!("\n{name}={}", String::from_utf8_lossy(value.as_bytes())));
+            }
+            for header in &entry.headers_from_env {
+                let value = std::env::var(&header.variable).unwrap_or_default();
+                key.push_str(&format!("\n{}={}{value}", header.name, header.prefix));
+            }
+            if let Some(proxy) = proxy {
+                key.push_str(&format!("\nproxy={proxy}"));
             }
         }
     }

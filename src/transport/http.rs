@@ -127,11 +127,12 @@ fn status_text(status: reqwest::StatusCode) -> String {
     format!("HTTP {status}")
 }
 
-/// Whether a failure is the server refusing a request for authorization (HTTP 401 or 403) where no
-/// OAuth authorizer took it up: a transport error whose text opens with that status.
-pub fn refused_authorization(error: &McpError) -> bool {
+/// Whether a failure is the server refusing the request's shape (HTTP 400, 404, 405, 406 or 415): what a
+/// server of another era answers. Not an authorization refusal, a rate limit or a server error.
+pub fn refused_request(error: &McpError) -> bool {
     let McpError::Transport(text) = error else { return false };
-    [reqwest::StatusCode::UNAUTHORIZED, reqwest::StatusCode::FORBIDDEN].into_iter().any(|status| {
+    use reqwest::StatusCode as S;
+    [S::BAD_REQUEST, S::NOT_FOUND, S::METHOD_NOT_ALLOWED, S::NOT_ACCEPTABLE, S::UNSUPPORTED_MEDIA_TYPE].into_iter().any(|status| {
         let opening = status_text(status);
         text.strip_prefix(&opening).is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
     })
@@ -371,16 +372,19 @@ mod tests {
     }
 
     #[test]
-    fn authorization_refusals_are_told_by_the_status_their_error_opens_with() {
-        for status in [reqwest::StatusCode::UNAUTHORIZED, reqwest::StatusCode::FORBIDDEN] {
-            assert!(refused_authorization(&McpError::Transport(status_text(status))));
-            assert!(refused_authorization(&McpError::Transport(format!("{}: {{\"error\":\"invalid_token\"}}", status_text(status)))));
+    fn refusals_of_a_requests_shape_are_told_by_the_status_their_error_opens_with() {
+        use reqwest::StatusCode as S;
+        for status in [S::BAD_REQUEST, S::NOT_FOUND, S::METHOD_NOT_ALLOWED, S::NOT_ACCEPTABLE, S::UNSUPPORTED_MEDIA_TYPE] {
+            assert!(refused_request(&McpError::Transport(status_text(status))));
+            assert!(refused_request(&McpError::Transport(format!("{}: {{\"error\":\"no session\"}}", status_text(status)))));
         }
-        for status in [reqwest::StatusCode::BAD_REQUEST, reqwest::StatusCode::NOT_FOUND, reqwest::StatusCode::SERVICE_UNAVAILABLE] {
-            assert!(!refused_authorization(&McpError::Transport(status_text(status))));
+        for status in [S::UNAUTHORIZED, S::FORBIDDEN, S::TOO_MANY_REQUESTS, S::INTERNAL_SERVER_ERROR, S::SERVICE_UNAVAILABLE] {
+            assert!(!refused_request(&McpError::Transport(status_text(status))));
         }
-        assert!(!refused_authorization(&McpError::Auth(status_text(reqwest::StatusCode::UNAUTHORIZED))));
-        assert!(!refused_authorization(&McpError::Transport("connection refused".into())));
+        // The status must be the whole number: 4000 is not 400.
+        assert!(!refused_request(&McpError::Transport("HTTP 4000".into())));
+        assert!(!refused_request(&McpError::Protocol(status_text(S::BAD_REQUEST))));
+        assert!(!refused_request(&McpError::Transport("connection refused".into())));
     }
 
     #[test]
