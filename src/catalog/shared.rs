@@ -12,16 +12,28 @@
 //! - An entry lives while a toolset's projection holds it (`ServerView::catalogue`); the registry keeps
 //!   only weak references.
 
-use crate::projection::ToolTexts;
+use crate::projection::{ProjectedTool, ToolTexts};
 use crate::protocol::mcp::Tool;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::sync::{Arc, OnceLock, Weak};
 
 /// One catalogue's texts, by tool name.
 pub struct SharedTexts {
     by_name: HashMap<String, ToolTexts>,
+    /// The tools as projected, shared by the toolsets that show one alike (same projected name on a server
+    /// of the same name), held weakly: a process with a thousand sessions on a server holds each once.
+    shown: Mutex<Shown>,
+}
+
+#[derive(Default)]
+struct Shown {
+    /// By a hash of (tool, projected name, server name), checked against the projection on use.
+    by_key: HashMap<u64, Weak<ProjectedTool>>,
+    /// The size at which dead entries are swept next (amortized: twice the live ones).
+    sweep_at: usize,
 }
 
 impl std::fmt::Debug for SharedTexts {
@@ -33,6 +45,25 @@ impl std::fmt::Debug for SharedTexts {
 impl SharedTexts {
     pub fn get(&self, name: &str) -> Option<&ToolTexts> {
         self.by_name.get(name)
+    }
+
+    /// `tool` (one of this catalogue's, with its `texts`) projected as `name` on server `server`: the same
+    /// `Arc` another toolset showing it alike holds, or a new one. Read-only either way; a toolset's own
+    /// decisions (quarantine, a disclosure tier) make a projection of its own instead.
+    pub fn projected(&self, texts: &ToolTexts, name: String, server: &str, tool: &Tool) -> Arc<ProjectedTool> {
+        let mut shown = self.shown.lock();
+        let key = shown.by_key.hasher().hash_one((&tool.name, &name, server));
+        let alike = |p: &Arc<ProjectedTool>| p.name == name && p.server == server && p.remote_name == tool.name;
+        if let Some(found) = shown.by_key.get(&key).and_then(Weak::upgrade).filter(alike) {
+            return found;
+        }
+        let made = Arc::new(ProjectedTool::with_texts(name, server, tool, texts));
+        if shown.by_key.len() >= shown.sweep_at {
+            shown.by_key.retain(|_, weak| weak.strong_count() > 0);
+            shown.sweep_at = (shown.by_key.len() * 2).max(64);
+        }
+        shown.by_key.insert(key, Arc::downgrade(&made));
+        made
     }
 }
 
@@ -69,7 +100,7 @@ pub fn texts_for(address: ListingAddress, tools: &[Tool]) -> Arc<SharedTexts> {
     if let Some(found) = registry.lock().get(&key).and_then(Weak::upgrade) {
         return found;
     }
-    let made = Arc::new(SharedTexts { by_name: tools.iter().map(|t| (t.name.clone(), ToolTexts::shared(t))).collect() });
+    let made = Arc::new(SharedTexts { by_name: tools.iter().map(|t| (t.name.clone(), ToolTexts::shared(t))).collect(), shown: Mutex::default() });
     let mut registry = registry.lock();
     if let Some(found) = registry.get(&key).and_then(Weak::upgrade) {
         return found;
@@ -95,6 +126,23 @@ mod tests {
     }
 
     const PAGE: &str = r#"{"tools":[{"name":"search","description":"Search the web.","inputSchema":{"type":"object","properties":{"q":{"type":"string"}}}}]}"#;
+
+    #[test]
+    fn projections_are_shared_when_alike_and_their_memory_is_swept() {
+        let catalogue = shared("projections-test", false, &[PAGE]);
+        let tool = &tools(PAGE)[0];
+        let texts = catalogue.get("search").unwrap();
+        let first = catalogue.projected(texts, "web__search".into(), "web", tool);
+        assert!(Arc::ptr_eq(&first, &catalogue.projected(texts, "web__search".into(), "web", tool)));
+        assert!(!Arc::ptr_eq(&first, &catalogue.projected(texts, "web__search".into(), "web2", tool)), "another server name");
+        assert!(!Arc::ptr_eq(&first, &catalogue.projected(texts, "web_1__search".into(), "web", tool)), "another projected name");
+        // Projections nobody holds any more do not pile up.
+        for n in 0..10_000 {
+            drop(catalogue.projected(texts, format!("s{n}__search"), &format!("s{n}"), tool));
+        }
+        assert!(catalogue.shown.lock().by_key.len() <= 128, "{}", catalogue.shown.lock().by_key.len());
+        assert!(Arc::ptr_eq(&first, &catalogue.projected(texts, "web__search".into(), "web", tool)), "a live one survives the sweeps");
+    }
 
     #[test]
     fn the_same_bytes_from_the_same_server_share_one_copy() {

@@ -195,15 +195,14 @@ pub(crate) fn project_server(
         .map(|tool| {
             let quarantined = vetting.quarantined.contains(&tool.name);
             let name = claim_name(server, &tool.name, &mut table.routes, &mut diagnostics);
-            let texts = listing.texts.as_ref().and_then(|texts| texts.get(&tool.name)).filter(|_| !quarantined);
-            let full = Arc::new(if quarantined {
-                ProjectedTool::quarantined(name.clone(), server.name, tool)
-            } else {
-                match texts {
-                    Some(texts) => ProjectedTool::with_texts(name.clone(), server.name, tool, texts),
-                    None => ProjectedTool::new(name.clone(), server.name, tool),
-                }
-            });
+            let shared = listing.texts.as_ref().filter(|_| !quarantined);
+            let texts = shared.and_then(|catalogue| catalogue.get(&tool.name));
+            let full = match (shared, texts) {
+                _ if quarantined => Arc::new(ProjectedTool::quarantined(name.clone(), server.name, tool)),
+                // Shown alike by other toolsets (same catalogue, same name, same server name): one for all.
+                (Some(catalogue), Some(texts)) => catalogue.projected(texts, name.clone(), server.name, tool),
+                _ => Arc::new(ProjectedTool::new(name.clone(), server.name, tool)),
+            };
             let shown = if !quarantined && decision.tier != Tier::Full {
                 let mut abbreviated = (*full).clone();
                 abbreviated.input_schema = json_text(&disclosure::schema_for(decision.tier, &tool.input_schema));
@@ -316,6 +315,8 @@ mod tests {
         assert!(second.routes["srv__define"].quarantined && !first.routes["srv__define"].quarantined, "the quarantine is the second's alone");
         assert_eq!(&*first.routes["srv__define"].definition.description, "Define a word.");
         assert!(second.routes["srv__define"].definition.description.starts_with("Unavailable"));
+        // The projections are shared too, where shown alike.
+        assert!(Arc::ptr_eq(&first.routes["srv__lookup"].definition, &second.routes["srv__lookup"].definition), "one projection for both");
         // The compiled schemas are shared like the texts, except a quarantined tool's (never called).
         assert!(Arc::ptr_eq(&first.routes["srv__lookup"].schemas, &second.routes["srv__lookup"].schemas), "compiled once for both");
         assert!(!Arc::ptr_eq(&first.routes["srv__define"].schemas, &second.routes["srv__define"].schemas));
