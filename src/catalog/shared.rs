@@ -53,14 +53,19 @@ impl SharedTexts {
     pub fn projected(&self, texts: &ToolTexts, name: String, server: &str, tool: &Tool) -> Arc<ProjectedTool> {
         let mut shown = self.shown.lock();
         let key = shown.by_key.hasher().hash_one((&tool.name, &name, server));
-        let alike = |p: &Arc<ProjectedTool>| p.name == name && p.server == server && p.remote_name == tool.name;
+        let alike = |p: &Arc<ProjectedTool>| {
+            p.name == name && p.server == server && p.remote_name == tool.name && p.title == tool.title && p.texts_id == texts.shared_id
+        };
         if let Some(found) = shown.by_key.get(&key).and_then(Weak::upgrade).filter(alike) {
             return found;
         }
         let made = Arc::new(ProjectedTool::with_texts(name, server, tool, texts));
         if shown.by_key.len() >= shown.sweep_at {
             shown.by_key.retain(|_, weak| weak.strong_count() > 0);
-            shown.sweep_at = (shown.by_key.len() * 2).max(64);
+            // A dead entry still holds its projection's allocation (a `Weak`'s): give back what a peak left.
+            let live = shown.by_key.len();
+            shown.by_key.shrink_to(live * 2);
+            shown.sweep_at = (live * 2).max(64);
         }
         shown.by_key.insert(key, Arc::downgrade(&made));
         made
