@@ -7,9 +7,11 @@ import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { mcpTools } from '../dist/index.js';
+import { createMemoryTokenStore, mcpTools } from '../dist/index.js';
 import { startStreamableFixture } from './fixtures/http-server.mjs';
-import { here } from './helpers.mjs';
+import { startHostileHttp } from './fixtures/hostile/http-server.mjs';
+import { startOAuthFixture } from './fixtures/oauth-server.mjs';
+import { here, until } from './helpers.mjs';
 
 /** A toolset for one user: its own bearer (through `auth`) and, optionally, its own configured header. */
 async function userToolset(url, user, headers) {
@@ -132,4 +134,28 @@ test('over https the shared client verifies the server against the system roots 
     usersOn.set(post.socket, new Set([...(usersOn.get(post.socket) ?? []), user]));
   }
   assert.ok([...usersOn.values()].some((users) => users.size === 2), `both users rode one HTTP/2 connection: ${JSON.stringify([...usersOn].map(([k, v]) => [k, [...v]]))}`);
+});
+
+test('a closed toolset that logged in with OAuth lets go of the shared client: no pooled connection outlives the last open toolset', async (t) => {
+  const as = await startOAuthFixture();
+  t.after(as.close);
+  const visits = [];
+  // Kept referenced after close(), as an application holding its toolsets would.
+  const loggedIn = await mcpTools([{ name: 'notes', type: 'streamable-http', url: as.mcpUrl, oauth: true }], {
+    tokenStore: createMemoryTokenStore(),
+    onAuthorizationUrl: (url) => visits.push(fetch(url).then((r) => r.text())),
+    authorizationTimeoutMs: 10_000,
+  });
+  await Promise.all(visits);
+  assert.ok(loggedIn.tools.notes__read_notes, 'logged in and listed');
+  await loggedIn.close();
+
+  const server = await startHostileHttp({ mode: '' });
+  t.after(server.close);
+  const plain = await mcpTools([{ name: 'h', type: 'streamable-http', url: server.url }]);
+  assert.ok(Object.keys(plain.tools).length > 0);
+  await plain.close();
+  await until(() => server.openSockets() === 0, { timeoutMs: 2000 }).catch(() =>
+    assert.fail(`${server.openSockets()} pooled connections still open with every toolset closed (the OAuth one still referenced: ${Object.keys(loggedIn.tools).length} tools)`),
+  );
 });

@@ -395,6 +395,11 @@ impl Toolset {
                     });
                 }
                 inner.publish(RouteTable::empty(inner.servers.len()));
+                // A closed toolset lets go of its OAuth authorizers, and with them of the shared HTTP client
+                // they hold: the pool's connections (to any server) must not outlive the last open toolset.
+                for slot in &inner.servers {
+                    slot.authorizer.lock().take();
+                }
             })
             .await;
     }

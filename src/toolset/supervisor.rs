@@ -54,7 +54,7 @@ pub(crate) struct Supervisor {
     /// The bearer sent to this server, rotated by `auth` on every call, or by its OAuth authorizer.
     pub credential: Credential,
     /// The OAuth authorizer of an entry with `oauth`, once it first connected.
-    pub authorizer: OnceLock<Arc<crate::auth::Authorizer>>,
+    pub authorizer: Mutex<Option<Arc<crate::auth::Authorizer>>>,
     /// Values never to appear in anything this server's failures produce; shared with its transport,
     /// which redacts before it truncates.
     pub secrets: Arc<Secrets>,
@@ -142,7 +142,7 @@ impl Supervisor {
             entry,
             label,
             credential: Credential::default(),
-            authorizer: OnceLock::new(),
+            authorizer: Mutex::default(),
             secrets,
             state: watch::channel(SlotState::Connecting).0,
             connection: Mutex::new(None),
@@ -774,8 +774,8 @@ impl Inner {
         guard: &Option<Arc<HostGuard>>,
     ) -> Result<Arc<crate::auth::Authorizer>> {
         let slot = &self.servers[index];
-        if let Some(authorizer) = slot.authorizer.get() {
-            return Ok(authorizer.clone());
+        if let Some(authorizer) = slot.authorizer.lock().clone() {
+            return Ok(authorizer);
         }
         let policy = crate::egress::EgressPolicy { guard: guard.clone(), proxy: self.proxy.clone() };
         let authorizer = Arc::new(crate::auth::Authorizer::new(
@@ -788,7 +788,7 @@ impl Inner {
             slot.secrets.clone(),
             slot.cancel.clone(),
         )?);
-        Ok(slot.authorizer.get_or_init(|| authorizer).clone())
+        Ok(slot.authorizer.lock().get_or_insert(authorizer).clone())
     }
 
     /// The static list, or the resolver's answer for this server.
