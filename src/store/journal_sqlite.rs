@@ -16,6 +16,8 @@ use std::sync::{Arc, Mutex};
 /// The journal schema this build writes (row `journal` of `mcpferry_schema`): 2 added `mcp_call_results`,
 /// 3 its `arguments_sha256` (a key used again with other arguments is refused).
 pub const JOURNAL_SCHEMA_VERSION: i64 = 3;
+/// The journal's schema version as recorded in the file.
+const JOURNAL_VERSION_QUERY: &str = "SELECT version FROM mcpferry_schema WHERE component = 'journal'";
 
 const SCHEMA: &str = "CREATE TABLE mcp_journal (
         key TEXT PRIMARY KEY,
@@ -116,7 +118,7 @@ fn open(path: &Path) -> Result<Connection> {
     tx.execute_batch("CREATE TABLE IF NOT EXISTS mcpferry_schema (component TEXT PRIMARY KEY, version INTEGER NOT NULL)")
         .map_err(|e| fail("cannot set up", e))?;
     let found: Option<i64> = tx
-        .query_row("SELECT version FROM mcpferry_schema WHERE component = 'journal'", [], |row| row.get(0))
+        .query_row(JOURNAL_VERSION_QUERY, [], |row| row.get(0))
         .optional()
         .map_err(|e| fail("cannot read", e))?;
     match found {
@@ -294,6 +296,10 @@ mod tests {
         assert_eq!(mode, "wal");
     }
 
+    fn schema_version(path: &std::path::Path) -> i64 {
+        Connection::open(path).unwrap().query_row(JOURNAL_VERSION_QUERY, [], |r| r.get(0)).unwrap()
+    }
+
     #[tokio::test]
     async fn a_schema_one_journal_gains_the_call_results_table() {
         let dir = tempfile::tempdir().unwrap();
@@ -306,8 +312,7 @@ mod tests {
         assert_eq!(journal.get("__mcp_pin__:s:t").await.unwrap().as_deref(), Some("pinned"), "kept");
         assert_eq!(journal.take_call("k", "t", "f", "o", 1_000).await.unwrap(), CallSlot::Taken);
         assert_eq!(journal.finish_call("k", "t", "f", "o", Some("{}")).await.unwrap(), Some(RecordedCall::new("{}", "f")));
-        let version: i64 = Connection::open(&path).unwrap().query_row("SELECT version FROM mcpferry_schema WHERE component = 'journal'", [], |r| r.get(0)).unwrap();
-        assert_eq!(version, JOURNAL_SCHEMA_VERSION);
+        assert_eq!(schema_version(&path), JOURNAL_SCHEMA_VERSION);
     }
 
     #[tokio::test]
@@ -327,8 +332,7 @@ mod tests {
         assert_eq!(journal.call_result("old", "t").await.unwrap(), Some(kept), "kept, with no fingerprint (any arguments match)");
         assert_eq!(journal.take_call("new", "t", "g", "o", 1_000).await.unwrap(), CallSlot::Taken);
         assert_eq!(journal.finish_call("new", "t", "g", "o", Some("{}")).await.unwrap(), Some(RecordedCall::new("{}", "g")));
-        let version: i64 = Connection::open(&path).unwrap().query_row("SELECT version FROM mcpferry_schema WHERE component = 'journal'", [], |r| r.get(0)).unwrap();
-        assert_eq!(version, JOURNAL_SCHEMA_VERSION);
+        assert_eq!(schema_version(&path), JOURNAL_SCHEMA_VERSION);
     }
 
     #[tokio::test]
