@@ -300,6 +300,13 @@ mod tests {
         Connection::open(path).unwrap().query_row(JOURNAL_VERSION_QUERY, [], |r| r.get(0)).unwrap()
     }
 
+    /// After a migration: a new call is taken and recorded, and the file says it is at the current schema.
+    async fn records_new_calls_at_the_current_schema(journal: &SqliteJournal, path: &std::path::Path, key: &str, fingerprint: &str) {
+        assert_eq!(journal.take_call(key, "t", fingerprint, "o", 1_000).await.unwrap(), CallSlot::Taken);
+        assert_eq!(journal.finish_call(key, "t", fingerprint, "o", Some("{}")).await.unwrap(), Some(RecordedCall::new("{}", fingerprint)));
+        assert_eq!(schema_version(path), JOURNAL_SCHEMA_VERSION);
+    }
+
     #[tokio::test]
     async fn a_schema_one_journal_gains_the_call_results_table() {
         let dir = tempfile::tempdir().unwrap();
@@ -310,9 +317,7 @@ mod tests {
         drop(old);
         let journal = SqliteJournal::open_lazily(&path);
         assert_eq!(journal.get("__mcp_pin__:s:t").await.unwrap().as_deref(), Some("pinned"), "kept");
-        assert_eq!(journal.take_call("k", "t", "f", "o", 1_000).await.unwrap(), CallSlot::Taken);
-        assert_eq!(journal.finish_call("k", "t", "f", "o", Some("{}")).await.unwrap(), Some(RecordedCall::new("{}", "f")));
-        assert_eq!(schema_version(&path), JOURNAL_SCHEMA_VERSION);
+        records_new_calls_at_the_current_schema(&journal, &path, "k", "f").await;
     }
 
     #[tokio::test]
@@ -330,9 +335,7 @@ mod tests {
         let journal = SqliteJournal::open_lazily(&path);
         let kept = RecordedCall { result: "{\"old\":1}".into(), fingerprint: None };
         assert_eq!(journal.call_result("old", "t").await.unwrap(), Some(kept), "kept, with no fingerprint (any arguments match)");
-        assert_eq!(journal.take_call("new", "t", "g", "o", 1_000).await.unwrap(), CallSlot::Taken);
-        assert_eq!(journal.finish_call("new", "t", "g", "o", Some("{}")).await.unwrap(), Some(RecordedCall::new("{}", "g")));
-        assert_eq!(schema_version(&path), JOURNAL_SCHEMA_VERSION);
+        records_new_calls_at_the_current_schema(&journal, &path, "new", "g").await;
     }
 
     #[tokio::test]
