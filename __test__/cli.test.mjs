@@ -274,6 +274,21 @@ test('login --device: the person enters the printed code; the tokens then serve 
   assert.equal(call.code, 0, call.stderr);
 });
 
+test('a protected-resource metadata document dripping a byte every 400 ms ends `tools` with the server degraded, naming the step', async (t) => {
+  const { as, dir, env } = await oauthProject(t);
+  as.knobs.drip = 'resource-metadata';
+  const started = Date.now();
+  const { code, stdout, stderr } = await run(['tools', '--json'], { cwd: dir, env });
+  const elapsed = Date.now() - started;
+  // Each request of a login gets 30 s for its whole answer (the CLI keeps the default connectTimeoutMs).
+  assert.ok(elapsed < 55_000, `took ${elapsed} ms`);
+  assert.equal(code, 3, stderr);
+  assert.ok(as.requests.some((r) => r.dripped === 'resource-metadata'), 'the dripping document was asked for');
+  const [server] = JSON.parse(stdout).servers;
+  assert.deepEqual([server.name, server.state], ['notes', 'degraded']);
+  assert.match(server.reason, /fetching the protected-resource metadata timed out: http:\/\/127\.0\.0\.1:\d+\/\.well-known\/oauth-protected-resource\/mcp sent no complete answer/);
+});
+
 test('--store: a server that can no longer be reached is stale, with its last listed tools; a changed tool is quarantined', async (t) => {
   const { startCachingServer } = await import('./fixtures/caching-server.mjs');
   // A public catalogue: the CLI logs in to HTTP servers without a credential when asked, so an unmarked

@@ -422,6 +422,38 @@ test('the authorization server refuses the login: the server is degraded with mc
   assert.ok(tools.plain__echo);
 });
 
+/** A login's requests have `connectTimeoutMs` in all (the person's own time aside): small here, so a hang shows. */
+const DRIP_CONNECT_TIMEOUT_MS = 3_000;
+/** Well over the bound, well under a drip's end (hours): what "settles in time" means on a loaded machine. */
+const DRIP_SETTLE_MS = 10_000;
+
+for (const [drip, step] of [
+  ['resource-metadata', /is unavailable: fetching the protected-resource metadata timed out: http:\/\/127\.0\.0\.1:\d+\/\.well-known\/oauth-protected-resource\/mcp sent no complete answer within \d+ ms/],
+  ['server-metadata', /is unavailable: fetching the authorization-server metadata timed out: http:\/\/127\.0\.0\.1:\d+\/\.well-known\/oauth-authorization-server sent no complete answer within \d+ ms/],
+  ['registration', /is unavailable: dynamic client registration timed out: http:\/\/127\.0\.0\.1:\d+\/register sent no complete answer within \d+ ms/],
+]) {
+  test(`a ${drip} answer that drips a byte every 400 ms ends the login within connectTimeoutMs: mcp_auth_error naming the step`, async (t) => {
+    // The challenge's resource_metadata URL carries a query, which no message may show.
+    const as = await startFixture(t, { knobs: { drip }, resourceMetadataQuery: 'tenant=sekrit-tenant-key' });
+    const person = createPerson();
+    const started = Date.now();
+    const opening = open(t, [entryFor(as)], { onAuthorizationUrl: person.onAuthorizationUrl, connectTimeoutMs: DRIP_CONNECT_TIMEOUT_MS });
+    const settled = await Promise.race([opening, new Promise((resolve) => setTimeout(resolve, 3 * DRIP_SETTLE_MS).unref())]);
+    const elapsed = Date.now() - started;
+    assert.ok(settled, `mcpTools had not settled after ${elapsed} ms`);
+    assert.ok(elapsed < DRIP_SETTLE_MS, `settled after ${elapsed} ms`);
+    assert.ok(as.requests.some((r) => r.dripped === drip), 'the dripping endpoint was reached');
+    const degraded = settled.diagnostics.find((d) => d.code === 'server-degraded' && d.server === 'notes');
+    assert.ok(degraded, JSON.stringify(settled.diagnostics));
+    assert.equal(degraded.errorCode, 'mcp_auth_error');
+    assert.match(degraded.message, step);
+    assert.doesNotMatch(JSON.stringify(settled.diagnostics), /sekrit|\?tenant/);
+    assert.equal(person.visits.length, 0, 'nobody was sent to a login page');
+    assert.equal(as.to('/token').length, 0);
+    assert.equal(settled.tools.notes__read_notes, undefined);
+  });
+}
+
 test('the person refuses a step-up: the call rejects with a typed mcp_auth_error, not reauthorized, and is not re-sent', async (t) => {
   const as = await startFixture(t);
   const person = createPerson();

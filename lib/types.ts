@@ -161,7 +161,8 @@ export interface McpOptions {
   /**
    * How long each server has to start and finish its handshake (spawn, initialize), in ms. Default
    * 120 000 — room for a first `npx -y` run that downloads its package — or `timeoutMs` when only that is
-   * given. A server that takes longer is degraded with `mcp_timeout`.
+   * given. A server that takes longer is degraded with `mcp_timeout`. It also bounds an OAuth login's
+   * requests (discovery, registration, tokens) all together, the person's own time aside.
    */
   connectTimeoutMs?: number;
   /**

@@ -7,6 +7,7 @@
 //! is cancelled with the server (`close()`), and a refresh that may have reached the authorization
 //! server but whose answer was lost is never replayed with the same rotating refresh token.
 
+use super::budget::LoginBudget;
 use super::challenge::{split_scopes, Challenge};
 use super::discovery::{discover, Discovered};
 use super::keys;
@@ -35,6 +36,9 @@ pub struct AuthHost {
     /// `onAuthorizationUrl`: sends a person to a login URL (JSON `{url, server, grant, userCode?, expiresAt?}`).
     pub present: Option<Arc<dyn Callback<String, String>>>,
     pub login_timeout: Duration,
+    /// `connectTimeoutMs`: the most a login's automated part (discovery, registration, the token
+    /// requests) takes in all, the person's time aside; and the most any one such request takes.
+    pub flow_timeout: Duration,
     /// Cancelled by the host's `signal`: every login in progress ends, and none starts again.
     pub logins: CancellationToken,
 }
@@ -89,6 +93,7 @@ pub struct Authorizer {
     credential: Credential,
     secrets: Arc<Secrets>,
     cancel: CancellationToken,
+    /// The most one authorization-server request gets, its whole answer included.
     deadline: Duration,
     flow: tokio::sync::Mutex<FlowState>,
     loaded: AtomicBool,
@@ -220,7 +225,7 @@ impl Authorizer {
         for (token, hint) in [(tokens.refresh_token.as_deref(), "refresh_token"), (Some(tokens.access_token.as_str()), "access_token")] {
             let Some(token) = token else { continue };
             let form = vec![("token", token.to_owned()), ("token_type_hint", hint.to_owned())];
-            let revoked = super::token::post_form(&self.egress, &endpoint, "revocation endpoint", &tokens.issuer, &client, form, self.deadline).await;
+            let revoked = super::token::post_form(&self.egress, &endpoint, "revocation endpoint", &tokens.issuer, &client, form, self.budget().request()).await;
             if let Err(e) = revoked {
                 failed.get_or_insert(McpError::from(e));
             }
@@ -229,6 +234,11 @@ impl Authorizer {
             None => Ok(()),
             Some(e) => Err(McpError::Auth(format!("the tokens were forgotten here, but revoking them at the authorization server failed: {e}"))),
         }
+    }
+
+    /// The time of a login (or one request outside a login) starting now.
+    fn budget(&self) -> LoginBudget {
+        LoginBudget::new(self.host.flow_timeout, self.deadline)
     }
 
     async fn lock(&self) -> Result<tokio::sync::MutexGuard<'_, FlowState>> {
@@ -337,7 +347,7 @@ impl Authorizer {
         ];
         let cancel = self.cancel.clone();
         let outcome = tokio::select! {
-            outcome = request_token(&self.egress, &endpoint, &tokens.issuer, &client, form, self.deadline) => outcome,
+            outcome = request_token(&self.egress, &endpoint, &tokens.issuer, &client, form, self.budget().request()) => outcome,
             _ = cancel.cancelled() => return Err(McpError::Closed),
         };
         match outcome {
@@ -357,7 +367,7 @@ impl Authorizer {
                 self.forget(state, &tokens).await;
                 Err(McpError::Auth(format!("the authorization server refused the refresh token ({error})")))
             }
-            Err(super::token::TokenError::Failed(e)) => Err(e),
+            Err(super::token::TokenError::Failed(e) | super::token::TokenError::TimedOut(e)) => Err(e),
         }
     }
 
@@ -429,9 +439,11 @@ impl Authorizer {
         Ok((!scopes.is_empty()).then(|| scopes.join(" ")))
     }
 
-    /// Discover, pick the client, run the configured grant, and put its token in use.
+    /// Discover, pick the client, run the configured grant, and put its token in use; every request of it
+    /// within the one budget, the person's time aside.
     async fn authorize(&self, state: &mut FlowState, challenge: &Challenge, step_up: bool) -> Result<()> {
-        let discovered = discover(&self.egress, &self.server_url, challenge, self.deadline).await?;
+        let budget = self.budget();
+        let discovered = discover(&self.egress, &self.server_url, challenge, budget).await?;
         self.check_issuer_binding(&discovered.metadata.issuer).await?;
         let scope = self.scope_for(state, challenge, &discovered, step_up)?;
         let metadata = &discovered.metadata;
@@ -440,7 +452,7 @@ impl Authorizer {
             Grant::AuthorizationCode => {
                 let present = self.presenter(metadata)?;
                 let loopback = Loopback::bind(self.settings.redirect_uri.as_ref()).await?;
-                let client = registration::client_for(&self.egress, metadata, &self.settings, store, Some(&loopback.redirect_uri), self.deadline).await?;
+                let client = registration::client_for(&self.egress, metadata, &self.settings, store, Some(&loopback.redirect_uri), budget.request()).await?;
                 self.remember(&client);
                 let grant = super::code_flow::CodeGrant {
                     egress: &self.egress,
@@ -448,7 +460,7 @@ impl Authorizer {
                     client: &client,
                     scope: scope.as_deref(),
                     login_timeout: self.host.login_timeout,
-                    deadline: self.deadline,
+                    budget,
                 };
                 let server = self.server.clone();
                 let response = grant
@@ -461,7 +473,7 @@ impl Authorizer {
             }
             Grant::DeviceCode => {
                 let present = self.presenter(metadata)?;
-                let client = registration::client_for(&self.egress, metadata, &self.settings, store, None, self.deadline).await?;
+                let client = registration::client_for(&self.egress, metadata, &self.settings, store, None, budget.request()).await?;
                 self.remember(&client);
                 let server = self.server.clone();
                 let response = super::device::device_flow(
@@ -483,22 +495,23 @@ impl Authorizer {
                     self.host.logins.child_token(),
                     // The whole flow has the person's time; each poll still has its own bound.
                     self.host.login_timeout,
+                    budget.request(),
                 )
                 .await
                 .map_err(McpError::from)?;
                 (client, response)
             }
             Grant::ClientCredentials => {
-                let client = registration::client_for(&self.egress, metadata, &self.settings, store, None, self.deadline).await?;
-                let response = super::client_credentials::client_credentials(&self.egress, metadata, &client, scope.clone(), &discovered.resource, self.deadline)
+                let client = registration::client_for(&self.egress, metadata, &self.settings, store, None, budget.request()).await?;
+                let response = super::client_credentials::client_credentials(&self.egress, metadata, &client, scope.clone(), &discovered.resource, budget.request())
                     .await
                     .map_err(McpError::from)?;
                 (client, response)
             }
             Grant::JwtBearer => {
-                let client = registration::client_for(&self.egress, metadata, &self.settings, store, None, self.deadline).await?;
+                let client = registration::client_for(&self.egress, metadata, &self.settings, store, None, budget.request()).await?;
                 let assertion = self.settings.identity_assertion.as_ref().expect("checked when parsed");
-                let response = super::cross_app::cross_app_access(&self.egress, metadata, &client, assertion, &discovered.resource, scope.clone(), self.deadline)
+                let response = super::cross_app::cross_app_access(&self.egress, metadata, &client, assertion, &discovered.resource, scope.clone(), budget.request())
                     .await
                     .map_err(McpError::from)?;
                 (client, response)
@@ -565,7 +578,13 @@ mod tests {
 
     fn authorizer(settings_json: &str, store: Arc<MemoryTokenStore>) -> Authorizer {
         let settings = OAuthSettings::parse("servers[0]", &serde_json::from_str(settings_json).unwrap()).unwrap();
-        let host = Arc::new(AuthHost { store, present: None, login_timeout: Duration::from_secs(5), logins: CancellationToken::new() });
+        let host = Arc::new(AuthHost {
+            store,
+            present: None,
+            login_timeout: Duration::from_secs(5),
+            flow_timeout: Duration::from_secs(5),
+            logins: CancellationToken::new(),
+        });
         let mut authorizer = Authorizer::new(
             "s".into(),
             Url::parse("http://127.0.0.1:9/mcp").unwrap(),

@@ -1,6 +1,7 @@
 //! The authorization code grant with PKCE (OAuth 2.1 §4.1, RFC 7636), RFC 8707 `resource` in both
 //! requests, and RFC 9207 `iss` checked on the way back.
 
+use super::budget::LoginBudget;
 use super::discovery::Discovered;
 use super::loopback::Loopback;
 use super::pkce::{self, Pkce};
@@ -17,8 +18,8 @@ pub struct CodeGrant<'a> {
     pub scope: Option<&'a str>,
     /// How long the person has.
     pub login_timeout: Duration,
-    /// One authorization-server request.
-    pub deadline: Duration,
+    /// The login's automated part: what is left of it goes to the code exchange, the person's time aside.
+    pub budget: LoginBudget,
 }
 
 impl CodeGrant<'_> {
@@ -58,6 +59,7 @@ impl CodeGrant<'_> {
         }
         // The listener serves while the host presents the URL: a host that drives the login itself (a
         // headless test, a CLI that follows the redirect) resolves only once the redirect was answered.
+        let person = std::time::Instant::now();
         let waiting = loopback.wait(&state);
         let presenting = present(url);
         let login = async {
@@ -73,6 +75,7 @@ impl CodeGrant<'_> {
         let redirect = tokio::time::timeout(self.login_timeout, login).await.map_err(|_| {
             McpError::Auth(format!("no login was completed within {} ms", self.login_timeout.as_millis()))
         })??;
+        let budget = self.budget.after_person(person.elapsed());
         let param = |name: &str| redirect.params.get(name).map(String::as_str);
         if let Some(error) = param("error") {
             return Err(McpError::Auth(format!(
@@ -104,7 +107,7 @@ impl CodeGrant<'_> {
             ("code_verifier", pkce.verifier.clone()),
             ("resource", self.discovered.resource.clone()),
         ];
-        request_token(self.egress, &metadata.token_endpoint, &metadata.issuer, self.client, form, self.deadline)
+        request_token(self.egress, &metadata.token_endpoint, &metadata.issuer, self.client, form, budget.request())
             .await
             .map_err(McpError::from)
     }

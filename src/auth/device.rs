@@ -97,8 +97,9 @@ pub async fn device_flow(
     present: impl Fn(DevicePrompt) -> BoxFuture<'static, Result<()>>,
     cancel: CancellationToken,
     deadline: Duration,
+    request: Duration,
 ) -> std::result::Result<TokenResponse, TokenError> {
-    let flow = DeviceFlow { egress, metadata, client, resource, cancel, second: Duration::from_secs(1) };
+    let flow = DeviceFlow { egress, metadata, client, resource, cancel, request, second: Duration::from_secs(1) };
     flow.run(scope, present, deadline).await
 }
 
@@ -108,6 +109,9 @@ struct DeviceFlow<'a> {
     client: &'a ClientCredentials,
     resource: &'a str,
     cancel: CancellationToken,
+    /// The device authorization request's own deadline (the login's automated part; polls are the
+    /// person's time, each with its own bound).
+    request: Duration,
     /// How long the server's "second" lasts: one real second, except in tests, which run the same
     /// arithmetic (intervals, `slow_down`, expiry, poll timeout) fast.
     second: Duration,
@@ -133,7 +137,7 @@ impl DeviceFlow<'_> {
         if let Some(scope) = scope.filter(|s| !s.is_empty()) {
             form.push(("scope", scope));
         }
-        let request = post_form(self.egress, endpoint, "device authorization endpoint", &self.metadata.issuer, self.client, form, remaining(until));
+        let request = post_form(self.egress, endpoint, "device authorization endpoint", &self.metadata.issuer, self.client, form, remaining(until).min(self.request));
         let body = self.cancellable(request).await?;
         let authorization = parse_device_authorization(&body)?;
 
@@ -209,7 +213,7 @@ impl DeviceFlow<'_> {
                     Some("expired_token") => return Err(expired()),
                     _ => return Err(refused),
                 },
-                Err(TokenError::Failed(McpError::Timeout { .. })) => interval = (interval * 2).min(max_interval),
+                Err(TokenError::TimedOut(_)) => interval = (interval * 2).min(max_interval),
                 Err(failed) => return Err(failed),
             }
         }
@@ -309,7 +313,7 @@ mod tests {
             seen.lock().push(prompt);
             Box::pin(async { Ok(()) })
         };
-        let flow = DeviceFlow { egress: &egress, metadata: &meta, client: &client, resource: RESOURCE, cancel, second: TICK };
+        let flow = DeviceFlow { egress: &egress, metadata: &meta, client: &client, resource: RESOURCE, cancel, request: deadline, second: TICK };
         let result = flow.run(Some("mcp:tools".into()), present, deadline).await;
         let prompts = prompts.lock().clone();
         Run { result, received: server.received(), prompts }
@@ -457,7 +461,7 @@ mod tests {
         let mut meta = metadata(&server.base, &[DEVICE_CODE_GRANT]);
         meta.device_authorization_endpoint = None;
         let present = |_| -> BoxFuture<'static, Result<()>> { Box::pin(async { Ok(()) }) };
-        let error = device_flow(&egress, &meta, &public_client(), None, RESOURCE, present, CancellationToken::new(), Duration::from_secs(1))
+        let error = device_flow(&egress, &meta, &public_client(), None, RESOURCE, present, CancellationToken::new(), Duration::from_secs(1), Duration::from_secs(1))
             .await
             .unwrap_err();
         assert!(error.to_string().contains("no device flow"), "{error}");

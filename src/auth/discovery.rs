@@ -11,9 +11,11 @@
 //!    authorization server, its metadata at the root well-known path (its `issuer` must be on that
 //!    origin), or else the default endpoints `/authorize`, `/token`, `/register`.
 //!
-//! Every fetch goes through `egress` (allowedHosts, proxy, redirects, deadline) and is bounded in size.
+//! Every fetch goes through `egress` (allowedHosts, proxy, redirects) and is bounded in size, and each
+//! has one deadline for its whole answer within what is left of the login's budget (see `budget`).
 //! Endpoints must be `https`, or `http` on a loopback host.
 
+use super::budget::{request_in_time, LoginBudget};
 use super::challenge::Challenge;
 use super::token::check_endpoint;
 use crate::egress::{display_url, Egress, Exchange};
@@ -22,7 +24,6 @@ use crate::limits::MAX_OAUTH_METADATA_BYTES;
 use reqwest::header::{HeaderValue, ACCEPT};
 use reqwest::{Method, StatusCode};
 use serde::Deserialize;
-use std::time::Duration;
 use url::Url;
 
 /// RFC 9728 protected-resource metadata: the fields the client uses.
@@ -92,7 +93,7 @@ pub struct Discovered {
 }
 
 /// Run discovery for the server at `server_url`, starting from its challenge.
-pub async fn discover(egress: &Egress, server_url: &Url, challenge: &Challenge, deadline: Duration) -> Result<Discovered> {
+pub async fn discover(egress: &Egress, server_url: &Url, challenge: &Challenge, budget: LoginBudget) -> Result<Discovered> {
     let mut candidates = Vec::new();
     if let Some(advertised) = challenge.resource_metadata.as_deref().and_then(|u| Url::parse(u).ok()) {
         // The server's own words: a URL it names is fetched only over https (or on this machine).
@@ -102,7 +103,7 @@ pub async fn discover(egress: &Egress, server_url: &Url, challenge: &Challenge, 
     candidates.extend(protected_resource_urls(server_url));
     candidates.dedup();
     for url in candidates {
-        let Some(prm) = fetch_json::<ProtectedResource>(egress, &url, deadline).await? else { continue };
+        let Some(prm) = fetch_json::<ProtectedResource>(egress, &url, PROTECTED_RESOURCE, budget).await? else { continue };
         let resource = checked_resource(&prm, server_url)?;
         let issuer = prm.authorization_servers.first().ok_or_else(|| {
             McpError::Auth(format!("the protected-resource metadata at {} names no authorization server", display_url(&url)))
@@ -110,7 +111,7 @@ pub async fn discover(egress: &Egress, server_url: &Url, challenge: &Challenge, 
         let issuer_url = Url::parse(issuer)
             .map_err(|_| McpError::Auth(format!("the protected-resource metadata names an invalid authorization server {issuer:?}")))?;
         check_endpoint(&issuer_url, "authorization server")?;
-        let metadata = authorization_server_metadata(egress, &issuer_url, deadline).await?.ok_or_else(|| {
+        let metadata = authorization_server_metadata(egress, &issuer_url, budget).await?.ok_or_else(|| {
             McpError::Auth(format!("the authorization server {} publishes no metadata", display_url(&issuer_url)))
         })?;
         if !same_issuer(&metadata.issuer, issuer) {
@@ -122,15 +123,15 @@ pub async fn discover(egress: &Egress, server_url: &Url, challenge: &Challenge, 
         check_endpoints(&metadata)?;
         return Ok(Discovered { resource, resource_scopes: prm.scopes_supported, metadata, legacy: false, default_endpoints: false });
     }
-    legacy(egress, server_url, deadline).await
+    legacy(egress, server_url, budget).await
 }
 
 /// 2025-03-26: the server's origin is the authorization server.
-async fn legacy(egress: &Egress, server_url: &Url, deadline: Duration) -> Result<Discovered> {
+async fn legacy(egress: &Egress, server_url: &Url, budget: LoginBudget) -> Result<Discovered> {
     let origin = origin_url(server_url);
     let resource = canonical_resource(server_url);
     let well_known = origin.join("/.well-known/oauth-authorization-server").expect("a fixed path joins");
-    if let Some(metadata) = fetch_json::<AuthServerMetadata>(egress, &well_known, deadline).await? {
+    if let Some(metadata) = fetch_json::<AuthServerMetadata>(egress, &well_known, AUTHORIZATION_SERVER, budget).await? {
         // Fetched from the origin's root rather than built from an issuer: the issuer must be on that origin.
         let issuer_origin = Url::parse(&metadata.issuer).map(|u| u.origin()).ok();
         if issuer_origin != Some(server_url.origin()) {
@@ -191,9 +192,9 @@ pub fn authorization_server_urls(issuer: &Url) -> Vec<Url> {
     }
 }
 
-async fn authorization_server_metadata(egress: &Egress, issuer: &Url, deadline: Duration) -> Result<Option<AuthServerMetadata>> {
+async fn authorization_server_metadata(egress: &Egress, issuer: &Url, budget: LoginBudget) -> Result<Option<AuthServerMetadata>> {
     for url in authorization_server_urls(issuer) {
-        if let Some(metadata) = fetch_json::<AuthServerMetadata>(egress, &url, deadline).await? {
+        if let Some(metadata) = fetch_json::<AuthServerMetadata>(egress, &url, AUTHORIZATION_SERVER, budget).await? {
             return Ok(Some(metadata));
         }
     }
@@ -257,22 +258,31 @@ fn check_endpoints(metadata: &AuthServerMetadata) -> Result<()> {
     Ok(())
 }
 
-/// GET a JSON document. `None` when the server has none there (any non-success status); an error only
-/// for what must stop discovery: a guard refusal, or a document that is there but malformed.
-pub async fn fetch_json<T: serde::de::DeserializeOwned>(egress: &Egress, url: &Url, deadline: Duration) -> Result<Option<T>> {
+/// The steps of discovery, as a timeout names them.
+const PROTECTED_RESOURCE: &str = "fetching the protected-resource metadata";
+const AUTHORIZATION_SERVER: &str = "fetching the authorization-server metadata";
+
+/// GET a JSON document, its whole answer under one deadline from `budget`. `None` when the server has
+/// none there (any non-success status, a failed connection); an error for what must stop discovery: a
+/// guard refusal, a document that is there but malformed, or no complete answer in time (`step` named).
+pub async fn fetch_json<T: serde::de::DeserializeOwned>(egress: &Egress, url: &Url, step: &str, budget: LoginBudget) -> Result<Option<T>> {
+    let deadline = budget.request();
     let exchange = Exchange::new(Method::GET, url.clone(), deadline).protocol_header(ACCEPT, HeaderValue::from_static("application/json"));
-    let mut response = match egress.send(exchange).await {
-        Ok(response) => response,
-        Err(e @ (McpError::HostNotAllowed(_) | McpError::RedirectRefused(_))) => return Err(e),
-        Err(_) => return Ok(None),
-    };
-    if !response.status().is_success() || response.status() == StatusCode::NO_CONTENT {
-        return Ok(None);
-    }
-    let body = crate::transport::http::read_body(&mut response, MAX_OAUTH_METADATA_BYTES, deadline).await?;
-    serde_json::from_slice(&body)
-        .map(Some)
-        .map_err(|e| McpError::Auth(format!("the metadata at {} is malformed: {e}", display_url(url))))
+    request_in_time(step, url, deadline, async {
+        let mut response = match egress.send(exchange).await {
+            Ok(response) => response,
+            Err(e @ (McpError::HostNotAllowed(_) | McpError::RedirectRefused(_) | McpError::Timeout { .. })) => return Err(e),
+            Err(_) => return Ok(None),
+        };
+        if !response.status().is_success() || response.status() == StatusCode::NO_CONTENT {
+            return Ok(None);
+        }
+        let body = crate::transport::http::read_body(&mut response, MAX_OAUTH_METADATA_BYTES, deadline).await?;
+        serde_json::from_slice(&body)
+            .map(Some)
+            .map_err(|e| McpError::Auth(format!("the metadata at {} is malformed: {e}", display_url(url))))
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! |------------------------|-----------------------------------------------------------------------------|
 //! | `settings.rs`          | a server entry's `oauth` option, validated                                 |
 //! | `authorizer.rs`        | one server's token: load, use, refresh, step-up, flows one at a time        |
+//! | `budget.rs`            | a login's time: one deadline per request's whole answer, one for them all  |
 //! | `challenge.rs`         | the `WWW-Authenticate` Bearer challenge                                     |
 //! | `discovery.rs`         | protected-resource and authorization-server metadata, 2025-03-26 fallback   |
 //! | `registration.rs`      | pre-registered client → client ID metadata document → stored → DCR          |
@@ -22,6 +23,7 @@
 //! authorization, a secret in an error, diagnostic or store row other than the token store's own.
 
 pub mod authorizer;
+pub mod budget;
 pub mod challenge;
 pub mod client_credentials;
 pub mod code_flow;
@@ -64,6 +66,7 @@ pub async fn logout(entry: &ServerEntry, store: Arc<dyn store::TokenStore>, poli
         store,
         present: None,
         login_timeout: std::time::Duration::from_millis(crate::limits::DEFAULT_AUTHORIZATION_TIMEOUT_MS),
+        flow_timeout: std::time::Duration::from_millis(crate::limits::DEFAULT_CONNECT_TIMEOUT_MS),
         logins: tokio_util::sync::CancellationToken::new(),
     });
     let authorizer = Authorizer::new(

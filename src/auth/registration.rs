@@ -4,6 +4,7 @@
 //! Registration (RFC 7591). A registration is kept in the token store under its issuer only: a client
 //! registered at one authorization server is never presented to another.
 
+use super::budget::request_in_time;
 use super::discovery::AuthServerMetadata;
 use super::settings::{Grant, OAuthSettings};
 use super::store::TokenStore;
@@ -107,7 +108,7 @@ struct RegistrationResponse {
 }
 
 /// RFC 7591: register as a native application for this grant, asking for the method the server prefers
-/// among those a client without a secret to start with can use.
+/// among those a client without a secret to start with can use. `deadline` bounds the whole answer.
 async fn register(
     egress: &Egress,
     endpoint: &Url,
@@ -138,9 +139,12 @@ async fn register(
         .protocol_header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
         .protocol_header(ACCEPT, HeaderValue::from_static("application/json"))
         .body(bytes::Bytes::from(body.to_string()));
-    let mut response = egress.send(exchange).await?;
-    let status = response.status();
-    let read = crate::transport::http::read_body(&mut response, MAX_OAUTH_METADATA_BYTES, deadline).await?;
+    let (status, read) = request_in_time("dynamic client registration", endpoint, deadline, async {
+        let mut response = egress.send(exchange).await?;
+        let status = response.status();
+        Ok((status, crate::transport::http::read_body(&mut response, MAX_OAUTH_METADATA_BYTES, deadline).await?))
+    })
+    .await?;
     if !status.is_success() {
         let error = serde_json::from_slice::<serde_json::Value>(&read)
             .ok()

@@ -10,6 +10,7 @@
 //! | bounds         | the whole exchange within the caller's deadline; at most `OAUTH_TOKEN_RESPONSE_MAX_BYTES` of body |
 //! | error text     | never a token, secret, assertion or code: the server's `error`/`error_description` are quoted short with every value this request sent that could be secret blanked out |
 
+use crate::auth::budget::{in_time, timed_out};
 use crate::auth::jwt::SigningKey;
 use crate::egress::{display_url, Egress, Exchange};
 use crate::error::McpError;
@@ -166,8 +167,11 @@ pub enum TokenError {
     /// The server answered with an RFC 6749 §5.2 error (`invalid_grant`, `authorization_pending`, …).
     /// Both texts are the server's, quoted short, with every secret value of the request blanked out.
     Rejected { error: String, description: Option<String> },
-    /// No usable answer: the request failed, timed out, or the answer was not a token response.
+    /// No usable answer: the request failed, or the answer was not a token response.
     Failed(McpError),
+    /// No complete answer (headers and whole body) within the request's deadline: `mcp_auth_error`
+    /// naming the endpoint. A device-flow poll backs off on it (RFC 8628 §3.5); any other request fails.
+    TimedOut(McpError),
 }
 
 impl TokenError {
@@ -175,7 +179,7 @@ impl TokenError {
     pub fn error_code(&self) -> Option<&str> {
         match self {
             TokenError::Rejected { error, .. } => Some(error),
-            TokenError::Failed(_) => None,
+            TokenError::Failed(_) | TokenError::TimedOut(_) => None,
         }
     }
 }
@@ -189,7 +193,7 @@ impl fmt::Display for TokenError {
             TokenError::Rejected { error, description: None } => {
                 write!(f, "the authorization server refused the token request: {error}")
             }
-            TokenError::Failed(e) => e.fmt(f),
+            TokenError::Failed(e) | TokenError::TimedOut(e) => e.fmt(f),
         }
     }
 }
@@ -206,7 +210,7 @@ impl From<McpError> for TokenError {
 impl From<TokenError> for McpError {
     fn from(e: TokenError) -> Self {
         match e {
-            TokenError::Failed(e) => e,
+            TokenError::Failed(e) | TokenError::TimedOut(e) => e,
             rejected => McpError::Auth(rejected.to_string()),
         }
     }
@@ -291,15 +295,16 @@ pub async fn post_form(
     if let Some(basic) = basic {
         exchange = exchange.origin_header(AUTHORIZATION, basic);
     }
-    let (status, body) = tokio::time::timeout(deadline, async {
+    let exchanging = async {
         let mut response = egress.send(exchange).await?;
         let status = response.status();
         let body = read_body(&mut response, OAUTH_TOKEN_RESPONSE_MAX_BYTES, deadline).await?;
         Ok::<_, McpError>((status, body))
-    })
-    .await
-    .unwrap_or(Err(McpError::Timeout { after_ms: deadline.as_millis() as u64 }))
-    .map_err(|e| e.redacted(&secrets))?;
+    };
+    let Some(answered) = in_time(deadline, exchanging).await else {
+        return Err(TokenError::TimedOut(timed_out(&format!("the request to the {what}"), endpoint, deadline)));
+    };
+    let (status, body) = answered.map_err(|e| e.redacted(&secrets))?;
     if status.is_success() && !is_error_object(&body) {
         return Ok(body);
     }
@@ -724,7 +729,8 @@ mod tests {
         let silent = TestServer::start(|_, _| Reply::hang()).await;
         let started = std::time::Instant::now();
         let error = request_token(&egress(), &silent.url("/token"), "i", &none, vec![], Duration::from_millis(300)).await.unwrap_err();
-        assert!(matches!(error, TokenError::Failed(McpError::Timeout { .. })), "{error}");
+        assert!(matches!(&error, TokenError::TimedOut(McpError::Auth(_))), "{error}");
+        assert!(error.to_string().starts_with("the request to the token endpoint timed out: http://127.0.0.1:"), "{error}");
         assert!(started.elapsed() < Duration::from_secs(2));
     }
 

@@ -149,6 +149,7 @@ impl Toolset {
             store: hooks.token_store.clone().unwrap_or_else(|| Arc::new(crate::auth::store::MemoryTokenStore::default())),
             present: hooks.authorization_url.clone(),
             login_timeout: Duration::from_millis(config.authorization_timeout_ms),
+            flow_timeout: Duration::from_millis(config.connect_timeout_ms),
             logins: CancellationToken::new(),
         });
         let toolset = Toolset {
