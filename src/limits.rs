@@ -120,7 +120,8 @@ pub const MAX_REJECTION_DIAGNOSTICS: usize = 20;
 /// The largest protected-resource or authorization-server metadata document, registration response or
 /// token response read.
 pub const MAX_OAUTH_METADATA_BYTES: usize = 64 * 1024;
-/// One authorization-server request (metadata, registration, token): until its response is read.
+/// One authorization-server request (metadata, registration, token): its whole answer, headers and
+/// every byte of the body, under this one deadline. A login's requests together have `connectTimeoutMs`.
 pub const OAUTH_REQUEST_TIMEOUT_MS: u64 = 30_000;
 /// How long a person has to finish a login at the authorization URL, unless `authorizationTimeoutMs` says.
 pub const DEFAULT_AUTHORIZATION_TIMEOUT_MS: u64 = 300_000;
