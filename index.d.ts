@@ -241,3 +241,10 @@ export declare function purraVetTool(toolJson: string, limitsJson: string): stri
  * hundred bytes shown, control characters blanked.
  */
 export declare function quoteUntrustedText(text: string, secrets: Array<string>): string
+
+/**
+ * A stdio entry's arguments as `mcpferry status` shows them: each with the entry's credentials
+ * replaced, by the rules the engine redacts that server's errors with (`Secrets::add_stdio_entry`:
+ * a credential flag's value, an argument that is a key, a URL's password, a secret env value repeated).
+ */
+export declare function redactStdioArguments(args: Array<string>, env: Record<string, string>): Array<string>

@@ -857,3 +857,4 @@ module.exports.purraLimits = nativeBinding.purraLimits
 module.exports.purraShapeResult = nativeBinding.purraShapeResult
 module.exports.purraVetTool = nativeBinding.purraVetTool
 module.exports.quoteUntrustedText = nativeBinding.quoteUntrustedText
+module.exports.redactStdioArguments = nativeBinding.redactStdioArguments

@@ -4,8 +4,8 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
@@ -29,7 +29,7 @@ function project(files) {
  * Run the CLI (async: the HTTP fixture lives in this process). `onStderr(all)` sees stderr as it grows,
  * for a test that plays the person at the login page.
  */
-function run(args, { cwd, env = {}, onStderr } = {}) {
+function run(args, { cwd, env = {}, onStderr, timeoutMs = 60_000 } = {}) {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [BIN, ...args], { cwd, env: { ...process.env, MCPFERRY_TRUST_FILE: TRUST_FILE, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
@@ -39,7 +39,7 @@ function run(args, { cwd, env = {}, onStderr } = {}) {
       stderr += c;
       onStderr?.(stderr);
     });
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
     child.on('error', reject);
     child.on('close', (code) => {
       clearTimeout(timer);
@@ -464,4 +464,117 @@ test('login opens the browser with an environment that carries none of the CLI\'
   assert.equal(opened.args.length, 1);
   for (const name of ['MCPFERRY_TOKEN_KEY', 'MCPFERRY_TOKEN_FILE', 'MCPFERRY_STORE', 'MCPFERRY_TRUST_FILE']) assert.equal(opened.env[name], undefined, `${name} reached the browser`);
   assert.ok(opened.env.PATH.startsWith(bin), 'the rest of the environment is kept');
+});
+
+test('a configuration path that is not a regular file exits 2 at once: /dev/zero and /dev/urandom behind links, a FIFO, a directory', { skip: process.platform === 'win32' && 'no /dev/zero' }, async () => {
+  // A run that reads without end is killed at 30 s and fails here (code null), long before the bound of a loaded machine matters.
+  const refused = async (files, args, expected) => {
+    const dir = project({});
+    for (const [name, make] of Object.entries(files)) make(join(dir, name));
+    const { code, stdout, stderr } = await run(args, { cwd: dir, timeoutMs: 30_000 });
+    assert.equal(code, 2, `${args.join(' ')}: ${stderr}`);
+    assert.match(stderr, expected);
+    assert.equal(stdout, '');
+  };
+  const to = (target) => (path) => symlinkSync(target, path);
+  await refused({ 'mcp.json': to('/dev/zero') }, ['tools'], /^mcpferry: \S+\/mcp\.json: is a character device, not a regular file; a configuration is read from a file\n$/);
+  await refused({ '.mcp.json': to('/dev/urandom') }, ['tools'], /\.mcp\.json: is a character device, not a regular file/);
+  await refused({ 'mcpferry.toml': to('/dev/zero') }, ['status'], /mcpferry\.toml: is a character device/);
+  await refused({ 'cfg.json': to('/dev/urandom') }, ['--config', 'cfg.json', 'tools'], /cfg\.json: is a character device/);
+  await refused({}, ['--config', '/dev/zero', 'call', 'a__b'], /\/dev\/zero: is a character device/);
+  await refused({ 'mcp.json': (path) => mkdirSync(path) }, ['tools'], /mcp\.json: is a directory, not a regular file/);
+  await refused({ 'mcp.json': (path) => execFileSync('mkfifo', [path]) }, ['tools'], /mcp\.json: is a FIFO \(named pipe\), not a regular file/);
+  await refused({ 'mcp.json': (path) => writeFileSync(path, `{"mcpServers": {}}${' '.repeat(1024 * 1024)}`) }, ['tools'], /mcp\.json: is larger than 1048576 bytes/);
+  // A trust file behind such a link is refused the same way, not read.
+  const trustLink = join(project({}), 'trusted.json');
+  symlinkSync('/dev/zero', trustLink);
+  const stdio = project({ 'mcp.json': { mcpServers: { fx: fixtureServer() } } });
+  const trust = await run(['tools'], { cwd: stdio, env: { MCPFERRY_TRUST_FILE: trustLink }, timeoutMs: 30_000 });
+  assert.equal(trust.code, 2, trust.stderr);
+  assert.match(trust.stderr, /trusted\.json: is a character device/);
+});
+
+/** A server name that writes to the clipboard (OSC 52), recolours (CSI) and clears the screen (C1 CSI). */
+const ESCAPING_NAME = 'evil\u001b]52;c;aGFja2Vk\u0007\u001b[31m\u009b2J';
+const RAW_CONTROLS = /[\u001b\u0007\u009b]/;
+
+test('an escape-laden server name in a discovered HTTP-only mcp.json never reaches the terminal raw: the file is refused', async (t) => {
+  const fixture = await startStreamableFixture();
+  t.after(fixture.close);
+  // A second server slow to fail, so that "still connecting to" would be printed too.
+  const slow = createServer((req, res) => setTimeout(() => res.writeHead(404).end(), 2_500));
+  await new Promise((r) => slow.listen(0, '127.0.0.1', r));
+  t.after(() => slow.close());
+  const dir = project({
+    'mcp.json': { mcpServers: { [ESCAPING_NAME]: { url: fixture.url }, [`${ESCAPING_NAME}2`]: { url: `http://127.0.0.1:${slow.address().port}/mcp` } } },
+  });
+  const commands = [['tools'], ['tools', '--json'], ['status'], ['status', '--json'], ['call', `${ESCAPING_NAME}__echo`, '{}'], ['call', 'get_nothing'], ['inspect', ESCAPING_NAME], ['tools', ESCAPING_NAME]];
+  for (const args of commands) {
+    const { code, stdout, stderr } = await run(args, { cwd: dir });
+    const shown = args.map((a) => JSON.stringify(a)).join(' ');
+    assert.doesNotMatch(stdout, RAW_CONTROLS, `${shown}: stdout`);
+    assert.doesNotMatch(stderr, RAW_CONTROLS, `${shown}: stderr`);
+    assert.equal(code, 2, `${shown}: ${stderr}`);
+    assert.match(stderr, /mcp\.json: mcpServers: a server name has a control character \(U\+001B, character 5\); names are shown to people and must be printable/);
+  }
+});
+
+test('names typed on the command line never reach the terminal raw, in any message that quotes them', async (t) => {
+  const fixture = await startStreamableFixture();
+  t.after(fixture.close);
+  const dir = project({ 'mcp.json': { mcpServers: { web: { url: fixture.url } } } });
+  const typed = `get\u001b]52;c;aGFja2Vk\u0007\u009b2J\u202eman`;
+  for (const args of [['call', typed], ['call', `web__${typed}`], ['tools', typed], ['status', typed], ['inspect', typed], ['login', typed], [typed], ['tools', `--${typed}`]]) {
+    const { code, stdout, stderr } = await run(args, { cwd: dir });
+    const shown = args.map((a) => JSON.stringify(a)).join(' ');
+    assert.equal(code, 2, `${shown}: ${stderr}`);
+    assert.doesNotMatch(stdout + stderr, /[\u001b\u0007\u009b\u202e]/, shown);
+    assert.match(stderr, /get.*2J.*man/, `${shown}: the name is shown, made printable`);
+  }
+});
+
+test('an unknown tool: one line naming the tools meant (the remote name, near misses), not the usage', async (t) => {
+  const fixture = await startStreamableFixture();
+  t.after(fixture.close);
+  const dir = project({ 'mcp.json': { mcpServers: { web: { url: fixture.url } } } });
+  for (const [typed, expected] of [
+    ['echo', 'mcpferry: no tool "echo" — did you mean web__echo?\n'],
+    ['web__ecoh', 'mcpferry: no tool "web__ecoh" — did you mean web__echo?\n'],
+    ['Web__Slwo', 'mcpferry: no tool "Web__Slwo" — did you mean web__slow?\n'],
+    ['xyzzy_plugh', 'mcpferry: no tool "xyzzy_plugh" (see: mcpferry tools)\n'],
+  ]) {
+    const { code, stderr } = await run(['call', typed, '--quiet'], { cwd: dir });
+    assert.equal(code, 2, stderr);
+    assert.equal(stderr, expected);
+  }
+});
+
+test('one tool is counted as (1 tool)', async (t) => {
+  const fixture = await startStreamableFixture();
+  t.after(fixture.close);
+  const one = project({ 'mcpferry.toml': `[mcp_servers.web]\nurl = "${fixture.url}"\nallow_tools = ["echo"]\n` });
+  const listed = await run(['tools'], { cwd: one });
+  assert.equal(listed.code, 0, listed.stderr);
+  assert.match(listed.stdout, /^web {2}live {2}\(1 tool\)$/m);
+});
+
+test('arguments that break a rule of the whole object are reported "at the arguments", not "at the value itself"', async () => {
+  const dir = await trustedProject({ 'mcp.json': servers });
+  const missing = await run(['call', 'fx__echo', '{}'], { cwd: dir });
+  assert.equal(missing.code, 1, missing.stderr);
+  assert.match(missing.stderr, /the arguments of tool "fx__echo" do not match its inputSchema, at the arguments: /);
+  assert.doesNotMatch(missing.stderr, /value itself/);
+});
+
+test('status shows a stdio entry\'s arguments with their credentials redacted, by the engine\'s rules', async () => {
+  const secrets = ['ak-live-1234567', 'tk-live-7654321', 'sk-proj-4fQ9xL2mN7pR1sT8', 'pw-2718281'];
+  const dir = await trustedProject({
+    'mcp.json': { mcpServers: { fx: { command: process.execPath, args: [FIXTURE, '--api-key', secrets[0], `--token=${secrets[1]}`, secrets[2], 'postgres://app:pw-2718281@db/app', 'read only'] } } },
+  });
+  const status = await run(['status'], { cwd: dir });
+  assert.equal(status.code, 0, status.stderr);
+  assert.ok(status.stdout.includes(`\n  ${process.execPath} ${FIXTURE} --api-key [redacted] --token=[redacted] [redacted] postgres://app:[redacted]@db/app "read only"\n`), status.stdout);
+  const json = await run(['status', '--json'], { cwd: dir });
+  assert.deepEqual(JSON.parse(json.stdout).servers[0].args, [FIXTURE, '--api-key', '[redacted]', '--token=[redacted]', '[redacted]', 'postgres://app:[redacted]@db/app', 'read only']);
+  for (const secret of secrets) assert.ok(!status.stdout.includes(secret) && !json.stdout.includes(secret), secret);
 });

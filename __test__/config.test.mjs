@@ -4,7 +4,8 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { loadMcpConfig, mcpTools, McpConfigError } from '../dist/index.js';
 import { FIXTURE, scratchFile } from './helpers.mjs';
@@ -180,4 +181,60 @@ test('header_env from a variable set when the process started (every runtime)', 
   const toolset = await mcpTools(config.servers, { onDegraded: 'throw' });
   await toolset.close();
   assert.ok(server.log.length > 0 && server.log.every((r) => r.headers['x-home'] === process.env.HOME));
+});
+
+/** What loadMcpConfig(path) rejects with (it must reject). */
+const refusal = (path) => loadMcpConfig(path).then(() => assert.fail(`${path} loaded`), (e) => e);
+
+test('a path that is not a regular file, or is over the size bound, is refused typed and never read without end', { timeout: 60_000 }, async () => {
+  const link = (target) => {
+    const path = `${scratchFile('config')}-link.json`;
+    symlinkSync(target, path);
+    return path;
+  };
+  const cases = [
+    [link('/dev/zero'), /-link\.json: is a character device, not a regular file/],
+    [link('/dev/urandom'), /-link\.json: is a character device, not a regular file/],
+    ['/dev/zero', /\/dev\/zero: is a character device, not a regular file/],
+    [mkdtempSync(`${scratchFile('config')}-dir`), /-dir\w*: is a directory, not a regular file/],
+    // One byte over the bound, valid JSON otherwise: the bound, not the parser, refuses it.
+    [file('big.json', `{"mcpServers": {}}${' '.repeat(1024 * 1024)}`), /big\.json: is larger than 1048576 bytes/],
+  ];
+  if (process.platform !== 'win32') {
+    const fifo = `${scratchFile('config')}-fifo.json`;
+    execFileSync('mkfifo', [fifo]);
+    cases.push([fifo, /fifo\.json: is a FIFO \(named pipe\), not a regular file/], [link(fifo), /link\.json: is a FIFO/]);
+  }
+  for (const [path, expected] of process.platform === 'win32' ? cases.slice(3) : cases) {
+    const error = await refusal(path);
+    assert.ok(error instanceof McpConfigError, `${path}: ${error}`);
+    assert.equal(error.code, 'mcp_config_invalid');
+    assert.match(error.message, expected);
+  }
+  // Just under the bound is read, and a file URL is the same file.
+  const fits = file('fits.json', `{"mcpServers": {"a": {"url": "https://h.test/"}}}`.padEnd(1024 * 1024));
+  assert.deepEqual((await loadMcpConfig(pathToFileURL(fits))).servers.map((s) => s.name), ['a']);
+});
+
+/** A server name that writes to the clipboard (OSC 52), recolours (CSI) and clears the screen (C1 CSI). */
+const ESCAPING_NAME = 'evil\u001b]52;c;aGFja2Vk\u0007\u001b[31m\u009b2J';
+
+test('a server name with control characters is refused, in every format, without echoing it', async () => {
+  const name = ESCAPING_NAME;
+  const inputs = [
+    file('esc.json', JSON.stringify({ mcpServers: { [name]: { url: 'https://h.test/mcp' } } })),
+    file('esc-vscode.json', JSON.stringify({ servers: { [name]: { type: 'http', url: 'https://h.test/mcp' } } })),
+    file('esc.toml', `[mcp_servers."evil\\u001b]52;c;aGFja2Vk\\u0007"]\nurl = "https://h.test/mcp"\n`),
+    { mcpServers: { [name]: { command: 'x' } } },
+    { mcpServers: { 'right\u202eto-left': { url: 'https://h.test/mcp' } } },
+    { mcpServers: { 'del\u007f': { url: 'https://h.test/mcp' } } },
+  ];
+  for (const input of inputs) {
+    const error = await loadMcpConfig(input).then(() => assert.fail('loaded'), (e) => e);
+    assert.ok(error instanceof McpConfigError, String(error));
+    assert.match(error.message, /a server name has a control character \(U\+(001B|202E|007F), character \d+\); names are shown to people and must be printable/);
+    assert.doesNotMatch(error.message, /[\u0000-\u001f\u007f-\u009f\u202a-\u202e]|52;c/, 'the name is not echoed');
+  }
+  // mcpTools checks the same.
+  await assert.rejects(mcpTools([{ name, type: 'streamable-http', url: 'https://h.test/mcp' }]), { code: 'mcp_config_invalid', message: /servers\[0\]\.name: a server name has a control character \(U\+001B, character 5\)/ });
 });

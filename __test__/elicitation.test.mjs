@@ -149,7 +149,7 @@ test('an answer that does not match the schema is never sent as accept', async (
   });
 });
 
-test('url mode, when declared: the host gets the URL and its accept carries no content', async () => {
+test('url mode, when declared: the host gets the URL, parsed and normalized, and its accept carries no content', async () => {
   const seen = [];
   const onElicitation = (request) => {
     seen.push(request);
@@ -162,8 +162,10 @@ test('url mode, when declared: the host gets the URL and its accept carries no c
     assert.equal(error.code, -32602, 'form mode was not declared');
     const { error: scheme } = await call(toolset, 'ask', { params: { ...URL_REQUEST, url: 'javascript:alert(1)' } });
     assert.equal(scheme.code, -32602);
+    // The URL as parsed, not as sent: escapes and controls percent-encoded, the host lowercased.
+    assert.deepEqual(await call(toolset, 'ask', { params: { ...URL_REQUEST, url: ' HTTPS://Example.COM:443/a\u001b]52;c;aGk=\u0007\u009b2J?q=\u202ex\n' } }), { result: { action: 'accept' } });
   });
-  assert.deepEqual(seen, [URL_REQUEST]);
+  assert.deepEqual(seen, [URL_REQUEST, { ...URL_REQUEST, url: 'https://example.com/a%1B]52;c;aGk=%07%C2%9B2J?q=%E2%80%AEx' }]);
 });
 
 test('a flood of elicitations stays bounded: the excess is refused at once, the host sees at most 4', async () => {

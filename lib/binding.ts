@@ -113,6 +113,8 @@ interface NativeBinding {
   /** Untrusted text quoted as the engine quotes it in errors: `secrets` replaced, bounded, control characters blanked. */
   quoteUntrustedText(text: string, secrets: string[]): string;
   engineConstants(): string;
+  /** A stdio entry's arguments with its credentials replaced, as the engine redacts that server's errors. */
+  redactStdioArguments(args: string[], env: Record<string, string>): string[];
   /** Debug builds of the engine only: the next call of the named entry point panics. */
   debugPanicNext?(entry: string): void;
 }
@@ -133,6 +135,8 @@ export interface EngineConstants {
   defaultMaxResultBytes: number;
   /** The key of the markers standing for callbacks, the store and the session in the options JSON. */
   configMarkerKey: string;
+  /** The largest configuration file loadMcpConfig and the CLI read, in bytes. */
+  maxConfigFileBytes: number;
 }
 
 export const engine: EngineConstants = JSON.parse(binding.engineConstants());

@@ -3,7 +3,7 @@
 // protocol logic. Text for people on stdout, `--json` for scripts; progress and warnings on stderr.
 
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, extname, join, relative, resolve } from 'node:path';
 import { spawn } from 'node:child_process';
@@ -21,6 +21,8 @@ import {
   rebuildMcpToolsFromStorage,
   type McpConfig,
 } from './index';
+import { binding } from './binding';
+import { readConfigFile } from './config-file';
 import type { Diagnostic, McpAuthorizationPrompt, McpOptions, McpServer, McpToolset } from './types';
 
 /** Exit codes, documented in the README and `mcpferry --help`. */
@@ -73,7 +75,7 @@ SHA-256 in ~/.config/mcpferry/trusted.json (or MCPFERRY_TRUST_FILE); a change to
 `;
 
 class UsageError extends Error {}
-/** A configuration the CLI will not use as it is (exit 2, the message alone). */
+/** Exit 2 with the message alone, without the usage: a configuration the CLI will not use as it is, a tool it can't find. */
 class RefusedError extends Error {}
 
 /**
@@ -102,7 +104,8 @@ interface Io {
 }
 
 /** Run the CLI with `argv` (without node and the script); resolves to the exit code. */
-export async function main(argv: string[], io: Io = processIo()): Promise<number> {
+export async function main(argv: string[], given: Io = processIo()): Promise<number> {
+  const io = terminalSafe(given);
   let parsed;
   try {
     parsed = parseArgs({
@@ -131,8 +134,8 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
   try {
     if (!COMMANDS.has(command)) throw new UsageError(`unknown command ${JSON.stringify(command)}`);
     const found = await findConfig(values.config, io);
-    if (command === 'trust') return trust(found, rest, io, json);
-    if (found.discovered) checkTrusted(found, io);
+    if (command === 'trust') return await trust(found, rest, io, json);
+    if (found.discovered) await checkTrusted(found, io);
     const { config } = found;
     const storePath = values.store ?? io.env.MCPFERRY_STORE;
     const cli = new Cli(config, io, json, values.quiet === true, storePath ? resolve(io.cwd, storePath) : undefined);
@@ -161,6 +164,15 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
   }
 }
 
+/**
+ * `io` with every write passed through `printableLines`: names, paths and messages from a file, a server
+ * or the command line are made printable where they are put in a line (`printable`), and nothing that
+ * steers a terminal gets past the writes either (`--json` output has its controls escaped already).
+ */
+function terminalSafe(io: Io): Io {
+  return { ...io, stdout: (text) => io.stdout(printableLines(text)), stderr: (text) => io.stderr(printableLines(text)) };
+}
+
 function processIo(): Io {
   return {
     stdout: (text) => void process.stdout.write(text),
@@ -171,7 +183,7 @@ function processIo(): Io {
 }
 
 function usage(io: Io, message: string): number {
-  io.stderr(`mcpferry: ${message}\n\n${USAGE}`);
+  io.stderr(`mcpferry: ${printableLines(message)}\n\n${USAGE}`);
   return EXIT.usage;
 }
 
@@ -188,20 +200,13 @@ interface FoundConfig {
 async function findConfig(given: string | undefined, io: Io): Promise<FoundConfig> {
   const path = given !== undefined ? resolve(io.cwd, given) : CONFIG_FILES.map((name) => resolve(io.cwd, name)).find((p) => existsSync(p));
   if (path === undefined) throw new UsageError(`no configuration: pass --config <file> or create one of ${CONFIG_FILES.join(', ')} here`);
-  const before = readBytes(path);
-  const config = await loadMcpConfig(path); // An unreadable or bad file is reported from here.
+  // Read as loadMcpConfig reads it (a regular file, bounded): a link to /dev/zero is refused here.
+  const before = await readConfigFile(path);
+  const config = await loadMcpConfig(path); // A bad file is reported from here.
   // What is trusted must be what was loaded: the bytes read before and after loading agree.
-  const bytes = readBytes(path);
-  if (before === undefined || bytes === undefined || !before.equals(bytes)) throw new RefusedError(`${path} changed while it was being read; run the command again`);
+  const bytes = await readConfigFile(path);
+  if (!before.equals(bytes)) throw new RefusedError(`${path} changed while it was being read; run the command again`);
   return { config, path, discovered: given === undefined, text: bytes.toString('utf8'), sha256: createHash('sha256').update(bytes).digest('hex') };
-}
-
-function readBytes(path: string): Buffer | undefined {
-  try {
-    return readFileSync(path);
-  } catch {
-    return undefined;
-  }
 }
 
 /**
@@ -268,9 +273,9 @@ function trustFile(io: Io): string {
   return override ? resolve(io.cwd, override) : join(homedir(), ...DEFAULT_TRUST_FILE);
 }
 
-function readTrust(file: string): TrustRecord[] {
-  const bytes = readBytes(file);
-  if (bytes === undefined) return [];
+async function readTrust(file: string): Promise<TrustRecord[]> {
+  if (!existsSync(file)) return [];
+  const bytes = await readConfigFile(file);
   let parsed: unknown;
   try {
     parsed = JSON.parse(bytes.toString('utf8'));
@@ -283,11 +288,11 @@ function readTrust(file: string): TrustRecord[] {
 }
 
 /** Refuse a discovered configuration that would start or read something, unless trusted as it is now. */
-function checkTrusted(found: FoundConfig, io: Io): void {
+async function checkTrusted(found: FoundConfig, io: Io): Promise<void> {
   const needs = trustNeeds(found);
   if (needs.length === 0) return;
   const file = trustFile(io);
-  const records = readTrust(file);
+  const records = await readTrust(file);
   if (records.some((r) => r.path === found.path && r.sha256 === found.sha256)) return;
   const changed = records.some((r) => r.path === found.path);
   const shown = relative(io.cwd, found.path) || found.path;
@@ -301,11 +306,11 @@ function checkTrusted(found: FoundConfig, io: Io): void {
 }
 
 /** `mcpferry trust`: record the configuration's path and SHA-256 in the trust file. */
-function trust(found: FoundConfig, rest: string[], io: Io, json: boolean): number {
+async function trust(found: FoundConfig, rest: string[], io: Io, json: boolean): Promise<number> {
   if (rest.length > 0) throw new UsageError(`trust takes no argument (it trusts ${found.path}; pass --config <file> for another)`);
   const needs = trustNeeds(found);
   const file = trustFile(io);
-  const records = readTrust(file).filter((r) => r.path !== found.path);
+  const records = (await readTrust(file)).filter((r) => r.path !== found.path);
   records.push({ path: found.path, sha256: found.sha256, trustedAt: new Date().toISOString() });
   mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
   // Written whole, then renamed over the old file: a crash never leaves half a trust file.
@@ -330,8 +335,8 @@ function requiredServer(rest: string[], config: McpConfig, command: string): str
 
 function checkServer(name: string, config: McpConfig): string {
   if (!config.servers.some((s) => s.name === name)) {
-    const known = config.servers.map((s) => s.name).join(', ') || '(none)';
-    throw new UsageError(`no server ${JSON.stringify(name)} in ${config.source ?? 'the configuration'} (servers: ${known})`);
+    const known = config.servers.map((s) => printable(s.name)).join(', ') || '(none)';
+    throw new UsageError(`no server ${quoted(name)} in ${printable(config.source ?? 'the configuration')} (servers: ${known})`);
   }
   return name;
 }
@@ -345,6 +350,11 @@ const TERMINAL_CONTROLS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\
 /** Terminal-safe text on one line: no control characters from a server. */
 function printable(text: unknown): string {
   return String(text).replace(TERMINAL_CONTROLS, ' ');
+}
+
+/** `text` in quotes, terminal-safe: a name the person typed or a file gave. */
+function quoted(text: string): string {
+  return printable(JSON.stringify(text));
 }
 
 /** Terminal-safe text that keeps its lines and tabs (a tool's result, a multi-line message). */
@@ -414,10 +424,10 @@ class Cli {
       if (!this.quiet) this.io.stderr(`mcpferry: ${text}\n`);
     };
     const waiting = pending();
-    if (waiting.length > 0) progress(`connecting to ${waiting.join(', ')}`);
+    if (waiting.length > 0) progress(`connecting to ${waiting.map(printable).join(', ')}`);
     const ticker = setInterval(() => {
       const still = pending();
-      if (still.length > 0) progress(`still connecting to ${still.join(', ')} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+      if (still.length > 0) progress(`still connecting to ${still.map(printable).join(', ')} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
     }, PROGRESS_INTERVAL_MS);
     const onDiagnostic = (d: Diagnostic) => {
       const report = reports.get(d.server);
@@ -426,7 +436,7 @@ class Cli {
         progress(`${printable(d.server)} connected (${d.elapsedMs} ms)`);
       } else if (d.code === 'server-degraded' && report) {
         // The engine's advice is for programs; a person at this CLI logs in with a command.
-        const reason = d.errorCode === 'mcp_auth_error' && /needs a login/.test(d.message) ? `${d.message.replace(/\. Set options\.onAuthorizationUrl.*$/, '')}; run: mcpferry login ${d.server}` : d.message;
+        const reason = d.errorCode === 'mcp_auth_error' && /needs a login/.test(d.message) ? `${d.message.replace(/\. Set options\.onAuthorizationUrl.*$/, '')}; run: mcpferry login ${printable(d.server)}` : d.message;
         Object.assign(report, { state: 'degraded', unreachable: true, reason, errorCode: d.errorCode });
         progress(`${printable(d.server)} failed: ${printable(reason)}`);
       } else if (d.code === 'catalogue-stale' && report && report.state === 'live') {
@@ -495,7 +505,7 @@ class Cli {
           .map((t) => ({ name: t.name, remoteName: t.remoteName, description: t.description, inputSchema: t.inputSchema })),
       }));
       const lines = servers.flatMap((s) => [
-        `${printable(s.name)}  ${Cli.describe(reports.get(s.name)!)}${s.state === 'live' || s.state === 'stale' ? `  (${s.tools.length} tools)` : ''}`,
+        `${printable(s.name)}  ${Cli.describe(reports.get(s.name)!)}${s.state === 'live' || s.state === 'stale' ? `  (${count(s.tools.length, 'tool')})` : ''}`,
         ...s.tools.map((t) => `  ${printable(t.name)}  ${printable(t.description.split('\n')[0]).slice(0, 100)}`),
       ]);
       this.out({ servers }, `${lines.join('\n')}\n`);
@@ -511,10 +521,10 @@ class Cli {
     const servers = this.selected(only).map((server) => {
       const report = reports.get(server.name)!;
       // What is configured, never a value that may be a secret: names of env variables and headers only,
-      // and a URL without its query.
+      // the arguments with the engine's redaction of their credentials, and a URL without its query.
       const target =
         server.type === 'stdio'
-          ? { command: server.command, args: (server.args ?? []).length, env: Object.keys(server.env ?? {}) }
+          ? { command: server.command, args: binding.redactStdioArguments(server.args ?? [], server.env ?? {}), env: Object.keys(server.env ?? {}) }
           : { url: urlWithoutQuery(server.url), headers: Object.keys(server.headers ?? {}).concat(Object.keys(server.headersFromEnv ?? {})) };
       return {
         name: server.name,
@@ -529,7 +539,7 @@ class Cli {
       const where =
         'url' in s
           ? `${s.url}${s.headers?.length ? ` (headers ${s.headers.join(' ')})` : ''}`
-          : `${s.command} (${s.args} args${s.env.length ? `, env ${s.env.join(' ')}` : ''})`;
+          : `${commandLine({ command: s.command, args: s.args })}${s.env.length ? ` (env ${s.env.join(' ')})` : ''}`;
       const timing = s.elapsedMs !== undefined ? `  ${s.elapsedMs} ms, ${s.protocolVersion}` : '';
       return `${printable(s.name)}  ${s.type}  ${Cli.describe(reports.get(s.name)!)}${timing}\n  ${printable(where)}`;
     });
@@ -596,10 +606,11 @@ class Cli {
       if (!tool) {
         const down = [...reports.values()].filter((r) => r.state !== 'live' && (!owner || r.name === owner.name));
         if (owner && down.length > 0) {
-          this.io.stderr(`mcpferry: ${printable(toolName)}: server ${JSON.stringify(owner.name)} is ${Cli.describe(down[0])}\n`);
+          this.io.stderr(`mcpferry: ${printable(toolName)}: server ${quoted(owner.name)} is ${Cli.describe(down[0])}\n`);
           return owner.enabled === false ? EXIT.usage : EXIT.connection;
         }
-        throw new UsageError(`no tool ${JSON.stringify(toolName)} (see: mcpferry tools)`);
+        const guesses = didYouMean(toolName, Object.values(toolset.tools));
+        throw new RefusedError(`no tool ${quoted(toolName)}${guesses.length ? ` — did you mean ${guesses.map(printable).join(' or ')}?` : ' (see: mcpferry tools)'}`);
       }
       try {
         const result = await tool.execute(args);
@@ -650,6 +661,45 @@ class Cli {
     this.out({ name, loggedOut: true }, `logged out of ${printable(name)}\n`);
     return EXIT.ok;
   }
+}
+
+/** The most guesses offered for a tool name not found. */
+const MAX_GUESSES = 3;
+
+/**
+ * The projected names a mistyped tool name most likely meant: tools whose remote name (the server's own)
+ * it is, else the names (projected or remote) closest to it by edit distance, within a quarter of its length
+ * (at least one edit). Case is ignored.
+ */
+function didYouMean(typed: string, tools: { name: string; remoteName: string }[]): string[] {
+  const wanted = typed.toLowerCase();
+  const exact = tools.filter((t) => t.remoteName.toLowerCase() === wanted).map((t) => t.name);
+  if (exact.length > 0) return exact.slice(0, MAX_GUESSES);
+  const within = Math.max(1, Math.floor(wanted.length / 4));
+  return tools
+    .map((t) => ({ name: t.name, distance: Math.min(editDistance(wanted, t.name.toLowerCase()), editDistance(wanted, t.remoteName.toLowerCase())) }))
+    .filter((t) => t.distance <= within)
+    .sort((a, b) => a.distance - b.distance || a.name.localeCompare(b.name))
+    .slice(0, MAX_GUESSES)
+    .map((t) => t.name);
+}
+
+/** Levenshtein distance: the fewest one-character insertions, deletions and substitutions from `a` to `b`. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length];
+}
+
+/** `1 tool`, `2 tools`. */
+function count(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`;
 }
 
 function urlWithoutQuery(url: string): string {

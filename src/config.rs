@@ -415,6 +415,7 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         _ => return Err(McpError::config(format!("{at}.name must be a non-empty string"))),
     };
+    check_server_name(&name, &format!("{at}.name"))?;
     let at = format!("{at} ({name:?})");
     let enabled = match entry.get("enabled") {
         None | Some(Value::Null) => true,
@@ -554,6 +555,22 @@ fn parse_env_headers(entry: &Map<String, Value>, at: &str, kind: &ServerKind, au
     Ok(resolved)
 }
 
+/// Refuses a server name with a character that steers a terminal or reorders text rather than being
+/// shown: C0 and C1 controls and DEL (ESC starts an OSC 52 clipboard write), line and paragraph
+/// separators, bidirectional marks, embeddings, overrides and isolates. Names are printed to people (the
+/// CLI, diagnostics) and put in prompts. The error says which character and where, never the name itself.
+pub(crate) fn check_server_name(name: &str, at: &str) -> Result<()> {
+    let steers = |c: char| c.is_control() || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    match name.chars().enumerate().find(|&(_, c)| steers(c)) {
+        None => Ok(()),
+        Some((i, c)) => Err(McpError::config(format!(
+            "{at}: a server name has a control character (U+{:04X}, character {}); names are shown to people and must be printable",
+            c as u32,
+            i + 1
+        ))),
+    }
+}
+
 /// An environment variable name as shells accept it: letters, digits and `_`, not starting with a digit.
 pub(crate) fn is_variable_name(name: &str) -> bool {
     !name.is_empty() && !name.starts_with(|c: char| c.is_ascii_digit()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -664,6 +681,10 @@ mod tests {
             (r#"{"servers":{}}"#, "servers must be an array"),
             (r#"{"servers":[{"type":"stdio","command":"x"}]}"#, "servers[0].name"),
             (r#"{"servers":[{"name":"a","type":"ftp"}]}"#, "\"ftp\" is unknown"),
+            (r#"{"servers":[{"name":"a\u001b]52;c;aGk=\u0007","type":"stdio","command":"x"}]}"#, "servers[0].name: a server name has a control character (U+001B, character 2)"),
+            (r#"{"servers":[{"name":"a\u009b2J","type":"stdio","command":"x"}]}"#, "(U+009B, character 2)"),
+            (r#"{"servers":[{"name":"ab\u202ec","type":"stdio","command":"x"}]}"#, "(U+202E, character 3)"),
+            (r#"{"servers":[{"name":"a\u007f","type":"stdio","command":"x"}]}"#, "(U+007F, character 2)"),
             (r#"{"servers":[{"name":"a","type":"stdio"}]}"#, "command must be"),
             (r#"{"servers":[{"name":"a","type":"stdio","command":"x","args":[1]}]}"#, "args must be an array of strings"),
             (r#"{"servers":[{"name":"a","type":"stdio","command":"x","env":{"A":1}}]}"#, "env[\"A\"]"),

@@ -62,7 +62,10 @@ fn json_servers(root: &Value, source: &str) -> Result<Vec<Value>> {
         (None, None) => return Err(McpError::config(format!("{source}: no \"mcpServers\" (or VS Code \"servers\") object"))),
     };
     let servers = servers.as_object().ok_or_else(|| McpError::config(format!("{source}: {key} must be an object of named servers")))?;
-    servers.iter().map(|(name, entry)| json_entry(name, entry, &format!("{source}: {key}.{name}"))).collect()
+    servers
+        .iter()
+        .map(|(name, entry)| crate::config::check_server_name(name, &format!("{source}: {key}")).and_then(|()| json_entry(name, entry, &format!("{source}: {key}.{name}"))))
+        .collect()
 }
 
 fn json_entry(name: &str, entry: &Value, at: &str) -> Result<Value> {
@@ -163,7 +166,12 @@ fn toml_servers(root: &Value, source: &str) -> Result<Vec<Value>> {
         .ok_or_else(|| McpError::config(format!("{source}: no [mcp_servers.<name>] tables")))?
         .as_object()
         .ok_or_else(|| McpError::config(format!("{source}: mcp_servers must be a table of named servers")))?;
-    servers.iter().map(|(name, entry)| toml_entry(name, entry, &format!("{source}: [mcp_servers.{name}]"))).collect()
+    servers
+        .iter()
+        .map(|(name, entry)| {
+            crate::config::check_server_name(name, &format!("{source}: mcp_servers")).and_then(|()| toml_entry(name, entry, &format!("{source}: [mcp_servers.{name}]")))
+        })
+        .collect()
 }
 
 fn toml_entry(name: &str, entry: &Value, at: &str) -> Result<Value> {

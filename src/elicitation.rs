@@ -200,7 +200,7 @@ fn parse(params: Option<&RawValue>, modes: Modes, url_needs_id: bool) -> Result<
     };
     if url_mode {
         let url = match params.remove("url") {
-            Some(Value::String(url)) if is_web_url(&url) => url,
+            Some(Value::String(url)) => web_url(&url).ok_or("a url elicitation needs an http or https url")?,
             _ => return Err("a url elicitation needs an http or https url".into()),
         };
         return match params.remove("elicitationId") {
@@ -215,8 +215,12 @@ fn parse(params: Option<&RawValue>, modes: Modes, url_needs_id: bool) -> Result<
 }
 
 /// Only web URLs are handed to the host to show and open: never `javascript:`, `file:` or the like.
-fn is_web_url(text: &str) -> bool {
-    url::Url::parse(text).is_ok_and(|url| matches!(url.scheme(), "http" | "https") && url.has_host())
+/// The host gets the URL as parsed and serialized, not the server's text: control characters and
+/// spaces in it are percent-encoded (or, at its ends and as tabs and newlines, dropped), the host is
+/// lowercased and IDNA-encoded, so what a person is shown is what a browser would open.
+fn web_url(text: &str) -> Option<String> {
+    let url = url::Url::parse(text).ok().filter(|url| matches!(url.scheme(), "http" | "https") && url.has_host())?;
+    Some(url.as_str().to_owned())
 }
 
 type Fields = (Vec<(String, Field)>, Vec<String>);
@@ -548,6 +552,24 @@ mod tests {
             r#"{"mode":"url","message":"m","url":"https://example.com/","elicitationId":""}"#,
         ] {
             assert!(parse_request(Some(&raw(params)), both).is_err(), "{params}");
+        }
+        // The host is handed the URL as parsed, never the server's bytes: escapes and controls are
+        // percent-encoded or dropped, odd-but-valid forms come out in their one normal form.
+        let handed = |url: &str| {
+            let params = json!({ "mode": "url", "message": "m", "url": url, "elicitationId": "e1" }).to_string();
+            let request = parse_request(Some(&raw(&params)), both).unwrap();
+            let host: Value = serde_json::from_str(&host_request("srv", 7, &request)).unwrap();
+            host["request"]["url"].as_str().unwrap().to_owned()
+        };
+        let hostile = handed(" https://example.com/a\u{1b}]52;c;aGk=\u{7}/b\u{9b}2J?q=\u{202e}x\t\n#\u{1b}[31m");
+        assert_eq!(hostile, "https://example.com/a%1B]52;c;aGk=%07/b%C2%9B2J?q=%E2%80%AEx#%1B[31m");
+        assert!(!hostile.chars().any(char::is_control));
+        assert_eq!(handed("HTTPS://EXAMPLE.com:443/./a/../b?x=1"), "https://example.com/b?x=1");
+        assert_eq!(handed("http://bücher.example"), "http://xn--bcher-kva.example/");
+        assert_eq!(handed("https://example.com\\path"), "https://example.com/path");
+        for bad in ["https://exa\u{1b}mple.com/", "https://exa mple.com/", "https://\u{9b}evil.example/", "https://"] {
+            let params = json!({ "mode": "url", "message": "m", "url": bad, "elicitationId": "e1" }).to_string();
+            assert!(parse_request(Some(&raw(&params)), both).is_err(), "{bad:?}");
         }
         // Form mode can be left undeclared too.
         let url_only = Modes { form: false, url: true };

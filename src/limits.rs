@@ -292,3 +292,8 @@ pub const MAX_SERVER_CALL_TIMEOUT_MS: u64 = 60 * 60 * 1_000;
 /// at the timeout itself; this covers a host whose event loop is stuck), in ms. A call's slot and its
 /// journal lease are never held longer than the timeout plus this.
 pub const SERVER_CALL_TIMEOUT_MARGIN_MS: u64 = 1_000;
+
+// loadMcpConfig and the `mcpferry` CLI (lib/config-file.ts reads the file; engineConstants carries this).
+/// Largest configuration file read, in bytes (1 MiB; a configuration is kilobytes). At most one byte
+/// more is read, so a file that grows without end (`/dev/zero` behind a link) is refused, not read.
+pub const MAX_CONFIG_FILE_BYTES: usize = 1024 * 1024;

@@ -87,6 +87,12 @@ fn looks_like_key(segment: &str) -> bool {
     segment.len() >= 16 && segment.chars().any(|c| c.is_ascii_digit()) && segment.chars().any(|c| c.is_ascii_alphabetic())
 }
 
+/// An argument that reads like a key rather than a word, a path, a URL or a package: a key's length and
+/// mix (see [`looks_like_key`]) of letters, digits, `-` and `_` only (`sk-proj-4fQ…`, `ghp_…`).
+fn looks_like_key_argument(arg: &str) -> bool {
+    looks_like_key(arg) && arg.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
 fn long_enough(value: &[u8]) -> bool {
     match std::str::from_utf8(value) {
         Ok(text) => text.chars().count() >= MIN_SECRET_CHARS,
@@ -158,11 +164,25 @@ impl Secrets {
         }
     }
 
+    /// What a stdio server's configuration holds that may be a credential: the values of environment
+    /// variables whose names say so ([`looks_secret`]), a URL's password in any value or argument, and
+    /// the credentials among its arguments ([`Secrets::add_argument_credentials`]).
+    pub fn add_stdio_entry(&self, env: &std::collections::BTreeMap<String, String>, args: &[String]) {
+        env.iter().filter(|(name, _)| looks_secret(name)).for_each(|(_, value)| self.add(value));
+        env.values().chain(args.iter()).for_each(|value| self.add_embedded_url_password(value));
+        self.add_argument_credentials(args);
+    }
+
     /// Command-line arguments a server could print back: the value of a credential-named flag, given
-    /// as `--api-key=VALUE` or as `--api-key VALUE`.
+    /// as `--api-key=VALUE` or as `--api-key VALUE`, and an argument that is itself a key.
     pub fn add_argument_credentials(&self, args: &[String]) {
         for (i, arg) in args.iter().enumerate() {
-            let Some(flag) = arg.strip_prefix('-') else { continue };
+            let Some(flag) = arg.strip_prefix('-') else {
+                if looks_like_key_argument(arg) {
+                    self.add(arg);
+                }
+                continue;
+            };
             match flag.split_once('=') {
                 Some((name, value)) if looks_secret(name) => self.add(value),
                 None if looks_secret(flag) => {
@@ -380,6 +400,19 @@ mod tests {
             "invalid key [redacted], cookie [redacted], path [redacted], query [redacted], args [redacted] [redacted] server.js"
         );
         assert_eq!(secrets.redact("/s/mcp/tools"), "/s/mcp/tools", "ordinary path segments are not secrets");
+    }
+
+    #[test]
+    fn a_stdio_entry_s_arguments_that_are_keys_are_secrets_and_its_words_and_paths_are_not() {
+        let secrets = Secrets::default();
+        let env = std::collections::BTreeMap::from([("API_TOKEN".to_owned(), "env-tk-5551234".to_owned()), ("HOME_DIR".to_owned(), "/home/someone2024x".to_owned())]);
+        let args: Vec<String> = ["-y", "@modelcontextprotocol/server-filesystem", "/srv/data/2024-archive-v2", "sk-proj-4fQ9xL2mN7pR1sT8", "postgres://app:pw-2718281@db/app", "--mode", "read-only"]
+            .map(String::from)
+            .to_vec();
+        secrets.add_stdio_entry(&env, &args);
+        let shown: Vec<String> = args.iter().map(|a| secrets.redact(a)).collect();
+        assert_eq!(shown, ["-y", "@modelcontextprotocol/server-filesystem", "/srv/data/2024-archive-v2", "[redacted]", "postgres://app:[redacted]@db/app", "--mode", "read-only"]);
+        assert_eq!(secrets.redact("token env-tk-5551234 home /home/someone2024x"), "token [redacted] home /home/someone2024x");
     }
 
     #[test]

@@ -47,7 +47,7 @@ pub fn engine_version() -> String {
 #[napi]
 #[allow(dead_code)] // called from JavaScript only
 pub fn engine_constants() -> String {
-    use crate::limits::{DEFAULT_MAX_RESULT_BYTES, DEFAULT_TIMEOUT_MS};
+    use crate::limits::{DEFAULT_MAX_RESULT_BYTES, DEFAULT_TIMEOUT_MS, MAX_CONFIG_FILE_BYTES};
     use crate::projection::disclosure as d;
     serde_json::json!({
         "errorCodes": crate::error::McpError::codes(),
@@ -59,6 +59,7 @@ pub fn engine_constants() -> String {
         "defaultTimeoutMs": DEFAULT_TIMEOUT_MS,
         "defaultMaxResultBytes": DEFAULT_MAX_RESULT_BYTES,
         "configMarkerKey": crate::config::MARKER_KEY,
+        "maxConfigFileBytes": MAX_CONFIG_FILE_BYTES,
     })
     .to_string()
 }

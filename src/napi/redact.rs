@@ -3,7 +3,8 @@
 //! characters blanked) for text that reached JavaScript some other way, such as the error of an MCP client the application brought
 //! (`defineMcpTool`'s diagnostics); for a `connectMcpServer` client, with its server's secrets too.
 //! `secrets` are values to replace, read like configured header values (a scheme's credential and cookie
-//! values count on their own too).
+//! values count on their own too). `redactStdioArguments`: a stdio entry's arguments with the engine's
+//! redaction of that entry's credentials applied (what `mcpferry status` shows).
 
 use super::toolset::NativeToolset;
 use crate::guard::redact::Secrets;
@@ -24,6 +25,19 @@ fn secrets_of(values: &[String]) -> Secrets {
 #[allow(dead_code)] // called from JavaScript only
 pub fn quote_untrusted_text(text: String, secrets: Vec<String>) -> napi::Result<String, String> {
     super::errors::guard("quoteUntrustedText", || Ok(crate::transport::quote_bytes(text.as_bytes(), &secrets_of(&secrets))))
+}
+
+/// A stdio entry's arguments as `mcpferry status` shows them: each with the entry's credentials
+/// replaced, by the rules the engine redacts that server's errors with (`Secrets::add_stdio_entry`:
+/// a credential flag's value, an argument that is a key, a URL's password, a secret env value repeated).
+#[napi]
+#[allow(dead_code)] // called from JavaScript only
+pub fn redact_stdio_arguments(args: Vec<String>, env: std::collections::HashMap<String, String>) -> napi::Result<Vec<String>, String> {
+    super::errors::guard("redactStdioArguments", || {
+        let secrets = Secrets::default();
+        secrets.add_stdio_entry(&env.into_iter().collect(), &args);
+        Ok(args.iter().map(|arg| secrets.redact(arg)).collect())
+    })
 }
 
 /// Like `quoteUntrustedText`, for text about the server of a `connectMcpServer` client: that server's

@@ -93,7 +93,7 @@ impl ToolSchemas {
             schema.check_json(arguments.get()).map_err(|refusal| {
                 McpError::InvalidArguments(match refusal {
                     Refusal::Violation(violation) => {
-                        format!("the arguments of tool {tool:?} do not match its inputSchema, {violation}; the call was not sent")
+                        format!("the arguments of tool {tool:?} do not match its inputSchema, {}; the call was not sent", violation.placed("the arguments"))
                     }
                     Refusal::NotValidated(why) => format!("the arguments of tool {tool:?} cannot be checked against its inputSchema: {why}; the call was not sent"),
                 })
@@ -183,6 +183,9 @@ mod tests {
         let error = schemas.check_arguments("s__t", schema, &raw(r#"{"n":"5"}"#), |_| panic!("usable")).unwrap_err();
         assert_eq!(error.code(), "mcp_invalid_arguments");
         assert!(error.to_string().contains("at /n: the value is not of type \"integer\""), "{error}");
+        // A rule of the arguments as a whole (a required property) names them as the arguments.
+        let missing = schemas.check_arguments("s__t", schema, &raw("{}"), |_| panic!("usable")).unwrap_err().to_string();
+        assert!(missing.contains("do not match its inputSchema, at the arguments: ") && !missing.contains("value itself"), "{missing}");
         // The compiled schema is kept: a different text is not looked at again for this definition.
         assert!(schemas.check_arguments("s__t", "{}", &raw(r#"{"n":"5"}"#), |_| ()).is_err());
     }

@@ -82,10 +82,18 @@ pub enum Refusal {
     NotValidated(String),
 }
 
+impl Violation {
+    /// `at /a/0: …`, or for the value as a whole `at {whole}: …`, where `whole` names it for the reader
+    /// (`the arguments` of a tool call).
+    pub fn placed(&self, whole: &str) -> String {
+        let at = if self.path.is_empty() { whole } else { &self.path };
+        format!("at {at}: {}", self.message)
+    }
+}
+
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let at = if self.path.is_empty() { "the value itself" } else { &self.path };
-        write!(f, "at {at}: {}", self.message)
+        f.write_str(&self.placed("the value itself"))
     }
 }
 

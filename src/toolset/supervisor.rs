@@ -125,11 +125,7 @@ impl Supervisor {
     pub fn new(entry: ServerEntry, label: String, proxy: Option<&url::Url>, cancel: CancellationToken) -> Self {
         let secrets = Arc::new(Secrets::default());
         match &entry.kind {
-            ServerKind::Stdio { env, args, .. } => {
-                env.iter().filter(|(name, _)| crate::guard::redact::looks_secret(name)).for_each(|(_, value)| secrets.add(value));
-                env.values().chain(args.iter()).for_each(|value| secrets.add_embedded_url_password(value));
-                secrets.add_argument_credentials(args);
-            }
+            ServerKind::Stdio { env, args, .. } => secrets.add_stdio_entry(env, args),
             // Raw bytes: a value that isn't ASCII is still a secret.
             ServerKind::StreamableHttp { headers, url, .. } | ServerKind::Sse { headers, url, .. } => {
                 headers.values().for_each(|v| secrets.add_header_value(v.as_bytes()));
