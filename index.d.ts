@@ -210,10 +210,11 @@ export declare function engineConstants(): string
 export declare function engineVersion(): string
 
 /**
- * `loadMcpConfig`: a configuration file's text (`format` json or toml; `source` names it in errors)
- * as `{"servers": [...], "disabled": [...]}` (see `config_file`).
+ * `loadMcpConfig`: a configuration file's text (`format` json or toml; `source` names it in errors;
+ * `options` the JSON of `config_file::LoadOptions`: the file's path, the home and current directories,
+ * strict) as `{"servers": [...], "disabled": [...], "warnings": [...]}` (see `config_file`).
  */
-export declare function loadMcpConfig(text: string, source: string, format: string): string
+export declare function loadMcpConfig(text: string, source: string, format: string, options: string): string
 
 /**
  * `logoutMcpServer`: `configJson` is `{"servers": [entry], "options": {tokenStore, allowedHosts?, proxy?}}`;

@@ -154,6 +154,24 @@ test('configuration discovery: --config, else ./mcp.json, ./.mcp.json, ./mcpferr
   assert.match(refused.stderr, /mcp\.json: mcpServers\.a has both command and url/);
 });
 
+test('a Codex config.toml as written: env_vars reach the server, an unknown key is a warning on stderr, and --strict refuses it (exit 2)', async () => {
+  const dir = project({
+    'config.toml': `model = "gpt-5-codex"\n\n[mcp_servers.fx]\ncommand = ${JSON.stringify(process.execPath)}\nargs = [${JSON.stringify(FIXTURE)}]\nenv_vars = ["TZ"]\ntool_timeout_sec = 60\ncomand = "typo"\n\n[mcp_servers.fx.tools.env]\napproval_mode = "approve"\n`,
+  });
+  // A variable of the CLI's own environment (set when it started, so every runtime's engine sees it).
+  const called = await run(['--config', 'config.toml', 'call', 'fx__env'], { cwd: dir, env: { TZ: 'Asia/Kathmandu', MCPFERRY_TEST_UNLISTED: 'x' } });
+  assert.equal(called.code, 0, called.stderr);
+  const env = JSON.parse(called.stdout);
+  assert.equal(env.TZ, 'Asia/Kathmandu');
+  assert.equal(env.MCPFERRY_TEST_UNLISTED, undefined);
+  assert.match(called.stderr, /^mcpferry: warning: .*config\.toml: \[mcp_servers\.fx\] has an unknown key "comand" \(did you mean "command"\?\), which is ignored$/m);
+  assert.match(called.stderr, /^mcpferry: warning: .*config\.toml: \[mcp_servers\.fx\]: tool_timeout_sec is not applied \(mcpferry's timeouts are per toolset/m);
+  const strict = await run(['--config', 'config.toml', '--strict', 'tools'], { cwd: dir });
+  assert.equal(strict.code, 2);
+  assert.match(strict.stderr, /^mcpferry: .*config\.toml: \[mcp_servers\.fx\] has an unknown key "comand" \(did you mean "command"\?\)$/m);
+  assert.doesNotMatch(strict.stderr, /connecting/);
+});
+
 test('status is redacted: variable and header names, never their values; the URL without its query', async (t) => {
   const server = await startStreamableFixture();
   t.after(server.close);
@@ -409,6 +427,8 @@ test('what needs trust: stdio servers, env references however escaped, headers f
     /send the environment variables MCPFERRY_TEST_SECRET as headers to "web" \(http:\/\/127\.0\.0\.1:\d+\/mcp\)/,
   );
   await refusedWith({ 'mcpferry.toml': `[mcp_servers.t]\ncommand = "npx"\nargs = ["-y", "some package"]\n` }, /start "t": npx -y "some package"/);
+  // Claude Code's ${NAME:-default} reads NAME; the editors' ${userHome} and ${workspaceFolder} read no variable.
+  await refusedWith({ 'mcp.json': { mcpServers: { web: { url: `${collector.url}?k=\${MCPFERRY_TEST_SECRET:-none}&h=\${userHome}&w=\${workspaceFolder}` } } } }, /read the environment variables MCPFERRY_TEST_SECRET into its entries$/m);
   // A trust file that is not one is reported, never taken as trust nor overwritten.
   const broken = scratchFile('broken-trust.json');
   writeFileSync(broken, '{"trusted": nope');

@@ -5,7 +5,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { loadMcpConfig, mcpTools, McpConfigError } from '../dist/index.js';
 import { FIXTURE, scratchFile } from './helpers.mjs';
@@ -41,7 +42,7 @@ test('the mcpServers JSON shape: types inferred, http and sse, disabled, ${env:V
   // A file URL and an object read the same.
   assert.deepEqual((await loadMcpConfig(pathToFileURL(path))).servers, config.servers);
   const object = await loadMcpConfig({ mcpServers: { a: { command: 'node' } } });
-  assert.deepEqual(object, { servers: [{ name: 'a', type: 'stdio', command: 'node' }], disabled: [], source: null });
+  assert.deepEqual(object, { servers: [{ name: 'a', type: 'stdio', command: 'node' }], disabled: [], warnings: [], source: null });
   // VS Code's `servers` key.
   const vscode = await loadMcpConfig({ servers: { gh: { type: 'http', url: 'https://api.example.com/mcp' } }, inputs: [] });
   assert.equal(vscode.servers[0].type, 'streamable-http');
@@ -82,19 +83,19 @@ test('each bad input names the file, the entry and the field', async () => {
     ['broken.json', '{"mcpServers": {', /broken\.json: not valid JSON/],
     ['empty.json', '{"other": {}}', /empty\.json: no "mcpServers"/],
     ['neither.json', '{"mcpServers": {"a": {"args": []}}}', /neither\.json: mcpServers\.a needs a command/],
+    ['typo.json', '{"mcpServers": {"a": {"comand": "npx", "args": []}}}', /typo\.json: mcpServers\.a needs a command \(a stdio server\) or a url \(an HTTP server\); it has an unknown key "comand" \(did you mean "command"\?\)/],
     ['both.json', '{"mcpServers": {"a": {"command": "x", "url": "https://h.test/"}}}', /both\.json: mcpServers\.a has both command and url/],
     ['type.json', '{"mcpServers": {"a": {"type": "websocket", "url": "https://h.test/"}}}', /type\.json: mcpServers\.a\.type "websocket" is unknown/],
     ['env.json', '{"mcpServers": {"a": {"command": "x", "env": {"K": "${env:MCPFERRY_NOT_SET_ANYWHERE}"}}}}', /env\.json: mcpServers\.a\.env\.K: environment variable MCPFERRY_NOT_SET_ANYWHERE is not set/],
-    ['input.json', '{"servers": {"a": {"command": "x", "args": ["${input:token}"]}}}', /input\.json: servers\.a\.args\[0\]: \$\{input:token\} is not an environment reference/],
+    ['input.json', '{"servers": {"a": {"command": "x", "args": ["${input:token}"]}}}', /input\.json: servers\.a\.args\[0\]: not supported here: \$\{input:token\} \(VS Code asks for an input/],
+    ['envfile.json', '{"servers": {"a": {"command": "x", "envFile": "${workspaceFolder}/missing.env"}}}', /envfile\.json: servers\.a\.envFile: .*missing\.env cannot be read \(no such file\)/],
     ['args.json', '{"mcpServers": {"a": {"command": "x", "args": "--verbose"}}}', /args\.json: servers\[0\] \("a"\)\.args must be an array of strings/],
     ['url.json', '{"mcpServers": {"a": {"url": "ftp://h.test/"}}}', /url\.json: servers\[0\] \("a"\)\.url must be an http/],
     ['broken.toml', '[mcp_servers.a\ncommand = "x"', /broken\.toml: not valid TOML \(line 1\)/],
     ['none.toml', 'model = "o3"', /none\.toml: no \[mcp_servers\.<name>\] tables/],
-    ['key.toml', '[mcp_servers.a]\ncommand = "x"\ncomand = "y"', /key\.toml: \[mcp_servers\.a\] has an unknown key "comand"/],
     ['enabled.toml', '[mcp_servers.a]\ncommand = "x"\nenabled = "no"', /enabled\.toml: \[mcp_servers\.a\]\.enabled must be a boolean/],
     ['allow.toml', '[mcp_servers.a]\ncommand = "x"\nallow_tools = "read_*"', /allow\.toml: \[mcp_servers\.a\]\.allow_tools must be an array/],
     ['header.toml', '[mcp_servers.a]\nurl = "https://h.test/"\nheader_env = { "Bad Header" = "V" }', /header\.toml: .*\("a"\)\.headersFromEnv: "Bad Header" is not a valid header name/],
-    ['stdioheader.toml', '[mcp_servers.a]\ncommand = "x"\nheader_env = { "X-K" = "V" }', /stdioheader\.toml: .*\("a"\) has an unknown field "headersFromEnv"/],
   ];
   for (const [name, text, expected] of cases) {
     const path = text === null ? `${scratchFile('config')}-${name}` : file(name, text);
@@ -237,4 +238,120 @@ test('a server name with control characters is refused, in every format, without
   }
   // mcpTools checks the same.
   await assert.rejects(mcpTools([{ name, type: 'streamable-http', url: 'https://h.test/mcp' }]), { code: 'mcp_config_invalid', message: /servers\[0\]\.name: a server name has a control character \(U\+001B, character 5\)/ });
+});
+
+/** The environment the fixture server was started with, from its `env` tool. */
+async function serverEnvironment(servers, name) {
+  const toolset = await mcpTools(servers, { onDegraded: 'throw', warnings: false });
+  try {
+    return JSON.parse((await toolset.tools[`${name}__env`].execute({})).content[0].text);
+  } finally {
+    await toolset.close();
+  }
+}
+
+test('a Codex config.toml as Codex writes it: env_vars pass TZ through to the server, per-tool approval tables load, what is not applied is named', { skip: BUN_ENV }, async () => {
+  const path = file('config.toml', `
+model = "gpt-5-codex"
+approval_policy = "on-request"
+
+[projects."/home/me/app"]
+trust_level = "trusted"
+
+[mcp_servers.time]
+command = ${JSON.stringify(process.execPath)}
+args = [${JSON.stringify(FIXTURE)}]
+env = { FIXTURE_MODE = "" }
+env_vars = ["TZ", { name = "MCPFERRY_TEST_LOCAL_VAR", source = "local" }]
+startup_timeout_sec = 20
+tool_timeout_sec = 60
+enabled_tools = ["env", "echo"]
+
+[mcp_servers.time.tools.env]
+approval_mode = "approve"
+
+[mcp_servers.time.tools.echo]
+approval_mode = "prompt"
+`);
+  const saved = process.env.TZ;
+  process.env.TZ = 'Pacific/Chatham';
+  process.env.MCPFERRY_TEST_LOCAL_VAR = 'local-7';
+  process.env.MCPFERRY_TEST_NOT_LISTED = 'not-passed';
+  try {
+    const config = await loadMcpConfig(path, { warnings: false });
+    assert.deepEqual(config.warnings, [
+      `${path}: [mcp_servers.time]: startup_timeout_sec, tool_timeout_sec are not applied (mcpferry's timeouts are per toolset: set connectTimeoutMs (start and listing) and timeoutMs (each call) on mcpTools)`,
+      `${path}: [mcp_servers.time]: tools."echo".approval_mode = "prompt" is not applied (mcpferry asks no one before a call: give mcpTools a policy (decide, ask) to approve calls)`,
+    ]);
+    const env = await serverEnvironment(config.servers, 'time');
+    assert.equal(env.TZ, 'Pacific/Chatham');
+    assert.equal(env.MCPFERRY_TEST_LOCAL_VAR, 'local-7');
+    // Only what the file names passes through the allowlist.
+    assert.equal(env.MCPFERRY_TEST_NOT_LISTED, undefined);
+  } finally {
+    if (saved === undefined) delete process.env.TZ;
+    else process.env.TZ = saved;
+    delete process.env.MCPFERRY_TEST_LOCAL_VAR;
+    delete process.env.MCPFERRY_TEST_NOT_LISTED;
+  }
+});
+
+test('a VS Code .vscode/mcp.json: envFile is read and ${workspaceFolder} is the workspace, in the started server', async () => {
+  const workspace = scratchFile('workspace');
+  mkdirSync(join(workspace, '.vscode'), { recursive: true });
+  writeFileSync(join(workspace, '.env'), '# the service\nexport SERVICE_URL=https://svc.example.com/v1\nSERVICE_TOKEN="tok en"\nSHADOWED=from-file\n');
+  const path = join(workspace, '.vscode', 'mcp.json');
+  writeFileSync(path, JSON.stringify({
+    inputs: [{ type: 'promptString', id: 'unused', description: 'not referenced', password: true }],
+    servers: {
+      app: {
+        type: 'stdio',
+        command: process.execPath,
+        args: [FIXTURE],
+        envFile: '${workspaceFolder}/.env',
+        env: { WORKSPACE: '${workspaceFolder}', NAME: '${workspaceFolderBasename}', HOME_DIR: '${userHome}', SHADOWED: 'from-env' },
+      },
+    },
+  }));
+  const config = await loadMcpConfig(path);
+  assert.deepEqual(config.warnings, []);
+  const env = await serverEnvironment(config.servers, 'app');
+  assert.equal(env.SERVICE_URL, 'https://svc.example.com/v1');
+  assert.equal(env.SERVICE_TOKEN, 'tok en');
+  assert.equal(env.SHADOWED, 'from-env');
+  assert.equal(env.WORKSPACE, workspace);
+  assert.equal(env.NAME, basename(workspace));
+  assert.equal(env.HOME_DIR, (await import('node:os')).homedir());
+});
+
+test('a key no client documents is named with "did you mean", as a warning on stderr or an error with strict; known keys not applied are named too', async () => {
+  const json = file('mcp.json', JSON.stringify({
+    mcpServers: { a: { command: process.execPath, evnFile: '.env', dev: { watch: 'src/**' } }, web: { url: 'https://h.example.com/mcp', env: { A: 'b' } } },
+  }));
+  const expected = [
+    `${json}: mcpServers.a has an unknown key "evnFile" (did you mean "envFile"?), which is ignored`,
+    `${json}: mcpServers.a: dev is not applied (VS Code's development mode (watch and debug) belongs to the editor)`,
+    `${json}: mcpServers.web: env is not applied (it is for stdio servers, and this is an HTTP server)`,
+  ];
+  // Printed to stderr by default, each as a warning; returned either way.
+  const printed = [];
+  const write = process.stderr.write;
+  process.stderr.write = (chunk, ...rest) => (String(chunk).startsWith('mcpferry: warning:') ? (printed.push(String(chunk)), true) : write.call(process.stderr, chunk, ...rest));
+  let config;
+  try {
+    config = await loadMcpConfig(json);
+  } finally {
+    process.stderr.write = write;
+  }
+  assert.deepEqual(config.warnings, expected);
+  assert.deepEqual(printed, expected.map((w) => `mcpferry: warning: ${w}\n`));
+  assert.deepEqual((await loadMcpConfig(json, { warnings: false })).warnings, expected);
+
+  const toml = file('typo.toml', '[mcp_servers.a]\ncommand = "node"\ncomand = "nodee"\n');
+  assert.deepEqual((await loadMcpConfig(toml, { warnings: false })).warnings, [`${toml}: [mcp_servers.a] has an unknown key "comand" (did you mean "command"?), which is ignored`]);
+  await assert.rejects(loadMcpConfig(toml, { strict: true }), (e) => e instanceof McpConfigError && e.code === 'mcp_config_invalid' && e.message === `${toml}: [mcp_servers.a] has an unknown key "comand" (did you mean "command"?)`);
+  await assert.rejects(loadMcpConfig(json, { strict: true }), { code: 'mcp_config_invalid', message: /mcpServers\.a has an unknown key "evnFile" \(did you mean "envFile"\?\)/ });
+  // Strict refuses only unknown keys: a Codex timeout is known, so it loads, with its warning.
+  const known = await loadMcpConfig(file('known.toml', '[mcp_servers.a]\ncommand = "node"\nstartup_timeout_sec = 30\n'), { strict: true, warnings: false });
+  assert.equal(known.warnings.length, 1);
 });

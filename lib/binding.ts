@@ -108,7 +108,7 @@ interface NativeBinding {
   /** A JSON Schema compiled in the engine (throws `mcp_schema_invalid`); `validate` gives `null` or a
    * violation's JSON (`{"path","message"}`). */
   JsonSchemaValidator: new (schemaJson: string) => { validate(valueJson: string): string | null };
-  loadMcpConfig(text: string, source: string, format: string): string;
+  loadMcpConfig(text: string, source: string, format: string, options: string): string;
   engineVersion(): string;
   /** Untrusted text quoted as the engine quotes it in errors: `secrets` replaced, bounded, control characters blanked. */
   quoteUntrustedText(text: string, secrets: string[]): string;

@@ -61,6 +61,7 @@ options:
   --config <file>   the configuration (default: the first of ./mcp.json, ./.mcp.json, ./mcpferry.toml)
   --json            machine-readable output on stdout
   --quiet           no progress on stderr
+  --strict          refuse a configuration with a key no MCP client documents (default: a warning on stderr)
   --store <file>    remember catalogues in this SQLite file (or MCPFERRY_STORE): later runs show a server
                     that can't be reached as stale, with its last listed tools, and vet every listing
                     against the first one recorded (changed tools are quarantined)
@@ -116,6 +117,7 @@ export async function main(argv: string[], given: Io = processIo()): Promise<num
         json: { type: 'boolean' },
         quiet: { type: 'boolean', short: 'q' },
         store: { type: 'string' },
+        strict: { type: 'boolean' },
         'no-browser': { type: 'boolean' },
         device: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -133,7 +135,7 @@ export async function main(argv: string[], given: Io = processIo()): Promise<num
   const json = values.json === true;
   try {
     if (!COMMANDS.has(command)) throw new UsageError(`unknown command ${JSON.stringify(command)}`);
-    const found = await findConfig(values.config, io);
+    const found = await findConfig(values.config, io, values.strict === true);
     if (command === 'trust') return await trust(found, rest, io, json);
     if (found.discovered) await checkTrusted(found, io);
     const { config } = found;
@@ -197,12 +199,13 @@ interface FoundConfig {
   sha256: string;
 }
 
-async function findConfig(given: string | undefined, io: Io): Promise<FoundConfig> {
+async function findConfig(given: string | undefined, io: Io, strict: boolean): Promise<FoundConfig> {
   const path = given !== undefined ? resolve(io.cwd, given) : CONFIG_FILES.map((name) => resolve(io.cwd, name)).find((p) => existsSync(p));
   if (path === undefined) throw new UsageError(`no configuration: pass --config <file> or create one of ${CONFIG_FILES.join(', ')} here`);
   // Read as loadMcpConfig reads it (a regular file, bounded): a link to /dev/zero is refused here.
   const before = await readConfigFile(path);
-  const config = await loadMcpConfig(path); // A bad file is reported from here.
+  const config = await loadMcpConfig(path, { strict, warnings: false }); // A bad file is reported from here.
+  for (const warning of config.warnings) io.stderr(`mcpferry: warning: ${printable(warning)}\n`);
   // What is trusted must be what was loaded: the bytes read before and after loading agree.
   const bytes = await readConfigFile(path);
   if (!before.equals(bytes)) throw new RefusedError(`${path} changed while it was being read; run the command again`);
@@ -240,11 +243,17 @@ function trustNeeds(found: FoundConfig): string[] {
   // Every reference in the file, a disabled entry's too (it is read once the entry is enabled).
   const references = new Set<string>();
   if (json) forEachString(raw, (text) => {
-    for (const match of text.matchAll(/\$\{([^}]*)\}?/g)) references.add(match[1].replace(/^env:/, ''));
+    for (const match of text.matchAll(/\$\{([^}]*)\}?/g)) {
+      // The editors' predefined variables (${workspaceFolder}, ${userHome}, …) are not the environment.
+      if (!EDITOR_VARIABLES.has(match[1])) references.add(match[1].replace(/^env:/, '').replace(/:-.*$/s, ''));
+    }
   });
   if (references.size > 0) needs.push(`read the environment variables ${[...references].join(', ')} into its entries`);
   return needs.map(printable);
 }
+
+/** The `${…}` names loadMcpConfig resolves without the environment. */
+const EDITOR_VARIABLES: ReadonlySet<string> = new Set(['workspaceFolder', 'workspaceFolderBasename', 'userHome', 'cwd', 'pathSeparator', '/']);
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 

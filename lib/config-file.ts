@@ -4,7 +4,8 @@
 
 import { constants, type Stats } from 'node:fs';
 import { open } from 'node:fs/promises';
-import { extname } from 'node:path';
+import { homedir } from 'node:os';
+import { extname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { binding, engine } from './binding';
 import { createMcpError, fromEngine, McpError } from './errors';
@@ -21,20 +22,36 @@ export interface McpConfig {
   disabled: string[];
   /** The file read, or null for an object. */
   source: string | null;
+  /**
+   * What was read but not applied, each naming the file, the entry and the key: a key no tool documents
+   * (with the nearest known one, "did you mean"), or one with no equivalent here (a Codex timeout or
+   * approval mode, VS Code's `sandbox`). Also printed to stderr unless `warnings: false`.
+   */
+  warnings: string[];
+}
+
+/** How `loadMcpConfig` reads a file. */
+export interface McpConfigOptions {
+  /** Refuse a key no tool documents (`comand`) with `McpConfigError`, instead of a warning. Default false. */
+  strict?: boolean;
+  /** Print each warning to stderr as `mcpferry: warning: …` (default true); they are in `warnings` either way. */
+  warnings?: boolean;
 }
 
 /**
  * Read an MCP configuration: a path (or file URL) to a JSON file in the `mcpServers` shape (Claude
  * Desktop, Claude Code's `.mcp.json`, Cursor; VS Code's `servers` too) or a TOML file with
- * `[mcp_servers.<name>]` tables (`.toml`, Codex-style), or such an object. `${env:VAR}` in a JSON file is
- * read from the environment now; TOML `header_env` / `bearer_token_env_var` headers only when a server is
- * connected, and never appear in the returned object. Rejects with `McpConfigError` (`mcp_config_invalid`).
+ * `[mcp_servers.<name>]` tables (`.toml`, Codex's `config.toml`), or such an object. `${env:VAR}`,
+ * `${workspaceFolder}` and `envFile` in a JSON file, and Codex's `env_vars`, are read now; TOML
+ * `header_env` / `bearer_token_env_var` headers only when a server is connected, and never appear in the
+ * returned object. Rejects with `McpConfigError` (`mcp_config_invalid`).
  */
-export async function loadMcpConfig(pathOrObject: string | URL | Record<string, unknown>): Promise<McpConfig> {
+export async function loadMcpConfig(pathOrObject: string | URL | Record<string, unknown>, options: McpConfigOptions = {}): Promise<McpConfig> {
+  if (options === null || typeof options !== 'object') throw createMcpError('mcp_config_invalid', 'loadMcpConfig options must be an object ({ strict, warnings })');
   if (typeof pathOrObject === 'string' || pathOrObject instanceof URL) {
     const path = pathOrObject instanceof URL ? fileURLToPath(pathOrObject) : pathOrObject;
     const text = (await readConfigFile(path)).toString('utf8');
-    return parse(text, path, extname(path).toLowerCase() === '.toml' ? 'toml' : 'json', path);
+    return parse(text, path, extname(path).toLowerCase() === '.toml' ? 'toml' : 'json', path, options);
   }
   if (pathOrObject === null || typeof pathOrObject !== 'object' || Array.isArray(pathOrObject)) {
     throw createMcpError('mcp_config_invalid', 'loadMcpConfig takes a file path or a configuration object ({ mcpServers: { ... } })');
@@ -45,7 +62,7 @@ export async function loadMcpConfig(pathOrObject: string | URL | Record<string, 
   } catch (error) {
     throw createMcpError('mcp_config_invalid', `the configuration object is not plain data: ${(error as Error).message}`);
   }
-  return parse(text, 'the configuration object', 'json', null);
+  return parse(text, 'the configuration object', 'json', null, options);
 }
 
 /**
@@ -98,12 +115,25 @@ function fileKind(stats: Stats): string {
   return 'something other than a file';
 }
 
-function parse(text: string, source: string, format: 'json' | 'toml', path: string | null): McpConfig {
-  let loaded: { servers: McpServer[]; disabled: string[] };
+function parse(text: string, source: string, format: 'json' | 'toml', path: string | null, options: McpConfigOptions): McpConfig {
+  let loaded: { servers: McpServer[]; disabled: string[]; warnings: string[] };
+  // The file's place and the home and current directories: what ${workspaceFolder}, ${userHome},
+  // ${cwd} and a relative envFile resolve against.
+  const context = JSON.stringify({ path: path === null ? undefined : resolve(path), home: homedir(), cwd: process.cwd(), strict: options.strict === true });
   try {
-    loaded = JSON.parse(binding.loadMcpConfig(text, source, format));
+    loaded = JSON.parse(binding.loadMcpConfig(text, source, format, context));
   } catch (error) {
     throw fromEngine(error);
   }
-  return { ...loaded, source: path };
+  if (options.warnings !== false) {
+    for (const warning of loaded.warnings) {
+      try {
+        // The engine quotes every key from the file escaped; a name from the file is filtered here too.
+        process.stderr.write(`mcpferry: warning: ${warning.replace(/[\u0000-\u001f\u007f-\u009f]/g, ' ')}\n`);
+      } catch {
+        // A closed stderr must not fail the load.
+      }
+    }
+  }
+  return { servers: loaded.servers, disabled: loaded.disabled, warnings: loaded.warnings, source: path };
 }

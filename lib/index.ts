@@ -53,7 +53,7 @@ export type * from './types';
 export { retrustMcpServer } from './stores';
 export { loadMcpConfig } from './config-file';
 export { connectMcpServer } from './client';
-export type { McpConfig } from './config-file';
+export type { McpConfig, McpConfigOptions } from './config-file';
 export { createMemoryTokenStore, createKeyringTokenStore, createEncryptedFileTokenStore } from './token-stores';
 export type { McpTokenStore, KeyringTokenStoreOptions, EncryptedFileTokenStoreOptions } from './token-stores';
 export type { McpConnectionStore, StoredServer, PostgresMcpConnectionStore, PostgresMcpConnectionStoreOptions } from './stores';

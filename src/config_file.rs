@@ -1,37 +1,146 @@
 //! Configuration files other MCP clients already use, read into `mcpTools` server entries
 //! (`loadMcpConfig`):
 //!
-//! | shape | where it comes from | keys |
-//! |---|---|---|
-//! | JSON `{"mcpServers": {name: entry}}` | Claude Desktop, Claude Code (`.mcp.json`), Cursor | `command`, `args`, `env`, `cwd` / `url`, `headers`, `type`; `disabled` |
-//! | JSON `{"servers": {name: entry}}` | VS Code (`.vscode/mcp.json`) | the same; `type` `stdio`, `http` or `sse` |
-//! | TOML `[mcp_servers.name]` | Codex (`config.toml`), `mcpferry.toml` | the same, and `header_env`, `bearer_token_env_var`, `enabled`, `allow_tools`, `deny_tools` |
+//! | shape | where it comes from |
+//! |---|---|
+//! | JSON `{"mcpServers": {name: entry}}` | Claude Desktop, Claude Code (`.mcp.json`), Cursor |
+//! | JSON `{"servers": {name: entry}}` | VS Code (`.vscode/mcp.json`) |
+//! | TOML `[mcp_servers.name]` | Codex (`config.toml`), `mcpferry.toml` |
+//!
+//! One rule for every format: each key the tools that write these files document is known here
+//! ([`JSON_KEYS`], [`TOML_KEYS`]). A key that has an equivalent is applied (`env_vars` passes those
+//! variables through, `envFile` is read, `disabledTools` / `disabled_tools` filter tools); a known key
+//! with no equivalent (timeouts per server, approval settings, sandboxing) is reported in a warning
+//! naming it and saying what to use instead; a key no tool documents is reported with the nearest
+//! known key ("did you mean"), as a warning, or as an error in strict mode. Warnings come back with
+//! the servers; they never carry a value from the file.
 //!
 //! `type` is inferred (`command` → stdio, `url` → Streamable HTTP); `http` means Streamable HTTP and
-//! `sse` the legacy transport. In JSON, `${env:VAR}` and `${VAR}` in any string are replaced from the
-//! environment when the file is loaded (a disabled entry is left as it is). Header values named by
-//! `header_env` are NOT read here: the entry carries the variable names (`headersFromEnv`), and the
-//! engine reads them when it connects, so the values never sit in the configuration object.
+//! `sse` the legacy transport. In JSON, `${env:VAR}`, `${VAR}` (and `${VAR:-default}`) in any string
+//! are replaced from the environment when the file is loaded, as are the editors' `${workspaceFolder}`
+//! (the file's folder, or the parent of a `.vscode` / `.cursor` folder), `${workspaceFolderBasename}`,
+//! `${userHome}`, `${cwd}` and `${pathSeparator}`; anything else (`${input:…}`) is "not supported
+//! here". A disabled entry is left as it is. Header values named by `header_env` are NOT read here:
+//! the entry carries the variable names (`headersFromEnv`), and the engine reads them when it
+//! connects, so the values never sit in the configuration object.
 //!
 //! Every entry is then checked by the same validator as `mcpTools` ([`crate::config::parse`]); every
 //! error names the file, the entry and the field.
 
 use crate::config::is_variable_name;
 use crate::error::{McpError, Result};
+use crate::limits::{MAX_ENV_FILE_BYTES, MAX_QUOTED_BYTES};
 use serde_json::{json, Map, Value};
+use std::io::Read;
+use std::path::{Path, PathBuf};
 
-/// Fields of Codex's format that have no meaning here; accepted so its files load, and ignored.
-const IGNORED_TOML_KEYS: &[&str] = &["startup_timeout_sec", "startup_timeout_ms", "tool_timeout_sec"];
+/// How a file is loaded: where it is (for `${workspaceFolder}` and a relative `envFile`), what the
+/// home and current directories are, and whether an unknown key is an error.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LoadOptions {
+    /// The file's absolute path; none for a configuration object.
+    pub path: Option<PathBuf>,
+    pub home: Option<String>,
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub strict: bool,
+}
+
+/// What a documented key of an entry does here.
+#[derive(Clone, Copy, PartialEq)]
+enum Meaning {
+    /// Applied whatever the transport.
+    Any,
+    /// Applied to a stdio entry; on an HTTP entry it is reported as not applied.
+    Stdio,
+    /// Applied to an HTTP entry; on a stdio entry it is reported as not applied.
+    Http,
+    /// Documented by the tool that writes the file, with no equivalent here: why, and what to use.
+    NotApplied(&'static str),
+}
+use Meaning::{Any, Http, NotApplied, Stdio};
+
+const TIMEOUTS: &str = "mcpferry's timeouts are per toolset: set connectTimeoutMs (start and listing) and timeoutMs (each call) on mcpTools";
+const APPROVAL: &str = "mcpferry asks no one before a call: give mcpTools a policy (decide, ask) to approve calls";
+const OAUTH: &str = "OAuth settings are not read from the file: mcpferry logs in with OAuth when the server asks (an entry's oauth option configures it)";
+const SANDBOX: &str = "mcpferry does not sandbox a server: it runs with an allowlisted environment (an entry's root option contains its command and cwd)";
+
+/// Keys of a JSON entry: Claude Desktop, Claude Code and Cursor (`mcpServers`), VS Code (`servers`),
+/// and the `disabled` / `disabledTools` / `autoApprove` / `timeout` of other clients writing that shape.
+const JSON_KEYS: &[(&str, Meaning)] = &[
+    ("type", Any),
+    ("transport", Any),
+    ("disabled", Any),
+    ("enabled", Any),
+    ("disabledTools", Any),
+    ("command", Stdio),
+    ("args", Stdio),
+    ("env", Stdio),
+    ("envFile", Stdio),
+    ("cwd", Stdio),
+    ("url", Http),
+    ("headers", Http),
+    ("dev", NotApplied("VS Code's development mode (watch and debug) belongs to the editor")),
+    ("sandboxEnabled", NotApplied(SANDBOX)),
+    ("sandbox", NotApplied(SANDBOX)),
+    ("timeout", NotApplied(TIMEOUTS)),
+    ("autoApprove", NotApplied(APPROVAL)),
+    ("alwaysAllow", NotApplied(APPROVAL)),
+    ("auth", NotApplied(OAUTH)),
+    ("oauth", NotApplied(OAUTH)),
+    ("headersHelper", NotApplied("a command that prints headers is not run: give the headers in headers")),
+];
+
+/// Keys of a TOML `[mcp_servers.<name>]` table: Codex's, and mcpferry's own spellings.
+const TOML_KEYS: &[(&str, Meaning)] = &[
+    ("type", Any),
+    ("transport", Any),
+    ("enabled", Any),
+    ("allow_tools", Any),
+    ("enabled_tools", Any),
+    ("deny_tools", Any),
+    ("disabled_tools", Any),
+    // Approval settings: reported as not applied unless every one is "approve" (what happens here anyway).
+    ("default_tools_approval_mode", Any),
+    ("tools", Any),
+    ("command", Stdio),
+    ("args", Stdio),
+    ("env", Stdio),
+    ("env_vars", Stdio),
+    ("cwd", Stdio),
+    ("url", Http),
+    ("headers", Http),
+    ("http_headers", Http),
+    ("header_env", Http),
+    ("env_http_headers", Http),
+    ("bearer_token_env_var", Http),
+    ("startup_timeout_sec", NotApplied(TIMEOUTS)),
+    ("startup_timeout_ms", NotApplied(TIMEOUTS)),
+    ("tool_timeout_sec", NotApplied(TIMEOUTS)),
+    ("required", NotApplied("a server that cannot start is reported as degraded: pass onDegraded: 'throw' to mcpTools to fail instead")),
+    ("experimental_environment", NotApplied("servers start on this machine")),
+    ("oauth", NotApplied(OAUTH)),
+    ("scopes", NotApplied(OAUTH)),
+    ("oauth_resource", NotApplied(OAUTH)),
+];
+
+/// Keys of a Codex per-tool table, `[mcp_servers.<name>.tools.<tool>]`.
+const TOML_TOOL_KEYS: &[&str] = &["approval_mode"];
+
+/// The one approval mode that is what happens here without a policy: the call goes ahead unasked.
+const APPROVE: &str = "approve";
 
 /// Parse `text` (from `source`, a path or a description, for messages) as `format`: `"json"` or `"toml"`.
-/// Returns `{ "servers": [entry, ...], "disabled": [name, ...] }`: every entry (disabled ones with
-/// `enabled: false`, so they show as disabled and nothing is started), in file order.
-pub fn load(text: &str, source: &str, format: &str) -> Result<String> {
+/// Returns `{ "servers": [entry, ...], "disabled": [name, ...], "warnings": [message, ...] }`: every
+/// entry (disabled ones with `enabled: false`, so they show as disabled and nothing is started), in file order.
+pub fn load(text: &str, source: &str, format: &str, options: &LoadOptions) -> Result<String> {
+    let mut report = Report { source, strict: options.strict, warnings: Vec::new(), unknown: Vec::new() };
     let servers = match format {
         "json" => {
             let root: Value =
                 serde_json::from_str(text).map_err(|e| McpError::config(format!("{source}: not valid JSON: {e}")))?;
-            json_servers(&root, source)?
+            json_servers(&root, &Vars::new(options), &mut report)?
         }
         "toml" => {
             // The message and line only: the parser's snippet of the line could show a secret value.
@@ -40,10 +149,13 @@ pub fn load(text: &str, source: &str, format: &str) -> Result<String> {
                 McpError::config(format!("{source}: not valid TOML{}: {}", line.map(|l| format!(" (line {l})")).unwrap_or_default(), e.message().trim()))
             })?;
             let root = serde_json::to_value(table).map_err(|e| McpError::config(format!("{source}: {e}")))?;
-            toml_servers(&root, source)?
+            toml_servers(&root, &mut report)?
         }
         other => return Err(McpError::config(format!("{source}: unknown configuration format {other:?} (json or toml)"))),
     };
+    if report.strict && !report.unknown.is_empty() {
+        return Err(McpError::config(report.unknown.join("; ")));
+    }
     // The same checks as mcpTools, so a bad entry is reported against this file now, not later.
     let wire = json!({ "servers": servers });
     crate::config::parse(&wire.to_string()).map_err(|e| match e {
@@ -51,55 +163,224 @@ pub fn load(text: &str, source: &str, format: &str) -> Result<String> {
         other => other,
     })?;
     let disabled: Vec<&Value> = servers.iter().filter(|s| s["enabled"] == Value::Bool(false)).map(|s| &s["name"]).collect();
-    Ok(json!({ "servers": servers, "disabled": disabled }).to_string())
+    let mut warnings = report.unknown.iter().map(|u| format!("{u}, which is ignored")).collect::<Vec<_>>();
+    warnings.extend(report.warnings);
+    Ok(json!({ "servers": servers, "disabled": disabled, "warnings": warnings }).to_string())
 }
 
-fn json_servers(root: &Value, source: &str) -> Result<Vec<Value>> {
+/// What loading found worth telling: keys not applied (warnings) and keys no tool documents.
+struct Report<'a> {
+    source: &'a str,
+    strict: bool,
+    warnings: Vec<String>,
+    /// `<source>: <at> has an unknown key "k" (did you mean "key"?)`: warnings, or in strict mode the error.
+    unknown: Vec<String>,
+}
+
+impl Report<'_> {
+    fn warn(&mut self, message: String) {
+        self.warnings.push(format!("{}: {message}", self.source));
+    }
+
+    fn unknown(&mut self, at: &str, unknown: &[Unknown]) {
+        let source = self.source;
+        self.unknown.extend(unknown.iter().map(|u| format!("{source}: {at} has {u}")));
+    }
+
+    /// Warn about the known keys of `entry` that are not applied to an entry of this transport.
+    fn not_applied(&mut self, at: &str, entry: &Map<String, Value>, known: &[(&str, Meaning)], stdio: bool) {
+        let mut by_reason: Vec<(&str, Vec<&str>)> = Vec::new();
+        for (key, meaning) in known.iter().filter(|(key, _)| entry.get(*key).is_some_and(|v| !v.is_null())) {
+            let reason = match meaning {
+                NotApplied(reason) => *reason,
+                Stdio if !stdio => "it is for stdio servers, and this is an HTTP server",
+                Http if stdio => "it is for HTTP servers, and this is a stdio server",
+                _ => continue,
+            };
+            match by_reason.iter_mut().find(|(r, _)| *r == reason) {
+                Some((_, keys)) => keys.push(key),
+                None => by_reason.push((reason, vec![key])),
+            }
+        }
+        for (reason, keys) in by_reason {
+            let verb = if keys.len() == 1 { "is" } else { "are" };
+            self.warn(format!("{at}: {} {verb} not applied ({reason})", keys.join(", ")));
+        }
+    }
+}
+
+/// A key of an entry that no tool documents, with the known key it is nearest to.
+struct Unknown {
+    key: String,
+    nearest: Option<&'static str>,
+}
+
+impl std::fmt::Display for Unknown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "an unknown key {}", shown(&self.key))?;
+        match self.nearest {
+            Some(near) => write!(f, " (did you mean {near:?}?)"),
+            None => Ok(()),
+        }
+    }
+}
+
+fn unknown_keys<'k>(entry: &Map<String, Value>, known: impl Iterator<Item = &'k &'static str> + Clone) -> Vec<Unknown> {
+    entry
+        .keys()
+        .filter(|key| !known.clone().any(|k| k == key))
+        .map(|key| Unknown { key: key.clone(), nearest: nearest(key, known.clone().copied()) })
+        .collect()
+}
+
+/// `error` (a missing command or url, say) with the unknown keys that may be the cause named in it.
+fn with_unknown(error: McpError, unknown: &[Unknown]) -> McpError {
+    match error {
+        McpError::ConfigInvalid(message) if !unknown.is_empty() => {
+            let keys: Vec<String> = unknown.iter().map(Unknown::to_string).collect();
+            McpError::config(format!("{message}; it has {}", keys.join(" and ")))
+        }
+        other => other,
+    }
+}
+
+/// A key from the file as shown in a message: quoted and escaped, at most [`MAX_QUOTED_BYTES`] long.
+fn shown(key: &str) -> String {
+    let mut end = key.len().min(MAX_QUOTED_BYTES);
+    while !key.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}{}", &key[..end], if end < key.len() { "…" } else { "" })
+}
+
+/// The known key nearest `key` by edit distance (ignoring case, a swap of two letters counting one),
+/// when it is near enough to be a typo of it: one edit per three letters, at least one.
+fn nearest(key: &str, known: impl Iterator<Item = &'static str>) -> Option<&'static str> {
+    let key: Vec<char> = key.to_lowercase().chars().take(MAX_QUOTED_BYTES).collect();
+    known
+        .map(|candidate| (distance(&key, &candidate.to_lowercase().chars().collect::<Vec<_>>()), candidate))
+        .filter(|(d, candidate)| *d <= (candidate.chars().count() / 3).max(1))
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, candidate)| candidate)
+}
+
+/// Optimal string alignment distance: insertions, deletions, substitutions and adjacent swaps.
+fn distance(a: &[char], b: &[char]) -> usize {
+    let mut before: Vec<usize> = Vec::new();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for i in 1..=a.len() {
+        let mut current = vec![i; b.len() + 1];
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            current[j] = (previous[j] + 1).min(current[j - 1] + 1).min(previous[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                current[j] = current[j].min(before[j - 2] + 1);
+            }
+        }
+        before = std::mem::replace(&mut previous, current);
+    }
+    previous[b.len()]
+}
+
+/// The root's key that looks like a typo of one of `wanted`, for "no mcpServers" messages.
+fn root_typo(root: &Map<String, Value>, wanted: &[&'static str]) -> String {
+    root.keys()
+        .find_map(|key| nearest(key, wanted.iter().copied()).map(|near| format!(" (the file has {}: did you mean {near:?}?)", shown(key))))
+        .unwrap_or_default()
+}
+
+fn json_servers(root: &Value, vars: &Vars, report: &mut Report) -> Result<Vec<Value>> {
+    let source = report.source;
     let root = root.as_object().ok_or_else(|| McpError::config(format!("{source}: the file must hold a JSON object")))?;
     let (key, servers) = match (root.get("mcpServers"), root.get("servers")) {
         (Some(servers), _) => ("mcpServers", servers),
         (None, Some(servers)) => ("servers", servers),
-        (None, None) => return Err(McpError::config(format!("{source}: no \"mcpServers\" (or VS Code \"servers\") object"))),
+        (None, None) => {
+            let typo = root_typo(root, &["mcpServers", "servers"]);
+            return Err(McpError::config(format!("{source}: no \"mcpServers\" (or VS Code \"servers\") object{typo}")));
+        }
     };
     let servers = servers.as_object().ok_or_else(|| McpError::config(format!("{source}: {key} must be an object of named servers")))?;
     servers
         .iter()
-        .map(|(name, entry)| crate::config::check_server_name(name, &format!("{source}: {key}")).and_then(|()| json_entry(name, entry, &format!("{source}: {key}.{name}"))))
+        .map(|(name, entry)| {
+            crate::config::check_server_name(name, &format!("{source}: {key}")).and_then(|()| json_entry(name, entry, &format!("{key}.{name}"), vars, report))
+        })
         .collect()
 }
 
-fn json_entry(name: &str, entry: &Value, at: &str) -> Result<Value> {
-    let entry = entry.as_object().ok_or_else(|| McpError::config(format!("{at} must be an object")))?;
+fn json_entry(name: &str, entry: &Value, at: &str, vars: &Vars, report: &mut Report) -> Result<Value> {
+    let source = report.source;
+    let error = |message: String| McpError::config(format!("{source}: {message}"));
+    let entry = entry.as_object().ok_or_else(|| error(format!("{at} must be an object")))?;
+    let unknown = unknown_keys(entry, JSON_KEYS.iter().map(|(k, _)| k));
     let disabled = match (entry.get("disabled"), entry.get("enabled")) {
         (Some(Value::Bool(disabled)), _) => *disabled,
-        (Some(_), _) => return Err(McpError::config(format!("{at}.disabled must be a boolean"))),
+        (Some(_), _) => return Err(error(format!("{at}.disabled must be a boolean"))),
         (None, Some(Value::Bool(enabled))) => !enabled,
-        (None, Some(_)) => return Err(McpError::config(format!("{at}.enabled must be a boolean"))),
+        (None, Some(_)) => return Err(error(format!("{at}.enabled must be a boolean"))),
         (None, None) => false,
     };
+    let kind = transport(entry, &format!("{source}: {at}")).map_err(|e| with_unknown(e, &unknown))?;
+    report.unknown(at, &unknown);
+    report.not_applied(at, entry, JSON_KEYS, kind == "stdio");
     // A disabled entry is shown, never started: its variables are not needed, so not required.
-    let expand = |value: &Value, field: &str| if disabled { Ok(value.clone()) } else { expand_env(value, &format!("{at}.{field}")) };
+    let expand = |value: &Value, field: &str| {
+        if disabled {
+            Ok(value.clone())
+        } else {
+            vars.expand(value, &format!("{source}: {at}.{field}"))
+        }
+    };
     let mut out = Map::new();
     out.insert("name".into(), Value::String(name.to_owned()));
-    let kind = transport(entry, at)?;
     out.insert("type".into(), Value::String(kind.into()));
+    let given = |field: &str| entry.get(field).filter(|v| !v.is_null());
+    let fields: &[&str] = if kind == "stdio" { &["command", "args", "cwd"] } else { &["url", "headers"] };
+    for field in fields {
+        if let Some(value) = given(field) {
+            out.insert((*field).into(), expand(value, field)?);
+        }
+    }
     if kind == "stdio" {
-        for field in ["command", "args", "env", "cwd"] {
-            if let Some(value) = entry.get(field).filter(|v| !v.is_null()) {
-                out.insert(field.into(), expand(value, field)?);
-            }
+        // The file's variables first; `env` wins over them, as in VS Code. Not read for a disabled entry.
+        let mut env = Map::new();
+        if let Some(file) = given("envFile").filter(|_| !disabled) {
+            let at = format!("{source}: {at}.envFile");
+            let Value::String(file) = expand(file, "envFile")? else { return Err(McpError::config(format!("{at} must be a string (a path)"))) };
+            env.extend(vars.read_env_file(&file, &at)?.into_iter().map(|(k, v)| (k, Value::String(v))));
         }
-    } else {
-        for field in ["url", "headers"] {
-            if let Some(value) = entry.get(field).filter(|v| !v.is_null()) {
-                out.insert(field.into(), expand(value, field)?);
+        match given("env") {
+            Some(Value::Object(given)) => {
+                for (k, v) in given {
+                    env.insert(k.clone(), expand(v, &format!("env.{k}"))?);
+                }
             }
+            // Not an object: passed on for the validator to name.
+            Some(other) => {
+                out.insert("env".into(), expand(other, "env")?);
+            }
+            None => {}
         }
+        if !out.contains_key("env") && (!env.is_empty() || given("env").is_some()) {
+            out.insert("env".into(), Value::Object(env));
+        }
+    }
+    if let Some(block) = given("disabledTools") {
+        out.insert("tools".into(), json!({ "block": tool_patterns(block, &format!("{source}: {at}.disabledTools"))? }));
     }
     if disabled {
         out.insert("enabled".into(), Value::Bool(false));
     }
     Ok(Value::Object(out))
+}
+
+/// A list of tool name patterns, checked.
+fn tool_patterns(value: &Value, at: &str) -> Result<Value> {
+    if !value.as_array().is_some_and(|items| items.iter().all(Value::is_string)) {
+        return Err(McpError::config(format!("{at} must be an array of tool name patterns (* and ?)")));
+    }
+    Ok(value.clone())
 }
 
 /// The transport of an entry: its `type`, or inferred from `command` / `url`.
@@ -128,107 +409,367 @@ fn transport(entry: &Map<String, Value>, at: &str) -> Result<&'static str> {
     Ok(declared)
 }
 
-/// Replace `${env:VAR}` and `${VAR}` in every string of `value` from the environment.
-fn expand_env(value: &Value, at: &str) -> Result<Value> {
-    Ok(match value {
-        Value::String(text) => Value::String(expand_string(text, at)?),
-        Value::Array(items) => Value::Array(items.iter().enumerate().map(|(i, v)| expand_env(v, &format!("{at}[{i}]"))).collect::<Result<_>>()?),
-        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| Ok((k.clone(), expand_env(v, &format!("{at}.{k}"))?))).collect::<Result<_>>()?),
-        other => other.clone(),
-    })
+/// What `${…}` in a JSON file resolves to besides the environment: the editors' predefined variables.
+struct Vars {
+    /// The folder of the file, against which a relative `envFile` is read.
+    folder: Option<PathBuf>,
+    /// `${workspaceFolder}`: the folder, or its parent when the folder is an editor's `.vscode` / `.cursor`.
+    workspace: Option<PathBuf>,
+    home: Option<String>,
+    cwd: Option<String>,
 }
 
-fn expand_string(text: &str, at: &str) -> Result<String> {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let end = after.find('}').ok_or_else(|| McpError::config(format!("{at}: \"${{\" without a closing \"}}\"")))?;
-        let reference = &after[..end];
-        let variable = reference.strip_prefix("env:").unwrap_or(reference);
-        if !is_variable_name(variable) {
-            return Err(McpError::config(format!(
-                "{at}: ${{{reference}}} is not an environment reference (${{env:NAME}} or ${{NAME}}; VS Code inputs are not supported)"
-            )));
-        }
-        let value = std::env::var(variable).map_err(|_| McpError::config(format!("{at}: environment variable {variable} is not set")))?;
-        out.push_str(&value);
-        rest = &after[end + 1..];
+/// Folders inside a workspace where editors keep their `mcp.json`: the workspace is their parent.
+const EDITOR_FOLDERS: &[&str] = &[".vscode", ".cursor"];
+
+impl Vars {
+    fn new(options: &LoadOptions) -> Self {
+        let folder = options.path.as_deref().and_then(Path::parent).map(Path::to_path_buf);
+        let workspace = folder.as_deref().map(|folder| match (folder.file_name(), folder.parent()) {
+            (Some(name), Some(parent)) if EDITOR_FOLDERS.iter().any(|f| name == *f) => parent.to_path_buf(),
+            _ => folder.to_path_buf(),
+        });
+        Vars { folder, workspace, home: options.home.clone(), cwd: options.cwd.clone() }
     }
-    out.push_str(rest);
-    Ok(out)
+
+    /// Replace every `${…}` in every string of `value`.
+    fn expand(&self, value: &Value, at: &str) -> Result<Value> {
+        Ok(match value {
+            Value::String(text) => Value::String(self.expand_string(text, at)?),
+            Value::Array(items) => Value::Array(items.iter().enumerate().map(|(i, v)| self.expand(v, &format!("{at}[{i}]"))).collect::<Result<_>>()?),
+            Value::Object(map) => Value::Object(map.iter().map(|(k, v)| Ok((k.clone(), self.expand(v, &format!("{at}.{k}"))?))).collect::<Result<_>>()?),
+            other => other.clone(),
+        })
+    }
+
+    fn expand_string(&self, text: &str, at: &str) -> Result<String> {
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(start) = rest.find("${") {
+            out.push_str(&rest[..start]);
+            let after = &rest[start + 2..];
+            let end = after.find('}').ok_or_else(|| McpError::config(format!("{at}: \"${{\" without a closing \"}}\"")))?;
+            out.push_str(&self.resolve(&after[..end], at)?);
+            rest = &after[end + 1..];
+        }
+        out.push_str(rest);
+        Ok(out)
+    }
+
+    /// The value of `${reference}`: a predefined variable, else an environment variable.
+    fn resolve(&self, reference: &str, at: &str) -> Result<String> {
+        let not_here = |why: &str| McpError::config(format!("{at}: not supported here: ${{{}}} ({why})", reference.escape_debug()));
+        let no_file = "a configuration object has no folder: load it from a file";
+        let path = |path: &Option<PathBuf>| path.as_deref().map(|p| p.to_string_lossy().into_owned());
+        let known = match reference {
+            "workspaceFolder" => Some(path(&self.workspace).ok_or_else(|| not_here(no_file))?),
+            "workspaceFolderBasename" => Some(
+                self.workspace.as_deref().and_then(Path::file_name).map(|n| n.to_string_lossy().into_owned()).ok_or_else(|| not_here(no_file))?,
+            ),
+            "userHome" => Some(self.home.clone().ok_or_else(|| not_here("the home directory is not known"))?),
+            "cwd" => Some(self.cwd.clone().ok_or_else(|| not_here("the current directory is not known"))?),
+            "pathSeparator" | "/" => Some(std::path::MAIN_SEPARATOR.to_string()),
+            _ => None,
+        };
+        if let Some(value) = known {
+            return Ok(value);
+        }
+        // `${env:NAME}`, `${NAME}`, and Claude Code's `${NAME:-default}`.
+        let variable = reference.strip_prefix("env:").unwrap_or(reference);
+        let (variable, default) = match variable.split_once(":-") {
+            Some((variable, default)) => (variable, Some(default)),
+            None => (variable, None),
+        };
+        if is_variable_name(variable) {
+            return match (std::env::var(variable), default) {
+                (Ok(value), _) => Ok(value),
+                (Err(_), Some(default)) => Ok(default.to_owned()),
+                (Err(_), None) => Err(McpError::config(format!("{at}: environment variable {variable} is not set"))),
+            };
+        }
+        Err(not_here(if reference.starts_with("input:") {
+            "VS Code asks for an input when it starts the server: put the value in an environment variable and write ${env:NAME}"
+        } else {
+            "mcpferry resolves ${env:NAME}, ${NAME}, ${workspaceFolder}, ${workspaceFolderBasename}, ${userHome}, ${cwd} and ${pathSeparator}"
+        }))
+    }
+
+    /// The variables of a dotenv file (`envFile`), `given` relative to the configuration file's folder.
+    fn read_env_file(&self, given: &str, at: &str) -> Result<Vec<(String, String)>> {
+        let path = Path::new(given);
+        let path = match (path.is_absolute(), &self.folder) {
+            (true, _) => path.to_path_buf(),
+            (false, Some(folder)) => folder.join(path),
+            (false, None) => {
+                return Err(McpError::config(format!("{at}: {} is relative, and a configuration object has no folder: give an absolute path", shown(given))))
+            }
+        };
+        let shown_path = path.display();
+        let unreadable = |e: std::io::Error| {
+            let reason = match e.kind() {
+                std::io::ErrorKind::NotFound => "no such file".to_owned(),
+                std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
+                _ => e.to_string(),
+            };
+            McpError::config(format!("{at}: {shown_path} cannot be read ({reason})"))
+        };
+        let too_large = || McpError::config(format!("{at}: {shown_path} is larger than {MAX_ENV_FILE_BYTES} bytes"));
+        // Checked before opening: opening a FIFO or a device could block or never end.
+        let metadata = std::fs::metadata(&path).map_err(unreadable)?;
+        if !metadata.is_file() {
+            return Err(McpError::config(format!("{at}: {shown_path} is not a regular file")));
+        }
+        if metadata.len() > MAX_ENV_FILE_BYTES {
+            return Err(too_large());
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::open(&path).map_err(unreadable)?.take(MAX_ENV_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(unreadable)?;
+        if bytes.len() as u64 > MAX_ENV_FILE_BYTES {
+            return Err(too_large());
+        }
+        let text = String::from_utf8(bytes).map_err(|_| McpError::config(format!("{at}: {shown_path} is not UTF-8 text")))?;
+        parse_dotenv(text.strip_prefix('\u{feff}').unwrap_or(&text), &format!("{at}: {shown_path}"))
+    }
 }
 
-fn toml_servers(root: &Value, source: &str) -> Result<Vec<Value>> {
+/// `NAME=value` lines (dotenv): `#` comments, an optional `export `, values bare (up to ` #`), in single
+/// quotes (as written) or in double quotes (`\n`, `\t`, `\"`, `\\` escapes; may span lines). Errors
+/// name the line and the variable, never a value.
+fn parse_dotenv(text: &str, at: &str) -> Result<Vec<(String, String)>> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut variables = Vec::new();
+    let mut next = 0;
+    while next < lines.len() {
+        let number = next + 1;
+        let bad = |why: String| McpError::config(format!("{at}: line {number} {why}"));
+        let line = lines[next].trim();
+        next += 1;
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").map(str::trim_start).unwrap_or(line);
+        let (name, value) = line.split_once('=').ok_or_else(|| bad("is not NAME=value".into()))?;
+        let name = name.trim();
+        if !is_variable_name(name) {
+            return Err(bad(format!("names {}, which is not a variable name", shown(name))));
+        }
+        let value = value.trim_start();
+        let value = match value.chars().next() {
+            Some(quote @ ('"' | '\'')) => {
+                let mut body = value[1..].to_owned();
+                loop {
+                    if let Some(end) = closing_quote(&body, quote) {
+                        let after = body[end + 1..].trim();
+                        if !after.is_empty() && !after.starts_with('#') {
+                            return Err(bad(format!("has text after the quoted value of {name}")));
+                        }
+                        body.truncate(end);
+                        break if quote == '"' { unescape(&body) } else { body };
+                    }
+                    let Some(more) = lines.get(next) else {
+                        return Err(bad(format!("opens a quoted value of {name} that is never closed")));
+                    };
+                    body.push('\n');
+                    body.push_str(more);
+                    next += 1;
+                }
+            }
+            Some('#') | None => String::new(),
+            Some(_) => value.split(" #").next().unwrap_or_default().trim_end().to_owned(),
+        };
+        variables.push((name.to_owned(), value));
+    }
+    Ok(variables)
+}
+
+/// Where the closing `quote` of a value is; in double quotes a backslash escapes the next character.
+fn closing_quote(body: &str, quote: char) -> Option<usize> {
+    let mut escaped = false;
+    for (i, c) in body.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quote == '"' => escaped = true,
+            c if c == quote => return Some(i),
+            _ => {}
+        }
+    }
+    None
+}
+
+fn unescape(body: &str) -> String {
+    let mut out = String::with_capacity(body.len());
+    let mut chars = body.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('t') => out.push('\t'),
+            Some(c @ ('"' | '\\')) => out.push(c),
+            Some(c) => {
+                out.push('\\');
+                out.push(c);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+fn toml_servers(root: &Value, report: &mut Report) -> Result<Vec<Value>> {
+    let source = report.source;
+    let root = root.as_object().expect("a TOML document is a table");
     let servers = root
         .get("mcp_servers")
-        .ok_or_else(|| McpError::config(format!("{source}: no [mcp_servers.<name>] tables")))?
+        .ok_or_else(|| McpError::config(format!("{source}: no [mcp_servers.<name>] tables{}", root_typo(root, &["mcp_servers"]))))?
         .as_object()
         .ok_or_else(|| McpError::config(format!("{source}: mcp_servers must be a table of named servers")))?;
     servers
         .iter()
         .map(|(name, entry)| {
-            crate::config::check_server_name(name, &format!("{source}: mcp_servers")).and_then(|()| toml_entry(name, entry, &format!("{source}: [mcp_servers.{name}]")))
+            crate::config::check_server_name(name, &format!("{source}: mcp_servers")).and_then(|()| toml_entry(name, entry, &format!("[mcp_servers.{name}]"), report))
         })
         .collect()
 }
 
-fn toml_entry(name: &str, entry: &Value, at: &str) -> Result<Value> {
-    let entry = entry.as_object().ok_or_else(|| McpError::config(format!("{at} must be a table")))?;
-    const KEYS: &[&str] = &[
-        "type", "transport", "command", "args", "env", "cwd", "url", "headers", "http_headers", "header_env", "env_http_headers",
-        "bearer_token_env_var", "enabled", "allow_tools", "enabled_tools", "deny_tools", "disabled_tools",
-    ];
-    if let Some(key) = entry.keys().find(|k| !KEYS.contains(&k.as_str()) && !IGNORED_TOML_KEYS.contains(&k.as_str())) {
-        return Err(McpError::config(format!("{at} has an unknown key {key:?}")));
-    }
+fn toml_entry(name: &str, entry: &Value, at: &str, report: &mut Report) -> Result<Value> {
+    let source = report.source;
+    let error = |message: String| McpError::config(format!("{source}: {message}"));
+    let entry = entry.as_object().ok_or_else(|| error(format!("{at} must be a table")))?;
+    let unknown = unknown_keys(entry, TOML_KEYS.iter().map(|(k, _)| k));
+    let kind = transport(entry, &format!("{source}: {at}")).map_err(|e| with_unknown(e, &unknown))?;
+    let stdio = kind == "stdio";
+    report.unknown(at, &unknown);
+    report.not_applied(at, entry, TOML_KEYS, stdio);
     let field = |names: &[&str]| -> Result<Option<(String, Value)>> {
         let given: Vec<&&str> = names.iter().filter(|n| entry.contains_key(**n)).collect();
         match given.as_slice() {
             [] => Ok(None),
             [one] => Ok(Some(((**one).to_owned(), entry[**one].clone()))),
-            _ => Err(McpError::config(format!("{at}: {} and {} mean the same; give one", given[0], given[1]))),
+            _ => Err(error(format!("{at}: {} and {} mean the same; give one", given[0], given[1]))),
         }
+    };
+    let enabled = match entry.get("enabled") {
+        None | Some(Value::Bool(true)) => true,
+        Some(Value::Bool(false)) => false,
+        Some(_) => return Err(error(format!("{at}.enabled must be a boolean"))),
     };
     let mut out = Map::new();
     out.insert("name".into(), Value::String(name.to_owned()));
-    let kind = transport(entry, at)?;
     out.insert("type".into(), Value::String(kind.into()));
-    for (names, target) in [
-        (&["command"][..], "command"),
-        (&["args"], "args"),
-        (&["env"], "env"),
-        (&["cwd"], "cwd"),
-        (&["url"], "url"),
-        (&["headers", "http_headers"], "headers"),
-        (&["header_env", "env_http_headers"], "headersFromEnv"),
-        (&["bearer_token_env_var"], "bearerTokenEnv"),
-    ] {
+    let fields: &[(&[&str], &str)] = if stdio {
+        &[(&["command"], "command"), (&["args"], "args"), (&["env"], "env"), (&["cwd"], "cwd")]
+    } else {
+        &[(&["url"], "url"), (&["headers", "http_headers"], "headers"), (&["header_env", "env_http_headers"], "headersFromEnv"), (&["bearer_token_env_var"], "bearerTokenEnv")]
+    };
+    for (names, target) in fields {
         if let Some((_, value)) = field(names)? {
-            out.insert(target.into(), value);
+            out.insert((*target).into(), value);
         }
+    }
+    if let (true, true, Some(names)) = (stdio, enabled, entry.get("env_vars")) {
+        pass_through(&mut out, names, &format!("{at}.env_vars"), report)?;
     }
     let mut tools = Map::new();
     for (names, target) in [(&["allow_tools", "enabled_tools"][..], "allow"), (&["deny_tools", "disabled_tools"], "block")] {
         if let Some((given, value)) = field(names)? {
-            if !value.as_array().is_some_and(|items| items.iter().all(Value::is_string)) {
-                return Err(McpError::config(format!("{at}.{given} must be an array of tool name patterns (* and ?)")));
-            }
-            tools.insert(target.into(), value);
+            tools.insert(target.into(), tool_patterns(&value, &format!("{source}: {at}.{given}"))?);
         }
     }
     if !tools.is_empty() {
         out.insert("tools".into(), Value::Object(tools));
     }
-    match entry.get("enabled") {
-        None | Some(Value::Bool(true)) => {}
-        Some(Value::Bool(false)) => {
-            out.insert("enabled".into(), Value::Bool(false));
-        }
-        Some(_) => return Err(McpError::config(format!("{at}.enabled must be a boolean"))),
+    approval_modes(entry, at, report)?;
+    if !enabled {
+        out.insert("enabled".into(), Value::Bool(false));
     }
     Ok(Value::Object(out))
+}
+
+/// Codex's `env_vars = ["TZ", { name = "X", source = "local" }]`: those variables of this process's
+/// environment are added to the entry's `env` (an `env` value given for the same name wins); one that
+/// is not set is left out. `source = "remote"` (Codex's remote executor) is not applied.
+fn pass_through(out: &mut Map<String, Value>, names: &Value, at: &str, report: &mut Report) -> Result<()> {
+    let source = report.source;
+    let items = names.as_array().ok_or_else(|| McpError::config(format!("{source}: {at} must be an array of environment variable names")))?;
+    let mut passed = Map::new();
+    for (i, item) in items.iter().enumerate() {
+        let (name, origin) = match item {
+            Value::String(name) => (name.as_str(), None),
+            Value::Object(item) => (
+                item.get("name").and_then(Value::as_str).unwrap_or_default(),
+                match item.get("source") {
+                    None => None,
+                    Some(Value::String(origin)) => Some(origin.as_str()),
+                    Some(_) => return Err(McpError::config(format!("{source}: {at}[{i}].source must be \"local\" or \"remote\""))),
+                },
+            ),
+            _ => return Err(McpError::config(format!("{source}: {at}[{i}] must be a variable name or {{ name, source }}"))),
+        };
+        if !is_variable_name(name) {
+            return Err(McpError::config(format!("{source}: {at}[{i}] must be an environment variable name")));
+        }
+        match origin {
+            None | Some("local") => {
+                if let Ok(value) = std::env::var(name) {
+                    passed.insert(name.to_owned(), Value::String(value));
+                }
+            }
+            Some("remote") => report.warn(format!("{at}[{i}] ({name}, source = \"remote\") is not applied (servers start on this machine)")),
+            Some(_) => return Err(McpError::config(format!("{source}: {at}[{i}].source must be \"local\" or \"remote\""))),
+        }
+    }
+    match out.get_mut("env") {
+        Some(Value::Object(env)) => {
+            for (name, value) in passed {
+                env.entry(name).or_insert(value);
+            }
+        }
+        // Not a table: left for the validator to name.
+        Some(_) => {}
+        None if passed.is_empty() => {}
+        None => {
+            out.insert("env".into(), Value::Object(passed));
+        }
+    }
+    Ok(())
+}
+
+/// Codex's approval settings (`default_tools_approval_mode`, `[mcp_servers.x.tools.<tool>]
+/// approval_mode`): checked, and reported as not applied unless they say "approve", which is what
+/// happens here without a policy.
+fn approval_modes(entry: &Map<String, Value>, at: &str, report: &mut Report) -> Result<()> {
+    let source = report.source;
+    let mode = |value: &Value, field: &str| -> Result<Option<String>> {
+        match value {
+            Value::String(mode) if mode == APPROVE => Ok(None),
+            Value::String(mode) if ["auto", "prompt"].contains(&mode.as_str()) => Ok(Some(format!("{field} = {mode:?}"))),
+            _ => Err(McpError::config(format!("{source}: {at}.{field} must be \"auto\", \"prompt\" or \"approve\""))),
+        }
+    };
+    let mut not_applied = Vec::new();
+    if let Some(value) = entry.get("default_tools_approval_mode") {
+        not_applied.extend(mode(value, "default_tools_approval_mode")?);
+    }
+    if let Some(tools) = entry.get("tools") {
+        let tools = tools.as_object().ok_or_else(|| McpError::config(format!("{source}: {at}.tools must be a table of tools ([mcp_servers.<name>.tools.<tool>])")))?;
+        for (tool, settings) in tools {
+            let tool_at = format!("{at}.tools.{}", shown(tool));
+            let settings = settings.as_object().ok_or_else(|| McpError::config(format!("{source}: {tool_at} must be a table")))?;
+            report.unknown(&tool_at, &unknown_keys(settings, TOML_TOOL_KEYS.iter()));
+            if let Some(value) = settings.get("approval_mode") {
+                not_applied.extend(mode(value, &format!("tools.{}.approval_mode", shown(tool)))?);
+            }
+        }
+    }
+    if !not_applied.is_empty() {
+        let verb = if not_applied.len() == 1 { "is" } else { "are" };
+        report.warn(format!("{at}: {} {verb} not applied ({APPROVAL})", not_applied.join(", ")));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -236,7 +777,15 @@ mod tests {
     use super::*;
 
     fn loaded(text: &str, format: &str) -> Value {
-        serde_json::from_str(&load(text, "cfg", format).unwrap()).unwrap()
+        loaded_with(text, format, &LoadOptions::default())
+    }
+
+    fn loaded_with(text: &str, format: &str, options: &LoadOptions) -> Value {
+        serde_json::from_str(&load(text, "cfg", format, options).unwrap()).unwrap()
+    }
+
+    fn warnings(out: &Value) -> Vec<String> {
+        out["warnings"].as_array().unwrap().iter().map(|w| w.as_str().unwrap().to_owned()).collect()
     }
 
     #[test]
@@ -305,22 +854,188 @@ mod tests {
             (r#"{"mcpServers":{"a":{"type":"stdio","url":"http://h/"}}}"#, "json", "which needs a command"),
             (r#"{"mcpServers":{"a":{"command":"x","disabled":"yes"}}}"#, "json", "mcpServers.a.disabled must be a boolean"),
             (r#"{"mcpServers":{"a":{"command":"x","args":["${env:MCPFERRY_SURELY_UNSET}"]}}}"#, "json", "mcpServers.a.args[0]: environment variable MCPFERRY_SURELY_UNSET is not set"),
-            (r#"{"mcpServers":{"a":{"command":"x","env":{"K":"${input:key}"}}}}"#, "json", "mcpServers.a.env.K: ${input:key} is not an environment reference"),
+            (r#"{"mcpServers":{"a":{"command":"x","env":{"K":"${input:key}"}}}}"#, "json", "mcpServers.a.env.K: not supported here: ${input:key} (VS Code asks"),
+            (r#"{"mcpServers":{"a":{"command":"x","args":["${workspaceFolder}"]}}}"#, "json", "mcpServers.a.args[0]: not supported here: ${workspaceFolder} (a configuration object has no folder"),
+            (r#"{"mcpServers":{"a":{"command":"x","args":["${command:pick}"]}}}"#, "json", "not supported here: ${command:pick} (mcpferry resolves ${env:NAME}"),
+            (r#"{"mcpServers":{"a":{"comand":"x"}}}"#, "json", "cfg: mcpServers.a needs a command (a stdio server) or a url (an HTTP server); it has an unknown key \"comand\" (did you mean \"command\"?)"),
+            (r#"{"mcpServer":{"a":{"command":"x"}}}"#, "json", "no \"mcpServers\" (or VS Code \"servers\") object (the file has \"mcpServer\": did you mean \"mcpServers\"?)"),
+            (r#"{"mcpServers":{"a":{"command":"x","envFile":".env"}}}"#, "json", "mcpServers.a.envFile: \".env\" is relative, and a configuration object has no folder"),
+            (r#"{"mcpServers":{"a":{"command":"x","disabledTools":"y"}}}"#, "json", "mcpServers.a.disabledTools must be an array"),
             (r#"{"mcpServers":{"a":{"command":"x","args":"-y"}}}"#, "json", "cfg: servers[0] (\"a\").args must be an array of strings"),
             (r#"{"mcpServers":{"a":{"url":"ftp://h/"}}}"#, "json", "(\"a\").url must be an http"),
             ("[mcp_servers.a\n", "toml", "cfg: not valid TOML (line 1)"),
             ("x = 1", "toml", "no [mcp_servers.<name>]"),
-            ("[mcp_servers.a]\ncommand = \"x\"\ncolour = 1", "toml", "[mcp_servers.a] has an unknown key \"colour\""),
+            ("[mcp_server.a]\ncommand = \"x\"", "toml", "no [mcp_servers.<name>] tables (the file has \"mcp_server\": did you mean \"mcp_servers\"?)"),
+            ("[mcp_servers.a]\ncommand = \"x\"\nenv_vars = \"TZ\"", "toml", "[mcp_servers.a].env_vars must be an array"),
+            ("[mcp_servers.a]\ncommand = \"x\"\nenv_vars = [\"not a name\"]", "toml", "[mcp_servers.a].env_vars[0] must be an environment variable name"),
+            ("[mcp_servers.a]\ncommand = \"x\"\n[mcp_servers.a.tools.t]\napproval_mode = \"sometimes\"", "toml", "[mcp_servers.a].tools.\"t\".approval_mode must be \"auto\", \"prompt\" or \"approve\""),
             ("[mcp_servers.a]\ncommand = \"x\"\nenabled = \"no\"", "toml", "[mcp_servers.a].enabled must be a boolean"),
             ("[mcp_servers.a]\ncommand = \"x\"\nallow_tools = \"read_*\"", "toml", "[mcp_servers.a].allow_tools must be an array"),
             ("[mcp_servers.a]\nurl = \"http://h/\"\nheaders = {}\nhttp_headers = {}", "toml", "headers and http_headers mean the same"),
             ("[mcp_servers.a]\nurl = \"http://h/\"\nheader_env = { \"X-K\" = \"not a var\" }", "toml", "headersFromEnv[\"X-K\"] must be an environment variable name"),
-            ("[mcp_servers.a]\ncommand = \"x\"\nheader_env = { \"X-K\" = \"V\" }", "toml", "unknown field \"headersFromEnv\""),
         ];
         for (text, format, expected) in cases {
-            let error = load(text, "cfg", format).unwrap_err();
+            let error = load(text, "cfg", format, &LoadOptions::default()).unwrap_err();
             assert_eq!(error.code(), "mcp_config_invalid");
             assert!(error.to_string().contains(expected), "{text}: {error}");
         }
+    }
+
+    #[test]
+    fn a_codex_config_toml_as_codex_writes_it_loads_with_env_vars_passed_through() {
+        std::env::set_var("MCPFERRY_TEST_CFG_TZ", "Pacific/Chatham");
+        std::env::set_var("MCPFERRY_TEST_CFG_LOCAL", "local-value");
+        std::env::set_var("MCPFERRY_TEST_CFG_SHADOWED", "from-the-environment");
+        let out = loaded(
+            r#"
+            model = "gpt-5-codex"
+            approval_policy = "on-request"
+            [projects."/home/me/app"]
+            trust_level = "trusted"
+
+            [mcp_servers.time]
+            command = "uvx"
+            args = ["mcp-server-time"]
+            env = { MCPFERRY_TEST_CFG_SHADOWED = "from-the-file" }
+            env_vars = ["MCPFERRY_TEST_CFG_TZ", { name = "MCPFERRY_TEST_CFG_LOCAL", source = "local" }, "MCPFERRY_TEST_CFG_SHADOWED", "MCPFERRY_TEST_CFG_NEVER_SET", { name = "REMOTE_ONLY", source = "remote" }]
+            startup_timeout_sec = 20
+            tool_timeout_sec = 120
+            required = true
+            default_tools_approval_mode = "approve"
+            enabled_tools = ["get_current_time", "convert_time"]
+
+            [mcp_servers.time.tools.get_current_time]
+            approval_mode = "approve"
+
+            [mcp_servers.time.tools.convert_time]
+            approval_mode = "prompt"
+            "#,
+            "toml",
+        );
+        let time = &out["servers"][0];
+        assert_eq!(
+            time["env"],
+            json!({"MCPFERRY_TEST_CFG_SHADOWED": "from-the-file", "MCPFERRY_TEST_CFG_TZ": "Pacific/Chatham", "MCPFERRY_TEST_CFG_LOCAL": "local-value"})
+        );
+        assert_eq!(time["tools"], json!({"allow": ["get_current_time", "convert_time"]}));
+        let warnings = warnings(&out);
+        let has = |text: &str| warnings.iter().any(|w| w.contains(text));
+        assert!(has("cfg: [mcp_servers.time]: startup_timeout_sec, tool_timeout_sec are not applied (mcpferry's timeouts are per toolset"), "{warnings:?}");
+        assert!(has("[mcp_servers.time]: required is not applied"), "{warnings:?}");
+        assert!(has("[mcp_servers.time].env_vars[4] (REMOTE_ONLY, source = \"remote\") is not applied"), "{warnings:?}");
+        // "approve" is what happens without a policy; "prompt" is not.
+        assert!(has("[mcp_servers.time]: tools.\"convert_time\".approval_mode = \"prompt\" is not applied (mcpferry asks no one before a call: give mcpTools a policy"), "{warnings:?}");
+        assert!(!has("get_current_time") && !has("default_tools_approval_mode"), "{warnings:?}");
+        assert_eq!(warnings.len(), 4, "{warnings:?}");
+        // A disabled entry reads nothing from the environment.
+        let off = loaded("[mcp_servers.a]\ncommand = \"x\"\nenv_vars = [\"MCPFERRY_TEST_CFG_TZ\"]\nenabled = false", "toml");
+        assert_eq!(off["servers"][0].get("env"), None);
+    }
+
+    #[test]
+    fn an_env_file_and_the_editors_variables_resolve_against_the_files_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = dir.path().join("my-app");
+        std::fs::create_dir_all(workspace.join(".vscode")).unwrap();
+        std::fs::write(
+            workspace.join(".env"),
+            "# a comment\n\nexport API_URL=https://api.test/v1 # trailing comment\nQUOTED=\"two\\nlines \\\"q\\\"\"\nSINGLE='as $written\\n'\nMULTI=\"first\nsecond\"\nEMPTY=\nSHADOWED=from-file\n",
+        )
+        .unwrap();
+        std::fs::write(workspace.join(".vscode").join("local.env"), "LOCAL=1\n").unwrap();
+        let options = LoadOptions { path: Some(workspace.join(".vscode").join("mcp.json")), home: Some("/home/me".into()), cwd: Some("/work".into()), strict: false };
+        let out = loaded_with(
+            r#"{"servers":{"app":{"type":"stdio","command":"node","args":["${workspaceFolder}${pathSeparator}server.js","${workspaceFolderBasename}","${userHome}/x","${cwd}"],
+                "envFile":"${workspaceFolder}/.env","env":{"SHADOWED":"from-env","ROOT":"${workspaceFolder}"}},
+                "local":{"command":"node","envFile":"local.env"}},"inputs":[]}"#,
+            "json",
+            &options,
+        );
+        let root = workspace.to_string_lossy().into_owned();
+        let sep = std::path::MAIN_SEPARATOR;
+        let app = &out["servers"][0];
+        assert_eq!(app["args"], json!([format!("{root}{sep}server.js"), "my-app", "/home/me/x", "/work"]));
+        assert_eq!(
+            app["env"],
+            json!({"API_URL": "https://api.test/v1", "QUOTED": "two\nlines \"q\"", "SINGLE": "as $written\\n", "MULTI": "first\nsecond", "EMPTY": "", "SHADOWED": "from-env", "ROOT": root})
+        );
+        assert_eq!(app.get("envFile"), None);
+        // Relative to the file's own folder (.vscode), not the workspace.
+        assert_eq!(out["servers"][1]["env"], json!({"LOCAL": "1"}));
+        assert_eq!(warnings(&out), Vec::<String>::new());
+        // A file at a project root: the workspace is its folder.
+        let at_root = LoadOptions { path: Some(workspace.join(".mcp.json")), ..LoadOptions::default() };
+        let out = loaded_with(r#"{"mcpServers":{"a":{"command":"x","args":["${workspaceFolder}"]}}}"#, "json", &at_root);
+        assert_eq!(out["servers"][0]["args"], json!([root]));
+        // Claude Code's default, and a disabled entry's envFile is not read.
+        let out = loaded_with(r#"{"mcpServers":{"a":{"command":"x","args":["${MCPFERRY_SURELY_UNSET:-fallback}"]},"b":{"command":"x","envFile":"missing.env","disabled":true}}}"#, "json", &at_root);
+        assert_eq!(out["servers"][0]["args"], json!(["fallback"]));
+        assert_eq!(out["servers"][1].get("env"), None);
+
+        let error = |text: &str| load(text, "cfg", "json", &at_root).unwrap_err().to_string();
+        let missing = error(r#"{"mcpServers":{"a":{"command":"x","envFile":"missing.env"}}}"#);
+        assert!(missing.contains(&format!("cfg: mcpServers.a.envFile: {} cannot be read (no such file)", workspace.join("missing.env").display())), "{missing}");
+        assert!(error(r#"{"mcpServers":{"a":{"command":"x","envFile":".vscode"}}}"#).contains("is not a regular file"));
+        std::fs::write(workspace.join("big.env"), "A=".to_owned() + &"x".repeat(MAX_ENV_FILE_BYTES as usize)).unwrap();
+        assert!(error(r#"{"mcpServers":{"a":{"command":"x","envFile":"big.env"}}}"#).contains(&format!("is larger than {MAX_ENV_FILE_BYTES} bytes")));
+        for (text, expected) in [("A=1\nnot a line\n", "line 2 is not NAME=value"), ("1A=secret\n", "line 1 names \"1A\""), ("A=\"secret\n", "line 1 opens a quoted value of A that is never closed"), ("A=\"x\" y\n", "line 1 has text after")] {
+            std::fs::write(workspace.join("bad.env"), text).unwrap();
+            let message = error(r#"{"mcpServers":{"a":{"command":"x","envFile":"bad.env"}}}"#);
+            assert!(message.contains(expected) && !message.contains("secret"), "{text:?}: {message}");
+        }
+    }
+
+    #[test]
+    fn every_format_names_unknown_keys_with_the_nearest_known_one_and_strict_refuses_them() {
+        let json = r#"{"mcpServers":{"a":{"command":"x","evnFile":".env","Args":[],"colour":"red","dev":{"watch":"src/**"},"url2":1},
+                       "web":{"url":"https://h.test/","env":{"A":"b"},"headers":{"X":"y"}}}}"#;
+        let out = loaded(json, "json");
+        assert_eq!(
+            warnings(&out),
+            [
+                "cfg: mcpServers.a has an unknown key \"Args\" (did you mean \"args\"?), which is ignored",
+                "cfg: mcpServers.a has an unknown key \"colour\", which is ignored",
+                "cfg: mcpServers.a has an unknown key \"evnFile\" (did you mean \"envFile\"?), which is ignored",
+                "cfg: mcpServers.a has an unknown key \"url2\" (did you mean \"url\"?), which is ignored",
+                "cfg: mcpServers.a: dev is not applied (VS Code's development mode (watch and debug) belongs to the editor)",
+                "cfg: mcpServers.web: env is not applied (it is for stdio servers, and this is an HTTP server)",
+            ]
+        );
+        assert_eq!(out["servers"][1], json!({"name": "web", "type": "streamable-http", "url": "https://h.test/", "headers": {"X": "y"}}));
+        let toml = "[mcp_servers.a]\ncommand = \"x\"\ncomand = \"y\"\nheader_env = { \"X-K\" = \"V\" }\n[mcp_servers.a.tools.t]\naproval_mode = \"prompt\"";
+        assert_eq!(
+            warnings(&loaded(toml, "toml")),
+            [
+                "cfg: [mcp_servers.a] has an unknown key \"comand\" (did you mean \"command\"?), which is ignored",
+                "cfg: [mcp_servers.a].tools.\"t\" has an unknown key \"aproval_mode\" (did you mean \"approval_mode\"?), which is ignored",
+                "cfg: [mcp_servers.a]: header_env is not applied (it is for HTTP servers, and this is a stdio server)",
+            ]
+        );
+        let strict = LoadOptions { strict: true, ..LoadOptions::default() };
+        let error = load(toml, "cfg", "toml", &strict).unwrap_err();
+        assert_eq!(error.code(), "mcp_config_invalid");
+        assert_eq!(
+            error.to_string(),
+            "cfg: [mcp_servers.a] has an unknown key \"comand\" (did you mean \"command\"?); cfg: [mcp_servers.a].tools.\"t\" has an unknown key \"aproval_mode\" (did you mean \"approval_mode\"?)"
+        );
+        assert!(load(json, "cfg", "json", &strict).unwrap_err().to_string().contains("mcpServers.a has an unknown key \"Args\" (did you mean \"args\"?)"));
+        // Strict refuses only what no tool documents: known keys not applied still load, with their warnings.
+        let known = loaded_with("[mcp_servers.a]\ncommand = \"x\"\nstartup_timeout_ms = 5000", "toml", &strict);
+        assert_eq!(warnings(&known).len(), 1);
+        // A key from the file is shown escaped: no control character reaches a terminal.
+        let out = loaded(r#"{"mcpServers":{"a":{"command":"x","\u001b]52;c;aGk=\u0007":1}}}"#, "json");
+        assert_eq!(warnings(&out), ["cfg: mcpServers.a has an unknown key \"\\u{1b}]52;c;aGk=\\u{7}\", which is ignored"]);
+    }
+
+    #[test]
+    fn nearest_counts_edits_and_swaps_and_ignores_far_keys() {
+        let keys = || JSON_KEYS.iter().map(|(k, _)| *k);
+        assert_eq!(nearest("comand", keys()), Some("command"));
+        assert_eq!(nearest("commnad", keys()), Some("command"));
+        assert_eq!(nearest("ENVFILE", keys()), Some("envFile"));
+        assert_eq!(nearest("evn", keys()), Some("env"));
+        assert_eq!(nearest("colour", keys()), None);
+        assert_eq!(distance(&['a', 'b'], &['b', 'a']), 1);
+        assert_eq!(distance(&[], &['a', 'b']), 2);
     }
 }

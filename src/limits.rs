@@ -189,6 +189,11 @@ pub const TOKEN_FILE_MAX_BYTES: u64 = 16 * 1024 * 1024;
 /// PBKDF2-HMAC-SHA256 iterations that stretch a passphrase into an encrypted token file's key (OWASP's
 /// 2023 figure). Recorded in each file, so raising it later still reads older files.
 pub const TOKEN_FILE_PBKDF2_ITERATIONS: u32 = 600_000;
+
+// Configuration files (loadMcpConfig)
+/// Largest `envFile` (VS Code / Cursor `mcp.json`) read, in bytes. A dotenv file holds a handful of
+/// variables; a larger one is refused rather than read into every server's environment.
+pub const MAX_ENV_FILE_BYTES: u64 = 256 * 1024;
 /// Most PBKDF2 iterations a token file may ask for: a damaged or hostile header cannot make opening it
 /// take minutes.
 pub const TOKEN_FILE_PBKDF2_MAX_ITERATIONS: u32 = 10_000_000;

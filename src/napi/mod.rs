@@ -64,10 +64,15 @@ pub fn engine_constants() -> String {
     .to_string()
 }
 
-/// `loadMcpConfig`: a configuration file's text (`format` json or toml; `source` names it in errors)
-/// as `{"servers": [...], "disabled": [...]}` (see `config_file`).
+/// `loadMcpConfig`: a configuration file's text (`format` json or toml; `source` names it in errors;
+/// `options` the JSON of `config_file::LoadOptions`: the file's path, the home and current directories,
+/// strict) as `{"servers": [...], "disabled": [...], "warnings": [...]}` (see `config_file`).
 #[napi]
 #[allow(dead_code)] // called from JavaScript only
-pub fn load_mcp_config(text: String, source: String, format: String) -> napi::Result<String, String> {
-    errors::guard("loadMcpConfig", || crate::config_file::load(&text, &source, &format))
+pub fn load_mcp_config(text: String, source: String, format: String, options: String) -> napi::Result<String, String> {
+    errors::guard("loadMcpConfig", || {
+        let options: crate::config_file::LoadOptions =
+            serde_json::from_str(&options).map_err(|e| crate::error::McpError::config(format!("loadMcpConfig options: {e}")))?;
+        crate::config_file::load(&text, &source, &format, &options)
+    })
 }
