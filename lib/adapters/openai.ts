@@ -8,6 +8,7 @@
 import type * as Agents from '@openai/agents';
 import type { ContentBlock, McpTool, McpToolResult, McpToolset } from '../types';
 import { blockAsText, dispatchCall, isMcpError, mediaOf, parseArguments, resultAsText, resultBlocks } from './content';
+import { requirePeer } from './peer';
 import { stripRewrittenNulls, toStrictSchema, type StrictConversion } from './strict-schema';
 
 // Types @openai/agents does not export by name.
@@ -73,7 +74,7 @@ export function openaiAgentsTools<Context = unknown>(
   options: { onSkipped?: (name: string, reason: string) => void } = {},
 ): AgentsFunctionTool<Context>[] {
   // Loaded here, not at the top: the Responses and Chat helpers below do not need the Agents SDK.
-  const { tool: functionTool } = require('@openai/agents') as typeof Agents;
+  const { tool: functionTool } = requirePeer('mcpferry/openai (openaiAgentsTools)', '@openai/agents', () => require('@openai/agents') as typeof Agents);
   const tools = Object.values(toolset.tools);
   // Which of two tools sharing an SDK name is kept must not depend on the order servers answered in.
   const byName = [...tools].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
