@@ -289,14 +289,101 @@ export type McpElicitationResult = {
 
 export type JsonSchema = { [key: string]: unknown };
 
-export interface ContentBlock {
-  type: string;
-  [key: string]: unknown;
+/** `_meta` of a content block or result: the server's own metadata, reserved keys included. */
+export type McpMeta = Record<string, unknown>;
+
+/** How a client may use or show a block (MCP `Annotations`): hints from the server, not checked. */
+export interface McpAnnotations {
+  /** Who the block is for. */
+  audience?: ('user' | 'assistant')[];
+  /** 0 (entirely optional) to 1 (effectively required). */
+  priority?: number;
+  /** ISO 8601. */
+  lastModified?: string;
 }
 
-export interface McpToolResult {
+/** What every content block may carry besides its own fields. */
+interface McpBlockExtras {
+  annotations?: McpAnnotations;
+  _meta?: McpMeta;
+}
+
+export interface McpTextContent extends McpBlockExtras {
+  type: 'text';
+  text: string;
+}
+
+export interface McpImageContent extends McpBlockExtras {
+  type: 'image';
+  /** Base64. */
+  data: string;
+  mimeType: string;
+}
+
+export interface McpAudioContent extends McpBlockExtras {
+  type: 'audio';
+  /** Base64. */
+  data: string;
+  mimeType: string;
+}
+
+/** An icon a server offers for a resource (or a tool, a prompt, itself). */
+export interface McpIcon {
+  src: string;
+  mimeType?: string;
+  sizes?: string[];
+  theme?: 'light' | 'dark';
+}
+
+/** A resource the server can read, named but not included (fetch it with `resources/read`). */
+export interface McpResourceLink extends McpBlockExtras {
+  type: 'resource_link';
+  uri: string;
+  name: string;
+  title?: string;
+  description?: string;
+  mimeType?: string;
+  /** In bytes, before any encoding. */
+  size?: number;
+  icons?: McpIcon[];
+}
+
+export interface McpTextResourceContents {
+  uri: string;
+  mimeType?: string;
+  text: string;
+  _meta?: McpMeta;
+}
+
+export interface McpBlobResourceContents {
+  uri: string;
+  mimeType?: string;
+  /** Base64. */
+  blob: string;
+  _meta?: McpMeta;
+}
+
+/** A resource's contents included in the result: text (`resource.text`) or binary (`resource.blob`). */
+export interface McpEmbeddedResource extends McpBlockExtras {
+  type: 'resource';
+  resource: McpTextResourceContents | McpBlobResourceContents;
+}
+
+/**
+ * One block of a tool result (MCP 2025-11-25 `ContentBlock`), discriminated by `type`:
+ * `if (block.type === 'text') block.text` is a string. The blocks are as the server sent them.
+ */
+export type ContentBlock = McpTextContent | McpImageContent | McpAudioContent | McpResourceLink | McpEmbeddedResource;
+
+/**
+ * A tool's result (MCP `CallToolResult`). `Structured` is the type of `structuredContent` when you know it
+ * (`toolset.tools.x as McpTool<Forecast>`, or a result typed `McpToolResult<Forecast>`); without it, `unknown`.
+ * The type is your claim: what is checked at run time is the tool's own `outputSchema` (`validateResults`).
+ */
+export interface McpToolResult<Structured = unknown> {
   content: ContentBlock[];
-  structuredContent?: unknown;
+  structuredContent?: Structured;
+  _meta?: McpMeta;
   [key: string]: unknown;
 }
 
@@ -316,7 +403,8 @@ export interface McpToolCallContext {
   idempotencyKey?: string;
 }
 
-export interface McpTool {
+/** One remote tool. `Structured` types its results' `structuredContent` (see `McpToolResult`). */
+export interface McpTool<Structured = unknown> {
   /** `${server}__${tool}`, provider-safe (`^[a-zA-Z0-9_-]{1,64}$`). */
   name: string;
   description: string;
@@ -333,7 +421,7 @@ export interface McpTool {
   outputSchema?: JsonSchema;
   /** As published by the server. Informational only: nothing in mcpferry trusts them. */
   annotations?: Record<string, unknown>;
-  execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult>;
+  execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult<Structured>>;
 }
 
 export interface McpToolset {
@@ -430,9 +518,9 @@ export interface McpCallToolRequest {
 }
 
 /** A `CallToolResult` exactly as the server sent it (within `maxResultBytes`): `isError` is not thrown. */
-export interface McpCallToolResult {
+export interface McpCallToolResult<Structured = Record<string, unknown>> {
   content: ContentBlock[];
-  structuredContent?: Record<string, unknown>;
+  structuredContent?: Structured;
   isError?: boolean;
   _meta?: Record<string, unknown>;
   [key: string]: unknown;

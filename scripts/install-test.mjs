@@ -18,7 +18,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { hostTarget, manifest, packMain, packPlatform, platformOf, root } from './package.mjs';
 import { bun } from './bun.mjs';
 import { node22Modules } from './node22.mjs';
@@ -43,8 +43,8 @@ function cleanEnv() {
   return { ...env, npm_config_update_notifier: 'false' };
 }
 
-function exec(command, args, cwd) {
-  const result = spawnSync(command, args, { cwd, env: cleanEnv(), encoding: 'utf8', timeout: RUN_TIMEOUT_MS });
+function exec(command, args, cwd, env = {}) {
+  const result = spawnSync(command, args, { cwd, env: { ...cleanEnv(), ...env }, encoding: 'utf8', timeout: RUN_TIMEOUT_MS });
   return { status: result.status, stdout: result.stdout ?? '', stderr: `${result.stderr ?? ''}${result.error ? String(result.error) : ''}` };
 }
 
@@ -54,12 +54,14 @@ function ok(command, args, cwd) {
   return result;
 }
 
+/** npm with no registry at all, as configuration (so a command can run exactly as a user types it). */
+const offlineNpm = () => ({ npm_config_offline: 'true', npm_config_registry: 'http://127.0.0.1:9/', npm_config_cache: join(work, 'npm-cache'), npm_config_audit: 'false', npm_config_fund: 'false' });
+
 /** A project that depends on nothing but the given tarballs, installed with no registry at all. */
-function installProject(dir, files) {
+function installProject(dir, files, npmFlags = []) {
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'app', private: true }));
-  const npmArgs = ['install', '--offline', '--no-audit', '--no-fund', '--cache', join(work, 'npm-cache'), '--registry', 'http://127.0.0.1:9/', ...files];
-  return exec('npm', npmArgs, dir);
+  return exec('npm', ['install', ...npmFlags, ...files], dir, offlineNpm());
 }
 
 
@@ -147,7 +149,9 @@ export async function forecast(city: string, signal: AbortSignal): Promise<strin
   try {
     const result: McpToolResult = await toolset.tools.weather__forecast.execute({ city }, { signal });
     const first = result.content[0];
-    return first.type === 'text' ? String(first.text) : '';
+    // @ts-expect-error only a text block has \`text\`: narrow by \`type\` first
+    first.text;
+    return first.type === 'text' ? first.text : '';
   } catch (error) {
     if (error instanceof McpError) return error.code;
     throw error;
@@ -324,7 +328,8 @@ test('the install holds mcpferry and its platform package and nothing else', () 
   const pkg = JSON.parse(readFileSync(join(app, 'node_modules', manifest.name, 'package.json'), 'utf8'));
   assert.equal(pkg.optionalDependencies[platformPackage], manifest.version);
   assert.equal(pkg.dependencies, undefined, 'the package has no runtime dependencies');
-  assert.equal(pkg.scripts.prepare, undefined, 'the packed manifest has no prepare (npm 11 would warn on every install)');
+  assert.equal(pkg.scripts.prepare, undefined, 'the packed manifest has no prepare (it builds git-URL installs only)');
+  assert.equal(pkg.scripts.postinstall, 'node entry/postinstall.cjs', 'the one install script is the engine check');
   assert.ok(!readdirSync(join(app, 'node_modules', manifest.name)).some((f) => f.endsWith('.node')), 'the main package carries no engine');
 });
 
@@ -404,10 +409,35 @@ test('the package does not depend on the frameworks: they are optional peers', (
   // The core loads without any of them (the first install has none).
   const { stdout } = ok(process.execPath, ['-e', "require('mcpferry/anthropic'); require('mcpferry/openai'); console.log(Object.keys(require('mcpferry')).length)"], app);
   assert.ok(Number(stdout) > 0);
-  const missing = exec(process.execPath, ['-e', "require('mcpferry/ai')"], app);
-  assert.notEqual(missing.status, 0, 'mcpferry/ai needs ai');
-  assert.match(missing.stderr, /Cannot find module 'ai'/);
 });
+
+// Each framework subpath without its framework (the first install has none), from each module system and
+// runtime: the error names the package to install, and an ESM host can catch it.
+const PEERS_MISSING = `const results = {};
+const report = (name, error) => { results[name] = { code: error.code, packageName: error.packageName, message: error.message.split('\\n')[0] }; };
+await import('mcpferry/ai').then(() => { results.ai = 'loaded'; }, (error) => report('ai', error));
+const openai = await import('mcpferry/openai');
+try { openai.openaiAgentsTools({ tools: {}, close: async () => {}, reconciled: Promise.resolve() }); results.agents = 'loaded'; } catch (error) { report('agents', error); }
+try { require('mcpferry/ai'); results.requireAi = 'loaded'; } catch (error) { report('requireAi', error); }
+console.log(JSON.stringify(results));
+`;
+const peerMissing = (subpath, name) => ({
+  code: 'MCPFERRY_PEER_MISSING',
+  packageName: name,
+  message: `${subpath} needs the package "${name}" (${{ ai: 'the Vercel AI SDK', '@openai/agents': 'the OpenAI Agents SDK' }[name]}, ${manifest.peerDependencies[name]}), an optional peer dependency of mcpferry that is not installed here. Install it: npm install ${name}`,
+});
+
+for (const [runtime, binary] of runtimes) {
+  test(`${runtime}: a framework subpath without its framework names the package to install (ESM and CommonJS)`, () => {
+    writeFileSync(join(app, 'peers.mjs'), `import { createRequire } from 'node:module';\nconst require = createRequire(import.meta.url);\n${PEERS_MISSING}`);
+    const { stdout } = ok(binary(), ['peers.mjs'], app);
+    assert.deepEqual(JSON.parse(stdout.trim().split('\n').pop()), {
+      ai: peerMissing('mcpferry/ai', 'ai'),
+      agents: peerMissing('mcpferry/openai (openaiAgentsTools)', '@openai/agents'),
+      requireAi: peerMissing('mcpferry/ai', 'ai'),
+    });
+  });
+}
 
 for (const [name, { module, moduleResolution, files }] of Object.entries(RESOLUTIONS)) {
   test(`TypeScript resolves the framework subpaths' types with moduleResolution ${name} (tsc --noEmit)`, () => {
@@ -422,16 +452,102 @@ for (const [name, { module, moduleResolution, files }] of Object.entries(RESOLUT
   });
 }
 
-test('without its platform package, loading names the package, the Rust target and the fix', () => {
-  const bare = join(work, 'bare');
-  const install = installProject(bare, [tarballs[0]]);
+/** The main tarball installed alone (no engine), with npm showing install-script output; created on first use. */
+let bareProject;
+function bare() {
+  if (bareProject) return bareProject;
+  const dir = join(work, 'bare');
+  // npm shows a dependency's install-script output only with --foreground-scripts (otherwise in its log).
+  const install = installProject(dir, [tarballs[0]], ['--foreground-scripts']);
   assert.equal(install.status, 0, `npm install of the main tarball alone failed:\n${install.stderr}`);
-  assert.ok(!existsSync(join(bare, 'node_modules', platformPackage)));
-  const result = exec(process.execPath, ['-e', "require('mcpferry')"], bare);
+  assert.ok(!existsSync(join(dir, 'node_modules', platformPackage)));
+  copyFileSync(join(root, 'examples', 'servers', 'weather.mjs'), join(dir, 'weather.mjs'));
+  writeFileSync(join(dir, 'use.mjs'), USE_MJS);
+  // What a host that can run without mcpferry does: import it, and fall back when it can't load.
+  writeFileSync(
+    join(dir, 'fallback.mjs'),
+    `const caught = {};
+for (const name of ['mcpferry', 'mcpferry/purra', 'mcpferry/mayura']) {
+  try { await import(name); caught[name] = 'loaded'; } catch (error) { caught[name] = { code: error.code, packageName: error.packageName, message: error.message }; }
+}
+console.log(JSON.stringify(caught));
+`,
+  );
+  bareProject = { dir, install };
+  return bareProject;
+}
+
+/** The command the engine-missing messages give: the platform tarball beside the main one (npm run package leaves both). */
+const engineCommand = () => `npm install ${tarballs[1]}`;
+
+test('installed without its platform package, the install check warns, naming the package and the command that works', () => {
+  const { install } = bare();
+  const output = `${install.stdout}\n${install.stderr}`;
+  assert.ok(
+    output.includes(`mcpferry: warning: the native engine for this platform ships in the package "${platformPackage}", which was not installed. mcpferry will fail to load until it is installed: ${engineCommand()}`),
+    `no engine warning in the install output:\n${output}`,
+  );
+});
+
+test('without its platform package, require names the package, the Rust target and the command that works', () => {
+  const result = exec(process.execPath, ['-e', "require('mcpferry')"], bare().dir);
   assert.notEqual(result.status, 0);
   assert.match(result.stderr, new RegExp(`"${platformPackage}"`));
   assert.match(result.stderr, new RegExp(`Rust target ${target}`));
-  assert.match(result.stderr, new RegExp(`npm install ${platformPackage}@${manifest.version.replace(/\./g, '\\.')}`));
-  // The first lines are ours; napi's generic message survives only in the `cause` chain printed below.
+  assert.ok(result.stderr.includes(`Fix: ${engineCommand()}\n`), result.stderr);
+  // The first lines are ours; napi's generic message survives only in the \`cause\` chain printed below.
   assert.doesNotMatch(result.stderr.split('\n    at ')[0], /npm has a bug/);
+});
+
+for (const [runtime, binary] of runtimes) {
+  test(`${runtime}, ESM: without the engine, \`await import('mcpferry')\` rejects catchably with the command that works`, () => {
+    const result = exec(binary(), ['fallback.mjs'], bare().dir);
+    assert.equal(result.status, 0, `the host did not survive the caught load failure:\n${result.stdout}\n${result.stderr}`);
+    const caught = JSON.parse(result.stdout.trim().split('\n').pop());
+    for (const name of ['mcpferry', 'mcpferry/purra', 'mcpferry/mayura']) {
+      assert.equal(caught[name].code, 'MCPFERRY_NATIVE_BINDING_MISSING', name);
+      assert.equal(caught[name].packageName, platformPackage, name);
+      assert.ok(caught[name].message.endsWith(`Fix: ${engineCommand()}`), caught[name].message);
+    }
+  });
+}
+
+test('the command the missing-engine messages give installs the engine, and mcpferry then works', () => {
+  const { dir } = bare();
+  const [command, ...args] = engineCommand().split(' ');
+  const install = exec(command, args, dir, offlineNpm());
+  assert.equal(install.status, 0, `${engineCommand()} failed:\n${install.stdout}\n${install.stderr}`);
+  for (const [, binary] of runtimes) assert.deepEqual(JSON.parse(ok(binary(), ['use.mjs'], dir).stdout.trim().split('\n').pop()), EXPECTED);
+});
+
+/** The README's Install section, and the commands of its first block that install into a project. */
+function readmeInstallCommands() {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('\n## Install\n'), readme.indexOf('\n## ', readme.indexOf('\n## Install\n') + 1));
+  const block = section.match(/```sh\n([\s\S]*?)```/)?.[1] ?? '';
+  return block.split('\n').map((line) => line.replace(/\s+#.*$/, '').trim()).filter((line) => line.startsWith('npm install ') && line.includes('.tgz'));
+}
+
+test("the README's Install commands, run as written in a fresh project beside a checkout's packages/, install a working mcpferry", () => {
+  const commands = readmeInstallCommands();
+  assert.ok(commands.length > 0, 'the README Install section shows an npm install command');
+  // The layout the README describes: the checkout (`npm run package` left both tarballs in its packages/)
+  // beside the user's project. The tarballs are packed the way `npm run package` packs them.
+  const base = join(work, 'readme');
+  const packages = join(base, 'mcpferry', 'packages');
+  mkdirSync(packages, { recursive: true });
+  for (const tarball of tarballs) copyFileSync(tarball, join(packages, basename(tarball)));
+  const project = join(base, 'my-app');
+  mkdirSync(project, { recursive: true });
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'my-app', private: true }));
+  for (const command of commands) {
+    // The README names the Linux x64 glibc package; another machine runs the same line with its own.
+    const line = command.replaceAll('linux-x64-gnu', platform);
+    const result = exec('sh', ['-c', line], project, { ...offlineNpm(), npm_config_foreground_scripts: 'true' });
+    assert.equal(result.status, 0, `${line} failed:\n${result.stdout}\n${result.stderr}`);
+    assert.doesNotMatch(`${result.stdout}${result.stderr}`, /mcpferry: warning/, 'with both tarballs the install check is silent');
+  }
+  copyFileSync(join(root, 'examples', 'servers', 'weather.mjs'), join(project, 'weather.mjs'));
+  writeFileSync(join(project, 'use.mjs'), USE_MJS);
+  assert.deepEqual(JSON.parse(ok(process.execPath, ['use.mjs'], project).stdout.trim().split('\n').pop()), EXPECTED);
 });

@@ -120,14 +120,18 @@ function checkPack() {
   }
 }
 
+/** The published package's install check (entry/postinstall.cjs): it warns when the engine package is missing. */
+export const POSTINSTALL = 'node entry/postinstall.cjs';
+
 /**
- * The manifest as published: without `prepare`, which only builds git-URL installs (scripts/prepare.mjs).
- * npm 11 lists every dependency with a `prepare` among "install scripts not yet covered by allowScripts",
- * so leaving it in would make every user's install warn.
+ * The manifest as published: without `prepare`, which only builds git-URL installs (scripts/prepare.mjs), and
+ * with the `postinstall` install check, which a checkout has none of (its engine comes from `npm run build`).
+ * npm 11 lists a dependency with install scripts among those "not yet covered by allowScripts" (the project
+ * installing it approves or denies them): the check is the one install script, and it only reads files.
  */
 export function publishedManifest(pkg) {
   const { prepare, ...scripts } = pkg.scripts ?? {};
-  return { ...pkg, scripts };
+  return { ...pkg, scripts: { ...scripts, postinstall: POSTINSTALL } };
 }
 
 /**

@@ -4,7 +4,7 @@
 
 import type { JSONSchema7, Tool, ToolSet, dynamicTool, jsonSchema } from 'ai';
 import type { ContentBlock, McpTool, McpToolResult, McpToolset } from '../types';
-import { blockAsText, liveView, resourceFileName, resultBlocks } from './content';
+import { blockAsText, liveView, mediaOf, resourceFileName, resourceOf, resultBlocks } from './content';
 
 /** What the adapter uses of the `ai` package. */
 export interface AiSdk {
@@ -25,16 +25,15 @@ const FILE_PARTS_SINCE_MAJOR = 7;
  * embedded text resource and a resource link as text that names them.
  */
 function modelPart(block: ContentBlock, fileParts: boolean): ContentOutput {
-  let data = typeof block.data === 'string' ? block.data : undefined;
-  let mediaType = typeof block.mimeType === 'string' ? block.mimeType : undefined;
+  const media = mediaOf(block);
+  let data = media?.data;
+  let mediaType = media?.mimeType;
   let filename: string | undefined;
   if (block.type === 'resource') {
-    const resource = (block.resource ?? {}) as Record<string, unknown>;
+    const resource = resourceOf(block);
     data = typeof resource.blob === 'string' ? resource.blob : undefined;
     mediaType = typeof resource.mimeType === 'string' ? resource.mimeType : 'application/octet-stream';
     filename = resourceFileName(resource.uri);
-  } else if (block.type !== 'image' && block.type !== 'audio') {
-    data = undefined;
   }
   if (data === undefined || mediaType === undefined) return { type: 'text', text: blockAsText(block) };
   if (fileParts) return { type: 'file', data: { type: 'data', data }, mediaType, ...(filename ? { filename } : {}) };

@@ -4,7 +4,7 @@
 
 import type Anthropic from '@anthropic-ai/sdk';
 import type { ContentBlock, McpTool, McpToolResult, McpToolset } from '../types';
-import { blockAsText, dispatchCall, resultBlocks } from './content';
+import { blockAsText, dispatchCall, mediaOf, resultBlocks } from './content';
 
 type ToolResultBlock = Anthropic.Messages.ToolResultBlockParam;
 type ToolResultContent = Exclude<ToolResultBlock['content'], string | undefined>[number];
@@ -24,9 +24,9 @@ export function anthropicTools(toolset: McpToolset): Anthropic.Messages.Tool[] {
 
 /** One MCP block in a tool result: text as text, an image of a type the API takes as an image, the rest as text. */
 function resultPart(block: ContentBlock): ToolResultContent {
-  const mediaType = typeof block.mimeType === 'string' ? block.mimeType : '';
-  if (block.type === 'image' && typeof block.data === 'string' && IMAGE_MEDIA_TYPES.includes(mediaType)) {
-    return { type: 'image', source: { type: 'base64', media_type: mediaType as ImageMediaType, data: block.data } };
+  const image = block.type === 'image' ? mediaOf(block) : undefined;
+  if (image && IMAGE_MEDIA_TYPES.includes(image.mimeType)) {
+    return { type: 'image', source: { type: 'base64', media_type: image.mimeType as ImageMediaType, data: image.data } };
   }
   return { type: 'text', text: blockAsText(block) };
 }

@@ -2,7 +2,7 @@
 // text for the targets that cannot carry them natively, and which errors a tool loop shows the model.
 // No framework is imported here: each adapter imports only its own.
 
-import type { ContentBlock, McpTool, McpToolResult, McpToolset } from '../types';
+import type { ContentBlock, McpBlobResourceContents, McpTextResourceContents, McpTool, McpToolResult, McpToolset } from '../types';
 
 /**
  * A read-only view of `toolset.tools` in a framework's shape: every read goes to the map as it is now
@@ -48,6 +48,19 @@ function base64Bytes(data: unknown): number {
 const str = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
 
 /**
+ * An embedded resource's contents with every field optional: the blocks come from the server unchecked,
+ * so a field its type promises may still be missing.
+ */
+export const resourceOf = (block: ContentBlock & { type: 'resource' }): Partial<McpTextResourceContents & McpBlobResourceContents> =>
+  block.resource ?? {};
+
+/** The base64 data and media type of an image or audio block, when the server sent both as strings. */
+export function mediaOf(block: ContentBlock): { data: string; mimeType: string } | undefined {
+  if (block.type !== 'image' && block.type !== 'audio') return undefined;
+  return typeof block.data === 'string' && typeof block.mimeType === 'string' ? { data: block.data, mimeType: block.mimeType } : undefined;
+}
+
+/**
  * One MCP content block as text, for a target that cannot carry it as it is: binary data is named
  * (kind, media type, size), never inlined; an embedded text resource keeps its text under its URI;
  * a resource link names the resource; a block of an unknown type is shown as its JSON.
@@ -60,7 +73,7 @@ export function blockAsText(block: ContentBlock): string {
     case 'audio':
       return `[${block.type}: ${str(block.mimeType) ?? 'unknown type'}, ${base64Bytes(block.data)} bytes]`;
     case 'resource': {
-      const resource = (block.resource ?? {}) as Record<string, unknown>;
+      const resource = resourceOf(block);
       const uri = str(resource.uri) ?? 'unnamed';
       const mimeType = str(resource.mimeType);
       if (typeof resource.text === 'string') return `[resource ${uri}${mimeType ? ` (${mimeType})` : ''}]\n${resource.text}`;

@@ -7,7 +7,8 @@
 
 import type * as Agents from '@openai/agents';
 import type { ContentBlock, McpTool, McpToolResult, McpToolset } from '../types';
-import { blockAsText, dispatchCall, isMcpError, parseArguments, resultAsText, resultBlocks } from './content';
+import { blockAsText, dispatchCall, isMcpError, mediaOf, parseArguments, resultAsText, resultBlocks } from './content';
+import { requirePeer } from './peer';
 import { stripRewrittenNulls, toStrictSchema, type StrictConversion } from './strict-schema';
 
 // Types @openai/agents does not export by name.
@@ -42,18 +43,19 @@ function definition(tool: McpTool): { name: string; description: string; paramet
   return { name: tool.name, description: tool.description, parameters: conversion.strict ? conversion.schema : tool.inputSchema, strict: conversion.strict };
 }
 
-const dataUrl = (block: ContentBlock): string | undefined =>
-  typeof block.data === 'string' && typeof block.mimeType === 'string' ? `data:${block.mimeType};base64,${block.data}` : undefined;
+const dataUrl = (block: ContentBlock): string | undefined => {
+  const media = mediaOf(block);
+  return media ? `data:${media.mimeType};base64,${media.data}` : undefined;
+};
 
 /** The Agents SDK's tool output: text alone as a string; with images, a list of text and image items. */
 function agentsOutput(result: McpToolResult): AgentsOutput {
   const blocks = resultBlocks(result);
   if (!blocks.some((block) => block.type === 'image' && dataUrl(block))) return resultAsText(result);
-  return blocks.map((block): Agents.ToolCallOutputContent =>
-    block.type === 'image' && dataUrl(block)
-      ? { type: 'image', image: { data: String(block.data), mediaType: String(block.mimeType) } }
-      : { type: 'text', text: blockAsText(block) },
-  );
+  return blocks.map((block): Agents.ToolCallOutputContent => {
+    const image = block.type === 'image' ? mediaOf(block) : undefined;
+    return image ? { type: 'image', image: { data: image.data, mediaType: image.mimeType } } : { type: 'text', text: blockAsText(block) };
+  });
 }
 
 /**
@@ -72,7 +74,7 @@ export function openaiAgentsTools<Context = unknown>(
   options: { onSkipped?: (name: string, reason: string) => void } = {},
 ): AgentsFunctionTool<Context>[] {
   // Loaded here, not at the top: the Responses and Chat helpers below do not need the Agents SDK.
-  const { tool: functionTool } = require('@openai/agents') as typeof Agents;
+  const { tool: functionTool } = requirePeer('mcpferry/openai (openaiAgentsTools)', '@openai/agents', () => require('@openai/agents') as typeof Agents);
   const tools = Object.values(toolset.tools);
   // Which of two tools sharing an SDK name is kept must not depend on the order servers answered in.
   const byName = [...tools].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
