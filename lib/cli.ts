@@ -22,7 +22,7 @@ import {
   type McpConfig,
 } from './index';
 import { binding } from './binding';
-import { readConfigFile } from './config-file';
+import { readConfigFile } from './config-read';
 import type { Diagnostic, McpAuthorizationPrompt, McpOptions, McpServer, McpToolset } from './types';
 
 /** Exit codes, documented in the README and `mcpferry --help`. */
