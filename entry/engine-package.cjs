@@ -30,6 +30,8 @@ const PREBUILT = Object.fromEntries(
  */
 function linuxLibc() {
   try {
+    // As napi-rs's loader does: a report without its network section never waits on DNS.
+    if (process.report) process.report.excludeNetwork = true;
     const report = process.report && typeof process.report.getReport === 'function' ? process.report.getReport() : null;
     if (report && report.header) return report.header.glibcVersionRuntime ? 'gnu' : 'musl';
   } catch {

@@ -43,7 +43,8 @@ export async function readConfigFile(path: string): Promise<Buffer> {
     if (error instanceof McpError) throw error;
     throw refuse(`cannot be read (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
   } finally {
-    await file.close();
+    // A failed close must not replace the result (or the typed error) with a raw one.
+    await file.close().catch(() => {});
   }
 }
 

@@ -514,8 +514,15 @@ impl Vars {
             McpError::config(format!("{at}: {shown_path} cannot be read ({reason})"))
         };
         let too_large = || McpError::config(format!("{at}: {shown_path} is larger than {MAX_ENV_FILE_BYTES} bytes"));
-        // Checked before opening: opening a FIFO or a device could block or never end.
-        let metadata = std::fs::metadata(&path).map_err(unreadable)?;
+        // Opened non-blocking (a FIFO with no writer can't hold the open), then checked on the open file,
+        // so the file checked is the file read: a link swapped to a FIFO or a device after a path check
+        // can't make the read block or never end.
+        let mut open = std::fs::OpenOptions::new();
+        open.read(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, libc::O_NONBLOCK);
+        let file = open.open(&path).map_err(unreadable)?;
+        let metadata = file.metadata().map_err(unreadable)?;
         if !metadata.is_file() {
             return Err(McpError::config(format!("{at}: {shown_path} is not a regular file")));
         }
@@ -523,7 +530,7 @@ impl Vars {
             return Err(too_large());
         }
         let mut bytes = Vec::new();
-        std::fs::File::open(&path).map_err(unreadable)?.take(MAX_ENV_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(unreadable)?;
+        file.take(MAX_ENV_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(unreadable)?;
         if bytes.len() as u64 > MAX_ENV_FILE_BYTES {
             return Err(too_large());
         }
@@ -976,6 +983,18 @@ mod tests {
         let missing = error(r#"{"mcpServers":{"a":{"command":"x","envFile":"missing.env"}}}"#);
         assert!(missing.contains(&format!("cfg: mcpServers.a.envFile: {} cannot be read (no such file)", workspace.join("missing.env").display())), "{missing}");
         assert!(error(r#"{"mcpServers":{"a":{"command":"x","envFile":".vscode"}}}"#).contains("is not a regular file"));
+        // A FIFO with no writer, and a link to a device: refused on the open file, never waited on or read without end.
+        #[cfg(unix)]
+        {
+            let fifo = workspace.join("fifo.env");
+            let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+            assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+            std::os::unix::fs::symlink("/dev/zero", workspace.join("zero.env")).unwrap();
+            for file in ["fifo.env", "zero.env"] {
+                let message = error(&format!(r#"{{"mcpServers":{{"a":{{"command":"x","envFile":"{file}"}}}}}}"#));
+                assert!(message.contains("is not a regular file"), "{file}: {message}");
+            }
+        }
         std::fs::write(workspace.join("big.env"), "A=".to_owned() + &"x".repeat(MAX_ENV_FILE_BYTES as usize)).unwrap();
         assert!(error(r#"{"mcpServers":{"a":{"command":"x","envFile":"big.env"}}}"#).contains(&format!("is larger than {MAX_ENV_FILE_BYTES} bytes")));
         for (text, expected) in [("A=1\nnot a line\n", "line 2 is not NAME=value"), ("1A=secret\n", "line 1 names \"1A\""), ("A=\"secret\n", "line 1 opens a quoted value of A that is never closed"), ("A=\"x\" y\n", "line 1 has text after")] {
