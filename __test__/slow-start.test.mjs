@@ -1,0 +1,109 @@
+// stdio servers that are slow to start (issue 26): silence is no evidence of an era. `server/discover`
+// stays pending for the whole of connectTimeoutMs; after the quiet period (STDIO_PROBE_QUIET_MS, 5 s)
+// `initialize` goes out beside it, and the first answer that proves an era decides it. The servers here
+// say nothing for 6 s, longer than that period (and than the probe timeout mcpferry used to give up at).
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { mcpTools, McpTimeoutError } from '../dist/index.js';
+import { here, pythonTimeServer, scratchFile } from './helpers.mjs';
+
+const SLOW = join(here, 'fixtures', 'slow-start.mjs');
+/** How long each server says nothing after it is started, in ms: past the 5 s quiet period. */
+const START_MS = 6000;
+const MODERN = '2026-07-28';
+const ENVELOPE = 'io.modelcontextprotocol/protocolVersion';
+
+function slowServer(name, env) {
+  const record = scratchFile(`${name}.jsonl`);
+  const starts = scratchFile(`${name}.starts`);
+  const lines = (file) => (existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').filter(Boolean) : []);
+  return {
+    entry: { name, type: 'stdio', command: process.execPath, args: [SLOW], env: { SLOW_RECORD: record, SLOW_STARTS: starts, SLOW_START_MS: String(START_MS), ...env } },
+    received: () => lines(record).map((l) => JSON.parse(l)),
+    starts: () => lines(starts).length,
+  };
+}
+
+/** mcpTools with every diagnostic kept; a degraded server rejects. */
+async function open(entries, opts = {}) {
+  const diagnostics = [];
+  const toolset = await mcpTools(entries, { progress: true, onDegraded: 'throw', onDiagnostic: (d) => diagnostics.push(d), ...opts });
+  const connected = (name) => diagnostics.find((d) => d.code === 'server-connected' && d.server === name);
+  return { ...toolset, diagnostics, connected };
+}
+
+const methods = (server) => server.received().map((m) => m.method);
+
+test('a modern server silent for longer than the quiet period is opened in its era: the late discovery answer is taken', async (t) => {
+  const server = slowServer('modern', { SLOW_ERA: 'modern' });
+  const toolset = await open([server.entry]);
+  t.after(toolset.close);
+  assert.equal(toolset.connected('modern').protocolVersion, MODERN);
+  assert.equal((await toolset.tools.modern__echo.execute({ text: 'late' })).content[0].text, 'modern: late');
+  // initialize went out beside the probe and was refused (-32022): the probe's answer opened the connection.
+  assert.deepEqual(methods(server), ['server/discover', 'initialize', 'tools/list', 'tools/call']);
+  const list = server.received()[2];
+  assert.equal(list.params._meta[ENVELOPE], MODERN);
+  assert.equal(server.starts(), 1);
+});
+
+test('session-based servers silent for longer than the quiet period: initialize beside the probe; one that dies of it is started again', async (t) => {
+  const refusing = slowServer('refusing', { SLOW_ERA: 'session' });
+  const silent = slowServer('silent', { SLOW_ERA: 'session-silent' });
+  const strict = slowServer('strict', { SLOW_ERA: 'session-strict' });
+  const toolset = await open([refusing.entry, silent.entry, strict.entry]);
+  t.after(toolset.close);
+  for (const server of [refusing, silent]) {
+    const name = server.entry.name;
+    assert.equal(toolset.connected(name).protocolVersion, '2025-11-25', name);
+    assert.equal((await toolset.tools[`${name}__echo`].execute({ text: 'hi' })).content[0].text, 'session: hi');
+    assert.deepEqual(methods(server), ['server/discover', 'initialize', 'notifications/initialized', 'tools/list', 'tools/call'], name);
+    assert.equal(server.received()[1].params._meta, undefined, 'initialize carries no modern envelope');
+  }
+  // It read the probe first and exited: started again, it gets initialize alone.
+  assert.equal((await toolset.tools.strict__echo.execute({ text: 'again' })).content[0].text, 'session: again');
+  assert.equal(strict.starts(), 2);
+  assert.deepEqual(methods(strict), ['server/discover', 'initialize', 'notifications/initialized', 'tools/list', 'tools/call']);
+});
+
+test('-32022 to initialize naming 2026-07-28 continues in that era: discover is asked again and its answer (or the late one) opens it', async (t) => {
+  // The probe is answered 3 s after it is read; the -32022 to initialize at once.
+  const server = slowServer('late', { SLOW_ERA: 'modern', SLOW_DISCOVER_MS: '3000' });
+  const toolset = await open([server.entry]);
+  t.after(toolset.close);
+  assert.equal(toolset.connected('late').protocolVersion, MODERN);
+  assert.equal((await toolset.tools.late__echo.execute({ text: 'x' })).content[0].text, 'modern: x');
+  const received = server.received();
+  assert.deepEqual(received.slice(0, 3).map((m) => m.method), ['server/discover', 'initialize', 'server/discover']);
+  assert.equal(received[2].params._meta[ENVELOPE], MODERN);
+  assert.ok(!received.some((m) => m.method === 'notifications/initialized'), 'no session was completed');
+});
+
+test('connectTimeoutMs bounds the whole handshake: a probe and initialize together take no longer', async () => {
+  const server = slowServer('bounded', { SLOW_ERA: 'session-silent' });
+  const started = Date.now();
+  const error = await open([server.entry], { connectTimeoutMs: 4000 }).then(
+    () => assert.fail('mcpTools resolved'),
+    (e) => e,
+  );
+  const elapsed = Date.now() - started;
+  assert.ok(error instanceof McpTimeoutError, String(error));
+  // The server answers initialize at 6 s: before, the probe had 4 s and initialize 4 s more.
+  assert.ok(elapsed < START_MS - 500, `gave up after ${elapsed} ms, not at the 4 s bound`);
+});
+
+const time = pythonTimeServer();
+
+test('the published mcp-server-time behind a 6 s delayed start connects in its era and answers get_current_time', { skip: time.skip }, async (t) => {
+  const entry = { name: 'time', type: 'stdio', command: 'sh', args: ['-c', `sleep ${START_MS / 1000}; exec "$0"`, time.command] };
+  const toolset = await open([entry]);
+  t.after(toolset.close);
+  assert.equal(toolset.connected('time').protocolVersion, MODERN);
+  const result = await toolset.tools.time__get_current_time.execute({ timezone: 'UTC' });
+  const answer = JSON.parse(result.content[0].text);
+  assert.equal(answer.timezone, 'UTC');
+  assert.ok(Math.abs(Date.parse(answer.datetime) - Date.now()) < 10 * 60_000, answer.datetime);
+});
