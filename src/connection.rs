@@ -717,9 +717,11 @@ type Asked = Vec<(Probe, Option<Option<RequestId>>)>;
 /// server that ignores requests it does not know. A server reads its pipe in order, so one that answers
 /// `server/discover` has read it before `initialize`; the first answer that proves an era decides it:
 ///
-/// - a discovery answer: modern. The `initialize` in flight is given up (not completed: a dual-era server
-///   ties the connection to the era of its first request and refuses it with `-32022`; one that accepted
-///   it too takes each request in the era its `_meta` names, and every modern request carries it);
+/// - a discovery answer: modern, unless `initialize` is in flight too. Then its answer, read by the server
+///   after the probe, says which era the connection serves from now on: refused (the Python SDK 2.x ties a
+///   connection to its first request's era and answers `-32022`) or unanswered for `STDIO_PROBE_QUIET_MS`
+///   more, modern; accepted (the TypeScript SDK 2.x's `serveStdio` falls back to a session when
+///   `initialize` follows its probe), session-based, as below: never a session left half open;
 /// - an `initialize` result: session-based, and the handshake is completed (`notifications/initialized`);
 ///   a discovery answer after it is dropped;
 /// - `-32022` to `initialize` naming a modern version we speak: modern. `server/discover` is asked again
@@ -772,6 +774,15 @@ async fn probe_stdio(
     // One more `server/discover` at most: at a version the server named, by either request.
     let mut asked_again = false;
     let mut evidence = true;
+    // A discovery answer, held while `initialize` (sent beside it) is answered, until `modern_by` at most.
+    let mut modern: Option<(&'static str, era::DiscoverResult)> = None;
+    let mut modern_by = budget.deadline;
+    let open_modern = |asked: &mut Asked, modern: Option<(&'static str, era::DiscoverResult)>| {
+        forget_all(asked);
+        let (version, result) = modern.expect("a discovery answer is held");
+        shared.modern.store(Some(ModernWire::new(version, capabilities)));
+        SessionInfo::discovered(version, result)
+    };
     let aborted = async {
         match budget.abort {
             Some(abort) => abort.wait().await,
@@ -793,6 +804,7 @@ async fn probe_stdio(
                 ask(Probe::Initialize, &mut asked);
                 continue;
             }
+            _ = tokio::time::sleep_until(modern_by), if modern.is_some() => return Ok(open_modern(&mut asked, modern)),
         };
         let Some((probe, pending)) = asked.get_mut(index) else { continue };
         if pending.take().is_none() {
@@ -801,9 +813,16 @@ async fn probe_stdio(
         match *probe {
             Probe::Discover(at) => match era::classify(outcome, at) {
                 era::Verdict::Modern(version, result) => {
-                    forget_all(&mut asked);
-                    shared.modern.store(Some(ModernWire::new(version, capabilities)));
-                    return Ok(SessionInfo::discovered(version, result));
+                    let initializing = asked.iter().any(|(probe, pending)| matches!(probe, Probe::Initialize) && pending.is_some());
+                    if !initializing {
+                        forget_all(&mut asked);
+                        shared.modern.store(Some(ModernWire::new(version, capabilities)));
+                        return Ok(SessionInfo::discovered(version, result));
+                    }
+                    // `initialize` is on its way too, and what the server makes of it says which era it
+                    // serves from now on. Read in order after the probe, it is answered soon after it.
+                    modern = Some((version, result));
+                    modern_by = (Instant::now() + quiet).min(budget.deadline);
                 }
                 era::Verdict::Retry(next) if !asked_again => {
                     asked_again = true;
@@ -821,6 +840,8 @@ async fn probe_stdio(
                 era::Verdict::Unknown => evidence = false,
             },
             Probe::Initialize => match outcome {
+                // Refused (or not answered) after the probe found a modern server: modern.
+                Err(_) if modern.is_some() => return Ok(open_modern(&mut asked, modern)),
                 Ok(raw) => {
                     forget_all(&mut asked);
                     shared.modern.store(None);
@@ -840,6 +861,9 @@ async fn probe_stdio(
                     refused = Some(e);
                 }
             },
+        }
+        if modern.is_some() {
+            continue;
         }
         // No era proven by this answer. A child that died of the probe is started again for `initialize`.
         if shared.state.lock().ended.is_some() {
