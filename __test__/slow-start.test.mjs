@@ -1,7 +1,9 @@
 // stdio servers that are slow to start (issue 26): silence is no evidence of an era. `server/discover`
-// stays pending for the whole of connectTimeoutMs; after the quiet period (STDIO_PROBE_QUIET_MS, 5 s)
-// `initialize` goes out beside it, and the first answer that proves an era decides it. The servers here
-// say nothing for 6 s, longer than that period (and than the probe timeout mcpferry used to give up at).
+// stays pending for the whole of connectTimeoutMs; once the server has read it (its stdin pipe drained)
+// and stayed quiet for 5 s (STDIO_PROBE_QUIET_MS), `initialize` goes out beside it, and the answers
+// decide the era. The servers here say nothing for 6 s, longer than that period and than the probe
+// timeout mcpferry used to give up at; some sit behind a launcher that drains their stdin meanwhile (as
+// `docker run -i` does), so the client sees the probe read and sends `initialize` too.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,17 +13,21 @@ import { mcpTools, McpTimeoutError } from '../dist/index.js';
 import { here, pythonTimeServer, scratchFile } from './helpers.mjs';
 
 const SLOW = join(here, 'fixtures', 'slow-start.mjs');
+const LAUNCHER = join(here, 'fixtures', 'draining-launcher.mjs');
+const TS2 = join(here, 'fixtures', 'ts2-server.mjs');
 /** How long each server says nothing after it is started, in ms: past the 5 s quiet period. */
 const START_MS = 6000;
 const MODERN = '2026-07-28';
 const ENVELOPE = 'io.modelcontextprotocol/protocolVersion';
 
-function slowServer(name, env) {
+/** The fixture, silent for START_MS (`drained`: behind the draining launcher, which waits instead). */
+function slowServer(name, env, { drained = false } = {}) {
   const record = scratchFile(`${name}.jsonl`);
   const starts = scratchFile(`${name}.starts`);
   const lines = (file) => (existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').filter(Boolean) : []);
+  const args = drained ? [LAUNCHER, String(START_MS), process.execPath, SLOW] : [SLOW];
   return {
-    entry: { name, type: 'stdio', command: process.execPath, args: [SLOW], env: { SLOW_RECORD: record, SLOW_STARTS: starts, SLOW_START_MS: String(START_MS), ...env } },
+    entry: { name, type: 'stdio', command: process.execPath, args, env: { SLOW_RECORD: record, SLOW_STARTS: starts, SLOW_START_MS: drained ? '0' : String(START_MS), ...env } },
     received: () => lines(record).map((l) => JSON.parse(l)),
     starts: () => lines(starts).length,
   };
@@ -37,17 +43,26 @@ async function open(entries, opts = {}) {
 
 const methods = (server) => server.received().map((m) => m.method);
 
-test('a modern server silent for longer than the quiet period is opened in its era: the late discovery answer is taken', async (t) => {
+test('a modern server silent for longer than the quiet period is opened in its era: its late discovery answer is taken', async (t) => {
   const server = slowServer('modern', { SLOW_ERA: 'modern' });
   const toolset = await open([server.entry]);
   t.after(toolset.close);
   assert.equal(toolset.connected('modern').protocolVersion, MODERN);
   assert.equal((await toolset.tools.modern__echo.execute({ text: 'late' })).content[0].text, 'modern: late');
-  // initialize went out beside the probe and was refused (-32022): the probe's answer opened the connection.
-  assert.deepEqual(methods(server), ['server/discover', 'initialize', 'tools/list', 'tools/call']);
-  const list = server.received()[2];
-  assert.equal(list.params._meta[ENVELOPE], MODERN);
+  // The probe sat unread in its pipe while it started: no initialize beside it.
+  assert.deepEqual(methods(server), ['server/discover', 'tools/list', 'tools/call']);
+  assert.equal(server.received()[1].params._meta[ENVELOPE], MODERN);
   assert.equal(server.starts(), 1);
+});
+
+test('behind a launcher that drains its stdin, a slow modern server refuses the initialize sent beside the probe, and is opened in its era', async (t) => {
+  const server = slowServer('drained', { SLOW_ERA: 'modern' }, { drained: true });
+  const toolset = await open([server.entry]);
+  t.after(toolset.close);
+  assert.equal(toolset.connected('drained').protocolVersion, MODERN);
+  assert.equal((await toolset.tools.drained__echo.execute({ text: 'late' })).content[0].text, 'modern: late');
+  // initialize went out after the quiet period and was refused (-32022): the probe's answer opened it.
+  assert.deepEqual(methods(server), ['server/discover', 'initialize', 'tools/list', 'tools/call']);
 });
 
 test('session-based servers silent for longer than the quiet period: initialize beside the probe; one that dies of it is started again', async (t) => {
@@ -70,8 +85,8 @@ test('session-based servers silent for longer than the quiet period: initialize 
 });
 
 test('-32022 to initialize naming 2026-07-28 continues in that era: discover is asked again and its answer (or the late one) opens it', async (t) => {
-  // The probe is answered 3 s after it is read; the -32022 to initialize at once.
-  const server = slowServer('late', { SLOW_ERA: 'modern', SLOW_DISCOVER_MS: '3000' });
+  // The probe is answered 7 s after it is read, past the quiet period; the -32022 to initialize at once.
+  const server = slowServer('late', { SLOW_ERA: 'modern', SLOW_DISCOVER_MS: '7000' });
   const toolset = await open([server.entry]);
   t.after(toolset.close);
   assert.equal(toolset.connected('late').protocolVersion, MODERN);
@@ -82,15 +97,17 @@ test('-32022 to initialize naming 2026-07-28 continues in that era: discover is 
   assert.ok(!received.some((m) => m.method === 'notifications/initialized'), 'no session was completed');
 });
 
-test('a dual-era server that takes initialize after its probe (TypeScript SDK 2.x serveStdio) gets the session it took, complete', async (t) => {
-  const ts2 = join(here, 'fixtures', 'ts2-server.mjs');
-  const entry = { name: 'ts2', type: 'stdio', command: 'sh', args: ['-c', `sleep ${START_MS / 1000}; exec "$0" "$1" stdio`, process.execPath, ts2] };
-  const toolset = await open([entry]);
+test('TypeScript SDK 2.x serveStdio, slow to start: modern; behind a draining launcher it takes initialize too, and gets that session, complete', async (t) => {
+  const slow = { name: 'ts2slow', type: 'stdio', command: 'sh', args: ['-c', `sleep ${START_MS / 1000}; exec "$0" "$1" stdio`, process.execPath, TS2] };
+  const drained = { name: 'ts2drained', type: 'stdio', command: process.execPath, args: [LAUNCHER, String(START_MS), process.execPath, TS2, 'stdio'] };
+  const toolset = await open([slow, drained]);
   t.after(toolset.close);
+  const era = async (name) => JSON.parse((await toolset.tools[`${name}__whoami`].execute({})).content[0].text).era;
+  assert.equal(toolset.connected('ts2slow').protocolVersion, MODERN);
+  assert.equal(await era('ts2slow'), 'modern');
   // It answered the probe, then fell back to a session for initialize: the connection is that session.
-  assert.equal(toolset.connected('ts2').protocolVersion, '2025-11-25');
-  const { era } = JSON.parse((await toolset.tools.ts2__whoami.execute({})).content[0].text);
-  assert.equal(era, 'legacy');
+  assert.equal(toolset.connected('ts2drained').protocolVersion, '2025-11-25');
+  assert.equal(await era('ts2drained'), 'legacy');
 });
 
 test('connectTimeoutMs bounds the whole handshake: a probe and initialize together take no longer', async () => {
@@ -109,12 +126,16 @@ test('connectTimeoutMs bounds the whole handshake: a probe and initialize togeth
 const time = pythonTimeServer();
 
 test('the published mcp-server-time behind a 6 s delayed start connects in its era and answers get_current_time', { skip: time.skip }, async (t) => {
-  const entry = { name: 'time', type: 'stdio', command: 'sh', args: ['-c', `sleep ${START_MS / 1000}; exec "$0"`, time.command] };
-  const toolset = await open([entry]);
+  const delayed = { name: 'time', type: 'stdio', command: 'sh', args: ['-c', `sleep ${START_MS / 1000}; exec "$0"`, time.command] };
+  // And as `docker run -i mcp/time` during a pull: its stdin read at once, the server not yet started.
+  const drained = { name: 'dtime', type: 'stdio', command: process.execPath, args: [LAUNCHER, String(START_MS), time.command] };
+  const toolset = await open([delayed, drained]);
   t.after(toolset.close);
-  assert.equal(toolset.connected('time').protocolVersion, MODERN);
-  const result = await toolset.tools.time__get_current_time.execute({ timezone: 'UTC' });
-  const answer = JSON.parse(result.content[0].text);
-  assert.equal(answer.timezone, 'UTC');
-  assert.ok(Math.abs(Date.parse(answer.datetime) - Date.now()) < 10 * 60_000, answer.datetime);
+  for (const name of ['time', 'dtime']) {
+    assert.equal(toolset.connected(name).protocolVersion, MODERN, name);
+    const result = await toolset.tools[`${name}__get_current_time`].execute({ timezone: 'UTC' });
+    const answer = JSON.parse(result.content[0].text);
+    assert.equal(answer.timezone, 'UTC');
+    assert.ok(Math.abs(Date.parse(answer.datetime) - Date.now()) < 10 * 60_000, answer.datetime);
+  }
 });

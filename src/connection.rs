@@ -712,9 +712,10 @@ type Asked = Vec<(Probe, Option<Option<RequestId>>)>;
 
 /// The stdio probe. A child process says nothing until it is ready, which may take a first `uvx` or
 /// `docker run` download or a loaded machine's while: its silence is no evidence of an era. So
-/// `server/discover` stays pending for the whole of `connectTimeoutMs`; once the server has been quiet
-/// for `STDIO_PROBE_QUIET_MS` (or half the budget), `initialize` goes out beside it, for a session-based
-/// server that ignores requests it does not know. A server reads its pipe in order, so one that answers
+/// `server/discover` stays pending for the whole of `connectTimeoutMs`; once the server has read it (its
+/// stdin pipe drained, where that can be told) and been quiet for `STDIO_PROBE_QUIET_MS` (or half the
+/// budget) since, `initialize` goes out beside it, for a session-based server that ignores requests it
+/// does not know. A server reads its pipe in order, so one that answers
 /// `server/discover` has read it before `initialize`; the first answer that proves an era decides it:
 ///
 /// - a discovery answer: modern, unless `initialize` is in flight too. Then its answer, read by the server
@@ -769,7 +770,9 @@ async fn probe_stdio(
         }
     };
     let quiet = Duration::from_millis(crate::limits::STDIO_PROBE_QUIET_MS).min(budget.total / 2);
-    let quiet_until = Instant::now() + quiet;
+    // The quiet period runs from when the child has read the probe: one still starting reads nothing.
+    let mut read_at: Option<Instant> = None;
+    let mut wake_at = Instant::now();
     let mut initialize_sent = refused.is_some();
     // One more `server/discover` at most: at a version the server named, by either request.
     let mut asked_again = false;
@@ -799,9 +802,21 @@ async fn probe_stdio(
                 return Err(Negotiation::Failed(McpError::Aborted));
             }
             Some(answer) = answered.recv() => answer,
-            _ = tokio::time::sleep_until(quiet_until), if !initialize_sent => {
-                initialize_sent = true;
-                ask(Probe::Initialize, &mut asked);
+            _ = tokio::time::sleep_until(wake_at), if !initialize_sent => {
+                let now = Instant::now();
+                match read_at {
+                    None if transport.input_unread() == Some(true) => {
+                        wake_at = now + Duration::from_millis(crate::limits::STDIO_PROBE_READ_POLL_MS);
+                    }
+                    None => {
+                        read_at = Some(now);
+                        wake_at = now + quiet;
+                    }
+                    Some(_) => {
+                        initialize_sent = true;
+                        ask(Probe::Initialize, &mut asked);
+                    }
+                }
                 continue;
             }
             _ = tokio::time::sleep_until(modern_by), if modern.is_some() => return Ok(open_modern(&mut asked, modern)),
