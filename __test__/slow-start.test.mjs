@@ -7,7 +7,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { mcpTools, McpTimeoutError } from '../dist/index.js';
 import { here, pythonTimeServer, scratchFile } from './helpers.mjs';
@@ -95,6 +95,23 @@ test('-32022 to initialize naming 2026-07-28 continues in that era: discover is 
   assert.deepEqual(received.slice(0, 3).map((m) => m.method), ['server/discover', 'initialize', 'server/discover']);
   assert.equal(received[2].params._meta[ENVELOPE], MODERN);
   assert.ok(!received.some((m) => m.method === 'notifications/initialized'), 'no session was completed');
+});
+
+test('a server remembered as session-based that refuses initialize with -32022 naming 2026-07-28 is asked server/discover, and opened in that era', async (t) => {
+  const eraFile = scratchFile('era');
+  writeFileSync(eraFile, 'session');
+  const server = slowServer('turncoat', { SLOW_ERA_FILE: eraFile, SLOW_START_MS: '0' });
+  const first = await open([server.entry]);
+  await first.close();
+  assert.equal(first.connected('turncoat').protocolVersion, '2025-11-25');
+  // Redeployed as a modern-only server: the next connection starts with initialize (remembered: no probe).
+  writeFileSync(eraFile, 'modern-only');
+  const seen = server.received().length;
+  const toolset = await open([server.entry]);
+  t.after(toolset.close);
+  assert.equal(toolset.connected('turncoat').protocolVersion, MODERN);
+  assert.equal((await toolset.tools.turncoat__echo.execute({ text: 'now' })).content[0].text, 'modern: now');
+  assert.deepEqual(methods(server).slice(seen), ['initialize', 'server/discover', 'tools/list', 'tools/call']);
 });
 
 test('TypeScript SDK 2.x serveStdio, slow to start: modern; behind a draining launcher it takes initialize too, and gets that session, complete', async (t) => {
