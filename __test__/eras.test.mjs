@@ -58,6 +58,8 @@ test('one mcpTools call over both eras: TypeScript 2.x, Python 2.x, server-every
   const elicitations = [];
   const { tools, close } = await mcpTools(servers, {
     timeoutMs: 10_000,
+    // Seven servers starting together (Python's among them) on a loaded machine: the whole handshake's bound.
+    connectTimeoutMs: 60_000,
     onDiagnostic: (d) => diagnostics.push(d),
     onElicitation: (request, { server }) => {
       elicitations.push({ server, request });

@@ -84,7 +84,33 @@ const PYTHON_INSTALL_TIMEOUT_MS = 120_000;
 export function pythonSdk() {
   const python = join(VENV, 'bin', 'python');
   const ready = () => existsSync(VENV_READY) && existsSync(python);
-  if (ready()) return { python };
+  return withVenvLock(ready, () => ({ python }), () => installPythonSdk(python));
+}
+
+/** The published PyPI server `mcp-server-time` (Python SDK 2.x, both eras), pinned. */
+export const PYTHON_TIME_SERVER = 'mcp-server-time==2026.10.19';
+
+/**
+ * The `mcp-server-time` executable (`{ command }`), installed from PyPI into the Python SDK's venv (beside
+ * the SDK, which it requires) on first use and cached there; or `{ skip }` with the reason it cannot be had.
+ */
+export function pythonTimeServer() {
+  const sdk = pythonSdk();
+  if (sdk.skip) return sdk;
+  const command = join(VENV, 'bin', 'mcp-server-time');
+  const marker = join(VENV, `${PYTHON_TIME_SERVER}.installed`);
+  const ready = () => existsSync(marker) && existsSync(command);
+  return withVenvLock(ready, () => ({ command }), () => {
+    const failed = runInstall(join(VENV, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', PYTHON_TIME_SERVER]);
+    if (failed) return { skip: `${PYTHON_TIME_SERVER} unavailable (${failed})` };
+    writeFileSync(marker, `${new Date().toISOString()}\n`);
+    return { command };
+  });
+}
+
+/** `install()` under the venv's lock directory unless `ready()`; `done()` once it is. */
+function withVenvLock(ready, done, install) {
+  if (ready()) return done();
   const lock = `${VENV}.lock`;
   mkdirSync(dirname(VENV), { recursive: true });
   const deadline = Date.now() + PYTHON_INSTALL_TIMEOUT_MS + 10_000;
@@ -93,7 +119,7 @@ export function pythonSdk() {
       mkdirSync(lock);
       break;
     } catch {
-      if (ready()) return { python };
+      if (ready()) return done();
       // A lock older than an install can take was left by a process that died: take it over.
       const stale = (() => {
         try {
@@ -103,29 +129,31 @@ export function pythonSdk() {
         }
       })();
       if (stale) rmSync(lock, { recursive: true, force: true });
-      if (Date.now() > deadline) return { skip: 'Python SDK 2.x unavailable (another test process holds the install lock)' };
+      if (Date.now() > deadline) return { skip: 'the Python venv is unavailable (another test process holds its install lock)' };
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
     }
   }
   try {
-    if (ready()) return { python };
-    return installPythonSdk(python);
+    if (ready()) return done();
+    return install();
   } finally {
     rmSync(lock, { recursive: true, force: true });
   }
 }
 
+/** Run one install step: null, or why it failed. */
+function runInstall(command, args) {
+  const r = spawnSync(command, args, { encoding: 'utf8', timeout: PYTHON_INSTALL_TIMEOUT_MS });
+  if (r.error) return `${command} ${args.join(' ')}: ${r.error.message}`;
+  if (r.status !== 0) return `${command} ${args.join(' ')}: exit ${r.status}: ${r.stderr.trim().split('\n').slice(-3).join(' / ')}`;
+  return null;
+}
+
 function installPythonSdk(python) {
-  const run = (command, args) => {
-    const r = spawnSync(command, args, { encoding: 'utf8', timeout: PYTHON_INSTALL_TIMEOUT_MS });
-    if (r.error) return `${command} ${args.join(' ')}: ${r.error.message}`;
-    if (r.status !== 0) return `${command} ${args.join(' ')}: exit ${r.status}: ${r.stderr.trim().split('\n').slice(-3).join(' / ')}`;
-    return null;
-  };
   const started = Date.now();
   rmSync(VENV, { recursive: true, force: true });
   mkdirSync(VENV, { recursive: true });
-  const failed = run('python3', ['-m', 'venv', VENV]) ?? run(join(VENV, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', PYTHON_SDK]);
+  const failed = runInstall('python3', ['-m', 'venv', VENV]) ?? runInstall(join(VENV, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', PYTHON_SDK]);
   if (failed) return { skip: `Python SDK 2.x unavailable (${failed})` };
   writeFileSync(VENV_READY, `${new Date().toISOString()}\n`);
   console.log(`# installed ${PYTHON_SDK} into ${VENV} in ${((Date.now() - started) / 1000).toFixed(1)} s (cached for later runs)`);

@@ -96,7 +96,8 @@ test('isError results reject with mcp_tool_error carrying the server text', asyn
 
 test('a timeout rejects with mcp_timeout and cancels the request on the server', async () => {
   const server = fixture('to');
-  const { tools, close } = await open([server.entry], { timeoutMs: 200 });
+  // The call's timeout: the handshake (its own bound, the whole of it) keeps time for the process to start.
+  const { tools, close } = await open([server.entry], { timeoutMs: 200, connectTimeoutMs: 30_000 });
   const started = Date.now();
   await assert.rejects(tools.to__slow.execute({ ms: 5000 }), { code: 'mcp_timeout' });
   assert.ok(Date.now() - started < 2000);
@@ -107,7 +108,7 @@ test('a timeout rejects with mcp_timeout and cancels the request on the server',
 });
 
 test('progress notifications reset the idle timer', async () => {
-  const { tools, close } = await open([fixture('prog').entry], { timeoutMs: 250 });
+  const { tools, close } = await open([fixture('prog').entry], { timeoutMs: 250, connectTimeoutMs: 30_000 });
   // 6 steps 120 ms apart: 720 ms in all, never 250 ms without a sign of life.
   const result = await tools.prog__progress.execute({ steps: 6, intervalMs: 120 });
   assert.equal(result.content[0].text, 'progress done after 6 steps');

@@ -80,9 +80,10 @@ results.push(await run('cargo test', 'cargo', ['test', '--quiet', '--no-default-
 const pgEnv = { ...pgUrl, MCPFERRY_TEST_PG_REQUIRED: '1' };
 results.push(await run(`Node ${process.versions.node}`, process.execPath, ['--test', '--test-reporter=tap', ...suites], pgEnv));
 // On Node, stdio responses are read on the JS event loop; Bun reads them on an engine thread. Run the
-// stdio suite once more on Node with the engine's reader, so both paths are tested on both runtimes.
+// stdio suites once more on Node with the engine's reader, so both paths are tested on both runtimes.
+const engineReaderSuites = ['stdio.test.mjs', 'slow-start.test.mjs'].map((f) => join('__test__', f));
 results.push(
-  await run('Node, engine reader', process.execPath, ['--test', '--test-reporter=tap', join('__test__', 'stdio.test.mjs')], {
+  await run('Node, engine reader', process.execPath, ['--test', '--test-reporter=tap', ...engineReaderSuites], {
     MCPFERRY_ENGINE_READER: '1',
   }),
 );

@@ -138,9 +138,15 @@ pub const LOOPBACK_READ_TIMEOUT_MS: u64 = 5_000;
 /// `subscriptions/listen` (2026-07-28) has no idle limit of its own: a stream quiet for this long is a
 /// subscription nobody needs to end.
 pub const LISTEN_TIMEOUT_MS: u64 = 30 * 24 * 3600 * 1000;
-/// How long a stdio server has to answer the modern era's probe (`server/discover`) before it is taken
-/// for a session-based server that ignores unknown requests (remembered, so paid once per server).
-pub const STDIO_PROBE_TIMEOUT_MS: u64 = 5_000;
+/// How long a stdio server may stay silent after reading the modern era's probe (`server/discover`) before
+/// `initialize` is sent beside it, for a session-based server that ignores unknown requests (remembered,
+/// so paid once per server); half of `connectTimeoutMs` when that is shorter. The probe stays pending:
+/// silence is no evidence of an era (a server may still be starting), and whichever request the server
+/// answers decides it, within `connectTimeoutMs` for the whole handshake.
+pub const STDIO_PROBE_QUIET_MS: u64 = 5_000;
+/// How often the stdio probe looks whether a child has read it yet (its stdin pipe drained): the quiet
+/// period above runs from then, not from the start of a process still starting.
+pub const STDIO_PROBE_READ_POLL_MS: u64 = 50;
 /// How long a modern server's `server/discover` answer is reused by later connections to it (this
 /// process) instead of asking again. The answer describes the server, not a session, but a server can be
 /// redeployed with other capabilities (say, starting to announce tool changes) without failing any

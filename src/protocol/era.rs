@@ -4,8 +4,9 @@
 //!
 //! A server's era is found by asking a modern question first ([`classify`]): a `DiscoverResult` (or an
 //! `UnsupportedProtocolVersion` error naming a modern version we speak) means modern; an authorization
-//! refusal is no evidence either way; anything else means a session-based server, which then gets
-//! `initialize`. The answer is remembered per server ([`recall`]), so reconnections skip the probe: a
+//! refusal is no evidence either way, and so is no answer (a server may still be starting); anything else
+//! means a session-based server, which then gets `initialize` (over stdio, also once the server has been
+//! quiet for a while: see `connection.rs`). The answer is remembered per server ([`recall`]), so reconnections skip the probe: a
 //! session-based server gets `initialize` at once, and a modern one's discovery answer is reused while
 //! it is fresh, so a connection sends no `server/discover` at all (over HTTP; see `connection.rs`).
 
@@ -112,9 +113,10 @@ pub enum Verdict {
     Fatal(McpError),
 }
 
-/// Classify the answer to `server/discover` sent at `requested`. Over stdio, no answer in time is the
-/// answer of a session-based server that ignores what it doesn't know; over HTTP it is no evidence.
-pub fn classify(outcome: Result<Box<RawValue>, McpError>, requested: &str, stdio: bool) -> Verdict {
+/// Classify the answer to `server/discover` sent at `requested`. No answer (a timeout, a failed exchange)
+/// is no evidence of an era on any transport: a server that has said nothing yet may be one still
+/// starting (a first `uvx` or `docker run` download, a loaded machine).
+pub fn classify(outcome: Result<Box<RawValue>, McpError>, requested: &str) -> Verdict {
     match outcome {
         Ok(raw) => {
             let Ok(result) = serde_json::from_str::<DiscoverResult>(raw.get()) else { return Verdict::Legacy };
@@ -124,16 +126,10 @@ pub fn classify(outcome: Result<Box<RawValue>, McpError>, requested: &str, stdio
                 None => Verdict::Legacy,
             }
         }
-        Err(McpError::Rpc { code: UNSUPPORTED_PROTOCOL_VERSION, data: Some(data), .. }) => {
-            #[derive(Deserialize)]
-            struct Supported {
-                supported: Vec<String>,
-            }
-            match serde_json::from_str::<Supported>(&data) {
-                Ok(s) => pick(s.supported.iter().map(String::as_str), requested).map_or(Verdict::Legacy, Verdict::Retry),
-                Err(_) => Verdict::Legacy,
-            }
-        }
+        Err(McpError::Rpc { code: UNSUPPORTED_PROTOCOL_VERSION, data: Some(data), .. }) => match supported(&data) {
+            Some(supported) => pick(supported.iter().map(String::as_str), requested).map_or(Verdict::Legacy, Verdict::Retry),
+            None => Verdict::Legacy,
+        },
         Err(
             e @ (McpError::Auth(_)
             | McpError::Reauthorized(_)
@@ -144,9 +140,26 @@ pub fn classify(outcome: Result<Box<RawValue>, McpError>, requested: &str, stdio
             | McpError::ConfigInvalid(_)),
         ) => Verdict::Fatal(e),
         Err(McpError::Rpc { .. } | McpError::Protocol(_)) => Verdict::Legacy,
-        Err(McpError::Timeout { .. }) if stdio => Verdict::Legacy,
         Err(_) => Verdict::Unknown,
     }
+}
+
+/// The modern version we speak that an `UnsupportedProtocolVersion` (-32022) refusal of `initialize` names
+/// (`data.supported`), if any: the server is one of the modern era (say, a dual-era server whose
+/// connection the probe already opened in it), and the connection continues in that era.
+pub fn modern_version_named(error: &McpError) -> Option<&'static str> {
+    let McpError::Rpc { code: UNSUPPORTED_PROTOCOL_VERSION, data: Some(data), .. } = error else { return None };
+    let supported = supported(data)?;
+    MODERN_PROTOCOL_VERSIONS.iter().copied().find(|v| supported.iter().any(|s| s == v))
+}
+
+/// `data.supported` of an `UnsupportedProtocolVersion` error.
+fn supported(data: &str) -> Option<Vec<String>> {
+    #[derive(Deserialize)]
+    struct Supported {
+        supported: Vec<String>,
+    }
+    serde_json::from_str::<Supported>(data).ok().map(|s| s.supported)
 }
 
 /// The version to use among those a server supports: the requested one if listed, else our newest.
@@ -339,23 +352,36 @@ mod tests {
     #[test]
     fn only_a_modern_answer_is_modern_and_auth_is_no_evidence() {
         let discover = r#"{"supportedVersions":["2026-07-28","2025-11-25"],"capabilities":{"tools":{"listChanged":true}},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"}}}"#;
-        match classify(Ok(raw(discover)), "2026-07-28", false) {
+        match classify(Ok(raw(discover)), "2026-07-28") {
             Verdict::Modern(v, result) => {
                 assert_eq!(v, "2026-07-28");
                 assert_eq!(result.server_info().name, "s");
             }
             other => panic!("{other:?}"),
         }
-        assert!(matches!(classify(Ok(raw(r#"{"supportedVersions":["2025-11-25"]}"#)), "2026-07-28", false), Verdict::Legacy));
-        assert!(matches!(classify(Ok(raw("{}")), "2026-07-28", false), Verdict::Legacy));
+        assert!(matches!(classify(Ok(raw(r#"{"supportedVersions":["2025-11-25"]}"#)), "2026-07-28"), Verdict::Legacy));
+        assert!(matches!(classify(Ok(raw("{}")), "2026-07-28"), Verdict::Legacy));
         let unsupported = |data: &str| McpError::Rpc { code: UNSUPPORTED_PROTOCOL_VERSION, message: "no".into(), data: Some(data.into()) };
-        assert!(matches!(classify(Err(unsupported(r#"{"supported":["2026-07-28"]}"#)), "2026-07-28", false), Verdict::Retry("2026-07-28")));
-        assert!(matches!(classify(Err(unsupported(r#"{"supported":["2025-11-25"]}"#)), "2026-07-28", false), Verdict::Legacy));
-        assert!(matches!(classify(Err(McpError::Rpc { code: -32601, message: "?".into(), data: None }), "2026-07-28", false), Verdict::Legacy));
-        assert!(matches!(classify(Err(McpError::Transport("HTTP 503".into())), "2026-07-28", false), Verdict::Unknown));
-        assert!(matches!(classify(Err(McpError::Timeout { after_ms: 1 }), "2026-07-28", false), Verdict::Unknown));
-        assert!(matches!(classify(Err(McpError::Timeout { after_ms: 1 }), "2026-07-28", true), Verdict::Legacy));
-        assert!(matches!(classify(Err(McpError::Auth("login".into())), "2026-07-28", false), Verdict::Fatal(_)));
+        assert!(matches!(classify(Err(unsupported(r#"{"supported":["2026-07-28"]}"#)), "2026-07-28"), Verdict::Retry("2026-07-28")));
+        assert!(matches!(classify(Err(unsupported(r#"{"supported":["2025-11-25"]}"#)), "2026-07-28"), Verdict::Legacy));
+        assert!(matches!(classify(Err(McpError::Rpc { code: -32601, message: "?".into(), data: None }), "2026-07-28"), Verdict::Legacy));
+        assert!(matches!(classify(Err(McpError::Transport("HTTP 503".into())), "2026-07-28"), Verdict::Unknown));
+        // Silence is no evidence, over stdio as over HTTP: the server may still be starting.
+        assert!(matches!(classify(Err(McpError::Timeout { after_ms: 1 }), "2026-07-28"), Verdict::Unknown));
+        assert!(matches!(classify(Err(McpError::Auth("login".into())), "2026-07-28"), Verdict::Fatal(_)));
+    }
+
+    #[test]
+    fn a_refused_initialize_names_a_modern_version_only_in_an_unsupported_version_error_we_can_read() {
+        let unsupported = |data: Option<&str>| McpError::Rpc { code: UNSUPPORTED_PROTOCOL_VERSION, message: "no".into(), data: data.map(Into::into) };
+        // The Python SDK 2.x's refusal of initialize on a connection its probe opened in the modern era.
+        assert_eq!(modern_version_named(&unsupported(Some(r#"{"supported":["2026-07-28"],"requested":"2025-11-25"}"#))), Some("2026-07-28"));
+        assert_eq!(modern_version_named(&unsupported(Some(r#"{"supported":["2099-01-01","2026-07-28"]}"#))), Some("2026-07-28"));
+        assert_eq!(modern_version_named(&unsupported(Some(r#"{"supported":["2025-11-25"]}"#))), None);
+        assert_eq!(modern_version_named(&unsupported(Some("[]"))), None);
+        assert_eq!(modern_version_named(&unsupported(None)), None);
+        let other = McpError::Rpc { code: -32601, message: "2026-07-28".into(), data: Some(r#"{"supported":["2026-07-28"]}"#.into()) };
+        assert_eq!(modern_version_named(&other), None);
     }
 
     fn discovered(capability: &str) -> Known {

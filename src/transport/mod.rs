@@ -104,6 +104,11 @@ pub trait Transport: Send + Sync {
     fn is_stdio(&self) -> bool {
         false
     }
+    /// Whether the server has yet to read some of what was sent to it (stdio: bytes still queued or in its
+    /// stdin pipe, as in a child still starting); `None` when that can't be told.
+    fn input_unread(&self) -> Option<bool> {
+        None
+    }
     /// Whether the server behind it may speak the modern era (the legacy HTTP+SSE transport never does,
     /// so it is not probed).
     fn may_be_modern(&self) -> bool {

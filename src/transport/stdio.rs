@@ -223,6 +223,10 @@ impl Transport for StdioTransport {
         true
     }
 
+    fn input_unread(&self) -> Option<bool> {
+        self.outbox.unread()
+    }
+
     fn send(&self, message: Outbound) -> Result<()> {
         self.outbox.push(std::iter::once(message.json))
     }
@@ -431,6 +435,28 @@ impl Outbox {
     fn close(&self) {
         self.state.lock().closed = true;
         self.wake.notify_one();
+    }
+
+    /// Whether bytes pushed here wait to be read by the server: queued, being written, or in the pipe
+    /// (`FIONREAD` on its write end, Linux). `None` once closed, or where the pipe can't be asked.
+    fn unread(&self) -> Option<bool> {
+        let state = self.state.lock();
+        if state.closed {
+            return None;
+        }
+        if !state.pending.is_empty() || state.writer_busy {
+            return Some(true);
+        }
+        #[cfg(target_os = "linux")]
+        {
+            let mut in_pipe: libc::c_int = 0;
+            // SAFETY: `fd` is open while `closed` is false, and we hold the lock that orders closing.
+            let asked = unsafe { libc::ioctl(self.fd, libc::FIONREAD, &mut in_pipe) };
+            if asked == 0 {
+                return Some(in_pipe > 0);
+            }
+        }
+        None
     }
 
     /// Swap the queued bytes into `spare`. `None` once closed and drained (the writer then drops the fd).
