@@ -1,5 +1,6 @@
 // Shared by the test suites: fixture server entries and readers for what the fixture recorded.
 
+import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, existsSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -188,4 +189,25 @@ export function memoryJsJournal() {
     },
   };
   return { journal, claims, counts };
+}
+
+/** Whether stdio responses are read by the engine here: with MCPFERRY_ENGINE_READER=1, and always on Bun (lib/index.ts). */
+export const ENGINE_READS = process.env.MCPFERRY_ENGINE_READER === '1' || typeof Bun !== 'undefined';
+
+/**
+ * On Node with the JS reader, a test that runs the file `url` once more with stdout read by the engine
+ * (MCPFERRY_ENGINE_READER=1), so a suite covers both readers in one run. Nothing on Bun or in that run.
+ */
+export function rerunWithEngineReader(test, url) {
+  if (ENGINE_READS) return;
+  test('the same suite with stdout read by the engine instead of the event loop', () => {
+    // Without NODE_TEST_CONTEXT the child runs as a test runner of its own, not as our subtest.
+    const { NODE_TEST_CONTEXT, ...env } = process.env;
+    const run = spawnSync(process.execPath, ['--test', '--test-reporter=spec', fileURLToPath(url)], {
+      env: { ...env, MCPFERRY_ENGINE_READER: '1' },
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    assert.equal(run.status, 0, (run.stdout + run.stderr).slice(-4000));
+  });
 }

@@ -183,8 +183,8 @@ test('names that collide after sanitizing (even with the client\'s own rewrites)
     const mine = Object.values(tools).filter((t) => t.server === 'h');
     const remotes = new Set(mine.map((t) => t.remoteName));
     for (const name of colliding) assert.ok(remotes.has(name), `${name} is projected`);
-    // Two names made to equal the rewrites of x.y, plus the 18 ordinary tools, plus the list above.
-    assert.equal(mine.length, 18 + colliding.length + 2, `every published tool has its own entry: ${[...remotes].filter((r) => r.startsWith('x'))}`);
+    // Two names made to equal the rewrites of x.y, plus the 22 ordinary tools, plus the list above.
+    assert.equal(mine.length, 22 + colliding.length + 2, `every published tool has its own entry: ${[...remotes].filter((r) => r.startsWith('x'))}`);
     assert.equal(new Set(mine.map((t) => t.name)).size, mine.length);
     for (const tool of mine) {
       assert.match(tool.name, PROVIDER_SAFE);

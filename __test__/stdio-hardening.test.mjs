@@ -5,19 +5,15 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { mcpTools } from '../dist/index.js';
-import { here, until } from './helpers.mjs';
+import { ENGINE_READS, here, rerunWithEngineReader, until } from './helpers.mjs';
 
 const SERVER = join(here, 'fixtures', 'stdio-hardening.mjs');
 const MiB = 1024 * 1024;
-// Bun always reads stdout on an engine thread (lib/index.ts).
-const ENGINE_READS = process.env.MCPFERRY_ENGINE_READER === '1' || typeof Bun !== 'undefined';
 const READER = ENGINE_READS ? 'engine reader' : 'JS reader';
 
 const entry = (name, env = {}) => ({ name, type: 'stdio', command: process.execPath, args: [SERVER], env });
@@ -184,15 +180,4 @@ test(`[${READER}] a secret cut at the edge of a stderr tail or an error quote le
   }
 });
 
-if (!ENGINE_READS) {
-  test('the same suite with stdout read by the engine instead of the event loop', () => {
-    // Without NODE_TEST_CONTEXT the child runs as a test runner of its own, not as our subtest.
-    const { NODE_TEST_CONTEXT, ...env } = process.env;
-    const run = spawnSync(process.execPath, ['--test', '--test-reporter=spec', fileURLToPath(import.meta.url)], {
-      env: { ...env, MCPFERRY_ENGINE_READER: '1' },
-      encoding: 'utf8',
-      timeout: 120_000,
-    });
-    assert.equal(run.status, 0, (run.stdout + run.stderr).slice(-4000));
-  });
-}
+rerunWithEngineReader(test, import.meta.url);

@@ -11,6 +11,14 @@ export type McpServer =
       cwd?: string;
       /** The directory this entry must stay inside: `command` (when a path) and `cwd` are checked through realpath. */
       root?: string;
+      /**
+       * Where the server's stderr goes. `'pipe'` (default): read and kept, its last 8 KiB shown as `stderrTail`
+       * when the server fails. `'diagnostics'`: as `'pipe'`, and each line is delivered to `onDiagnostic` as it
+       * comes (`server-stderr`: redacted, cut to 2 KiB, at most 50 a second, the rest counted in one
+       * `server-stderr-dropped`); needs `onDiagnostic`. `'inherit'`: the host's own stderr (no tail).
+       * `'ignore'`: discarded (no tail).
+       */
+      stderr?: 'pipe' | 'diagnostics' | 'inherit' | 'ignore';
       enabled?: boolean;
       tools?: McpServerToolFilter;
     }
@@ -457,6 +465,10 @@ export type Diagnostic =
       toolCount: number;
     })
   | (DiagnosticBase & { code: 'log'; level: 'error' | 'warn' | 'info' | 'debug' | 'trace'; target: string })
+  /** A line the stdio server wrote to stderr (`stderr: 'diagnostics'`): redacted, control characters blanked, cut to 2 KiB (`truncated`). */
+  | (DiagnosticBase & { code: 'server-stderr'; line: string; truncated: boolean })
+  /** Stderr lines over 50 in one second were not delivered: how many. */
+  | (DiagnosticBase & { code: 'server-stderr-dropped'; dropped: number })
   | (DiagnosticBase & { code: 'server-name-collision'; labels: string[] })
   | (DiagnosticBase & { code: 'tool-rejected'; tool: string })
   /** A tool's `inputSchema` or `outputSchema` cannot be used for validation; that check is skipped, the tool works. */

@@ -161,7 +161,15 @@ impl EnvHeader {
 
 #[derive(Clone)]
 pub enum ServerKind {
-    Stdio { command: String, args: Vec<String>, env: BTreeMap<String, String>, cwd: Option<PathBuf>, root: Option<PathBuf> },
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+        root: Option<PathBuf>,
+        /// Where the server's stderr goes (`stderr`).
+        stderr: crate::transport::stdio::StderrMode,
+    },
     StreamableHttp { url: Url, headers: HeaderMap, oauth: Option<crate::auth::OAuthSettings> },
     /// The legacy HTTP+SSE transport.
     Sse { url: Url, headers: HeaderMap, oauth: Option<crate::auth::OAuthSettings> },
@@ -242,9 +250,18 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
     };
     // With `auth`, the engine owns the Authorization header.
     let servers = match wire.get("servers") {
-        Some(Value::Array(items)) => items.iter().enumerate().map(|(i, v)| parse_server(i, v, callbacks.auth)).collect::<Result<_>>()?,
+        Some(Value::Array(items)) => items.iter().enumerate().map(|(i, v)| parse_server(i, v, callbacks.auth)).collect::<Result<Vec<_>>>()?,
         _ => return Err(McpError::config("servers must be an array of server entries")),
     };
+    let stderr_to_diagnostics = servers
+        .iter()
+        .position(|s| matches!(s.kind, ServerKind::Stdio { stderr: crate::transport::stdio::StderrMode::Diagnostics, .. }));
+    if let (Some(index), false) = (stderr_to_diagnostics, callbacks.on_diagnostic) {
+        let name = &servers[index].name;
+        return Err(McpError::config(format!(
+            "servers[{index}] ({name:?}).stderr: \"diagnostics\" needs options.onDiagnostic, which receives the lines"
+        )));
+    }
     let given_timeout_ms = optional_positive_integer(root, "timeoutMs", "options")?;
     let timeout_ms = given_timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
     // A caller who shortened every request meant the handshake too; otherwise the default leaves room
@@ -427,7 +444,7 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
             if entry.contains_key("oauth") {
                 return Err(McpError::config(format!("{at}.oauth: OAuth is for HTTP servers; a stdio server gets its credentials from env")));
             }
-            allow_keys(entry, &at, &["name", "type", "enabled", "command", "args", "env", "cwd", "root", "tools"])?;
+            allow_keys(entry, &at, &["name", "type", "enabled", "command", "args", "env", "cwd", "root", "tools", "stderr"])?;
             let command = match entry.get("command") {
                 Some(Value::String(s)) if !s.is_empty() => s.clone(),
                 _ => return Err(McpError::config(format!("{at}.command must be a non-empty string"))),
@@ -455,7 +472,14 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
                 Some(Value::String(s)) if !s.is_empty() => Some(PathBuf::from(s)),
                 Some(_) => return Err(McpError::config(format!("{at}.root must be a non-empty string"))),
             };
-            ServerKind::Stdio { command, args, env, cwd, root }
+            use crate::transport::stdio::StderrMode;
+            let stderr = match entry.get("stderr") {
+                None | Some(Value::Null) => StderrMode::default(),
+                Some(value) => value.as_str().and_then(StderrMode::parse).ok_or_else(|| {
+                    McpError::config(format!("{at}.stderr must be one of \"{}\"", StderrMode::NAMES.join("\", \"")))
+                })?,
+            };
+            ServerKind::Stdio { command, args, env, cwd, root, stderr }
         }
         Some(kind @ ("streamable-http" | "sse")) => {
             allow_keys(entry, &at, &["name", "type", "enabled", "url", "headers", "oauth", "tools", "headersFromEnv", "bearerTokenEnv"])?;
@@ -679,6 +703,9 @@ mod tests {
     fn names_the_entry_and_field_that_is_wrong() {
         let cases = [
             (r#"{"servers":{}}"#, "servers must be an array"),
+            (r#"{"servers":[{"name":"a","type":"stdio","command":"x","stderr":"file"}]}"#, r#".stderr must be one of "pipe", "diagnostics", "inherit", "ignore""#),
+            (r#"{"servers":[{"name":"a","type":"stdio","command":"x","stderr":"diagnostics"}]}"#, ".stderr: \"diagnostics\" needs options.onDiagnostic"),
+            (r#"{"servers":[{"name":"a","type":"sse","url":"http://h/","stderr":"pipe"}]}"#, "has an unknown field \"stderr\""),
             (r#"{"servers":[{"type":"stdio","command":"x"}]}"#, "servers[0].name"),
             (r#"{"servers":[{"name":"a","type":"ftp"}]}"#, "\"ftp\" is unknown"),
             (r#"{"servers":[{"name":"a\u001b]52;c;aGk=\u0007","type":"stdio","command":"x"}]}"#, "servers[0].name: a server name has a control character (U+001B, character 2)"),

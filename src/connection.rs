@@ -262,6 +262,8 @@ struct Pending {
     cancellable: bool,
     /// Sent in the modern era (its cancellation may be the closing of its exchange).
     modern: bool,
+    /// Answered by a stream that may stay quiet for good (`subscriptions/listen`).
+    long_lived: bool,
 }
 
 impl Connection {
@@ -1022,7 +1024,7 @@ impl Shared {
                 return None;
             }
             let cancellable = method != "initialize";
-            let pending = Pending { reply, dispatched: false, timeout, deadline, cancellable, modern: modern.is_some() };
+            let pending = Pending { reply, dispatched: false, timeout, deadline, cancellable, modern: modern.is_some(), long_lived: false };
             state.pending.insert(id, pending);
             match state.sweep_target {
                 Some(target) if target <= deadline => false,
@@ -1055,6 +1057,7 @@ impl Shared {
                 .filter(|m| match m.request_id.and_then(|id| state.pending.get_mut(&id)) {
                     Some(pending) => {
                         pending.dispatched = true;
+                        pending.long_lived = m.long_lived;
                         true
                     }
                     None => m.request_id.is_none(),
@@ -1461,6 +1464,10 @@ impl MessageSink for Shared {
 
     fn is_pending(&self, id: RequestId) -> bool {
         self.state.lock().pending.contains_key(&id)
+    }
+
+    fn awaited(&self) -> Vec<RequestId> {
+        self.state.lock().pending.iter().filter(|(_, p)| p.dispatched && !p.long_lived).map(|(id, _)| *id).collect()
     }
 
     fn on_closed(&self, reason: McpError) {

@@ -53,6 +53,11 @@ pub enum Diagnostic {
         tool_count: usize,
         message: String,
     },
+    /// A line a stdio server wrote to stderr (its entry's `stderr: 'diagnostics'`), delivered as it
+    /// happens: redacted, control characters blanked, cut to `MAX_STDERR_LINE_BYTES` (`truncated`).
+    ServerStderr { server: String, line: String, truncated: bool, message: String },
+    /// A second's stderr lines past `MAX_STDERR_LINES_PER_SECOND` were not delivered: how many.
+    ServerStderrDropped { server: String, dropped: u64, message: String },
     /// An engine log event (`logs: 'diagnostics'`), redacted like everything else.
     Log { server: String, level: &'static str, target: String, message: String },
     /// `notifications/tools/list_changed` was applied to the tool map.

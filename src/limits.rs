@@ -11,6 +11,12 @@ pub const MAX_LIST_PAGES: usize = 100;
 pub const MAX_TOOLS_PER_SERVER: usize = 10_000;
 /// Bytes of a stdio server's stderr kept for the diagnostic when it dies.
 pub const STDERR_TAIL_BYTES: usize = 8 * 1024;
+/// Longest stderr line delivered as a `server-stderr` diagnostic (`stderr: 'diagnostics'`), in bytes;
+/// the rest of the line is dropped and the diagnostic says `truncated`.
+pub const MAX_STDERR_LINE_BYTES: usize = 2 * 1024;
+/// `server-stderr` diagnostics delivered per server per second; the lines over it are counted and
+/// reported as one `server-stderr-dropped` when the second ends.
+pub const MAX_STDERR_LINES_PER_SECOND: usize = 50;
 /// After stdin is closed, how long a stdio server gets to exit by itself.
 pub const STDIO_EXIT_GRACE_MS: u64 = 300;
 /// When a stdio server's stdout ends, how long to wait for its exit status, and then for the rest of
@@ -74,6 +80,12 @@ pub const MAX_STDIO_PENDING_WRITE_BYTES: usize = 16 * 1024 * 1024;
 /// Past this the line is taken never to end: the server's output can no longer be split into
 /// messages, so its connection is closed (pending and later calls fail at once, not by timeout).
 pub const MAX_SKIPPED_LINE_BYTES: usize = 16 * 1024 * 1024;
+/// Bytes kept of the start of an oversized message (a stdio line, an SSE event), to find the call it
+/// answers from its top-level `"id"` when the server writes that first.
+pub const OVERSIZED_HEAD_BYTES: usize = 4096;
+/// Bytes kept of the end of an oversized message while the middle is dropped: the TypeScript SDK writes
+/// the `"id"` last.
+pub const OVERSIZED_TAIL_BYTES: usize = 1024;
 /// After SIGKILL to a stdio server's process group, how long close() waits to see the exit. A process
 /// in uninterruptible sleep can outlive SIGKILL for a while; close() does not wait for it.
 pub const STDIO_KILL_WAIT_MS: u64 = 500;

@@ -126,6 +126,21 @@ fn itoa(n: u64) -> String {
 /// Find the top-level `"id"` of a message from its first bytes only, so an oversized response can still
 /// fail the one call it answers. Walks strings and nesting; stops at the end of the kept head.
 pub fn sniff_response_id(head: &[u8]) -> Option<RequestId> {
+    sniff_head(head).id
+}
+
+/// What the kept head or tail of a message too large to read shows of its top-level members.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Sniffed {
+    /// Its numeric `"id"`, if seen whole.
+    pub id: Option<RequestId>,
+    /// It has a top-level `"method"`: a request or notification, which no call of ours waits on.
+    pub names_method: bool,
+}
+
+/// [`sniff_response_id`], also telling whether a top-level `"method"` key was seen.
+pub fn sniff_head(head: &[u8]) -> Sniffed {
+    let mut sniffed = Sniffed::default();
     let mut depth = 0usize;
     let mut i = 0;
     let mut key_at_depth_one: Option<(usize, usize)> = None;
@@ -144,6 +159,7 @@ pub fn sniff_response_id(head: &[u8]) -> Option<RequestId> {
                         j += 1;
                     }
                     if j < head.len() && head[j] == b':' {
+                        sniffed.names_method |= &head[start..end] == b"method";
                         key_at_depth_one = Some((start, end));
                         i = j;
                     }
@@ -158,16 +174,90 @@ pub fn sniff_response_id(head: &[u8]) -> Option<RequestId> {
                         let digits: Vec<u8> = head[i..].iter().copied().take_while(u8::is_ascii_digit).collect();
                         // A number cut by the end of the head may be the prefix of another id: only
                         // one that visibly ends counts.
-                        if i + digits.len() >= head.len() {
-                            return None;
+                        if i + digits.len() < head.len() {
+                            sniffed.id = std::str::from_utf8(&digits).ok().and_then(|d| d.parse().ok());
                         }
-                        return std::str::from_utf8(&digits).ok()?.parse().ok();
+                        return sniffed;
                     }
                 }
             }
             _ => {}
         }
         i += 1;
+    }
+    sniffed
+}
+
+/// The top-level members at the end of a message, read backwards from its last bytes: a TypeScript-SDK
+/// server writes `{"result":…,"jsonrpc":"2.0","id":7}`, its id after the result. Walks back over members
+/// whose values are strings, numbers or literals, from the closing brace, and stops at the first other
+/// value (the result itself) or where the kept bytes begin. Read from the true end of a well-formed
+/// message the walk is exact: a member found is a top-level member, whatever text the result holds.
+pub fn sniff_tail(tail: &[u8]) -> Sniffed {
+    let mut sniffed = Sniffed::default();
+    let mut i = trim_back(tail, tail.len());
+    if i == 0 || tail[i - 1] != b'}' {
+        return sniffed;
+    }
+    i -= 1;
+    loop {
+        i = trim_back(tail, i);
+        let Some(value) = scalar_back(tail, i) else { return sniffed };
+        i = trim_back(tail, value.start);
+        if i == 0 || tail[i - 1] != b':' {
+            return sniffed;
+        }
+        i = trim_back(tail, i - 1);
+        let Some(key) = string_back(tail, i) else { return sniffed };
+        match &tail[key.start + 1..key.end - 1] {
+            b"id" if tail[value.clone()].iter().all(u8::is_ascii_digit) => {
+                sniffed.id = std::str::from_utf8(&tail[value]).ok().and_then(|d| d.parse().ok());
+            }
+            b"method" => sniffed.names_method = true,
+            _ => {}
+        }
+        i = trim_back(tail, key.start);
+        if i == 0 || tail[i - 1] != b',' {
+            return sniffed;
+        }
+        i -= 1;
+    }
+}
+
+/// Where the text before `end` stops being whitespace.
+fn trim_back(bytes: &[u8], mut end: usize) -> usize {
+    while end > 0 && bytes[end - 1].is_ascii_whitespace() {
+        end -= 1;
+    }
+    end
+}
+
+/// The string, number or literal that ends at `end`, read backwards.
+fn scalar_back(bytes: &[u8], end: usize) -> Option<std::ops::Range<usize>> {
+    if end > 0 && bytes[end - 1] == b'"' {
+        return string_back(bytes, end);
+    }
+    let start = bytes[..end].iter().rposition(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'.'))).map_or(0, |p| p + 1);
+    // A token that reaches back to where the kept bytes begin may be cut: not known whole.
+    (start < end && start > 0).then_some(start..end)
+}
+
+/// The JSON string (quotes included) that ends at `end`: its opening quote is the first one before it
+/// not escaped by an odd run of backslashes.
+fn string_back(bytes: &[u8], end: usize) -> Option<std::ops::Range<usize>> {
+    if end == 0 || bytes[end - 1] != b'"' {
+        return None;
+    }
+    let mut j = end - 1;
+    while j > 0 {
+        j -= 1;
+        if bytes[j] == b'"' {
+            let backslashes = bytes[..j].iter().rev().take_while(|b| **b == b'\\').count();
+            if backslashes % 2 == 0 {
+                // An opening quote at the very start of the kept bytes may belong to a cut string.
+                return (j > 0).then_some(j..end);
+            }
+        }
     }
     None
 }
@@ -182,6 +272,26 @@ mod tests {
         assert_eq!(sniff_response_id(br#"{"result":{"id":7,"x":"\"id\":9"},"id": 12,"#), Some(12));
         assert_eq!(sniff_response_id(br#"{"result":{"id":7,"text":"aaaa"#), None);
         assert_eq!(sniff_response_id(br#"{"jsonrpc":"2.0","id":"5","#), None);
+    }
+
+    #[test]
+    fn sniffs_the_top_level_members_at_the_end() {
+        let ts_sdk = br#"xxxxxx"}]},"jsonrpc":"2.0","id":42}"#;
+        assert_eq!(sniff_tail(ts_sdk), Sniffed { id: Some(42), names_method: false });
+        assert_eq!(sniff_tail(b"aa\"}]},\"id\" : 7 , \"jsonrpc\":\"2.0\" }\r\n").id, Some(7));
+        // A result whose text looks like the members: read from the true end, it is the text.
+        assert_eq!(sniff_tail(br#"x","id":9}"}]}}"#).id, None);
+        assert_eq!(sniff_tail(br#"a\",\"id\":9}"}]},"id":3}"#).id, Some(3));
+        assert_eq!(sniff_tail(br#"x"},"id":5,"s":"q\"z"}"#).id, Some(5), "an escaped quote inside a string");
+        assert_eq!(sniff_tail(br#"x"},"id":5,"s":"q\\"}"#).id, Some(5), "an escaped backslash before the closing quote");
+        assert_eq!(sniff_tail(br#"]},"method":"notifications/message","jsonrpc":"2.0"}"#).names_method, true);
+        // Cut where the kept bytes begin: not trusted.
+        assert_eq!(sniff_tail(br#"12}"#).id, None);
+        assert_eq!(sniff_tail(br#""id":12}"#).id, None);
+        assert_eq!(sniff_tail(br#","id":"12"}"#).id, None, "a string id is never ours");
+        assert_eq!(sniff_tail(br#"],"id":-1}"#).id, None);
+        assert_eq!(sniff_tail(b"no brace").id, None);
+        assert_eq!(sniff_head(br#"{"method":"notifications/message","params":{"data":"xx"#).names_method, true);
     }
 
     fn parse(text: &str) -> Message<'_> {

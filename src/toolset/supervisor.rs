@@ -16,14 +16,14 @@ use crate::guard::hosts::HostGuard;
 use crate::guard::redact::Secrets;
 use crate::elicitation::Elicitor;
 use crate::limits::{
-    ELICITATION_TIMEOUT_MS, MAX_REVALIDATION_BACKOFF_MS, MIN_REFRESH_INTERVAL_MS,
+    ELICITATION_TIMEOUT_MS, MAX_REVALIDATION_BACKOFF_MS, MAX_STDERR_LINES_PER_SECOND, MIN_REFRESH_INTERVAL_MS,
     MIN_REVALIDATION_INTERVAL_MS, REVALIDATION_JITTER_PERCENT,
 };
 use crate::protocol::mcp::Tool;
 use crate::store::{self, StoredServer};
 use crate::protocol::era::{self, Era, Known};
 use crate::transport::http::{self, Credential, HttpSpec};
-use crate::transport::stdio::StdioSpec;
+use crate::transport::stdio::{StderrEvent, StderrListener, StderrMode, StdioSpec};
 use crate::transport::{TransportOptions, TransportSpec};
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -312,6 +312,28 @@ impl Inner {
             tracing::debug!(toolset = self.log_id, server = %slot.entry.name, code = error.code(), "the reused discovery answer did not hold; probing");
             known = Known::Nothing;
         }
+    }
+
+    /// The server's stderr lines (`stderr: 'diagnostics'`), delivered at once as they come; the transport
+    /// has redacted and bounded them.
+    fn stderr_listener(&self, index: usize) -> StderrListener {
+        // Weak, as every other hold on the host's events: a live server must not keep the toolset's owner alive.
+        let events = Arc::downgrade(&self.events);
+        let server = self.servers[index].entry.name.clone();
+        Arc::new(move |event| {
+            let Some(events) = events.upgrade() else { return };
+            let diagnostic = match event {
+                StderrEvent::Line { text, truncated } => {
+                    Diagnostic::ServerStderr { server: server.clone(), message: format!("{server}: {text}"), line: text, truncated }
+                }
+                StderrEvent::Dropped { lines } => Diagnostic::ServerStderrDropped {
+                    server: server.clone(),
+                    message: format!("dropped {lines} stderr lines of MCP server {server:?} (over {MAX_STDERR_LINES_PER_SECOND} a second)"),
+                    dropped: lines,
+                },
+            };
+            events.diagnostic(&diagnostic);
+        })
     }
 
     /// Progress, delivered at once (not held with the startup diagnostics): a host shows what is pending.
@@ -703,7 +725,7 @@ impl Inner {
     async fn transport_spec(&self, index: usize) -> Result<TransportSpec> {
         let slot = &self.servers[index];
         match &slot.entry.kind {
-            ServerKind::Stdio { command, args, env, cwd, root } => {
+            ServerKind::Stdio { command, args, env, cwd, root, stderr } => {
                 let env = containment::child_environment(|name| std::env::var(name).ok(), env);
                 let (command, cwd, root, resolve_env) = (command.clone(), cwd.clone(), root.clone(), env.clone());
                 // canonicalize and PATH lookups touch the file system: off the engine's worker.
@@ -723,7 +745,8 @@ impl Inner {
                 .await
                 .map_err(|e| panic_error("resolving the server's command", e))??;
                 let reader_host = self.hooks.stdio_reader.clone();
-                Ok(TransportSpec::Stdio(StdioSpec { program, args: args.clone(), env, cwd, reader_host }))
+                let on_stderr = (*stderr == StderrMode::Diagnostics).then(|| self.stderr_listener(index));
+                Ok(TransportSpec::Stdio(StdioSpec { program, args: args.clone(), env, cwd, reader_host, stderr: *stderr, on_stderr }))
             }
             ServerKind::StreamableHttp { url, headers, oauth } | ServerKind::Sse { url, headers, oauth } => {
                 let guard = self.host_guard(index).await?;

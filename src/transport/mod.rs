@@ -13,6 +13,7 @@
 
 pub mod event_stream;
 pub mod http;
+pub mod oversized;
 pub mod sse;
 pub mod stdio;
 pub mod streamable_http;
@@ -35,6 +36,11 @@ pub trait MessageSink: Send + Sync + 'static {
     fn on_request_failed(&self, id: RequestId, error: McpError);
     /// Whether the connection still waits for the response to `id`.
     fn is_pending(&self, id: RequestId) -> bool;
+    /// The requests sent and still waiting for an answer (a long-lived one, such as a subscription's,
+    /// left out): those an oversized response that names none of them may answer.
+    fn awaited(&self) -> Vec<RequestId> {
+        Vec::new()
+    }
     /// The transport ended for good.
     fn on_closed(&self, reason: McpError);
     /// Work on the request's behalf is under way (a login): restart its idle timeout, as progress does.

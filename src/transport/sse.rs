@@ -166,10 +166,13 @@ impl Shared {
         if !response.status().is_success() || !http::is_event_stream(&response) {
             return McpError::Transport(format!("the SSE stream could not be opened: {}", self.error_excerpt(response).await));
         }
-        let mut parser = EventStreamParser::new(self.options.max_message_bytes);
+        // The one stream carries every answer: an oversized one fails its call, not the stream.
+        let mut parser = EventStreamParser::skipping_oversized(self.options.max_message_bytes);
         let limit = self.options.max_message_bytes;
         let ended = http::read_events(&mut response, &mut parser, None, |event| {
-            if event.event == ENDPOINT_EVENT {
+            if let Some(skipped) = &event.oversized {
+                super::oversized::refuse_event(&*self.sink, skipped, limit);
+            } else if event.event == ENDPOINT_EVENT {
                 match self.resolve_endpoint(&event.data) {
                     Ok(url) => {
                         self.endpoint.send_replace(Some(url));

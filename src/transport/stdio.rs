@@ -10,11 +10,12 @@
 //! create is close-on-exec, so no server inherits another's pipes. Every task runs under the
 //! transport's tracker and token, and close() ends within `STDIO_CLOSE_MAX_MS` with none left running.
 
+use super::oversized::{self, TailWindow, OVERSIZED_HEAD_BYTES, OVERSIZED_TAIL_BYTES};
 use super::{describe_garbage, BoxFuture, MessageSink, Outbound, Transport, TransportOptions};
 use crate::error::{McpError, Result};
 use crate::guard::redact::Secrets;
 use crate::limits::{
-    MAX_QUOTED_BYTES, MAX_SKIPPED_LINE_BYTES, MAX_STDIO_PENDING_WRITE_BYTES, STDERR_TAIL_BYTES, STDIO_CLOSE_MAX_MS, STDIO_EXIT_REPORT_WAIT_MS,
+    MAX_QUOTED_BYTES, MAX_SKIPPED_LINE_BYTES, MAX_STDIO_PENDING_WRITE_BYTES, STDIO_CLOSE_MAX_MS, STDIO_EXIT_REPORT_WAIT_MS,
     STDIO_TASK_JOIN_MS,
 };
 #[cfg(unix)]
@@ -30,11 +31,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{ChildStdin, ChildStdout, Command};
 use tokio::sync::{watch, Notify};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+
+/// Where stderr goes, its tail, and its lines delivered while the server runs.
+mod stderr;
+pub use stderr::{StderrEvent, StderrListener, StderrMode, TailBuffer};
 
 /// The process tree, stop sequence and exit wording on Windows (a Job Object for the process group).
 #[cfg(windows)]
@@ -54,19 +59,18 @@ pub struct StdioSpec {
     pub cwd: Option<PathBuf>,
     /// Read stdout on the host's event loop rather than in an engine task (see [`ExternalReader`]).
     pub reader_host: Option<Arc<dyn ReaderHost>>,
+    pub stderr: StderrMode,
+    /// Where its lines go with [`StderrMode::Diagnostics`].
+    pub on_stderr: Option<StderrListener>,
 }
 
 impl std::fmt::Debug for StdioSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StdioSpec").field("program", &self.program).field("args", &self.args).field("cwd", &self.cwd).finish()
+        f.debug_struct("StdioSpec").field("program", &self.program).field("args", &self.args).field("cwd", &self.cwd).field("stderr", &self.stderr).finish()
     }
 }
 
-/// Bytes of an oversized line kept so the connection can still find which request it answered.
-const OVERSIZED_HEAD_BYTES: usize = 4096;
 const READ_BUFFER_BYTES: usize = 16 * 1024;
-/// stderr is diagnostics only: small reads keep an idle connection's footprint small.
-const STDERR_READ_CHUNK_BYTES: usize = 1024;
 /// A burst larger than this is written in more than one go, so one huge burst can't hog memory twice.
 const MAX_COALESCED_WRITE_BYTES: usize = 1024 * 1024;
 /// How long one scan of /proc for live members of a server's process group may take before close()
@@ -130,7 +134,11 @@ impl StdioTransport {
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .stderr(match spec.stderr {
+                StderrMode::Pipe | StderrMode::Diagnostics => Stdio::piped(),
+                StderrMode::Inherit => host_stderr(),
+                StderrMode::Ignore => Stdio::null(),
+            });
         #[cfg(unix)]
         command.process_group(0);
         #[cfg(windows)]
@@ -154,7 +162,7 @@ impl StdioTransport {
         };
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
-        let stderr = child.stderr.take().expect("stderr is piped");
+        let stderr = child.stderr.take();
 
         #[cfg(unix)]
         let outbox = Arc::new(Outbox::new(stdin.as_raw_fd()));
@@ -169,11 +177,18 @@ impl StdioTransport {
         let (stderr_tail_for_drain, secrets_for_drain) = (stderr_tail.clone(), secrets.clone());
 
         tasks.spawn(write_loop(stdin, outbox.clone()));
-        let (stderr_closed_tx, stderr_closed) = watch::channel(false);
-        tasks.spawn(async move {
-            drain_stderr(stderr, stderr_tail_for_drain, secrets_for_drain).await;
-            stderr_closed_tx.send_replace(true);
-        });
+        // Not read (inherited or discarded): there are no last words to wait for.
+        let (stderr_closed_tx, stderr_closed) = watch::channel(stderr.is_none());
+        if let Some(stderr) = stderr {
+            let lines = match (spec.stderr, &spec.on_stderr) {
+                (StderrMode::Diagnostics, Some(listener)) => Some(stderr::LineForwarder::new(listener.clone(), secrets.clone())),
+                _ => None,
+            };
+            tasks.spawn(async move {
+                stderr::drain(stderr, stderr_tail_for_drain, secrets_for_drain, lines).await;
+                stderr_closed_tx.send_replace(true);
+            });
+        }
         let last_words = LastWords { tail: stderr_tail.clone(), closed: stderr_closed, secrets: secrets.clone() };
         tasks.spawn(async move {
             let status = child.wait().await.ok();
@@ -282,6 +297,16 @@ impl Drop for StdioTransport {
         self.process_group.kill();
         self.tasks.cancel.cancel();
     }
+}
+
+/// The host's own stderr for a child, as the child's fd 2 and nothing else. Handed over as a duplicate:
+/// the host's fd 2 may be close-on-exec (Node marks its stdio so), which plain inheritance would lose.
+fn host_stderr() -> Stdio {
+    #[cfg(unix)]
+    if let Ok(fd) = std::io::stderr().as_fd().try_clone_to_owned() {
+        return Stdio::from(fd);
+    }
+    Stdio::inherit()
 }
 
 /// Ask the server to exit (stdin EOF), then make it (SIGTERM, then SIGKILL to its whole group), each
@@ -511,13 +536,17 @@ async fn write_loop(stdin: ChildStdin, outbox: Arc<Outbox>) {
 }
 
 /// Splits a byte stream into newline-delimited messages and hands each to the sink: whole lines
-/// straight from the caller's buffer, partial ones accumulated. A line over the limit fails the call it
-/// answers the moment the limit is passed (its head is kept to find that call) and is then skipped up
-/// to its newline; a line that goes on for [`MAX_SKIPPED_LINE_BYTES`] more with no newline is fatal.
+/// straight from the caller's buffer, partial ones accumulated. A line over the limit is skipped up to
+/// its newline and fails the call it answers (see `oversized`): the moment the limit is passed when its
+/// head names the call, else at its newline, from its tail (kept while the middle is dropped) or the
+/// calls in flight. A line that goes on for [`MAX_SKIPPED_LINE_BYTES`] more with no newline is fatal.
 pub struct LineReader {
     line: Vec<u8>,
     /// When the current line is oversized: how many of its bytes lie past the limit so far.
     skipped: Option<usize>,
+    /// The head of the oversized line being skipped, when it named no call; its last bytes go to `tail`.
+    unattributed: Option<Vec<u8>>,
+    tail: TailWindow,
     max_message_bytes: usize,
     max_skipped_bytes: usize,
     secrets: Arc<Secrets>,
@@ -531,7 +560,7 @@ impl LineReader {
 
     /// Like [`LineReader::new`], with the bound on an unterminated oversized line given.
     pub fn with_skip_limit(max_message_bytes: usize, max_skipped_bytes: usize, secrets: Arc<Secrets>) -> Self {
-        LineReader { line: Vec::new(), skipped: None, max_message_bytes, max_skipped_bytes, secrets }
+        LineReader { line: Vec::new(), skipped: None, unattributed: None, tail: TailWindow::default(), max_message_bytes, max_skipped_bytes, secrets }
     }
 
     /// Deliver every complete line in `bytes`. An error is fatal for the stream: a line that is not
@@ -548,12 +577,21 @@ impl LineReader {
                 if chunk.len() <= self.max_message_bytes {
                     deliver(sink, chunk, &self.secrets)?;
                 } else {
-                    refuse_oversized(sink, &chunk[..OVERSIZED_HEAD_BYTES.min(chunk.len())], self.max_message_bytes);
+                    let head = &chunk[..OVERSIZED_HEAD_BYTES.min(chunk.len())];
+                    if !oversized::refuse_by_head(sink, head, self.max_message_bytes) {
+                        let tail = &chunk[chunk.len().saturating_sub(OVERSIZED_TAIL_BYTES)..];
+                        oversized::refuse_at_end(sink, head, tail, self.max_message_bytes);
+                    }
                 }
                 continue;
             }
             match &mut self.skipped {
-                Some(skipped) => *skipped += chunk.len(),
+                Some(skipped) => {
+                    *skipped += chunk.len();
+                    if self.unattributed.is_some() {
+                        self.tail.push(chunk);
+                    }
+                }
                 None => {
                     self.line.extend_from_slice(chunk);
                     // Below a 4 KiB limit, wait for the whole head (or the line's end) before refusing:
@@ -565,8 +603,12 @@ impl LineReader {
                     if self.line.len() > self.max_message_bytes && head_known {
                         // Fail the call now, not when (or if) the newline comes.
                         let past_limit = self.line.len() - self.max_message_bytes;
-                        self.line.truncate(OVERSIZED_HEAD_BYTES);
-                        refuse_oversized(sink, &self.line, self.max_message_bytes);
+                        let head = &self.line[..OVERSIZED_HEAD_BYTES.min(self.line.len())];
+                        if !oversized::refuse_by_head(sink, head, self.max_message_bytes) {
+                            // Found at its end instead: keep the head and what is read of the tail.
+                            self.tail.push(&self.line);
+                            self.unattributed = Some(head.to_vec());
+                        }
                         self.line.clear();
                         self.skipped = Some(past_limit);
                     }
@@ -574,7 +616,13 @@ impl LineReader {
             }
             if complete {
                 let outcome = match self.skipped.take() {
-                    Some(_) => Ok(()),
+                    Some(_) => {
+                        if let Some(head) = self.unattributed.take() {
+                            oversized::refuse_at_end(sink, &head, self.tail.bytes(), self.max_message_bytes);
+                            self.tail.clear();
+                        }
+                        Ok(())
+                    }
                     None => deliver(sink, &self.line, &self.secrets),
                 };
                 self.line.clear();
@@ -734,13 +782,6 @@ fn deliver(sink: &dyn MessageSink, line: &[u8], secrets: &Secrets) -> Result<()>
     }
 }
 
-/// An oversized line is being dropped unread; fail the one call it answers, found from its first bytes.
-fn refuse_oversized(sink: &dyn MessageSink, head: &[u8], limit_bytes: usize) {
-    if let Some(id) = crate::protocol::jsonrpc::sniff_response_id(head) {
-        sink.on_request_failed(id, McpError::ResultTooLarge { limit_bytes });
-    }
-}
-
 #[cfg(unix)]
 fn describe_exit(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
@@ -751,57 +792,9 @@ fn describe_exit(status: ExitStatus) -> String {
     }
 }
 
-async fn drain_stderr(mut stderr: tokio::process::ChildStderr, tail: Arc<Mutex<TailBuffer>>, secrets: Arc<Secrets>) {
-    let mut chunk = vec![0u8; STDERR_READ_CHUNK_BYTES];
-    while let Ok(n) = stderr.read(&mut chunk).await {
-        if n == 0 {
-            break;
-        }
-        tail.lock().push(&chunk[..n], secrets.longest_bytes());
-    }
-}
-
-/// The last bytes a server wrote to stderr: the last [`STDERR_TAIL_BYTES`] are shown, and as many
-/// again as the longest secret is long are kept before them, so that a secret split by the cut is
-/// still recognised and redacted whole.
-#[derive(Default)]
-pub struct TailBuffer {
-    bytes: std::collections::VecDeque<u8>,
-    /// Bytes have been dropped from the front: the first kept bytes may be the end of a secret.
-    cut: bool,
-}
-
-impl TailBuffer {
-    /// Append `data`, keeping `STDERR_TAIL_BYTES + context_bytes`.
-    pub fn push(&mut self, data: &[u8], context_bytes: usize) {
-        let keep = STDERR_TAIL_BYTES + context_bytes;
-        let data = &data[data.len().saturating_sub(keep)..];
-        let overflow = (self.bytes.len() + data.len()).saturating_sub(keep);
-        self.cut |= overflow > 0;
-        self.bytes.drain(..overflow.min(self.bytes.len()));
-        self.bytes.extend(data);
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
-    }
-
-    /// The last `STDERR_TAIL_BYTES` bytes of the text, redacted before they were cut (a marker at the
-    /// cut is shown whole).
-    pub fn text(&mut self, secrets: &Secrets) -> String {
-        let all = self.bytes.make_contiguous();
-        // The shown part starts far enough in that a secret cut off at the front lies wholly before it.
-        let context = if self.cut { secrets.longest_bytes().min(all.len()) } else { 0 };
-        let start = all.len().saturating_sub(STDERR_TAIL_BYTES).max(context);
-        let redacted = secrets.redact_window(all, start..all.len());
-        String::from_utf8_lossy(crate::guard::redact::tail_of(&redacted, STDERR_TAIL_BYTES)).into_owned()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::guard::redact::REDACTED;
     use crate::protocol::jsonrpc::RequestId;
 
     /// Records what a transport hands over.
@@ -809,6 +802,8 @@ mod tests {
     struct Recorder {
         messages: Mutex<Vec<String>>,
         failed: Mutex<Vec<(RequestId, String)>>,
+        /// The calls in flight it reports.
+        awaited: Vec<RequestId>,
     }
 
     impl MessageSink for Recorder {
@@ -824,7 +819,56 @@ mod tests {
         fn is_pending(&self, _: RequestId) -> bool {
             true
         }
+        fn awaited(&self) -> Vec<RequestId> {
+            self.awaited.clone()
+        }
         fn on_closed(&self, _: McpError) {}
+    }
+
+    fn failed_ids(sink: &Recorder) -> Vec<RequestId> {
+        let mut failed: Vec<RequestId> = sink.failed.lock().iter().map(|(id, code)| {
+            assert_eq!(code, "mcp_result_too_large");
+            *id
+        }).collect();
+        failed.sort();
+        failed
+    }
+
+    #[test]
+    fn an_oversized_line_with_its_id_last_fails_that_call_at_its_newline() {
+        // As the TypeScript SDK writes it; calls 3 and 9 in flight, the line answers 9.
+        let line = format!("{{\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"{}\"}}]}},\"jsonrpc\":\"2.0\",\"id\":9}}\n{{\"id\":8}}\n", "x".repeat(50_000));
+        for chunk in [line.len(), 1000, 7] {
+            let sink = Recorder { awaited: vec![3, 9], ..Recorder::default() };
+            let mut lines = LineReader::new(1000, Arc::default());
+            for piece in line.as_bytes().chunks(chunk) {
+                lines.feed(piece, &sink).unwrap();
+            }
+            assert_eq!(failed_ids(&sink), [9], "chunks of {chunk}");
+            assert_eq!(*sink.messages.lock(), ["{\"id\":8}"], "the next message still arrives");
+            assert!(lines.tail.bytes().is_empty() && lines.unattributed.is_none());
+        }
+    }
+
+    #[test]
+    fn an_oversized_line_that_names_no_call_fails_the_calls_in_flight_and_a_notification_none() {
+        let nameless = format!("{{\"result\":\"{}\",\"jsonrpc\":\"2.0\",\"id\":\"x\"}}\n", "x".repeat(5000));
+        let notification = format!("{{\"method\":\"notifications/message\",\"params\":{{\"data\":\"{}\"}},\"jsonrpc\":\"2.0\"}}\n", "x".repeat(5000));
+        for (line, awaited, failed) in [
+            (&nameless, vec![4], vec![4]),
+            (&nameless, vec![4, 5, 6], vec![4, 5, 6]),
+            (&nameless, vec![], vec![]),
+            (&notification, vec![4], vec![]),
+        ] {
+            for chunk in [line.len(), 100] {
+                let sink = Recorder { awaited: awaited.clone(), ..Recorder::default() };
+                let mut lines = LineReader::new(1000, Arc::default());
+                for piece in line.as_bytes().chunks(chunk) {
+                    lines.feed(piece, &sink).unwrap();
+                }
+                assert_eq!(failed_ids(&sink), failed, "in flight {awaited:?}, chunks of {chunk}");
+            }
+        }
     }
 
     #[test]
@@ -898,26 +942,6 @@ mod tests {
         assert!(!error.contains("sk-s") && !error.contains("-123"), "{error}");
     }
 
-    #[test]
-    fn the_stderr_tail_redacts_a_secret_split_by_its_cut() {
-        let secrets = Secrets::default();
-        secrets.add("sk-secret-123");
-        for split in 1..13 {
-            let mut tail = TailBuffer::default();
-            // Written in small pieces, as a pipe delivers it; the tail's cut falls `split` bytes into the secret.
-            let stderr = format!("{}sk-secret-123{}", "a".repeat(3000), "y".repeat(STDERR_TAIL_BYTES - (13 - split)));
-            for piece in stderr.as_bytes().chunks(1000) {
-                tail.push(piece, secrets.longest_bytes());
-            }
-            let text = tail.text(&secrets);
-            assert!(text.len() < STDERR_TAIL_BYTES + REDACTED.len());
-            assert!(text.starts_with("[redacted]y") && text.ends_with('y'), "split {split}: {}", &text[..40]);
-            for fragment in ["sk-s", "cret", "-123", "t-12", "et-1"] {
-                assert!(!text.contains(fragment), "split {split}: {}", &text[..40]);
-            }
-        }
-    }
-
     #[cfg(unix)]
     fn spec(script: &str) -> StdioSpec {
         StdioSpec {
@@ -926,6 +950,8 @@ mod tests {
             env: vec![("PATH".to_owned(), std::env::var("PATH").unwrap_or_default())],
             cwd: None,
             reader_host: None,
+            stderr: StderrMode::Pipe,
+            on_stderr: None,
         }
     }
 
@@ -1006,19 +1032,6 @@ mod tests {
         let err = LineReader::new(1024, Arc::default()).feed(b"Starting server on port 3000...\n", &sink).unwrap_err();
         assert_eq!(err.code(), "mcp_protocol_error");
         assert!(err.to_string().contains("Starting server"), "{err}");
-    }
-
-    #[test]
-    fn tail_keeps_only_the_last_bytes() {
-        let none = Secrets::default();
-        let mut tail = TailBuffer::default();
-        tail.push(&vec![b'a'; STDERR_TAIL_BYTES], 0);
-        tail.push(b"end", 0);
-        let text = tail.text(&none);
-        assert_eq!(text.len(), STDERR_TAIL_BYTES);
-        assert!(text.ends_with("aend"));
-        tail.push(&vec![b'z'; STDERR_TAIL_BYTES * 2], 0);
-        assert!(tail.text(&none).bytes().all(|b| b == b'z'));
     }
 
     #[test]

@@ -456,7 +456,8 @@ impl Shared {
     /// The standalone GET stream for server-initiated messages. Optional on the server's side: a 405
     /// (or any refusal) just means there is none.
     async fn listen(self: Arc<Self>) {
-        let mut parser = EventStreamParser::new(self.options.max_message_bytes);
+        // It may carry answers to several requests: an oversized one fails its call, not the stream.
+        let mut parser = EventStreamParser::skipping_oversized(self.options.max_message_bytes);
         let mut failures = 0;
         // The session this loop renewed itself and has not yet seen a stream on.
         let mut renewed_here: Option<u64> = None;
@@ -478,7 +479,7 @@ impl Shared {
                     }
                     renewed_here = Some(self.session.lock().generation);
                     failures += 1;
-                    parser = EventStreamParser::new(self.options.max_message_bytes);
+                    parser = EventStreamParser::skipping_oversized(self.options.max_message_bytes);
                     tokio::time::sleep(Duration::from_millis(DEFAULT_RETRY_MS)).await;
                     continue;
                 }
@@ -493,7 +494,9 @@ impl Shared {
             let sink = &self.sink;
             let limit = self.options.max_message_bytes;
             let end = http::read_events(&mut response, &mut parser, None, |event| {
-                if event.event == DEFAULT_EVENT_TYPE {
+                if let Some(skipped) = &event.oversized {
+                    super::oversized::refuse_event(&**sink, skipped, limit);
+                } else if event.event == DEFAULT_EVENT_TYPE {
                     sink.on_message(event.data.as_bytes());
                 }
                 ControlFlow::Continue(())

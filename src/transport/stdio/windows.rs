@@ -222,6 +222,8 @@ mod tests {
             env: vec![("SYSTEMROOT".to_owned(), system_root)],
             cwd: None,
             reader_host: None,
+            stderr: super::StderrMode::Pipe,
+            on_stderr: None,
         };
         let options = TransportOptions { max_message_bytes: 1024, idle_timeout: Duration::from_secs(5), secrets: Arc::default() };
         let transport = StdioTransport::spawn(&spec, Arc::new(Ignore), options).unwrap();
