@@ -6,6 +6,8 @@ import { mkdtempSync, mkdirSync, readFileSync, rmSync, existsSync, statSync, wri
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 
 export const here = dirname(fileURLToPath(import.meta.url));
 export const FIXTURE = join(here, 'fixtures', 'server.mjs');
@@ -48,6 +50,17 @@ export async function until(predicate, { timeoutMs = 5000, stepMs = 10 } = {}) {
     await new Promise((r) => setTimeout(r, stepMs));
   }
   throw new Error(`condition not met within ${timeoutMs} ms: ${predicate}`);
+}
+
+/**
+ * Full collections, on Node (through --expose-gc, set late) and on Bun, with a turn of the event loop
+ * between them for the finalizers (FinalizationRegistry callbacks) the first one queued.
+ */
+export async function collectGarbage() {
+  const gc = typeof Bun !== 'undefined' ? () => Bun.gc(true) : (setFlagsFromString('--expose-gc'), runInNewContext('gc'));
+  gc();
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  gc();
 }
 
 /** The state letter of a process (R, S, Z, …) or null when it no longer exists. */

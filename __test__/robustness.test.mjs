@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { mcpTools, MCP_DESCRIBE_TOOL } from '../dist/index.js';
-import { here } from './helpers.mjs';
+import { fixture, here } from './helpers.mjs';
 
 const HOSTILE = join(here, 'fixtures', 'hostile.mjs');
 
@@ -42,6 +42,22 @@ test('one malformed tool is rejected alone: null name, 2 000-deep schema, mistyp
     assert.match(rejected[0].message, /malformed.*null/);
     assert.match(rejected[1].message, /nested deeper than 100 levels/);
     assert.equal((await tools.bad__echo.execute({ text: 'still here' })).content[0].text, 'echo: still here');
+  });
+});
+
+test('a tool whose inputSchema is not an object schema ({"type": "string"} and kin) is left out with tool-rejected', async () => {
+  // Model providers refuse a function whose parameters are not an object schema: shown one such tool,
+  // every model request of the agent would fail.
+  const shapes = { stringy: { type: 'string' }, untyped: { properties: { q: { type: 'string' } } }, nullable: { type: ['object', 'null'] }, constant: { const: 'x' } };
+  const server = fixture('shapes', { FIXTURE_EXTRA_TOOLS: JSON.stringify(Object.entries(shapes).map(([name, inputSchema]) => ({ name, description: `Takes ${name}.`, inputSchema }))) });
+  await withServer(server.entry, {}, async ({ tools, diagnostics }) => {
+    for (const name of Object.keys(shapes)) assert.equal(tools[`shapes__${name}`], undefined, `${name} is left out`);
+    const rejected = diagnostics.filter((d) => d.code === 'tool-rejected');
+    assert.deepEqual(rejected.map((d) => d.tool), Object.keys(shapes));
+    for (const d of rejected) assert.match(d.message, /inputSchema is not an object schema \("type": "object"\)/);
+    assert.match(rejected[0].message, /tool "stringy" of server "shapes" was left out: .*its root has "type": "string"$/);
+    assert.match(rejected[1].message, /its root has no "type"$/);
+    assert.equal((await tools.shapes__echo.execute({ text: 'still here' })).content[0].text, 'echo: still here');
   });
 });
 

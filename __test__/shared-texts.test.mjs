@@ -3,17 +3,8 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import { MCP_DESCRIBE_TOOL, mcpTools } from '../dist/index.js';
-import { fixture, until } from './helpers.mjs';
-
-/** A full collection, on Node (through --expose-gc, set late) and on Bun. */
-function collectGarbage() {
-  if (typeof Bun !== 'undefined') return Bun.gc(true);
-  setFlagsFromString('--expose-gc');
-  runInNewContext('gc')();
-}
+import { collectGarbage, fixture, until } from './helpers.mjs';
 
 function isDeeplyFrozen(value) {
   if (value === null || typeof value !== 'object') return true;
@@ -50,6 +41,21 @@ test('two sessions on the same catalogue share one frozen copy of each schema an
   assert.match((await b.execute({ text: 'from bob' })).content[0].text, /echo: from bob/);
 });
 
+test('a collection between two sessions starting on one catalogue does not cost them the sharing', async (t) => {
+  // A tool holds its texts' members, not the object they were parsed into: the sessions' cache held that
+  // object weakly, so a collection in between (any, under load or with other suites in the process) gave
+  // the second session copies of its own while the first still used the originals.
+  const server = fixture('shared');
+  const first = await mcpTools([server.entry]);
+  t.after(first.close);
+  await collectGarbage();
+  const second = await mcpTools([server.entry]);
+  t.after(second.close);
+  for (const name of ['shared__echo', 'shared__big']) {
+    assert.equal(first.tools[name].inputSchema, second.tools[name].inputSchema, `${name}: one schema object for both sessions`);
+  }
+});
+
 test('a session whose server lists a different catalogue gets texts of its own', async (t) => {
   const plain = fixture('shared');
   const other = fixture('shared', { FIXTURE_ECHO_DESCRIPTION: 'Echo, for this user only.' });
@@ -70,15 +76,12 @@ test('texts outlive a closed session for the sessions still using them, and come
   t.after(second.close);
   const schema = second.tools.shared__echo.inputSchema;
   await first.close();
-  collectGarbage();
-  await new Promise((resolve) => setTimeout(resolve, 20));
-  collectGarbage();
+  await collectGarbage();
   assert.deepEqual(second.tools.shared__echo.inputSchema, schema);
   assert.match((await second.tools.shared__echo.execute({ text: 'still here' })).content[0].text, /still here/);
 
   await second.close();
-  collectGarbage();
-  await new Promise((resolve) => setTimeout(resolve, 20));
+  await collectGarbage();
   const third = await mcpTools([server.entry]);
   t.after(third.close);
   assert.deepEqual(third.tools.shared__echo.inputSchema, { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] });

@@ -103,15 +103,19 @@ test(`[${READER}] a server that never reads its input makes sends fail at once; 
       timed(tools.deaf__echo.execute({ text })).then((outcome) => settled.push(outcome));
       await new Promise((resolve) => setImmediate(resolve));
     }
-    // Sends that fail, fail at once; the few the queue holds wait for their timeout.
-    await until(() => settled.length >= calls - 24, { timeoutMs: 4000 });
+    // Sends that fail, fail at once; the few the queue holds wait for their timeout. Told apart by their
+    // code, not by the clock: on a loaded machine the loop above can outlast the 8 s timeout, so queued
+    // calls may time out before the last refusal is seen.
+    const refused = () => settled.filter(({ error }) => error?.code === 'mcp_transport_error');
+    await until(() => refused().length >= calls - 24 || settled.length === calls, { timeoutMs: 60_000 });
     for (const { error, ms } of settled) {
-      assert.equal(error?.code, 'mcp_transport_error', String(error));
+      assert.ok(['mcp_transport_error', 'mcp_timeout'].includes(error?.code), String(error));
+      if (error.code === 'mcp_timeout') continue;
       assert.match(error.message, /not reading its input/);
-      assert.ok(ms < 3000, `refused after ${ms} ms (the timeout is 8000)`);
+      assert.ok(ms < 8000, `refused after ${ms} ms, not before the 8000 ms timeout`);
     }
     // 16 MiB of queue, plus what the pipe and the server's unread buffer took.
-    assert.ok(calls - settled.length <= 24, `${calls - settled.length} calls of 1 MiB were queued`);
+    assert.ok(calls - refused().length <= 24, `${calls - refused().length} calls of 1 MiB were queued`);
     gc();
     const grew = (process.memoryUsage().rss - rssBefore) / MiB;
     assert.ok(grew < 120, `RSS grew by ${grew.toFixed(0)} MiB for ${calls} MiB sent to a server that reads nothing`);

@@ -132,6 +132,27 @@ for (const [kind, makeStore] of Object.entries(stores)) {
   });
 }
 
+test('a stored catalogue is checked as a listing: a tool whose inputSchema is not an object schema is not projected from it', async () => {
+  const storage = createMapStore();
+  const first = await open([fixture('kept').entry], { storage });
+  await first.close();
+  // A row as a version that still admitted it saved it, without a baseline (nothing is withheld).
+  const [row] = await storage.list();
+  await storage.remove(row.id);
+  await storage.save({ ...row, tools: [...row.tools, { name: 'stringy', inputSchema: { type: 'string' } }], toolFingerprints: null });
+  const server = fixture('kept', { FIXTURE_INIT_DELAY_MS: '300' });
+  const rebuilt = await rebuildMcpToolsFromStorage([server.entry], { storage, onDiagnostic: () => {} });
+  try {
+    assert.ok(rebuilt.tools.kept__echo, 'projected from the stored catalogue');
+    assert.equal(server.received().filter((m) => m.method === 'tools/list').length, 0, 'before any listing');
+    assert.equal(rebuilt.tools.kept__stringy, undefined);
+    await rebuilt.reconciled;
+    assert.equal(rebuilt.tools.kept__stringy, undefined);
+  } finally {
+    await rebuilt.close();
+  }
+});
+
 test('close() while a rebuilt server is still connecting fails its waiting calls at once', async () => {
   const storage = createMemoryMcpConnectionStore();
   const first = await open([fixture('sleepy').entry], { storage });

@@ -589,10 +589,14 @@ function outcomeRecorder(options: McpOptions): RecordOutcome | undefined {
 /**
  * The texts (description, schemas, annotations) of shared catalogues, by the engine's id: every toolset
  * listing the same catalogue from the same server points at one frozen copy, held while a tool uses it.
+ * A tool holds the texts' members, not the object they came in, so they are held through their
+ * `inputSchema` (an object every such tool points at): a weak reference to the container alone was
+ * cleared by any collection, and the next toolset on the same catalogue then got a copy of its own.
  */
-const sharedTexts = new Map<number, WeakRef<SharedTexts>>();
+const sharedSchemas = new Map<number, WeakRef<object>>();
+const textsOfSchema = new WeakMap<object, SharedTexts>();
 const sharedTextsCollected = new FinalizationRegistry<number>((id) => {
-  if (sharedTexts.get(id)?.deref() === undefined) sharedTexts.delete(id);
+  if (sharedSchemas.get(id)?.deref() === undefined) sharedSchemas.delete(id);
 });
 
 /** Frozen all the way down: what one toolset's tool holds may be another's. */
@@ -607,11 +611,15 @@ function deepFreeze<T>(value: T): T {
 function textsOf(wire: WireTool): SharedTexts {
   const id = wire.textsId;
   if (id === undefined) return deepFreeze({ description: wire.description!, inputSchema: wire.inputSchema!, outputSchema: wire.outputSchema, annotations: wire.annotations });
-  let texts = sharedTexts.get(id)?.deref();
+  const held = sharedSchemas.get(id)?.deref();
+  let texts = held && textsOfSchema.get(held);
   if (texts === undefined) {
     texts = deepFreeze(JSON.parse(wire.texts!) as SharedTexts);
-    sharedTexts.set(id, new WeakRef(texts));
-    sharedTextsCollected.register(texts, id);
+    // The engine sends an object schema only (src/catalog.rs).
+    const anchor: object = texts.inputSchema;
+    textsOfSchema.set(anchor, texts);
+    sharedSchemas.set(id, new WeakRef(anchor));
+    sharedTextsCollected.register(anchor, id);
   }
   return texts;
 }

@@ -259,8 +259,8 @@ impl Pages {
         if tool.description.as_ref().is_some_and(|d| d.len() > MAX_TOOL_DESCRIPTION_BYTES) {
             return Err(format!("the tool's description is longer than {MAX_TOOL_DESCRIPTION_BYTES} bytes"));
         }
-        if !tool.input_schema.is_object() {
-            return Err("the tool's inputSchema is not a JSON object".to_owned());
+        if !mcp::is_object_schema(&tool.input_schema) {
+            return Err(not_an_object_schema(&tool.input_schema));
         }
         // Before the name is claimed: an invalid definition does not keep a valid one of that name out.
         let headers = if self.annotated_page { param_headers::param_headers_in(&tool.input_schema)? } else { Vec::new() };
@@ -290,6 +290,16 @@ fn parse_tool(raw: &RawValue) -> std::result::Result<Tool, String> {
         return Err(format!("the tool definition is nested deeper than {MAX_JSON_DEPTH} levels"));
     }
     serde_json::from_str(raw.get()).map_err(|e| format!("the tool definition is malformed: {e}"))
+}
+
+/// Why an `inputSchema` is not an object schema, in a few words (the server's text clamped).
+fn not_an_object_schema(schema: &serde_json::Value) -> String {
+    let found = match schema.get("type") {
+        _ if !schema.is_object() => "it is not a JSON object".to_owned(),
+        None => "its root has no \"type\"".to_owned(),
+        Some(other) => format!("its root has \"type\": {}", clamp(&other.to_string())),
+    };
+    format!("the tool's inputSchema is not an object schema (\"type\": \"object\"), which model providers require of parameters: {found}")
 }
 
 /// What to call a refused tool: its name when it has a string one, else its position in the listing.
@@ -366,6 +376,41 @@ mod tests {
         let listing = pages.finish();
         assert_eq!(names(&listing), ["a"]);
         assert_eq!(listing.rejected.len(), 3);
+    }
+
+    #[test]
+    fn leaves_out_tools_whose_input_schema_is_not_an_object_schema() {
+        let text = json!({ "tools": [
+            { "name": "object", "inputSchema": { "type": "object", "properties": { "q": { "type": "string" } } } },
+            { "name": "no_schema" },
+            { "name": "string", "inputSchema": { "type": "string" } },
+            { "name": "untyped", "inputSchema": { "properties": { "q": { "type": "string" } } } },
+            { "name": "empty", "inputSchema": {} },
+            { "name": "nullable", "inputSchema": { "type": ["object", "null"] } },
+            { "name": "types", "inputSchema": { "type": ["string", "number"] } },
+            { "name": "enum", "inputSchema": { "enum": [{ "a": 1 }] } },
+            { "name": "const", "inputSchema": { "const": "x" } },
+            { "name": "any_of", "inputSchema": { "anyOf": [{ "type": "object" }] } },
+            { "name": "array", "inputSchema": [{ "type": "object" }] },
+            { "name": "true", "inputSchema": true },
+        ] });
+        // Read in one pass, tool by tool (a malformed sibling), and from a store: the same rule.
+        let malformed_sibling = text.to_string().replacen("[", "[42,", 1);
+        let mut one_pass = Pages::default();
+        one_pass.accept(&text.to_string()).unwrap();
+        let mut by_tool = Pages::default();
+        by_tool.accept(&malformed_sibling).unwrap();
+        let stored = from_stored(serde_json::from_value(text["tools"].clone()).unwrap(), false, CacheHints::default());
+        for listing in [one_pass.finish(), by_tool.finish(), stored] {
+            assert_eq!(names(&listing), ["object", "no_schema"]);
+            let rejected: Vec<&Rejected> = listing.rejected.iter().filter(|r| r.tool != "tool #0").collect();
+            let names: Vec<&str> = rejected.iter().map(|r| r.tool.as_str()).collect();
+            assert_eq!(names, ["string", "untyped", "empty", "nullable", "types", "enum", "const", "any_of", "array", "true"]);
+            assert!(rejected.iter().all(|r| r.reason.contains("not an object schema")), "{rejected:?}");
+            assert!(rejected[0].reason.ends_with(r#"its root has "type": "string""#), "{}", rejected[0].reason);
+            assert!(rejected[1].reason.ends_with(r#"its root has no "type""#), "{}", rejected[1].reason);
+            assert!(rejected[8].reason.ends_with("it is not a JSON object"), "{}", rejected[8].reason);
+        }
     }
 
     /// Before per-tool parsing, each of these made the whole page (and so the whole server) fail.

@@ -112,6 +112,14 @@ fn empty_object_schema() -> Value {
     serde_json::json!({ "type": "object" })
 }
 
+/// Whether `schema` is what MCP requires of a tool's `inputSchema`: a JSON object whose root declares
+/// `"type": "object"`. Model providers refuse a function whose parameters are anything else (no `type`,
+/// another type, a list of types, an `enum` or `const` root), and one such tool fails every request of
+/// the agent that is shown it.
+pub fn is_object_schema(schema: &Value) -> bool {
+    schema.get("type").and_then(Value::as_str) == Some("object")
+}
+
 /// One `tools/list` page with each tool left as its text, so one malformed tool can be refused on its
 /// own (see `catalog`) instead of failing the whole page.
 #[derive(Debug, Deserialize)]

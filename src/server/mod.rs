@@ -155,7 +155,7 @@ impl McpServerCore {
         let mut listed = Vec::with_capacity(spec.tools.len());
         for ToolSpec { tool, host_validates } in spec.tools {
             check_tool_name(&tool.name)?;
-            if tool.input_schema.get("type").and_then(Value::as_str) != Some("object") {
+            if !crate::protocol::mcp::is_object_schema(&tool.input_schema) {
                 return Err(McpError::config(format!("createMcpServer: the input schema of {:?} must be an object schema (\"type\": \"object\")", tool.name)));
             }
             if tool.output_schema.as_ref().is_some_and(|s| !s.is_object()) {

@@ -305,7 +305,10 @@ impl Toolset {
             }
             // Reported when the server is reconciled, not from the stored copy.
             let (vetting, _) = inner.vet_against(index, row.tool_fingerprints.as_ref(), &row.tools);
-            let listing = crate::catalog::Listing { tools: row.tools.clone(), ..Default::default() };
+            // Checked as a listing is (a row saved by an older version may hold a tool a listing now
+            // leaves out); what that leaves out is reported by the reconciliation too.
+            let stored = crate::catalog::from_stored(row.tools.clone(), false, Default::default());
+            let listing = crate::catalog::Listing { tools: stored.tools, ..Default::default() };
             let diagnostics = inner.project_into(index, listing, &vetting, &mut table);
             diagnostics.into_iter().for_each(|d| inner.report(d));
             to_reconcile.push(index);
