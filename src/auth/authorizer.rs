@@ -826,13 +826,17 @@ mod tests {
         .await;
         let store = Arc::new(MemoryTokenStore::new());
         authorizer("true", store.clone()).install(&mut FlowState::default(), tokens(&server.url("/token"), None)).await.unwrap();
-        // Each loads the stored tokens (already due) and refreshes them before its request, all at once.
+        // Each holds the stored tokens (already due) and refreshes them before its request, all at once.
         let holder = || {
             let mut holder = authorizer("true", store.clone());
             holder.deadline = Duration::from_secs(20); // a loaded machine: the winner's refresh must not time out
             Arc::new(holder)
         };
         let holders: Vec<Arc<Authorizer>> = (0..8).map(|_| holder()).collect();
+        for holder in &holders {
+            holder.load(&mut *holder.lock().await.unwrap()).await; // all hold the same (due) tokens first
+            holder.loaded.store(true, Ordering::Release);
+        }
         let requests: Vec<_> = holders.iter().cloned().map(|a| tokio::spawn(async move { a.before_request().await })).collect();
         for request in requests {
             request.await.unwrap().unwrap();
