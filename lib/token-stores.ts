@@ -7,7 +7,14 @@
 import { binding, type NativeTokenStoreHandle } from './binding';
 import { createMcpError, engineCall, typedEngine } from './errors';
 
-/** The token store interface. Implement it to keep credentials where your host keeps its secrets. */
+/**
+ * The token store interface. Implement it to keep credentials where your host keeps its secrets.
+ *
+ * Toolsets in one process given the same store object take turns spending a refresh token. A store
+ * shared by several processes (a database, a vault) needs `compareAndSet` too: spending a refresh token
+ * is claimed by replacing the stored tokens only if they are still what was read, so one holder wins
+ * and the others wait for its tokens. Without it, a refresh token is presented once per process at most.
+ */
 export interface McpTokenStore {
   /** The value stored under `key`; null or undefined when there is none. */
   get(key: string): Promise<string | null | undefined>;
@@ -15,6 +22,12 @@ export interface McpTokenStore {
   set(key: string, value: string): Promise<void>;
   /** Forget `key`; a key that is not there is not an error. */
   delete(key: string): Promise<void>;
+  /**
+   * Optional: store `value` under `key` only if the value there is still `expected` (null: no value),
+   * as one atomic step for every process sharing the store (a conditional UPDATE, a versioned write);
+   * resolve true when stored, false when another value was there (and store nothing then).
+   */
+  compareAndSet?(key: string, expected: string | null, value: string): Promise<boolean>;
 }
 
 export interface KeyringTokenStoreOptions {
@@ -101,13 +114,32 @@ export function nativeTokenStoreId(store: McpTokenStore): number | undefined {
   return store instanceof EngineTokenStore ? store[NATIVE].id : undefined;
 }
 
+/** A number per JavaScript store object, so the engine knows toolsets given one object share it. */
+const identities = new WeakMap<McpTokenStore, number>();
+let nextIdentity = 1;
+
+function identityOf(store: McpTokenStore): number {
+  let identity = identities.get(store);
+  if (identity === undefined) identities.set(store, (identity = nextIdentity++));
+  return identity;
+}
+
 /**
  * The engine calls a JavaScript token store through this one function: op `get` (`[key]`, resolves to
- * the value as JSON, or `null`), `set` (`[key, value]`) or `delete` (`[key]`). Its failures become
- * `mcp_storage_error` there.
+ * the value as JSON, or `null`), `set` (`[key, value]`), `delete` (`[key]`), `identity` (`[]`, this
+ * store object's number) or `compareAndSet` (`[key, expected, value]`, `true`/`false`, or `null` for
+ * a store without it). Its failures become `mcp_storage_error` there.
  */
 export function tokenStoreDispatcher(store: McpTokenStore) {
   return async (op: string, argsJson: string): Promise<string> => {
+    if (op === 'identity') return JSON.stringify(String(identityOf(store)));
+    if (op === 'compareAndSet') {
+      if (typeof store.compareAndSet !== 'function') return 'null';
+      const [key, expected, value] = JSON.parse(argsJson) as [string, string | null, string];
+      const stored = await store.compareAndSet(key, expected, value);
+      if (typeof stored !== 'boolean') throw new TypeError('token store compareAndSet() must resolve to true or false');
+      return JSON.stringify(stored);
+    }
     const [key, value] = JSON.parse(argsJson) as [string, string?];
     if (op === 'get') {
       const found = await store.get(key);

@@ -141,6 +141,11 @@ pub const DEFAULT_AUTHORIZATION_TIMEOUT_MS: u64 = 300_000;
 pub const MAX_AUTHORIZATIONS_IN_A_ROW: u32 = 3;
 /// An access token this close to its expiry is refreshed before it is sent.
 pub const TOKEN_REFRESH_MARGIN_MS: u64 = 60_000;
+/// A refresher that lost the claim on a refresh token, waiting for the winner's tokens, looks at the
+/// token store (or the encrypted file's lock) again after this long at first (ms), doubling each time...
+pub const TOKEN_CLAIM_POLL_MIN_MS: u64 = 2;
+/// ...up to this (ms). The whole wait is bounded by the refresh's own deadline (`OAUTH_REQUEST_TIMEOUT_MS`).
+pub const TOKEN_CLAIM_POLL_MAX_MS: u64 = 50;
 /// Requests the loopback redirect listener answers without the expected `state` before it gives up.
 pub const MAX_LOOPBACK_STRAY_REQUESTS: u32 = 32;
 /// The largest request head the loopback redirect listener reads.

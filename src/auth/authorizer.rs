@@ -6,6 +6,12 @@
 //! requests that were refused with the same token wait for the one flow and then use its token. A flow
 //! is cancelled with the server (`close()`), and a refresh that may have reached the authorization
 //! server but whose answer was lost is never replayed with the same rotating refresh token.
+//!
+//! Spending a refresh token is a claim one holder of the token store wins ([`claim`]): toolsets of this
+//! process sharing the store take turns, a store shared across processes adds its lock (the encrypted
+//! file) or a compare-and-set (a JavaScript store's `compareAndSet`), and whoever's turn comes reads
+//! the store again first, so a refresher that lost uses the winner's tokens and never presents the
+//! refresh token the winner spent.
 
 use super::budget::LoginBudget;
 use super::challenge::{split_scopes, Challenge};
@@ -14,17 +20,18 @@ use super::keys;
 use super::loopback::Loopback;
 use super::registration;
 use super::settings::{Grant, OAuthSettings};
-use super::store::TokenStore;
+use super::store::{claim, TokenStore};
 use super::token::{request_token, AuthMethod, ClientCredentials, ClientSecret, TokenResponse};
 use crate::egress::{Egress, EgressPolicy};
 use crate::error::{McpError, Result};
 use crate::guard::redact::Secrets;
 use crate::hooks::Callback;
-use crate::limits::{MAX_AUTHORIZATIONS_IN_A_ROW, OAUTH_REQUEST_TIMEOUT_MS, TOKEN_REFRESH_MARGIN_MS};
+use crate::limits::{MAX_AUTHORIZATIONS_IN_A_ROW, OAUTH_REQUEST_TIMEOUT_MS, TOKEN_CLAIM_POLL_MAX_MS, TOKEN_CLAIM_POLL_MIN_MS, TOKEN_REFRESH_MARGIN_MS};
 use crate::transport::http::Credential;
 use crate::transport::BoxFuture;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
@@ -62,6 +69,10 @@ struct Tokens {
     /// Whether the authorization server rotates refresh tokens (unknown counts as yes).
     #[serde(default)]
     rotates: Option<bool>,
+    /// Set on the stored copy (which then has no refresh token) while a holder spends the refresh token:
+    /// since when (ms since the epoch). Another holder that finds it waits for that one's tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    refreshing_since_ms: Option<u64>,
 }
 
 impl std::fmt::Debug for Tokens {
@@ -318,38 +329,56 @@ impl Authorizer {
             expires_at_ms: expires_at(response.expires_in),
             scope: response.scope.or(scope),
             rotates: None,
+            refreshing_since_ms: None,
         })
     }
 
-    /// Exchange the refresh token. A rejection forgets the tokens. A rotating refresh token is recorded
-    /// as spent before it is sent, so however the exchange ends (an answer lost, the caller gone, the
-    /// toolset closed) it is never sent twice; only a server known not to rotate gets it again.
+    /// Exchange the refresh token, holding the claim on it. A rejection forgets the tokens. A rotating
+    /// refresh token is recorded as spent before it is sent, so however the exchange ends (an answer
+    /// lost, the caller gone, the toolset closed) it is never sent twice; only a server known not to
+    /// rotate gets it again.
     async fn refresh(&self, state: &mut FlowState) -> Result<()> {
-        if self.adopt_stored(state).await && !self.refresh_due() {
-            return Ok(()); // another holder of the store refreshed already
+        let Some(ours) = state.tokens.clone() else { return Err(McpError::Auth("no token to refresh".into())) };
+        let key = keys::tokens(&ours.issuer, &ours.resource);
+        let claim = self.until_closed(claim(self.host.store.as_ref(), &key, self.deadline)).await??;
+        // Our turn: the store holds what the holders before us left (a winner's new tokens). Another
+        // process spending them is waited for unless the store's lock already rules that out.
+        let (text, stored) = self.stored(&key, &ours, !claim.across_processes()).await?;
+        let Some(tokens) = stored else { return self.adopt(state, None) };
+        if tokens.access_token != ours.access_token || tokens.refresh_token != ours.refresh_token {
+            self.use_tokens(state, tokens.clone())?;
+            if !self.refresh_due() {
+                return Ok(()); // another holder of the store refreshed already
+            }
         }
-        let Some(tokens) = state.tokens.clone() else { return Err(McpError::Auth("no token to refresh".into())) };
         let Some(refresh_token) = tokens.refresh_token.clone() else { return Err(McpError::Auth("no refresh token".into())) };
         let endpoint = Url::parse(&tokens.token_endpoint).map_err(|_| McpError::Auth("the stored token endpoint is not a URL".into()))?;
         super::token::check_endpoint(&endpoint, "token endpoint")?;
         let client = self.client_for_refresh(&tokens).await;
-        if tokens.rotates != Some(false) {
-            let mut spent = tokens.clone();
+        let rotating = tokens.rotates != Some(false);
+        let mut spent = tokens.clone();
+        if rotating {
             spent.refresh_token = None;
-            self.keep(&spent).await?;
+            spent.refreshing_since_ms = Some(now_ms());
+            let value = serde_json::to_string(&spent).expect("tokens serialize");
+            // The claim across processes of a store without a lock: the write wins only over what we read.
+            match self.host.store.compare_and_set(&key, text.as_deref(), &value).await? {
+                Some(true) => {}
+                Some(false) => {
+                    let (_, theirs) = self.stored(&key, &tokens, true).await?;
+                    return self.adopt(state, theirs);
+                }
+                None => self.keep(&spent).await?,
+            }
             self.refresh_due_ms.store(0, Ordering::Release);
-            state.tokens = Some(spent);
+            state.tokens = Some(spent.clone());
         }
         let form = vec![
             ("grant_type", "refresh_token".to_owned()),
             ("refresh_token", refresh_token.clone()),
             ("resource", tokens.resource.clone()),
         ];
-        let cancel = self.cancel.clone();
-        let outcome = tokio::select! {
-            outcome = request_token(&self.egress, &endpoint, &tokens.issuer, &client, form, self.budget().request()) => outcome,
-            _ = cancel.cancelled() => return Err(McpError::Closed),
-        };
+        let outcome = self.until_closed(request_token(&self.egress, &endpoint, &tokens.issuer, &client, form, self.deadline)).await?;
         match outcome {
             Ok(response) => {
                 let rotated = response.refresh_token.as_ref().is_some_and(|r| *r != refresh_token);
@@ -360,6 +389,7 @@ impl Authorizer {
                 next.rotates = Some(rotated || tokens.rotates == Some(true));
                 next.refresh_token = response.refresh_token.or(Some(refresh_token));
                 next.access_token = response.access_token;
+                next.refreshing_since_ms = None;
                 self.install(state, next).await
             }
             Err(super::token::TokenError::Rejected { error, .. }) => {
@@ -367,7 +397,59 @@ impl Authorizer {
                 self.forget(state, &tokens).await;
                 Err(McpError::Auth(format!("the authorization server refused the refresh token ({error})")))
             }
-            Err(super::token::TokenError::Failed(e) | super::token::TokenError::TimedOut(e)) => Err(e),
+            Err(super::token::TokenError::Failed(e) | super::token::TokenError::TimedOut(e)) => {
+                // Spent all the same; nobody is to wait for this refresh any longer.
+                if rotating {
+                    spent.refreshing_since_ms = None;
+                    let _ = self.keep(&spent).await;
+                    state.tokens = Some(spent);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// `work`, unless the server is closed first.
+    async fn until_closed<T>(&self, work: impl Future<Output = T>) -> Result<T> {
+        tokio::select! {
+            done = work => Ok(done),
+            _ = self.cancel.cancelled() => Err(McpError::Closed),
+        }
+    }
+
+    /// What the store holds under `key` (its text too, for a compare-and-set), as tokens if they are
+    /// for ours' issuer and resource. With `wait`, while another holder is spending their refresh token
+    /// (its mark not older than a refresh's deadline), looks again after a pause, for at most a
+    /// refresh's deadline. (A mark left by a refresh cancelled midway costs at most that wait.)
+    async fn stored(&self, key: &str, ours: &Tokens, wait: bool) -> Result<(Option<String>, Option<Tokens>)> {
+        let deadline_ms = self.deadline.as_millis() as u64;
+        let until = now_ms() + deadline_ms;
+        let mut pause = Duration::from_millis(TOKEN_CLAIM_POLL_MIN_MS);
+        loop {
+            let text = self.host.store.get(key).await?;
+            let tokens = text
+                .as_deref()
+                .and_then(|text| serde_json::from_str::<Tokens>(text).ok())
+                .filter(|t| t.issuer == ours.issuer && t.resource == ours.resource);
+            let in_flight = tokens.as_ref().and_then(|t| t.refreshing_since_ms).is_some_and(|since| now_ms() < since.saturating_add(deadline_ms));
+            if !(wait && in_flight) || now_ms() + pause.as_millis() as u64 > until {
+                return Ok((text, tokens));
+            }
+            self.until_closed(tokio::time::sleep(pause)).await?;
+            pause = (pause * 2).min(Duration::from_millis(TOKEN_CLAIM_POLL_MAX_MS));
+        }
+    }
+
+    /// Use the tokens another holder of the store left; none means it forgot them (a logout, a refused
+    /// refresh), and ours, spent or refused there, are not to be used either.
+    fn adopt(&self, state: &mut FlowState, stored: Option<Tokens>) -> Result<()> {
+        match stored {
+            Some(tokens) => self.use_tokens(state, tokens),
+            None => {
+                state.tokens = None;
+                self.refresh_due_ms.store(0, Ordering::Release);
+                Err(McpError::Auth("the tokens were removed from the token store by another holder of it".into()))
+            }
         }
     }
 
@@ -659,6 +741,7 @@ mod tests {
             expires_at_ms: Some(1),
             scope: None,
             rotates,
+            refreshing_since_ms: None,
         }
     }
 
@@ -752,6 +835,47 @@ mod tests {
         second.refresh(&mut b).await.unwrap();
         assert_eq!(server.received().len(), 1, "the spent refresh token was not presented again");
         assert_eq!(second.credential.current().unwrap().to_str().unwrap(), "Bearer access-2");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn holders_of_one_store_refreshing_at_once_present_the_refresh_token_once_and_all_use_the_winners() {
+        let server = TestServer::start(|_, _| {
+            Reply::json(200, serde_json::json!({"access_token":"access-2","token_type":"Bearer","expires_in":3600,"refresh_token":"refresh-2"}))
+        })
+        .await;
+        let store = Arc::new(MemoryTokenStore::new());
+        authorizer("true", store.clone()).install(&mut FlowState::default(), tokens(&server.url("/token"), None)).await.unwrap();
+        // Each holds the stored tokens (already due) and refreshes them before its request, all at once.
+        let holder = || {
+            let mut holder = authorizer("true", store.clone());
+            holder.deadline = Duration::from_secs(20); // a loaded machine: the winner's refresh must not time out
+            Arc::new(holder)
+        };
+        let holders: Vec<Arc<Authorizer>> = (0..8).map(|_| holder()).collect();
+        for holder in &holders {
+            holder.load(&mut *holder.lock().await.unwrap()).await; // all hold the same (due) tokens first
+            holder.loaded.store(true, Ordering::Release);
+        }
+        let requests: Vec<_> = holders.iter().cloned().map(|a| tokio::spawn(async move { a.before_request().await })).collect();
+        for request in requests {
+            request.await.unwrap().unwrap();
+        }
+        assert_eq!(server.received().len(), 1, "refresh-1 was presented once");
+        for holder in &holders {
+            assert_eq!(holder.credential.current().unwrap().to_str().unwrap(), "Bearer access-2");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refresh_token_another_holder_forgot_is_not_spent() {
+        let server = TestServer::start(|_, _| Reply::hang()).await;
+        let store = Arc::new(MemoryTokenStore::new());
+        let a = authorizer("true", store.clone());
+        let mut state = FlowState::default();
+        a.install(&mut state, tokens(&server.url("/token"), None)).await.unwrap();
+        store.delete(&keys::tokens("http://127.0.0.1:8", "http://127.0.0.1:9/mcp")).await.unwrap(); // a logout elsewhere
+        assert!(a.refresh(&mut state).await.is_err());
+        assert!(server.received().is_empty() && state.tokens.is_none());
     }
 
     #[tokio::test]

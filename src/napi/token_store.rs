@@ -17,21 +17,27 @@ use std::sync::Arc;
 type Result<T, E = McpError> = std::result::Result<T, E>;
 
 /// A token store implemented in JavaScript: `(op, argsJson) => Promise<resultJson>`, with op `get`
-/// (`[key]` → a string or null), `set` (`[key, value]`) or `delete` (`[key]`). Weak, like every callback.
+/// (`[key]` → a string or null), `set` (`[key, value]`), `delete` (`[key]`), `identity` (`[]` → a
+/// string naming the JS object, or null) or `compareAndSet` (`[key, expected, value]` → true or false,
+/// or null when the store has no `compareAndSet`). Weak, like every callback.
 pub(crate) type TokenStoreDispatcher =
     ThreadsafeFunction<FnArgs<(String, String)>, Promise<String>, FnArgs<(String, String)>, Status, false, true>;
 
-pub(crate) struct JsTokenStore(Arc<TokenStoreDispatcher>);
+pub(crate) struct JsTokenStore {
+    dispatcher: Arc<TokenStoreDispatcher>,
+    /// The JS object's identity, asked once: each toolset gets its own dispatcher for one object.
+    identity: Arc<tokio::sync::OnceCell<String>>,
+}
 
 impl JsTokenStore {
     pub(crate) fn new(dispatcher: TokenStoreDispatcher) -> Self {
-        JsTokenStore(Arc::new(dispatcher))
+        JsTokenStore { dispatcher: Arc::new(dispatcher), identity: Arc::default() }
     }
 
     /// Calls the dispatcher; a throw, a rejection or a released function is a storage failure. Its
     /// message is the JS error's own (the host's code; the engine never puts a value in it).
     fn call(&self, op: &'static str, args: serde_json::Value) -> BoxFuture<'static, Result<String>> {
-        let dispatcher = self.0.clone();
+        let dispatcher = self.dispatcher.clone();
         Box::pin(async move {
             let failed = |e: napi::Error| McpError::Storage(format!("token store: {op} failed: {}", e.reason));
             let promise = dispatcher.call_async_catch((op.to_owned(), args.to_string()).into()).await.map_err(failed)?;
@@ -58,6 +64,30 @@ impl TokenStore for JsTokenStore {
     fn delete(&self, key: &str) -> BoxFuture<'static, Result<()>> {
         let reply = self.call("delete", serde_json::json!([key]));
         Box::pin(async move { reply.await.map(drop) })
+    }
+
+    /// The JS object's (the dispatcher names it), so toolsets given one object take turns; a dispatcher
+    /// that names none is this store's own.
+    fn identity(&self) -> BoxFuture<'static, Result<String>> {
+        let (cell, reply, own) = (self.identity.clone(), self.call("identity", serde_json::json!([])), format!("js:{:p}", Arc::as_ptr(&self.dispatcher)));
+        Box::pin(async move {
+            let named = cell
+                .get_or_try_init(|| async move {
+                    let named: Option<String> = serde_json::from_str(&reply.await?)
+                        .map_err(|_| McpError::Storage("token store: identity returned something other than a string or null".to_owned()))?;
+                    Ok::<_, McpError>(named.map_or(own, |name| format!("js:{name}")))
+                })
+                .await?;
+            Ok(named.clone())
+        })
+    }
+
+    fn compare_and_set(&self, key: &str, expected: Option<&str>, value: &str) -> BoxFuture<'static, Result<Option<bool>>> {
+        let reply = self.call("compareAndSet", serde_json::json!([key, expected, value]));
+        Box::pin(async move {
+            serde_json::from_str(&reply.await?)
+                .map_err(|_| McpError::Storage("token store: compareAndSet returned something other than true or false".to_owned()))
+        })
     }
 }
 

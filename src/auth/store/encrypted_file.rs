@@ -21,10 +21,20 @@
 //! holds an exclusive lock on a `<file>.lock` beside it, so two processes sharing the file do not lose
 //! each other's changes. The file is read again for every operation, so a change made by another
 //! process is seen at once.
+//!
+//! The same lock is the claim on spending a refresh token across processes
+//! ([`TokenStore::lock_across_processes`]): held from reading the tokens to writing the new ones, this
+//! store's own writes meanwhile going on under it. It is `flock(2)` on a descriptor opened
+//! close-on-exec (as Rust opens every file), so no child process inherits it, and the kernel releases
+//! it when the holding process dies. It is only ever tried, never waited for in the kernel: a waiter
+//! looks again after a pause, within its deadline.
 
 use super::{on_blocking_pool, TokenStore};
 use crate::error::{McpError, Result};
-use crate::limits::{TOKEN_FILE_MAX_BYTES, TOKEN_FILE_MIN_PASSPHRASE_CHARS, TOKEN_FILE_PBKDF2_ITERATIONS, TOKEN_FILE_PBKDF2_MAX_ITERATIONS};
+use crate::limits::{
+    OAUTH_REQUEST_TIMEOUT_MS, TOKEN_CLAIM_POLL_MAX_MS, TOKEN_CLAIM_POLL_MIN_MS, TOKEN_FILE_MAX_BYTES, TOKEN_FILE_MIN_PASSPHRASE_CHARS,
+    TOKEN_FILE_PBKDF2_ITERATIONS, TOKEN_FILE_PBKDF2_MAX_ITERATIONS,
+};
 use crate::transport::BoxFuture;
 use parking_lot::Mutex;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
@@ -34,6 +44,7 @@ use std::io::{Read, Write};
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 const MAGIC: &[u8; 8] = b"mcpftok\0";
 const FORMAT_VERSION: u8 = 1;
@@ -123,8 +134,30 @@ struct Sealed<'a> {
 
 pub struct EncryptedFileTokenStore {
     inner: Arc<Mutex<FileState>>,
+    held: Arc<Mutex<HeldLock>>,
     path: PathBuf,
     key_kind: &'static str,
+}
+
+/// The lock on `<file>.lock` while claims of this store hold it (one descriptor for all of them); this
+/// store's writes meanwhile use it instead of taking their own.
+#[derive(Default)]
+struct HeldLock {
+    holders: usize,
+    file: Option<Arc<std::fs::File>>,
+}
+
+/// One claim's share of [`HeldLock`]; the last one to drop closes the descriptor, which unlocks.
+struct FileClaim(Arc<Mutex<HeldLock>>);
+
+impl Drop for FileClaim {
+    fn drop(&mut self) {
+        let mut held = self.0.lock();
+        held.holders -= 1;
+        if held.holders == 0 {
+            held.file = None;
+        }
+    }
 }
 
 /// Everything an operation needs, behind the lock that makes this process's operations take turns.
@@ -134,6 +167,7 @@ struct FileState {
     /// The AES key for the derivation last used, so a passphrase is stretched once per salt, not per operation.
     derived: Option<(Derivation, LessSafeKey)>,
     random: SystemRandom,
+    held: Arc<Mutex<HeldLock>>,
 }
 
 impl std::fmt::Debug for EncryptedFileTokenStore {
@@ -156,8 +190,9 @@ impl EncryptedFileTokenStore {
             TokenFileKey::Raw(_) => "raw key",
             TokenFileKey::Passphrase(_) => "passphrase",
         };
-        let state = FileState { path: path.clone(), key, derived: None, random: SystemRandom::new() };
-        Ok(Self { inner: Arc::new(Mutex::new(state)), path, key_kind })
+        let held = Arc::new(Mutex::new(HeldLock::default()));
+        let state = FileState { path: path.clone(), key, derived: None, random: SystemRandom::new(), held: held.clone() };
+        Ok(Self { inner: Arc::new(Mutex::new(state)), held, path, key_kind })
     }
 
     pub fn path(&self) -> &Path {
@@ -189,6 +224,62 @@ impl TokenStore for EncryptedFileTokenStore {
     fn delete(&self, key: &str) -> BoxFuture<'static, Result<()>> {
         let key = key.to_owned();
         self.run("delete", move |state| state.update(|entries| entries.remove(&key).is_some()))
+    }
+
+    /// The file: every store opened on it in this process holds the same values.
+    fn identity(&self) -> BoxFuture<'static, Result<String>> {
+        let identity = format!("file:{}", self.path.display());
+        Box::pin(async move { Ok(identity) })
+    }
+
+    /// The lock on `<file>.lock`, tried (open and `flock` with `LOCK_NB` are quick, so on this thread,
+    /// and a claim dropped while waiting leaves nothing behind) and tried again after a pause until
+    /// `within` has passed.
+    fn lock_across_processes(&self, within: Duration) -> BoxFuture<'static, Result<Option<Box<dyn Send + Sync>>>> {
+        let (held, path) = (self.held.clone(), self.path.clone());
+        Box::pin(async move {
+            let until = tokio::time::Instant::now() + within;
+            let mut pause = Duration::from_millis(TOKEN_CLAIM_POLL_MIN_MS);
+            loop {
+                {
+                    let mut lock = held.lock();
+                    if lock.file.is_none() {
+                        lock.file = try_lock(&path)?.map(Arc::new);
+                    }
+                    if lock.file.is_some() {
+                        lock.holders += 1;
+                        return Ok(Some(Box::new(FileClaim(held.clone())) as Box<dyn Send + Sync>));
+                    }
+                }
+                if tokio::time::Instant::now() + pause > until {
+                    return Err(McpError::Storage(format!(
+                        "token store {}: another process held its lock for longer than {} ms",
+                        path.display(),
+                        within.as_millis()
+                    )));
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(TOKEN_CLAIM_POLL_MAX_MS));
+            }
+        })
+    }
+}
+
+/// Opens `<path>.lock` (created empty, 0600 on Unix; close-on-exec, as Rust opens every file) and tries
+/// its exclusive lock: `None` when another descriptor holds it.
+fn try_lock(path: &Path) -> Result<Option<std::fs::File>> {
+    let failed = |what: &str, e: std::io::Error| McpError::Storage(format!("token store {}: cannot {what} its lock file: {e}", path.display()));
+    let mut name = path.to_path_buf().into_os_string();
+    name.push(".lock");
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let lock = options.open(&name).map_err(|e| failed("open", e))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(Some(lock)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => Err(failed("lock", e)),
     }
 }
 
@@ -353,18 +444,28 @@ impl FileState {
         Ok(())
     }
 
-    /// An exclusive lock on `<file>.lock` (created empty, 0600 on Unix), held until the guard drops:
-    /// writers in other processes wait for it.
-    fn lock_exclusively(&self) -> Result<std::fs::File> {
-        let mut name = self.path.clone().into_os_string();
-        name.push(".lock");
-        let mut options = std::fs::OpenOptions::new();
-        options.read(true).write(true).create(true).truncate(false);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let lock = options.open(&name).map_err(|e| self.error(format_args!("cannot open its lock file: {e}")))?;
-        lock.lock().map_err(|e| self.error(format_args!("cannot lock its lock file: {e}")))?;
-        Ok(lock)
+    /// The exclusive lock on `<file>.lock`, held until the guard drops: this store's claim's, when one
+    /// holds it, else its own, tried again after a pause while another descriptor (another process, or
+    /// another store on the file in this one) holds it, within twice a refresh's deadline (a claim holds
+    /// it for at most one refresh). Never a wait in the kernel: this store's own claim may take the lock
+    /// meanwhile, and its writes need this store.
+    fn lock_exclusively(&self) -> Result<Arc<std::fs::File>> {
+        let until = Instant::now() + Duration::from_millis(2 * OAUTH_REQUEST_TIMEOUT_MS);
+        let mut pause = Duration::from_millis(TOKEN_CLAIM_POLL_MIN_MS);
+        loop {
+            let claimed = self.held.lock().file.clone();
+            if let Some(held) = claimed {
+                return Ok(held);
+            }
+            if let Some(own) = try_lock(&self.path)? {
+                return Ok(Arc::new(own));
+            }
+            if Instant::now() + pause > until {
+                return Err(self.error("cannot be written: another process holds its lock"));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(TOKEN_CLAIM_POLL_MAX_MS));
+        }
     }
 }
 
@@ -531,6 +632,41 @@ mod tests {
         for i in 0..40 {
             assert_eq!(check.get(&format!("key-{i}")).await.unwrap(), Some(format!("value-{i}")), "key-{i} lost");
         }
+    }
+
+    #[tokio::test]
+    async fn the_claim_is_the_file_lock_one_holder_at_a_time_and_its_own_writes_go_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = TokenFileKey::raw(&RAW).unwrap();
+        // Two stores on one file stand for two processes: only the lock file stands between them.
+        let (a, b) = (store(&dir, key.clone()), store(&dir, key));
+        assert_eq!(a.identity().await.unwrap(), b.identity().await.unwrap());
+        let held = a.lock_across_processes(Duration::from_secs(5)).await.unwrap().expect("a file store has a lock");
+        let again = a.lock_across_processes(Duration::from_secs(5)).await.unwrap().expect("this store's claims share its lock");
+        a.set("k", "written under the claim").await.unwrap();
+        let refused = b.lock_across_processes(Duration::from_millis(30)).await.err().expect("the other store waits");
+        assert!(storage_message(refused).contains("held its lock for longer than 30 ms"));
+        drop(held);
+        assert!(b.lock_across_processes(Duration::from_millis(30)).await.is_err(), "held while any claim of the store holds it");
+        drop(again);
+        let taken = b.lock_across_processes(Duration::from_secs(5)).await.unwrap();
+        assert!(taken.is_some());
+        b.set("k", "the other store's turn").await.unwrap();
+        assert_eq!(a.get("k").await.unwrap().as_deref(), Some("the other store's turn"));
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_child_process_never_inherits_the_held_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store(&dir, TokenFileKey::raw(&RAW).unwrap());
+        let _held = store.lock_across_processes(Duration::from_secs(5)).await.unwrap().unwrap();
+        let mine = std::fs::read_dir("/proc/self/fd").unwrap().filter_map(|e| std::fs::read_link(e.ok()?.path()).ok());
+        assert!(mine.into_iter().any(|target| target.ends_with("tokens.bin.lock")), "the claim holds the lock file open");
+        let child = std::process::Command::new("ls").args(["-l", "/proc/self/fd"]).stdin(std::process::Stdio::inherit()).output().unwrap();
+        let fds = String::from_utf8_lossy(&child.stdout);
+        assert!(child.status.success() && fds.contains("->"), "{fds}");
+        assert!(!fds.contains("tokens.bin.lock"), "the child inherited the lock: {fds}");
     }
 
     #[tokio::test]

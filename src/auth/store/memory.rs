@@ -45,6 +45,12 @@ impl TokenStore for MemoryTokenStore {
             Ok(())
         })
     }
+
+    /// The map itself: every clone of this store holds the same entries.
+    fn identity(&self) -> BoxFuture<'static, Result<String>> {
+        let identity = format!("memory:{:p}", Arc::as_ptr(&self.entries));
+        Box::pin(async move { Ok(identity) })
+    }
 }
 
 #[cfg(test)]
