@@ -166,9 +166,11 @@ test('a change made between the first listing and the subscription is not lost: 
   const toolset = await open([entry('gap', server)]);
   t.after(toolset.close);
   // The first listing predates `late`; the server announces nothing, since no subscription existed yet.
-  await until(() => 'gap__late' in toolset.tools, { timeoutMs: REVALIDATION_WAIT_MS });
+  // The map and the diagnostic cross to JS separately (the diagnostic through its own channel), so the
+  // test waits for both rather than assume an order between them: under load the map came first.
+  const announced = () => toolset.diagnostics.some((d) => d.code === 'tools-changed' && d.added.includes('gap__late'));
+  await until(() => 'gap__late' in toolset.tools && announced(), { timeoutMs: REVALIDATION_WAIT_MS });
   assert.equal(server.lists.length, 2);
-  assert.ok(toolset.diagnostics.some((d) => d.code === 'tools-changed' && d.added.includes('gap__late')));
 });
 
 test('-32020: a tool whose description changed too is not sent again (policy approved the old one)', async (t) => {
