@@ -244,8 +244,8 @@ export declare function purraVetTool(toolJson: string, limitsJson: string): stri
 export declare function quoteUntrustedText(text: string, secrets: Array<string>): string
 
 /**
- * A stdio entry's arguments as `mcpferry status` shows them: each with the entry's credentials
- * replaced, by the rules the engine redacts that server's errors with (`Secrets::add_stdio_entry`:
- * a credential flag's value, an argument that is a key, a URL's password, a secret env value repeated).
+ * A stdio entry's arguments as `mcpferry status` shows them: every place a credential goes replaced
+ * (`redact::shown_arguments`: `NAME=VALUE` values, credential flags' values, URL userinfo and query,
+ * key-like tokens), then the entry's own secrets (`Secrets::add_stdio_entry`) wherever they still appear.
  */
 export declare function redactStdioArguments(args: Array<string>, env: Record<string, string>): Array<string>

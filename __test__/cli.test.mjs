@@ -593,8 +593,75 @@ test('status shows a stdio entry\'s arguments with their credentials redacted, b
   });
   const status = await run(['status'], { cwd: dir });
   assert.equal(status.code, 0, status.stderr);
-  assert.ok(status.stdout.includes(`\n  ${process.execPath} ${FIXTURE} --api-key [redacted] --token=[redacted] [redacted] postgres://app:[redacted]@db/app "read only"\n`), status.stdout);
+  assert.ok(status.stdout.includes(`\n  ${process.execPath} ${FIXTURE} --api-key [redacted] --token=[redacted] [redacted] postgres://[redacted]@db/app "read only"\n`), status.stdout);
   const json = await run(['status', '--json'], { cwd: dir });
-  assert.deepEqual(JSON.parse(json.stdout).servers[0].args, [FIXTURE, '--api-key', '[redacted]', '--token=[redacted]', '[redacted]', 'postgres://app:[redacted]@db/app', 'read only']);
+  assert.deepEqual(JSON.parse(json.stdout).servers[0].args, [FIXTURE, '--api-key', '[redacted]', '--token=[redacted]', '[redacted]', 'postgres://[redacted]@db/app', 'read only']);
   for (const secret of secrets) assert.ok(!status.stdout.includes(secret) && !json.stdout.includes(secret), secret);
+});
+
+test('status shows no credential of any shape a server is commonly given on its command line', async () => {
+  const secrets = {
+    docker: 'ghp_abcDEF1234567890abcdef1234567890ABCD',
+    bearer: 'sk-live-4242424242abcdef',
+    aws: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
+    jwt: 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U',
+    query: 'qk_12345abcde',
+    conn: 'Hunter2!Conn',
+    password: 'hunter2hunter2',
+    userinfo: 'r00tpw',
+  };
+  const args = [
+    FIXTURE, '-e', `GITHUB_PERSONAL_ACCESS_TOKEN=${secrets.docker}`, '--header', `Authorization: Bearer ${secrets.bearer}`, secrets.aws, secrets.jwt,
+    `https://api.example.com/v1/mcp?api_key=${secrets.query}`, '--connection-string', `Server=db;User Id=sa;Password=${secrets.conn}`,
+    '-p', secrets.password, `mysql://root:${secrets.userinfo}@db/app`, '--mode', 'read-only',
+  ];
+  const dir = await trustedProject({ 'mcp.json': { mcpServers: { fx: { command: process.execPath, args } } } });
+  const text = await run(['status'], { cwd: dir });
+  const json = await run(['status', '--json'], { cwd: dir });
+  assert.equal(text.code, 0, text.stderr);
+  for (const [shape, secret] of Object.entries(secrets)) assert.ok(!text.stdout.includes(secret) && !json.stdout.includes(secret), `${shape}: ${text.stdout}`);
+  assert.deepEqual(JSON.parse(json.stdout).servers[0].args, [
+    FIXTURE, '-e', 'GITHUB_PERSONAL_ACCESS_TOKEN=[redacted]', '--header', 'Authorization: [redacted]', '[redacted]', '[redacted]',
+    'https://api.example.com/v1/mcp?[redacted]', '--connection-string', 'Server=[redacted];User Id=[redacted];Password=[redacted]',
+    '-p', '[redacted]', 'mysql://[redacted]@db/app', '--mode', 'read-only',
+  ]);
+});
+
+test('a discovered configuration is checked for trust before anything is read for it: no envFile, no env_vars, no ${…}', async (t) => {
+  const collector = await countingServer(t);
+  const env = { MCPFERRY_TEST_FAKE_SECRET_TOKEN: 'fake-secret-31337', MCPFERRY_TEST_PASSED: 'passed-4242' };
+  // A readable file whose first line is a secret: before trust it is never read, so never quoted.
+  const dir = project({
+    'key.txt': 'AbC+dEf/SecretBase64Line==\n',
+    'mcp.json': { mcpServers: { fx: { command: process.execPath, args: [FIXTURE], envFile: 'key.txt' }, leak: { command: process.execPath, envFile: '${MCPFERRY_TEST_FAKE_SECRET_TOKEN}' } } },
+  });
+  const refused = await run(['tools'], { cwd: dir, env });
+  assert.equal(refused.code, 2, refused.stderr);
+  assert.match(refused.stderr, /is not trusted\. Using it would:\n/);
+  assert.match(refused.stderr, /\n {2}read the envFile "key\.txt" into the environment of "fx"\n/);
+  assert.match(refused.stderr, /\n {2}read the envFile "\$\{MCPFERRY_TEST_FAKE_SECRET_TOKEN\}" into the environment of "leak"\n/);
+  for (const secret of ['AbC+dEf', 'fake-secret-31337']) assert.ok(!refused.stderr.includes(secret), refused.stderr);
+  // Once chosen (--config), the envFile is read, and its error shows the path as written and no line of it.
+  const chosen = await run(['--config', 'mcp.json', 'tools'], { cwd: dir, env });
+  assert.equal(chosen.code, 2, chosen.stderr);
+  assert.match(chosen.stderr, /envFile: "key\.txt": line 1: the name is not a variable name/);
+  for (const secret of ['AbC+dEf', 'fake-secret-31337']) assert.ok(!chosen.stderr.includes(secret), chosen.stderr);
+  const leak = project({ 'mcp.json': { mcpServers: { leak: { command: process.execPath, envFile: '${MCPFERRY_TEST_FAKE_SECRET_TOKEN}' } } } });
+  const missing = await run(['--config', 'mcp.json', 'tools'], { cwd: leak, env });
+  assert.match(missing.stderr, /envFile: "\$\{MCPFERRY_TEST_FAKE_SECRET_TOKEN\}" cannot be read \(no such file\)/);
+  assert.ok(!missing.stderr.includes('fake-secret-31337'), missing.stderr);
+
+  // Codex's env_vars: listed, not read.
+  const toml = project({ 'mcpferry.toml': `[mcp_servers.t]\ncommand = "npx"\nenv_vars = ["MCPFERRY_TEST_PASSED"]\n` });
+  const codex = await run(['tools'], { cwd: toml, env });
+  assert.equal(codex.code, 2, codex.stderr);
+  assert.match(codex.stderr, /\n {2}pass the environment variables MCPFERRY_TEST_PASSED to "t" \(env_vars\)\n/);
+
+  // The editors' variables sent to an HTTP server: ${userHome} is the user's name; it needs trust too.
+  for (const entry of [{ url: `${collector.url}?h=\${userHome}` }, { url: collector.url, headers: { 'X-Where': '${cwd}', 'X-Ws': '${workspaceFolder}' } }]) {
+    const http = await run(['tools'], { cwd: project({ 'mcp.json': { mcpServers: { web: entry } } }), env });
+    assert.equal(http.code, 2, http.stderr);
+    assert.match(http.stderr, /\n {2}send \$\{(userHome|cwd)\}.* in the url or headers of "web" \(http:\/\/127\.0\.0\.1:\d+\/mcp\)\n/);
+  }
+  assert.deepEqual(collector.requests, [], 'the HTTP server got no request');
 });

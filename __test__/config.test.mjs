@@ -88,7 +88,7 @@ test('each bad input names the file, the entry and the field', async () => {
     ['type.json', '{"mcpServers": {"a": {"type": "websocket", "url": "https://h.test/"}}}', /type\.json: mcpServers\.a\.type "websocket" is unknown/],
     ['env.json', '{"mcpServers": {"a": {"command": "x", "env": {"K": "${env:MCPFERRY_NOT_SET_ANYWHERE}"}}}}', /env\.json: mcpServers\.a\.env\.K: environment variable MCPFERRY_NOT_SET_ANYWHERE is not set/],
     ['input.json', '{"servers": {"a": {"command": "x", "args": ["${input:token}"]}}}', /input\.json: servers\.a\.args\[0\]: not supported here: \$\{input:token\} \(VS Code asks for an input/],
-    ['envfile.json', '{"servers": {"a": {"command": "x", "envFile": "${workspaceFolder}/missing.env"}}}', /envfile\.json: servers\.a\.envFile: .*missing\.env cannot be read \(no such file\)/],
+    ['envfile.json', '{"servers": {"a": {"command": "x", "envFile": "${workspaceFolder}/missing.env"}}}', /envfile\.json: servers\.a\.envFile: "\$\{workspaceFolder\}\/missing\.env" cannot be read \(no such file\)/],
     ['args.json', '{"mcpServers": {"a": {"command": "x", "args": "--verbose"}}}', /args\.json: servers\[0\] \("a"\)\.args must be an array of strings/],
     ['url.json', '{"mcpServers": {"a": {"url": "ftp://h.test/"}}}', /url\.json: servers\[0\] \("a"\)\.url must be an http/],
     ['broken.toml', '[mcp_servers.a\ncommand = "x"', /broken\.toml: not valid TOML \(line 1\)/],
@@ -229,12 +229,17 @@ test('a server name with control characters is refused, in every format, without
     { mcpServers: { [name]: { command: 'x' } } },
     { mcpServers: { 'right\u202eto-left': { url: 'https://h.test/mcp' } } },
     { mcpServers: { 'del\u007f': { url: 'https://h.test/mcp' } } },
+    // Invisible format characters: a zero-width space, a word joiner, a byte order mark, a tag character.
+    { mcpServers: { 'git\u200bhub': { url: 'https://h.test/mcp' } } },
+    { mcpServers: { 'a\u2060b': { url: 'https://h.test/mcp' } } },
+    { mcpServers: { '\ufeffname': { url: 'https://h.test/mcp' } } },
+    { mcpServers: { 'tag\u{e0041}': { url: 'https://h.test/mcp' } } },
   ];
   for (const input of inputs) {
     const error = await loadMcpConfig(input).then(() => assert.fail('loaded'), (e) => e);
     assert.ok(error instanceof McpConfigError, String(error));
-    assert.match(error.message, /a server name has a control character \(U\+(001B|202E|007F), character \d+\); names are shown to people and must be printable/);
-    assert.doesNotMatch(error.message, /[\u0000-\u001f\u007f-\u009f\u202a-\u202e]|52;c/, 'the name is not echoed');
+    assert.match(error.message, /a server name has a control character \(U\+(001B|202E|007F|200B|2060|FEFF|E0041), character \d+\); names are shown to people and must be printable/);
+    assert.doesNotMatch(error.message, /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u200b\u2060\ufeff]|\u{e0041}|52;c|github|tag/u, 'the name is not echoed');
   }
   // mcpTools checks the same.
   await assert.rejects(mcpTools([{ name, type: 'streamable-http', url: 'https://h.test/mcp' }]), { code: 'mcp_config_invalid', message: /servers\[0\]\.name: a server name has a control character \(U\+001B, character 5\)/ });

@@ -164,8 +164,16 @@ test('url mode, when declared: the host gets the URL, parsed and normalized, and
     assert.equal(scheme.code, -32602);
     // The URL as parsed, not as sent: escapes and controls percent-encoded, the host lowercased.
     assert.deepEqual(await call(toolset, 'ask', { params: { ...URL_REQUEST, url: ' HTTPS://Example.COM:443/a\u001b]52;c;aGk=\u0007\u009b2J?q=\u202ex\n' } }), { result: { action: 'accept' } });
+    // A URL that reads as one host and opens another (userinfo) is refused, as invalid params.
+    for (const url of ['https://accounts.google.com@evil.example/', 'https://user:pw@example.com/']) {
+      const { error: userinfo } = await call(toolset, 'ask', { params: { ...URL_REQUEST, url } });
+      assert.equal(userinfo.code, -32602, url);
+      assert.match(userinfo.message, /must not carry a user name or password/);
+    }
+    // The message a person is shown: no terminal escapes, bidi overrides or invisible characters; lines kept.
+    assert.deepEqual(await call(toolset, 'ask', { params: { ...URL_REQUEST, message: 'Log in\u001b[2J\u202ex\u200b\nnow\u0007' } }), { result: { action: 'accept' } });
   });
-  assert.deepEqual(seen, [URL_REQUEST, { ...URL_REQUEST, url: 'https://example.com/a%1B]52;c;aGk=%07%C2%9B2J?q=%E2%80%AEx' }]);
+  assert.deepEqual(seen, [URL_REQUEST, { ...URL_REQUEST, url: 'https://example.com/a%1B]52;c;aGk=%07%C2%9B2J?q=%E2%80%AEx' }, { ...URL_REQUEST, message: 'Log in [2J x \nnow ' }]);
 });
 
 test('a flood of elicitations stays bounded: the excess is refused at once, the host sees at most 4', async () => {

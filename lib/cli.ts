@@ -13,7 +13,6 @@ import {
   createEncryptedFileTokenStore,
   createKeyringTokenStore,
   createSqliteMcpConnectionStore,
-  loadMcpConfig,
   logoutMcpServer,
   mcpTools,
   McpError,
@@ -22,6 +21,7 @@ import {
   type McpConfig,
 } from './index';
 import { binding } from './binding';
+import { loadConfigText, type Unresolved } from './config-file';
 import { readConfigFile } from './config-read';
 import type { Diagnostic, McpAuthorizationPrompt, McpOptions, McpServer, McpToolset } from './types';
 
@@ -138,7 +138,9 @@ export async function main(argv: string[], given: Io = processIo()): Promise<num
     const found = await findConfig(values.config, io, values.strict === true);
     if (command === 'trust') return await trust(found, rest, io, json);
     if (found.discovered) await checkTrusted(found, io);
-    const { config } = found;
+    // Only now is anything read for it (${…}, envFile, env_vars): from the bytes that were checked.
+    const config = loadConfigText(found.text, found.path, { strict: values.strict === true, warnings: false }); // A bad file is reported from here.
+    for (const warning of config.warnings) io.stderr(`mcpferry: warning: ${printable(warning)}\n`);
     const storePath = values.store ?? io.env.MCPFERRY_STORE;
     const cli = new Cli(config, io, json, values.quiet === true, storePath ? resolve(io.cwd, storePath) : undefined);
     switch (command) {
@@ -189,12 +191,17 @@ function usage(io: Io, message: string): number {
   return EXIT.usage;
 }
 
-/** A configuration file as loaded, with the bytes it was loaded from. */
+/** A configuration file as found: its bytes, read once, and the entries as written in them. */
 interface FoundConfig {
-  config: McpConfig;
+  /**
+   * The entries as the file writes them, nothing read for them (no `${…}`, `envFile` or `env_vars`):
+   * what deciding whether to trust the file is done from.
+   */
+  written: McpConfig & { unresolved?: Unresolved };
   path: string;
   /** Found in the current directory rather than named with --config. */
   discovered: boolean;
+  /** The bytes read, which are the bytes hashed, checked and loaded. */
   text: string;
   sha256: string;
 }
@@ -202,20 +209,19 @@ interface FoundConfig {
 async function findConfig(given: string | undefined, io: Io, strict: boolean): Promise<FoundConfig> {
   const path = given !== undefined ? resolve(io.cwd, given) : CONFIG_FILES.map((name) => resolve(io.cwd, name)).find((p) => existsSync(p));
   if (path === undefined) throw new UsageError(`no configuration: pass --config <file> or create one of ${CONFIG_FILES.join(', ')} here`);
-  // Read as loadMcpConfig reads it (a regular file, bounded): a link to /dev/zero is refused here.
-  const before = await readConfigFile(path);
-  const config = await loadMcpConfig(path, { strict, warnings: false }); // A bad file is reported from here.
-  for (const warning of config.warnings) io.stderr(`mcpferry: warning: ${printable(warning)}\n`);
-  // What is trusted must be what was loaded: the bytes read before and after loading agree.
+  // Read once (a regular file, bounded: a link to /dev/zero is refused): what is hashed is what is loaded.
   const bytes = await readConfigFile(path);
-  if (!before.equals(bytes)) throw new RefusedError(`${path} changed while it was being read; run the command again`);
-  return { config, path, discovered: given === undefined, text: bytes.toString('utf8'), sha256: createHash('sha256').update(bytes).digest('hex') };
+  const text = bytes.toString('utf8');
+  const written = loadConfigText(text, path, { strict, warnings: false, resolve: false });
+  return { written, path, discovered: given === undefined, text, sha256: createHash('sha256').update(bytes).digest('hex') };
 }
 
 /**
  * What using `found` would do that a file from an untrusted checkout must not do unasked: each command it
- * starts, each environment variable it reads into its entries (JSON `${env:NAME}` / `${NAME}`) or sends as a
- * header. Names and commands only, as written in the file, so no variable's value is shown.
+ * starts, with the variables (`env_vars`) and files (`envFile`) it gives it; each environment variable it
+ * reads into its entries (JSON `${env:NAME}` / `${NAME}`) or sends as a header; any `${…}` (the home or
+ * current directory too) it sends to an HTTP server. Names, paths and commands only, as written in the
+ * file, so no variable's value is shown.
  */
 function trustNeeds(found: FoundConfig): string[] {
   const json = extname(found.path).toLowerCase() !== '.toml';
@@ -227,17 +233,25 @@ function trustNeeds(found: FoundConfig): string[] {
       return ['(its JSON could not be checked)'];
     }
   }
-  const rawEntries = isRecord(raw) ? (isRecord(raw.mcpServers) ? raw.mcpServers : isRecord(raw.servers) ? raw.servers : undefined) : undefined;
   const needs: string[] = [];
-  for (const server of found.config.servers) {
+  for (const server of found.written.servers) {
     if (server.enabled === false) continue;
+    const name = JSON.stringify(server.name);
     if (server.type === 'stdio') {
-      // JSON entries as written (with their ${…} references, not the values they expanded to); TOML expands nothing.
-      const entry = json ? (rawEntries && Object.hasOwn(rawEntries, server.name) ? rawEntries[server.name] : undefined) : server;
-      needs.push(`start ${JSON.stringify(server.name)}: ${commandLine(entry)}`);
+      // As written: the unresolved load leaves ${…} references in place.
+      needs.push(`start ${name}: ${commandLine(server)}`);
+      const reads = found.written.unresolved?.[server.name];
+      if (reads?.envVars.length) needs.push(`pass the environment variables ${reads.envVars.join(', ')} to ${name} (env_vars)`);
+      for (const file of reads?.envFile ?? []) needs.push(`read the envFile ${JSON.stringify(file)} into the environment of ${name}`);
     } else {
       const variables = Object.values(server.headersFromEnv ?? {}).concat(server.bearerTokenEnv ?? []);
-      if (variables.length > 0) needs.push(`send the environment variables ${variables.join(', ')} as headers to ${JSON.stringify(server.name)} (${urlWithoutQuery(server.url)})`);
+      if (variables.length > 0) needs.push(`send the environment variables ${variables.join(', ')} as headers to ${name} (${urlWithoutQuery(server.url)})`);
+      // Any ${…} a remote server would receive, the editors' variables too: ${userHome} is the user's name.
+      const sent = new Set<string>();
+      forEachString([server.url, server.headers], (text) => {
+        for (const match of text.matchAll(/\$\{([^}]*)\}?/g)) sent.add(`\${${match[1]}}`);
+      });
+      if (sent.size > 0) needs.push(`send ${[...sent].join(', ')} in the url or headers of ${name} (${urlWithoutQuery(server.url)})`);
     }
   }
   // Every reference in the file, a disabled entry's too (it is read once the entry is enabled).
@@ -685,8 +699,11 @@ function didYouMean(typed: string, tools: { name: string; remoteName: string }[]
   const exact = tools.filter((t) => t.remoteName.toLowerCase() === wanted).map((t) => t.name);
   if (exact.length > 0) return exact.slice(0, MAX_GUESSES);
   const within = Math.max(1, Math.floor(wanted.length / 4));
+  // A length further off than the edits allowed can't be within them: not measured (a catalogue of
+  // thousands of long names would make each guess quadratic in both).
+  const near = (name: string) => (Math.abs(name.length - wanted.length) <= within ? editDistance(wanted, name.toLowerCase()) : Infinity);
   return tools
-    .map((t) => ({ name: t.name, distance: Math.min(editDistance(wanted, t.name.toLowerCase()), editDistance(wanted, t.remoteName.toLowerCase())) }))
+    .map((t) => ({ name: t.name, distance: Math.min(near(t.name), near(t.remoteName)) }))
     .filter((t) => t.distance <= within)
     .sort((a, b) => a.distance - b.distance || a.name.localeCompare(b.name))
     .slice(0, MAX_GUESSES)

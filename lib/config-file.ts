@@ -49,8 +49,7 @@ export async function loadMcpConfig(pathOrObject: string | URL | Record<string, 
   if (options === null || typeof options !== 'object') throw createMcpError('mcp_config_invalid', 'loadMcpConfig options must be an object ({ strict, warnings })');
   if (typeof pathOrObject === 'string' || pathOrObject instanceof URL) {
     const path = pathOrObject instanceof URL ? fileURLToPath(pathOrObject) : pathOrObject;
-    const text = (await readConfigFile(path)).toString('utf8');
-    return parse(text, path, extname(path).toLowerCase() === '.toml' ? 'toml' : 'json', path, options);
+    return loadConfigText((await readConfigFile(path)).toString('utf8'), path, options);
   }
   if (pathOrObject === null || typeof pathOrObject !== 'object' || Array.isArray(pathOrObject)) {
     throw createMcpError('mcp_config_invalid', 'loadMcpConfig takes a file path or a configuration object ({ mcpServers: { ... } })');
@@ -64,11 +63,30 @@ export async function loadMcpConfig(pathOrObject: string | URL | Record<string, 
   return parse(text, 'the configuration object', 'json', null, options);
 }
 
-function parse(text: string, source: string, format: 'json' | 'toml', path: string | null, options: McpConfigOptions): McpConfig {
-  let loaded: { servers: McpServer[]; disabled: string[]; warnings: string[] };
+/** What an unresolved load found each entry would read: its `envFile` paths as written, its `env_vars` names. */
+export type Unresolved = Record<string, { envFile: unknown[]; envVars: string[] }>;
+
+/**
+ * Internal (the CLI): load a configuration file's `text`, read from `path`, so a caller that hashed the
+ * bytes loads those same bytes. `resolve: false` reads nothing from the environment or the disk (no
+ * `${…}`, `envFile` or `env_vars`): the entries come back as written, unvalidated, with what they would
+ * read in `unresolved` — what deciding whether to trust a file needs.
+ */
+export function loadConfigText(text: string, path: string, options: McpConfigOptions & { resolve?: boolean }): McpConfig & { unresolved?: Unresolved } {
+  return parse(text, path, extname(path).toLowerCase() === '.toml' ? 'toml' : 'json', path, options);
+}
+
+function parse(text: string, source: string, format: 'json' | 'toml', path: string | null, options: McpConfigOptions & { resolve?: boolean }): McpConfig & { unresolved?: Unresolved } {
+  let loaded: { servers: McpServer[]; disabled: string[]; warnings: string[]; unresolved?: Unresolved };
   // The file's place and the home and current directories: what ${workspaceFolder}, ${userHome},
   // ${cwd} and a relative envFile resolve against.
-  const context = JSON.stringify({ path: path === null ? undefined : resolve(path), home: homedir(), cwd: process.cwd(), strict: options.strict === true });
+  const context = JSON.stringify({
+    path: path === null ? undefined : resolve(path),
+    home: homedir(),
+    cwd: process.cwd(),
+    strict: options.strict === true,
+    resolve: options.resolve !== false,
+  });
   try {
     loaded = JSON.parse(binding.loadMcpConfig(text, source, format, context));
   } catch (error) {
@@ -84,5 +102,6 @@ function parse(text: string, source: string, format: 'json' | 'toml', path: stri
       }
     }
   }
-  return { servers: loaded.servers, disabled: loaded.disabled, warnings: loaded.warnings, source: path };
+  const config = { servers: loaded.servers, disabled: loaded.disabled, warnings: loaded.warnings, source: path };
+  return loaded.unresolved === undefined ? config : { ...config, unresolved: loaded.unresolved };
 }

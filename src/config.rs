@@ -584,8 +584,8 @@ fn parse_env_headers(entry: &Map<String, Value>, at: &str, kind: &ServerKind, au
 /// separators, bidirectional marks, embeddings, overrides and isolates. Names are printed to people (the
 /// CLI, diagnostics) and put in prompts. The error says which character and where, never the name itself.
 pub(crate) fn check_server_name(name: &str, at: &str) -> Result<()> {
-    let steers = |c: char| c.is_control() || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-    match name.chars().enumerate().find(|&(_, c)| steers(c)) {
+    use crate::guard::server_text::{is_format, steers};
+    match name.chars().enumerate().find(|&(_, c)| steers(c) || is_format(c)) {
         None => Ok(()),
         Some((i, c)) => Err(McpError::config(format!(
             "{at}: a server name has a control character (U+{:04X}, character {}); names are shown to people and must be printable",
@@ -712,6 +712,11 @@ mod tests {
             (r#"{"servers":[{"name":"a\u009b2J","type":"stdio","command":"x"}]}"#, "(U+009B, character 2)"),
             (r#"{"servers":[{"name":"ab\u202ec","type":"stdio","command":"x"}]}"#, "(U+202E, character 3)"),
             (r#"{"servers":[{"name":"a\u007f","type":"stdio","command":"x"}]}"#, "(U+007F, character 2)"),
+            // Invisible format characters (Cf): zero-width, word joiner, BOM, tag characters.
+            (r#"{"servers":[{"name":"git\u200bhub","type":"stdio","command":"x"}]}"#, "(U+200B, character 4)"),
+            (r#"{"servers":[{"name":"a\u2062","type":"stdio","command":"x"}]}"#, "(U+2062, character 2)"),
+            (r#"{"servers":[{"name":"\ufeffa","type":"stdio","command":"x"}]}"#, "(U+FEFF, character 1)"),
+            (r#"{"servers":[{"name":"a\udb40\udc41","type":"stdio","command":"x"}]}"#, "(U+E0041, character 2)"),
             (r#"{"servers":[{"name":"a","type":"stdio"}]}"#, "command must be"),
             (r#"{"servers":[{"name":"a","type":"stdio","command":"x","args":[1]}]}"#, "args must be an array of strings"),
             (r#"{"servers":[{"name":"a","type":"stdio","command":"x","env":{"A":1}}]}"#, "env[\"A\"]"),

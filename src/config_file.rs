@@ -29,14 +29,17 @@
 
 use crate::config::is_variable_name;
 use crate::error::{McpError, Result};
-use crate::limits::{MAX_ENV_FILE_BYTES, MAX_QUOTED_BYTES};
+use crate::limits::{MAX_DID_YOU_MEAN_KEYS, MAX_ENV_FILE_BYTES, MAX_ENV_FILE_BYTES_PER_LOAD, MAX_QUOTED_BYTES};
 use serde_json::{json, Map, Value};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::io::Read;
+use std::rc::Rc;
 use std::path::{Path, PathBuf};
 
 /// How a file is loaded: where it is (for `${workspaceFolder}` and a relative `envFile`), what the
 /// home and current directories are, and whether an unknown key is an error.
-#[derive(Debug, Default, serde::Deserialize)]
+#[derive(Debug, serde::Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LoadOptions {
     /// The file's absolute path; none for a configuration object.
@@ -45,6 +48,22 @@ pub struct LoadOptions {
     pub cwd: Option<String>,
     #[serde(default)]
     pub strict: bool,
+    /// `false`: read nothing from the environment or the disk: `${…}` stays as written, no `envFile` is
+    /// read and no `env_vars` value is passed through; each entry's `envFile` paths and `env_vars` names
+    /// come back in `unresolved` instead, and the entries are not validated. What a caller deciding
+    /// whether to trust a file loads first. Default `true`.
+    #[serde(default = "resolve_by_default")]
+    pub resolve: bool,
+}
+
+fn resolve_by_default() -> bool {
+    true
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions { path: None, home: None, cwd: None, strict: false, resolve: true }
+    }
 }
 
 /// What a documented key of an entry does here.
@@ -135,7 +154,7 @@ const APPROVE: &str = "approve";
 /// Returns `{ "servers": [entry, ...], "disabled": [name, ...], "warnings": [message, ...] }`: every
 /// entry (disabled ones with `enabled: false`, so they show as disabled and nothing is started), in file order.
 pub fn load(text: &str, source: &str, format: &str, options: &LoadOptions) -> Result<String> {
-    let mut report = Report { source, strict: options.strict, warnings: Vec::new(), unknown: Vec::new() };
+    let mut report = Report { source, strict: options.strict, resolve: options.resolve, warnings: Vec::new(), unknown: Vec::new(), unresolved: Map::new() };
     let servers = match format {
         "json" => {
             let root: Value =
@@ -156,6 +175,11 @@ pub fn load(text: &str, source: &str, format: &str, options: &LoadOptions) -> Re
     if report.strict && !report.unknown.is_empty() {
         return Err(McpError::config(report.unknown.join("; ")));
     }
+    if !options.resolve {
+        // Unresolved values are not what the entries will hold: they are checked when loaded for use.
+        let disabled: Vec<&Value> = servers.iter().filter(|s| s["enabled"] == Value::Bool(false)).map(|s| &s["name"]).collect();
+        return Ok(json!({ "servers": servers, "disabled": disabled, "warnings": [], "unresolved": report.unresolved }).to_string());
+    }
     // The same checks as mcpTools, so a bad entry is reported against this file now, not later.
     let wire = json!({ "servers": servers });
     crate::config::parse(&wire.to_string()).map_err(|e| match e {
@@ -172,12 +196,24 @@ pub fn load(text: &str, source: &str, format: &str, options: &LoadOptions) -> Re
 struct Report<'a> {
     source: &'a str,
     strict: bool,
+    /// [`LoadOptions::resolve`].
+    resolve: bool,
+    /// Unresolved mode: per entry, `{ envFile: [path as written], envVars: [name] }`.
+    unresolved: Map<String, Value>,
     warnings: Vec<String>,
     /// `<source>: <at> has an unknown key "k" (did you mean "key"?)`: warnings, or in strict mode the error.
     unknown: Vec<String>,
 }
 
 impl Report<'_> {
+    /// In unresolved mode, note that entry `name` would read `what` (`envFile`, `envVars`): `item`.
+    fn would_read(&mut self, name: &str, what: &str, item: Value) {
+        let entry = self.unresolved.entry(name.to_owned()).or_insert_with(|| json!({ "envFile": [], "envVars": [] }));
+        if let Some(Value::Array(items)) = entry.get_mut(what) {
+            items.push(item);
+        }
+    }
+
     fn warn(&mut self, message: String) {
         self.warnings.push(format!("{}: {message}", self.source));
     }
@@ -229,7 +265,9 @@ fn unknown_keys<'k>(entry: &Map<String, Value>, known: impl Iterator<Item = &'k 
     entry
         .keys()
         .filter(|key| !known.clone().any(|k| k == key))
-        .map(|key| Unknown { key: key.clone(), nearest: nearest(key, known.clone().copied()) })
+        .enumerate()
+        // A "did you mean" for the first few only: a file with thousands of unknown keys is not a typo.
+        .map(|(i, key)| Unknown { key: key.clone(), nearest: if i < MAX_DID_YOU_MEAN_KEYS { nearest(key, known.clone().copied()) } else { None } })
         .collect()
 }
 
@@ -257,9 +295,12 @@ fn shown(key: &str) -> String {
 /// when it is near enough to be a typo of it: one edit per three letters, at least one.
 fn nearest(key: &str, known: impl Iterator<Item = &'static str>) -> Option<&'static str> {
     let key: Vec<char> = key.to_lowercase().chars().take(MAX_QUOTED_BYTES).collect();
+    let allowed = |candidate: &str| (candidate.chars().count() / 3).max(1);
     known
+        // Lengths further apart than the edits allowed can't be near: skipped without measuring.
+        .filter(|candidate| key.len().abs_diff(candidate.chars().count()) <= allowed(candidate))
         .map(|candidate| (distance(&key, &candidate.to_lowercase().chars().collect::<Vec<_>>()), candidate))
-        .filter(|(d, candidate)| *d <= (candidate.chars().count() / 3).max(1))
+        .filter(|(d, candidate)| *d <= allowed(candidate))
         .min_by_key(|(d, _)| *d)
         .map(|(_, candidate)| candidate)
 }
@@ -285,6 +326,7 @@ fn distance(a: &[char], b: &[char]) -> usize {
 /// The root's key that looks like a typo of one of `wanted`, for "no mcpServers" messages.
 fn root_typo(root: &Map<String, Value>, wanted: &[&'static str]) -> String {
     root.keys()
+        .take(MAX_DID_YOU_MEAN_KEYS)
         .find_map(|key| nearest(key, wanted.iter().copied()).map(|near| format!(" (the file has {}: did you mean {near:?}?)", shown(key))))
         .unwrap_or_default()
 }
@@ -325,8 +367,9 @@ fn json_entry(name: &str, entry: &Value, at: &str, vars: &Vars, report: &mut Rep
     report.unknown(at, &unknown);
     report.not_applied(at, entry, JSON_KEYS, kind == "stdio");
     // A disabled entry is shown, never started: its variables are not needed, so not required.
+    let resolve = report.resolve;
     let expand = |value: &Value, field: &str| {
-        if disabled {
+        if disabled || !resolve {
             Ok(value.clone())
         } else {
             vars.expand(value, &format!("{source}: {at}.{field}"))
@@ -345,10 +388,16 @@ fn json_entry(name: &str, entry: &Value, at: &str, vars: &Vars, report: &mut Rep
     if kind == "stdio" {
         // The file's variables first; `env` wins over them, as in VS Code. Not read for a disabled entry.
         let mut env = Map::new();
-        if let Some(file) = given("envFile").filter(|_| !disabled) {
+        if let Some(written) = given("envFile").filter(|_| !disabled) {
             let at = format!("{source}: {at}.envFile");
-            let Value::String(file) = expand(file, "envFile")? else { return Err(McpError::config(format!("{at} must be a string (a path)"))) };
-            env.extend(vars.read_env_file(&file, &at)?.into_iter().map(|(k, v)| (k, Value::String(v))));
+            if !resolve {
+                report.would_read(name, "envFile", written.clone());
+            } else {
+                let Value::String(file) = expand(written, "envFile")? else { return Err(McpError::config(format!("{at} must be a string (a path)"))) };
+                // Messages show the path as written: what `${…}` expanded to may be a secret.
+                let written = written.as_str().unwrap_or_default();
+                env.extend(vars.read_env_file(&file, written, &at)?.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))));
+            }
         }
         match given("env") {
             Some(Value::Object(given)) => {
@@ -413,6 +462,11 @@ fn transport(entry: &Map<String, Value>, at: &str) -> Result<&'static str> {
 struct Vars {
     /// The folder of the file, against which a relative `envFile` is read.
     folder: Option<PathBuf>,
+    /// Each `envFile` read during this load, by resolved path: read once however many entries name it.
+    env_files: RefCell<HashMap<PathBuf, Rc<Vec<(String, String)>>>>,
+    /// The `envFile` bytes applied so far, a file counted for every entry that uses it
+    /// ([`MAX_ENV_FILE_BYTES_PER_LOAD`]).
+    env_file_bytes: Cell<u64>,
     /// `${workspaceFolder}`: the folder, or its parent when the folder is an editor's `.vscode` / `.cursor`.
     workspace: Option<PathBuf>,
     home: Option<String>,
@@ -429,7 +483,7 @@ impl Vars {
             (Some(name), Some(parent)) if EDITOR_FOLDERS.iter().any(|f| name == *f) => parent.to_path_buf(),
             _ => folder.to_path_buf(),
         });
-        Vars { folder, workspace, home: options.home.clone(), cwd: options.cwd.clone() }
+        Vars { folder, env_files: RefCell::default(), env_file_bytes: Cell::new(0), workspace, home: options.home.clone(), cwd: options.cwd.clone() }
     }
 
     /// Replace every `${…}` in every string of `value`.
@@ -494,88 +548,120 @@ impl Vars {
         }))
     }
 
-    /// The variables of a dotenv file (`envFile`), `given` relative to the configuration file's folder.
-    fn read_env_file(&self, given: &str, at: &str) -> Result<Vec<(String, String)>> {
+    /// The variables of a dotenv file (`envFile`), `given` relative to the configuration file's folder;
+    /// `written` is the path as the file writes it (before `${…}`), the only form messages show.
+    fn read_env_file(&self, given: &str, written: &str, at: &str) -> Result<Rc<Vec<(String, String)>>> {
         let path = Path::new(given);
+        let at = format!("{at}: {}", shown(written));
         let path = match (path.is_absolute(), &self.folder) {
             (true, _) => path.to_path_buf(),
             (false, Some(folder)) => folder.join(path),
-            (false, None) => {
-                return Err(McpError::config(format!("{at}: {} is relative, and a configuration object has no folder: give an absolute path", shown(given))))
+            (false, None) => return Err(McpError::config(format!("{at} is relative, and a configuration object has no folder: give an absolute path"))),
+        };
+        let cached = self.env_files.borrow().get(&path).cloned();
+        let (variables, bytes) = match cached {
+            Some(variables) => {
+                let bytes = variables.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+                (variables, bytes)
+            }
+            None => {
+                let (variables, bytes) = read_dotenv_file(&path, &at)?;
+                let variables = Rc::new(variables);
+                self.env_files.borrow_mut().insert(path, variables.clone());
+                (variables, bytes)
             }
         };
-        let shown_path = path.display();
-        let unreadable = |e: std::io::Error| {
-            let reason = match e.kind() {
-                std::io::ErrorKind::NotFound => "no such file".to_owned(),
-                std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
-                _ => e.to_string(),
-            };
-            McpError::config(format!("{at}: {shown_path} cannot be read ({reason})"))
-        };
-        let too_large = || McpError::config(format!("{at}: {shown_path} is larger than {MAX_ENV_FILE_BYTES} bytes"));
-        // Opened non-blocking (a FIFO with no writer can't hold the open), then checked on the open file,
-        // so the file checked is the file read: a link swapped to a FIFO or a device after a path check
-        // can't make the read block or never end.
-        let mut open = std::fs::OpenOptions::new();
-        open.read(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, libc::O_NONBLOCK);
-        let file = open.open(&path).map_err(unreadable)?;
-        let metadata = file.metadata().map_err(unreadable)?;
-        if !metadata.is_file() {
-            return Err(McpError::config(format!("{at}: {shown_path} is not a regular file")));
+        let total = self.env_file_bytes.get() + bytes;
+        if total > MAX_ENV_FILE_BYTES_PER_LOAD {
+            return Err(McpError::config(format!(
+                "{at}: the entries' envFile variables come to more than {MAX_ENV_FILE_BYTES_PER_LOAD} bytes in all (each entry's file counted for it)"
+            )));
         }
-        if metadata.len() > MAX_ENV_FILE_BYTES {
-            return Err(too_large());
-        }
-        let mut bytes = Vec::new();
-        file.take(MAX_ENV_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(unreadable)?;
-        if bytes.len() as u64 > MAX_ENV_FILE_BYTES {
-            return Err(too_large());
-        }
-        let text = String::from_utf8(bytes).map_err(|_| McpError::config(format!("{at}: {shown_path} is not UTF-8 text")))?;
-        parse_dotenv(text.strip_prefix('\u{feff}').unwrap_or(&text), &format!("{at}: {shown_path}"))
+        self.env_file_bytes.set(total);
+        Ok(variables)
     }
+}
+
+/// Read and parse the dotenv file at `path`; with the bytes it holds.
+fn read_dotenv_file(path: &Path, at: &str) -> Result<(Vec<(String, String)>, u64)> {
+    let unreadable = |e: std::io::Error| {
+        let reason = match e.kind() {
+            std::io::ErrorKind::NotFound => "no such file".to_owned(),
+            std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
+            _ => e.to_string(),
+        };
+        McpError::config(format!("{at} cannot be read ({reason})"))
+    };
+    let too_large = || McpError::config(format!("{at} is larger than {MAX_ENV_FILE_BYTES} bytes"));
+    // Opened non-blocking (a FIFO with no writer can't hold the open), then checked on the open file,
+    // so the file checked is the file read: a link swapped to a FIFO or a device after a path check
+    // can't make the read block or never end.
+    let mut open = std::fs::OpenOptions::new();
+    open.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, libc::O_NONBLOCK);
+    let file = open.open(path).map_err(unreadable)?;
+    let metadata = file.metadata().map_err(unreadable)?;
+    if !metadata.is_file() {
+        return Err(McpError::config(format!("{at} is not a regular file")));
+    }
+    if metadata.len() > MAX_ENV_FILE_BYTES {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_ENV_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(unreadable)?;
+    if bytes.len() as u64 > MAX_ENV_FILE_BYTES {
+        return Err(too_large());
+    }
+    let text = String::from_utf8(bytes).map_err(|_| McpError::config(format!("{at} is not UTF-8 text")))?;
+    let variables = parse_dotenv(text.strip_prefix('\u{feff}').unwrap_or(&text), at)?;
+    // What the entry receives, which is what each further use of the file is counted as.
+    let size = variables.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+    Ok((variables, size))
 }
 
 /// `NAME=value` lines (dotenv): `#` comments, an optional `export `, values bare (up to ` #`), in single
 /// quotes (as written) or in double quotes (`\n`, `\t`, `\"`, `\\` escapes; may span lines). Errors
-/// name the line and the variable, never a value.
+/// name the line, and the variable only once its name is known to be one: never text of the line that
+/// may not be a name (any readable file could be named as an envFile), never a value.
 fn parse_dotenv(text: &str, at: &str) -> Result<Vec<(String, String)>> {
     let lines: Vec<&str> = text.lines().collect();
     let mut variables = Vec::new();
     let mut next = 0;
     while next < lines.len() {
         let number = next + 1;
-        let bad = |why: String| McpError::config(format!("{at}: line {number} {why}"));
+        let bad = |why: String| McpError::config(format!("{at}: line {number}: {why}"));
         let line = lines[next].trim();
         next += 1;
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
         let line = line.strip_prefix("export ").map(str::trim_start).unwrap_or(line);
-        let (name, value) = line.split_once('=').ok_or_else(|| bad("is not NAME=value".into()))?;
+        let (name, value) = line.split_once('=').ok_or_else(|| bad("it is not NAME=value".into()))?;
         let name = name.trim();
         if !is_variable_name(name) {
-            return Err(bad(format!("names {}, which is not a variable name", shown(name))));
+            return Err(bad("the name is not a variable name".into()));
         }
         let value = value.trim_start();
         let value = match value.chars().next() {
             Some(quote @ ('"' | '\'')) => {
                 let mut body = value[1..].to_owned();
+                // Each line appended is scanned once: where the scan got to, and whether it ended on an escape.
+                let mut scanned = 0;
+                let mut escaped = false;
                 loop {
-                    if let Some(end) = closing_quote(&body, quote) {
+                    if let Some(end) = closing_quote(&body[scanned..], quote, &mut escaped).map(|i| scanned + i) {
                         let after = body[end + 1..].trim();
                         if !after.is_empty() && !after.starts_with('#') {
-                            return Err(bad(format!("has text after the quoted value of {name}")));
+                            return Err(bad(format!("it has text after the quoted value of {name}")));
                         }
                         body.truncate(end);
                         break if quote == '"' { unescape(&body) } else { body };
                     }
                     let Some(more) = lines.get(next) else {
-                        return Err(bad(format!("opens a quoted value of {name} that is never closed")));
+                        return Err(bad(format!("it opens a quoted value of {name} that is never closed")));
                     };
+                    scanned = body.len();
                     body.push('\n');
                     body.push_str(more);
                     next += 1;
@@ -589,13 +675,13 @@ fn parse_dotenv(text: &str, at: &str) -> Result<Vec<(String, String)>> {
     Ok(variables)
 }
 
-/// Where the closing `quote` of a value is; in double quotes a backslash escapes the next character.
-fn closing_quote(body: &str, quote: char) -> Option<usize> {
-    let mut escaped = false;
+/// Where the closing `quote` of a value is in `body`; in double quotes a backslash escapes the next
+/// character. `escaped` carries a trailing backslash's state from one call to the next.
+fn closing_quote(body: &str, quote: char, escaped: &mut bool) -> Option<usize> {
     for (i, c) in body.char_indices() {
         match c {
-            _ if escaped => escaped = false,
-            '\\' if quote == '"' => escaped = true,
+            _ if *escaped => *escaped = false,
+            '\\' if quote == '"' => *escaped = true,
             c if c == quote => return Some(i),
             _ => {}
         }
@@ -678,7 +764,7 @@ fn toml_entry(name: &str, entry: &Value, at: &str, report: &mut Report) -> Resul
         }
     }
     if let (true, true, Some(names)) = (stdio, enabled, entry.get("env_vars")) {
-        pass_through(&mut out, names, &format!("{at}.env_vars"), report)?;
+        pass_through(&mut out, name, names, &format!("{at}.env_vars"), report)?;
     }
     let mut tools = Map::new();
     for (names, target) in [(&["allow_tools", "enabled_tools"][..], "allow"), (&["deny_tools", "disabled_tools"], "block")] {
@@ -699,7 +785,7 @@ fn toml_entry(name: &str, entry: &Value, at: &str, report: &mut Report) -> Resul
 /// Codex's `env_vars = ["TZ", { name = "X", source = "local" }]`: those variables of this process's
 /// environment are added to the entry's `env` (an `env` value given for the same name wins); one that
 /// is not set is left out. `source = "remote"` (Codex's remote executor) is not applied.
-fn pass_through(out: &mut Map<String, Value>, names: &Value, at: &str, report: &mut Report) -> Result<()> {
+fn pass_through(out: &mut Map<String, Value>, server: &str, names: &Value, at: &str, report: &mut Report) -> Result<()> {
     let source = report.source;
     let items = names.as_array().ok_or_else(|| McpError::config(format!("{source}: {at} must be an array of environment variable names")))?;
     let mut passed = Map::new();
@@ -720,6 +806,7 @@ fn pass_through(out: &mut Map<String, Value>, names: &Value, at: &str, report: &
             return Err(McpError::config(format!("{source}: {at}[{i}] must be an environment variable name")));
         }
         match origin {
+            None | Some("local") if !report.resolve => report.would_read(server, "envVars", Value::String(name.to_owned())),
             None | Some("local") => {
                 if let Ok(value) = std::env::var(name) {
                     passed.insert(name.to_owned(), Value::String(value));
@@ -950,7 +1037,7 @@ mod tests {
         )
         .unwrap();
         std::fs::write(workspace.join(".vscode").join("local.env"), "LOCAL=1\n").unwrap();
-        let options = LoadOptions { path: Some(workspace.join(".vscode").join("mcp.json")), home: Some("/home/me".into()), cwd: Some("/work".into()), strict: false };
+        let options = LoadOptions { path: Some(workspace.join(".vscode").join("mcp.json")), home: Some("/home/me".into()), cwd: Some("/work".into()), ..LoadOptions::default() };
         let out = loaded_with(
             r#"{"servers":{"app":{"type":"stdio","command":"node","args":["${workspaceFolder}${pathSeparator}server.js","${workspaceFolderBasename}","${userHome}/x","${cwd}"],
                 "envFile":"${workspaceFolder}/.env","env":{"SHADOWED":"from-env","ROOT":"${workspaceFolder}"}},
@@ -981,7 +1068,7 @@ mod tests {
 
         let error = |text: &str| load(text, "cfg", "json", &at_root).unwrap_err().to_string();
         let missing = error(r#"{"mcpServers":{"a":{"command":"x","envFile":"missing.env"}}}"#);
-        assert!(missing.contains(&format!("cfg: mcpServers.a.envFile: {} cannot be read (no such file)", workspace.join("missing.env").display())), "{missing}");
+        assert!(missing.contains("cfg: mcpServers.a.envFile: \"missing.env\" cannot be read (no such file)"), "{missing}");
         assert!(error(r#"{"mcpServers":{"a":{"command":"x","envFile":".vscode"}}}"#).contains("is not a regular file"));
         // A FIFO with no writer, and a link to a device: refused on the open file, never waited on or read without end.
         #[cfg(unix)]
@@ -997,7 +1084,7 @@ mod tests {
         }
         std::fs::write(workspace.join("big.env"), "A=".to_owned() + &"x".repeat(MAX_ENV_FILE_BYTES as usize)).unwrap();
         assert!(error(r#"{"mcpServers":{"a":{"command":"x","envFile":"big.env"}}}"#).contains(&format!("is larger than {MAX_ENV_FILE_BYTES} bytes")));
-        for (text, expected) in [("A=1\nnot a line\n", "line 2 is not NAME=value"), ("1A=secret\n", "line 1 names \"1A\""), ("A=\"secret\n", "line 1 opens a quoted value of A that is never closed"), ("A=\"x\" y\n", "line 1 has text after")] {
+        for (text, expected) in [("A=1\nnot a line\n", "line 2: it is not NAME=value"), ("1A=secret\n", "line 1: the name is not a variable name"), ("A=\"secret\n", "line 1: it opens a quoted value of A that is never closed"), ("A=\"x\" y\n", "line 1: it has text after")] {
             std::fs::write(workspace.join("bad.env"), text).unwrap();
             let message = error(r#"{"mcpServers":{"a":{"command":"x","envFile":"bad.env"}}}"#);
             assert!(message.contains(expected) && !message.contains("secret"), "{text:?}: {message}");
@@ -1056,5 +1143,68 @@ mod tests {
         assert_eq!(nearest("colour", keys()), None);
         assert_eq!(distance(&['a', 'b'], &['b', 'a']), 1);
         assert_eq!(distance(&[], &['a', 'b']), 2);
+    }
+
+    #[test]
+    fn env_file_messages_show_the_path_as_written_and_no_line_of_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = LoadOptions { path: Some(dir.path().join("mcp.json")), ..LoadOptions::default() };
+        std::env::set_var("MCPFERRY_TEST_FAKE_SECRET_TOKEN", "tok-5ecret-value-77");
+        let message = load(r#"{"mcpServers":{"a":{"command":"x","envFile":"${MCPFERRY_TEST_FAKE_SECRET_TOKEN}"}}}"#, "cfg", "json", &at).unwrap_err().to_string();
+        assert!(message.contains("\"${MCPFERRY_TEST_FAKE_SECRET_TOKEN}\" cannot be read") && !message.contains("5ecret"), "{message}");
+        std::fs::write(dir.path().join("key.pem"), "AbC+dEf/SecretBase64xyz more\nB=2\n").unwrap();
+        let message = load(r#"{"mcpServers":{"a":{"command":"x","envFile":"key.pem"}}}"#, "cfg", "json", &at).unwrap_err().to_string();
+        assert!(message.ends_with("line 1: it is not NAME=value") && !message.contains("AbC"), "{message}");
+        std::fs::write(dir.path().join("key.pem"), "AbC+dEf/SecretBase64xyz==\n").unwrap();
+        let message = load(r#"{"mcpServers":{"a":{"command":"x","envFile":"key.pem"}}}"#, "cfg", "json", &at).unwrap_err().to_string();
+        assert!(message.ends_with("line 1: the name is not a variable name") && !message.contains("AbC"), "{message}");
+    }
+
+    #[test]
+    fn one_env_file_named_by_many_entries_is_read_once_and_bounded_in_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = LoadOptions { path: Some(dir.path().join("mcp.json")), ..LoadOptions::default() };
+        std::fs::write(dir.path().join("big.env"), format!("A={}\n", "x".repeat(200 * 1024))).unwrap();
+        let entries = |n: usize| (0..n).map(|i| format!(r#""s{i}":{{"command":"x","envFile":"big.env"}}"#)).collect::<Vec<_>>().join(",");
+        let out = loaded_with(&format!(r#"{{"mcpServers":{{{}}}}}"#, entries(4)), "json", &at);
+        assert_eq!(out["servers"][3]["env"]["A"].as_str().map(str::len), Some(200 * 1024));
+        let message = load(&format!(r#"{{"mcpServers":{{{}}}}}"#, entries(1000)), "cfg", "json", &at).unwrap_err().to_string();
+        assert!(message.contains(&format!("more than {MAX_ENV_FILE_BYTES_PER_LOAD} bytes in all")), "{message}");
+    }
+
+    #[test]
+    fn a_multi_line_quoted_value_keeps_its_escapes_across_lines() {
+        let parsed = parse_dotenv("A=\"one\\\\\ntwo \\\" still\nthree\" # done\nB='x\ny'\n", "f").unwrap();
+        assert_eq!(parsed, vec![("A".to_owned(), "one\\\ntwo \" still\nthree".to_owned()), ("B".to_owned(), "x\ny".to_owned())]);
+        let long = format!("A=\"{}", "line\n".repeat(20_000));
+        assert!(parse_dotenv(&long, "f").unwrap_err().to_string().contains("line 1: it opens a quoted value of A that is never closed"));
+    }
+
+    #[test]
+    fn an_unresolved_load_reads_nothing_and_reports_what_it_would_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = LoadOptions { path: Some(dir.path().join("mcp.json")), resolve: false, ..LoadOptions::default() };
+        std::env::set_var("MCPFERRY_TEST_UNRESOLVED", "value-from-env");
+        let out = loaded_with(
+            r#"{"mcpServers":{"a":{"command":"x","args":["${MCPFERRY_TEST_UNRESOLVED}","${userHome}"],"envFile":"${MCPFERRY_TEST_UNRESOLVED}/missing.env"},"h":{"url":"https://h.example/${cwd}"}}}"#,
+            "json",
+            &at,
+        );
+        assert_eq!(out["servers"][0]["args"], json!(["${MCPFERRY_TEST_UNRESOLVED}", "${userHome}"]));
+        assert_eq!(out["servers"][1]["url"], "https://h.example/${cwd}");
+        assert_eq!(out["unresolved"], json!({ "a": { "envFile": ["${MCPFERRY_TEST_UNRESOLVED}/missing.env"], "envVars": [] } }));
+        std::env::set_var("MCPFERRY_TEST_PASSED", "passed-value");
+        let out = loaded_with("[mcp_servers.t]\ncommand = \"x\"\nenv_vars = [\"MCPFERRY_TEST_PASSED\"]\n", "toml", &at);
+        assert_eq!(out["servers"][0].get("env"), None);
+        assert_eq!(out["unresolved"], json!({ "t": { "envFile": [], "envVars": ["MCPFERRY_TEST_PASSED"] } }));
+    }
+
+    #[test]
+    fn only_the_first_unknown_keys_get_a_did_you_mean() {
+        let keys: Vec<String> = (0..MAX_DID_YOU_MEAN_KEYS + 5).map(|i| format!("disabledTools{i:02}")).collect();
+        let entry: Map<String, Value> = keys.iter().map(|k| (k.clone(), Value::Null)).chain([("command".to_owned(), json!("x"))]).collect();
+        let unknown = unknown_keys(&entry, JSON_KEYS.iter().map(|(k, _)| k));
+        assert_eq!(unknown.iter().filter(|u| u.nearest.is_some()).count(), MAX_DID_YOU_MEAN_KEYS);
+        assert!(unknown[unknown.len() - 1].nearest.is_none());
     }
 }

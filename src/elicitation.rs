@@ -198,9 +198,11 @@ fn parse(params: Option<&RawValue>, modes: Modes, url_needs_id: bool) -> Result<
     let Some(Value::String(message)) = params.remove("message") else {
         return Err("elicitation/create needs a message string".into());
     };
+    // Shown to a person by the host: nothing in it may steer a terminal or hide as invisible text.
+    let message = crate::guard::server_text::for_people(&message);
     if url_mode {
         let url = match params.remove("url") {
-            Some(Value::String(url)) => web_url(&url).ok_or("a url elicitation needs an http or https url")?,
+            Some(Value::String(url)) => web_url(&url)?,
             _ => return Err("a url elicitation needs an http or https url".into()),
         };
         return match params.remove("elicitationId") {
@@ -218,9 +220,14 @@ fn parse(params: Option<&RawValue>, modes: Modes, url_needs_id: bool) -> Result<
 /// The host gets the URL as parsed and serialized, not the server's text: control characters and
 /// spaces in it are percent-encoded (or, at its ends and as tabs and newlines, dropped), the host is
 /// lowercased and IDNA-encoded, so what a person is shown is what a browser would open.
-fn web_url(text: &str) -> Option<String> {
-    let url = url::Url::parse(text).ok().filter(|url| matches!(url.scheme(), "http" | "https") && url.has_host())?;
-    Some(url.as_str().to_owned())
+fn web_url(text: &str) -> Result<String, String> {
+    let url = url::Url::parse(text).ok().filter(|url| matches!(url.scheme(), "http" | "https") && url.has_host());
+    let url = url.ok_or("a url elicitation needs an http or https url")?;
+    // `https://accounts.example.com@evil.example/` reads as one host and goes to another.
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("a url elicitation's url must not carry a user name or password (userinfo)".into());
+    }
+    Ok(url.as_str().to_owned())
 }
 
 type Fields = (Vec<(String, Field)>, Vec<String>);
@@ -567,10 +574,16 @@ mod tests {
         assert_eq!(handed("HTTPS://EXAMPLE.com:443/./a/../b?x=1"), "https://example.com/b?x=1");
         assert_eq!(handed("http://bücher.example"), "http://xn--bcher-kva.example/");
         assert_eq!(handed("https://example.com\\path"), "https://example.com/path");
-        for bad in ["https://exa\u{1b}mple.com/", "https://exa mple.com/", "https://\u{9b}evil.example/", "https://"] {
+        for bad in ["https://exa\u{1b}mple.com/", "https://exa mple.com/", "https://\u{9b}evil.example/", "https://", "https://accounts.google.com@evil.example/", "https://u:p@evil.example/"] {
             let params = json!({ "mode": "url", "message": "m", "url": bad, "elicitationId": "e1" }).to_string();
             assert!(parse_request(Some(&raw(&params)), both).is_err(), "{bad:?}");
         }
+        let params = json!({ "mode": "url", "message": "m", "url": "https://accounts.google.com@evil.example/", "elicitationId": "e1" }).to_string();
+        assert!(parse_request(Some(&raw(&params)), both).unwrap_err().contains("userinfo"));
+        // The message a person is shown: no terminal escapes, bidi overrides or invisible characters; lines kept.
+        let params = json!({ "mode": "url", "message": "Log in\u{1b}[2J\u{202e}x\u{200b}\nnow\tplease\u{7}", "url": "https://example.com/", "elicitationId": "e1" }).to_string();
+        let host: Value = serde_json::from_str(&host_request("srv", 7, &parse_request(Some(&raw(&params)), both).unwrap())).unwrap();
+        assert_eq!(host["request"]["message"], "Log in [2J x \nnow\tplease ");
         // Form mode can be left undeclared too.
         let url_only = Modes { form: false, url: true };
         assert!(parse_request(Some(&raw(r#"{"message":"m","requestedSchema":{"type":"object","properties":{}}}"#)), url_only).is_err());

@@ -217,6 +217,12 @@ pub const TOKEN_FILE_PBKDF2_ITERATIONS: u32 = 600_000;
 /// Largest `envFile` (VS Code / Cursor `mcp.json`) read, in bytes. A dotenv file holds a handful of
 /// variables; a larger one is refused rather than read into every server's environment.
 pub const MAX_ENV_FILE_BYTES: u64 = 256 * 1024;
+/// Most `envFile` bytes one load applies, counting a file once for every entry that uses it, in bytes:
+/// a thousand entries naming one large file can't make a load copy it a thousand times.
+pub const MAX_ENV_FILE_BYTES_PER_LOAD: u64 = 1024 * 1024;
+/// Unknown keys of one object that get a "did you mean" (edit distance to every known key); the rest are
+/// named without one.
+pub const MAX_DID_YOU_MEAN_KEYS: usize = 50;
 /// Most PBKDF2 iterations a token file may ask for: a damaged or hostile header cannot make opening it
 /// take minutes.
 pub const TOKEN_FILE_PBKDF2_MAX_ITERATIONS: u32 = 10_000_000;

@@ -93,6 +93,144 @@ fn looks_like_key_argument(arg: &str) -> bool {
     looks_like_key(arg) && arg.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
+/// A token that reads like an encoded key (base64, a JWT, an AWS secret key): at least
+/// [`MIN_TOKEN_CHARS`] of letters, digits and `+/=._-`, with upper case, lower case and digits all in it,
+/// and not a path (`/…`, `./…`).
+fn looks_like_encoded_key(token: &str) -> bool {
+    token.len() >= MIN_TOKEN_CHARS
+        && !token.starts_with(['/', '.', '~'])
+        && token.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '=' | '.' | '_' | '-'))
+        && token.chars().any(|c| c.is_ascii_digit())
+        && token.chars().any(|c| c.is_ascii_uppercase())
+        && token.chars().any(|c| c.is_ascii_lowercase())
+}
+
+/// Shortest token [`looks_like_encoded_key`] takes for one, in characters.
+const MIN_TOKEN_CHARS: usize = 20;
+
+/// Flags whose next argument is a value that may be a credential whatever the flag's name: docker's
+/// `-e NAME=VALUE`, curl's and mcp-remote's `--header` / `-H`, a database client's `-p` / `--password`.
+const VALUE_FLAGS: &[&str] = &["-e", "--env", "--header", "-H", "-p", "--password", "--pass", "-u", "--user"];
+
+/// A stdio entry's arguments as shown to a person (`mcpferry status`), safe by construction rather than
+/// by knowing the secrets: the command's words, flags and paths stay, and every place a credential
+/// goes is replaced by [`REDACTED`]: the value of each `NAME=VALUE` (connection strings' `k=v;k=v`
+/// pairs each), the argument after `-e` / `--env` / `--header` / `-H` / `-p` / `--password` and after a
+/// flag whose name says it holds a credential ([`looks_secret`]), what follows `Authorization:`,
+/// `Bearer` or `Basic`, a URL's userinfo and query (scheme, host and path stay), and any token that
+/// reads like a key ([`looks_like_key_argument`], [`looks_like_encoded_key`]).
+pub fn shown_arguments(args: &[String]) -> Vec<String> {
+    let mut shown = Vec::with_capacity(args.len());
+    let mut hide_next = false;
+    for arg in args {
+        if std::mem::take(&mut hide_next) && !arg.starts_with('-') {
+            shown.push(shown_value(arg, true));
+            continue;
+        }
+        if let Some(flag) = arg.strip_prefix('-') {
+            match arg.split_once('=') {
+                Some((name, value)) => {
+                    let secret = looks_secret(flag.split('=').next().unwrap_or_default()) || VALUE_FLAGS.contains(&name);
+                    shown.push(format!("{name}={}", if secret { REDACTED.to_owned() } else { shown_value(value, false) }));
+                }
+                None => {
+                    hide_next = VALUE_FLAGS.contains(&arg.as_str()) || looks_secret(flag);
+                    shown.push(shown_value(arg, false));
+                }
+            }
+            continue;
+        }
+        // `Bearer` / `Basic` given as its own argument: the credential is the next one.
+        hide_next = matches!(arg.to_ascii_lowercase().as_str(), "bearer" | "basic" | "authorization:");
+        shown.push(shown_value(arg, false));
+    }
+    shown
+}
+
+/// One argument (or a flag's value) as [`shown_arguments`] shows it. `hidden`: it follows a flag that
+/// takes a credential, so its value goes whole (a `NAME=` or `Header:` before it stays).
+fn shown_value(arg: &str, hidden: bool) -> String {
+    if hidden {
+        if let Some((name, _)) = arg.split_once('=').filter(|(name, _)| is_name(name)) {
+            return format!("{name}={REDACTED}");
+        }
+        if let Some((name, _)) = arg.split_once(':').filter(|(name, _)| is_name(name)) {
+            return format!("{name}: {REDACTED}");
+        }
+        return REDACTED.to_owned();
+    }
+    if let Some(at) = scheme_credential(arg) {
+        return format!("{}{REDACTED}", &arg[..at]);
+    }
+    if let Some(url) = shown_url(arg) {
+        return url;
+    }
+    if looks_like_key_argument(arg) || looks_like_encoded_key(arg) {
+        // Before `NAME=VALUE`: base64's padding is `=`.
+        return REDACTED.to_owned();
+    }
+    if arg.contains('=') {
+        // `NAME=VALUE`, or a connection string's `Server=db;User Id=sa;Password=…`: every value.
+        return arg
+            .split(';')
+            .map(|pair| match pair.split_once('=') {
+                Some((key, _)) => format!("{key}={REDACTED}"),
+                None => pair.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join(";");
+    }
+    arg.split_inclusive([' ', ',', ':'])
+        .map(|word| {
+            let token = word.trim_end_matches([' ', ',', ':']);
+            if looks_like_key_argument(token) || looks_like_encoded_key(token) {
+                format!("{REDACTED}{}", &word[token.len()..])
+            } else {
+                word.to_owned()
+            }
+        })
+        .collect()
+}
+
+/// A header or variable name: letters, digits, `-` and `_`.
+fn is_name(text: &str) -> bool {
+    !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// Where the credential starts in text carrying one after `Authorization:`, `Bearer ` or `Basic `.
+fn scheme_credential(text: &str) -> Option<usize> {
+    let lower = text.to_ascii_lowercase();
+    ["authorization:", "bearer ", "basic ", "token "]
+        .iter()
+        .filter_map(|marker| lower.find(marker).map(|i| i + marker.len()))
+        .min()
+        .map(|at| at + (text[at..].len() - text[at..].trim_start().len()))
+}
+
+/// A URL argument with its userinfo and query replaced and its fragment dropped: `scheme://host/path`.
+fn shown_url(text: &str) -> Option<String> {
+    let (scheme, rest) = text.split_once("://")?;
+    if scheme.is_empty() || !scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')) {
+        return None;
+    }
+    let rest = rest.split('#').next().unwrap_or_default();
+    let (rest, query) = match rest.split_once('?') {
+        Some((rest, _)) => (rest, format!("?{REDACTED}")),
+        None => (rest, String::new()),
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((_, host)) => format!("{REDACTED}@{host}"),
+        None => authority.to_owned(),
+    };
+    let path: String = path.split_inclusive('/').map(|segment| {
+        let name = segment.trim_end_matches('/');
+        if looks_like_key(name) || looks_like_encoded_key(name) { format!("{REDACTED}{}", &segment[name.len()..]) } else { segment.to_owned() }
+    }).collect();
+    Some(format!("{scheme}://{authority}{path}{query}"))
+}
+
 fn long_enough(value: &[u8]) -> bool {
     match std::str::from_utf8(value) {
         Ok(text) => text.chars().count() >= MIN_SECRET_CHARS,
@@ -178,7 +316,7 @@ impl Secrets {
     pub fn add_argument_credentials(&self, args: &[String]) {
         for (i, arg) in args.iter().enumerate() {
             let Some(flag) = arg.strip_prefix('-') else {
-                if looks_like_key_argument(arg) {
+                if looks_like_key_argument(arg) || looks_like_encoded_key(arg) {
                     self.add(arg);
                 }
                 continue;
@@ -413,6 +551,34 @@ mod tests {
         let shown: Vec<String> = args.iter().map(|a| secrets.redact(a)).collect();
         assert_eq!(shown, ["-y", "@modelcontextprotocol/server-filesystem", "/srv/data/2024-archive-v2", "[redacted]", "postgres://app:[redacted]@db/app", "--mode", "read-only"]);
         assert_eq!(secrets.redact("token env-tk-5551234 home /home/someone2024x"), "token [redacted] home /home/someone2024x");
+    }
+
+    #[test]
+    fn status_shows_no_credential_of_any_shape_and_keeps_the_words() {
+        let shown = |args: &[&str]| shown_arguments(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>());
+        let cases: &[(&[&str], &[&str])] = &[
+            (&["run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN=ghp_abcDEF123456789012345678901234567890", "ghcr.io/github/github-mcp-server"],
+             &["run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN=[redacted]", "ghcr.io/github/github-mcp-server"]),
+            (&["-y", "mcp-remote", "https://mcp.example.com/sse", "--header", "Authorization: Bearer sk-live-4242424242abcdef"],
+             &["-y", "mcp-remote", "https://mcp.example.com/sse", "--header", "Authorization: [redacted]"]),
+            (&["--aws-secret", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"], &["--aws-secret", "[redacted]"]),
+            (&["wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY="], &["[redacted]"]),
+            (&["--jwt-file", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"],
+             &["--jwt-file", "[redacted]"]),
+            (&["eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"], &["[redacted]"]),
+            (&["https://api.example.com/v1/mcp?api_key=sk_abc123&x=1#frag"], &["https://api.example.com/v1/mcp?[redacted]"]),
+            (&["--connection-string", "Server=db;User Id=sa;Password=Hunter2!"], &["--connection-string", "Server=[redacted];User Id=[redacted];Password=[redacted]"]),
+            (&["-p", "hunter2hunter2"], &["-p", "[redacted]"]),
+            (&["mysql://root:pw@db:3306/app"], &["mysql://[redacted]@db:3306/app"]),
+            (&["--api-key=abc", "--token", "t0k3n"], &["--api-key=[redacted]", "--token", "[redacted]"]),
+            (&["Bearer", "abcdef"], &["Bearer", "[redacted]"]),
+            (&["API_KEY=short", "DEBUG=1"], &["API_KEY=[redacted]", "DEBUG=[redacted]"]),
+            (&["-y", "@modelcontextprotocol/server-filesystem", "/srv/data/2024-archive-v2", "./Projects/Report2024Final", "--mode", "read-only", "server.js"],
+             &["-y", "@modelcontextprotocol/server-filesystem", "/srv/data/2024-archive-v2", "./Projects/Report2024Final", "--mode", "read-only", "server.js"]),
+        ];
+        for (args, expected) in cases {
+            assert_eq!(shown(args), *expected, "{args:?}");
+        }
     }
 
     #[test]

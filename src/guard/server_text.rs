@@ -82,3 +82,25 @@ mod tests {
         }
     }
 }
+
+/// Whether `c` can steer a terminal or reorder what is shown around it: a control character, or a
+/// bidirectional mark, embedding, override or isolate.
+pub fn steers(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Whether `c` is a Unicode format character (general category Cf): invisible, such as zero-width
+/// spaces and joiners, word joiners, the byte order mark and tag characters (Unicode 15).
+pub fn is_format(c: char) -> bool {
+    matches!(c,
+        '\u{00ad}' | '\u{0600}'..='\u{0605}' | '\u{061c}' | '\u{06dd}' | '\u{070f}' | '\u{0890}'..='\u{0891}' | '\u{08e2}' | '\u{180e}'
+        | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206f}' | '\u{feff}'
+        | '\u{fff9}'..='\u{fffb}' | '\u{110bd}' | '\u{110cd}' | '\u{13430}'..='\u{1343f}' | '\u{1bca0}'..='\u{1bca3}'
+        | '\u{1d173}'..='\u{1d17a}' | '\u{e0001}' | '\u{e0020}'..='\u{e007f}')
+}
+
+/// A server's text for a person to read (an elicitation's message): line breaks and tabs kept, every
+/// other character that [`steers`] a terminal or is invisible ([`is_format`]) replaced by a space.
+pub fn for_people(text: &str) -> String {
+    text.chars().map(|c| if matches!(c, '\n' | '\t') || !(steers(c) || is_format(c)) { c } else { ' ' }).collect()
+}

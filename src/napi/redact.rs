@@ -27,16 +27,17 @@ pub fn quote_untrusted_text(text: String, secrets: Vec<String>) -> napi::Result<
     super::errors::guard("quoteUntrustedText", || Ok(crate::transport::quote_bytes(text.as_bytes(), &secrets_of(&secrets))))
 }
 
-/// A stdio entry's arguments as `mcpferry status` shows them: each with the entry's credentials
-/// replaced, by the rules the engine redacts that server's errors with (`Secrets::add_stdio_entry`:
-/// a credential flag's value, an argument that is a key, a URL's password, a secret env value repeated).
+/// A stdio entry's arguments as `mcpferry status` shows them: every place a credential goes replaced
+/// (`redact::shown_arguments`: `NAME=VALUE` values, credential flags' values, URL userinfo and query,
+/// key-like tokens), then the entry's own secrets (`Secrets::add_stdio_entry`) wherever they still appear.
 #[napi]
 #[allow(dead_code)] // called from JavaScript only
 pub fn redact_stdio_arguments(args: Vec<String>, env: std::collections::HashMap<String, String>) -> napi::Result<Vec<String>, String> {
     super::errors::guard("redactStdioArguments", || {
         let secrets = Secrets::default();
         secrets.add_stdio_entry(&env.into_iter().collect(), &args);
-        Ok(args.iter().map(|arg| secrets.redact(arg)).collect())
+        // Safe by construction (every place a credential goes), then the entry's own secrets on top.
+        Ok(crate::guard::redact::shown_arguments(&args).iter().map(|arg| secrets.redact(arg)).collect())
     })
 }
 
