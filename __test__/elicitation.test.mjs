@@ -256,7 +256,7 @@ test('a tool call waiting on the person does not time out while the elicitation 
   let answer;
   const onElicitation = () => new Promise((resolve) => (answer = resolve));
   // Long enough for the server to start, short against the wait below.
-  await withToolset({ onElicitation, timeoutMs: 1500 }, async (toolset) => {
+  await withToolset({ onElicitation, timeoutMs: 1500, connectTimeoutMs: 30_000 }, async (toolset) => {
     const calling = call(toolset, 'ask', { params: SEP1034 });
     await until(() => answer);
     await new Promise((r) => setTimeout(r, 3000));
@@ -282,7 +282,7 @@ test('streamable HTTP: a response stream quiet while the person answers is not t
   t.after(http.close);
   // Longer than timeoutMs plus the HTTP deadline's slack: the stream stays quiet all that time.
   const onElicitation = () => new Promise((resolve) => setTimeout(() => resolve({ action: 'accept', content: {} }), 3500));
-  await withToolset({ onElicitation, timeoutMs: 1000 }, async (toolset) => {
+  await withToolset({ onElicitation, timeoutMs: 1000, connectTimeoutMs: 30_000 }, async (toolset) => {
     const { result } = await call(toolset, 'ask', { params: SEP1034 });
     assert.equal(result.action, 'accept');
   }, { name: 'srv', type: 'streamable-http', url: http.url });

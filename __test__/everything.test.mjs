@@ -22,7 +22,7 @@ for (const [mode, start] of modes) test(`server-everything over ${mode}: list, c
   const server = await start();
   t.after(server.stop);
   const diagnostics = [];
-  const { tools, close } = await mcpTools([server.entry], { timeoutMs: 1500, onDiagnostic: (d) => diagnostics.push(d) });
+  const { tools, close } = await mcpTools([server.entry], { timeoutMs: 1500, connectTimeoutMs: 30_000, onDiagnostic: (d) => diagnostics.push(d) });
   t.after(close);
   assert.deepEqual(diagnostics.filter((d) => d.code === 'server-degraded'), []);
 
