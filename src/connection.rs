@@ -1141,7 +1141,7 @@ impl Shared {
         }
         self.stop_rounds.cancel();
         for (_, p) in pending {
-            p.reply.send(Err(reason.clone()));
+            p.reply.send(Err(lost_request_error(&reason, p.dispatched)));
         }
         true
     }
@@ -1437,6 +1437,16 @@ impl Shared {
             }
             _ => false,
         }
+    }
+}
+
+/// What a request still waiting fails with when its connection ends for `reason`. A request handed to the
+/// transport when the server broke or died may have run: `mcp_transport_error` with `sent: true`
+/// ([`McpError::LostAfterSend`]), so no caller takes it for one that never left.
+fn lost_request_error(reason: &McpError, dispatched: bool) -> McpError {
+    match reason {
+        McpError::Transport(text) if dispatched => McpError::LostAfterSend(text.clone()),
+        other => other.clone(),
     }
 }
 

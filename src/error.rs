@@ -16,6 +16,11 @@ pub enum McpError {
     Aborted,
     /// The pipe or socket failed, or the server process exited.
     Transport(String),
+    /// The server was lost (its process ended, its stream broke) while this request was out: it may have
+    /// run, and it is never sent again (`mcp_transport_error` with `sent: true`).
+    LostAfterSend(String),
+    /// The server is not live (reconnecting past the call's wait, failed, disabled): nothing was sent.
+    ServerUnavailable(String),
     /// The options or a server entry are invalid.
     ConfigInvalid(String),
     /// A message over the configured size limit.
@@ -67,7 +72,8 @@ impl McpError {
             McpError::Protocol(_) | McpError::Rpc { .. } => "mcp_protocol_error",
             McpError::Timeout { .. } => "mcp_timeout",
             McpError::Aborted => "mcp_aborted",
-            McpError::Transport(_) => "mcp_transport_error",
+            McpError::Transport(_) | McpError::LostAfterSend(_) => "mcp_transport_error",
+            McpError::ServerUnavailable(_) => "mcp_server_unavailable",
             McpError::ConfigInvalid(_) => "mcp_config_invalid",
             McpError::ResultTooLarge { .. } => "mcp_result_too_large",
             McpError::InvalidArguments(_) => "mcp_invalid_arguments",
@@ -97,7 +103,7 @@ impl McpError {
         Self::one_of_each().iter().map(McpError::code).collect()
     }
 
-    fn one_of_each() -> [McpError; 21] {
+    fn one_of_each() -> [McpError; 22] {
         // The match has no wildcard: adding a variant fails to compile until it is listed below too.
         let _listed_below = |e: &McpError| match e {
             McpError::Tool(_)
@@ -107,6 +113,9 @@ impl McpError {
             | McpError::Timeout { .. }
             | McpError::Aborted
             | McpError::Transport(_)
+            // Shares Transport's code, so it is not listed again.
+            | McpError::LostAfterSend(_)
+            | McpError::ServerUnavailable(_)
             | McpError::ConfigInvalid(_)
             | McpError::ResultTooLarge { .. }
             | McpError::InvalidArguments(_)
@@ -135,6 +144,7 @@ impl McpError {
             McpError::Timeout { after_ms: 0 },
             McpError::Aborted,
             McpError::Transport(text()),
+            McpError::ServerUnavailable(text()),
             McpError::ConfigInvalid(text()),
             McpError::ResultTooLarge { limit_bytes: 0 },
             McpError::InvalidArguments(text()),
@@ -164,6 +174,8 @@ macro_rules! with_text {
             | McpError::Protocol($text)
             | McpError::Rpc { message: $text, .. }
             | McpError::Transport($text)
+            | McpError::LostAfterSend($text)
+            | McpError::ServerUnavailable($text)
             | McpError::ConfigInvalid($text)
             | McpError::InvalidArguments($text)
             | McpError::ToolUnavailable($text)
@@ -190,6 +202,7 @@ impl McpError {
         match self {
             McpError::Reauthorized(_) => Some(r#"{"reauthorized":true}"#),
             McpError::RedirectRefused(_) => Some(r#"{"redirected":true}"#),
+            McpError::LostAfterSend(_) => Some(r#"{"sent":true}"#),
             _ => None,
         }
     }

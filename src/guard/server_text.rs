@@ -22,6 +22,7 @@ pub fn may_quote_server(error: &McpError) -> bool {
             | McpError::Rpc { .. }
             | McpError::Protocol(_)
             | McpError::Transport(_)
+            | McpError::LostAfterSend(_)
             | McpError::Auth(_)
             | McpError::RedirectRefused(_)
     )
@@ -34,6 +35,9 @@ pub fn withhold(error: McpError) -> McpError {
         McpError::Rpc { code, .. } => McpError::Rpc { code, message: WITHHELD_SERVER_TEXT.to_owned(), data: None },
         McpError::Protocol(_) => McpError::Protocol(format!("MCP server broke the protocol: {WITHHELD_SERVER_TEXT}")),
         McpError::Transport(_) => McpError::Transport(format!("MCP transport failed: {WITHHELD_SERVER_TEXT}")),
+        McpError::LostAfterSend(_) => {
+            McpError::LostAfterSend(format!("the server was lost after this request was sent: {WITHHELD_SERVER_TEXT}"))
+        }
         McpError::Auth(_) => McpError::Auth(format!("authorization failed: {WITHHELD_SERVER_TEXT}")),
         McpError::RedirectRefused(_) => {
             McpError::RedirectRefused(format!("the server redirected outside allowedHosts; {WITHHELD_SERVER_TEXT}"))

@@ -8,7 +8,7 @@
 
 use super::local;
 use super::routes::{Route, RouteTable};
-use super::supervisor::SlotState;
+use super::supervisor::{State, Supervisor};
 use super::Inner;
 use crate::connection::{tool_outcome, AbortHandle, Completion, Connection, HeaderMismatch, Headers, Reply, StartCall};
 use crate::diagnostics::Diagnostic;
@@ -126,7 +126,7 @@ impl super::Toolset {
                     let slot = &inner.servers[route.server];
                     let direct = inner.hooks.decide.is_none()
                         && !(slot.entry.is_http() && inner.hooks.auth.is_some())
-                        && *slot.state.borrow() == SlotState::Ready;
+                        && slot.current_state() == State::Live;
                     if direct {
                         by_server.entry(route.server).or_default().push((call, route));
                     } else {
@@ -141,8 +141,9 @@ impl super::Toolset {
         }
         for (index, calls) in by_server {
             let Some(connection) = inner.servers[index].connection() else {
+                let unavailable = inner.servers[index].unavailable();
                 for (call, _) in calls {
-                    sink.complete(call.call_id, Err(McpError::Closed));
+                    sink.complete(call.call_id, Err(unavailable.clone()));
                 }
                 continue;
             };
@@ -319,10 +320,10 @@ impl Inner {
                 let request = policy::request_json(&call.name, &slot.entry.name, &route.remote_name, call.arguments(), call.context());
                 policy::authorize(&self.hooks, &call.name, request).await?;
             }
-            self.wait_ready(index).await?;
+            wait_live(slot, self.timeout).await?;
             if slot.entry.is_http() && self.hooks.auth.is_some() {
                 // Re-resolved on every call, so a rotated token takes effect without reconnecting.
-                self.authenticate(index).await?;
+                slot.authenticate().await?;
             }
             Ok(())
         };
@@ -362,18 +363,6 @@ impl Inner {
         }
     }
 
-    /// Wait while the server is still being (re)connected.
-    async fn wait_ready(&self, index: usize) -> Result<()> {
-        let slot = &self.servers[index];
-        let mut state = slot.state.subscribe();
-        let settled = tokio::time::timeout(self.timeout, state.wait_for(|s| *s != SlotState::Connecting)).await;
-        match settled {
-            Ok(Ok(s)) if *s == SlotState::Ready => Ok(()),
-            _ if self.cancel.is_cancelled() => Err(McpError::Closed),
-            _ => Err(McpError::Transport(format!("server {:?} is unavailable", slot.entry.name))),
-        }
-    }
-
     /// Whether a call admitted earlier may still go where it was admitted to: the current table must
     /// route its name to the same server tool, unquarantined and with the definition the call was
     /// approved against, and the server must be ready. Called under the publication read lock; the
@@ -395,9 +384,9 @@ impl Inner {
             )));
         }
         let slot = &self.servers[admitted.server];
-        match (*slot.state.borrow(), slot.connection()) {
-            (SlotState::Ready, Some(connection)) => Ok((connection, current.param_headers.clone())),
-            _ => Err(McpError::Transport(format!("server {:?} is unavailable", slot.entry.name))),
+        match (slot.current_state(), slot.connection()) {
+            (State::Live, Some(connection)) => Ok((connection, current.param_headers.clone())),
+            _ => Err(slot.unavailable()),
         }
     }
 
@@ -406,6 +395,28 @@ impl Inner {
         let handle = Arc::new(AbortHandle::default());
         self.aborts.lock().insert(abort_id, handle.clone());
         handle
+    }
+}
+
+/// Wait while the server is being connected, reconnected or reconciled: up to the call's timeout, or
+/// for a reconnecting server up to `reconnect.waitMs` if that is shorter. A server that is not live then
+/// fails the call, unsent, with `mcp_server_unavailable` naming its state and last error (a `failed`
+/// one at once, asking its supervisor for an early attempt).
+pub(super) async fn wait_live(slot: &Supervisor, timeout: std::time::Duration) -> Result<()> {
+    let mut state = slot.state.subscribe();
+    let wait = match *state.borrow_and_update() {
+        State::Live => return Ok(()),
+        State::Reconnecting => slot.shared.reconnect.and_then(|r| r.wait_ms).map_or(timeout, |ms| timeout.min(std::time::Duration::from_millis(ms))),
+        _ => timeout,
+    };
+    let settled = tokio::time::timeout(wait, state.wait_for(|s| !s.is_pending())).await.ok().and_then(|s| s.ok().map(|s| *s));
+    match settled {
+        Some(State::Live) => Ok(()),
+        Some(State::Failed) => {
+            slot.nudge();
+            Err(slot.unavailable())
+        }
+        _ => Err(slot.unavailable()),
     }
 }
 
@@ -445,7 +456,7 @@ impl HeaderMismatch for Relister {
     fn relisted<'a>(&'a self, arguments: &'a RawValue) -> crate::transport::BoxFuture<'a, Result<Headers>> {
         Box::pin(async move {
             let inner = self.inner.upgrade().ok_or(McpError::Closed)?;
-            inner.relist(self.server, self.sent_after_listing, self.sent_after_relist).await?;
+            inner.servers[self.server].relist(self.sent_after_listing, self.sent_after_relist).await?;
             let table = inner.routes.load();
             let current = table.routes.get(&self.name).filter(|r| r.server == self.server && r.remote_name == self.remote_name);
             let Some(current) = current else { return Err(unavailable(&self.name)) };
@@ -558,7 +569,7 @@ mod tests {
     fn toolset(recorder: &Arc<Recorder>) -> Toolset {
         let config = crate::config::parse(r#"{"servers":[]}"#).unwrap();
         let toolset = Toolset::new(config, Default::default(), None, recorder.clone()).unwrap();
-        toolset.inner.startup_diagnostics.lock().take();
+        toolset.inner.take_startup_diagnostics();
         toolset
     }
 
