@@ -97,8 +97,20 @@ const PYTHON_INSTALL_TIMEOUT_MS = 120_000;
  */
 export function pythonSdk() {
   const python = join(VENV, 'bin', 'python');
-  const ready = () => existsSync(VENV_READY) && existsSync(python);
+  const ready = () => existsSync(VENV_READY) && existsSync(python) && venvIsHere();
   return withVenvLock(ready, () => ({ python }), () => installPythonSdk(python));
+}
+
+/**
+ * Whether the venv was made at this path: its scripts' shebangs name the path it was made at, so one
+ * reached through another checkout's node_modules (a moved or symlinked tree) would fail to start.
+ */
+function venvIsHere() {
+  try {
+    return readFileSync(join(VENV, 'pyvenv.cfg'), 'utf8').includes(VENV);
+  } catch {
+    return false;
+  }
 }
 
 /** The published PyPI server `mcp-server-time` (Python SDK 2.x, both eras), pinned. */

@@ -45,6 +45,33 @@ function counts(out) {
 }
 
 /**
+ * The failed tests in a run's output, each with the first lines of its error: node:test's TAP
+ * (`not ok N - name` then its YAML block), bun test's `(fail) name`, cargo's `test name ... FAILED`.
+ */
+function failuresIn(out) {
+  const lines = out.split('\n');
+  const found = [];
+  lines.forEach((line, i) => {
+    const tap = line.match(/^\s*not ok \d+ - (.*)$/);
+    if (tap) {
+      // A file's summary line repeats its failed subtests; only the subtests themselves are listed.
+      const block = lines.slice(i + 1, i + 40);
+      const end = block.findIndex((l) => /^\s*\.\.\.$/.test(l));
+      const yaml = end >= 0 ? block.slice(0, end) : block;
+      if (yaml.some((l) => /failureType: 'subtestsFailed'/.test(l))) return;
+      const error = yaml.filter((l) => /^\s*(error|location|failureType):/.test(l)).map((l) => l.trim());
+      found.push(`${tap[1]}\n    ${error.join('\n    ').slice(0, 1200)}`);
+      return;
+    }
+    const bunFail = line.match(/^\(fail\) (.*)$/);
+    if (bunFail) found.push(`${bunFail[1]}\n    ${lines.slice(Math.max(0, i - 12), i).join('\n    ').slice(-1200)}`);
+    const cargo = line.match(/^test (\S+) \.\.\. FAILED$/);
+    if (cargo) found.push(cargo[1]);
+  });
+  return found;
+}
+
+/**
  * A throwaway Postgres cluster for the Postgres store's tests, Rust and JS (scripts/pg-cluster.mjs),
  * stopped and deleted after the last suite that uses it, or when this process exits, however it exits.
  * Returns {url} or {error}: a cluster that can't start fails the run with the reason; nothing is skipped.
@@ -115,4 +142,7 @@ for (const { label, code, out } of results) {
   failed += tally.fail + (code !== 0 && tally.fail === 0 ? 1 : 0);
 }
 console.log(`${passed} passed, ${failed} failed`);
+// Last, so a log cut to its tail still names every failure and why.
+const failures = results.flatMap(({ label, out }) => failuresIn(out).map((failure) => `${label}: ${failure}`));
+if (failures.length) console.log(`\n=== failed tests\n${failures.join('\n')}`);
 process.exit(failed === 0 && results.every((r) => r.code === 0) ? 0 : 1);
