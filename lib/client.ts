@@ -217,6 +217,7 @@ export async function connectMcpServer(entry: McpServer, opts: McpClientOptions 
     close() {
       return (closing ??= (listeners.clear(), toolset.close()));
     },
+    servers: () => toolset.servers(),
   };
   internals.set(client, {
     client,

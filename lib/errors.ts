@@ -27,6 +27,7 @@ export type McpErrorCode =
   | 'mcp_schema_invalid'
   | 'mcp_result_invalid'
   | 'mcp_internal_error'
+  | 'mcp_server_unavailable'
   | 'mcp_outcome_unknown';
 
 export class McpError extends Error {
@@ -47,7 +48,12 @@ export class McpTimeoutError extends McpError {}
 /** The caller's AbortSignal fired. The server was sent `notifications/cancelled`. */
 export class McpAbortedError extends McpError {}
 /** The pipe or socket failed, or the server process exited. */
-export class McpTransportError extends McpError {}
+export class McpTransportError extends McpError {
+  /** Set when the server was lost after this request was sent: it may have run. It is never sent again. */
+  declare readonly sent?: boolean;
+}
+/** The server is not live (reconnecting past the call's wait, failed, disabled): the call was not sent. */
+export class McpServerUnavailableError extends McpError {}
 /** An option or server entry is invalid. */
 export class McpConfigError extends McpError {}
 /** A message from the server was larger than the result limit. */
@@ -120,6 +126,7 @@ const classes: Record<McpErrorCode, new (code: McpErrorCode, message: string) =>
   mcp_schema_invalid: McpSchemaInvalidError,
   mcp_result_invalid: McpResultInvalidError,
   mcp_internal_error: McpInternalError,
+  mcp_server_unavailable: McpServerUnavailableError,
   mcp_outcome_unknown: McpOutcomeUnknownError,
 };
 

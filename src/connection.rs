@@ -42,6 +42,13 @@ pub trait ConnectionEvents: Send + Sync + 'static {
     }
     /// The connection ended without the owner asking (the server died, or broke the protocol).
     fn connection_lost(&self, reason: &McpError);
+    /// The server expired the HTTP session and a new one replaced it (session `generation`): a restarted
+    /// server may publish other tools. Resolves once they were listed and vetted again; with `tool` (a
+    /// `tools/call` about to be sent again on the new session), fails if that tool is no longer published
+    /// or is quarantined, and the call is not sent.
+    fn session_renewed<'a>(&'a self, _generation: u64, _tool: Option<&'a str>) -> crate::transport::BoxFuture<'a, Result<()>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
 }
 
 /// Called once with a request's outcome.
@@ -1042,6 +1049,9 @@ impl Shared {
         }
         let json = jsonrpc::request(id, method, params(id, modern.as_ref().map(|m| m.meta.as_str())).as_deref());
         let mut message = Outbound::request(id, json, method == "initialize", method != "tools/call");
+        if method == "tools/call" {
+            message.tool = name.map(Into::into);
+        }
         message.modern = modern.map(|m| ModernRequest { version: m.version, method: method.into(), name: name.map(Into::into) });
         Some(message)
     }
@@ -1445,7 +1455,7 @@ impl Shared {
 /// ([`McpError::LostAfterSend`]), so no caller takes it for one that never left.
 fn lost_request_error(reason: &McpError, dispatched: bool) -> McpError {
     match reason {
-        McpError::Transport(text) if dispatched => McpError::LostAfterSend(text.clone()),
+        McpError::Transport(text) | McpError::Unreachable(text) if dispatched => McpError::LostAfterSend(text.clone()),
         other => other.clone(),
     }
 }
@@ -1482,6 +1492,10 @@ impl MessageSink for Shared {
 
     fn on_closed(&self, reason: McpError) {
         self.lose(reason);
+    }
+
+    fn session_renewed<'a>(&'a self, generation: u64, tool: Option<&'a str>) -> crate::transport::BoxFuture<'a, Result<()>> {
+        self.events.session_renewed(generation, tool)
     }
 
     fn keep_waiting(&self, id: RequestId) {

@@ -16,6 +16,9 @@ pub enum McpError {
     Aborted,
     /// The pipe or socket failed, or the server process exited.
     Transport(String),
+    /// The server could not be reached at all (the connection was refused, the name did not resolve):
+    /// nothing was delivered (`mcp_transport_error`).
+    Unreachable(String),
     /// The server was lost (its process ended, its stream broke) while this request was out: it may have
     /// run, and it is never sent again (`mcp_transport_error` with `sent: true`).
     LostAfterSend(String),
@@ -72,7 +75,7 @@ impl McpError {
             McpError::Protocol(_) | McpError::Rpc { .. } => "mcp_protocol_error",
             McpError::Timeout { .. } => "mcp_timeout",
             McpError::Aborted => "mcp_aborted",
-            McpError::Transport(_) | McpError::LostAfterSend(_) => "mcp_transport_error",
+            McpError::Transport(_) | McpError::LostAfterSend(_) | McpError::Unreachable(_) => "mcp_transport_error",
             McpError::ServerUnavailable(_) => "mcp_server_unavailable",
             McpError::ConfigInvalid(_) => "mcp_config_invalid",
             McpError::ResultTooLarge { .. } => "mcp_result_too_large",
@@ -113,8 +116,9 @@ impl McpError {
             | McpError::Timeout { .. }
             | McpError::Aborted
             | McpError::Transport(_)
-            // Shares Transport's code, so it is not listed again.
+            // These two share Transport's code, so they are not listed again.
             | McpError::LostAfterSend(_)
+            | McpError::Unreachable(_)
             | McpError::ServerUnavailable(_)
             | McpError::ConfigInvalid(_)
             | McpError::ResultTooLarge { .. }
@@ -175,6 +179,7 @@ macro_rules! with_text {
             | McpError::Rpc { message: $text, .. }
             | McpError::Transport($text)
             | McpError::LostAfterSend($text)
+            | McpError::Unreachable($text)
             | McpError::ServerUnavailable($text)
             | McpError::ConfigInvalid($text)
             | McpError::InvalidArguments($text)

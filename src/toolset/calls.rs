@@ -534,7 +534,7 @@ fn unavailable(name: &str) -> McpError {
     ))
 }
 
-fn quarantined(name: &str) -> McpError {
+pub(super) fn quarantined(name: &str) -> McpError {
     McpError::ToolQuarantined(format!(
         "tool {name:?} is quarantined: its definition changed since it was first trusted. Do not call it; \
          tell the user the server must be re-trusted."

@@ -3,9 +3,9 @@
 //! jitter and reconnects exactly as a first connect does (spawn or session, era, listing, vetting against
 //! the drift baseline, publication), and only then lets calls through again.
 //!
-//! Bounded so a broken server can never make the engine spawn without end: `crash_loop_exits` ends (losses
-//! and failed attempts) within `crash_loop_window_ms`, or `max_attempts` failed attempts in a row, make the
-//! server `failed`; it then rests `cool_down_ms` (or less, if a call asks for it, but never less than
+//! Bounded so a broken server can never make the engine spawn without end: `crash_loop_exits` ends of a
+//! stdio server (losses and failed attempts) within `crash_loop_window_ms`, or `max_attempts` failed
+//! attempts in a row (any server), make the server `failed`; it then rests `cool_down_ms` (or less, if a call asks for it, but never less than
 //! `max_delay_ms` after the last attempt) before one new attempt. A failure no attempt can cure (a
 //! containment violation, a host outside `allowedHosts`, authorization) leaves it `failed` for good.
 //! A first connection that fails is `failed` the same way: one attempt after the cool-down.
@@ -63,6 +63,8 @@ enum GaveUp {
     CrashLoop,
     Attempts(u64),
     Incurable,
+    /// The one attempt after a rest failed too.
+    StillFailing,
     /// A failed start, which its `server-degraded` already told of.
     Quietly,
 }
@@ -74,7 +76,7 @@ impl Supervisor {
             self.give_up(&reason, GaveUp::Incurable, None);
             return;
         };
-        let crash_loop = self.recovery.note_end(&config);
+        let crash_loop = self.note_end(&config);
         self.recover(config, Instant::now(), crash_loop.then_some((reason, GaveUp::CrashLoop))).await;
     }
 
@@ -89,6 +91,12 @@ impl Supervisor {
             return;
         }
         self.tasks.spawn(self.clone().recover(config, Instant::now(), Some((error.clone(), GaveUp::Quietly))));
+    }
+
+    /// Note an end for the crash-loop bound, which is about processes: an HTTP server that is down costs
+    /// an attempt each backoff (bounded by `max_attempts`), not a spawn.
+    fn note_end(&self, config: &ReconnectConfig) -> bool {
+        !self.entry.is_http() && self.recovery.note_end(config)
     }
 
     /// A call found the server `failed`: an early attempt, if the last one is at least `max_delay_ms` old.
@@ -110,6 +118,8 @@ impl Supervisor {
         let mut attempt = 0u64;
         let mut failures_in_row = 0u64;
         loop {
+            // The one attempt after a rest: if it fails too, the server rests again.
+            let after_rest = failed.is_some();
             let delay = match failed.take() {
                 Some((error, why)) => {
                     self.give_up(&error, why, Some(config.cool_down_ms));
@@ -148,12 +158,14 @@ impl Supervisor {
                     failures_in_row += 1;
                     let name = &self.entry.name;
                     tracing::warn!(toolset = self.shared.log_id, server = %name, attempt, code = error.code(), "reconnecting failed");
-                    let crash_loop = self.recovery.note_end(&config);
+                    let crash_loop = self.note_end(&config);
                     failed = if incurable(&error) {
                         self.give_up(&error, GaveUp::Incurable, None);
                         return;
                     } else if crash_loop {
                         Some((error, GaveUp::CrashLoop))
+                    } else if after_rest {
+                        Some((error, GaveUp::StillFailing))
                     } else if failures_in_row >= config.max_attempts {
                         Some((error, GaveUp::Attempts(failures_in_row)))
                     } else {
@@ -208,6 +220,7 @@ impl Supervisor {
         let reason = match why {
             GaveUp::CrashLoop => "it keeps exiting (a crash loop)".to_owned(),
             GaveUp::Attempts(n) => format!("{n} attempts in a row failed"),
+            GaveUp::StillFailing => "the attempt after its rest failed too".to_owned(),
             GaveUp::Incurable if self.shared.reconnect.is_none() => "reconnect is off".to_owned(),
             GaveUp::Incurable => "no new attempt can cure this".to_owned(),
             GaveUp::Quietly => return, // a failed start: its server-degraded said it

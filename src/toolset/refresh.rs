@@ -38,6 +38,8 @@ pub(crate) struct RefreshState {
     relisting: tokio::sync::Mutex<Option<Result<()>>>,
     /// Re-listings after a `-32020` completed so far (see [`Supervisor::relist`]).
     relist_attempts: AtomicU64,
+    /// The newest HTTP session generation whose tools were vetted after it replaced an expired one.
+    renewal_vetted: tokio::sync::Mutex<u64>,
 }
 
 impl Default for RefreshState {
@@ -51,6 +53,7 @@ impl Default for RefreshState {
             listings: AtomicU64::new(0),
             relisting: tokio::sync::Mutex::new(None),
             relist_attempts: AtomicU64::new(0),
+            renewal_vetted: tokio::sync::Mutex::new(0),
         }
     }
 }
@@ -166,6 +169,31 @@ impl Supervisor {
         *last = Some(outcome.clone());
         self.refresh.relist_attempts.fetch_add(1, Ordering::SeqCst);
         outcome
+    }
+
+    /// The server expired its HTTP session and a new one (`generation`) replaced it: a restarted server
+    /// may publish other tools, so they are listed and vetted again (once per session, however many
+    /// calls met the expiry). `tool`: a call about to be sent again on the new session, which may go only
+    /// if its tool is still published there and not quarantined.
+    pub(super) async fn revet_after_renewal(&self, generation: u64, tool: Option<&str>) -> Result<()> {
+        {
+            let mut vetted = self.refresh.renewal_vetted.lock().await;
+            if *vetted < generation {
+                self.refresh_catalogue().await?;
+                *vetted = generation;
+            }
+        }
+        let Some(tool) = tool else { return Ok(()) };
+        let table = self.shared.routes.load();
+        let route = table.routes.iter().find(|(_, r)| r.server == self.index && &*r.remote_name == tool);
+        match route {
+            Some((name, route)) if route.quarantined => Err(super::calls::quarantined(name)),
+            Some(_) => Ok(()),
+            None => Err(McpError::ToolUnavailable(format!(
+                "tool {tool:?} of server {:?} is no longer published after the server started a new session; the call was not sent",
+                self.entry.name
+            ))),
+        }
     }
 
     /// Re-list, vet against the baseline, update the map in place. Fails (after reporting) if the

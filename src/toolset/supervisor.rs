@@ -579,6 +579,17 @@ impl ConnectionEvents for ServerListener {
         }
     }
 
+    fn session_renewed<'a>(&'a self, generation: u64, tool: Option<&'a str>) -> crate::transport::BoxFuture<'a, crate::error::Result<()>> {
+        Box::pin(async move {
+            // A connection still opening is vetted by its own first listing.
+            let supervisor = self.supervisor.upgrade().ok_or(McpError::Closed)?;
+            if !self.installed.load(Ordering::SeqCst) {
+                return Ok(());
+            }
+            supervisor.revet_after_renewal(generation, tool).await
+        })
+    }
+
     fn connection_lost(&self, reason: &McpError) {
         let _ = self.lost.set(reason.clone());
         if let Some(supervisor) = self.supervisor.upgrade() {

@@ -43,6 +43,11 @@ pub trait MessageSink: Send + Sync + 'static {
     }
     /// The transport ended for good.
     fn on_closed(&self, reason: McpError);
+    /// A new HTTP session replaced one the server expired (see `ConnectionEvents::session_renewed`);
+    /// `tool`: the `tools/call` about to be sent again on it, which goes only if this succeeds.
+    fn session_renewed<'a>(&'a self, _generation: u64, _tool: Option<&'a str>) -> BoxFuture<'a, Result<()>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
     /// Work on the request's behalf is under way (a login): restart its idle timeout, as progress does.
     fn keep_waiting(&self, _id: RequestId) {}
     /// Whether the connection was waiting on the host (an open elicitation) at any time in the last
@@ -68,6 +73,8 @@ pub struct Outbound {
     pub modern: Option<ModernRequest>,
     /// A request answered by a stream that may stay quiet for good (`subscriptions/listen`).
     pub long_lived: bool,
+    /// The tool a `tools/call` calls (by its remote name).
+    pub tool: Option<Box<str>>,
 }
 
 /// What the modern era's HTTP headers carry for one request.
@@ -81,11 +88,11 @@ pub struct ModernRequest {
 
 impl Outbound {
     pub fn request(id: RequestId, json: String, is_initialize: bool, resendable: bool) -> Self {
-        Outbound { json, request_id: Some(id), is_initialize, resendable, extra_headers: Vec::new(), modern: None, long_lived: false }
+        Outbound { json, request_id: Some(id), is_initialize, resendable, extra_headers: Vec::new(), modern: None, long_lived: false, tool: None }
     }
 
     pub fn other(json: String) -> Self {
-        Outbound { json, request_id: None, is_initialize: false, resendable: true, extra_headers: Vec::new(), modern: None, long_lived: false }
+        Outbound { json, request_id: None, is_initialize: false, resendable: true, extra_headers: Vec::new(), modern: None, long_lived: false, tool: None }
     }
 }
 
