@@ -502,7 +502,7 @@ export type Diagnostic =
   /** A lost server is live again, `elapsedMs` after it was lost; its tools were listed and vetted again. */
   | (DiagnosticBase & { code: 'server-reconnected'; attempt: number; elapsedMs: number; protocolVersion: string })
   /** Given up on for now; `retryInMs`: when one new attempt is made (null: not automatically). */
-  | (DiagnosticBase & { code: 'server-failed'; errorCode: string; restarts: number; retryInMs: number | null })
+  | (DiagnosticBase & { code: 'server-failed'; errorCode: string; restarts: number; retryInMs: number | null; stderrTail: string | null })
   | (DiagnosticBase & { code: 'server-connecting'; transport: 'stdio' | 'streamable-http' | 'sse' })
   | (DiagnosticBase & {
       code: 'server-connected';

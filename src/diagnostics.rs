@@ -72,7 +72,8 @@ pub enum Diagnostic {
     /// The supervisor gave up on a server for now (a crash loop, too many failed attempts, a failure no
     /// attempt can cure, or `reconnect: false`). Its calls fail at once with `mcp_server_unavailable`.
     /// `retry_in_ms`: when one new attempt is made (sooner on a call to one of its tools), if ever.
-    ServerFailed { server: String, message: String, error_code: &'static str, restarts: u64, retry_in_ms: Option<u64> },
+    /// `stderr_tail`: a stdio server's last stderr, across its restarts (its last attempt's, else its loss's).
+    ServerFailed { server: String, message: String, error_code: &'static str, restarts: u64, retry_in_ms: Option<u64>, stderr_tail: Option<String> },
     /// `notifications/tools/list_changed` was applied to the tool map.
     ToolsChanged { server: String, added: Vec<String>, removed: Vec<String>, changed: Vec<String>, message: String },
 }

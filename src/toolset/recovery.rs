@@ -33,6 +33,8 @@ pub(crate) struct RecoveryState {
     nudge: Notify,
     /// A recovery task runs (one per server at a time).
     running: AtomicBool,
+    /// The server's last stderr tail (redacted), kept across its restarts for `server-failed`.
+    stderr_tail: Mutex<Option<String>>,
 }
 
 impl RecoveryState {
@@ -99,6 +101,13 @@ impl Supervisor {
         !self.entry.is_http() && self.recovery.note_end(config)
     }
 
+    /// Keep the newest stderr tail there is (an attempt that wrote nothing keeps the one before).
+    pub(super) fn keep_stderr_tail(&self, tail: Option<String>) {
+        if let Some(tail) = tail.filter(|t| !t.is_empty()) {
+            *self.recovery.stderr_tail.lock() = Some(self.secrets.redact(&tail));
+        }
+    }
+
     /// A call found the server `failed`: an early attempt, if the last one is at least `max_delay_ms` old.
     pub(super) fn nudge(&self) {
         let Some(config) = self.shared.reconnect else { return };
@@ -150,11 +159,12 @@ impl Supervisor {
                     self.report_reconnected(attempt, lost_at.elapsed());
                     return;
                 }
-                Err((error, _stderr_tail)) => {
+                Err((error, stderr_tail)) => {
                     if self.cancel.is_cancelled() {
                         return;
                     }
                     self.note_error(&error);
+                    self.keep_stderr_tail(stderr_tail);
                     failures_in_row += 1;
                     let name = &self.entry.name;
                     tracing::warn!(toolset = self.shared.log_id, server = %name, attempt, code = error.code(), "reconnecting failed");
@@ -232,6 +242,7 @@ impl Supervisor {
             error_code: error.code(),
             restarts: self.restarts(),
             retry_in_ms,
+            stderr_tail: self.recovery.stderr_tail.lock().clone(),
         });
     }
 }

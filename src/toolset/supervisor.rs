@@ -504,6 +504,7 @@ impl Supervisor {
         let recovering = self.shared.reconnect.is_some();
         self.set_state(if recovering { State::Reconnecting } else { State::Failed });
         let stderr_tail = lost.connection.stderr_tail().map(|tail| self.secrets.redact(&tail));
+        self.keep_stderr_tail(stderr_tail.clone());
         self.shared.report(Diagnostic::ServerLost {
             server: name.clone(),
             message: self.secrets.redact(&format!("lost MCP server {name:?}: {reason}")),
