@@ -119,11 +119,25 @@ impl Supervisor {
 
     /// Bring the server back, attempt after attempt; `failed`: start as given up (crash loop, a failed
     /// start), resting first.
-    async fn recover(self: Arc<Self>, config: ReconnectConfig, lost_at: Instant, mut failed: Option<(McpError, GaveUp)>) {
+    async fn recover(self: Arc<Self>, config: ReconnectConfig, lost_at: Instant, failed: Option<(McpError, GaveUp)>) {
         if self.recovery.running.swap(true, Ordering::SeqCst) {
-            return;
+            return; // the run under way sees the new loss: the server is reconnecting, not live
         }
-        let _running = Running(&self.recovery.running);
+        let mut start = Some((lost_at, failed));
+        while let Some((lost_at, failed)) = start.take() {
+            {
+                let _running = Running(&self.recovery.running);
+                self.clone().recover_run(config, lost_at, failed).await;
+            }
+            // A loss handled while this run was ending found it running and left the server to it.
+            let lost_again = self.current_state() == State::Reconnecting && !self.cancel.is_cancelled();
+            if lost_again && !self.recovery.running.swap(true, Ordering::SeqCst) {
+                start = Some((Instant::now(), None));
+            }
+        }
+    }
+
+    async fn recover_run(self: Arc<Self>, config: ReconnectConfig, lost_at: Instant, mut failed: Option<(McpError, GaveUp)>) {
         let mut attempt = 0u64;
         let mut failures_in_row = 0u64;
         loop {
@@ -191,9 +205,14 @@ impl Supervisor {
         let attached = self.clone().attach().await?;
         attached.diagnostics.into_iter().for_each(|d| self.shared.report(d));
         self.shared.apply(&self.identity_view(), attached.listing, &attached.vetting);
-        self.go_live();
+        let live = self.go_live();
         drop(attached.cycle);
-        Ok(())
+        match live {
+            true => Ok(()),
+            false if self.cancel.is_cancelled() => Err((McpError::Closed, None)),
+            // Lost again between its listing and going live: that loss was reported; try again.
+            false => Err((self.last_error().unwrap_or_else(|| McpError::Transport("the server was lost again at once".into())), None)),
+        }
     }
 
     fn report_reconnecting(&self, attempt: u64, delay: Duration) {

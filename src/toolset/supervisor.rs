@@ -230,6 +230,11 @@ impl Supervisor {
         self.status.lock().last_error = Some(LastError { code: error.code(), message });
     }
 
+    /// The last failure as the host saw it (redacted), as a transport error: what a retry counts.
+    pub(super) fn last_error(&self) -> Option<McpError> {
+        self.status.lock().last_error.as_ref().map(|e| McpError::Transport(e.message.clone()))
+    }
+
     pub(super) fn last_error_text(&self) -> Option<String> {
         self.status.lock().last_error.as_ref().map(|e| e.message.clone())
     }
@@ -478,11 +483,15 @@ impl Supervisor {
         }
     }
 
-    /// The server's tools are published: calls may go to it now.
-    pub(super) fn go_live(&self) {
-        if !self.cancel.is_cancelled() && self.connection.lock().is_some() {
+    /// The server's tools are published: calls may go to it now. False if it was lost (or closed) since.
+    pub(super) fn go_live(&self) -> bool {
+        let connection = self.connection.lock();
+        let live = !self.cancel.is_cancelled() && connection.is_some();
+        if live {
+            // Under the connection lock, so a loss handled after this finds the server live.
             self.set_state(State::Live);
         }
+        live
     }
 
     /// The installed connection ended without being asked to: fail its calls (the connection did), tell
