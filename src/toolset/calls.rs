@@ -118,17 +118,17 @@ impl super::Toolset {
         // Held from admission to the write: the table admitted against is the one current at the write.
         let _no_publication = inner.publication.read();
         let table = inner.routes.load();
-        let mut by_server: HashMap<usize, Vec<(CallRequest, Route)>> = HashMap::new();
+        let mut by_server: HashMap<usize, (Arc<Connection>, Vec<(CallRequest, Route)>)> = HashMap::new();
         for call in calls {
             match inner.admit(&table, &call) {
                 Ok(Admitted::Local) => inner.start_local(call, sink.clone()),
                 Ok(Admitted::Remote(route)) => {
                     let slot = &inner.servers[route.server];
-                    let direct = inner.hooks.decide.is_none()
-                        && !(slot.entry.is_http() && inner.hooks.auth.is_some())
-                        && slot.current_state() == State::Live;
-                    if direct {
-                        by_server.entry(route.server).or_default().push((call, route));
+                    let ungated = inner.hooks.decide.is_none() && !(slot.entry.is_http() && inner.hooks.auth.is_some());
+                    // Live with its connection, read together: a server just lost waits like one reconnecting.
+                    let live = if ungated { slot.live_connection() } else { None };
+                    if let Some(connection) = live {
+                        by_server.entry(route.server).or_insert_with(|| (connection, Vec::new())).1.push((call, route));
                     } else {
                         // Registered now, not in the task, so an abort that arrives before it runs is not lost.
                         let abort = (call.abort_id != 0).then(|| inner.register_abort(call.abort_id));
@@ -139,14 +139,7 @@ impl super::Toolset {
                 Err(error) => sink.complete(call.call_id, Err(error)),
             }
         }
-        for (index, calls) in by_server {
-            let Some(connection) = inner.servers[index].connection() else {
-                let unavailable = inner.servers[index].unavailable();
-                for (call, _) in calls {
-                    sink.complete(call.call_id, Err(unavailable.clone()));
-                }
-                continue;
-            };
+        for (index, (connection, calls)) in by_server {
             let http = inner.servers[index].entry.is_http();
             let modern_http = http && connection.is_modern();
             let mut ready = Vec::with_capacity(calls.len());
@@ -384,9 +377,9 @@ impl Inner {
             )));
         }
         let slot = &self.servers[admitted.server];
-        match (slot.current_state(), slot.connection()) {
-            (State::Live, Some(connection)) => Ok((connection, current.param_headers.clone())),
-            _ => Err(slot.unavailable()),
+        match slot.live_connection() {
+            Some(connection) => Ok((connection, current.param_headers.clone())),
+            None => Err(slot.unavailable()),
         }
     }
 

@@ -86,6 +86,8 @@ impl Supervisor {
     /// `server-degraded`: the server is `failed`, and is tried once more after the cool-down unless no
     /// attempt can cure it.
     pub(super) fn after_failed_start(self: &Arc<Self>, error: &McpError) {
+        // That start was an attempt: a call's nudge waits `max_delay_ms` from it.
+        *self.recovery.last_attempt.lock() = Some(Instant::now());
         self.note_error(error);
         self.set_state(State::Failed);
         let Some(config) = self.shared.reconnect else { return };
@@ -106,6 +108,16 @@ impl Supervisor {
         if let Some(tail) = tail.filter(|t| !t.is_empty()) {
             *self.recovery.stderr_tail.lock() = Some(self.secrets.redact(&tail));
         }
+    }
+
+    /// Whether the ends on record already reach the crash-loop bound (noting none).
+    fn crash_looping(&self, config: &ReconnectConfig) -> bool {
+        if self.entry.is_http() {
+            return false;
+        }
+        let window = Duration::from_millis(config.crash_loop_window_ms);
+        let ends = self.recovery.ends.lock();
+        ends.iter().filter(|at| at.elapsed() <= window).count() as u64 >= config.crash_loop_exits
     }
 
     /// A call found the server `failed`: an early attempt, if the last one is at least `max_delay_ms` old.
@@ -138,6 +150,11 @@ impl Supervisor {
     }
 
     async fn recover_run(self: Arc<Self>, config: ReconnectConfig, lost_at: Instant, mut failed: Option<(McpError, GaveUp)>) {
+        // A run restarted for a loss another task noted may find the crash-loop bound reached already.
+        if failed.is_none() && self.crash_looping(&config) {
+            let error = self.last_error().unwrap_or_else(|| McpError::Transport("the server keeps exiting".into()));
+            failed = Some((error, GaveUp::CrashLoop));
+        }
         let mut attempt = 0u64;
         let mut failures_in_row = 0u64;
         loop {
@@ -145,11 +162,15 @@ impl Supervisor {
             let after_rest = failed.is_some();
             let delay = match failed.take() {
                 Some((error, why)) => {
+                    // Listening before the server is seen failed, so a call's nudge right after is not lost.
+                    let nudged = self.recovery.nudge.notified();
+                    tokio::pin!(nudged);
+                    nudged.as_mut().enable();
                     self.give_up(&error, why, Some(config.cool_down_ms));
                     let rested = tokio::select! {
                         _ = self.cancel.cancelled() => false,
                         _ = tokio::time::sleep(Duration::from_millis(config.cool_down_ms)) => true,
-                        _ = self.recovery.nudge.notified() => true,
+                        _ = nudged => true,
                     };
                     if !rested {
                         return;

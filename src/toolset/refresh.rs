@@ -38,8 +38,6 @@ pub(crate) struct RefreshState {
     relisting: tokio::sync::Mutex<Option<Result<()>>>,
     /// Re-listings after a `-32020` completed so far (see [`Supervisor::relist`]).
     relist_attempts: AtomicU64,
-    /// The newest HTTP session generation whose tools were vetted after it replaced an expired one.
-    renewal_vetted: tokio::sync::Mutex<u64>,
 }
 
 impl Default for RefreshState {
@@ -53,7 +51,6 @@ impl Default for RefreshState {
             listings: AtomicU64::new(0),
             relisting: tokio::sync::Mutex::new(None),
             relist_attempts: AtomicU64::new(0),
-            renewal_vetted: tokio::sync::Mutex::new(0),
         }
     }
 }
@@ -175,9 +172,11 @@ impl Supervisor {
     /// may publish other tools, so they are listed and vetted again (once per session, however many
     /// calls met the expiry). `tool`: a call about to be sent again on the new session, which may go only
     /// if its tool is still published there and not quarantined.
-    pub(super) async fn revet_after_renewal(&self, generation: u64, tool: Option<&str>) -> Result<()> {
+    /// `vetted`: the newest generation of this connection's session already vetted (the connection's own:
+    /// generations count per connection).
+    pub(super) async fn revet_after_renewal(&self, vetted: &tokio::sync::Mutex<u64>, generation: u64, tool: Option<&str>) -> Result<()> {
         {
-            let mut vetted = self.refresh.renewal_vetted.lock().await;
+            let mut vetted = vetted.lock().await;
             if *vetted < generation {
                 self.refresh_catalogue().await?;
                 *vetted = generation;

@@ -201,9 +201,20 @@ impl Supervisor {
         }
     }
 
-    /// The live connection, if there is one.
+    /// The installed connection, if there is one.
     pub fn connection(&self) -> Option<Arc<Connection>> {
         self.connection.lock().as_ref().map(|i| i.connection.clone())
+    }
+
+    /// The connection to send on, if the server is live: state and connection read together, under the
+    /// lock a loss and going live take.
+    pub fn live_connection(&self) -> Option<Arc<Connection>> {
+        let installed = self.connection.lock();
+        installed.as_ref().filter(|_| self.current_state() == State::Live).map(|i| i.connection.clone())
+    }
+
+    fn is_installed(&self, listener: &ServerListener) -> bool {
+        self.connection.lock().as_ref().is_some_and(|i| std::ptr::eq(Arc::as_ptr(&i.listener), listener))
     }
 
     pub fn current_state(&self) -> State {
@@ -354,7 +365,12 @@ impl Supervisor {
             }
         }
         loop {
-            let listener = Arc::new(ServerListener { supervisor: Arc::downgrade(self), lost: OnceLock::new(), installed: AtomicBool::new(false) });
+            let listener = Arc::new(ServerListener {
+                supervisor: Arc::downgrade(self),
+                lost: OnceLock::new(),
+                installed: AtomicBool::new(false),
+                renewal_vetted: tokio::sync::Mutex::new(0),
+            });
             let opened = Connection::open(&spec, listener.clone(), options.clone(), &handshake, elicitor.clone(), &known).await;
             let connection = match opened {
                 Ok(connection) => {
@@ -497,21 +513,24 @@ impl Supervisor {
     /// The installed connection ended without being asked to: fail its calls (the connection did), tell
     /// the host, and recover — the old connection (a stdio server's process group) is closed first.
     fn connection_lost(self: &Arc<Self>, listener: &ServerListener, reason: &McpError) {
+        let mut current = self.connection.lock();
+        // Under the lock close() takes after cancelling: either close() finds the connection and closes
+        // it, or the task below is tracked before close() waits for the tasks.
         if self.cancel.is_cancelled() {
             return;
         }
-        let mut current = self.connection.lock();
         let is_current = current.as_ref().is_some_and(|i| std::ptr::eq(Arc::as_ptr(&i.listener), listener));
         if !listener.installed.load(Ordering::SeqCst) || !is_current {
             return; // not installed yet: `install` sees the loss and reports it
         }
         let lost = current.take().expect("checked above");
-        drop(current);
+        let recovering = self.shared.reconnect.is_some();
+        // Under the lock too: a call never finds the server live without a connection.
+        self.set_state(if recovering { State::Reconnecting } else { State::Failed });
+        // Reported before the recovery can report anything (sending a diagnostic does not block).
         let name = &self.entry.name;
         tracing::warn!(toolset = self.shared.log_id, server = %name, code = reason.code(), "connection lost");
         self.note_error(reason);
-        let recovering = self.shared.reconnect.is_some();
-        self.set_state(if recovering { State::Reconnecting } else { State::Failed });
         let stderr_tail = lost.connection.stderr_tail().map(|tail| self.secrets.redact(&tail));
         self.keep_stderr_tail(stderr_tail.clone());
         self.shared.report(Diagnostic::ServerLost {
@@ -527,6 +546,7 @@ impl Supervisor {
             lost.connection.close().await;
             supervisor.recover_after_loss(reason).await;
         });
+        drop(current);
     }
 
     /// Close this server's connection. Its tasks are cancelled by the toolset's token.
@@ -573,6 +593,9 @@ pub(crate) struct ServerListener {
     lost: OnceLock<McpError>,
     /// Set by `install` under the supervisor's connection lock.
     installed: AtomicBool,
+    /// The newest generation of this connection's HTTP session whose tools were vetted after it replaced
+    /// an expired one.
+    renewal_vetted: tokio::sync::Mutex<u64>,
 }
 
 impl ConnectionEvents for ServerListener {
@@ -596,7 +619,11 @@ impl ConnectionEvents for ServerListener {
             if !self.installed.load(Ordering::SeqCst) {
                 return Ok(());
             }
-            supervisor.revet_after_renewal(generation, tool).await
+            // Only the installed connection is vetted through (and sends): one replaced or lost is not.
+            if !supervisor.is_installed(self) {
+                return Err(supervisor.unavailable());
+            }
+            supervisor.revet_after_renewal(&self.renewal_vetted, generation, tool).await
         })
     }
 

@@ -301,6 +301,11 @@ impl Shared {
     /// POST one message and deliver whatever comes back.
     async fn post(&self, body: &bytes::Bytes, post: Post) -> Result<()> {
         let session = self.session.lock().clone();
+        // A session that replaced an expired one may be a restarted server's: no call goes on it before
+        // its tools were listed and vetted again, and the call's tool is still published and trusted there.
+        if post.tool.is_some() && session.generation > 0 {
+            self.sink.session_renewed(session.generation, post.tool.as_deref()).await?;
+        }
         if let Some(authorizer) = &self.spec.authorizer {
             authorizer.before_request().await?;
         }
@@ -325,15 +330,11 @@ impl Shared {
             if !post.may_reinitialize {
                 return Err(McpError::Transport("the server expired the session again right after re-initializing".into()));
             }
-            // The server never processed this request: start a new session and send it again, once — a
-            // call only after the (perhaps restarted) server's tools were vetted again on it.
+            // The server never processed this request: start a new session and send it again, once (a
+            // call only once the tools were vetted again on it: see the top of this function).
             if let Err(error) = self.reinitialize(session.generation).await {
                 self.lost(McpError::Transport(format!("the server expired the session and a new one could not be started: {error}")));
                 return Err(error);
-            }
-            if post.tool.is_some() {
-                let generation = self.session.lock().generation;
-                self.sink.session_renewed(generation, post.tool.as_deref()).await?;
             }
             return Box::pin(self.post(body, Post { may_reinitialize: false, ..post })).await;
         }
