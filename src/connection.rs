@@ -43,10 +43,9 @@ pub trait ConnectionEvents: Send + Sync + 'static {
     /// The connection ended without the owner asking (the server died, or broke the protocol).
     fn connection_lost(&self, reason: &McpError);
     /// The server expired the HTTP session and a new one replaced it (session `generation`): a restarted
-    /// server may publish other tools. Resolves once they were listed and vetted again; with `tool` (a
-    /// `tools/call` about to be sent again on the new session), fails if that tool is no longer published
-    /// or is quarantined, and the call is not sent.
-    fn session_renewed<'a>(&'a self, _generation: u64, _tool: Option<&'a str>) -> crate::transport::BoxFuture<'a, Result<()>> {
+    /// server may publish other tools. Resolves once they were listed and vetted again (once per
+    /// generation); until then no call goes on that session.
+    fn session_renewed(&self, _generation: u64) -> crate::transport::BoxFuture<'_, Result<()>> {
         Box::pin(std::future::ready(Ok(())))
     }
 }
@@ -374,6 +373,7 @@ impl Connection {
             let params = |id, meta: Option<&str>| Some(mcp::call_tool_params(call.remote_name, arguments, id, meta, key));
             if let Some(mut message) = self.shared.register("tools/call", Some(call.remote_name), params, timeout, call.abort.as_deref(), reply) {
                 message.extra_headers = call.headers;
+                message.admitted = call.admitted;
                 outbound.push(message);
             }
         }
@@ -414,6 +414,8 @@ pub struct StartCall<'a> {
     pub on_header_mismatch: Option<Arc<dyn HeaderMismatch>>,
     /// `params._meta.idempotencyKey`, on every sending of this call (input rounds and resends too).
     pub idempotency_key: Option<Box<str>>,
+    /// Asked before the call goes on an HTTP session that replaced an expired one (see `Outbound::admitted`).
+    pub admitted: Option<Arc<dyn crate::transport::AdmittedCall>>,
 }
 
 pub type Headers = Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>;
@@ -1150,8 +1152,10 @@ impl Shared {
             elicitations.cancel.cancel();
         }
         self.stop_rounds.cancel();
+        // Before the connection is open only its handshake is out, and its failure is the opening's to read.
+        let opened = self.open.load(Ordering::SeqCst);
         for (_, p) in pending {
-            p.reply.send(Err(lost_request_error(&reason, p.dispatched)));
+            p.reply.send(Err(lost_request_error(&reason, opened && p.dispatched)));
         }
         true
     }
@@ -1451,12 +1455,12 @@ impl Shared {
 }
 
 /// What a request still waiting fails with when its connection ends for `reason`. A request handed to the
-/// transport when the server broke or died may have run: `mcp_transport_error` with `sent: true`
-/// ([`McpError::LostAfterSend`]), so no caller takes it for one that never left.
+/// transport when the server broke or died may have run: its error says so (`sent: true`,
+/// [`McpError::Sent`]), so no caller takes it for one that never left.
 fn lost_request_error(reason: &McpError, dispatched: bool) -> McpError {
-    match reason {
-        McpError::Transport(text) | McpError::Unreachable(text) if dispatched => McpError::LostAfterSend(text.clone()),
-        other => other.clone(),
+    match dispatched {
+        true => reason.clone().after_send(),
+        false => reason.clone(),
     }
 }
 
@@ -1494,8 +1498,8 @@ impl MessageSink for Shared {
         self.lose(reason);
     }
 
-    fn session_renewed<'a>(&'a self, generation: u64, tool: Option<&'a str>) -> crate::transport::BoxFuture<'a, Result<()>> {
-        self.events.session_renewed(generation, tool)
+    fn session_renewed(&self, generation: u64) -> crate::transport::BoxFuture<'_, Result<()>> {
+        self.events.session_renewed(generation)
     }
 
     fn keep_waiting(&self, id: RequestId) {

@@ -19,9 +19,10 @@ pub enum McpError {
     /// The server could not be reached at all (the connection was refused, the name did not resolve):
     /// nothing was delivered (`mcp_transport_error`).
     Unreachable(String),
-    /// The server was lost (its process ended, its stream broke) while this request was out: it may have
-    /// run, and it is never sent again (`mcp_transport_error` with `sent: true`).
-    LostAfterSend(String),
+    /// This request reached the server (or may have) before it failed as the inner error says — its
+    /// server lost, its response stream broken: it may have run, and it is never sent again. Its code is
+    /// the inner one's; the JavaScript error carries `sent: true`.
+    Sent(Box<McpError>),
     /// The server is not live (reconnecting past the call's wait, failed, disabled): nothing was sent.
     ServerUnavailable(String),
     /// The options or a server entry are invalid.
@@ -75,7 +76,8 @@ impl McpError {
             McpError::Protocol(_) | McpError::Rpc { .. } => "mcp_protocol_error",
             McpError::Timeout { .. } => "mcp_timeout",
             McpError::Aborted => "mcp_aborted",
-            McpError::Transport(_) | McpError::LostAfterSend(_) | McpError::Unreachable(_) => "mcp_transport_error",
+            McpError::Transport(_) | McpError::Unreachable(_) => "mcp_transport_error",
+            McpError::Sent(inner) => inner.code(),
             McpError::ServerUnavailable(_) => "mcp_server_unavailable",
             McpError::ConfigInvalid(_) => "mcp_config_invalid",
             McpError::ResultTooLarge { .. } => "mcp_result_too_large",
@@ -116,9 +118,10 @@ impl McpError {
             | McpError::Timeout { .. }
             | McpError::Aborted
             | McpError::Transport(_)
-            // These two share Transport's code, so they are not listed again.
-            | McpError::LostAfterSend(_)
+            // Shares Transport's code, so it is not listed again.
             | McpError::Unreachable(_)
+            // Has its inner error's code.
+            | McpError::Sent(_)
             | McpError::ServerUnavailable(_)
             | McpError::ConfigInvalid(_)
             | McpError::ResultTooLarge { .. }
@@ -178,7 +181,6 @@ macro_rules! with_text {
             | McpError::Protocol($text)
             | McpError::Rpc { message: $text, .. }
             | McpError::Transport($text)
-            | McpError::LostAfterSend($text)
             | McpError::Unreachable($text)
             | McpError::ServerUnavailable($text)
             | McpError::ConfigInvalid($text)
@@ -207,13 +209,25 @@ impl McpError {
         match self {
             McpError::Reauthorized(_) => Some(r#"{"reauthorized":true}"#),
             McpError::RedirectRefused(_) => Some(r#"{"redirected":true}"#),
-            McpError::LostAfterSend(_) => Some(r#"{"sent":true}"#),
+            McpError::Sent(_) => Some(r#"{"sent":true}"#),
             _ => None,
+        }
+    }
+
+    /// This error, for a request that reached the server (or may have): see [`McpError::Sent`]. A
+    /// closed connection stays closed: the caller asked for that.
+    pub fn after_send(self) -> Self {
+        match self {
+            McpError::Sent(_) | McpError::Closed | McpError::Aborted => self,
+            other => McpError::Sent(Box::new(other)),
         }
     }
 
     /// The same error with every secret in its message replaced (see `guard::redact`).
     pub fn redacted(mut self, secrets: &crate::guard::redact::Secrets) -> Self {
+        if let McpError::Sent(inner) = self {
+            return McpError::Sent(Box::new(inner.redacted(secrets)));
+        }
         if !secrets.is_empty() {
             with_text!(&mut self, text => *text = secrets.redact(text), _ => {});
         }
@@ -234,6 +248,7 @@ impl fmt::Display for McpError {
                 write!(f, "MCP message exceeds the result limit of {limit_bytes} bytes")
             }
             McpError::Closed => f.write_str("MCP connection closed"),
+            McpError::Sent(inner) => inner.fmt(f),
             McpError::ResultTooDeep { max_depth } => {
                 write!(f, "MCP message is nested deeper than the limit of {max_depth} levels")
             }

@@ -162,6 +162,7 @@ impl super::Toolset {
                     headers: std::mem::take(headers),
                     on_header_mismatch: modern_http.then(|| Relister::new(inner, call, route)),
                     idempotency_key: call.idempotency_key(),
+                    admitted: http.then(|| AdmittedRoute::new(inner, call, route)),
                 })
                 .collect();
             connection.start_calls(starts, inner.timeout);
@@ -349,6 +350,7 @@ impl Inner {
                         headers,
                         on_header_mismatch: modern_http.then(|| Relister::new(&self, &call, &route)),
                         idempotency_key: call.idempotency_key(),
+                        admitted: slot.entry.is_http().then(|| AdmittedRoute::new(&self, &call, &route)),
                     };
                 connection.start_calls([start], self.timeout);
             }
@@ -365,17 +367,7 @@ impl Inner {
             return Err(McpError::Closed);
         }
         let table = self.routes.load();
-        let current = table.routes.get(name).filter(|r| r.server == admitted.server && r.remote_name == admitted.remote_name);
-        let Some(current) = current else { return Err(unavailable(name)) };
-        if current.quarantined {
-            return Err(quarantined(name));
-        }
-        if !Arc::ptr_eq(&current.definition, &admitted.definition) && current.definition != admitted.definition {
-            return Err(McpError::ToolUnavailable(format!(
-                "tool {name:?} changed its definition while this call waited; it was not sent. Read the tool's new \
-                 definition and call it again if it still fits."
-            )));
-        }
+        let current = still_routed(&table, name, admitted.server, &admitted.remote_name, &admitted.definition)?;
         let slot = &self.servers[admitted.server];
         match slot.live_connection() {
             Some(connection) => Ok((connection, current.param_headers.clone())),
@@ -410,6 +402,54 @@ pub(super) async fn wait_live(slot: &Supervisor, timeout: std::time::Duration) -
             Err(slot.unavailable())
         }
         _ => Err(slot.unavailable()),
+    }
+}
+
+/// The current route of `name`, if it still reaches the same server tool, unquarantined and with the
+/// definition the call was admitted (and approved by policy) against.
+fn still_routed<'t>(table: &'t RouteTable, name: &str, server: usize, remote_name: &str, admitted: &Arc<ProjectedTool>) -> Result<&'t Route> {
+    let current = table.routes.get(name).filter(|r| r.server == server && &*r.remote_name == remote_name);
+    let Some(current) = current else { return Err(unavailable(name)) };
+    if current.quarantined {
+        return Err(quarantined(name));
+    }
+    if !Arc::ptr_eq(&current.definition, admitted) && current.definition != *admitted {
+        return Err(McpError::ToolUnavailable(format!(
+            "tool {name:?} changed its definition while this call waited; it was not sent. Read the tool's new \
+             definition and call it again if it still fits."
+        )));
+    }
+    Ok(current)
+}
+
+/// An HTTP call's route as it was admitted, checked again before the call goes on a session that replaced
+/// an expired one (a restarted server's, whose tools were just vetted again): sent only if the tool is
+/// still what was approved.
+struct AdmittedRoute {
+    inner: Weak<Inner>,
+    name: String,
+    server: usize,
+    remote_name: Arc<str>,
+    definition: Arc<ProjectedTool>,
+}
+
+impl AdmittedRoute {
+    fn new(inner: &Arc<Inner>, call: &CallRequest, route: &Route) -> Arc<dyn crate::transport::AdmittedCall> {
+        Arc::new(AdmittedRoute {
+            inner: Arc::downgrade(inner),
+            name: call.name.clone(),
+            server: route.server,
+            remote_name: route.remote_name.clone(),
+            definition: route.definition.clone(),
+        })
+    }
+}
+
+impl crate::transport::AdmittedCall for AdmittedRoute {
+    fn still_admitted(&self) -> Result<()> {
+        let inner = self.inner.upgrade().ok_or(McpError::Closed)?;
+        let table = inner.routes.load();
+        still_routed(&table, &self.name, self.server, &self.remote_name, &self.definition).map(drop)
     }
 }
 

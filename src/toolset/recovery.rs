@@ -67,6 +67,8 @@ enum GaveUp {
     Incurable,
     /// The one attempt after a rest failed too.
     StillFailing,
+    /// A guard (`allowedHosts`, a redirect) or authorization refused the attempt.
+    Refused,
     /// A failed start, which its `server-degraded` already told of.
     Quietly,
 }
@@ -78,7 +80,7 @@ impl Supervisor {
             self.give_up(&reason, GaveUp::Incurable, None);
             return;
         };
-        let crash_loop = self.note_end(&config);
+        let crash_loop = self.note_end(&config, true);
         self.recover(config, Instant::now(), crash_loop.then_some((reason, GaveUp::CrashLoop))).await;
     }
 
@@ -97,10 +99,11 @@ impl Supervisor {
         self.tasks.spawn(self.clone().recover(config, Instant::now(), Some((error.clone(), GaveUp::Quietly))));
     }
 
-    /// Note an end for the crash-loop bound, which is about processes: an HTTP server that is down costs
-    /// an attempt each backoff (bounded by `max_attempts`), not a spawn.
-    fn note_end(&self, config: &ReconnectConfig) -> bool {
-        !self.entry.is_http() && self.recovery.note_end(config)
+    /// Note an end for the crash-loop bound: every end of a stdio server (each costs a spawn); for HTTP
+    /// only the loss of a live session (a server that is down costs an attempt each backoff, bounded by
+    /// `max_attempts`; one that keeps accepting and dropping sessions is a crash loop too).
+    fn note_end(&self, config: &ReconnectConfig, loss: bool) -> bool {
+        (loss || !self.entry.is_http()) && self.recovery.note_end(config)
     }
 
     /// Keep the newest stderr tail there is (an attempt that wrote nothing keeps the one before).
@@ -112,9 +115,6 @@ impl Supervisor {
 
     /// Whether the ends on record already reach the crash-loop bound (noting none).
     fn crash_looping(&self, config: &ReconnectConfig) -> bool {
-        if self.entry.is_http() {
-            return false;
-        }
         let window = Duration::from_millis(config.crash_loop_window_ms);
         let ends = self.recovery.ends.lock();
         ends.iter().filter(|at| at.elapsed() <= window).count() as u64 >= config.crash_loop_exits
@@ -166,16 +166,19 @@ impl Supervisor {
                     let nudged = self.recovery.nudge.notified();
                     tokio::pin!(nudged);
                     nudged.as_mut().enable();
-                    self.give_up(&error, why, Some(config.cool_down_ms));
+                    // A login is tried again only when a call asks: a timer would put a person before a
+                    // login page every cool-down.
+                    let timed = !matches!(error, McpError::Auth(_) | McpError::Reauthorized(_));
+                    self.give_up(&error, why, timed.then_some(config.cool_down_ms));
                     let rested = tokio::select! {
                         _ = self.cancel.cancelled() => false,
-                        _ = tokio::time::sleep(Duration::from_millis(config.cool_down_ms)) => true,
+                        _ = tokio::time::sleep(Duration::from_millis(config.cool_down_ms)), if timed => true,
                         _ = nudged => true,
                     };
                     if !rested {
                         return;
                     }
-                    self.recovery.ends.lock().clear();
+                    // The crash-loop record is not cleared: the window ages it, so a rest buys one attempt.
                     failures_in_row = 0;
                     Duration::ZERO
                 }
@@ -203,10 +206,13 @@ impl Supervisor {
                     failures_in_row += 1;
                     let name = &self.entry.name;
                     tracing::warn!(toolset = self.shared.log_id, server = %name, attempt, code = error.code(), "reconnecting failed");
-                    let crash_loop = self.note_end(&config);
+                    let crash_loop = self.note_end(&config, false);
                     failed = if incurable(&error) {
                         self.give_up(&error, GaveUp::Incurable, None);
                         return;
+                    } else if refused(&error) {
+                        // A guard or authorization said no: asking again at once would get the same answer.
+                        Some((error, GaveUp::Refused))
                     } else if crash_loop {
                         Some((error, GaveUp::CrashLoop))
                     } else if after_rest {
@@ -271,11 +277,16 @@ impl Supervisor {
             GaveUp::CrashLoop => "it keeps exiting (a crash loop)".to_owned(),
             GaveUp::Attempts(n) => format!("{n} attempts in a row failed"),
             GaveUp::StillFailing => "the attempt after its rest failed too".to_owned(),
+            GaveUp::Refused => "a guard or authorization refused the attempt".to_owned(),
             GaveUp::Incurable if self.shared.reconnect.is_none() => "reconnect is off".to_owned(),
             GaveUp::Incurable => "no new attempt can cure this".to_owned(),
             GaveUp::Quietly => return, // a failed start: its server-degraded said it
         };
-        let next = retry_in_ms.map_or_else(String::new, |ms| format!("; one new attempt in {ms} ms, or sooner on a call"));
+        let next = match (retry_in_ms, matches!(why, GaveUp::Incurable)) {
+            (Some(ms), _) => format!("; one new attempt in {ms} ms, or sooner on a call"),
+            (None, false) => "; one new attempt on the next call".to_owned(),
+            (None, true) => String::new(),
+        };
         self.shared.report(Diagnostic::ServerFailed {
             server: name.clone(),
             message: self.secrets.redact(&format!("gave up on MCP server {name:?} for now: {reason}{next}; last error: {error}")),
@@ -302,18 +313,15 @@ pub(super) fn jitter(wait_ms: u64, percent: u64) -> u64 {
     }
 }
 
-/// A failure the same attempt would meet again: the configuration, the guards, authorization.
+/// A failure every attempt would meet again, however long it waits: the configuration itself.
 fn incurable(error: &McpError) -> bool {
-    matches!(
-        error,
-        McpError::ConfigInvalid(_)
-            | McpError::ContainmentViolation(_)
-            | McpError::HostNotAllowed(_)
-            | McpError::RedirectRefused(_)
-            | McpError::Auth(_)
-            | McpError::Reauthorized(_)
-            | McpError::Closed
-    )
+    matches!(error, McpError::ConfigInvalid(_) | McpError::ContainmentViolation(_) | McpError::Closed)
+}
+
+/// A refusal by a guard or by authorization (a hostile DNS answer, a captive portal's redirect, an `auth`
+/// callback or login that failed): not retried at once, but after a rest, as it may pass later.
+fn refused(error: &McpError) -> bool {
+    matches!(error, McpError::HostNotAllowed(_) | McpError::RedirectRefused(_) | McpError::Auth(_) | McpError::Reauthorized(_))
 }
 
 #[cfg(test)]

@@ -169,30 +169,16 @@ impl Supervisor {
     }
 
     /// The server expired its HTTP session and a new one (`generation`) replaced it: a restarted server
-    /// may publish other tools, so they are listed and vetted again (once per session, however many
-    /// calls met the expiry). `tool`: a call about to be sent again on the new session, which may go only
-    /// if its tool is still published there and not quarantined.
-    /// `vetted`: the newest generation of this connection's session already vetted (the connection's own:
-    /// generations count per connection).
-    pub(super) async fn revet_after_renewal(&self, vetted: &tokio::sync::Mutex<u64>, generation: u64, tool: Option<&str>) -> Result<()> {
-        {
-            let mut vetted = vetted.lock().await;
-            if *vetted < generation {
-                self.refresh_catalogue().await?;
-                *vetted = generation;
-            }
+    /// may publish other tools, so they are listed and vetted again, once per session however many calls
+    /// wait for it (each then checks its own tool: `calls::AdmittedRoute`). `vetted`: the newest
+    /// generation of this connection's session already vetted (generations count per connection).
+    pub(super) async fn revet_after_renewal(&self, vetted: &tokio::sync::Mutex<u64>, generation: u64) -> Result<()> {
+        let mut vetted = vetted.lock().await;
+        if *vetted < generation {
+            self.refresh_catalogue().await?;
+            *vetted = generation;
         }
-        let Some(tool) = tool else { return Ok(()) };
-        let table = self.shared.routes.load();
-        let route = table.routes.iter().find(|(_, r)| r.server == self.index && &*r.remote_name == tool);
-        match route {
-            Some((name, route)) if route.quarantined => Err(super::calls::quarantined(name)),
-            Some(_) => Ok(()),
-            None => Err(McpError::ToolUnavailable(format!(
-                "tool {tool:?} of server {:?} is no longer published after the server started a new session; the call was not sent",
-                self.entry.name
-            ))),
-        }
+        Ok(())
     }
 
     /// Re-list, vet against the baseline, update the map in place. Fails (after reporting) if the

@@ -246,10 +246,6 @@ impl Supervisor {
         self.status.lock().last_error.as_ref().map(|e| McpError::Transport(e.message.clone()))
     }
 
-    pub(super) fn last_error_text(&self) -> Option<String> {
-        self.status.lock().last_error.as_ref().map(|e| e.message.clone())
-    }
-
     pub(super) fn count_restart(&self) -> u64 {
         self.restarts.fetch_add(1, Ordering::SeqCst) + 1
     }
@@ -282,7 +278,9 @@ impl Supervisor {
             return McpError::Closed;
         }
         let name = &self.entry.name;
-        let why = self.last_error_text().map_or_else(String::new, |e| format!("; last error: {e}"));
+        // The code only: the last error's text may quote the server (its stderr, a body), and this reaches
+        // the model; the host reads the text in `servers()` and the diagnostics.
+        let why = self.status.lock().last_error.as_ref().map_or_else(String::new, |e| format!(" (last error: {})", e.code));
         McpError::ServerUnavailable(format!("MCP server {name:?} is {}{why}; the call was not sent", state.name()))
     }
 
@@ -612,7 +610,7 @@ impl ConnectionEvents for ServerListener {
         }
     }
 
-    fn session_renewed<'a>(&'a self, generation: u64, tool: Option<&'a str>) -> crate::transport::BoxFuture<'a, crate::error::Result<()>> {
+    fn session_renewed(&self, generation: u64) -> crate::transport::BoxFuture<'_, crate::error::Result<()>> {
         Box::pin(async move {
             // A connection still opening is vetted by its own first listing.
             let supervisor = self.supervisor.upgrade().ok_or(McpError::Closed)?;
@@ -623,7 +621,7 @@ impl ConnectionEvents for ServerListener {
             if !supervisor.is_installed(self) {
                 return Err(supervisor.unavailable());
             }
-            supervisor.revet_after_renewal(&self.renewal_vetted, generation, tool).await
+            supervisor.revet_after_renewal(&self.renewal_vetted, generation).await
         })
     }
 

@@ -60,8 +60,10 @@ struct Post {
     extra_headers: Arc<[(HeaderName, HeaderValue)]>,
     /// Its stream may stay quiet for good (`subscriptions/listen`): no idle limit.
     long_lived: bool,
-    /// A `tools/call`'s tool: sent again on a renewed session only once the tools were vetted again.
+    /// A `tools/call`'s tool: sent on a renewed session only once the tools were vetted again.
     tool: Option<Arc<str>>,
+    /// A `tools/call`'s check that its tool is still as it was approved (see `Outbound::admitted`).
+    admitted: Option<Arc<dyn super::AdmittedCall>>,
 }
 
 impl Post {
@@ -76,6 +78,7 @@ impl Post {
             extra_headers: std::mem::take(&mut message.extra_headers).into(),
             long_lived: message.long_lived,
             tool: message.tool.take().map(Arc::from),
+            admitted: message.admitted.take(),
         }
     }
 
@@ -304,7 +307,16 @@ impl Shared {
         // A session that replaced an expired one may be a restarted server's: no call goes on it before
         // its tools were listed and vetted again, and the call's tool is still published and trusted there.
         if post.tool.is_some() && session.generation > 0 {
-            self.sink.session_renewed(session.generation, post.tool.as_deref()).await?;
+            if let Err(error) = self.sink.session_renewed(session.generation).await {
+                // Tools that could not be vetted on it: no call may use this session; the owner reconnects.
+                if error != McpError::Closed {
+                    self.lost(McpError::Transport(format!("the tools of a new session could not be vetted: {error}")));
+                }
+                return Err(error);
+            }
+            if let Some(admitted) = &post.admitted {
+                admitted.still_admitted()?;
+            }
         }
         if let Some(authorizer) = &self.spec.authorizer {
             authorizer.before_request().await?;
@@ -361,8 +373,11 @@ impl Shared {
             return Err(McpError::Transport(self.error_excerpt(response).await));
         }
         let request_id = post.request_id;
+        // Accepted: a call failing from here on (its stream broken, its answer oversized) may have run.
+        let is_call = post.tool.is_some();
+        let sent = |error: McpError| if is_call { error.after_send() } else { error };
         if http::is_event_stream(&response) {
-            return self.consume_stream(response, request_id, post.modern.is_none(), post.long_lived).await;
+            return self.consume_stream(response, request_id, post.modern.is_none(), post.long_lived).await.map_err(sent);
         }
         if status == StatusCode::ACCEPTED || !http::is_json(&response) {
             return match request_id {
@@ -372,7 +387,7 @@ impl Shared {
                 None => Ok(()),
             };
         }
-        let body = http::read_body(&mut response, self.options.max_message_bytes, self.deadline()).await?;
+        let body = http::read_body(&mut response, self.options.max_message_bytes, self.deadline()).await.map_err(sent)?;
         if body.iter().all(u8::is_ascii_whitespace) && request_id.is_none() {
             return Ok(());
         }
@@ -509,7 +524,12 @@ impl Shared {
                     let renewed = self.session.lock().generation;
                     renewed_here = Some(renewed);
                     // A restarted server may publish other tools: vetted again, as after any recovery.
-                    let _reported_by_the_refresh = self.sink.session_renewed(renewed, None).await;
+                    if let Err(error) = self.sink.session_renewed(renewed).await {
+                        if error != McpError::Closed {
+                            self.lost(McpError::Transport(format!("the tools of a new session could not be vetted: {error}")));
+                        }
+                        return;
+                    }
                     failures += 1;
                     parser = EventStreamParser::skipping_oversized(self.options.max_message_bytes);
                     tokio::time::sleep(Duration::from_millis(DEFAULT_RETRY_MS)).await;
