@@ -725,7 +725,7 @@ export interface McpToolRegistration {
 export interface McpToolCatalog {
   readonly snapshot: McpToolSnapshot;
   readonly registrations: readonly McpToolRegistration[];
-  /** True once the server's tools changed (or the client closed): discover again. */
+  /** True once the server's tools changed, its server was lost or came back (a new process or session), or the client closed: discover again. */
   readonly stale: boolean;
 }
 
