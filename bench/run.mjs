@@ -9,11 +9,12 @@
 // round so none is always first. Each metric is the median over rounds; ratios are against the SDK.
 
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync, readdirSync, readSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, readSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BENCH_DIR, config, REPO_DIR, SUPPORTED } from './lib/config.mjs';
+import { pidsWithArg } from './lib/processes.mjs';
 
 const CLIENT_LABELS = { mcpferry: 'mcpferry', sdk: 'MCP SDK', aisdk: 'AI SDK', raw: 'raw pipe' };
 
@@ -127,20 +128,7 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
 }
 
 // Server processes of this run still alive (each was started with `--bench-run=<runId>` in its argv).
-function strayServers() {
-  const tag = `--bench-run=${runId}`;
-  const found = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
-      if (argv.includes(tag)) found.push(Number(entry));
-    } catch {
-      // the process ended while we looked
-    }
-  }
-  return found;
-}
+const strayServers = () => pidsWithArg(`--bench-run=${runId}`);
 
 function median(values) {
   const sorted = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
