@@ -65,6 +65,17 @@ const METRICS = [
       { w, key: 'call_cpu_us_per_call', label: `${w} ${n} sessions: CPU per call`, unit: 'µs', better: 'lower' },
     ];
   }),
+  // Recovery of a lost server (issue 27), mcpferry only: the other clients have none ('n/a (no recovery)').
+  ...[['R1', 'stdio server SIGKILLed'], ['R2', 'HTTP server SIGKILLed, back on its port at once']].flatMap(([w, what]) => {
+    const row = { w, unit: 'ms', better: 'lower', unsupported: 'n/a (no recovery)' };
+    return [
+      { ...row, key: 'p50_ms', label: `${w} ${what} → first successful call, reconnect defaults: p50` },
+      { ...row, key: 'p95_ms', label: `${w} ${what} → first successful call, reconnect defaults: p95` },
+      { ...row, key: 'fast_p50_ms', label: `${w} ${what} → first successful call, initialDelayMs 50: p50` },
+      { ...row, key: 'fast_p95_ms', label: `${w} ${what} → first successful call, initialDelayMs 50: p95` },
+      { ...row, key: 'cpu_ms', label: `${w} ${what}: client CPU per recovery, reconnect defaults` },
+    ];
+  }),
   // Floors: the same metrics against the raw pipe rather than the SDK (`base`).
   { w: 'W2', key: 'calls_per_s', label: 'W2 stdio 64 in flight: calls/s, against the raw pipe', unit: '', better: 'higher', target: 1.0, base: 'raw' },
   { w: 'W2', key: 'cpu_us_per_call', label: 'W2 stdio 64 in flight: client CPU/call, against the raw pipe', unit: 'µs', better: 'lower', target: 1.0, base: 'raw' },
@@ -264,7 +275,8 @@ lines.push(
   `| Counts | W1 ${config.w1Calls} calls, W2 ${config.w2Calls} calls, W3 ${config.w3SeqCalls} sequential + ${config.w3ConcCalls} in flight, ` +
     `${config.concurrency} in flight, ${config.warmup} warm-up calls (W1/W2; a third of that for W3), W7 ${config.w7Reps} cold processes per round, ` +
     `W9/W10 ${config.w9Sessions}/${config.w10Sessions} sessions (${config.sessionWidth} connecting at a time` +
-    `${config.sessionsEra === 'modern' ? '; servers speak 2026-07-28 too, BENCH_SESSIONS_ERA=modern' : ''}) |`,
+    `${config.sessionsEra === 'modern' ? '; servers speak 2026-07-28 too, BENCH_SESSIONS_ERA=modern' : ''}), ` +
+    `R1/R2 ${config.rSamples} recoveries per reconnect setting per round |`,
 );
 lines.push(`| Run time | ${elapsed.toFixed(0)} s |`);
 lines.push('');
@@ -283,7 +295,7 @@ for (const metric of METRICS) {
   const values = {};
   for (const c of clientsShown) {
     if (!SUPPORTED[c].includes(metric.w)) {
-      row.push('n/a');
+      row.push(metric.unsupported ?? 'n/a');
       continue;
     }
     values[c] = value(c, metric);
@@ -304,7 +316,8 @@ for (const metric of METRICS) {
 }
 lines.push('');
 lines.push(`Ratios are client / SDK of the medians; for calls/s higher is better, for everything else lower is better. ` +
-  `"n/a": the raw pipe is a floor for stdio only (the call path W1, W2 and the big catalogue W5); rows marked "against the raw pipe" take their target ratio against it; W8 is tool search, which only mcpferry has (its target is absolute: under 1 ms per query). ` +
+  `"n/a": the raw pipe is a floor for stdio only (the call path W1, W2 and the big catalogue W5); rows marked "against the raw pipe" take their target ratio against it; W8 is tool search, which only mcpferry has (its target is absolute: under 1 ms per query); ` +
+  `R1/R2 are recovery of a lost server, which only mcpferry does ("n/a (no recovery)": the MCP SDK and the AI SDK restart no stdio server and open no new session by themselves). ` +
   `W1V/W2V: each client validates what it does by default (mcpferry: arguments and structuredContent; the MCP SDK: structuredContent); ` +
   `the "validation off" and "cost" rows are mcpferry's alone, measured in the same process with validateArguments and validateResults off.`);
 lines.push('');
@@ -349,6 +362,13 @@ lines.push(
     '  the SDKs: one client per server per session) on the same 2 `echo-http.mjs` servers of 50 tools, connected 50',
     '  at a time; then one `echo` call per session, 50 in flight. RSS and heap per session are the Δ against before',
     '  connecting, after GC, divided by the sessions held.',
+    '- R1/R2: recovery time, wall from the SIGKILL of the server (by pid) to the first successful `echo` call, each',
+    '  recovery on a fresh live toolset, with the `reconnect` defaults (first backoff 500 ms + up to 20% jitter) and',
+    '  with `initialDelayMs: 50`; calls are made from the kill on until one succeeds (one the loss catches fails, one',
+    '  made while reconnecting waits). R1 stdio: mcpferry starts the server again. R2 Streamable HTTP: the server is',
+    '  started again on its port as soon as mcpferry reports it lost (a replacement process started ahead binds then:',
+    '  `outage_ms`), so the row is detection + backoff + a new session, not downtime. p50/p95 are over one round\'s',
+    '  recoveries (median over rounds); CPU is this process\'s for one recovery, kill → success.',
   ].join('\n'),
 );
 lines.push('');
