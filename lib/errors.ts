@@ -32,6 +32,11 @@ export type McpErrorCode =
 
 export class McpError extends Error {
   readonly code: McpErrorCode;
+  /**
+   * Set when the request reached the server (or may have) before it failed — its server lost mid-call, its
+   * response stream broken: it may have run, and it was not sent again. Check before calling again.
+   */
+  declare readonly sent?: boolean;
   constructor(code: McpErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.code = code;
@@ -48,10 +53,7 @@ export class McpTimeoutError extends McpError {}
 /** The caller's AbortSignal fired. The server was sent `notifications/cancelled`. */
 export class McpAbortedError extends McpError {}
 /** The pipe or socket failed, or the server process exited. */
-export class McpTransportError extends McpError {
-  /** Set when the server was lost after this request was sent: it may have run. It is never sent again. */
-  declare readonly sent?: boolean;
-}
+export class McpTransportError extends McpError {}
 /** The server is not live (reconnecting past the call's wait, failed, disabled): the call was not sent. */
 export class McpServerUnavailableError extends McpError {}
 /** An option or server entry is invalid. */
