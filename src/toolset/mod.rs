@@ -44,7 +44,7 @@ use crate::store::ConnectionStore;
 use parking_lot::Mutex;
 use routes::RouteTable;
 use serde::Serialize;
-use shared::{Settings, Shared};
+use shared::Shared;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -128,7 +128,8 @@ impl Toolset {
             flow_timeout: Duration::from_millis(config.connect_timeout_ms),
             logins: CancellationToken::new(),
         });
-        let shared = Arc::new(Shared::new(Settings {
+        let server_count = config.servers.len();
+        let shared = Arc::new(Shared {
             hooks,
             elicitation_modes: config.elicitation_modes,
             allowed_hosts,
@@ -141,11 +142,17 @@ impl Toolset {
             validation: config.validation,
             filter: config.filter,
             disclosure: config.disclosure,
+            routes: arc_swap::ArcSwap::from_pointee(RouteTable::empty(server_count)),
+            publication: parking_lot::RwLock::new(()),
+            projecting: Mutex::new(()),
             store,
+            reconciling: watch::channel(0).0,
             events,
+            startup_diagnostics: Mutex::new(Some(Vec::new())),
+            projected: watch::channel(false).0,
             auth_host,
-            server_count: config.servers.len(),
-        }));
+            client_mode: std::sync::atomic::AtomicBool::new(false),
+        });
         let servers = config
             .servers
             .into_iter()

@@ -6,13 +6,13 @@ use super::local;
 use super::routes::{self, ProjectionOptions, RouteTable, ServerIdentity};
 use super::{ToolsChange, ToolsetEvents, LOCAL_SERVER};
 use crate::config::{DisclosureConfig, ReconnectConfig};
+use arc_swap::ArcSwap;
 use crate::diagnostics::Diagnostic;
 use crate::guard::filter::ToolFilter;
 use crate::guard::hosts::HostGuard;
 use crate::hooks::Hooks;
 use crate::projection::ProjectedTool;
 use crate::store::ConnectionStore;
-use arc_swap::ArcSwap;
 use parking_lot::{Mutex, RwLock};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -45,7 +45,7 @@ pub(crate) struct Shared {
     /// its last check to the write of its bytes, so no table is published between the two.
     pub publication: RwLock<()>,
     /// One writer at a time projects a server into the next table. No call ever takes it.
-    projecting: Mutex<()>,
+    pub projecting: Mutex<()>,
     /// Where catalogues and drift baselines persist. Without one there is no baseline.
     pub store: Option<Arc<dyn ConnectionStore>>,
     /// Background reconciliations still running (after a rebuild from storage).
@@ -53,7 +53,7 @@ pub(crate) struct Shared {
     pub events: Arc<dyn ToolsetEvents>,
     /// Diagnostics raised while connecting, returned with the tools so the caller sees them before
     /// `mcpTools` resolves. `None` once connected: later ones go straight to `events`.
-    startup_diagnostics: Mutex<Option<Vec<Diagnostic>>>,
+    pub startup_diagnostics: Mutex<Option<Vec<Diagnostic>>>,
     /// Flips to true once the first projection is out, so a list_changed that races it is applied after.
     pub projected: watch::Sender<bool>,
     /// The host's side of OAuth: the token store and the way to a person.
@@ -63,72 +63,7 @@ pub(crate) struct Shared {
     pub client_mode: AtomicBool,
 }
 
-/// The settings a [`Shared`] is made from.
-pub(crate) struct Settings {
-    pub hooks: Hooks,
-    pub elicitation_modes: crate::elicitation::Modes,
-    pub allowed_hosts: Option<Arc<HostGuard>>,
-    pub proxy: Option<url::Url>,
-    pub timeout: Duration,
-    pub connect_timeout: Duration,
-    pub reconnect: Option<ReconnectConfig>,
-    pub log_id: u64,
-    pub max_result_bytes: usize,
-    pub validation: crate::schema::tool::ValidationConfig,
-    pub filter: ToolFilter,
-    pub disclosure: DisclosureConfig,
-    pub store: Option<Arc<dyn ConnectionStore>>,
-    pub events: Arc<dyn ToolsetEvents>,
-    pub auth_host: Arc<crate::auth::AuthHost>,
-    pub server_count: usize,
-}
-
 impl Shared {
-    pub fn new(settings: Settings) -> Self {
-        let Settings {
-            hooks,
-            elicitation_modes,
-            allowed_hosts,
-            proxy,
-            timeout,
-            connect_timeout,
-            reconnect,
-            log_id,
-            max_result_bytes,
-            validation,
-            filter,
-            disclosure,
-            store,
-            events,
-            auth_host,
-            server_count,
-        } = settings;
-        Shared {
-            hooks,
-            elicitation_modes,
-            allowed_hosts,
-            proxy,
-            timeout,
-            connect_timeout,
-            reconnect,
-            log_id,
-            max_result_bytes,
-            validation,
-            filter,
-            disclosure,
-            routes: ArcSwap::from_pointee(RouteTable::empty(server_count)),
-            publication: RwLock::new(()),
-            projecting: Mutex::new(()),
-            store,
-            reconciling: watch::channel(0).0,
-            events,
-            startup_diagnostics: Mutex::new(Some(Vec::new())),
-            projected: watch::channel(false).0,
-            auth_host,
-            client_mode: AtomicBool::new(false),
-        }
-    }
-
     pub fn is_client(&self) -> bool {
         self.client_mode.load(std::sync::atomic::Ordering::Relaxed)
     }
