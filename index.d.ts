@@ -145,6 +145,8 @@ export declare class NativeToolset {
   rebuild(stdioAllowed: boolean): Promise<string>
   /** The MCP section of a system prompt for this toolset (never server instructions). */
   systemPrompt(): string
+  /** Every configured server's state (`toolset.servers()`), as JSON. */
+  servers(): string
   /** Resolves when background reconciliation after `rebuild` has finished. */
   reconciled(): Promise<void>
   /**

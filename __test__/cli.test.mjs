@@ -199,6 +199,32 @@ test('status is redacted: variable and header names, never their values; the URL
   assert.equal(typeof web.elapsedMs, 'number');
 });
 
+test('status: each server\'s state as the engine reports it (servers()), with a failed one\'s last error; --json carries it whole', async () => {
+  const dir = await trustedProject({ 'mcp.json': servers });
+  const text = await run(['status'], { cwd: dir });
+  assert.equal(text.code, 3, text.stderr);
+  assert.match(text.stdout, /^fx {2}stdio {2}live {2}\d+ ms, 2025-11-25\n {2}state: live\n {2}\S+ \S+server\.mjs$/m);
+  assert.match(text.stdout, /^typo {2}stdio {2}degraded: MCP server "typo" is unavailable: command not found: "nodee".*\n {2}state: failed, last error mcp_transport_error: command not found: "nodee".*\n {2}nodee server\.js$/m);
+  assert.match(text.stdout, /^off {2}stdio {2}disabled\n {2}state: disabled\n {2}surely-not-started$/m);
+  assert.doesNotMatch(text.stdout, /restart/, 'no restarts: none shown');
+
+  const json = await run(['status', '--json'], { cwd: dir });
+  const byName = Object.fromEntries(JSON.parse(json.stdout).servers.map((s) => [s.name, s]));
+  assert.deepEqual(Object.keys(byName).sort(), ['fx', 'off', 'typo']);
+  assert.equal(byName.fx.status.state, 'live');
+  assert.equal(byName.fx.status.protocolVersion, '2025-11-25');
+  assert.equal(byName.typo.state, 'degraded', 'the CLI\'s own state is kept');
+  assert.equal(byName.typo.status.state, 'failed');
+  assert.equal(byName.typo.status.lastError.code, 'mcp_transport_error');
+  assert.match(byName.typo.status.lastError.message, /nodee/);
+  assert.equal(byName.off.status.state, 'disabled');
+  for (const s of Object.values(byName)) {
+    assert.equal(s.status.restarts, 0);
+    assert.equal(typeof s.status.since, 'number');
+    assert.equal(s.status.name, undefined, 'named once, by the entry');
+  }
+});
+
 test('inspect: server info, protocol version, capabilities, catalogue size, disclosure tier', async () => {
   const dir = await trustedProject({ 'mcp.json': servers });
   const { code, stdout } = await run(['inspect', 'fx', '--json'], { cwd: dir });

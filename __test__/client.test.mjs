@@ -116,13 +116,16 @@ test("results are the server's own, not checked against the outputSchema (mcpToo
   }
 });
 
-test('a server that crashes mid-call fails that call with a typed error, and later calls too', async () => {
+test('a server that crashes mid-call fails that call with a typed error; with reconnect: false later calls too', async () => {
   const server = fixture('crashing');
-  const client = await connectMcpServer(server.entry, { timeoutMs: 5000, warnings: false });
+  const client = await connectMcpServer(server.entry, { timeoutMs: 5000, warnings: false, reconnect: false });
   try {
     await assert.rejects(client.callTool({ name: 'crash', arguments: {} }), code('mcp_transport_error'));
-    await assert.rejects(client.callTool({ name: 'echo', arguments: { text: 'after' } }), (e) => e instanceof McpError && ['mcp_transport_error', 'mcp_connection_closed'].includes(e.code));
-    await assert.rejects(client.listTools(), (e) => e instanceof McpError && e.code === 'mcp_transport_error');
+    // Sent before the loss is handled, a call meets the dead pipe; after it, the server is failed.
+    await assert.rejects(client.callTool({ name: 'echo', arguments: { text: 'after' } }), (e) => e instanceof McpError && ['mcp_server_unavailable', 'mcp_transport_error'].includes(e.code));
+    await until(() => client.servers()[0].state === 'failed');
+    await assert.rejects(client.callTool({ name: 'echo', arguments: { text: 'later' } }), code('mcp_server_unavailable'));
+    await assert.rejects(client.listTools(), code('mcp_server_unavailable'));
   } finally {
     await client.close();
   }

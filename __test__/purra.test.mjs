@@ -357,13 +357,54 @@ test('after a list change old registrations answer mcp_catalog_stale without I/O
   }
 });
 
-test('a server that dies mid-call: mcp_transport_error, then closed', async () => {
-  const { client } = await purraServer();
+/** The client's one server, once `predicate` holds of its `servers()` entry. */
+const untilServer = (client, predicate) => until(() => predicate(client.servers()[0]) && client.servers()[0], { timeoutMs: 15_000 });
+
+test('a server that dies mid-call: mcp_transport_error, then the catalogue is stale: no call waits for the recovery or reaches what came back', async () => {
+  const { client, calls } = await purraServer({}, { reconnect: { initialDelayMs: 100 } });
   try {
     const catalog = await discoverMcpTools(client, 'docs', { crash: bind('crash'), lookup: bind('lookup') });
     const [crash, lookup] = catalog.registrations;
     assert.equal((await crash.run({})).errorCode, 'mcp_transport_error');
-    assert.ok(['mcp_transport_error', 'mcp_connection_closed'].includes((await lookup.run({ key: 'k' })).errorCode));
+    // Made at once: refused without waiting for the recovery (stale once the engine has seen the loss;
+    // before that, it fails on the dead connection like the call in flight).
+    const during = (await lookup.run({ key: 'k' })).errorCode;
+    assert.ok(['mcp_catalog_stale', 'mcp_transport_error'].includes(during), during);
+    await until(() => catalog.stale);
+    await untilServer(client, (s) => s.state === 'live' && s.restarts === 1);
+    assert.equal((await lookup.run({ key: 'k' })).errorCode, 'mcp_catalog_stale');
+    assert.deepEqual(calls('lookup'), [], 'no lookup reached either process');
+  } finally {
+    await client.close();
+  }
+});
+
+test('a server killed by pid and started again: the catalogue bound before is stale, and nothing reaches the new process for it', async () => {
+  const pids = scratchFile('purra.pids');
+  const { client, received, calls } = await purraServer({ PURRA_PIDS: pids }, { reconnect: { initialDelayMs: 100 } });
+  const started = () => readFileSync(pids, 'utf8').split('\n').filter(Boolean).map(Number);
+  try {
+    const catalog = await discoverMcpTools(client, 'docs', { lookup: bind('lookup') });
+    const [lookup] = catalog.registrations;
+    assert.equal((await lookup.run({ key: 'k' })).content.text[0], 'value of k');
+    const [first] = started();
+    process.kill(first, 'SIGKILL');
+    await untilServer(client, (s) => s.state === 'live' && s.restarts === 1);
+    const [, second, ...more] = started();
+    assert.ok(second && second !== first && more.length === 0, `started once more: ${started()}`);
+    assert.equal(catalog.stale, true);
+    assert.deepEqual(await lookup.run({ key: 'k' }), { content: { text: [], structured: null }, effectState: 'not_started', errorCode: 'mcp_catalog_stale' });
+    await assert.rejects(lookup.scope({ key: 'k' }, {}), adapter('mcp_catalog_stale'));
+    // The killed process never writes again: what follows its successor's initialize is the new process's.
+    const fromNew = () => received().slice(received().findLastIndex((m) => m.method === 'initialize'));
+    await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(fromNew().filter((m) => m.method === 'tools/call'), [], 'nothing reached the new process');
+    assert.equal(calls('lookup').length, 1, 'the one call, made before the kill');
+    // Discovering again binds what came back (listed and vetted like a first connect).
+    const fresh = await discoverMcpTools(client, 'docs', { lookup: bind('lookup') });
+    assert.equal(fresh.stale, false);
+    assert.equal((await fresh.registrations[0].run({ key: 'k' })).content.text[0], 'value of k');
+    assert.equal(fromNew().filter((m) => m.method === 'tools/call').length, 1);
   } finally {
     await client.close();
   }

@@ -171,12 +171,25 @@ test('a server that crashes mid-call fails the pending call at once and is repor
     assert.match(e.message, /exited with code 7/);
     return true;
   });
-  assert.equal((await slow).code, 'mcp_transport_error');
+  const lost = await slow;
+  assert.equal(lost.code, 'mcp_transport_error');
+  assert.equal(lost.sent, true, 'a call in flight at the crash may have run');
   assert.ok(Date.now() - started < 2000, 'no caller waits for a timeout');
-  const degraded = await until(() => diagnostics.find((d) => d.code === 'server-degraded'));
-  assert.match(degraded.stderrTail, /fatal error, crashing now/);
-  // Later calls fail fast too.
-  await assert.rejects(tools.boom__echo.execute({ text: 'x' }), { code: 'mcp_transport_error' });
+  const reported = await until(() => diagnostics.find((d) => d.code === 'server-lost'));
+  assert.match(reported.stderrTail, /fatal error, crashing now/);
+  assert.equal(diagnostics.filter((d) => d.code === 'server-degraded').length, 0, 'a loss is not a failed start');
+  // Its supervisor starts it again: a later call waits for that and succeeds.
+  assert.equal((await tools.boom__echo.execute({ text: 'x' })).content[0].text, 'echo: x');
+  await close();
+});
+
+test('with reconnect: false a crashed server stays down and its later calls fail fast', async () => {
+  const { tools, close, diagnostics } = await open([fixture('boom').entry], { reconnect: false });
+  await assert.rejects(tools.boom__crash.execute({}), { code: 'mcp_transport_error' });
+  await until(() => diagnostics.find((d) => d.code === 'server-failed'));
+  const started = Date.now();
+  await assert.rejects(tools.boom__echo.execute({ text: 'x' }), { code: 'mcp_server_unavailable' });
+  assert.ok(Date.now() - started < 1000, 'at once');
   await close();
 });
 
@@ -189,7 +202,7 @@ test('a server that writes garbage fails its pending calls with mcp_protocol_err
     return true;
   });
   assert.equal((await slow).code, 'mcp_protocol_error');
-  await until(() => diagnostics.find((d) => d.code === 'server-degraded'));
+  await until(() => diagnostics.find((d) => d.code === 'server-lost' && d.errorCode === 'mcp_protocol_error'));
   await close();
 });
 

@@ -9,11 +9,12 @@
 // round so none is always first. Each metric is the median over rounds; ratios are against the SDK.
 
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync, readFileSync, readdirSync, readSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, readSync, writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join, relative } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BENCH_DIR, config, REPO_DIR, SUPPORTED } from './lib/config.mjs';
+import { pidsWithArg } from './lib/processes.mjs';
 
 const CLIENT_LABELS = { mcpferry: 'mcpferry', sdk: 'MCP SDK', aisdk: 'AI SDK', raw: 'raw pipe' };
 
@@ -62,6 +63,17 @@ const METRICS = [
       { w, key: 'heap_kib_per_session', label: `${w} ${n} sessions: JS heap per session`, unit: 'KiB', better: 'lower' },
       { w, key: 'call_ms', label: `${w} ${n} sessions: one call each (wall)`, unit: 'ms', better: 'lower' },
       { w, key: 'call_cpu_us_per_call', label: `${w} ${n} sessions: CPU per call`, unit: 'µs', better: 'lower' },
+    ];
+  }),
+  // Recovery of a lost server (issue 27), mcpferry only: the other clients have none ('n/a (no recovery)').
+  ...[['R1', 'stdio server SIGKILLed'], ['R2', 'HTTP server SIGKILLed, back on its port at once']].flatMap(([w, what]) => {
+    const row = { w, unit: 'ms', better: 'lower', unsupported: 'n/a (no recovery)' };
+    return [
+      { ...row, key: 'p50_ms', label: `${w} ${what} → first successful call, reconnect defaults: p50` },
+      { ...row, key: 'p95_ms', label: `${w} ${what} → first successful call, reconnect defaults: p95` },
+      { ...row, key: 'fast_p50_ms', label: `${w} ${what} → first successful call, initialDelayMs 50: p50` },
+      { ...row, key: 'fast_p95_ms', label: `${w} ${what} → first successful call, initialDelayMs 50: p95` },
+      { ...row, key: 'cpu_ms', label: `${w} ${what}: client CPU per recovery, reconnect defaults` },
     ];
   }),
   // Floors: the same metrics against the raw pipe rather than the SDK (`base`).
@@ -127,20 +139,7 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
 }
 
 // Server processes of this run still alive (each was started with `--bench-run=<runId>` in its argv).
-function strayServers() {
-  const tag = `--bench-run=${runId}`;
-  const found = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
-      if (argv.includes(tag)) found.push(Number(entry));
-    } catch {
-      // the process ended while we looked
-    }
-  }
-  return found;
-}
+const strayServers = () => pidsWithArg(`--bench-run=${runId}`);
 
 function median(values) {
   const sorted = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
@@ -276,7 +275,8 @@ lines.push(
   `| Counts | W1 ${config.w1Calls} calls, W2 ${config.w2Calls} calls, W3 ${config.w3SeqCalls} sequential + ${config.w3ConcCalls} in flight, ` +
     `${config.concurrency} in flight, ${config.warmup} warm-up calls (W1/W2; a third of that for W3), W7 ${config.w7Reps} cold processes per round, ` +
     `W9/W10 ${config.w9Sessions}/${config.w10Sessions} sessions (${config.sessionWidth} connecting at a time` +
-    `${config.sessionsEra === 'modern' ? '; servers speak 2026-07-28 too, BENCH_SESSIONS_ERA=modern' : ''}) |`,
+    `${config.sessionsEra === 'modern' ? '; servers speak 2026-07-28 too, BENCH_SESSIONS_ERA=modern' : ''}), ` +
+    `R1/R2 ${config.rSamples} recoveries per reconnect setting per round |`,
 );
 lines.push(`| Run time | ${elapsed.toFixed(0)} s |`);
 lines.push('');
@@ -295,7 +295,7 @@ for (const metric of METRICS) {
   const values = {};
   for (const c of clientsShown) {
     if (!SUPPORTED[c].includes(metric.w)) {
-      row.push('n/a');
+      row.push(metric.unsupported ?? 'n/a');
       continue;
     }
     values[c] = value(c, metric);
@@ -316,7 +316,8 @@ for (const metric of METRICS) {
 }
 lines.push('');
 lines.push(`Ratios are client / SDK of the medians; for calls/s higher is better, for everything else lower is better. ` +
-  `"n/a": the raw pipe is a floor for stdio only (the call path W1, W2 and the big catalogue W5); rows marked "against the raw pipe" take their target ratio against it; W8 is tool search, which only mcpferry has (its target is absolute: under 1 ms per query). ` +
+  `"n/a": the raw pipe is a floor for stdio only (the call path W1, W2 and the big catalogue W5); rows marked "against the raw pipe" take their target ratio against it; W8 is tool search, which only mcpferry has (its target is absolute: under 1 ms per query); ` +
+  `R1/R2 are recovery of a lost server, which only mcpferry does ("n/a (no recovery)": the MCP SDK and the AI SDK restart no stdio server and open no new session by themselves). ` +
   `W1V/W2V: each client validates what it does by default (mcpferry: arguments and structuredContent; the MCP SDK: structuredContent); ` +
   `the "validation off" and "cost" rows are mcpferry's alone, measured in the same process with validateArguments and validateResults off.`);
 lines.push('');
@@ -361,6 +362,13 @@ lines.push(
     '  the SDKs: one client per server per session) on the same 2 `echo-http.mjs` servers of 50 tools, connected 50',
     '  at a time; then one `echo` call per session, 50 in flight. RSS and heap per session are the Δ against before',
     '  connecting, after GC, divided by the sessions held.',
+    '- R1/R2: recovery time, wall from the SIGKILL of the server (by pid) to the first successful `echo` call, each',
+    '  recovery on a fresh live toolset, with the `reconnect` defaults (first backoff 500 ms + up to 20% jitter) and',
+    '  with `initialDelayMs: 50`; calls are made from the kill on until one succeeds (one the loss catches fails, one',
+    '  made while reconnecting waits). R1 stdio: mcpferry starts the server again. R2 Streamable HTTP: the server is',
+    '  started again on its port as soon as mcpferry reports it lost (a replacement process started ahead binds then:',
+    '  `outage_ms`), so the row is detection + backoff + a new session, not downtime. p50/p95 are over one round\'s',
+    '  recoveries (median over rounds); CPU is this process\'s for one recovery, kill → success.',
   ].join('\n'),
 );
 lines.push('');

@@ -54,3 +54,4 @@ exports.McpResultTooDeepError = api.McpResultTooDeepError;
 exports.McpSchemaInvalidError = api.McpSchemaInvalidError;
 exports.McpResultInvalidError = api.McpResultInvalidError;
 exports.McpInternalError = api.McpInternalError;
+exports.McpServerUnavailableError = api.McpServerUnavailableError;

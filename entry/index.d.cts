@@ -47,6 +47,7 @@ export {
   McpSchemaInvalidError,
   McpResultInvalidError,
   McpInternalError,
+  McpServerUnavailableError,
 } from '../dist/index.js';
 export type { McpErrorCode } from '../dist/errors.js';
 export type { McpConnectionStore, StoredServer, PostgresMcpConnectionStore, PostgresMcpConnectionStoreOptions } from '../dist/stores.js';

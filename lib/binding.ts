@@ -3,6 +3,7 @@
 
 export interface NativeToolset {
   systemPrompt(): string;
+  servers(): string;
   connect(): Promise<string>;
   rebuild(stdioAllowed: boolean): Promise<string>;
   reconciled(): Promise<void>;

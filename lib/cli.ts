@@ -23,7 +23,7 @@ import {
 import { binding } from './binding';
 import { loadConfigText, type Unresolved } from './config-file';
 import { readConfigFile } from './config-read';
-import type { Diagnostic, McpAuthorizationPrompt, McpOptions, McpServer, McpToolset } from './types';
+import type { Diagnostic, McpAuthorizationPrompt, McpOptions, McpServer, McpServerStatus, McpToolset } from './types';
 
 /** Exit codes, documented in the README and `mcpferry --help`. */
 export const EXIT = {
@@ -516,6 +516,13 @@ class Cli {
     }
   }
 
+  /** `state: failed, 2 restarts, last error mcp_transport_error: …`: the engine's state of a server, on one line. */
+  private static state(status: Omit<McpServerStatus, 'name'>): string {
+    const restarts = status.restarts > 0 ? `, ${count(status.restarts, 'restart')}` : '';
+    const lastError = status.state === 'failed' && status.lastError ? `, last error ${printable(status.lastError.code)}: ${printable(status.lastError.message)}` : '';
+    return `state: ${printable(status.state)}${restarts}${lastError}`;
+  }
+
   async tools(only?: string): Promise<number> {
     const { toolset, reports } = await this.connect(this.selected(only));
     try {
@@ -540,9 +547,17 @@ class Cli {
 
   async status(only?: string): Promise<number> {
     const { toolset, reports } = await this.connect(this.selected(only));
-    await toolset.close();
+    // The engine's own account of each server (its state, restarts, last error), read before closing.
+    let states: McpServerStatus[];
+    try {
+      states = toolset.servers();
+    } finally {
+      await toolset.close();
+    }
     const servers = this.selected(only).map((server) => {
       const report = reports.get(server.name)!;
+      const found = states.find((s) => s.name === server.name);
+      const status = found && (({ name: _, ...rest }) => rest)(found);
       // What is configured, never a value that may be a secret: names of env variables and headers only,
       // the arguments with the engine's redaction of their credentials, and a URL without its query.
       const target =
@@ -555,6 +570,7 @@ class Cli {
         state: report.state,
         ...(report.reason ? { reason: report.reason, errorCode: report.errorCode } : {}),
         ...(report.connected ? { elapsedMs: report.connected.elapsedMs, protocolVersion: report.connected.protocolVersion } : {}),
+        ...(status ? { status } : {}),
         ...target,
       };
     });
@@ -564,7 +580,7 @@ class Cli {
           ? `${s.url}${s.headers?.length ? ` (headers ${s.headers.join(' ')})` : ''}`
           : `${commandLine({ command: s.command, args: s.args })}${s.env.length ? ` (env ${s.env.join(' ')})` : ''}`;
       const timing = s.elapsedMs !== undefined ? `  ${s.elapsedMs} ms, ${s.protocolVersion}` : '';
-      return `${printable(s.name)}  ${s.type}  ${Cli.describe(reports.get(s.name)!)}${timing}\n  ${printable(where)}`;
+      return `${printable(s.name)}  ${s.type}  ${Cli.describe(reports.get(s.name)!)}${timing}\n${s.status ? `  ${Cli.state(s.status)}\n` : ''}  ${printable(where)}`;
     });
     this.out({ source: this.config.source, servers }, `${lines.join('\n')}\n`);
     return [...reports.values()].some((r) => r.unreachable) ? EXIT.connection : EXIT.ok;

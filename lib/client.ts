@@ -130,9 +130,12 @@ export async function connectMcpServer(entry: McpServer, opts: McpClientOptions 
   try {
     toolset = await openToolset([entry], options, (toolset) => toolset.connect(), false, {
       prepare: (toolset) => native.clientMode(toolset),
-      observe: (kind) => {
+      observe: (kind, payload) => {
         if (kind === 'tools') byRemoteName = undefined;
-        if (kind === 'tools-announced' || kind === 'tools') changed();
+        // A server that came back is a new process or session: what was discovered before (a purra
+        // catalogue) is stale even when its tools look the same, since nothing is rediscovered implicitly.
+        const reconnected = kind === 'diagnostic' && (payload as { code?: unknown } | null)?.code === 'server-reconnected';
+        if (kind === 'tools-announced' || kind === 'tools' || reconnected) changed();
       },
     });
   } catch (error) {
@@ -217,6 +220,7 @@ export async function connectMcpServer(entry: McpServer, opts: McpClientOptions 
     close() {
       return (closing ??= (listeners.clear(), toolset.close()));
     },
+    servers: () => toolset.servers(),
   };
   internals.set(client, {
     client,

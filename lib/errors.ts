@@ -27,10 +27,16 @@ export type McpErrorCode =
   | 'mcp_schema_invalid'
   | 'mcp_result_invalid'
   | 'mcp_internal_error'
+  | 'mcp_server_unavailable'
   | 'mcp_outcome_unknown';
 
 export class McpError extends Error {
   readonly code: McpErrorCode;
+  /**
+   * Set when the request reached the server (or may have) before it failed — its server lost mid-call, its
+   * response stream broken: it may have run, and it was not sent again. Check before calling again.
+   */
+  declare readonly sent?: boolean;
   constructor(code: McpErrorCode, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.code = code;
@@ -48,6 +54,8 @@ export class McpTimeoutError extends McpError {}
 export class McpAbortedError extends McpError {}
 /** The pipe or socket failed, or the server process exited. */
 export class McpTransportError extends McpError {}
+/** The server is not live (reconnecting past the call's wait, failed, disabled): the call was not sent. */
+export class McpServerUnavailableError extends McpError {}
 /** An option or server entry is invalid. */
 export class McpConfigError extends McpError {}
 /** A message from the server was larger than the result limit. */
@@ -120,6 +128,7 @@ const classes: Record<McpErrorCode, new (code: McpErrorCode, message: string) =>
   mcp_schema_invalid: McpSchemaInvalidError,
   mcp_result_invalid: McpResultInvalidError,
   mcp_internal_error: McpInternalError,
+  mcp_server_unavailable: McpServerUnavailableError,
   mcp_outcome_unknown: McpOutcomeUnknownError,
 };
 

@@ -3,7 +3,7 @@
 // call, concurrent or not, shares that one discovery. `tools()` is the AI SDK adapter's view of it, with
 // the handle's names. This file only wires: it holds no protocol logic.
 
-import type { JsonSchema, McpOptions, McpServer, McpTool, McpToolset } from './types';
+import type { JsonSchema, McpOptions, McpServer, McpServerStatus, McpTool, McpToolset } from './types';
 import type { McpErrorCode } from './errors';
 
 /** Where the handle's server is: a child process (`stdio`) or a Streamable HTTP endpoint (`http`). */
@@ -45,6 +45,8 @@ export interface McpHandle<Tools> {
   describeTools(): Promise<McpToolDescription[]>;
   /** Close the connection. Idempotent; a no-op if the handle never connected. */
   close(): Promise<void>;
+  /** The server's state (see `McpServerStatus`); empty before the handle first connected. */
+  servers(): McpServerStatus[];
 }
 
 /** What the handle takes from the package's main entry, loaded on first use (it loads the engine). */
@@ -118,6 +120,9 @@ export function bindCreateMcpHandle<Tools>(
         closing ??= opening ? opening.then((toolset) => toolset.close(), () => undefined) : Promise.resolve();
         return closing;
       },
+      servers() {
+        return named ? named.toolset.servers() : [];
+      },
     };
   };
 }
@@ -144,5 +149,5 @@ function prefixedToolset(toolset: McpToolset, server: string, prefix: string): M
       return value === undefined ? undefined : { value, enumerable: true, configurable: true, writable: false };
     },
   });
-  return { tools, close: () => toolset.close(), reconciled: toolset.reconciled };
+  return { tools, close: () => toolset.close(), reconciled: toolset.reconciled, servers: () => toolset.servers() };
 }

@@ -47,6 +47,7 @@ export {
   McpSchemaInvalidError,
   McpResultInvalidError,
   McpInternalError,
+  McpServerUnavailableError,
 } from './errors';
 export type { McpErrorCode } from './errors';
 export type * from './types';
@@ -212,6 +213,8 @@ const PROGRESS_CODES: ReadonlySet<string> = new Set(['server-connecting', 'serve
 /** What is printed to stderr when no `onDiagnostic` is given: something a person must know is wrong. */
 const WARNING_CODES: ReadonlySet<string> = new Set([
   'server-degraded',
+  'server-lost',
+  'server-failed',
   'server-name-collision',
   'tool-rejected',
   'tool-schema-invalid',
@@ -831,6 +834,13 @@ export async function openToolset(
     tools,
     close,
     reconciled: reconciles ? native.reconciled().catch((error) => Promise.reject(engineFailure(error))) : Promise.resolve(),
+    servers: () => {
+      try {
+        return JSON.parse(native.servers());
+      } catch (error) {
+        throw engineFailure(error);
+      }
+    },
   };
   natives.set(toolset, native);
   return toolset;

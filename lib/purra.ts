@@ -211,8 +211,17 @@ export async function discoverMcpTools(
     stale = true;
     unwatch();
   });
+  // The connection discovered on, read from the engine without waiting for its diagnostics: a server that
+  // is lost (not live) or came back since (a new process or session) makes the catalogue stale, so a
+  // registration never waits for a recovery and is never sent to what came back.
+  const connection = () => {
+    const [server] = client.servers();
+    return server?.state === 'live' ? server.restarts : -1;
+  };
+  const discoveredOn = connection();
+  const isStale = () => stale || connection() !== discoveredOn;
   try {
-    const catalog = await discover(internals, serverId, protocolVersion, bound, limits, limitsJson, options.signal, () => stale);
+    const catalog = await discover(internals, serverId, protocolVersion, bound, limits, limitsJson, options.signal, isStale);
     return catalog;
   } catch (error) {
     unwatch();
@@ -293,7 +302,7 @@ async function discover(
     snapshot,
     registrations: Object.freeze(registrations),
     get stale() {
-      return isStale() || internals.closed();
+      return internals.closed() || isStale();
     },
   });
 }

@@ -173,6 +173,8 @@ export interface McpOptions {
    * requests (discovery, registration, tokens) all together, the person's own time aside.
    */
   connectTimeoutMs?: number;
+  /** How a lost server is recovered (on by default; `false`: not at all). See {@link McpReconnectOptions}. */
+  reconnect?: false | McpReconnectOptions;
   /**
    * What a server that cannot connect does to `mcpTools`: `'warn'` (default) resolves with the other
    * servers' tools and reports it (`server-degraded`); `'throw'` rejects with an `McpError` whose
@@ -439,6 +441,51 @@ export interface McpToolset {
   close(): Promise<void>;
   /** Settles when the tool map has been checked against the servers (immediately for `mcpTools`). */
   reconciled: Promise<void>;
+  /** Every configured server's state now, in configuration order (see {@link McpServerStatus}). */
+  servers(): McpServerStatus[];
+}
+
+/** Where a server is in its life: `toolset.servers()`, `client.servers()`, `handle.servers()`. */
+export interface McpServerStatus {
+  name: string;
+  /**
+   * `connecting` (first connection under way; calls wait), `live`, `reconnecting` (lost, being brought
+   * back; calls wait up to `reconnect.waitMs`), `failed` (given up for now; calls fail at once with
+   * `mcp_server_unavailable`), `disabled` (`enabled: false`), `stale` (projected from a store by
+   * `rebuildMcpToolsFromStorage`, not reached yet), `closed`.
+   */
+  state: 'connecting' | 'live' | 'reconnecting' | 'failed' | 'disabled' | 'stale' | 'closed';
+  /** When it entered that state, in ms since the Unix epoch. */
+  since: number;
+  /** Why it last failed (redacted). */
+  lastError?: { code: string; message: string };
+  /** Recoveries that brought it back so far. */
+  restarts: number;
+  /** The negotiated protocol version, while live. */
+  protocolVersion?: string;
+}
+
+/**
+ * `reconnect`: how a lost server is brought back. On by default; `false` leaves a lost server `failed`.
+ * A stdio server that exits, is killed or breaks the protocol is started again (its old process group
+ * reaped first); an HTTP server whose session can't be re-established is reached again. What comes back is
+ * listed and vetted like a first connect (drift quarantine with a store). Nothing sent is ever resent.
+ */
+export interface McpReconnectOptions {
+  /** The first wait, doubled after each failed attempt (plus up to 20% jitter). Default 500. */
+  initialDelayMs?: number;
+  /** The longest wait between attempts. Default 30000. */
+  maxDelayMs?: number;
+  /** Failed attempts in a row before the server is `failed`. Default 10. */
+  maxAttempts?: number;
+  /** How long a call waits for a `reconnecting` server before `mcp_server_unavailable`. Default: its `timeoutMs`. */
+  waitMs?: number;
+  /**
+   * `exits` ends (losses and failed attempts) within `windowMs` make a crash loop: the server is `failed`,
+   * then rests `coolDownMs` before one new attempt (sooner on a call, never sooner than `maxDelayMs` after the
+   * last attempt). Defaults 5, 60000, 60000.
+   */
+  crashLoop?: { exits?: number; windowMs?: number; coolDownMs?: number };
 }
 
 interface DiagnosticBase {
@@ -448,6 +495,14 @@ interface DiagnosticBase {
 
 export type Diagnostic =
   | (DiagnosticBase & { code: 'server-degraded'; errorCode: string; stderrTail: string | null })
+  /** A live server's connection ended unasked; calls in flight failed with `sent: true`; it is being recovered. */
+  | (DiagnosticBase & { code: 'server-lost'; errorCode: string; stderrTail: string | null })
+  /** The wait (`delayMs`) before attempt `attempt` (from 1) to bring a lost server back. */
+  | (DiagnosticBase & { code: 'server-reconnecting'; attempt: number; delayMs: number })
+  /** A lost server is live again, `elapsedMs` after it was lost; its tools were listed and vetted again. */
+  | (DiagnosticBase & { code: 'server-reconnected'; attempt: number; elapsedMs: number; protocolVersion: string })
+  /** Given up on for now; `retryInMs`: when one new attempt is made (null: not automatically). */
+  | (DiagnosticBase & { code: 'server-failed'; errorCode: string; restarts: number; retryInMs: number | null; stderrTail: string | null })
   | (DiagnosticBase & { code: 'server-connecting'; transport: 'stdio' | 'streamable-http' | 'sse' })
   | (DiagnosticBase & {
       code: 'server-connected';
@@ -552,7 +607,8 @@ export interface McpServerClient {
    * Call a tool by its remote name, through the same gates as `mcpTools` (`policy`, `auth`). Resolves
    * to the server's result as sent, `isError: true` included; rejects with `mcp_tool_unavailable` for a
    * tool the server does not (or no longer) publish, `mcp_connection_closed` after `close()`, and
-   * `mcp_transport_error` when the server dies mid-call.
+   * `mcp_transport_error` (with `sent: true`) when the server dies mid-call, and `mcp_server_unavailable`
+   * when it is not live (reconnecting past the wait, or failed).
    */
   callTool(request: McpCallToolRequest): Promise<McpCallToolResult>;
   /**
@@ -563,6 +619,8 @@ export interface McpServerClient {
   onToolsChanged(listener: () => void): () => void;
   /** Close the connection (a stdio server's process group is reaped). Idempotent. */
   close(): Promise<void>;
+  /** The server's state now (one entry; see {@link McpServerStatus}). */
+  servers(): McpServerStatus[];
 }
 
 // ---- mcpferry/purra: explicit read-only bindings (lib/purra.ts) ----
@@ -667,7 +725,7 @@ export interface McpToolRegistration {
 export interface McpToolCatalog {
   readonly snapshot: McpToolSnapshot;
   readonly registrations: readonly McpToolRegistration[];
-  /** True once the server's tools changed (or the client closed): discover again. */
+  /** True once the server's tools changed, its server was lost or came back (a new process or session), or the client closed: discover again. */
   readonly stale: boolean;
 }
 

@@ -45,6 +45,7 @@ pub const OPTION_KEYS: &[&str] = &[
     "validateArguments",
     "validateResults",
     "exposeServerErrors",
+    "reconnect",
 ];
 
 /// The key of a marker standing for a value JSON cannot carry: `{"$mcpferry": "function"}` (also
@@ -80,6 +81,93 @@ pub struct ToolsetConfig {
     pub elicitation_modes: crate::elicitation::Modes,
     /// `validateArguments`, `validateResults`, `exposeServerErrors` (each default true).
     pub validation: crate::schema::tool::ValidationConfig,
+    /// How a lost server is recovered (`reconnect`, on by default); `None` for `reconnect: false`.
+    pub reconnect: Option<ReconnectConfig>,
+}
+
+/// `reconnect`: how a supervisor brings a lost server back (see `toolset::recovery`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReconnectConfig {
+    /// The first backoff delay; each attempt after a failed one waits twice as long, up to `max_delay_ms`.
+    pub initial_delay_ms: u64,
+    pub max_delay_ms: u64,
+    /// Failed attempts in a row before the server is `failed`.
+    pub max_attempts: u64,
+    /// How long a call waits for a reconnecting server; `None`: its own timeout.
+    pub wait_ms: Option<u64>,
+    /// `crash_loop_exits` ends (losses and failed attempts) within `crash_loop_window_ms` make it `failed`.
+    pub crash_loop_exits: u64,
+    pub crash_loop_window_ms: u64,
+    /// How long a `failed` server rests before one new attempt.
+    pub cool_down_ms: u64,
+}
+
+impl Default for ReconnectConfig {
+    fn default() -> Self {
+        use crate::limits::*;
+        ReconnectConfig {
+            initial_delay_ms: DEFAULT_RECONNECT_INITIAL_DELAY_MS,
+            max_delay_ms: DEFAULT_RECONNECT_MAX_DELAY_MS,
+            max_attempts: DEFAULT_RECONNECT_MAX_ATTEMPTS,
+            wait_ms: None,
+            crash_loop_exits: DEFAULT_CRASH_LOOP_EXITS,
+            crash_loop_window_ms: DEFAULT_CRASH_LOOP_WINDOW_MS,
+            cool_down_ms: DEFAULT_RECONNECT_COOL_DOWN_MS,
+        }
+    }
+}
+
+/// `reconnect: false | true | { initialDelayMs?, maxDelayMs?, maxAttempts?, waitMs?, crashLoop? }`.
+fn parse_reconnect(root: &Map<String, Value>) -> Result<Option<ReconnectConfig>> {
+    let given = match root.get("reconnect") {
+        None | Some(Value::Null) | Some(Value::Bool(true)) => return Ok(Some(ReconnectConfig::default())),
+        Some(Value::Bool(false)) => return Ok(None),
+        Some(Value::Object(given)) => given,
+        Some(_) => return Err(McpError::config("options.reconnect must be false or an object")),
+    };
+    const KEYS: &[&str] = &["initialDelayMs", "maxDelayMs", "maxAttempts", "waitMs", "crashLoop"];
+    if let Some(key) = given.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(McpError::config(format!("options.reconnect has an unknown key {key:?} (known: {})", KEYS.join(", "))));
+    }
+    let at = "options.reconnect";
+    let mut config = ReconnectConfig::default();
+    if let Some(ms) = optional_positive_integer(given, "initialDelayMs", at)? {
+        config.initial_delay_ms = ms;
+    }
+    if let Some(ms) = optional_positive_integer(given, "maxDelayMs", at)? {
+        config.max_delay_ms = ms;
+    }
+    if config.max_delay_ms < config.initial_delay_ms {
+        return Err(McpError::config("options.reconnect.maxDelayMs must not be less than initialDelayMs"));
+    }
+    if let Some(n) = optional_positive_integer(given, "maxAttempts", at)? {
+        config.max_attempts = n;
+    }
+    config.wait_ms = optional_positive_integer(given, "waitMs", at)?;
+    match given.get("crashLoop") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(crash)) => {
+            const CRASH_KEYS: &[&str] = &["exits", "windowMs", "coolDownMs"];
+            if let Some(key) = crash.keys().find(|k| !CRASH_KEYS.contains(&k.as_str())) {
+                return Err(McpError::config(format!(
+                    "options.reconnect.crashLoop has an unknown key {key:?} (known: {})",
+                    CRASH_KEYS.join(", ")
+                )));
+            }
+            let at = "options.reconnect.crashLoop";
+            if let Some(n) = optional_positive_integer(crash, "exits", at)? {
+                config.crash_loop_exits = n;
+            }
+            if let Some(ms) = optional_positive_integer(crash, "windowMs", at)? {
+                config.crash_loop_window_ms = ms;
+            }
+            if let Some(ms) = optional_positive_integer(crash, "coolDownMs", at)? {
+                config.cool_down_ms = ms;
+            }
+        }
+        Some(_) => return Err(McpError::config("options.reconnect.crashLoop must be an object")),
+    }
+    Ok(Some(config))
 }
 
 /// Which callbacks the options configure. The callbacks themselves cross beside the JSON.
@@ -330,6 +418,7 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
     let authorization_timeout_ms =
         optional_positive_integer(root, "authorizationTimeoutMs", "options")?.unwrap_or(crate::limits::DEFAULT_AUTHORIZATION_TIMEOUT_MS);
     let elicitation_modes = parse_elicitation_modes(root, callbacks.elicit)?;
+    let reconnect = parse_reconnect(root)?;
     Ok(ToolsetConfig {
         servers,
         callbacks,
@@ -346,6 +435,7 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         authorization_timeout_ms,
         elicitation_modes,
         validation,
+        reconnect,
     })
 }
 

@@ -42,6 +42,12 @@ pub trait ConnectionEvents: Send + Sync + 'static {
     }
     /// The connection ended without the owner asking (the server died, or broke the protocol).
     fn connection_lost(&self, reason: &McpError);
+    /// The server expired the HTTP session and a new one replaced it (session `generation`): a restarted
+    /// server may publish other tools. Resolves once they were listed and vetted again (once per
+    /// generation); until then no call goes on that session.
+    fn session_renewed(&self, _generation: u64) -> crate::transport::BoxFuture<'_, Result<()>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
 }
 
 /// Called once with a request's outcome.
@@ -367,6 +373,7 @@ impl Connection {
             let params = |id, meta: Option<&str>| Some(mcp::call_tool_params(call.remote_name, arguments, id, meta, key));
             if let Some(mut message) = self.shared.register("tools/call", Some(call.remote_name), params, timeout, call.abort.as_deref(), reply) {
                 message.extra_headers = call.headers;
+                message.admitted = call.admitted;
                 outbound.push(message);
             }
         }
@@ -407,6 +414,8 @@ pub struct StartCall<'a> {
     pub on_header_mismatch: Option<Arc<dyn HeaderMismatch>>,
     /// `params._meta.idempotencyKey`, on every sending of this call (input rounds and resends too).
     pub idempotency_key: Option<Box<str>>,
+    /// Asked before the call goes on an HTTP session that replaced an expired one (see `Outbound::admitted`).
+    pub admitted: Option<Arc<dyn crate::transport::AdmittedCall>>,
 }
 
 pub type Headers = Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>;
@@ -1042,6 +1051,9 @@ impl Shared {
         }
         let json = jsonrpc::request(id, method, params(id, modern.as_ref().map(|m| m.meta.as_str())).as_deref());
         let mut message = Outbound::request(id, json, method == "initialize", method != "tools/call");
+        if method == "tools/call" {
+            message.tool = name.map(Into::into);
+        }
         message.modern = modern.map(|m| ModernRequest { version: m.version, method: method.into(), name: name.map(Into::into) });
         Some(message)
     }
@@ -1140,8 +1152,10 @@ impl Shared {
             elicitations.cancel.cancel();
         }
         self.stop_rounds.cancel();
+        // Before the connection is open only its handshake is out, and its failure is the opening's to read.
+        let opened = self.open.load(Ordering::SeqCst);
         for (_, p) in pending {
-            p.reply.send(Err(reason.clone()));
+            p.reply.send(Err(lost_request_error(&reason, opened && p.dispatched)));
         }
         true
     }
@@ -1440,6 +1454,16 @@ impl Shared {
     }
 }
 
+/// What a request still waiting fails with when its connection ends for `reason`. A request handed to the
+/// transport when the server broke or died may have run: its error says so (`sent: true`,
+/// [`McpError::Sent`]), so no caller takes it for one that never left.
+fn lost_request_error(reason: &McpError, dispatched: bool) -> McpError {
+    match dispatched {
+        true => reason.clone().after_send(),
+        false => reason.clone(),
+    }
+}
+
 impl MessageSink for Shared {
     fn on_message(&self, frame: &[u8]) -> bool {
         let delivered = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -1472,6 +1496,10 @@ impl MessageSink for Shared {
 
     fn on_closed(&self, reason: McpError) {
         self.lose(reason);
+    }
+
+    fn session_renewed(&self, generation: u64) -> crate::transport::BoxFuture<'_, Result<()>> {
+        self.events.session_renewed(generation)
     }
 
     fn keep_waiting(&self, id: RequestId) {

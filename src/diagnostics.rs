@@ -5,7 +5,8 @@ use serde::Serialize;
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "code", rename_all = "kebab-case", rename_all_fields = "camelCase")]
 pub enum Diagnostic {
-    /// A server could not be started, or was lost later. Its tools are unavailable; the others work.
+    /// A server could not be started (its first connection, or a rebuild's reconciliation failed). Its
+    /// tools are unavailable; the others work. A server lost later raises `server-lost` instead.
     ServerDegraded { server: String, message: String, error_code: &'static str, stderr_tail: Option<String> },
     /// Several servers share a name; each got a hashed suffix and none was dropped.
     ServerNameCollision { server: String, labels: Vec<String>, message: String },
@@ -60,6 +61,19 @@ pub enum Diagnostic {
     ServerStderrDropped { server: String, dropped: u64, message: String },
     /// An engine log event (`logs: 'diagnostics'`), redacted like everything else.
     Log { server: String, level: &'static str, target: String, message: String },
+    /// A live server's connection ended without being asked to (its process exited or was killed, its
+    /// output broke the protocol, its HTTP session could not be re-established). Calls in flight failed
+    /// with `sent: true`; its supervisor recovers it unless `reconnect: false`. Delivered as it happens.
+    ServerLost { server: String, message: String, error_code: &'static str, stderr_tail: Option<String> },
+    /// The supervisor waits `delay_ms` before attempt number `attempt` (from 1) to bring a server back.
+    ServerReconnecting { server: String, attempt: u64, delay_ms: u64, message: String },
+    /// A lost server is live again, `elapsed_ms` after it was lost; its tools were re-listed and vetted.
+    ServerReconnected { server: String, attempt: u64, elapsed_ms: u64, protocol_version: &'static str, message: String },
+    /// The supervisor gave up on a server for now (a crash loop, too many failed attempts, a failure no
+    /// attempt can cure, or `reconnect: false`). Its calls fail at once with `mcp_server_unavailable`.
+    /// `retry_in_ms`: when one new attempt is made (sooner on a call to one of its tools), if ever.
+    /// `stderr_tail`: a stdio server's last stderr, across its restarts (its last attempt's, else its loss's).
+    ServerFailed { server: String, message: String, error_code: &'static str, restarts: u64, retry_in_ms: Option<u64>, stderr_tail: Option<String> },
     /// `notifications/tools/list_changed` was applied to the tool map.
     ToolsChanged { server: String, added: Vec<String>, removed: Vec<String>, changed: Vec<String>, message: String },
 }

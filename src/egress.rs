@@ -272,6 +272,7 @@ pub fn scrub_url_secrets(text: &str, url: &Url) -> String {
 /// A reqwest failure as an `McpError`, without any URL in its text. A refusal by the host guard (in
 /// DNS resolution) keeps its code.
 pub fn request_error(error: reqwest::Error, url: &Url) -> McpError {
+    let is_connect = error.is_connect();
     let error = error.without_url();
     let mut message = format!("HTTP request to {} failed: {error}", display_url(url));
     let mut source = std::error::Error::source(&error);
@@ -283,7 +284,9 @@ pub fn request_error(error: reqwest::Error, url: &Url) -> McpError {
         source = cause.source();
     }
     // Belt and braces: no cause we render is known to carry a URL, but none may carry its query.
-    McpError::Transport(scrub_url_secrets(&message, url))
+    let message = scrub_url_secrets(&message, url);
+    // No connection was made, so nothing was delivered: what a supervisor takes for a server that is down.
+    if is_connect { McpError::Unreachable(message) } else { McpError::Transport(message) }
 }
 
 /// Validate the `proxy` option: an `http://` or `https://` URL with a host and at most a port — no

@@ -16,6 +16,15 @@ pub enum McpError {
     Aborted,
     /// The pipe or socket failed, or the server process exited.
     Transport(String),
+    /// The server could not be reached at all (the connection was refused, the name did not resolve):
+    /// nothing was delivered (`mcp_transport_error`).
+    Unreachable(String),
+    /// This request reached the server (or may have) before it failed as the inner error says — its
+    /// server lost, its response stream broken: it may have run, and it is never sent again. Its code is
+    /// the inner one's; the JavaScript error carries `sent: true`.
+    Sent(Box<McpError>),
+    /// The server is not live (reconnecting past the call's wait, failed, disabled): nothing was sent.
+    ServerUnavailable(String),
     /// The options or a server entry are invalid.
     ConfigInvalid(String),
     /// A message over the configured size limit.
@@ -67,7 +76,9 @@ impl McpError {
             McpError::Protocol(_) | McpError::Rpc { .. } => "mcp_protocol_error",
             McpError::Timeout { .. } => "mcp_timeout",
             McpError::Aborted => "mcp_aborted",
-            McpError::Transport(_) => "mcp_transport_error",
+            McpError::Transport(_) | McpError::Unreachable(_) => "mcp_transport_error",
+            McpError::Sent(inner) => inner.code(),
+            McpError::ServerUnavailable(_) => "mcp_server_unavailable",
             McpError::ConfigInvalid(_) => "mcp_config_invalid",
             McpError::ResultTooLarge { .. } => "mcp_result_too_large",
             McpError::InvalidArguments(_) => "mcp_invalid_arguments",
@@ -97,7 +108,7 @@ impl McpError {
         Self::one_of_each().iter().map(McpError::code).collect()
     }
 
-    fn one_of_each() -> [McpError; 21] {
+    fn one_of_each() -> [McpError; 22] {
         // The match has no wildcard: adding a variant fails to compile until it is listed below too.
         let _listed_below = |e: &McpError| match e {
             McpError::Tool(_)
@@ -107,6 +118,11 @@ impl McpError {
             | McpError::Timeout { .. }
             | McpError::Aborted
             | McpError::Transport(_)
+            // Shares Transport's code, so it is not listed again.
+            | McpError::Unreachable(_)
+            // Has its inner error's code.
+            | McpError::Sent(_)
+            | McpError::ServerUnavailable(_)
             | McpError::ConfigInvalid(_)
             | McpError::ResultTooLarge { .. }
             | McpError::InvalidArguments(_)
@@ -135,6 +151,7 @@ impl McpError {
             McpError::Timeout { after_ms: 0 },
             McpError::Aborted,
             McpError::Transport(text()),
+            McpError::ServerUnavailable(text()),
             McpError::ConfigInvalid(text()),
             McpError::ResultTooLarge { limit_bytes: 0 },
             McpError::InvalidArguments(text()),
@@ -164,6 +181,8 @@ macro_rules! with_text {
             | McpError::Protocol($text)
             | McpError::Rpc { message: $text, .. }
             | McpError::Transport($text)
+            | McpError::Unreachable($text)
+            | McpError::ServerUnavailable($text)
             | McpError::ConfigInvalid($text)
             | McpError::InvalidArguments($text)
             | McpError::ToolUnavailable($text)
@@ -190,12 +209,25 @@ impl McpError {
         match self {
             McpError::Reauthorized(_) => Some(r#"{"reauthorized":true}"#),
             McpError::RedirectRefused(_) => Some(r#"{"redirected":true}"#),
+            McpError::Sent(_) => Some(r#"{"sent":true}"#),
             _ => None,
+        }
+    }
+
+    /// This error, for a request that reached the server (or may have): see [`McpError::Sent`]. A
+    /// closed connection stays closed: the caller asked for that.
+    pub fn after_send(self) -> Self {
+        match self {
+            McpError::Sent(_) | McpError::Closed | McpError::Aborted => self,
+            other => McpError::Sent(Box::new(other)),
         }
     }
 
     /// The same error with every secret in its message replaced (see `guard::redact`).
     pub fn redacted(mut self, secrets: &crate::guard::redact::Secrets) -> Self {
+        if let McpError::Sent(inner) = self {
+            return McpError::Sent(Box::new(inner.redacted(secrets)));
+        }
         if !secrets.is_empty() {
             with_text!(&mut self, text => *text = secrets.redact(text), _ => {});
         }
@@ -216,6 +248,7 @@ impl fmt::Display for McpError {
                 write!(f, "MCP message exceeds the result limit of {limit_bytes} bytes")
             }
             McpError::Closed => f.write_str("MCP connection closed"),
+            McpError::Sent(inner) => inner.fmt(f),
             McpError::ResultTooDeep { max_depth } => {
                 write!(f, "MCP message is nested deeper than the limit of {max_depth} levels")
             }

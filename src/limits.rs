@@ -331,3 +331,20 @@ pub const SERVER_CALL_TIMEOUT_MARGIN_MS: u64 = 1_000;
 /// Largest configuration file read, in bytes (1 MiB; a configuration is kilobytes). At most one byte
 /// more is read, so a file that grows without end (`/dev/zero` behind a link) is refused, not read.
 pub const MAX_CONFIG_FILE_BYTES: usize = 1024 * 1024;
+
+// ---- recovery of a lost server (`reconnect`; see `toolset::recovery`) ----
+
+/// The first wait before reconnecting a lost server; doubled after each failed attempt.
+pub const DEFAULT_RECONNECT_INITIAL_DELAY_MS: u64 = 500;
+/// The longest wait between two attempts.
+pub const DEFAULT_RECONNECT_MAX_DELAY_MS: u64 = 30_000;
+/// Failed attempts in a row before a server is `failed` (then it rests for the cool-down).
+pub const DEFAULT_RECONNECT_MAX_ATTEMPTS: u64 = 10;
+/// Ends of a server (losses and failed attempts) within [`DEFAULT_CRASH_LOOP_WINDOW_MS`] that make it a
+/// crash loop: `failed`, so a broken server can't make the engine spawn processes without bound.
+pub const DEFAULT_CRASH_LOOP_EXITS: u64 = 5;
+pub const DEFAULT_CRASH_LOOP_WINDOW_MS: u64 = 60_000;
+/// How long a `failed` server rests before one new attempt.
+pub const DEFAULT_RECONNECT_COOL_DOWN_MS: u64 = 60_000;
+/// Each backoff wait is lengthened by up to this share of itself, so clients of one server spread out.
+pub const RECONNECT_JITTER_PERCENT: u64 = 20;

@@ -6,14 +6,22 @@ await runClient({
   name: 'mcpferry',
   imports: [new URL('../../dist/index.js', import.meta.url).href],
   canSkipValidation: true,
-  async connect(servers, { validation = true } = {}) {
+  recovers: true,
+  async connect(servers, { validation = true, reconnect, onDiagnostic } = {}) {
     const diagnostics = [];
-    const { tools, close } = await mcpTools(
+    const { tools, close, servers: states } = await mcpTools(
       servers.map((s) =>
         s.kind === 'stdio'
           ? { name: s.name, type: 'stdio', command: s.command, args: s.args, env: s.env }
           : { name: s.name, type: 'streamable-http', url: s.url }),
-      { onDiagnostic: (d) => diagnostics.push(d), ...(validation ? {} : { validateArguments: false, validateResults: false }) },
+      {
+        onDiagnostic: (d) => {
+          diagnostics.push(d);
+          onDiagnostic?.(d);
+        },
+        ...(validation ? {} : { validateArguments: false, validateResults: false }),
+        ...(reconnect === undefined ? {} : { reconnect }),
+      },
     );
     // mcp__describe_tool and mcp__search_tools (server 'mcpferry') are local, not the server's.
     const toolCount = Object.values(tools).filter((t) => t.server !== 'mcpferry').length;
@@ -28,6 +36,7 @@ await runClient({
         return (args) => tool.execute(args);
       },
       close,
+      servers: states,
     };
   },
 });

@@ -5,22 +5,28 @@
 // Adapter:
 //   name           label for errors
 //   imports        module URLs a user of this client has to import (W7 times importing them cold)
-//   connect(servers, { validation }) -> { toolCount, tool(server, toolName) -> (args) => Promise<CallToolResult>, close() }
+//   connect(servers, { validation, reconnect, onDiagnostic })
+//       -> { toolCount, tool(server, toolName) -> (args) => Promise<CallToolResult>, close(), servers?() }
 //     servers: [{ name, kind: 'stdio', command, args, env } | { name, kind: 'http', url }]
 //     It resolves when the tool map is ready to use (initialize, initialized and every tools/list page done).
 //     `validation: false` (W1V/W2V) asks a client that can switch its schema validation off to do so.
 //   canSkipValidation  true for a client that honours `validation: false` (W1V/W2V then measure it both ways)
+//   recovers      true for a client that brings a lost server back by itself (R1/R2, mcpferry only); its
+//     connect() then honours `reconnect` (its option of that name) and `onDiagnostic` (each diagnostic as it
+//     comes), and the connection has `servers()` (each server's state).
 //
 // Each workload runs in its own process (spawned by bench/run.mjs), so process.cpuUsage() and the memory
 // figures belong to this client alone: the servers are separate processes.
 
 import { spawn, execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { config, ECHO_HTTP, ECHO_STDIO, REPO_DIR } from './config.mjs';
+import { pidsWithArg } from './processes.mjs';
 
 // Lets bench/run.mjs find any server process a client failed to reap.
 const RUN_TAG = `--bench-run=${process.env.BENCH_RUN_ID ?? 'manual'}`;
@@ -115,16 +121,35 @@ async function connectChecked(adapter, servers, expectedTools, options = {}) {
   return conn;
 }
 
+/** `env.ECHO_LISTEN === 'stdin'`: resolves once the server has started, but it listens only on `listen()`
+ * (which resolves with its url); otherwise it resolves listening, with `url`. */
 async function startHttpServer(tools = 10, env = {}) {
   const child = spawn(process.execPath, [ECHO_HTTP, RUN_TAG], { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, ECHO_TOOLS: String(tools), ...env } });
-  const [line] = await once(createInterface({ input: child.stdout }), 'line');
-  return {
-    url: JSON.parse(line).url,
+  child.stdin.on('error', () => {}); // EPIPE once R2 has killed it
+  const lines = createInterface({ input: child.stdout });
+  const exited = () => child.exitCode !== null || child.signalCode !== null;
+  const server = {
+    async listen() {
+      const line = once(lines, 'line');
+      if (env.ECHO_LISTEN === 'stdin') child.stdin.write('listen\n');
+      server.url = JSON.parse((await line)[0]).url;
+      return server.url;
+    },
     async stop() {
+      if (exited()) return;
       child.stdin.end(); // the server exits on end of stdin
-      if (child.exitCode === null && child.signalCode === null) await once(child, 'exit');
+      await once(child, 'exit');
+    },
+    /** SIGKILL; resolves once it is gone (its sockets closed). */
+    async kill() {
+      const gone = exited() ? Promise.resolve() : once(child, 'exit');
+      child.kill('SIGKILL');
+      await gone;
     },
   };
+  if (env.ECHO_LISTEN === 'stdin') await once(lines, 'line'); // {"waiting":true}
+  else await server.listen();
+  return server;
 }
 
 /** `measure` on the structured echo tool with validation as the client does it by default and, for a client
@@ -203,6 +228,152 @@ async function sessions(adapter, n) {
     await Promise.all(conns.map((c) => c.close().catch(() => {})));
     await Promise.all(servers.map((s) => s.stop()));
   }
+}
+
+// R1/R2: recovery of a lost server, "kill → first successful call". Each recovery is a fresh toolset
+// (the crash-loop bound counts a server's ends over a minute: samples on one toolset would measure that
+// bound, not a recovery), live and warmed by a few calls; then its server is SIGKILLed by pid and echo is
+// called until a call succeeds. A call the loss catches in flight fails (it may have run) and the next is
+// made at once; a call made while the server is `reconnecting` waits for it. Once kill() has returned,
+// the killed process can answer nothing more, so the successful call is the new process's or session's.
+// Each recovery is measured with the `reconnect` defaults (first backoff initialDelayMs 500, plus up to 20%
+// jitter) and with `{ initialDelayMs: 50 }`, alternately.
+const RECONNECT_SETTINGS = [
+  { prefix: '', reconnect: undefined },
+  { prefix: 'fast_', reconnect: { initialDelayMs: 50 } },
+];
+// Longest a recovery (or a diagnostic it is waiting for) may take before the sample is a failure.
+const RECOVERY_BOUND_MS = 30_000;
+
+function bounded(promise, what, ms = RECOVERY_BOUND_MS) {
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no ${what} within ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+/** The diagnostics a recovery is followed by: `lost` and `reconnected` resolve with theirs. */
+function recoveryWatch() {
+  const watch = {};
+  watch.lost = new Promise((resolve) => (watch.onLost = resolve));
+  watch.reconnected = new Promise((resolve) => (watch.onReconnected = resolve));
+  watch.onDiagnostic = (d) => {
+    if (d.code === 'server-lost') watch.onLost(d);
+    else if (d.code === 'server-reconnected') watch.onReconnected(d);
+  };
+  return watch;
+}
+
+/** echo, called until a call succeeds; resolves with the number of calls that failed first. */
+async function firstSuccess(conn, deadline) {
+  for (let failed = 0; ; failed++) {
+    try {
+      checkEcho(await conn.tool('echo', 'echo')(ARGS));
+      return failed;
+    } catch (error) {
+      if (performance.now() > deadline || failed >= 1000) {
+        throw new Error(`no successful call after ${failed + 1} tries: ${error?.code ?? ''} ${error?.message ?? error}`);
+      }
+    }
+  }
+}
+
+/** One recovery of the server `echo` of `conn`: `kill(t0)` ends it (and for HTTP brings it back), then
+ * wall time and this process's CPU from the kill to the first successful call. */
+async function timeRecovery(conn, watch, kill) {
+  for (let i = 0; i < 20; i++) checkEcho(await conn.tool('echo', 'echo')(ARGS));
+  const state = conn.servers().find((s) => s.name === 'echo');
+  if (state?.state !== 'live') throw new Error(`the server is not live before the kill: ${JSON.stringify(state)}`);
+  gc();
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  const killed = Promise.resolve(kill(t0));
+  const killFailed = killed.then(() => new Promise(() => {})); // rejects only if kill() does
+  const failedCalls = await Promise.race([firstSuccess(conn, t0 + RECOVERY_BOUND_MS), killFailed]);
+  const ms = performance.now() - t0;
+  const cpu = cpuMicros(cpu0);
+  const extra = await killed;
+  const reconnected = await bounded(watch.reconnected, 'server-reconnected diagnostic');
+  const after = conn.servers().find((s) => s.name === 'echo');
+  if (after?.restarts !== 1) throw new Error(`expected one restart, servers() says ${JSON.stringify(after)}`);
+  return { ms, cpu_ms: cpu / 1000, failed_calls: failedCalls, engine_ms: reconnected.elapsedMs, attempts: reconnected.attempt, ...extra };
+}
+
+// R1: the stdio server, found by a tag of its own in its argv, SIGKILLed; mcpferry starts it again.
+async function stdioRecovery(adapter, reconnect) {
+  const tag = `--bench-recovery=${randomUUID()}`;
+  const server = stdioServer('echo');
+  server.args.push(tag);
+  const watch = recoveryWatch();
+  const conn = await connectChecked(adapter, [server], 10, { reconnect, onDiagnostic: watch.onDiagnostic });
+  try {
+    const pids = pidsWithArg(tag);
+    if (pids.length !== 1) throw new Error(`expected one server process, found ${pids.length}`);
+    const sample = await timeRecovery(conn, watch, () => {
+      process.kill(pids[0], 'SIGKILL');
+    });
+    const now = pidsWithArg(tag);
+    if (now.length !== 1 || now[0] === pids[0]) throw new Error(`expected one new server process, found ${JSON.stringify(now)} (killed ${pids[0]})`);
+    return sample;
+  } finally {
+    await conn.close();
+  }
+}
+
+// R2: the HTTP server SIGKILLed and started again on its port as soon as mcpferry has seen the loss (its
+// `server-lost`): the replacement was started ahead and only binds then, so the outage is the detection
+// (echo-http.mjs offers no GET stream: the loss is seen by the calls after the kill) plus a bind, and what
+// is measured is mcpferry's detection, backoff and new session, not a server's downtime.
+async function httpRecovery(adapter, reconnect) {
+  const first = await startHttpServer();
+  const servers = [first];
+  let conn;
+  try {
+    const second = await startHttpServer(10, { ECHO_PORT: new URL(first.url).port, ECHO_LISTEN: 'stdin' });
+    servers.push(second);
+    const watch = recoveryWatch();
+    conn = await connectChecked(adapter, [{ name: 'echo', kind: 'http', url: first.url }], 10, { reconnect, onDiagnostic: watch.onDiagnostic });
+    return await timeRecovery(conn, watch, async (t0) => {
+      const gone = first.kill();
+      // A refused connection is what makes it lost, so its port is free by then.
+      await bounded(watch.lost, 'server-lost diagnostic');
+      const url = await bounded(second.listen(), 'listening replacement');
+      const outage = performance.now() - t0;
+      if (url !== first.url) throw new Error(`the server came back on ${url}, not ${first.url}`);
+      await gone;
+      return { outage_ms: outage };
+    });
+  } finally {
+    await conn?.close();
+    await Promise.all(servers.map((s) => s.stop()));
+  }
+}
+
+/** `config.rSamples` recoveries per reconnect setting (alternating which goes first), summarized per setting:
+ * `<prefix>p50_ms`, `<prefix>p95_ms` (kill → first successful call), `<prefix>cpu_ms` (median client CPU of a
+ * recovery), `<prefix>engine_ms` (median loss → live again, as the engine reports it), `<prefix>attempts`
+ * (most reconnect attempts one recovery took), `<prefix>failed_calls` (mean calls that failed before the
+ * first success) and, where the server was restarted, `<prefix>outage_ms` (median kill → listening again). */
+async function recoveries(adapter, recoverOnce) {
+  if (!adapter.recovers) throw new Error(`${adapter.name} has no automatic recovery of a lost server`);
+  const samples = new Map(RECONNECT_SETTINGS.map((s) => [s.prefix, []]));
+  for (let i = 0; i < config.rSamples; i++) {
+    const order = i % 2 ? [...RECONNECT_SETTINGS].reverse() : RECONNECT_SETTINGS;
+    for (const { prefix, reconnect } of order) samples.get(prefix).push(await recoverOnce(adapter, reconnect));
+  }
+  const metrics = { samples: config.rSamples };
+  for (const [prefix, list] of samples) {
+    const sorted = (key) => list.map((s) => s[key]).sort((a, b) => a - b);
+    metrics[`${prefix}p50_ms`] = percentile(sorted('ms'), 0.5);
+    metrics[`${prefix}p95_ms`] = percentile(sorted('ms'), 0.95);
+    metrics[`${prefix}cpu_ms`] = percentile(sorted('cpu_ms'), 0.5);
+    metrics[`${prefix}engine_ms`] = percentile(sorted('engine_ms'), 0.5);
+    metrics[`${prefix}attempts`] = Math.max(...list.map((s) => s.attempts));
+    metrics[`${prefix}failed_calls`] = list.reduce((sum, s) => sum + s.failed_calls, 0) / list.length;
+    if (list[0].outage_ms !== undefined) metrics[`${prefix}outage_ms`] = percentile(sorted('outage_ms'), 0.5);
+  }
+  return metrics;
 }
 
 const workloads = {
@@ -353,6 +524,16 @@ const workloads = {
   // W10: the same with 1 000 sessions.
   async W10(adapter) {
     return sessions(adapter, config.w10Sessions);
+  },
+
+  // R1: a stdio server SIGKILLed while its toolset is live → the first successful call (see recoveries()).
+  async R1(adapter) {
+    return recoveries(adapter, stdioRecovery);
+  },
+
+  // R2: the same for a Streamable HTTP server, killed and started again on its port (see httpRecovery()).
+  async R2(adapter) {
+    return recoveries(adapter, httpRecovery);
   },
 
   // W7: import time in a cold process. Each repetition is a fresh `node` that times only its own import()

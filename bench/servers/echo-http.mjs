@@ -7,7 +7,10 @@
 // is 2026-07-28 is served without a session (`server/discover` answered, results with `resultType`), while
 // `initialize` still opens a session for clients of the 2025 era.
 //
-// Listens on 127.0.0.1 on a free port and prints one line `{"url":"http://127.0.0.1:PORT/mcp"}`.
+// Listens on 127.0.0.1 on a free port (ECHO_PORT: that port) and prints one line
+// `{"url":"http://127.0.0.1:PORT/mcp"}`. With ECHO_LISTEN=stdin it prints `{"waiting":true}` once started and
+// starts listening only when a line arrives on stdin: the recovery row (R2) starts the replacement of a server
+// ahead, so that bringing the server back on its port takes a bind, not a Node start-up.
 // It exits when stdin ends: the process that started it holds the other end, so it cannot outlive it.
 
 import { randomUUID } from 'node:crypto';
@@ -82,9 +85,14 @@ const server = createServer((req, res) => {
 server.keepAliveTimeout = 60_000;
 server.headersTimeout = 65_000;
 
-server.listen(0, '127.0.0.1', () => {
-  process.stdout.write(JSON.stringify({ url: `http://127.0.0.1:${server.address().port}/mcp` }) + '\n');
-});
+const listen = () =>
+  server.listen(Number(process.env.ECHO_PORT ?? 0), '127.0.0.1', () => {
+    process.stdout.write(JSON.stringify({ url: `http://127.0.0.1:${server.address().port}/mcp` }) + '\n');
+  });
+if (process.env.ECHO_LISTEN === 'stdin') {
+  process.stdin.once('data', listen);
+  process.stdout.write('{"waiting":true}\n'); // started: a line on stdin now takes only a bind
+} else listen();
 process.stdin.resume();
 process.stdin.on('end', () => process.exit(0));
 process.on('SIGTERM', () => process.exit(0));

@@ -409,7 +409,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_poll_that_times_out_doubles_the_interval_and_polling_goes_on() {
-        let server = TestServer::start(server_script(authorization(1, 600), |poll| match poll {
+        // An interval long beside the poll timeout's, so twice it is told from once by 10 ticks either
+        // side: the first poll's arrival may lag its start (a new connection on a loaded machine).
+        const INTERVAL: u32 = 20;
+        let server = TestServer::start(server_script(authorization(INTERVAL.into(), 600), |poll| match poll {
             1 => Reply::hang(),
             _ => Reply::json(200, json!({"access_token": "late-token", "token_type": "Bearer"})),
         }))
@@ -417,7 +420,10 @@ mod tests {
         let run = run(&server, CancellationToken::new(), Duration::from_secs(10)).await;
         assert_eq!(run.result.unwrap().access_token, "late-token");
         let [_, first, second] = &run.received[..] else { panic!("{:?}", run.received) };
-        assert!(second.at - first.at >= TICK * (OAUTH_DEVICE_POLL_TIMEOUT_SECS as u32 + 2), "timeout, then twice the interval");
+        let timeout = OAUTH_DEVICE_POLL_TIMEOUT_SECS as u32;
+        let between = second.at - first.at;
+        // Once the interval: timeout + 20 ticks; twice: timeout + 40. The midpoint tells them apart.
+        assert!(between >= TICK * (timeout + INTERVAL * 3 / 2), "timeout, then twice the interval: {between:?}");
     }
 
     #[tokio::test]

@@ -16,6 +16,9 @@ pub const WITHHELD_SERVER_TEXT: &str = "the server's error text is withheld (exp
 
 /// Whether `error`'s text may hold what a server wrote (see the module doc).
 pub fn may_quote_server(error: &McpError) -> bool {
+    if let McpError::Sent(inner) = error {
+        return may_quote_server(inner);
+    }
     matches!(
         error,
         McpError::Tool(_)
@@ -34,6 +37,7 @@ pub fn withhold(error: McpError) -> McpError {
         McpError::Rpc { code, .. } => McpError::Rpc { code, message: WITHHELD_SERVER_TEXT.to_owned(), data: None },
         McpError::Protocol(_) => McpError::Protocol(format!("MCP server broke the protocol: {WITHHELD_SERVER_TEXT}")),
         McpError::Transport(_) => McpError::Transport(format!("MCP transport failed: {WITHHELD_SERVER_TEXT}")),
+        McpError::Sent(inner) => McpError::Sent(Box::new(withhold(*inner))),
         McpError::Auth(_) => McpError::Auth(format!("authorization failed: {WITHHELD_SERVER_TEXT}")),
         McpError::RedirectRefused(_) => {
             McpError::RedirectRefused(format!("the server redirected outside allowedHosts; {WITHHELD_SERVER_TEXT}"))

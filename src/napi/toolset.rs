@@ -153,6 +153,12 @@ impl NativeToolset {
         self.guarded("NativeToolset.systemPrompt", || Ok(self.inner.system_prompt()))
     }
 
+    /// Every configured server's state (`toolset.servers()`), as JSON.
+    #[napi]
+    pub fn servers(&self) -> Result<String, String> {
+        self.guarded("NativeToolset.servers", || Ok(serde_json::to_string(&self.inner.servers()).expect("statuses serialize")))
+    }
+
     /// Resolves when background reconciliation after `rebuild` has finished.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn reconciled<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {

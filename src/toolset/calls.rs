@@ -8,7 +8,7 @@
 
 use super::local;
 use super::routes::{Route, RouteTable};
-use super::supervisor::SlotState;
+use super::supervisor::{State, Supervisor};
 use super::Inner;
 use crate::connection::{tool_outcome, AbortHandle, Completion, Connection, HeaderMismatch, Headers, Reply, StartCall};
 use crate::diagnostics::Diagnostic;
@@ -118,17 +118,17 @@ impl super::Toolset {
         // Held from admission to the write: the table admitted against is the one current at the write.
         let _no_publication = inner.publication.read();
         let table = inner.routes.load();
-        let mut by_server: HashMap<usize, Vec<(CallRequest, Route)>> = HashMap::new();
+        let mut by_server: HashMap<usize, (Arc<Connection>, Vec<(CallRequest, Route)>)> = HashMap::new();
         for call in calls {
             match inner.admit(&table, &call) {
                 Ok(Admitted::Local) => inner.start_local(call, sink.clone()),
                 Ok(Admitted::Remote(route)) => {
                     let slot = &inner.servers[route.server];
-                    let direct = inner.hooks.decide.is_none()
-                        && !(slot.entry.is_http() && inner.hooks.auth.is_some())
-                        && *slot.state.borrow() == SlotState::Ready;
-                    if direct {
-                        by_server.entry(route.server).or_default().push((call, route));
+                    let ungated = inner.hooks.decide.is_none() && !(slot.entry.is_http() && inner.hooks.auth.is_some());
+                    // Live with its connection, read together: a server just lost waits like one reconnecting.
+                    let live = if ungated { slot.live_connection() } else { None };
+                    if let Some(connection) = live {
+                        by_server.entry(route.server).or_insert_with(|| (connection, Vec::new())).1.push((call, route));
                     } else {
                         // Registered now, not in the task, so an abort that arrives before it runs is not lost.
                         let abort = (call.abort_id != 0).then(|| inner.register_abort(call.abort_id));
@@ -139,13 +139,7 @@ impl super::Toolset {
                 Err(error) => sink.complete(call.call_id, Err(error)),
             }
         }
-        for (index, calls) in by_server {
-            let Some(connection) = inner.servers[index].connection() else {
-                for (call, _) in calls {
-                    sink.complete(call.call_id, Err(McpError::Closed));
-                }
-                continue;
-            };
+        for (index, (connection, calls)) in by_server {
             let http = inner.servers[index].entry.is_http();
             let modern_http = http && connection.is_modern();
             let mut ready = Vec::with_capacity(calls.len());
@@ -168,6 +162,7 @@ impl super::Toolset {
                     headers: std::mem::take(headers),
                     on_header_mismatch: modern_http.then(|| Relister::new(inner, call, route)),
                     idempotency_key: call.idempotency_key(),
+                    admitted: http.then(|| AdmittedRoute::new(inner, call, route)),
                 })
                 .collect();
             connection.start_calls(starts, inner.timeout);
@@ -319,10 +314,10 @@ impl Inner {
                 let request = policy::request_json(&call.name, &slot.entry.name, &route.remote_name, call.arguments(), call.context());
                 policy::authorize(&self.hooks, &call.name, request).await?;
             }
-            self.wait_ready(index).await?;
+            wait_live(slot, self.timeout).await?;
             if slot.entry.is_http() && self.hooks.auth.is_some() {
                 // Re-resolved on every call, so a rotated token takes effect without reconnecting.
-                self.authenticate(index).await?;
+                slot.authenticate().await?;
             }
             Ok(())
         };
@@ -355,22 +350,11 @@ impl Inner {
                         headers,
                         on_header_mismatch: modern_http.then(|| Relister::new(&self, &call, &route)),
                         idempotency_key: call.idempotency_key(),
+                        admitted: slot.entry.is_http().then(|| AdmittedRoute::new(&self, &call, &route)),
                     };
                 connection.start_calls([start], self.timeout);
             }
             Err(error) => done.finish(Err(error)),
-        }
-    }
-
-    /// Wait while the server is still being (re)connected.
-    async fn wait_ready(&self, index: usize) -> Result<()> {
-        let slot = &self.servers[index];
-        let mut state = slot.state.subscribe();
-        let settled = tokio::time::timeout(self.timeout, state.wait_for(|s| *s != SlotState::Connecting)).await;
-        match settled {
-            Ok(Ok(s)) if *s == SlotState::Ready => Ok(()),
-            _ if self.cancel.is_cancelled() => Err(McpError::Closed),
-            _ => Err(McpError::Transport(format!("server {:?} is unavailable", slot.entry.name))),
         }
     }
 
@@ -383,21 +367,11 @@ impl Inner {
             return Err(McpError::Closed);
         }
         let table = self.routes.load();
-        let current = table.routes.get(name).filter(|r| r.server == admitted.server && r.remote_name == admitted.remote_name);
-        let Some(current) = current else { return Err(unavailable(name)) };
-        if current.quarantined {
-            return Err(quarantined(name));
-        }
-        if !Arc::ptr_eq(&current.definition, &admitted.definition) && current.definition != admitted.definition {
-            return Err(McpError::ToolUnavailable(format!(
-                "tool {name:?} changed its definition while this call waited; it was not sent. Read the tool's new \
-                 definition and call it again if it still fits."
-            )));
-        }
+        let current = still_routed(&table, name, admitted.server, &admitted.remote_name, &admitted.definition)?;
         let slot = &self.servers[admitted.server];
-        match (*slot.state.borrow(), slot.connection()) {
-            (SlotState::Ready, Some(connection)) => Ok((connection, current.param_headers.clone())),
-            _ => Err(McpError::Transport(format!("server {:?} is unavailable", slot.entry.name))),
+        match slot.live_connection() {
+            Some(connection) => Ok((connection, current.param_headers.clone())),
+            None => Err(slot.unavailable()),
         }
     }
 
@@ -406,6 +380,76 @@ impl Inner {
         let handle = Arc::new(AbortHandle::default());
         self.aborts.lock().insert(abort_id, handle.clone());
         handle
+    }
+}
+
+/// Wait while the server is being connected, reconnected or reconciled: up to the call's timeout, or
+/// for a reconnecting server up to `reconnect.waitMs` if that is shorter. A server that is not live then
+/// fails the call, unsent, with `mcp_server_unavailable` naming its state and last error (a `failed`
+/// one at once, asking its supervisor for an early attempt).
+pub(super) async fn wait_live(slot: &Supervisor, timeout: std::time::Duration) -> Result<()> {
+    let mut state = slot.state.subscribe();
+    let wait = match *state.borrow_and_update() {
+        State::Live => return Ok(()),
+        State::Reconnecting => slot.shared.reconnect.and_then(|r| r.wait_ms).map_or(timeout, |ms| timeout.min(std::time::Duration::from_millis(ms))),
+        _ => timeout,
+    };
+    let settled = tokio::time::timeout(wait, state.wait_for(|s| !s.is_pending())).await.ok().and_then(|s| s.ok().map(|s| *s));
+    match settled {
+        Some(State::Live) => Ok(()),
+        Some(State::Failed) => {
+            slot.nudge();
+            Err(slot.unavailable())
+        }
+        _ => Err(slot.unavailable()),
+    }
+}
+
+/// The current route of `name`, if it still reaches the same server tool, unquarantined and with the
+/// definition the call was admitted (and approved by policy) against.
+fn still_routed<'t>(table: &'t RouteTable, name: &str, server: usize, remote_name: &str, admitted: &Arc<ProjectedTool>) -> Result<&'t Route> {
+    let current = table.routes.get(name).filter(|r| r.server == server && &*r.remote_name == remote_name);
+    let Some(current) = current else { return Err(unavailable(name)) };
+    if current.quarantined {
+        return Err(quarantined(name));
+    }
+    if !Arc::ptr_eq(&current.definition, admitted) && current.definition != *admitted {
+        return Err(McpError::ToolUnavailable(format!(
+            "tool {name:?} changed its definition while this call waited; it was not sent. Read the tool's new \
+             definition and call it again if it still fits."
+        )));
+    }
+    Ok(current)
+}
+
+/// An HTTP call's route as it was admitted, checked again before the call goes on a session that replaced
+/// an expired one (a restarted server's, whose tools were just vetted again): sent only if the tool is
+/// still what was approved.
+struct AdmittedRoute {
+    inner: Weak<Inner>,
+    name: String,
+    server: usize,
+    remote_name: Arc<str>,
+    definition: Arc<ProjectedTool>,
+}
+
+impl AdmittedRoute {
+    fn new(inner: &Arc<Inner>, call: &CallRequest, route: &Route) -> Arc<dyn crate::transport::AdmittedCall> {
+        Arc::new(AdmittedRoute {
+            inner: Arc::downgrade(inner),
+            name: call.name.clone(),
+            server: route.server,
+            remote_name: route.remote_name.clone(),
+            definition: route.definition.clone(),
+        })
+    }
+}
+
+impl crate::transport::AdmittedCall for AdmittedRoute {
+    fn still_admitted(&self) -> Result<()> {
+        let inner = self.inner.upgrade().ok_or(McpError::Closed)?;
+        let table = inner.routes.load();
+        still_routed(&table, &self.name, self.server, &self.remote_name, &self.definition).map(drop)
     }
 }
 
@@ -445,7 +489,7 @@ impl HeaderMismatch for Relister {
     fn relisted<'a>(&'a self, arguments: &'a RawValue) -> crate::transport::BoxFuture<'a, Result<Headers>> {
         Box::pin(async move {
             let inner = self.inner.upgrade().ok_or(McpError::Closed)?;
-            inner.relist(self.server, self.sent_after_listing, self.sent_after_relist).await?;
+            inner.servers[self.server].relist(self.sent_after_listing, self.sent_after_relist).await?;
             let table = inner.routes.load();
             let current = table.routes.get(&self.name).filter(|r| r.server == self.server && r.remote_name == self.remote_name);
             let Some(current) = current else { return Err(unavailable(&self.name)) };
@@ -523,7 +567,7 @@ fn unavailable(name: &str) -> McpError {
     ))
 }
 
-fn quarantined(name: &str) -> McpError {
+pub(super) fn quarantined(name: &str) -> McpError {
     McpError::ToolQuarantined(format!(
         "tool {name:?} is quarantined: its definition changed since it was first trusted. Do not call it; \
          tell the user the server must be re-trusted."
@@ -558,7 +602,7 @@ mod tests {
     fn toolset(recorder: &Arc<Recorder>) -> Toolset {
         let config = crate::config::parse(r#"{"servers":[]}"#).unwrap();
         let toolset = Toolset::new(config, Default::default(), None, recorder.clone()).unwrap();
-        toolset.inner.startup_diagnostics.lock().take();
+        toolset.inner.take_startup_diagnostics();
         toolset
     }
 

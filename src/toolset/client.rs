@@ -6,7 +6,6 @@
 //! the bounds, the diagnostics, the refresh on `list_changed`, and the call router (a call goes to the
 //! tool the current route table holds under its remote name, through the same gates as `mcpTools`).
 
-use super::supervisor::SlotState;
 use super::Toolset;
 use crate::connection::{AbortHandle, RequestOptions};
 use crate::error::{McpError, Result};
@@ -154,12 +153,11 @@ impl Toolset {
             return Err(McpError::Closed);
         }
         let slot = &inner.servers[SERVER];
-        let unavailable = || McpError::Transport(format!("server {:?} is unavailable", slot.entry.name));
-        let settled = slot.state.subscribe().wait_for(|s| *s != SlotState::Connecting).await.map(|s| *s);
-        let connection = match settled {
+        let live = super::calls::wait_live(slot, inner.timeout).await;
+        let connection = match live {
             _ if inner.cancel.is_cancelled() => return Err(McpError::Closed),
-            Ok(SlotState::Ready) => slot.connection().ok_or_else(unavailable)?,
-            _ => return Err(unavailable()),
+            Ok(()) => slot.connection().ok_or_else(|| slot.unavailable())?,
+            Err(error) => return Err(error),
         };
         let max_pages = bounds.max_pages.unwrap_or(MAX_LIST_PAGES).min(MAX_LIST_PAGES);
         let max_tools = bounds.max_tools.unwrap_or(MAX_TOOLS_PER_SERVER).min(MAX_TOOLS_PER_SERVER);

@@ -1,10 +1,14 @@
-//! Many servers as one tool map: connect concurrently, isolate failures, route calls, and keep the
-//! map current when a server announces `tools/list_changed`.
+//! Many servers as one tool map: connect concurrently, isolate failures, route calls, keep the map
+//! current when a server announces `tools/list_changed`, and bring back a server that is lost.
 //!
 //! | part            | file            | what it owns                                                        |
 //! |-----------------|-----------------|---------------------------------------------------------------------|
+//! | shared          | `shared.rs`     | the toolset's fixed settings, the route table's publication, events |
 //! | route table     | `routes.rs`     | the immutable snapshot of name → server tool, and pure projection   |
-//! | supervisors     | `supervisor.rs` | one per server: connect, vet, reconcile, refresh, close; its tasks  |
+//! | supervisors     | `supervisor.rs` | one object per server: its state, connect, install, loss, close     |
+//! |                 | `spec.rs`       | what a supervisor checks and prepares before it contacts the server |
+//! |                 | `refresh.rs`    | its catalogue: listing, vetting, list_changed, `-32020`, TTLs       |
+//! |                 | `recovery.rs`   | bringing a lost server back: backoff, crash-loop bound, cool-down   |
 //! | call router     | `calls.rs`      | admission, gates (policy, auth, readiness), the last check and send |
 //! | local tools     | `local.rs`      | `mcp__describe_tool`, `mcp__search_tools`                           |
 //!
@@ -14,18 +18,22 @@
 mod calls;
 mod client;
 mod local;
+mod recovery;
+mod refresh;
 mod routes;
+mod shared;
+mod spec;
 mod supervisor;
 
 pub use calls::{CallRequest, CallSink};
 pub use client::{ClientSession, ListBounds, ListingAbort, RemoteListing};
 pub use local::LOCAL_SERVER;
+pub use supervisor::{LastError, ServerStatus};
 
-use crate::config::{DisclosureConfig, ToolsetConfig};
+use crate::config::ToolsetConfig;
 use crate::connection::AbortHandle;
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
-use crate::guard::filter::ToolFilter;
 use crate::guard::hosts::HostGuard;
 use crate::hooks::Hooks;
 use crate::limits::MAX_CLOSE_WAIT_MS;
@@ -33,14 +41,14 @@ use crate::projection::disclosure::{Tier, MCP_DESCRIBE_TOOL, MCP_SEARCH_TOOLS};
 use crate::projection::prompt::{self, PromptServer};
 use crate::projection::{naming, ProjectedTool};
 use crate::store::ConnectionStore;
-use arc_swap::ArcSwap;
-use parking_lot::{Mutex, RwLock};
-use routes::{ProjectionOptions, RouteTable, ServerIdentity};
+use parking_lot::Mutex;
+use routes::RouteTable;
 use serde::Serialize;
+use shared::Shared;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
-use supervisor::{SlotState, Supervisor};
+use supervisor::Supervisor;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -71,58 +79,29 @@ pub struct Toolset {
     inner: Arc<Inner>,
 }
 
+/// The toolset: what its supervisors share, the supervisors, and the calls in flight.
 pub(crate) struct Inner {
-    servers: Vec<Supervisor>,
-    hooks: Hooks,
-    /// The elicitation modes declared to every server when `hooks.elicit` is set (`elicitationModes`).
-    elicitation_modes: crate::elicitation::Modes,
-    /// The static `allowedHosts` list, compiled once.
-    allowed_hosts: Option<Arc<HostGuard>>,
-    /// The `proxy` option, for every HTTP server.
-    proxy: Option<url::Url>,
-    timeout: Duration,
-    /// How long a server has to start and finish its handshake (`connectTimeoutMs`).
-    connect_timeout: Duration,
-    /// This toolset's `toolset` field in log events (see `logging`).
-    log_id: u64,
-    max_result_bytes: usize,
-    /// `validateArguments`, `validateResults`, `exposeServerErrors`.
-    validation: crate::schema::tool::ValidationConfig,
-    filter: ToolFilter,
-    disclosure: DisclosureConfig,
-    /// The current route table. Read without locking; replaced whole by [`Inner::publish`].
-    routes: ArcSwap<RouteTable>,
-    /// Held for writing only for the instant a table is swapped in; a call holds it for reading from
-    /// its last check to the write of its bytes, so no table is published between the two.
-    publication: RwLock<()>,
-    /// One writer at a time projects a server into the next table. No call ever takes it.
-    projecting: Mutex<()>,
-    /// Where catalogues and drift baselines persist. Without one there is no baseline.
-    store: Option<Arc<dyn ConnectionStore>>,
-    /// Background reconciliations still running (after a rebuild from storage).
-    reconciling: watch::Sender<usize>,
+    shared: Arc<Shared>,
+    /// One per configured server, in configuration order (a route's `server` is its index here).
+    servers: Vec<Arc<Supervisor>>,
     aborts: Mutex<HashMap<u32, Arc<AbortHandle>>>,
     /// A client's listings in flight that a caller's signal may abort, by the id JavaScript gave them.
     listing_aborts: Mutex<HashMap<u32, Arc<AbortHandle>>>,
-    events: Arc<dyn ToolsetEvents>,
-    /// Diagnostics raised while connecting, returned with the tools so the caller sees them before
-    /// `mcpTools` resolves. `None` once connected: later ones go straight to `events`.
-    startup_diagnostics: Mutex<Option<Vec<Diagnostic>>>,
-    /// Flips to true once the first projection is out, so a list_changed that races it is applied after.
-    projected: watch::Sender<bool>,
-    /// The host's side of OAuth: the token store and the way to a person.
-    auth_host: Arc<crate::auth::AuthHost>,
     /// Cancelled by `close()`; every supervisor's token is a child of it.
     cancel: CancellationToken,
     /// Call tasks (gated and local calls). A server's own tasks are its supervisor's.
     tasks: TaskTracker,
     closed: tokio::sync::OnceCell<()>,
-    /// A single-server client (`connectMcpServer`): calls answer with the server's result as sent, and
-    /// the server's announcements of tool changes are reported (`ToolsetEvents::tools_list_announced`).
-    client_mode: std::sync::atomic::AtomicBool,
     /// The compiled schemas (shared between toolsets) whose unusability this toolset has reported, each
     /// once per server: held weakly, which also keeps an address from naming a later definition.
     schemas_reported: Mutex<Vec<(std::sync::Weak<crate::schema::tool::ToolSchemas>, &'static str, usize)>>,
+}
+
+impl std::ops::Deref for Inner {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
 }
 
 impl Toolset {
@@ -139,9 +118,6 @@ impl Toolset {
         let identities: Vec<(&str, String)> = config.servers.iter().map(|s| (s.name.as_str(), s.identity())).collect();
         let labels = naming::server_labels(&identities);
         let cancel = CancellationToken::new();
-        let servers: Vec<Supervisor> =
-            config.servers.into_iter().zip(labels).map(|(entry, label)| Supervisor::new(entry, label, config.proxy.as_ref(), cancel.child_token())).collect();
-        let server_count = servers.len();
         crate::logging::init_from_env();
         let log_id = crate::logging::toolset_id();
         let auth_host = Arc::new(crate::auth::AuthHost {
@@ -152,91 +128,94 @@ impl Toolset {
             flow_timeout: Duration::from_millis(config.connect_timeout_ms),
             logins: CancellationToken::new(),
         });
-        let toolset = Toolset {
-            inner: Arc::new(Inner {
-                servers,
-                hooks,
-                elicitation_modes: config.elicitation_modes,
-                allowed_hosts,
-                proxy: config.proxy,
-                timeout: Duration::from_millis(config.timeout_ms),
-                connect_timeout: Duration::from_millis(config.connect_timeout_ms),
-                log_id,
-                max_result_bytes: config.max_result_bytes,
-                validation: config.validation,
-                filter: config.filter,
-                disclosure: config.disclosure,
-                routes: ArcSwap::from_pointee(RouteTable::empty(server_count)),
-                publication: RwLock::new(()),
-                projecting: Mutex::new(()),
-                store,
-                reconciling: watch::channel(0).0,
-                aborts: Mutex::new(HashMap::new()),
-                listing_aborts: Mutex::new(HashMap::new()),
-                events,
-                startup_diagnostics: Mutex::new(Some(Vec::new())),
-                projected: watch::channel(false).0,
-                auth_host,
-                cancel,
-                tasks: TaskTracker::new(),
-                closed: tokio::sync::OnceCell::new(),
-                client_mode: std::sync::atomic::AtomicBool::new(false),
-                schemas_reported: Mutex::default(),
-            }),
-        };
+        let server_count = config.servers.len();
+        let shared = Arc::new(Shared {
+            hooks,
+            elicitation_modes: config.elicitation_modes,
+            allowed_hosts,
+            proxy: config.proxy,
+            timeout: Duration::from_millis(config.timeout_ms),
+            connect_timeout: Duration::from_millis(config.connect_timeout_ms),
+            reconnect: config.reconnect,
+            log_id,
+            max_result_bytes: config.max_result_bytes,
+            validation: config.validation,
+            filter: config.filter,
+            disclosure: config.disclosure,
+            routes: arc_swap::ArcSwap::from_pointee(RouteTable::empty(server_count)),
+            publication: parking_lot::RwLock::new(()),
+            projecting: Mutex::new(()),
+            store,
+            reconciling: watch::channel(0).0,
+            events,
+            startup_diagnostics: Mutex::new(Some(Vec::new())),
+            projected: watch::channel(false).0,
+            auth_host,
+            client_mode: std::sync::atomic::AtomicBool::new(false),
+        });
+        let servers = config
+            .servers
+            .into_iter()
+            .zip(labels)
+            .enumerate()
+            .map(|(index, (entry, label))| Arc::new(Supervisor::new(shared.clone(), index, entry, label, cancel.child_token())))
+            .collect();
         if config.logs_to_diagnostics {
-            let sink: std::sync::Weak<dyn crate::logging::LogSink> = Arc::downgrade(&toolset.inner) as _;
+            let sink: std::sync::Weak<dyn crate::logging::LogSink> = Arc::downgrade(&shared) as _;
             crate::logging::route(log_id, sink);
         }
-        Ok(toolset)
+        let inner = Inner {
+            shared,
+            servers,
+            aborts: Mutex::new(HashMap::new()),
+            listing_aborts: Mutex::new(HashMap::new()),
+            cancel,
+            tasks: TaskTracker::new(),
+            closed: tokio::sync::OnceCell::new(),
+            schemas_reported: Mutex::default(),
+        };
+        Ok(Toolset { inner: Arc::new(inner) })
     }
 
     /// Connect every enabled server at once and project their tools. A server that fails is reported
-    /// as degraded; the others' tools are returned all the same.
+    /// as degraded (and tried again later by its supervisor); the others' tools are returned all the same.
     pub async fn connect(&self) -> (Vec<ProjectedTool>, Vec<Diagnostic>) {
         let inner = &self.inner;
         inner.report_name_collisions();
         // close() waits for this whole connect, not just the attempts: nothing is published after it.
         let _owned_by_close = inner.tasks.token();
-        let attempts: Vec<_> = (0..inner.servers.len())
-            .filter(|&i| inner.servers[i].entry.enabled)
-            .map(|i| (i, inner.servers[i].tasks.spawn(inner.clone().attach(i))))
-            .collect();
+        let attempts: Vec<_> =
+            inner.servers.iter().filter(|s| s.entry.enabled).map(|s| (s.clone(), s.tasks.spawn(s.clone().attach()))).collect();
         let mut table = RouteTable::empty(inner.servers.len());
         let mut attached = Vec::new();
-        for (index, attempt) in attempts {
+        for (supervisor, attempt) in attempts {
             let outcome = attempt.await.unwrap_or_else(|e| {
                 let error = panic_error("connecting to the server", e);
-                let server = inner.servers[index].entry.name.clone();
-                inner.report(Diagnostic::InternalError { server, message: error.to_string() });
+                inner.report(Diagnostic::InternalError { server: supervisor.entry.name.clone(), message: error.to_string() });
                 Err((error, None))
             });
             match outcome {
                 Ok(server) => {
                     server.diagnostics.into_iter().for_each(|d| inner.report(d));
-                    let diagnostics = inner.project_into(index, server.listing, &server.vetting, &mut table);
+                    let diagnostics = inner.project_into(&supervisor.identity_view(), server.listing, &server.vetting, &mut table);
                     diagnostics.into_iter().for_each(|d| inner.report(d));
-                    attached.push((index, server.cycle));
+                    attached.push((supervisor, server.cycle));
                 }
                 Err((error, stderr_tail)) => {
-                    inner.servers[index].state.send_replace(SlotState::Down);
                     if !inner.cancel.is_cancelled() {
-                        inner.report_degraded(index, &error, stderr_tail);
+                        supervisor.report_degraded(&error, stderr_tail);
                     }
+                    supervisor.after_failed_start(&error);
                 }
             }
         }
-        for slot in inner.servers.iter().filter(|s| !s.entry.enabled) {
-            slot.state.send_replace(SlotState::Down);
-        }
         let table = inner.finish_startup(table);
-        for (index, _cycle) in attached {
-            inner.mark_ready(index);
+        for (supervisor, _cycle) in attached {
+            supervisor.go_live();
         }
         let mut tools: Vec<ProjectedTool> = table.servers.iter().flat_map(|s| s.tools.iter().map(|t| (**t).clone())).collect();
         tools.extend(local::virtual_tools(&table));
-        let diagnostics = inner.startup_diagnostics.lock().take().unwrap_or_default();
-        (tools, diagnostics)
+        (tools, inner.take_startup_diagnostics())
     }
 
     /// Project the tool map from the store without contacting any server, then reconnect and reconcile
@@ -255,12 +234,8 @@ impl Toolset {
         inner.report_name_collisions();
         let mut table = RouteTable::empty(inner.servers.len());
         let mut to_reconcile = Vec::new();
-        for (index, slot) in inner.servers.iter().enumerate() {
-            if !slot.entry.enabled {
-                slot.state.send_replace(SlotState::Down);
-                continue;
-            }
-            let id = inner.store_id(index);
+        for slot in inner.servers.iter().filter(|s| s.entry.enabled) {
+            let id = slot.store_id();
             let row = rows.iter().find(|r| r.id == id).or_else(|| rows.iter().find(|r| r.name == slot.entry.name));
             let refusal = match row {
                 _ if !stdio_allowed && !slot.entry.is_http() => {
@@ -276,8 +251,10 @@ impl Toolset {
                 Some(_) => None,
             };
             if let Some(error) = refusal {
-                slot.state.send_replace(SlotState::Down);
-                inner.report_degraded(index, &error, None);
+                slot.report_degraded(&error, None);
+                // Refused by configuration, not by the server: nothing to retry.
+                slot.note_error(&error);
+                slot.set_state(supervisor::State::Failed);
                 continue;
             }
             let row = row.expect("refused above when missing");
@@ -292,7 +269,7 @@ impl Toolset {
                     ),
                     server,
                 });
-                to_reconcile.push(index);
+                to_reconcile.push(slot.clone());
                 continue;
             }
             // A public row still fresh by its ttlMs is reused by the reconciliation below without a
@@ -304,21 +281,22 @@ impl Toolset {
                 }
             }
             // Reported when the server is reconciled, not from the stored copy.
-            let (vetting, _) = inner.vet_against(index, row.tool_fingerprints.as_ref(), &row.tools);
+            let (vetting, _) = slot.vet_against(row.tool_fingerprints.as_ref(), &row.tools);
             // Checked as a listing is (a row saved by an older version may hold a tool a listing now
             // leaves out); what that leaves out is reported by the reconciliation too.
             let stored = crate::catalog::from_stored(row.tools.clone(), false, Default::default());
             let listing = crate::catalog::Listing { tools: stored.tools, ..Default::default() };
-            let diagnostics = inner.project_into(index, listing, &vetting, &mut table);
+            let diagnostics = inner.project_into(&slot.identity_view(), listing, &vetting, &mut table);
             diagnostics.into_iter().for_each(|d| inner.report(d));
-            to_reconcile.push(index);
+            slot.set_state(supervisor::State::Stale);
+            to_reconcile.push(slot.clone());
         }
         let table = inner.finish_startup(table);
         let mut tools: Vec<ProjectedTool> = table.servers.iter().flat_map(|s| s.tools.iter().map(|t| (**t).clone())).collect();
         tools.extend(local::virtual_tools(&table));
-        let diagnostics = inner.startup_diagnostics.lock().take().unwrap_or_default();
-        for index in to_reconcile {
-            inner.start_reconcile(index);
+        let diagnostics = inner.take_startup_diagnostics();
+        for slot in to_reconcile {
+            slot.start_reconcile();
         }
         Ok((tools, diagnostics))
     }
@@ -330,20 +308,24 @@ impl Toolset {
         let servers: Vec<PromptServer> = inner
             .servers
             .iter()
-            .enumerate()
-            .filter(|(_, slot)| slot.entry.enabled)
-            .map(|(index, slot)| {
-                let view = &table.servers[index];
+            .filter(|slot| slot.entry.enabled)
+            .map(|slot| {
+                let view = &table.servers[slot.index];
                 PromptServer {
                     name: slot.label.clone(),
                     tool_count: view.tools.len(),
                     tier: view.tier.unwrap_or(Tier::Full),
-                    degraded: view.tier.is_none() || *slot.state.borrow() == SlotState::Down,
+                    degraded: view.tier.is_none() || matches!(slot.current_state(), supervisor::State::Failed | supervisor::State::Closed),
                 }
             })
             .collect();
         let abbreviated = table.any_abbreviated();
         prompt::compose_system_prompt(&servers, abbreviated.then_some(MCP_DESCRIBE_TOOL), abbreviated.then_some(MCP_SEARCH_TOOLS))
+    }
+
+    /// Every configured server's state, in configuration order.
+    pub fn servers(&self) -> Vec<ServerStatus> {
+        self.inner.servers.iter().map(|s| s.status()).collect()
     }
 
     /// Resolves once every background reconciliation started by [`Toolset::rebuild`] has finished.
@@ -375,12 +357,12 @@ impl Toolset {
         inner.cancel.cancel();
         for slot in &inner.servers {
             // Calls waiting for a server to connect give up now, with mcp_connection_closed.
-            slot.state.send_replace(SlotState::Down);
+            slot.set_state(supervisor::State::Closed);
         }
         self.inner
             .closed
             .get_or_init(|| async move {
-                let closing: Vec<_> = (0..inner.servers.len()).map(|i| tokio::spawn(inner.clone().close_server(i))).collect();
+                let closing: Vec<_> = inner.servers.iter().map(|s| tokio::spawn(s.clone().close())).collect();
                 let everything = async {
                     for handle in closing {
                         let _ = handle.await;
@@ -410,107 +392,6 @@ impl Toolset {
 }
 
 impl Inner {
-    fn identity(&self, index: usize) -> ServerIdentity<'_> {
-        let slot = &self.servers[index];
-        ServerIdentity {
-            index,
-            name: &slot.entry.name,
-            label: &slot.label,
-            identity: &slot.identity,
-            always_load: self.disclosure.always_load.contains(&slot.entry.name),
-        }
-    }
-
-    fn project_into(&self, index: usize, mut listing: crate::catalog::Listing, vetting: &routes::Vetting, table: &mut RouteTable) -> Vec<Diagnostic> {
-        // The entry's own allow/block lists; the toolset's filter is applied with the projection.
-        listing.tools.retain(|tool| self.servers[index].entry.tools.admits(&tool.name));
-        let options = ProjectionOptions { filter: &self.filter, disclosure: &self.disclosure };
-        routes::project_server(&self.identity(index), listing, vetting, &options, table)
-    }
-
-    /// Make `table` the current one.
-    fn publish(&self, table: RouteTable) -> Arc<RouteTable> {
-        let table = Arc::new(table);
-        let _no_call_between_check_and_send = self.publication.write();
-        self.routes.store(table.clone());
-        table
-    }
-
-    /// Publish the first table: from here on events go live.
-    fn finish_startup(&self, table: RouteTable) -> Arc<RouteTable> {
-        let table = {
-            let _writer = self.projecting.lock();
-            self.publish(table)
-        };
-        self.projected.send_replace(true);
-        table
-    }
-
-    /// Replace one server's part of the map with a fresh listing and tell the owner what moved. The
-    /// owner hears of changes in the order the tables were published (events are sent, without
-    /// blocking, while the next writer waits).
-    fn apply(&self, index: usize, listing: crate::catalog::Listing, vetting: &routes::Vetting) {
-        let server = self.servers[index].entry.name.clone();
-        let _writer = self.projecting.lock();
-        let current = self.routes.load_full();
-        let mut next = current.without_server(index);
-        let diagnostics = self.project_into(index, listing, vetting, &mut next);
-        next.keep_compiled(&current, index);
-        let change = routes::diff(&server, &current.servers[index].tools, &next.servers[index].tools);
-        let (virtual_before, virtual_after) = (local::virtual_tools(&current), local::virtual_tools(&next));
-        self.publish(next);
-        diagnostics.into_iter().for_each(|d| self.report(d));
-        if virtual_before.len() != virtual_after.len() {
-            self.events.tools_changed(&ToolsChange {
-                server: LOCAL_SERVER.to_owned(),
-                removed: virtual_before.iter().map(|t| t.name.clone()).collect(),
-                added: virtual_after,
-                changed: Vec::new(),
-            });
-        }
-        if change.added.is_empty() && change.changed.is_empty() && change.removed.is_empty() {
-            return;
-        }
-        self.events.tools_changed(&change);
-        let names = |tools: &[ProjectedTool]| tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
-        self.events.diagnostic(&Diagnostic::ToolsChanged {
-            server: change.server.clone(),
-            message: format!(
-                "server {:?} changed its tools: {} added, {} changed, {} removed",
-                change.server,
-                change.added.len(),
-                change.changed.len(),
-                change.removed.len()
-            ),
-            added: names(&change.added),
-            changed: names(&change.changed),
-            removed: change.removed.clone(),
-        });
-    }
-
-    fn report(&self, diagnostic: Diagnostic) {
-        let mut startup = self.startup_diagnostics.lock();
-        match startup.as_mut() {
-            Some(buffer) => buffer.push(diagnostic),
-            None => {
-                drop(startup);
-                self.events.diagnostic(&diagnostic);
-            }
-        }
-    }
-
-    fn report_degraded(&self, index: usize, error: &McpError, stderr_tail: Option<String>) {
-        let slot = &self.servers[index];
-        let name = &slot.entry.name;
-        tracing::warn!(toolset = self.log_id, server = %name, code = error.code(), error = %slot.secrets.redact(&error.to_string()), "server degraded");
-        self.report(Diagnostic::ServerDegraded {
-            server: name.clone(),
-            message: slot.secrets.redact(&format!("MCP server {name:?} is unavailable: {error}")),
-            error_code: error.code(),
-            stderr_tail: stderr_tail.map(|tail| slot.secrets.redact(&tail)),
-        });
-    }
-
     fn report_name_collisions(&self) {
         let mut reported = HashSet::new();
         for slot in &self.servers {
@@ -532,6 +413,33 @@ impl Inner {
     }
 }
 
+impl Supervisor {
+    /// After a rebuild: connect, list, vet and correct the map in place, in the background. The server
+    /// stays `stale` (calls wait) until the corrected table is published.
+    fn start_reconcile(self: &Arc<Self>) {
+        self.shared.reconciling.send_modify(|n| *n += 1);
+        let supervisor = self.clone();
+        self.tasks.spawn(async move {
+            // Counted down however the task ends: finished, cancelled by close(), or panicked.
+            let _done = CountDownOnDrop(&supervisor.shared.reconciling);
+            if let Err((error, stderr_tail)) = supervisor.clone().reconnect_once().await {
+                if !supervisor.cancel.is_cancelled() {
+                    supervisor.report_degraded(&error, stderr_tail);
+                }
+                supervisor.after_failed_start(&error);
+            }
+        });
+    }
+}
+
+struct CountDownOnDrop<'a>(&'a watch::Sender<usize>);
+
+impl Drop for CountDownOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
+}
+
 /// The caching hints a row was stored with, if it has any.
 /// A stored URL as it may appear in a message (a row written by an older version may hold a query).
 fn stored_url(url: &str) -> String {
@@ -542,11 +450,4 @@ fn stored_url(url: &str) -> String {
 fn panic_error(doing: &str, error: tokio::task::JoinError) -> McpError {
     let what = if error.is_panic() { "the engine panicked" } else { "the engine task was cancelled" };
     McpError::Internal(format!("{what} while {doing}; this is a bug in mcpferry"))
-}
-
-/// `logs: 'diagnostics'`: log events go out as they happen, like progress (never held for startup).
-impl crate::logging::LogSink for Inner {
-    fn log(&self, diagnostic: Diagnostic) {
-        self.events.diagnostic(&diagnostic);
-    }
 }

@@ -125,6 +125,14 @@ pub(crate) struct ServerIdentity<'a> {
     pub label: &'a str,
     pub identity: &'a str,
     pub always_load: bool,
+    /// The entry's own allow/block lists, applied before the toolset's filter.
+    pub tools: &'a crate::guard::filter::ServerToolFilter,
+}
+
+impl ServerIdentity<'_> {
+    pub fn admits(&self, tool: &str) -> bool {
+        self.tools.admits(tool)
+    }
 }
 
 /// The projection options shared by every server of a toolset.
@@ -281,7 +289,8 @@ mod tests {
     }
 
     fn project_vetted(listing: Listing, vetting: &Vetting) -> (RouteTable, Vec<Diagnostic>) {
-        let server = ServerIdentity { index: 0, name: "srv", label: "srv", identity: "id", always_load: false };
+        let tools = Default::default();
+        let server = ServerIdentity { index: 0, name: "srv", label: "srv", identity: "id", always_load: false, tools: &tools };
         let filter = ToolFilter::default();
         let disclosure = DisclosureConfig { budget_tokens: 1_000_000, always_load: Vec::new() };
         let mut table = RouteTable::empty(1);

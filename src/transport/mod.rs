@@ -43,6 +43,11 @@ pub trait MessageSink: Send + Sync + 'static {
     }
     /// The transport ended for good.
     fn on_closed(&self, reason: McpError);
+    /// A new HTTP session (`generation`) replaced one the server expired: resolves once its tools were
+    /// listed and vetted again (see `ConnectionEvents::session_renewed`). No call goes on it before.
+    fn session_renewed(&self, _generation: u64) -> BoxFuture<'_, Result<()>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
     /// Work on the request's behalf is under way (a login): restart its idle timeout, as progress does.
     fn keep_waiting(&self, _id: RequestId) {}
     /// Whether the connection was waiting on the host (an open elicitation) at any time in the last
@@ -68,6 +73,22 @@ pub struct Outbound {
     pub modern: Option<ModernRequest>,
     /// A request answered by a stream that may stay quiet for good (`subscriptions/listen`).
     pub long_lived: bool,
+    /// The tool a `tools/call` calls (by its remote name).
+    pub tool: Option<Box<str>>,
+    /// For a `tools/call`: whether the tool, as the call was approved against it, is still what the
+    /// current (vetted) map holds — asked before it goes on a session that replaced an expired one.
+    pub admitted: Option<Arc<dyn AdmittedCall>>,
+}
+
+/// The owner's check that a call may still go as it was admitted (see [`Outbound::admitted`]).
+pub trait AdmittedCall: Send + Sync {
+    fn still_admitted(&self) -> Result<()>;
+}
+
+impl std::fmt::Debug for dyn AdmittedCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdmittedCall")
+    }
 }
 
 /// What the modern era's HTTP headers carry for one request.
@@ -81,11 +102,11 @@ pub struct ModernRequest {
 
 impl Outbound {
     pub fn request(id: RequestId, json: String, is_initialize: bool, resendable: bool) -> Self {
-        Outbound { json, request_id: Some(id), is_initialize, resendable, extra_headers: Vec::new(), modern: None, long_lived: false }
+        Outbound { json, request_id: Some(id), is_initialize, resendable, extra_headers: Vec::new(), modern: None, long_lived: false, tool: None, admitted: None }
     }
 
     pub fn other(json: String) -> Self {
-        Outbound { json, request_id: None, is_initialize: false, resendable: true, extra_headers: Vec::new(), modern: None, long_lived: false }
+        Outbound { json, request_id: None, is_initialize: false, resendable: true, extra_headers: Vec::new(), modern: None, long_lived: false, tool: None, admitted: None }
     }
 }
 

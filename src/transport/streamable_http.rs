@@ -60,6 +60,10 @@ struct Post {
     extra_headers: Arc<[(HeaderName, HeaderValue)]>,
     /// Its stream may stay quiet for good (`subscriptions/listen`): no idle limit.
     long_lived: bool,
+    /// A `tools/call`'s tool: sent on a renewed session only once the tools were vetted again.
+    tool: Option<Arc<str>>,
+    /// A `tools/call`'s check that its tool is still as it was approved (see `Outbound::admitted`).
+    admitted: Option<Arc<dyn super::AdmittedCall>>,
 }
 
 impl Post {
@@ -73,6 +77,8 @@ impl Post {
             modern: message.modern.take().map(Arc::new),
             extra_headers: std::mem::take(&mut message.extra_headers).into(),
             long_lived: message.long_lived,
+            tool: message.tool.take().map(Arc::from),
+            admitted: message.admitted.take(),
         }
     }
 
@@ -177,7 +183,12 @@ impl Transport for StreamableHttpTransport {
                 let outcome = shared.post(&body, post).await;
                 shared.by_request.lock().remove(&id);
                 if let Err(error) = outcome {
-                    shared.sink.on_request_failed(id, error);
+                    let unreachable = matches!(error, McpError::Unreachable(_));
+                    shared.sink.on_request_failed(id, error.clone());
+                    // The server is not there: the session can't be used, and the owner reconnects.
+                    if unreachable {
+                        shared.lost(error);
+                    }
                 }
             }
         });
@@ -257,6 +268,14 @@ impl Drop for StreamableHttpTransport {
 }
 
 impl Shared {
+    /// The session can't be used any more (its server unreachable, a new session refused): end the
+    /// connection, so every request waiting fails and the owner reconnects.
+    fn lost(&self, reason: McpError) {
+        if !self.closed.load(Ordering::SeqCst) {
+            self.sink.on_closed(reason);
+        }
+    }
+
     /// A request to the server's URL with the configured headers, the bearer and the session id (all
     /// for the server's origin only) and the negotiated protocol version.
     fn with_session(&self, method: Method, session: &Session) -> Exchange {
@@ -285,6 +304,20 @@ impl Shared {
     /// POST one message and deliver whatever comes back.
     async fn post(&self, body: &bytes::Bytes, post: Post) -> Result<()> {
         let session = self.session.lock().clone();
+        // A session that replaced an expired one may be a restarted server's: no call goes on it before
+        // its tools were listed and vetted again, and the call's tool is still published and trusted there.
+        if post.tool.is_some() && session.generation > 0 {
+            if let Err(error) = self.sink.session_renewed(session.generation).await {
+                // Tools that could not be vetted on it: no call may use this session; the owner reconnects.
+                if error != McpError::Closed {
+                    self.lost(McpError::Transport(format!("the tools of a new session could not be vetted: {error}")));
+                }
+                return Err(error);
+            }
+            if let Some(admitted) = &post.admitted {
+                admitted.still_admitted()?;
+            }
+        }
         if let Some(authorizer) = &self.spec.authorizer {
             authorizer.before_request().await?;
         }
@@ -309,8 +342,12 @@ impl Shared {
             if !post.may_reinitialize {
                 return Err(McpError::Transport("the server expired the session again right after re-initializing".into()));
             }
-            // The server never processed this request: start a new session and send it again, once.
-            self.reinitialize(session.generation).await?;
+            // The server never processed this request: start a new session and send it again, once (a
+            // call only once the tools were vetted again on it: see the top of this function).
+            if let Err(error) = self.reinitialize(session.generation).await {
+                self.lost(McpError::Transport(format!("the server expired the session and a new one could not be started: {error}")));
+                return Err(error);
+            }
             return Box::pin(self.post(body, Post { may_reinitialize: false, ..post })).await;
         }
         // A session id belongs to the server's origin: one set by a redirect target is not taken.
@@ -336,8 +373,11 @@ impl Shared {
             return Err(McpError::Transport(self.error_excerpt(response).await));
         }
         let request_id = post.request_id;
+        // Accepted: a call failing from here on (its stream broken, its answer oversized) may have run.
+        let is_call = post.tool.is_some();
+        let sent = |error: McpError| if is_call { error.after_send() } else { error };
         if http::is_event_stream(&response) {
-            return self.consume_stream(response, request_id, post.modern.is_none(), post.long_lived).await;
+            return self.consume_stream(response, request_id, post.modern.is_none(), post.long_lived).await.map_err(sent);
         }
         if status == StatusCode::ACCEPTED || !http::is_json(&response) {
             return match request_id {
@@ -347,7 +387,7 @@ impl Shared {
                 None => Ok(()),
             };
         }
-        let body = http::read_body(&mut response, self.options.max_message_bytes, self.deadline()).await?;
+        let body = http::read_body(&mut response, self.options.max_message_bytes, self.deadline()).await.map_err(sent)?;
         if body.iter().all(u8::is_ascii_whitespace) && request_id.is_none() {
             return Ok(());
         }
@@ -461,11 +501,14 @@ impl Shared {
         let mut failures = 0;
         // The session this loop renewed itself and has not yet seen a stream on.
         let mut renewed_here: Option<u64> = None;
+        // A stream was open on this connection: its server was there.
+        let mut was_open = false;
         while !self.closed.load(Ordering::SeqCst) && failures < MAX_GET_STREAM_FAILURES {
             let last_event_id = parser.last_event_id.clone();
             let mut response = match self.open_get_stream(last_event_id.as_deref()).await {
                 Ok(GetStream::Open(response)) => {
                     renewed_here = None;
+                    was_open = true;
                     response
                 }
                 Ok(GetStream::NotOffered) => return,
@@ -474,15 +517,26 @@ impl Shared {
                 Ok(GetStream::SessionExpired(generation)) if renewed_here == Some(generation) => return,
                 Ok(GetStream::SessionExpired(generation)) => {
                     // The session ended under the stream: renew it (once for everyone) and listen on the new one.
-                    if self.reinitialize(generation).await.is_err() {
+                    if let Err(error) = self.reinitialize(generation).await {
+                        self.lost(McpError::Transport(format!("the server expired the session and a new one could not be started: {error}")));
                         return;
                     }
-                    renewed_here = Some(self.session.lock().generation);
+                    let renewed = self.session.lock().generation;
+                    renewed_here = Some(renewed);
+                    // A restarted server may publish other tools: vetted again, as after any recovery.
+                    if let Err(error) = self.sink.session_renewed(renewed).await {
+                        if error != McpError::Closed {
+                            self.lost(McpError::Transport(format!("the tools of a new session could not be vetted: {error}")));
+                        }
+                        return;
+                    }
                     failures += 1;
                     parser = EventStreamParser::skipping_oversized(self.options.max_message_bytes);
                     tokio::time::sleep(Duration::from_millis(DEFAULT_RETRY_MS)).await;
                     continue;
                 }
+                // The stream's server is gone (nothing listens where it was): the owner reconnects.
+                Err(error @ McpError::Unreachable(_)) if was_open => return self.lost(error),
                 Err(_) => {
                     failures += 1;
                     tokio::time::sleep(Duration::from_millis(DEFAULT_RETRY_MS)).await;

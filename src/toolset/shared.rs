@@ -1,0 +1,167 @@
+//! What every supervisor of a toolset shares: the toolset's fixed settings, the route table with its
+//! publication, and the way to the owner (diagnostics, tool-map changes). A supervisor holds it by
+//! `Arc`; nothing here knows any one server.
+
+use super::local;
+use super::routes::{self, ProjectionOptions, RouteTable, ServerIdentity};
+use super::{ToolsChange, ToolsetEvents, LOCAL_SERVER};
+use crate::config::{DisclosureConfig, ReconnectConfig};
+use arc_swap::ArcSwap;
+use crate::diagnostics::Diagnostic;
+use crate::guard::filter::ToolFilter;
+use crate::guard::hosts::HostGuard;
+use crate::hooks::Hooks;
+use crate::projection::ProjectedTool;
+use crate::store::ConnectionStore;
+use parking_lot::{Mutex, RwLock};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+pub(crate) struct Shared {
+    pub hooks: Hooks,
+    /// The elicitation modes declared to every server when `hooks.elicit` is set (`elicitationModes`).
+    pub elicitation_modes: crate::elicitation::Modes,
+    /// The static `allowedHosts` list, compiled once.
+    pub allowed_hosts: Option<Arc<HostGuard>>,
+    /// The `proxy` option, for every HTTP server.
+    pub proxy: Option<url::Url>,
+    pub timeout: Duration,
+    /// How long a server has to start and finish its handshake (`connectTimeoutMs`).
+    pub connect_timeout: Duration,
+    /// How a lost server is recovered (`reconnect`); `None`: it is not.
+    pub reconnect: Option<ReconnectConfig>,
+    /// This toolset's `toolset` field in log events (see `logging`).
+    pub log_id: u64,
+    pub max_result_bytes: usize,
+    /// `validateArguments`, `validateResults`, `exposeServerErrors`.
+    pub validation: crate::schema::tool::ValidationConfig,
+    pub filter: ToolFilter,
+    pub disclosure: DisclosureConfig,
+    /// The current route table. Read without locking; replaced whole by [`Shared::publish`].
+    pub routes: ArcSwap<RouteTable>,
+    /// Held for writing only for the instant a table is swapped in; a call holds it for reading from
+    /// its last check to the write of its bytes, so no table is published between the two.
+    pub publication: RwLock<()>,
+    /// One writer at a time projects a server into the next table. No call ever takes it.
+    pub projecting: Mutex<()>,
+    /// Where catalogues and drift baselines persist. Without one there is no baseline.
+    pub store: Option<Arc<dyn ConnectionStore>>,
+    /// Background reconciliations still running (after a rebuild from storage).
+    pub reconciling: watch::Sender<usize>,
+    pub events: Arc<dyn ToolsetEvents>,
+    /// Diagnostics raised while connecting, returned with the tools so the caller sees them before
+    /// `mcpTools` resolves. `None` once connected: later ones go straight to `events`.
+    pub startup_diagnostics: Mutex<Option<Vec<Diagnostic>>>,
+    /// Flips to true once the first projection is out, so a list_changed that races it is applied after.
+    pub projected: watch::Sender<bool>,
+    /// The host's side of OAuth: the token store and the way to a person.
+    pub auth_host: Arc<crate::auth::AuthHost>,
+    /// A single-server client (`connectMcpServer`): calls answer with the server's result as sent, and
+    /// the server's announcements of tool changes are reported (`ToolsetEvents::tools_list_announced`).
+    pub client_mode: AtomicBool,
+}
+
+impl Shared {
+    pub fn is_client(&self) -> bool {
+        self.client_mode.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Project one server's listing into `table`, its entry's own allow/block lists applied first.
+    pub fn project_into(
+        &self,
+        server: &ServerIdentity<'_>,
+        mut listing: crate::catalog::Listing,
+        vetting: &routes::Vetting,
+        table: &mut RouteTable,
+    ) -> Vec<Diagnostic> {
+        listing.tools.retain(|tool| server.admits(&tool.name));
+        let options = ProjectionOptions { filter: &self.filter, disclosure: &self.disclosure };
+        routes::project_server(server, listing, vetting, &options, table)
+    }
+
+    /// Make `table` the current one.
+    pub fn publish(&self, table: RouteTable) -> Arc<RouteTable> {
+        let table = Arc::new(table);
+        let _no_call_between_check_and_send = self.publication.write();
+        self.routes.store(table.clone());
+        table
+    }
+
+    /// Publish the first table: from here on events go live.
+    pub fn finish_startup(&self, table: RouteTable) -> Arc<RouteTable> {
+        let table = {
+            let _writer = self.projecting.lock();
+            self.publish(table)
+        };
+        self.projected.send_replace(true);
+        table
+    }
+
+    /// Replace one server's part of the map with a fresh listing and tell the owner what moved. The
+    /// owner hears of changes in the order the tables were published (events are sent, without
+    /// blocking, while the next writer waits).
+    pub fn apply(&self, server: &ServerIdentity<'_>, listing: crate::catalog::Listing, vetting: &routes::Vetting) {
+        let index = server.index;
+        let _writer = self.projecting.lock();
+        let current = self.routes.load_full();
+        let mut next = current.without_server(index);
+        let diagnostics = self.project_into(server, listing, vetting, &mut next);
+        next.keep_compiled(&current, index);
+        let change = routes::diff(server.name, &current.servers[index].tools, &next.servers[index].tools);
+        let (virtual_before, virtual_after) = (local::virtual_tools(&current), local::virtual_tools(&next));
+        self.publish(next);
+        diagnostics.into_iter().for_each(|d| self.report(d));
+        if virtual_before.len() != virtual_after.len() {
+            self.events.tools_changed(&ToolsChange {
+                server: LOCAL_SERVER.to_owned(),
+                removed: virtual_before.iter().map(|t| t.name.clone()).collect(),
+                added: virtual_after,
+                changed: Vec::new(),
+            });
+        }
+        if change.added.is_empty() && change.changed.is_empty() && change.removed.is_empty() {
+            return;
+        }
+        self.events.tools_changed(&change);
+        let names = |tools: &[ProjectedTool]| tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>();
+        self.events.diagnostic(&Diagnostic::ToolsChanged {
+            server: change.server.clone(),
+            message: format!(
+                "server {:?} changed its tools: {} added, {} changed, {} removed",
+                change.server,
+                change.added.len(),
+                change.changed.len(),
+                change.removed.len()
+            ),
+            added: names(&change.added),
+            changed: names(&change.changed),
+            removed: change.removed.clone(),
+        });
+    }
+
+    /// To the owner: held with the startup diagnostics until the first table is out, then at once.
+    pub fn report(&self, diagnostic: Diagnostic) {
+        let mut startup = self.startup_diagnostics.lock();
+        match startup.as_mut() {
+            Some(buffer) => buffer.push(diagnostic),
+            None => {
+                drop(startup);
+                self.events.diagnostic(&diagnostic);
+            }
+        }
+    }
+
+    /// The diagnostics held while connecting; from now on they go out as they come.
+    pub fn take_startup_diagnostics(&self) -> Vec<Diagnostic> {
+        self.startup_diagnostics.lock().take().unwrap_or_default()
+    }
+}
+
+/// `logs: 'diagnostics'`: log events go out as they happen, like progress (never held for startup).
+impl crate::logging::LogSink for Shared {
+    fn log(&self, diagnostic: Diagnostic) {
+        self.events.diagnostic(&diagnostic);
+    }
+}
