@@ -9,7 +9,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 
 import { join } from 'node:path';
 import { connectMcpServer, createMemoryMcpConnectionStore, mcpTools, McpError } from '../dist/index.js';
 import { EVERYTHING_BIN } from '../examples/servers/everything-http.mjs';
-import { startStreamableFixture } from './fixtures/http-server.mjs';
+import { startLegacySseFixture, startStreamableFixture } from './fixtures/http-server.mjs';
 import { here, processState, scratchFile, until } from './helpers.mjs';
 
 const RECOVERY_FIXTURE = join(here, 'fixtures', 'recovery-server.mjs');
@@ -357,6 +357,34 @@ test('an HTTP server stopped for 3 s and started again on its port: a call made 
     assert.equal(codes.at(-1), 'server-reconnected');
     assert.ok(codes.includes('server-reconnecting'));
     assert.equal((await tools.web__echo.execute({ text: 'later' })).content[0].text, 'echo: later');
+  } finally {
+    await toolset?.close();
+    await before.close();
+    await after?.close();
+  }
+});
+
+test('a legacy SSE server stopped and started again on its port: its stream gone, the server is reconnected and a call succeeds', async () => {
+  const before = await startLegacySseFixture();
+  const port = Number(new URL(before.url).port);
+  let after;
+  let toolset;
+  try {
+    toolset = await open([{ name: 'old', type: 'sse', url: before.url }], { reconnect: { initialDelayMs: 100, maxDelayMs: 500 }, timeoutMs: 15_000 });
+    const { tools, diagnostics } = toolset;
+    assert.equal((await tools.old__echo.execute({ text: 'before' })).content[0].text, 'echo: before');
+    await before.close();
+    // The event stream ends with its server: the loss is seen without a call.
+    await untilState(toolset, 'old', (s) => s.state === 'reconnecting', 10_000);
+    const during = track(tools.old__echo.execute({ text: 'during' }));
+    after = await startLegacySseFixture({ port });
+    await during.done;
+    assert.equal(during.error, undefined, `${during.error}`);
+    assert.equal(during.value.content[0].text, 'echo: during');
+    await untilState(toolset, 'old', isLive(1), 10_000);
+    assert.ok(after.log.some((r) => r.body?.method === 'initialize'), 'a new session on the server that came back');
+    assert.deepEqual(before.log.filter((r) => r.body?.params?.arguments?.text === 'during'), [], 'the stopped server never saw the call');
+    assert.equal(recoveryCodes(diagnostics, 'old')[0], 'server-lost');
   } finally {
     await toolset?.close();
     await before.close();
