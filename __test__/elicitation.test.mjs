@@ -280,9 +280,10 @@ test('streamable HTTP: the request arrives on the call\'s response stream and th
 test('streamable HTTP: a response stream quiet while the person answers is not timed out', async (t) => {
   const http = await startHttp();
   t.after(http.close);
-  // Longer than timeoutMs plus the HTTP deadline's slack: the stream stays quiet all that time.
-  const onElicitation = () => new Promise((resolve) => setTimeout(() => resolve({ action: 'accept', content: {} }), 3500));
-  await withToolset({ onElicitation, timeoutMs: 1000, connectTimeoutMs: 30_000 }, async (toolset) => {
+  // Longer than timeoutMs plus the HTTP deadline's slack: the stream stays quiet all that time. timeoutMs
+  // leaves a loaded machine's server time to send its question (1 s did not, once: a CI flake).
+  const onElicitation = () => new Promise((resolve) => setTimeout(() => resolve({ action: 'accept', content: {} }), 6500));
+  await withToolset({ onElicitation, timeoutMs: 2500, connectTimeoutMs: 30_000 }, async (toolset) => {
     const { result } = await call(toolset, 'ask', { params: SEP1034 });
     assert.equal(result.action, 'accept');
   }, { name: 'srv', type: 'streamable-http', url: http.url });

@@ -364,6 +364,36 @@ test('an HTTP server stopped for 3 s and started again on its port: a call made 
   }
 });
 
+test('an HTTP server without a GET stream, stopped: the call that finds it gone (nothing delivered) waits and goes once to the server that came back', async () => {
+  const before = await startStreamableFixture();
+  const port = Number(new URL(before.url).port);
+  let after;
+  let toolset;
+  try {
+    toolset = await open([{ name: 'bare', type: 'streamable-http', url: before.url }], { reconnect: { initialDelayMs: 100, maxDelayMs: 300 }, timeoutMs: 15_000 });
+    const { tools } = toolset;
+    assert.equal((await tools.bare__echo.execute({ text: 'before' })).content[0].text, 'echo: before');
+    await before.close();
+    // No stream tells of the stop: the call's own connection is refused, and it is the one that waits.
+    assert.equal(stateOf(toolset, 'bare').state, 'live');
+    const first = track(tools.bare__echo.execute({ text: 'finds it gone' }));
+    await untilState(toolset, 'bare', (s) => s.state === 'reconnecting', 10_000);
+    await sleep(300);
+    assert.equal(first.settled, false, `the call waits for the server: ${first.error}`);
+    after = await startStreamableFixture({ port });
+    await first.done;
+    assert.equal(first.error, undefined, `${first.error}`);
+    assert.equal(first.value.content[0].text, 'echo: finds it gone');
+    const ran = (fixture) => fixture.streamsClosed.filter((s) => s.name === 'echo').length;
+    await until(() => ran(after) >= 1);
+    assert.equal(ran(after), 1, 'sent once, to the server that came back');
+  } finally {
+    await toolset?.close();
+    await before.close();
+    await after?.close();
+  }
+});
+
 test('a legacy SSE server stopped and started again on its port: its stream gone, the server is reconnected and a call succeeds', async () => {
   const before = await startLegacySseFixture();
   const port = Number(new URL(before.url).port);

@@ -62,6 +62,18 @@ impl CallRequest {
         self.arguments.as_deref().expect("admitted calls have JSON arguments")
     }
 
+    /// The call again, with copies of its arguments and context: what an HTTP call keeps, so that one an
+    /// unreachable server never received can go to what comes back.
+    fn unsent_copy(&self) -> CallRequest {
+        CallRequest {
+            call_id: self.call_id,
+            abort_id: self.abort_id,
+            name: self.name.clone(),
+            arguments: self.arguments.clone(),
+            context: Ok(self.context().clone()),
+        }
+    }
+
     /// The arguments, handed over to be sent (once).
     fn take_arguments(&mut self) -> Box<RawValue> {
         self.arguments.take().expect("admitted calls have JSON arguments, sent once")
@@ -133,7 +145,7 @@ impl super::Toolset {
                         // Registered now, not in the task, so an abort that arrives before it runs is not lost.
                         let abort = (call.abort_id != 0).then(|| inner.register_abort(call.abort_id));
                         let done = inner.call_completion(Some(&route), &call, sink);
-                        inner.tasks.spawn(inner.clone().call_gated(call, route, abort, done));
+                        inner.tasks.spawn(inner.clone().call_gated(call, route, abort, done, Gate::All));
                     }
                 }
                 Err(error) => sink.complete(call.call_id, Err(error)),
@@ -155,10 +167,13 @@ impl super::Toolset {
                 .iter_mut()
                 .zip(&aborts)
                 .map(|((call, route, headers), abort)| StartCall {
+                    reply: Reply::Callback(match http {
+                        true => inner.unless_unreachable(call, route, abort.clone(), &connection, sink),
+                        false => inner.completion(Some(&*route), call, sink),
+                    }),
                     remote_name: &route.remote_name,
                     arguments: call.take_arguments(),
                     abort: abort.clone(),
-                    reply: Reply::Callback(inner.completion(Some(&*route), call, sink)),
                     headers: std::mem::take(headers),
                     on_header_mismatch: modern_http.then(|| Relister::new(inner, call, route)),
                     idempotency_key: call.idempotency_key(),
@@ -306,11 +321,11 @@ impl Inner {
     }
 
     /// A call that must wait first: for `policy.decide`, for `auth`, or for its server to be ready.
-    async fn call_gated(self: Arc<Self>, mut call: CallRequest, route: Route, abort: Option<Arc<AbortHandle>>, done: CallCompletion) {
+    async fn call_gated(self: Arc<Self>, mut call: CallRequest, route: Route, abort: Option<Arc<AbortHandle>>, done: CallCompletion, gates: Gate) {
         let index = route.server;
         let slot = &self.servers[index];
         let gate = async {
-            if self.hooks.decide.is_some() {
+            if self.hooks.decide.is_some() && gates == Gate::All {
                 let request = policy::request_json(&call.name, &slot.entry.name, &route.remote_name, call.arguments(), call.context());
                 policy::authorize(&self.hooks, &call.name, request).await?;
             }
@@ -341,12 +356,16 @@ impl Inner {
                     Err(error) => return done.finish(Err(error)),
                 };
                 let modern_http = slot.entry.is_http() && connection.is_modern();
+                let reply = match (slot.entry.is_http(), gates) {
+                    (true, Gate::All) => Reply::Callback(self.unless_unreachable_then(&call, &route, abort.clone(), &connection, done)),
+                    _ => done.into_reply(),
+                };
                 let start =
                     StartCall {
                         remote_name: &route.remote_name,
                         arguments: call.take_arguments(),
                         abort: abort.clone(),
-                        reply: done.into_reply(),
+                        reply,
                         headers,
                         on_header_mismatch: modern_http.then(|| Relister::new(&self, &call, &route)),
                         idempotency_key: call.idempotency_key(),
@@ -356,6 +375,53 @@ impl Inner {
             }
             Err(error) => done.finish(Err(error)),
         }
+    }
+
+    /// An HTTP call's reply: its outcome, unless the server could not be reached at all
+    /// (`McpError::Unreachable`: nothing was delivered), in which case the call waits for the server to come
+    /// back, like one made while it is reconnecting, and goes once to what came back — checked again, not
+    /// asked of `policy` again. Once only: a second unreachable server is the call's outcome.
+    fn unless_unreachable(
+        self: &Arc<Self>,
+        call: &CallRequest,
+        route: &Route,
+        abort: Option<Arc<AbortHandle>>,
+        sent_on: &Arc<Connection>,
+        sink: &Arc<dyn CallSink>,
+    ) -> Completion {
+        let done = self.call_completion(Some(route), call, sink);
+        self.unless_unreachable_then(call, route, abort, sent_on, done)
+    }
+
+    fn unless_unreachable_then(
+        self: &Arc<Self>,
+        call: &CallRequest,
+        route: &Route,
+        abort: Option<Arc<AbortHandle>>,
+        sent_on: &Arc<Connection>,
+        done: CallCompletion,
+    ) -> Completion {
+        let (inner, again, route, sent_on) = (self.clone(), call.unsent_copy(), route.clone(), Arc::downgrade(sent_on));
+        Box::new(move |outcome| match outcome {
+            Err(McpError::Unreachable(_)) if !inner.cancel.is_cancelled() => {
+                let task = inner.clone().after_unreachable(again, route, abort, sent_on, done);
+                inner.tasks.spawn(task);
+            }
+            outcome => done.finish(outcome),
+        })
+    }
+
+    async fn after_unreachable(self: Arc<Self>, call: CallRequest, route: Route, abort: Option<Arc<AbortHandle>>, sent_on: Weak<Connection>, done: CallCompletion) {
+        let slot = &self.servers[route.server];
+        // The transport ends the connection right after failing the call: wait for the supervisor to take it.
+        let mut state = slot.state.subscribe();
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        while slot.live_connection().is_some_and(|live| std::ptr::eq(Arc::as_ptr(&live), sent_on.as_ptr())) {
+            if tokio::time::timeout_at(deadline, state.changed()).await.is_err() {
+                return done.finish(Err(slot.unavailable()));
+            }
+        }
+        self.call_gated(call, route, abort, done, Gate::ServerOnly).await
     }
 
     /// Whether a call admitted earlier may still go where it was admitted to: the current table must
@@ -403,6 +469,14 @@ pub(super) async fn wait_live(slot: &Supervisor, timeout: std::time::Duration) -
         }
         _ => Err(slot.unavailable()),
     }
+}
+
+/// Which gates a call still has to pass.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    All,
+    /// Approved already (it never reached its server): only the server's readiness and `auth`.
+    ServerOnly,
 }
 
 /// The current route of `name`, if it still reaches the same server tool, unquarantined and with the
