@@ -149,6 +149,7 @@ const NOT_SENT: ReadonlySet<string> = new Set([
   'mcp_tool_unavailable',
   'mcp_config_invalid',
   'mcp_invalid_arguments',
+  'mcp_server_unavailable',
 ]);
 
 type Check = { ok: true; value: unknown } | { ok: false; path: string; message: string };
@@ -279,8 +280,10 @@ export function defineMcpTool<Input extends McpToolValidator, Output extends Mcp
   function clientFailure(error: unknown): McpError {
     const code = (error as { code?: unknown } | null)?.code;
     const detail = quote(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
-    // A refused redirect hop (`redirected`) comes after the server received the call.
-    if (error instanceof McpError && NOT_SENT.has(error.code) && (error as { redirected?: unknown }).redirected !== true) {
+    // A refused redirect hop (`redirected`), or an error that says the request went out (`sent`), comes after
+    // the server received the call.
+    const after = error instanceof McpError && (error.sent === true || (error as { redirected?: unknown }).redirected === true);
+    if (error instanceof McpError && NOT_SENT.has(error.code) && !after) {
       return failure(error.code, false, `the client refused the call: ${detail}`, `the call was not sent (${error.code})`);
     }
     const errorCode: McpErrorCode =
