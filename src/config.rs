@@ -46,6 +46,7 @@ pub const OPTION_KEYS: &[&str] = &[
     "validateResults",
     "exposeServerErrors",
     "reconnect",
+    "serverLogLevel",
 ];
 
 /// The key of a marker standing for a value JSON cannot carry: `{"$mcpferry": "function"}` (also
@@ -83,6 +84,9 @@ pub struct ToolsetConfig {
     pub validation: crate::schema::tool::ValidationConfig,
     /// How a lost server is recovered (`reconnect`, on by default); `None` for `reconnect: false`.
     pub reconnect: Option<ReconnectConfig>,
+    /// `serverLogLevel`: the level of logs asked of every server that declares `logging` (see
+    /// `server_log`); `None`, the default: nothing is asked.
+    pub server_log_level: Option<crate::server_log::Level>,
 }
 
 /// `reconnect`: how a supervisor brings a lost server back (see `toolset::recovery`).
@@ -419,6 +423,19 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         optional_positive_integer(root, "authorizationTimeoutMs", "options")?.unwrap_or(crate::limits::DEFAULT_AUTHORIZATION_TIMEOUT_MS);
     let elicitation_modes = parse_elicitation_modes(root, callbacks.elicit)?;
     let reconnect = parse_reconnect(root)?;
+    let server_log_level = match root.get("serverLogLevel") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(name)) if crate::server_log::Level::parse(name).is_some() => crate::server_log::Level::parse(name),
+        Some(_) => {
+            return Err(McpError::config(format!(
+                "options.serverLogLevel must be one of {}",
+                crate::server_log::LEVELS.map(|l| format!("{l:?}")).join(", ")
+            )))
+        }
+    };
+    if server_log_level.is_some() && !callbacks.on_diagnostic {
+        return Err(McpError::config("options.serverLogLevel needs options.onDiagnostic, which receives the server-log diagnostics"));
+    }
     Ok(ToolsetConfig {
         servers,
         callbacks,
@@ -436,6 +453,7 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         elicitation_modes,
         validation,
         reconnect,
+        server_log_level,
     })
 }
 
@@ -822,6 +840,9 @@ mod tests {
             (r#"{"servers":[],"warnings":"off"}"#, "warnings must be a boolean"),
             (r#"{"servers":[],"logs":"stderr"}"#, "logs must be"),
             (r#"{"servers":[],"logs":"diagnostics"}"#, "needs options.onDiagnostic"),
+            (r#"{"servers":[],"serverLogLevel":"warn","onDiagnostic":{"$mcpferry":"function"}}"#, "serverLogLevel must be one of \"debug\""),
+            (r#"{"servers":[],"serverLogLevel":3,"onDiagnostic":{"$mcpferry":"function"}}"#, "serverLogLevel must be one of"),
+            (r#"{"servers":[],"serverLogLevel":"debug"}"#, "serverLogLevel needs options.onDiagnostic"),
             (r#"{"servers":[],"tools":{"allow":["a"],"block":["b"]}}"#, "not both"),
             (r#"{"servers":[],"tools":{"deny":["a"]}}"#, "unknown key"),
             (r#"{"servers":[{"name":"h","type":"sse","url":"ftp://x/"}]}"#, "http:// or https://"),

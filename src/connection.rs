@@ -17,6 +17,7 @@ use crate::protocol::jsonrpc::{self, Message, RawMessage, RequestId, INVALID_PAR
 use crate::protocol::mcp::{self, InitializeResult};
 use crate::protocol::nesting;
 use crate::protocol::era::{self, Era};
+use crate::progress::ProgressListener;
 use crate::transport::{self, MessageSink, ModernRequest, Outbound, Transport, TransportOptions, TransportSpec};
 // Locks that do not poison: a panic in one request's path must not turn every later lock into a panic.
 use parking_lot::Mutex;
@@ -48,6 +49,8 @@ pub trait ConnectionEvents: Send + Sync + 'static {
     fn session_renewed(&self, _generation: u64) -> crate::transport::BoxFuture<'_, Result<()>> {
         Box::pin(std::future::ready(Ok(())))
     }
+    /// The server sent `notifications/message` (a log); `params` as sent, untrusted (see `server_log`).
+    fn server_log(&self, _params: &RawValue) {}
 }
 
 /// Called once with a request's outcome.
@@ -270,6 +273,8 @@ struct Pending {
     modern: bool,
     /// Answered by a stream that may stay quiet for good (`subscriptions/listen`).
     long_lived: bool,
+    /// Hears this request's progress (a tool call whose caller gave `onProgress`); `None` for the rest.
+    progress: Option<Arc<dyn ProgressListener>>,
 }
 
 impl Connection {
@@ -359,6 +364,7 @@ impl Connection {
                     on_header_mismatch: call.on_header_mismatch,
                     resent_after_mismatch: false,
                     idempotency_key: call.idempotency_key.clone(),
+                    progress: call.progress.clone(),
                 });
                 (Reply::Callback(rounds(Arc::downgrade(&self.shared), again.clone(), call.reply, 0)), Some(again), None)
             } else {
@@ -374,6 +380,7 @@ impl Connection {
             if let Some(mut message) = self.shared.register("tools/call", Some(call.remote_name), params, timeout, call.abort.as_deref(), reply) {
                 message.extra_headers = call.headers;
                 message.admitted = call.admitted;
+                self.shared.listen_for_progress(&message, call.progress);
                 outbound.push(message);
             }
         }
@@ -384,6 +391,21 @@ impl Connection {
 
     pub fn stderr_tail(&self) -> Option<String> {
         self.transport.stderr_tail()
+    }
+
+    /// Ask the server for its logs from `level` up (`serverLogLevel`), if it declared `logging`: on a
+    /// session-era server `logging/setLevel`, awaited; on a 2026-07-28 one the per-request `_meta` level
+    /// on every request from now on (that era has no `setLevel`). Whether it was asked.
+    pub async fn ask_log_level(&self, level: crate::server_log::Level, opts: &RequestOptions<'_>) -> Result<bool> {
+        if !self.session.capabilities.iter().any(|c| c == "logging") {
+            return Ok(false);
+        }
+        if let Some(wire) = self.shared.modern.load_full() {
+            let meta = format!("{},{}", wire.meta, level.meta_member());
+            self.shared.modern.store(Some(Arc::new(ModernWire { version: wire.version, meta })));
+            return Ok(true);
+        }
+        self.request("logging/setLevel", Some(&level.set_level_params()), opts).await.map(|_| true)
     }
 
     /// Fail what is pending with `Closed`, stop the open elicitations (the server gets no answer to
@@ -416,6 +438,8 @@ pub struct StartCall<'a> {
     pub idempotency_key: Option<Box<str>>,
     /// Asked before the call goes on an HTTP session that replaced an expired one (see `Outbound::admitted`).
     pub admitted: Option<Arc<dyn crate::transport::AdmittedCall>>,
+    /// Hears the call's progress notifications (every round of it); `None`: nobody listens.
+    pub progress: Option<Arc<dyn ProgressListener>>,
 }
 
 pub type Headers = Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>;
@@ -440,6 +464,7 @@ struct CallAgain {
     /// This is that second sending.
     resent_after_mismatch: bool,
     idempotency_key: Option<Box<str>>,
+    progress: Option<Arc<dyn ProgressListener>>,
 }
 
 /// The reply of round `round` of a call: a complete result (or a failure) goes to `reply`; an
@@ -511,6 +536,7 @@ fn rounds(shared: Weak<Shared>, call: Arc<CallAgain>, reply: Reply, round: usize
 fn send_again(shared: &Arc<Shared>, call: &CallAgain, params: impl FnOnce(RequestId, Option<&str>) -> Option<String>, next: Reply) {
     if let Some(mut message) = shared.register("tools/call", Some(&call.name), params, call.timeout, call.abort.as_deref(), next) {
         message.extra_headers = call.headers.clone();
+        shared.listen_for_progress(&message, call.progress.clone());
         match shared.transport.get().and_then(Weak::upgrade) {
             Some(transport) => shared.dispatch(&transport, vec![message]),
             // The transport is gone: ending the connection fails this call with everything pending.
@@ -563,6 +589,7 @@ fn resend_after_header_mismatch(shared: Weak<Shared>, call: Arc<CallAgain>, repl
             on_header_mismatch: None,
             resent_after_mismatch: true,
             idempotency_key: call.idempotency_key.clone(),
+            progress: call.progress.clone(),
         });
         let params = |id, meta: Option<&str>| Some(mcp::call_tool_params(&again.name, &again.arguments, id, meta, again.idempotency_key.as_deref()));
         let next = Reply::Callback(rounds(Arc::downgrade(&shared), again.clone(), reply, round));
@@ -1033,7 +1060,7 @@ impl Shared {
                 return None;
             }
             let cancellable = method != "initialize";
-            let pending = Pending { reply, dispatched: false, timeout, deadline, cancellable, modern: modern.is_some(), long_lived: false };
+            let pending = Pending { reply, dispatched: false, timeout, deadline, cancellable, modern: modern.is_some(), long_lived: false, progress: None };
             state.pending.insert(id, pending);
             match state.sweep_target {
                 Some(target) if target <= deadline => false,
@@ -1056,6 +1083,35 @@ impl Shared {
         }
         message.modern = modern.map(|m| ModernRequest { version: m.version, method: method.into(), name: name.map(Into::into) });
         Some(message)
+    }
+
+    /// Give a request registered (not yet dispatched) the listener of its progress, if it has one.
+    fn listen_for_progress(&self, message: &Outbound, listener: Option<Arc<dyn ProgressListener>>) {
+        let (Some(listener), Some(id)) = (listener, message.request_id) else { return };
+        if let Some(pending) = self.state.lock().pending.get_mut(&id) {
+            pending.progress = Some(listener);
+        }
+    }
+
+    /// `notifications/progress`: the request's idle timeout restarts, and its listener (if its caller
+    /// gave one) hears the update, validated (`progress::parse`). Nothing more for a request nobody
+    /// listens to, and nothing at all once it settled.
+    fn progressed(&self, params: Option<&RawValue>) {
+        let Some(params) = params else { return };
+        let token = serde_json::from_str::<mcp::ProgressParams>(params.get()).ok().and_then(|p| jsonrpc::parse_request_id(p.progress_token));
+        let Some(token) = token else { return };
+        let listener = {
+            let mut state = self.state.lock();
+            let Some(pending) = state.pending.get_mut(&token) else { return };
+            // Later only, so the sweeper (sleeping towards an earlier time) needs no wake.
+            pending.deadline = Instant::now() + pending.timeout;
+            pending.progress.clone()
+        };
+        if let Some(update) = listener.as_ref().and_then(|_| crate::progress::parse(params)) {
+            let listener = listener.expect("checked above");
+            // A listener that panics loses its own update only.
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(move || listener.progress(update)));
+        }
     }
 
     /// Hand requests to the transport, skipping any given up since they were registered (an abort that
@@ -1220,12 +1276,10 @@ impl Shared {
                 self.send(reply);
             }
             Message::Notification { method, params } => match method.as_ref() {
-                "notifications/progress" => {
-                    let token = params
-                        .and_then(|p| serde_json::from_str::<mcp::ProgressParams>(p.get()).ok())
-                        .and_then(|p| jsonrpc::parse_request_id(p.progress_token));
-                    if let Some(token) = token {
-                        self.keep_waiting(token);
+                "notifications/progress" => self.progressed(params),
+                "notifications/message" => {
+                    if let Some(params) = params {
+                        self.events.server_log(params);
                     }
                 }
                 "notifications/tools/list_changed" => self.events.tools_list_changed(),

@@ -59,6 +59,12 @@ pub enum Diagnostic {
     ServerStderr { server: String, line: String, truncated: bool, message: String },
     /// A second's stderr lines past `MAX_STDERR_LINES_PER_SECOND` were not delivered: how many.
     ServerStderrDropped { server: String, dropped: u64, message: String },
+    /// A server's `notifications/message`, delivered as it happens: `level` one of the spec's eight,
+    /// `logger` and every string in `data` redacted and made terminal-safe, `data` bounded (over the bound
+    /// it is the head of its JSON text, and `truncated`). See `server_log`.
+    ServerLog { server: String, level: &'static str, logger: Option<String>, data: serde_json::Value, truncated: bool, message: String },
+    /// A second's server logs past `MAX_SERVER_LOGS_PER_SECOND` were not delivered: how many.
+    ServerLogDropped { server: String, dropped: u64, message: String },
     /// An engine log event (`logs: 'diagnostics'`), redacted like everything else.
     Log { server: String, level: &'static str, target: String, message: String },
     /// A live server's connection ended without being asked to (its process exited or was killed, its

@@ -17,6 +17,19 @@ pub const MAX_STDERR_LINE_BYTES: usize = 2 * 1024;
 /// `server-stderr` diagnostics delivered per server per second; the lines over it are counted and
 /// reported as one `server-stderr-dropped` when the second ends.
 pub const MAX_STDERR_LINES_PER_SECOND: usize = 50;
+/// Longest progress `message` handed to a caller's `onProgress`, in bytes (redacted, then cut, `…` marking it).
+pub const MAX_PROGRESS_MESSAGE_BYTES: usize = 1024;
+/// `server-log` diagnostics (`notifications/message`) delivered per server connection per second; the
+/// ones over it are counted and reported as one `server-log-dropped` when the second ends.
+pub const MAX_SERVER_LOGS_PER_SECOND: usize = 50;
+/// Largest `data` of a `server-log`, as compact JSON after redaction, in bytes; larger data is delivered
+/// as the head of its JSON text (a string), cut there, and the diagnostic says `truncated`.
+pub const MAX_SERVER_LOG_DATA_BYTES: usize = 4 * 1024;
+/// A log notification's `data` longer than this (its JSON text, in bytes) is not parsed at all: only its
+/// head is shown, as text.
+pub const MAX_SERVER_LOG_PARSED_BYTES: usize = 64 * 1024;
+/// Longest one-line summary of a log in a `server-log`'s `message`, in bytes.
+pub const MAX_SERVER_LOG_SUMMARY_BYTES: usize = 512;
 /// After stdin is closed, how long a stdio server gets to exit by itself.
 pub const STDIO_EXIT_GRACE_MS: u64 = 300;
 /// When a stdio server's stdout ends, how long to wait for its exit status, and then for the rest of

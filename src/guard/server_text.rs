@@ -108,3 +108,46 @@ pub fn is_format(c: char) -> bool {
 pub fn for_people(text: &str) -> String {
     text.chars().map(|c| if matches!(c, '\n' | '\t') || !(steers(c) || is_format(c)) { c } else { ' ' }).collect()
 }
+
+/// A server's text shown to the host (a progress message, a log line): redacted with the server's
+/// `secrets` (before the cut, so a secret at the cut goes whole), cut to `max_bytes` on a character
+/// boundary, and every character that [`steers`] a terminal or is invisible ([`is_format`]) replaced by
+/// a space — line breaks and tabs too unless `lines`. Returns the text and whether it was cut.
+pub fn shown(text: &str, max_bytes: usize, secrets: &Secrets, lines: bool) -> (String, bool) {
+    let bytes = text.as_bytes();
+    // As much context past the cut as the longest secret, so one split by it is still recognised.
+    let window_end = bytes.len().min(max_bytes);
+    let context_end = bytes.len().min(max_bytes.saturating_add(secrets.longest_bytes()));
+    let redacted = secrets.redact_window(&bytes[..context_end], 0..window_end);
+    let mut head = head_of(&redacted, max_bytes);
+    while !head.is_empty() && std::str::from_utf8(head).is_err() {
+        // A cut inside a character: back off to the last whole one.
+        let valid = std::str::from_utf8(head).err().map_or(head.len(), |e| e.valid_up_to());
+        head = &head[..valid];
+    }
+    let cut = head.len() < redacted.len() || window_end < bytes.len();
+    let keep = |c: char| lines && matches!(c, '\n' | '\t') || !(steers(c) || is_format(c));
+    let cleaned = String::from_utf8_lossy(head).chars().map(|c| if keep(c) { c } else { ' ' }).collect();
+    (cleaned, cut)
+}
+
+#[cfg(test)]
+mod shown_tests {
+    use super::*;
+
+    #[test]
+    fn server_text_is_redacted_then_cut_and_made_terminal_safe() {
+        let secrets = Secrets::default();
+        secrets.add("sk-live-0123456789");
+        let (text, cut) = shown("token sk-live-0123456789 \u{1b}[31mred\u{202e}\nnext", 1000, &secrets, false);
+        assert_eq!((text.as_str(), cut), ("token [redacted]  [31mred  next", false));
+        let (kept, _) = shown("a\nb\tc\u{7}", 100, &secrets, true);
+        assert_eq!(kept, "a\nb\tc ");
+        // A secret across the cut is replaced whole, not left half shown.
+        let (text, cut) = shown("xxxxsk-live-0123456789yyyy", 8, &secrets, false);
+        assert!(!text.contains("sk-live") && cut, "{text}");
+        // A cut inside a character backs off to a whole one.
+        let (text, cut) = shown("ééé", 3, &Secrets::default(), false);
+        assert_eq!((text.as_str(), cut), ("é", true));
+    }
+}

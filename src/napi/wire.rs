@@ -2,15 +2,18 @@
 //!
 //! Calls go in as one string, one call per line: `callId \t abortId \t name \t contextJson \t
 //! argumentsJson` (names are provider-safe and compact JSON has no raw tabs or newlines; `contextJson`,
-//! the call's `{ runId, toolCallId, idempotencyKey }`, is empty when it has none). Outcomes come back as a JSON
+//! the call's `{ runId, toolCallId, idempotencyKey }`, is empty when it has none). An `abortId` ending in
+//! `p` (`0p`, `7p`) marks a call whose caller listens to its progress. Outcomes come back as a JSON
 //! array of `[callId, errorCode, resultOrMessage]` (`errorCode` empty on success; the result is the
-//! server's JSON, embedded verbatim, never re-serialized).
+//! server's JSON, embedded verbatim, never re-serialized); progress updates of listening calls come in
+//! the same array, before the outcomes, as `[callId, "progress", {progress, total?, message?}]`.
 
 use crate::error::{McpError, Result};
 use crate::toolset::{CallRequest, CallSink};
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Parses a call batch. A malformed line fails the whole batch: it can only come from a broken caller.
@@ -24,9 +27,14 @@ pub(crate) fn parse_calls(batch: &str) -> Result<Vec<CallRequest>> {
             return Err(McpError::InvalidArguments("malformed call batch".to_owned()));
         };
         let call_id = call_id.parse().map_err(|_| McpError::InvalidArguments("malformed call id".to_owned()))?;
+        let (abort_id, progress) = match abort_id.strip_suffix('p') {
+            Some(abort_id) => (abort_id, true),
+            None => (abort_id, false),
+        };
         let abort_id = abort_id.parse().map_err(|_| McpError::InvalidArguments("malformed abort id".to_owned()))?;
         let call = CallRequest::new(call_id, abort_id, name.to_owned(), arguments.to_owned());
-        calls.push(if context.is_empty() { call } else { call.with_context(context) });
+        let call = if context.is_empty() { call } else { call.with_context(context) };
+        calls.push(if progress { call.with_progress() } else { call });
     }
     Ok(calls)
 }
@@ -36,16 +44,35 @@ pub(crate) type CompletionWake = ThreadsafeFunction<(), (), (), Status, false, t
 
 /// Call outcomes wait here until JavaScript drains them. The first one after a drain sends a single
 /// wake-up through a threadsafe function; a burst of outcomes costs one crossing, not one each.
+///
+/// Progress updates of listening calls wait here too, coalesced: one per call, the latest replacing the
+/// one before it until the drain, so a server flooding progress grows nothing (and costs at most one
+/// wake-up per drain, like outcomes). They drain before the outcomes, so a call's last update reaches its
+/// caller before its result does.
 pub(crate) struct Completions {
-    batch: Mutex<String>,
+    batch: Mutex<Batch>,
     wake: CompletionWake,
     /// Set while JavaScript feeds stdout synchronously: it drains right after, so no wake-up is needed.
     feeding: AtomicBool,
 }
 
+#[derive(Default)]
+struct Batch {
+    /// `[` and the outcomes so far, comma-separated; empty when there are none.
+    outcomes: String,
+    /// The latest update of each listening call since the last drain, as JSON.
+    progress: HashMap<u32, String>,
+}
+
+impl Batch {
+    fn is_empty(&self) -> bool {
+        self.outcomes.is_empty() && self.progress.is_empty()
+    }
+}
+
 impl Completions {
     pub(crate) fn new(wake: CompletionWake) -> Self {
-        Completions { batch: Mutex::new(String::new()), wake, feeding: AtomicBool::new(false) }
+        Completions { batch: Mutex::new(Batch::default()), wake, feeding: AtomicBool::new(false) }
     }
 
     pub(crate) fn drain(&self) -> String {
@@ -53,7 +80,25 @@ impl Completions {
         if batch.is_empty() {
             return "[]".to_owned();
         }
-        let mut out = std::mem::take(&mut *batch);
+        let outcomes = std::mem::take(&mut batch.outcomes);
+        if batch.progress.is_empty() {
+            let mut out = outcomes;
+            out.push(']');
+            return out;
+        }
+        let mut out = String::from("[");
+        for (call_id, update) in batch.progress.drain() {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(&format!("[{call_id},\"progress\","));
+            out.push_str(&update);
+            out.push(']');
+        }
+        if !outcomes.is_empty() {
+            out.push(',');
+            out.push_str(&outcomes[1..]);
+        }
         out.push(']');
         out
     }
@@ -76,11 +121,24 @@ impl Completions {
 }
 
 impl CallSink for Completions {
-    fn complete(&self, call_id: u32, outcome: Result<Box<str>>) {
+    fn progress(&self, call_id: u32, update_json: String) {
         let first = {
             let mut batch = self.batch.lock();
             let first = batch.is_empty();
-            batch.push(if first { '[' } else { ',' });
+            batch.progress.insert(call_id, update_json);
+            first
+        };
+        if first && !self.feeding.load(Ordering::SeqCst) {
+            self.wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
+        }
+    }
+
+    fn complete(&self, call_id: u32, outcome: Result<Box<str>>) {
+        let first = {
+            let mut guard = self.batch.lock();
+            let first = guard.is_empty();
+            let batch = &mut guard.outcomes;
+            batch.push(if batch.is_empty() { '[' } else { ',' });
             match outcome {
                 Ok(result) => {
                     batch.push_str(&format!("[{call_id},\"\","));
@@ -110,9 +168,10 @@ mod tests {
 
     #[test]
     fn a_batch_is_one_call_per_line() {
-        let calls = parse_calls("1\t0\ta__x\t\t{}\n2\t2\tb__y\t{\"runId\":\"r\",\"toolCallId\":\"c\"}\t{\"k\":\"a\\tb\"}\n").unwrap();
-        assert_eq!(calls.iter().map(|c| (c.call_id, c.abort_id, c.name.as_str())).collect::<Vec<_>>(), [(1, 0, "a__x"), (2, 2, "b__y")]);
-        for bad in ["1\t0\tname\t{}", "x\t0\tn\t\t{}", "1\t-1\tn\t\t{}"] {
+        let calls = parse_calls("1\t0\ta__x\t\t{}\n2\t2\tb__y\t{\"runId\":\"r\",\"toolCallId\":\"c\"}\t{\"k\":\"a\\tb\"}\n3\t3p\tc__z\t\t{}\n4\t0p\td__w\t\t{}\n").unwrap();
+        let seen: Vec<_> = calls.iter().map(|c| (c.call_id, c.abort_id, c.name.as_str(), c.progress)).collect();
+        assert_eq!(seen, [(1, 0, "a__x", false), (2, 2, "b__y", false), (3, 3, "c__z", true), (4, 0, "d__w", true)]);
+        for bad in ["1\t0\tname\t{}", "x\t0\tn\t\t{}", "1\t-1\tn\t\t{}", "1\tp\tn\t\t{}", "1\t0pp\tn\t\t{}"] {
             assert_eq!(parse_calls(bad).err().map(|e| e.code()), Some("mcp_invalid_arguments"), "{bad}");
         }
     }

@@ -35,13 +35,21 @@ pub struct CallRequest {
     arguments: Option<Box<RawValue>>,
     /// The run, tool call and idempotency key it belongs to; a bad context is refused by `admit`.
     context: Result<CallContext>,
+    /// The caller listens to its progress (`onProgress`).
+    pub progress: bool,
 }
 
 impl CallRequest {
     pub fn new(call_id: u32, abort_id: u32, name: String, arguments_json: String) -> Self {
         // Validates without copying: the text becomes the RawValue.
         let arguments = RawValue::from_string(arguments_json).ok();
-        CallRequest { call_id, abort_id, name, arguments, context: Ok(CallContext::default()) }
+        CallRequest { call_id, abort_id, name, arguments, context: Ok(CallContext::default()), progress: false }
+    }
+
+    /// With its progress delivered to the sink ([`CallSink::progress`]).
+    pub fn with_progress(mut self) -> Self {
+        self.progress = true;
+        self
     }
 
     /// With the caller's `{ runId?, toolCallId?, idempotencyKey? }` (JSON).
@@ -71,6 +79,7 @@ impl CallRequest {
             name: self.name.clone(),
             arguments: self.arguments.clone(),
             context: Ok(self.context().clone()),
+            progress: self.progress,
         }
     }
 
@@ -83,6 +92,24 @@ impl CallRequest {
 /// Receives every call's outcome: the raw result JSON, or the error.
 pub trait CallSink: Send + Sync + 'static {
     fn complete(&self, call_id: u32, outcome: Result<Box<str>>);
+    /// A progress update of a call whose caller listens (`{"progress", "total"?, "message"?}` as JSON,
+    /// validated, redacted and bounded: `progress::Progress::to_json`). Not after its completion was handed
+    /// over, but for a race between two of an HTTP session's streams (JavaScript drops such a late one).
+    fn progress(&self, _call_id: u32, _update_json: String) {}
+}
+
+/// One listening call's progress, on its way to the sink under the call's id, the message redacted with
+/// its server's secrets.
+struct CallProgress {
+    call_id: u32,
+    secrets: Arc<crate::guard::redact::Secrets>,
+    sink: Arc<dyn CallSink>,
+}
+
+impl crate::progress::ProgressListener for CallProgress {
+    fn progress(&self, update: crate::progress::Progress) {
+        self.sink.progress(self.call_id, update.to_json(&self.secrets));
+    }
 }
 
 enum Admitted {
@@ -98,6 +125,8 @@ struct CallCompletion {
     done: Option<Completion>,
     inner: Arc<Inner>,
     server: Option<usize>,
+    /// Where the call's outcome (and progress) goes.
+    sink: Arc<dyn CallSink>,
 }
 
 impl CallCompletion {
@@ -178,6 +207,7 @@ impl super::Toolset {
                     on_header_mismatch: modern_http.then(|| Relister::new(inner, call, route)),
                     idempotency_key: call.idempotency_key(),
                     admitted: http.then(|| AdmittedRoute::new(inner, call, route)),
+                    progress: inner.progress_listener(call, route, sink),
                 })
                 .collect();
             connection.start_calls(starts, inner.timeout);
@@ -301,7 +331,7 @@ impl Inner {
     }
 
     fn call_completion(self: &Arc<Self>, route: Option<&Route>, call: &CallRequest, sink: &Arc<dyn CallSink>) -> CallCompletion {
-        CallCompletion { done: Some(self.completion(route, call, sink)), inner: self.clone(), server: route.map(|r| r.server) }
+        CallCompletion { done: Some(self.completion(route, call, sink)), inner: self.clone(), server: route.map(|r| r.server), sink: sink.clone() }
     }
 
     /// `mcp__describe_tool` / `mcp__search_tools`, answered on the blocking pool: building the search
@@ -356,6 +386,7 @@ impl Inner {
                     Err(error) => return done.finish(Err(error)),
                 };
                 let modern_http = slot.entry.is_http() && connection.is_modern();
+                let progress = self.progress_listener(&call, &route, &done.sink);
                 let reply = match (slot.entry.is_http(), gates) {
                     (true, Gate::All) => Reply::Callback(self.unless_unreachable_then(&call, &route, abort.clone(), &connection, done)),
                     _ => done.into_reply(),
@@ -370,6 +401,7 @@ impl Inner {
                         on_header_mismatch: modern_http.then(|| Relister::new(&self, &call, &route)),
                         idempotency_key: call.idempotency_key(),
                         admitted: slot.entry.is_http().then(|| AdmittedRoute::new(&self, &call, &route)),
+                        progress,
                     };
                 connection.start_calls([start], self.timeout);
             }
@@ -439,6 +471,14 @@ impl Inner {
             Some(connection) => Ok((connection, current.param_headers.clone())),
             None => Err(slot.unavailable()),
         }
+    }
+
+    /// The listener of a call's progress, if its caller listens.
+    fn progress_listener(&self, call: &CallRequest, route: &Route, sink: &Arc<dyn CallSink>) -> Option<Arc<dyn crate::progress::ProgressListener>> {
+        call.progress.then(|| {
+            let secrets = self.servers[route.server].secrets.clone();
+            Arc::new(CallProgress { call_id: call.call_id, secrets, sink: sink.clone() }) as Arc<dyn crate::progress::ProgressListener>
+        })
     }
 
     /// Registered synchronously when the call starts; removed by its completion.

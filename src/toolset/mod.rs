@@ -152,6 +152,7 @@ impl Toolset {
             projected: watch::channel(false).0,
             auth_host,
             client_mode: std::sync::atomic::AtomicBool::new(false),
+            server_log_level: config.server_log_level,
         });
         let servers = config
             .servers

@@ -61,6 +61,8 @@ pub(crate) struct Shared {
     /// A single-server client (`connectMcpServer`): calls answer with the server's result as sent, and
     /// the server's announcements of tool changes are reported (`ToolsetEvents::tools_list_announced`).
     pub client_mode: AtomicBool,
+    /// `serverLogLevel`: asked of every server that declares `logging`; logs below it are not delivered.
+    pub server_log_level: Option<crate::server_log::Level>,
 }
 
 impl Shared {

@@ -368,6 +368,7 @@ impl Supervisor {
                 lost: OnceLock::new(),
                 installed: AtomicBool::new(false),
                 renewal_vetted: tokio::sync::Mutex::new(0),
+                logs: Arc::new(parking_lot::Mutex::new(crate::server_log::RateWindow::default())),
             });
             let opened = Connection::open(&spec, listener.clone(), options.clone(), &handshake, elicitor.clone(), &known).await;
             let connection = match opened {
@@ -398,6 +399,9 @@ impl Supervisor {
                     return Err(failure);
                 }
             };
+            if let Some(level) = shared.server_log_level {
+                self.ask_log_level(&connection, level, stop).await;
+            }
             let reusable = self.reusable.lock().take().filter(|(_, cache)| cache.is_fresh_at(store::now_ms()));
             if let Some((tools, cache)) = reusable {
                 // Public and fresh by the server's own ttlMs: anyone may reuse it, now. Vetted as any listing.
@@ -420,6 +424,50 @@ impl Supervisor {
             // the memory; a failure leaves it to the sessions it still serves.
             tracing::debug!(toolset = shared.log_id, server = %self.entry.name, code = error.code(), "the reused discovery answer did not hold; probing");
             known = Known::Nothing;
+        }
+    }
+
+    /// `serverLogLevel`, asked of a server that declares `logging` before its tools are listed. A server
+    /// that refuses `logging/setLevel` keeps working: the refusal is logged, and its logs below the level
+    /// are still not delivered (`server_log::diagnostic`).
+    async fn ask_log_level(&self, connection: &Connection, level: crate::server_log::Level, stop: &AbortHandle) {
+        let opts = RequestOptions { timeout: self.shared.timeout, abort: Some(stop) };
+        if let Err(error) = connection.ask_log_level(level, &opts).await {
+            let error = self.secrets.redact(&error.to_string());
+            tracing::warn!(toolset = self.shared.log_id, server = %self.entry.name, %error, "the server refused logging/setLevel");
+        }
+    }
+
+    /// A server's `notifications/message`, as a `server-log` diagnostic, delivered at once: bounded per
+    /// second per connection (`window`), the drops of a second reported once when it ends.
+    fn server_log(&self, window: &Arc<parking_lot::Mutex<crate::server_log::RateWindow>>, params: &serde_json::value::RawValue) {
+        use crate::server_log::Admission;
+        let admitted = window.lock().admit(std::time::Instant::now());
+        let name = &self.entry.name;
+        match admitted {
+            Admission::Deliver { report } => {
+                if let Some(count) = report {
+                    self.shared.events.diagnostic(&crate::server_log::dropped(name, count));
+                }
+                if let Some(diagnostic) = crate::server_log::diagnostic(name, params, self.shared.server_log_level, &self.secrets) {
+                    self.shared.events.diagnostic(&diagnostic);
+                }
+            }
+            // The second's drops are reported when it ends, even if the server falls silent.
+            Admission::Dropped { first: true } => {
+                let (window, events, name) = (Arc::downgrade(window), Arc::downgrade(&self.shared.events), name.clone());
+                let ends_at = window.upgrade().map(|w| w.lock().ends_at());
+                let Some(ends_at) = ends_at else { return };
+                let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+                runtime.spawn(async move {
+                    tokio::time::sleep_until(ends_at.into()).await;
+                    let report = window.upgrade().and_then(|w| w.lock().roll(std::time::Instant::now()));
+                    if let (Some(count), Some(events)) = (report, events.upgrade()) {
+                        events.diagnostic(&crate::server_log::dropped(&name, count));
+                    }
+                });
+            }
+            Admission::Dropped { first: false } => {}
         }
     }
 
@@ -594,6 +642,8 @@ pub(crate) struct ServerListener {
     /// The newest generation of this connection's HTTP session whose tools were vetted after it replaced
     /// an expired one.
     renewal_vetted: tokio::sync::Mutex<u64>,
+    /// The per-second bound of this connection's logs (`notifications/message`).
+    logs: Arc<parking_lot::Mutex<crate::server_log::RateWindow>>,
 }
 
 impl ConnectionEvents for ServerListener {
@@ -623,6 +673,12 @@ impl ConnectionEvents for ServerListener {
             }
             supervisor.revet_after_renewal(&self.renewal_vetted, generation).await
         })
+    }
+
+    fn server_log(&self, params: &serde_json::value::RawValue) {
+        if let Some(supervisor) = self.supervisor.upgrade() {
+            supervisor.server_log(&self.logs, params);
+        }
     }
 
     fn connection_lost(&self, reason: &McpError) {
