@@ -13,7 +13,7 @@ import * as ai6 from 'ai';
 import * as ai6test from 'ai/test';
 import { bindAiSdkTools } from '../dist/adapters/ai.js';
 import { aiSdkTools } from '../entry/ai.mjs';
-import { BLOB, PNG, WAV, adaptersToolset } from './adapters-fixture.mjs';
+import { BLOB, PNG, WAV, adaptersToolset, call, say, scriptedModel } from './adapters-fixture.mjs';
 import { NEEDS_NODE22, NODE22_MODULES, importNode22, until } from './helpers.mjs';
 
 const require = createRequire(import.meta.url);
@@ -26,39 +26,6 @@ const majors = [
   { label: 'ai 6', ai: ai6, Mock: ai6test.MockLanguageModelV3, adapt: aiSdkTools, fileParts: false, skip: false },
 ];
 assert.match(require('ai/package.json').version, /^6\./);
-
-const USAGE = { inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 }, outputTokens: { total: 1, text: 1, reasoning: 0 } };
-const call = (toolCallId, toolName, input) => ({ type: 'tool-call', toolCallId, toolName, input: JSON.stringify(input) });
-const say = (text) => [{ type: 'text', text }];
-
-/**
- * The SDK's mock model answering step by step from `steps`: each gets the call options (the prompt
- * so far, the tools offered) and returns the step's content. Streams the same content when streamed.
- */
-function scriptedModel(Mock, steps) {
-  const seen = [];
-  const next = async (options) => {
-    const step = steps[seen.length];
-    seen.push(options);
-    assert.ok(step, `the model was called ${seen.length} times, ${steps.length} scripted`);
-    const content = await step(options);
-    return { content, finishReason: { unified: content.some((c) => c.type === 'tool-call') ? 'tool-calls' : 'stop', raw: undefined } };
-  };
-  const model = new Mock({
-    doGenerate: async (options) => ({ ...(await next(options)), usage: USAGE, warnings: [] }),
-    doStream: async (options) => {
-      const { content, finishReason } = await next(options);
-      const parts = [{ type: 'stream-start', warnings: [] }];
-      for (const part of content) {
-        if (part.type === 'text') parts.push({ type: 'text-start', id: 't' }, { type: 'text-delta', id: 't', delta: part.text }, { type: 'text-end', id: 't' });
-        else parts.push(part);
-      }
-      parts.push({ type: 'finish', finishReason, usage: USAGE });
-      return { stream: new ReadableStream({ start: (c) => (parts.forEach((p) => c.enqueue(p)), c.close()) }) };
-    },
-  });
-  return { model, seen };
-}
 
 /** The tool results the model was shown in its prompt, by tool call id (as JSON: streamText leaves `undefined` fields). */
 function toolResults(options) {

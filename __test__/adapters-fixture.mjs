@@ -1,5 +1,6 @@
 // Shared by the adapter suites: the adapters fixture server (fixtures/adapters-server.mjs) and what it recorded.
 
+import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { mcpTools } from '../dist/index.js';
@@ -20,4 +21,40 @@ export async function adaptersToolset(t, name = 'fx', options = {}) {
   const received = () => (existsSync(record) ? readFileSync(record, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l)) : []);
   const recorded = (predicate) => until(() => received().find(predicate), { timeoutMs: 15_000 });
   return { toolset, received, recorded };
+}
+
+// ---- the AI SDK's mock language model (ai/test), scripted step by step ----
+
+const USAGE = { inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0 }, outputTokens: { total: 1, text: 1, reasoning: 0 } };
+/** A mock model's tool call and text answer (ai/test content parts). */
+export const call = (toolCallId, toolName, input) => ({ type: 'tool-call', toolCallId, toolName, input: JSON.stringify(input) });
+export const say = (text) => [{ type: 'text', text }];
+
+/**
+ * The SDK's mock model answering step by step from `steps`: each gets the call options (the prompt
+ * so far, the tools offered) and returns the step's content. Streams the same content when streamed.
+ */
+export function scriptedModel(Mock, steps) {
+  const seen = [];
+  const next = async (options) => {
+    const step = steps[seen.length];
+    seen.push(options);
+    assert.ok(step, `the model was called ${seen.length} times, ${steps.length} scripted`);
+    const content = await step(options);
+    return { content, finishReason: { unified: content.some((c) => c.type === 'tool-call') ? 'tool-calls' : 'stop', raw: undefined } };
+  };
+  const model = new Mock({
+    doGenerate: async (options) => ({ ...(await next(options)), usage: USAGE, warnings: [] }),
+    doStream: async (options) => {
+      const { content, finishReason } = await next(options);
+      const parts = [{ type: 'stream-start', warnings: [] }];
+      for (const part of content) {
+        if (part.type === 'text') parts.push({ type: 'text-start', id: 't' }, { type: 'text-delta', id: 't', delta: part.text }, { type: 'text-end', id: 't' });
+        else parts.push(part);
+      }
+      parts.push({ type: 'finish', finishReason, usage: USAGE });
+      return { stream: new ReadableStream({ start: (c) => (parts.forEach((p) => c.enqueue(p)), c.close()) }) };
+    },
+  });
+  return { model, seen };
 }

@@ -20,6 +20,13 @@ export interface AiSdkToolsOptions {
    * \`${runId}:${toolCallId}\`` (the AI SDK's tool call id). Without it, calls carry no key.
    */
   runId?: string;
+  /**
+   * Stream each call's progress as AI SDK preliminary tool results: `execute` yields
+   * `{ type: 'progress', progress, total?, message? }` per update (coalesced, the latest wins) and the
+   * call's result last, so the final result and what the model sees stay the same. `streamText` shows
+   * the updates as `tool-result` parts with `preliminary: true`. Default false.
+   */
+  preliminaryProgress?: boolean;
 }
 
 /**

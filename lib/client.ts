@@ -197,9 +197,9 @@ export async function connectMcpServer(entry: McpServer, opts: McpClientOptions 
     callTool(request: McpCallToolRequest): Promise<McpCallToolResult> {
       if (closing) return Promise.reject(closedError());
       if (request === null || typeof request !== 'object' || typeof request.name !== 'string') {
-        return Promise.reject(createMcpError('mcp_invalid_arguments', 'callTool takes { name, arguments?, signal? } with the tool name a string'));
+        return Promise.reject(createMcpError('mcp_invalid_arguments', 'callTool takes { name, arguments?, signal?, onProgress? } with the tool name a string'));
       }
-      const { name, arguments: args, signal, idempotencyKey, runId, toolCallId } = request;
+      const { name, arguments: args, signal, idempotencyKey, runId, toolCallId, onProgress } = request;
       const tool = routed(name);
       if (!tool) {
         return Promise.reject(
@@ -209,7 +209,7 @@ export async function connectMcpServer(entry: McpServer, opts: McpClientOptions 
       if (args !== undefined && (args === null || typeof args !== 'object' || Array.isArray(args))) {
         return Promise.reject(createMcpError('mcp_invalid_arguments', 'tool arguments must be a JSON object'));
       }
-      return tool.execute(args ?? {}, { signal, idempotencyKey, runId, toolCallId }) as Promise<McpCallToolResult>;
+      return tool.execute(args ?? {}, { signal, idempotencyKey, runId, toolCallId, onProgress }) as Promise<McpCallToolResult>;
     },
     onToolsChanged(listener: () => void) {
       if (typeof listener !== 'function') throw configError('onToolsChanged takes a function');

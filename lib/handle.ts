@@ -25,6 +25,8 @@ export interface McpHandleOptions extends McpOptions {
   prefix?: string;
   /** Passed to the AI SDK adapter: calls carry the idempotency key `${runId}:${toolCallId}`. */
   runId?: string;
+  /** Passed to the AI SDK adapter: each call's progress streams as preliminary tool results (`aiSdkTools`). */
+  preliminaryProgress?: boolean;
 }
 
 /** A tool as the firewall (and anything else that vets definitions) needs it. */
@@ -70,11 +72,11 @@ function mainEntry(): HandleRuntime {
 
 /** Binds `createMcpHandle` to an AI SDK adapter (the runtime is the main entry's, loaded on first use). */
 export function bindCreateMcpHandle<Tools>(
-  toAiTools: (toolset: McpToolset, options: { runId?: string }) => Tools,
+  toAiTools: (toolset: McpToolset, options: { runId?: string; preliminaryProgress?: boolean }) => Tools,
   runtime: () => HandleRuntime = mainEntry,
 ): (options: McpHandleOptions) => McpHandle<Tools> {
   return (options) => {
-    const { transport, name = DEFAULT_SERVER_NAME, prefix, runId, ...mcpOptions } = options ?? ({} as McpHandleOptions);
+    const { transport, name = DEFAULT_SERVER_NAME, prefix, runId, preliminaryProgress, ...mcpOptions } = options ?? ({} as McpHandleOptions);
     if (prefix !== undefined && (typeof prefix !== 'string' || !PROVIDER_SAFE_PREFIX.test(prefix))) {
       throw runtime().error('mcp_config_invalid', `createMcpHandle: prefix must be letters, digits, _ and - only (got ${JSON.stringify(prefix)})`);
     }
@@ -97,7 +99,7 @@ export function bindCreateMcpHandle<Tools>(
       const toolset = await open();
       if (!named) {
         const renamed = prefix === undefined ? toolset : prefixedToolset(toolset, name, prefix);
-        named = { toolset: renamed, tools: toAiTools(renamed, { runId }) };
+        named = { toolset: renamed, tools: toAiTools(renamed, { runId, preliminaryProgress }) };
       }
       return named;
     };

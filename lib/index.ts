@@ -17,6 +17,7 @@ import type {
   McpPolicy,
   McpServer,
   McpTool,
+  McpProgress,
   McpToolCallContext,
   McpToolResult,
   McpToolset,
@@ -351,7 +352,9 @@ const CLOSED_MESSAGE = 'MCP connection closed';
 class CallChannel {
   private nextCallId = 1;
   private readonly settle = new Map<number, { resolve(r: McpToolResult): void; reject(e: unknown): void }>();
-  /** Calls made since the last flush, by id: `callId \t abortable \t name \t contextJson \t argumentsJson`. */
+  /** The `onProgress` of the calls that have one, removed when they settle: a late update finds none. */
+  private readonly progress = new Map<number, (progress: McpProgress) => void | Promise<void>>();
+  /** Calls made since the last flush, by id: `callId \t abortId[p] \t name \t contextJson \t argumentsJson`. */
   private readonly unflushed = new Map<number, string>();
   // Calls in flight keep the process alive (the engine's wake-up callback is weak on purpose).
   private keepAlive: ReturnType<typeof setInterval> | undefined;
@@ -361,7 +364,13 @@ class CallChannel {
 
   constructor(private readonly native: () => NativeToolset) {}
 
-  call(name: string, argumentsJson: string, signal: AbortSignal | undefined, contextJson = ''): Promise<McpToolResult> {
+  call(
+    name: string,
+    argumentsJson: string,
+    signal: AbortSignal | undefined,
+    contextJson = '',
+    onProgress?: (progress: McpProgress) => void | Promise<void>,
+  ): Promise<McpToolResult> {
     if (this.closed) return Promise.reject(createMcpError('mcp_connection_closed', CLOSED_MESSAGE));
     const callId = this.nextCallId;
     this.nextCallId = this.nextCallId >= 0xffff_fff0 ? 1 : this.nextCallId + 1;
@@ -376,8 +385,11 @@ class CallChannel {
       } else {
         this.settle.set(callId, { resolve, reject });
       }
+      if (onProgress) this.progress.set(callId, onProgress);
       if (this.unflushed.size === 0) queueMicrotask(() => this.flush());
-      this.unflushed.set(callId, `${callId}\t${signal ? callId : 0}\t${name}\t${contextJson}\t${argumentsJson}\n`);
+      // `p` after the abort id: the engine delivers this call's progress (src/napi/wire.rs).
+      const abortId = `${signal ? callId : 0}${onProgress ? 'p' : ''}`;
+      this.unflushed.set(callId, `${callId}\t${abortId}\t${name}\t${contextJson}\t${argumentsJson}\n`);
     });
   }
 
@@ -429,7 +441,23 @@ class CallChannel {
   accept(outcomesJson: string): void {
     if (outcomesJson === '[]') return;
     const outcomes: [number, string, unknown, Record<string, unknown>?][] = JSON.parse(outcomesJson);
-    for (const [callId, code, payload, properties] of outcomes) this.complete(callId, code, payload, properties);
+    for (const [callId, code, payload, properties] of outcomes) {
+      if (code === 'progress') this.progressed(callId, payload as McpProgress);
+      else this.complete(callId, code, payload, properties);
+    }
+  }
+
+  /** A progress update of a call still waiting (validated and bounded by the engine: src/progress.rs). */
+  private progressed(callId: number, update: McpProgress): void {
+    const onProgress = this.progress.get(callId);
+    if (!onProgress) return;
+    try {
+      const returned = onProgress(update);
+      // A rejecting onProgress is ignored like a throwing one, not left an unhandled rejection.
+      if (returned && typeof (returned as Promise<void>).then === 'function') (returned as Promise<void>).then(undefined, () => {});
+    } catch {
+      // The caller's callback failed: the call and the other calls' updates go on.
+    }
   }
 
   private complete(callId: number, code: string, payload: unknown, properties?: Record<string, unknown>): void {
@@ -445,6 +473,7 @@ class CallChannel {
     const waiting = this.settle.get(callId);
     if (!waiting) return;
     this.settle.delete(callId);
+    this.progress.delete(callId);
     if (this.settle.size === 0) this.release();
     how(waiting);
   }
@@ -644,7 +673,7 @@ function makeTool(calls: CallChannel, wire: WireTool, record?: RecordOutcome): M
   return Object.assign(projected, {
     execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult> {
       if (ctx !== undefined && ctx !== null && typeof ctx !== 'object') {
-        return Promise.reject(createMcpError('mcp_invalid_arguments', 'the call context must be an object ({ signal?, abortSignal?, toolCallId?, runId?, idempotencyKey? })'));
+        return Promise.reject(createMcpError('mcp_invalid_arguments', 'the call context must be an object ({ signal?, abortSignal?, toolCallId?, runId?, idempotencyKey?, onProgress? })'));
       }
       // `abortSignal` is the AI SDK's name for it: a context passed through as is cancels all the same.
       const given = ctx?.signal ?? undefined;
@@ -656,6 +685,10 @@ function makeTool(calls: CallChannel, wire: WireTool, record?: RecordOutcome): M
       if (signal !== undefined && !isAbortSignal(signal)) {
         return Promise.reject(createMcpError('mcp_invalid_arguments', `ctx.${given !== undefined ? 'signal' : 'abortSignal'} must be an AbortSignal`));
       }
+      const onProgress = ctx?.onProgress ?? undefined;
+      if (onProgress !== undefined && typeof onProgress !== 'function') {
+        return Promise.reject(createMcpError('mcp_invalid_arguments', 'ctx.onProgress must be a function'));
+      }
       if (signal?.aborted) return Promise.reject(createMcpError('mcp_aborted', 'MCP request aborted by the caller'));
       let json: string;
       try {
@@ -664,7 +697,7 @@ function makeTool(calls: CallChannel, wire: WireTool, record?: RecordOutcome): M
         // BigInt, cycles, functions: not JSON, so not arguments a server could receive.
         return Promise.reject(createMcpError('mcp_invalid_arguments', `tool arguments are not JSON: ${(error as Error).message}`));
       }
-      const pending = calls.call(name, json, signal, callContextJson(ctx));
+      const pending = calls.call(name, json, signal, callContextJson(ctx), onProgress);
       if (!record) return pending;
       // Settled only after the policy has heard: a next call's decide sees this one counted.
       return pending.then(

@@ -197,6 +197,13 @@ export interface McpOptions {
    * `onDiagnostic`). Independently, `MCPFERRY_LOG=debug` (tracing's env-filter syntax) prints them to stderr.
    */
   logs?: 'diagnostics';
+  /**
+   * Ask every server that declares the `logging` capability for its logs from this level up, delivered
+   * as `server-log` diagnostics (needs `onDiagnostic`): `logging/setLevel` once after `initialize`, or on
+   * 2026-07-28 servers the per-request `_meta` level. Default: nothing is asked (a session-era server's
+   * unasked logs are still delivered). MCP logging is deprecated in 2026-07-28.
+   */
+  serverLogLevel?: McpLogLevel;
   /** Largest message accepted from a server, in bytes. Default 2 MiB. */
   maxResultBytes?: number;
   /**
@@ -411,7 +418,28 @@ export interface McpToolCallContext {
   runId?: string;
   /** An explicit idempotency key (wins over `runId`/`toolCallId`); at most 512 bytes, not empty. */
   idempotencyKey?: string;
+  /**
+   * Called with each progress update the server sends for this call (`notifications/progress`), in
+   * order, never after the call settles. Updates that arrive faster than the event loop collects them
+   * are coalesced: the latest one of the call wins. A throwing (or rejecting) `onProgress` is ignored; the
+   * call goes on. Without it a call costs nothing more.
+   */
+  onProgress?: (progress: McpProgress) => void | Promise<void>;
 }
+
+/**
+ * One progress update of a call, as the server reported it: `progress` a finite number (it should grow),
+ * `total` when the server knows it, `message` the server's text, redacted, cut to 1 KiB and without
+ * control characters.
+ */
+export interface McpProgress {
+  progress: number;
+  total?: number;
+  message?: string;
+}
+
+/** The syslog levels of MCP logging, lowest first (`serverLogLevel`, `server-log` diagnostics). */
+export type McpLogLevel = 'debug' | 'info' | 'notice' | 'warning' | 'error' | 'critical' | 'alert' | 'emergency';
 
 /** One remote tool. `Structured` types its results' `structuredContent` (see `McpToolResult`). */
 export interface McpTool<Structured = unknown> {
@@ -524,6 +552,14 @@ export type Diagnostic =
   | (DiagnosticBase & { code: 'server-stderr'; line: string; truncated: boolean })
   /** Stderr lines over 50 in one second were not delivered: how many. */
   | (DiagnosticBase & { code: 'server-stderr-dropped'; dropped: number })
+  /**
+   * A server's log (`notifications/message`): `logger` and every string of `data` redacted and without
+   * terminal escapes; `data` as sent if its JSON fits in 4 KiB, else the head of its JSON text as a
+   * string (`truncated`). At most 50 a second per server connection.
+   */
+  | (DiagnosticBase & { code: 'server-log'; level: McpLogLevel; logger: string | null; data: unknown; truncated: boolean })
+  /** Server logs over 50 in one second were not delivered: how many. */
+  | (DiagnosticBase & { code: 'server-log-dropped'; dropped: number })
   | (DiagnosticBase & { code: 'server-name-collision'; labels: string[] })
   | (DiagnosticBase & { code: 'tool-rejected'; tool: string })
   /** A tool's `inputSchema` or `outputSchema` cannot be used for validation; that check is skipped, the tool works. */
@@ -582,6 +618,8 @@ export interface McpCallToolRequest {
   idempotencyKey?: string;
   runId?: string;
   toolCallId?: string;
+  /** Each progress update the server sends for this call (see {@link McpToolCallContext.onProgress}). */
+  onProgress?: (progress: McpProgress) => void | Promise<void>;
 }
 
 /** A `CallToolResult` exactly as the server sent it (within `maxResultBytes`): `isError` is not thrown. */

@@ -36,3 +36,15 @@ export async function startEverythingHttp(mode) {
   child.stderr.resume();
   return { url: `http://localhost:${port}${mode === 'sse' ? '/sse' : '/mcp'}`, stop: () => child.kill() };
 }
+
+/**
+ * server-everything over stdio and over Streamable HTTP, as `[label, start]` pairs: `start()` resolves to
+ * `{ entry, stop }`, the server entry named `everything`.
+ */
+export const EVERYTHING_STDIO_AND_HTTP = [
+  ['stdio', async () => ({ entry: { name: 'everything', type: 'stdio', command: process.execPath, args: [EVERYTHING_BIN, 'stdio'] }, stop() {} })],
+  ['streamable HTTP', async () => {
+    const server = await startEverythingHttp('streamableHttp');
+    return { entry: { name: 'everything', type: 'streamable-http', url: server.url }, stop: server.stop };
+  }],
+];

@@ -3,7 +3,7 @@
 // ESM only), so this file takes `dynamicTool` and `jsonSchema` as given and imports only types.
 
 import type { JSONSchema7, Tool, ToolSet, dynamicTool, jsonSchema } from 'ai';
-import type { ContentBlock, McpTool, McpToolResult, McpToolset } from '../types';
+import type { ContentBlock, McpProgress, McpTool, McpToolResult, McpToolset } from '../types';
 import { blockAsText, liveView, mediaOf, resourceFileName, resourceOf, resultBlocks } from './content';
 
 /** What the adapter uses of the `ai` package. */
@@ -54,7 +54,20 @@ export interface AiSdkToolsOptions {
    * calls carry no key.
    */
   runId?: string;
+  /**
+   * Stream each call's progress (`notifications/progress`) as AI SDK preliminary tool results: `execute`
+   * becomes an async iterable that yields `{ type: 'progress', progress, total?, message? }` for each
+   * update and the call's result last. The final result, and so what the model sees, is the same as
+   * without it; `streamText` shows the updates as `tool-result` parts with `preliminary: true` (a UI
+   * built with `useChat` renders them as the tool's output until the result arrives, which is why this
+   * is opt-in). Updates that come faster than the stream reads them are coalesced (the latest wins).
+   * Default false.
+   */
+  preliminaryProgress?: boolean;
 }
+
+/** A preliminary tool result (`preliminaryProgress`): one progress update of the call. */
+export type AiToolProgress = { type: 'progress' } & McpProgress;
 
 /**
  * Binds the adapter to an `ai` module of the given version. The tool set it returns reads
@@ -63,10 +76,41 @@ export interface AiSdkToolsOptions {
  */
 export function bindAiSdkTools(ai: AiSdk, version: string): (toolset: McpToolset, options?: AiSdkToolsOptions) => ToolSet {
   const fileParts = Number.parseInt(version, 10) >= FILE_PARTS_SINCE_MAJOR;
-  return (toolset, options = {}) => liveView(toolset, (tool) => aiSdkTool(ai, fileParts, tool, options.runId));
+  return (toolset, options = {}) => liveView(toolset, (tool) => aiSdkTool(ai, fileParts, tool, options.runId, options.preliminaryProgress === true));
 }
 
-function aiSdkTool(ai: AiSdk, fileParts: boolean, tool: McpTool, runId: string | undefined) {
+/**
+ * The call's progress updates, then its result (the AI SDK takes the last value an async iterable
+ * `execute` yields as the result, and the ones before it as preliminary results). Only the newest update
+ * not read yet is kept, so a flood of progress holds one object, not a queue.
+ */
+async function* withProgress(call: (onProgress: (progress: McpProgress) => void) => Promise<McpToolResult>): AsyncGenerator<AiToolProgress | McpToolResult> {
+  let latest: McpProgress | undefined;
+  let settled = false;
+  let wake: (() => void) | undefined;
+  const result = call((progress) => {
+    latest = progress;
+    wake?.();
+  });
+  result.then(
+    () => ((settled = true), wake?.()),
+    () => ((settled = true), wake?.()),
+  );
+  for (;;) {
+    if (latest !== undefined) {
+      const update = latest;
+      latest = undefined;
+      yield { type: 'progress', ...update };
+      continue;
+    }
+    if (settled) break;
+    await new Promise<void>((resolve) => (wake = resolve));
+    wake = undefined;
+  }
+  yield await result;
+}
+
+function aiSdkTool(ai: AiSdk, fileParts: boolean, tool: McpTool, runId: string | undefined, preliminaryProgress: boolean) {
   return ai.dynamicTool({
       description: tool.description,
       // ai 7 carries it to the tool call and result parts (`toolMetadata`), so a UI can tell where a tool
@@ -74,7 +118,9 @@ function aiSdkTool(ai: AiSdk, fileParts: boolean, tool: McpTool, runId: string |
       metadata: { server: tool.server, remoteName: tool.remoteName },
       // MCP input schemas are JSON Schema objects; the AI SDK validates nothing itself here, the server does.
       inputSchema: ai.jsonSchema(tool.inputSchema as JSONSchema7),
-      execute: (input, { abortSignal, toolCallId }) => tool.execute(input, { abortSignal, toolCallId, runId }),
+      execute: preliminaryProgress
+        ? (input, { abortSignal, toolCallId }) => withProgress((onProgress) => tool.execute(input, { abortSignal, toolCallId, runId, onProgress }))
+        : (input, { abortSignal, toolCallId }) => tool.execute(input, { abortSignal, toolCallId, runId }),
       toModelOutput: ({ output }) => toAiModelOutput(output as McpToolResult, fileParts),
     });
 }
