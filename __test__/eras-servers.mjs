@@ -21,9 +21,9 @@ export function freePort() {
   });
 }
 
-/** The TypeScript 2.x fixture over HTTP: resolves to `{ url, seen(), stop }` once it listens. */
-export async function startTs2Http() {
-  const child = spawn(process.execPath, [TS2, 'http'], { stdio: ['ignore', 'pipe', 'inherit'] });
+/** The TypeScript 2.x fixture over HTTP (`env` added to its environment): resolves to `{ url, seen(), stop }` once it listens. */
+export async function startTs2Http(env = {}) {
+  const child = spawn(process.execPath, [TS2, 'http'], { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } });
   let timer;
   const line = await Promise.race([
     new Promise((resolve) => createInterface({ input: child.stdout }).once('line', resolve)),
