@@ -23,7 +23,7 @@ const SECRET = 'sk-fixture-progress-0123456789';
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function fixtureToolset(t, env = {}) {
-  const { entry } = fixture('fx', { FIXTURE_API_KEY: SECRET, ...env });
+  const { entry } = fixture('fx', { FIXTURE_API_KEY: SECRET, FIXTURE_NOTIFY_TOOLS: '1', ...env });
   const toolset = await mcpTools([entry], { timeoutMs: 10_000 });
   t.after(() => toolset.close());
   return toolset;

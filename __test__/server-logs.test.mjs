@@ -15,7 +15,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const logsOf = (diagnostics) => diagnostics.filter((d) => d.code === 'server-log');
 
 async function fixtureToolset(t, env, options = {}) {
-  const fx = fixture('fx', { FIXTURE_API_KEY: SECRET, ...env });
+  const fx = fixture('fx', { FIXTURE_API_KEY: SECRET, FIXTURE_NOTIFY_TOOLS: '1', ...env });
   const diagnostics = [];
   const toolset = await mcpTools([fx.entry], { timeoutMs: 10_000, onDiagnostic: (d) => diagnostics.push(d), ...options });
   t.after(() => toolset.close());
