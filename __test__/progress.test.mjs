@@ -13,7 +13,7 @@ import * as ai6 from 'ai';
 import * as ai6test from 'ai/test';
 import { connectMcpServer, mcpTools } from '../dist/index.js';
 import { bindAiSdkTools } from '../dist/adapters/ai.js';
-import { aiSdkTools } from '../entry/ai.mjs';
+import { aiSdkTools, createMcpHandle } from '../entry/ai.mjs';
 import { EVERYTHING_STDIO_AND_HTTP } from '../examples/servers/everything-http.mjs';
 import { call, say, scriptedModel } from './adapters-fixture.mjs';
 import { TS2, startTs2Http } from './eras-servers.mjs';
@@ -35,7 +35,7 @@ test('stdio fixture: updates arrive in order, validated, and none after the call
   let settled = false;
   const late = [];
   const result = await tools.fx__progress.execute(
-    { steps: 4, intervalMs: 20, message: 'working', after: true },
+    { steps: 4, intervalMs: 40, message: 'working', after: true },
     { onProgress: (p) => (settled ? late : seen).push(p) },
   );
   settled = true;
@@ -58,7 +58,7 @@ test('stdio fixture: malformed updates are dropped, messages redacted, cut and m
     { progress: 3, total: null, message: `key ${SECRET}\u001b[2J\u001b]8;;http://x\u0007 done\nnext\u202e` },
     { progress: 4.5, total: 9.5, message: 'x'.repeat(5000) },
   ];
-  await tools.fx__progress.execute({ updates, intervalMs: 5 }, { onProgress: (p) => seen.push(p) });
+  await tools.fx__progress.execute({ updates, intervalMs: 40 }, { onProgress: (p) => seen.push(p) });
   assert.equal(seen.length, 2, JSON.stringify(seen));
   assert.deepEqual(seen[0], { progress: 3, message: 'key [redacted] [2J ]8;;http://x  done next ' });
   assert.equal(seen[1].progress, 4.5);
@@ -75,7 +75,7 @@ test('stdio fixture: without onProgress a call is as before; a throwing or rejec
   process.on('unhandledRejection', onUnhandled);
   t.after(() => process.off('unhandledRejection', onUnhandled));
   let thrown = 0;
-  const throwing = await tools.fx__progress.execute({ steps: 3, intervalMs: 5 }, {
+  const throwing = await tools.fx__progress.execute({ steps: 3, intervalMs: 40 }, {
     onProgress: () => {
       thrown++;
       throw new Error('the host broke');
@@ -106,8 +106,8 @@ test('stdio fixture: a flood of progress is coalesced, the last update still del
   const a = [];
   const b = [];
   await Promise.all([
-    tools.fx__progress.execute({ steps: 3, intervalMs: 10 }, { onProgress: (p) => a.push(p.progress) }),
-    tools.fx__progress.execute({ steps: 5, intervalMs: 7 }, { onProgress: (p) => b.push(p.progress) }),
+    tools.fx__progress.execute({ steps: 3, intervalMs: 40 }, { onProgress: (p) => a.push(p.progress) }),
+    tools.fx__progress.execute({ steps: 5, intervalMs: 30 }, { onProgress: (p) => b.push(p.progress) }),
   ]);
   assert.deepEqual([a, b], [[1, 2, 3], [1, 2, 3, 4, 5]]);
 });
@@ -159,7 +159,7 @@ const majors = [
 ];
 /** Runs a streamText loop; the tool-result parts it streamed and the tool result the model was shown. */
 /** A mock model that calls `fx__progress` once, then answers; `seen` holds what it was called with. */
-const scripted = (Mock) => scriptedModel(Mock, [() => [call('c1', 'fx__progress', { steps: 3, intervalMs: 20 })], () => say('done')]);
+const scripted = (Mock) => scriptedModel(Mock, [() => [call('c1', 'fx__progress', { steps: 3, intervalMs: 40 })], () => say('done')]);
 
 async function streamLoop(ai, Mock, tools) {
   const { model, seen } = scripted(Mock);
@@ -210,6 +210,25 @@ test('ai 6: with preliminaryProgress a failing call still fails as a tool error,
   const { text } = await ai6.generateText({ model, tools, prompt: 'go', stopWhen: ai6.stepCountIs(3) });
   assert.equal(text, 'done');
   assert.deepEqual(shownResult(seen[1]), { type: 'content', value: [{ type: 'text', text: 'progress done after 3 steps' }] });
+});
+
+test('createMcpHandle passes preliminaryProgress to the adapter; without it execute returns the result', async (t) => {
+  const { entry } = fixture('fx');
+  const { name, type, ...transport } = entry;
+  for (const preliminaryProgress of [true, false]) {
+    const handle = createMcpHandle({ transport: { kind: 'stdio', ...transport }, name: 'fx', preliminaryProgress });
+    t.after(() => handle.close());
+    const tools = await handle.tools();
+    const running = tools.fx__progress.execute({ steps: 2, intervalMs: 40 }, { toolCallId: 'h', messages: [] });
+    if (!preliminaryProgress) {
+      assert.equal(typeof running.then, 'function');
+      assert.equal((await running).content[0].text, 'progress done after 2 steps');
+      continue;
+    }
+    const yielded = [];
+    for await (const value of running) yielded.push(value);
+    assert.deepEqual(yielded, [{ type: 'progress', progress: 1, total: 2 }, { type: 'progress', progress: 2, total: 2 }, { content: [{ type: 'text', text: 'progress done after 2 steps' }] }]);
+  }
 });
 
 rerunWithEngineReader(test, import.meta.url);

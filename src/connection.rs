@@ -1107,11 +1107,10 @@ impl Shared {
             pending.deadline = Instant::now() + pending.timeout;
             pending.progress.clone()
         };
-        if let Some(update) = listener.as_ref().and_then(|_| crate::progress::parse(params)) {
-            let listener = listener.expect("checked above");
-            // A listener that panics loses its own update only.
-            let _ = std::panic::catch_unwind(AssertUnwindSafe(move || listener.progress(update)));
-        }
+        let Some(listener) = listener else { return };
+        let Some(update) = crate::progress::parse(params) else { return };
+        // A listener that panics loses its own update only.
+        let _ = std::panic::catch_unwind(AssertUnwindSafe(move || listener.progress(update)));
     }
 
     /// Hand requests to the transport, skipping any given up since they were registered (an abort that
@@ -1658,6 +1657,48 @@ mod tests {
 
     fn response(id: RequestId, result: &str) -> String {
         format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#)
+    }
+
+    struct Heard(Mutex<Vec<crate::progress::Progress>>);
+
+    impl crate::progress::ProgressListener for Heard {
+        fn progress(&self, update: crate::progress::Progress) {
+            self.0.lock().push(update);
+        }
+    }
+
+    #[tokio::test]
+    async fn only_a_listening_request_hears_its_valid_progress_and_nothing_after_it_settles() {
+        let harness = Harness::new();
+        let heard = Arc::new(Heard(Mutex::new(Vec::new())));
+        let (listening, mut rx) = harness.start(60_000, false);
+        let (_, mut deaf) = harness.start(60_000, false);
+        {
+            let mut state = harness.shared.state.lock();
+            state.pending.get_mut(&listening).unwrap().progress = Some(heard.clone());
+        }
+        let progress = |token: RequestId, body: &str| format!(r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{token},{body}}}}}"#);
+        assert!(harness.receive(&progress(listening, r#""progress":1,"total":2"#)));
+        assert!(harness.receive(&progress(listening, r#""progress":"x""#)));
+        assert!(harness.receive(&progress(listening + 1, r#""progress":1"#)));
+        assert!(harness.receive(&response(listening, r#"{"content":[]}"#)));
+        assert_eq!(code(&outcome(&mut rx).await), "ok");
+        assert!(harness.receive(&progress(listening, r#""progress":2,"total":2"#)));
+        assert_eq!(*heard.0.lock(), [crate::progress::Progress { progress: 1.0, total: Some(2.0), message: None }]);
+        assert!(harness.receive(&response(listening + 1, r#"{"content":[]}"#)));
+        assert_eq!(code(&outcome(&mut deaf).await), "ok");
+    }
+
+    #[tokio::test]
+    async fn a_progress_notification_restarts_the_idle_timeout_without_a_listener() {
+        let harness = Harness::new();
+        let (id, mut rx) = harness.start(300, false);
+        for _ in 0..4 {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            assert!(harness.receive(&format!(r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{id},"progress":1}}}}"#)));
+        }
+        assert!(harness.receive(&response(id, r#"{"content":[]}"#)));
+        assert_eq!(code(&outcome(&mut rx).await), "ok", "600 ms under a 300 ms idle timeout, kept alive by progress");
     }
 
     #[tokio::test]

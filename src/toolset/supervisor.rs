@@ -455,9 +455,8 @@ impl Supervisor {
             }
             // The second's drops are reported when it ends, even if the server falls silent.
             Admission::Dropped { first: true } => {
+                let ends_at = window.lock().ends_at();
                 let (window, events, name) = (Arc::downgrade(window), Arc::downgrade(&self.shared.events), name.clone());
-                let ends_at = window.upgrade().map(|w| w.lock().ends_at());
-                let Some(ends_at) = ends_at else { return };
                 let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
                 runtime.spawn(async move {
                     tokio::time::sleep_until(ends_at.into()).await;
