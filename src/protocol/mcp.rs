@@ -64,6 +64,31 @@ impl ServerCapabilities {
         names.sort();
         names
     }
+
+    /// Whether it declared `resources: { subscribe: true }`.
+    pub fn resources_subscribe(&self) -> bool {
+        self.others.get("resources").and_then(|r| r.get("subscribe")).and_then(Value::as_bool).unwrap_or(false)
+    }
+}
+
+/// Params that name a resource (`notifications/resources/updated`).
+#[derive(Debug, Deserialize)]
+pub struct UriParams {
+    pub uri: String,
+}
+
+/// Whether a `notifications/subscriptions/acknowledged` says which notifications the server honored and
+/// tool changes are not among them: the acknowledgement of a listen for resources, which leaves the
+/// tools as they were.
+pub fn acknowledges_no_tools(params: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Ack {
+        notifications: Option<serde_json::Map<String, Value>>,
+    }
+    serde_json::from_str::<Ack>(params)
+        .ok()
+        .and_then(|ack| ack.notifications)
+        .is_some_and(|honored| !honored.contains_key("toolsListChanged") && honored.contains_key("resourceSubscriptions"))
 }
 
 #[derive(Debug, Default, Deserialize)]
