@@ -119,6 +119,16 @@ mod tests {
         authorize(h, "s__t", "{}".to_owned()).await
     }
 
+    #[test]
+    fn requests_say_their_kind_and_only_tool_calls_name_a_tool() {
+        let tool = request_json("s__t", "s", "t", &RawValue::from_string("{}".into()).unwrap(), &CallContext::default());
+        let tool: serde_json::Value = serde_json::from_str(&tool).unwrap();
+        assert_eq!((tool["kind"].as_str(), tool["toolName"].as_str()), (Some("tool"), Some("s__t")));
+        let read: serde_json::Value = serde_json::from_str(&session_request_json("resource", "read", "s", r#""uri":"a://b""#)).unwrap();
+        assert_eq!(read, serde_json::json!({ "kind": "resource", "operation": "read", "server": "s", "uri": "a://b" }));
+        assert!(read.get("toolName").is_none());
+    }
+
     #[tokio::test]
     async fn decisions_map_to_outcomes_and_fail_closed() {
         assert!(run(&Hooks::default()).await.is_ok());

@@ -335,3 +335,20 @@ mod tests {
         assert_eq!(keyed["_meta"], serde_json::json!({ "era": 1, "idempotencyKey": "run:\"7\"", "progressToken": 9 }));
     }
 }
+
+#[cfg(test)]
+mod session_capability_tests {
+    use super::*;
+
+    #[test]
+    fn resource_subscriptions_and_resource_only_acknowledgements() {
+        let caps: ServerCapabilities = serde_json::from_str(r#"{"resources":{"subscribe":true},"tools":{}}"#).unwrap();
+        assert!(caps.resources_subscribe());
+        let caps: ServerCapabilities = serde_json::from_str(r#"{"resources":{}}"#).unwrap();
+        assert!(!caps.resources_subscribe());
+        assert!(acknowledges_no_tools(r#"{"notifications":{"resourceSubscriptions":["a://b"]}}"#));
+        assert!(!acknowledges_no_tools(r#"{"notifications":{"toolsListChanged":true}}"#));
+        assert!(!acknowledges_no_tools(r#"{"notifications":{}}"#));
+        assert!(!acknowledges_no_tools("{}"));
+    }
+}
