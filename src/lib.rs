@@ -19,6 +19,7 @@ pub mod protocol;
 pub mod purra;
 pub mod schema;
 pub mod server;
+pub mod session;
 pub mod store;
 pub mod toolset;
 pub mod transport;
