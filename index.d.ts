@@ -251,3 +251,32 @@ export declare function quoteUntrustedText(text: string, secrets: Array<string>)
  * key-like tokens), then the entry's own secrets (`Secrets::add_stdio_entry`) wherever they still appear.
  */
 export declare function redactStdioArguments(args: Array<string>, env: Record<string, string>): Array<string>
+
+/**
+ * A `resources/read` result: `json` is `{"contents": [{uri, mimeType?, text} | {uri, mimeType?, blob: i}]}`,
+ * where `i` indexes `blobs`.
+ */
+export interface ResourceRead {
+  json: string
+  blobs: Array<Buffer>
+}
+
+/** `completion/complete`; resolves to `{values, total?, hasMore?}` as JSON. */
+export declare function sessionComplete(toolset: NativeToolset, server: string, refJson: string, argumentJson: string, contextJson: string): Promise<string>
+
+/** `prompts/get`; `argsJson` an object of strings (or empty). Resolves to `{description?, messages}` as JSON. */
+export declare function sessionGetPrompt(toolset: NativeToolset, server: string, name: string, argsJson: string): Promise<string>
+
+/** `what`: `resources`, `templates` or `prompts`; every server's, or `server`'s. Resolves to a JSON array. */
+export declare function sessionList(toolset: NativeToolset, what: string, server?: string | undefined | null): Promise<string>
+
+/** `resources/read`; `abortId` (not 0) names it for `clientAbortListing`. */
+export declare function sessionReadResource(toolset: NativeToolset, server: string, uri: string, abortId: number): Promise<ResourceRead>
+
+/**
+ * Subscribe to a resource's updates (`resource-updated` events `{server, uri}`); resolves to the
+ * subscription's id for `sessionUnsubscribe`.
+ */
+export declare function sessionSubscribe(toolset: NativeToolset, server: string, uri: string): Promise<number>
+
+export declare function sessionUnsubscribe(toolset: NativeToolset, id: number): void

@@ -365,7 +365,9 @@ test('an HTTP server stopped for 3 s and started again on its port: a call made 
 });
 
 test('an HTTP server without a GET stream, stopped: the call that finds it gone (nothing delivered) waits and goes once to the server that came back', async () => {
-  const before = await startStreamableFixture();
+  // No keep-alive: the call opens its own connection, which the stopped server refuses. (With one, the
+  // call could go out on a pooled connection the server had just closed: the next test.)
+  const before = await startStreamableFixture({ keepAlive: false });
   const port = Number(new URL(before.url).port);
   let after;
   let toolset;
@@ -380,13 +382,40 @@ test('an HTTP server without a GET stream, stopped: the call that finds it gone 
     await untilState(toolset, 'bare', (s) => s.state === 'reconnecting', 10_000);
     await sleep(300);
     assert.equal(first.settled, false, `the call waits for the server: ${first.error}`);
-    after = await startStreamableFixture({ port });
+    after = await startStreamableFixture({ keepAlive: false, port });
     await first.done;
     assert.equal(first.error, undefined, `${first.error}`);
     assert.equal(first.value.content[0].text, 'echo: finds it gone');
     const ran = (fixture) => fixture.streamsClosed.filter((s) => s.name === 'echo').length;
     await until(() => ran(after) >= 1);
     assert.equal(ran(after), 1, 'sent once, to the server that came back');
+  } finally {
+    await toolset?.close();
+    await before.close();
+    await after?.close();
+  }
+});
+
+test('an HTTP server without a GET stream that dies with a call in hand: the call fails saying it may have run, the server is found gone at once, and the next call goes to the one that came back', async () => {
+  const before = await startStreamableFixture();
+  const port = Number(new URL(before.url).port);
+  let after;
+  let toolset;
+  try {
+    toolset = await open([{ name: 'bare', type: 'streamable-http', url: before.url }], { reconnect: { initialDelayMs: 100, maxDelayMs: 300 }, timeoutMs: 15_000 });
+    const { tools, diagnostics } = toolset;
+    assert.equal((await tools.bare__echo.execute({ text: 'before' })).content[0].text, 'echo: before');
+    // The exchange breaks after the request went out: it may have run, so it is not sent again.
+    await assert.rejects(tools.bare__crash.execute({}), (error) => error.code === 'mcp_transport_error' && error.sent === true);
+    assert.equal(before.calls('crash').length, 1);
+    // No stream and no other call tells of the loss: the broken exchange's own check does.
+    await untilState(toolset, 'bare', (s) => s.state === 'reconnecting', 10_000);
+    assert.equal(recoveryCodes(diagnostics, 'bare')[0], 'server-lost');
+    after = await startStreamableFixture({ port });
+    assert.equal((await tools.bare__echo.execute({ text: 'after' })).content[0].text, 'echo: after');
+    assert.equal(after.calls('echo').length, 1);
+    assert.equal(after.calls('crash').length, 0, 'nothing was sent again');
+    assert.ok(after.log.some((r) => r.body?.method === 'initialize'), 'a new session');
   } finally {
     await toolset?.close();
     await before.close();

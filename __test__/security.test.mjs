@@ -210,7 +210,7 @@ test('policy.decide gates every call; deny and failures mean the server receives
   await close();
   const called = server.received().filter((m) => m.method === 'tools/call').map((m) => m.params.name);
   assert.deepEqual(called, ['echo', 'pid']);
-  assert.deepEqual(requests[0], { toolName: 'gated__echo', server: 'gated', remoteName: 'echo', args: { text: 'ok' }, session });
+  assert.deepEqual(requests[0], { kind: 'tool', toolName: 'gated__echo', server: 'gated', remoteName: 'echo', args: { text: 'ok' }, session });
   assert.equal('annotations' in requests[0], false);
 });
 

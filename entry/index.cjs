@@ -55,3 +55,5 @@ exports.McpSchemaInvalidError = api.McpSchemaInvalidError;
 exports.McpResultInvalidError = api.McpResultInvalidError;
 exports.McpInternalError = api.McpInternalError;
 exports.McpServerUnavailableError = api.McpServerUnavailableError;
+exports.McpResourceNotFoundError = api.McpResourceNotFoundError;
+exports.McpNotSupportedError = api.McpNotSupportedError;

@@ -48,6 +48,8 @@ export {
   McpResultInvalidError,
   McpInternalError,
   McpServerUnavailableError,
+  McpResourceNotFoundError,
+  McpNotSupportedError,
 } from '../dist/index.js';
 export type { McpErrorCode } from '../dist/errors.js';
 export type { McpConnectionStore, StoredServer, PostgresMcpConnectionStore, PostgresMcpConnectionStoreOptions } from '../dist/stores.js';

@@ -5,6 +5,7 @@
 import { binding, type NativeToolset } from './binding';
 import { createMcpError, fromEngine, McpError } from './errors';
 import { nativeToolsetOf, openToolset } from './index';
+import { clientSessionRequests, nextAbortId } from './session';
 import type {
   McpCallToolRequest,
   McpCallToolResult,
@@ -67,12 +68,8 @@ function engineError(error: unknown): unknown {
   return typed instanceof McpError ? typed : createMcpError('mcp_internal_error', `mcpferry engine failure: ${String((typed as Error)?.message ?? typed)}`);
 }
 
-let listingIds = 0;
-/** Ids for listings a signal may stop (never 0, which means none); unique per process, so per client too. */
-function nextListingId(): number {
-  listingIds = listingIds >= 0xffff_fff0 ? 1 : listingIds + 1;
-  return listingIds;
-}
+/** Ids for listings a signal may stop: shared with the session's reads, which use the same registry. */
+const nextListingId = nextAbortId;
 
 /**
  * Starts `start` unless `signal` already fired; settles with its work, or rejects with `mcp_aborted` as
@@ -188,6 +185,7 @@ export async function connectMcpServer(entry: McpServer, opts: McpClientOptions 
     name: entry.name,
     protocolVersion: session.protocolVersion,
     serverInfo: Object.freeze({ ...session.serverInfo }),
+    ...clientSessionRequests(toolset, entry.name),
     async listTools(options: McpListToolsOptions = {}) {
       if (options === null || typeof options !== 'object') throw configError('listTools options must be an object');
       const { timeoutMs, signal } = options;

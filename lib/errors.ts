@@ -28,6 +28,8 @@ export type McpErrorCode =
   | 'mcp_result_invalid'
   | 'mcp_internal_error'
   | 'mcp_server_unavailable'
+  | 'mcp_resource_not_found'
+  | 'mcp_not_supported'
   | 'mcp_outcome_unknown';
 
 export class McpError extends Error {
@@ -96,6 +98,10 @@ export class McpSchemaInvalidError extends McpError {}
 export class McpResultInvalidError extends McpError {}
 /** A bug in mcpferry (a panic in the engine), contained: this call or operation failed, the process lives on. */
 export class McpInternalError extends McpError {}
+/** The server has no resource at the URI read or subscribed to. */
+export class McpResourceNotFoundError extends McpError {}
+/** The server declares no capability for the operation (`resources`, `resources.subscribe`, `prompts`, `completions`): nothing was sent. */
+export class McpNotSupportedError extends McpError {}
 
 /**
  * A call of a tool with effects (`defineMcpTool`, `mcpferry/mayura`) failed after its request was sent:
@@ -129,6 +135,8 @@ const classes: Record<McpErrorCode, new (code: McpErrorCode, message: string) =>
   mcp_result_invalid: McpResultInvalidError,
   mcp_internal_error: McpInternalError,
   mcp_server_unavailable: McpServerUnavailableError,
+  mcp_resource_not_found: McpResourceNotFoundError,
+  mcp_not_supported: McpNotSupportedError,
   mcp_outcome_unknown: McpOutcomeUnknownError,
 };
 

@@ -5,7 +5,7 @@
 import { binding, type NativeFirewallHandle, type NativeJournalHandle } from './binding';
 import { createMcpError, engineCall, typedEngine } from './errors';
 import { postgresOptionsJson, type PostgresMcpConnectionStoreOptions } from './stores';
-import type { Decision, JsonSchema, McpPolicy, PolicyRequest } from './types';
+import type { Decision, JsonSchema, McpPolicy, PolicyRequest, ToolPolicyRequest } from './types';
 
 /**
  * What the firewall remembers across calls, workers and resumes. Built-ins: `createMemoryMcpJournal()`,
@@ -154,7 +154,7 @@ function patterns(given: unknown, option: string) {
 }
 
 /** The request as the engine reads it: no arguments, no session. */
-function requestJson(request: PolicyRequest): string {
+function requestJson(request: ToolPolicyRequest): string {
   const { toolName, server, remoteName, runId, toolCallId, idempotencyKey } = request;
   return JSON.stringify({ toolName, server, remoteName, runId, toolCallId, idempotencyKey });
 }
@@ -191,10 +191,19 @@ export function mcpFirewall(options: McpFirewallOptions): McpGuard {
     // The journal handle is held here: the engine's registry keeps it only weakly.
     [NATIVE]: journalHandle,
     async decide(request: PolicyRequest): Promise<Decision> {
-      return JSON.parse(await typedEngine((await firewall()).decide(requestJson(request)))) as Decision;
+      // A resource read or subscription, a prompt get, a completion: not a tool call. Another server's
+      // is left to the next guard, as its tools are; this server's is refused once an allowlist is given
+      // (it names tools, so nothing else is on it: fail closed), and otherwise allowed (the denylist,
+      // pinning and ceilings are about tools).
+      if (request.kind !== undefined && request.kind !== 'tool') {
+        if (request.server !== server || allow === undefined) return { kind: 'allow' };
+        return { kind: 'deny', reason: `mcpFirewall's allowlist names tools; a ${request.kind} request to ${server} is not on it` };
+      }
+      return JSON.parse(await typedEngine((await firewall()).decide(requestJson(request as ToolPolicyRequest)))) as Decision;
     },
     async record(request: PolicyRequest, outcome: McpCallOutcome): Promise<void> {
-      return typedEngine((await firewall()).record(requestJson(request), outcome?.ok === true));
+      if (request.kind !== undefined && request.kind !== 'tool') return;
+      return typedEngine((await firewall()).record(requestJson(request as ToolPolicyRequest), outcome?.ok === true));
     },
   } as McpGuard;
 }

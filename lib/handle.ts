@@ -151,5 +151,6 @@ function prefixedToolset(toolset: McpToolset, server: string, prefix: string): M
       return value === undefined ? undefined : { value, enumerable: true, configurable: true, writable: false };
     },
   });
-  return { tools, close: () => toolset.close(), reconciled: toolset.reconciled, servers: () => toolset.servers() };
+  // The session requests (resources, prompts, completions) name servers, not tools: kept as they are.
+  return { ...toolset, tools, close: () => toolset.close(), reconciled: toolset.reconciled, servers: () => toolset.servers() };
 }

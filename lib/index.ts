@@ -5,6 +5,7 @@
 import { binding, engine, type NativeToolset } from './binding';
 import { createMcpError, fromEngine, McpError, type McpErrorCode } from './errors';
 import { OpenQuestions } from './questions';
+import { ResourceSubscribers, sessionRequests } from './session';
 import { isStore, nativeStoreId, storeDispatcher, storeFactories, type PostgresMcpConnectionStore, type PostgresMcpConnectionStoreOptions } from './stores';
 import { isTokenStore, nativeTokenStoreId, tokenStoreDispatcher, type McpTokenStore as McpTokenStoreType } from './token-stores';
 import { closeSync } from 'node:fs';
@@ -48,6 +49,8 @@ export {
   McpSchemaInvalidError,
   McpResultInvalidError,
   McpInternalError,
+  McpResourceNotFoundError,
+  McpNotSupportedError,
   McpServerUnavailableError,
 } from './errors';
 export type { McpErrorCode } from './errors';
@@ -606,7 +609,7 @@ function outcomeRecorder(options: McpOptions): RecordOutcome | undefined {
   if (typeof policy?.record !== 'function') return undefined;
   const { session } = options;
   return async (tool, args, ctx, outcome) => {
-    const request: PolicyRequest = { toolName: tool.name, server: tool.server, remoteName: tool.remoteName, args, session };
+    const request: PolicyRequest = { kind: 'tool', toolName: tool.name, server: tool.server, remoteName: tool.remoteName, args, session };
     if (ctx?.runId !== undefined) request.runId = ctx.runId;
     if (ctx?.toolCallId !== undefined) request.toolCallId = ctx.toolCallId;
     if (ctx?.idempotencyKey !== undefined) request.idempotencyKey = ctx.idempotencyKey;
@@ -757,6 +760,7 @@ export async function openToolset(
   const readers = new Set<() => void>();
 
   const questions = new OpenQuestions();
+  const subscribers = new ResourceSubscribers();
   const onEvent = (kind: string, payloadJson: string) => {
     try {
       const payload = JSON.parse(payloadJson);
@@ -768,6 +772,8 @@ export async function openToolset(
         if (closing) for (const stop of [...readers]) stop();
       } else if (kind === 'elicitation-withdrawn') {
         questions.withdraw(payload.askId);
+      } else if (kind === 'resource-updated') {
+        subscribers.deliver(payload);
       } else if (kind === 'tools') {
         const change = payload as ToolsChange;
         for (const removed of change.removed) delete tools[removed];
@@ -832,7 +838,7 @@ export async function openToolset(
     for (const stop of [...readers]) stop();
   };
   const close = (): Promise<void> =>
-    (closing ??= (stopListening(), native.close()).then(
+    (closing ??= (stopListening(), subscribers.clear(), native.close()).then(
       () => {
         endStreams();
         calls.shutdown();
@@ -865,6 +871,7 @@ export async function openToolset(
 
   const toolset: McpToolset = {
     tools,
+    ...sessionRequests(() => native, subscribers, () => closing !== undefined),
     close,
     reconciled: reconciles ? native.reconciled().catch((error) => Promise.reject(engineFailure(error))) : Promise.resolve(),
     servers: () => {

@@ -105,7 +105,16 @@ export interface McpAuthorizationPrompt {
 /** Opaque to mcpferry: whatever identifies the user or conversation a toolset belongs to. */
 export type Session = unknown;
 
-export interface PolicyRequest {
+/**
+ * What `policy.decide` is asked. A tool call has `kind: 'tool'` and `toolName`; every other request
+ * to a server — a resource read or subscription, a prompt get, a completion — has its own `kind` and
+ * no `toolName`, so a policy that allows by tool name (`ALLOWED.has(req.toolName)`) refuses them:
+ * allowlists fail closed. Narrow on `kind` to allow them.
+ */
+export type PolicyRequest = ToolPolicyRequest | ResourcePolicyRequest | PromptPolicyRequest | CompletionPolicyRequest;
+
+export interface ToolPolicyRequest {
+  kind: 'tool';
   toolName: string;
   server: string;
   remoteName: string;
@@ -117,6 +126,38 @@ export interface PolicyRequest {
   toolCallId?: string;
   /** The key sent in `params._meta.idempotencyKey`, when the call carries one. */
   idempotencyKey?: string;
+}
+
+/** `readResource` (`operation: 'read'`) or `subscribeResource` (`'subscribe'`) of `uri` on `server`. */
+export interface ResourcePolicyRequest {
+  kind: 'resource';
+  operation: 'read' | 'subscribe';
+  server: string;
+  uri: string;
+  session: Session;
+  toolName?: undefined;
+}
+
+/** `getPrompt(server, name, args)`, asked after the arguments were checked against the prompt's. */
+export interface PromptPolicyRequest {
+  kind: 'prompt';
+  operation: 'get';
+  server: string;
+  name: string;
+  args: Record<string, string>;
+  session: Session;
+  toolName?: undefined;
+}
+
+/** `complete(server, ref, argument)`: the partial value typed so far goes to the server. */
+export interface CompletionPolicyRequest {
+  kind: 'completion';
+  operation: 'complete';
+  server: string;
+  ref: McpCompletionRef;
+  argument: { name: string; value: string };
+  session: Session;
+  toolName?: undefined;
 }
 
 export type Decision = { kind: 'allow' } | { kind: 'deny'; reason?: string } | { kind: 'ask'; reason?: string };
@@ -462,7 +503,7 @@ export interface McpTool<Structured = unknown> {
   execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult<Structured>>;
 }
 
-export interface McpToolset {
+export interface McpToolset extends McpSessionRequests {
   /** Every tool of every connected server, keyed by projected name. Updated in place on list changes. */
   tools: Record<string, McpTool>;
   /** Close every connection and reap every child process. Idempotent. */
@@ -568,6 +609,10 @@ export type Diagnostic =
   | (DiagnosticBase & { code: 'server-error-withheld'; tool: string; errorCode: string })
   | (DiagnosticBase & { code: 'tool-name-rewritten'; tool: string; name: string })
   | (DiagnosticBase & { code: 'tools-changed'; added: string[]; changed: string[]; removed: string[] })
+  /** The server announced that its resources or prompts changed: list them again to see how. */
+  | (DiagnosticBase & { code: 'list-changed'; list: 'resources' | 'prompts' })
+  /** Entries of a resources, templates or prompts listing were malformed (or past 10 000) and left out. */
+  | (DiagnosticBase & { code: 'listing-entries-skipped'; list: 'resources' | 'prompts'; skipped: number })
   /** Re-listing a server whose `ttlMs` lapsed failed; its last listing stays in use and is retried, backing off. */
   | (DiagnosticBase & { code: 'catalogue-stale'; errorCode: string })
   /** A rebuild did not project a server's stored tools (a `private` catalogue); they arrive once it is listed. */
@@ -576,6 +621,99 @@ export type Diagnostic =
   | (DiagnosticBase & { code: 'internal-error' })
   | (DiagnosticBase & { code: 'tool-quarantined' | 'tool-withheld' | 'tool-removed'; tool: string })
   | (DiagnosticBase & { code: 'disclosure-budget-exceeded'; toolCount: number; floorTokens: number; budgetTokens: number });
+
+// ---- resources, prompts, completions (lib/session.ts) ----
+
+/** A resource a server lists (`resources/list`, the fields of a `resource_link`), with the server it came from. */
+export type McpResource = Omit<McpResourceLink, 'type' | 'icons' | '_meta'> & { server: string };
+
+/** A resource template a server lists (`resources/templates/list`, an RFC 6570 `uriTemplate`). */
+export type McpResourceTemplate = Omit<McpResource, 'uri' | 'size'> & { uriTemplate: string };
+
+/** One item of a read: text as the server's string, or a blob as bytes (decoded once, by the engine). */
+export type McpResourceContents = { uri: string; mimeType?: string; text: string } | { uri: string; mimeType?: string; blob: Uint8Array };
+
+export interface McpReadResourceResult {
+  contents: McpResourceContents[];
+}
+
+export interface McpPromptArgument {
+  name: string;
+  title?: string;
+  description?: string;
+  required?: boolean;
+}
+
+/** A prompt a server lists (`prompts/list`), with the server it came from. */
+export interface McpPrompt {
+  server: string;
+  name: string;
+  title?: string;
+  description?: string;
+  arguments?: McpPromptArgument[];
+}
+
+/** A prompt's message as the server wrote it: a role and one content block. */
+export interface McpPromptMessage {
+  role: 'user' | 'assistant';
+  content: ContentBlock;
+}
+
+export interface McpGetPromptResult {
+  description?: string;
+  messages: McpPromptMessage[];
+}
+
+/** What a completion is for: a prompt's argument, or a resource template's variable. */
+export type McpCompletionRef = { type: 'ref/prompt'; name: string } | { type: 'ref/resource'; uri: string };
+
+export interface McpCompleteResult {
+  completion: { values: string[]; total?: number; hasMore?: boolean };
+}
+
+/** What `onUpdated` of `subscribeResource` is told: the server sent `notifications/resources/updated`. */
+export interface McpResourceUpdated {
+  server: string;
+  uri: string;
+}
+
+/**
+ * Resources, prompts and completions of a toolset's servers, each named by `server`. Listings cover
+ * every server that declares the capability (one that does not, or is not available, contributes
+ * nothing) or just `server`. A read, a subscribe, a prompt get and a completion are put to
+ * `policy.decide` first (see {@link PolicyRequest}): a deny means the server receives nothing.
+ */
+export interface McpSessionRequests {
+  listResources(options?: { server?: string }): Promise<McpResource[]>;
+  listResourceTemplates(options?: { server?: string }): Promise<McpResourceTemplate[]>;
+  /** `mcp_resource_not_found` for a URI the server does not have; `mcp_result_too_large` past `maxResultBytes`. */
+  readResource(server: string, uri: string, options?: { signal?: AbortSignal }): Promise<McpReadResourceResult>;
+  /**
+   * Calls `onUpdated` on each `notifications/resources/updated` for `uri`; kept across the server's
+   * reconnections. Resolves to the function that ends it. `mcp_not_supported` without `resources.subscribe`.
+   */
+  subscribeResource(server: string, uri: string, onUpdated: (update: McpResourceUpdated) => void): Promise<() => Promise<void>>;
+  listPrompts(options?: { server?: string }): Promise<McpPrompt[]>;
+  /** Arguments are checked against the prompt's declared ones before anything is sent (`mcp_invalid_arguments`). */
+  getPrompt(server: string, name: string, args?: Record<string, string>): Promise<McpGetPromptResult>;
+  complete(
+    server: string,
+    ref: McpCompletionRef,
+    argument: { name: string; value: string },
+    context?: { arguments?: Record<string, string> },
+  ): Promise<McpCompleteResult>;
+}
+
+/** {@link McpSessionRequests} of a `connectMcpServer` client: the same, without the server argument. */
+export interface McpClientSessionRequests {
+  listResources(): Promise<McpResource[]>;
+  listResourceTemplates(): Promise<McpResourceTemplate[]>;
+  readResource(uri: string, options?: { signal?: AbortSignal }): Promise<McpReadResourceResult>;
+  subscribeResource(uri: string, onUpdated: (update: McpResourceUpdated) => void): Promise<() => Promise<void>>;
+  listPrompts(): Promise<McpPrompt[]>;
+  getPrompt(name: string, args?: Record<string, string>): Promise<McpGetPromptResult>;
+  complete(ref: McpCompletionRef, argument: { name: string; value: string }, context?: { arguments?: Record<string, string> }): Promise<McpCompleteResult>;
+}
 
 // ---- connectMcpServer: one server as a client (lib/client.ts) ----
 
@@ -632,7 +770,7 @@ export interface McpCallToolResult<Structured = Record<string, unknown>> {
 }
 
 /** One connected MCP server (`connectMcpServer`). Every failure rejects with a typed `McpError`. */
-export interface McpServerClient {
+export interface McpServerClient extends McpClientSessionRequests {
   /** The server entry's name. */
   readonly name: string;
   /** The negotiated protocol version (`2025-11-25`, …, or `2026-07-28`). */

@@ -109,6 +109,22 @@ pub async fn list_tools(connection: &Connection, opts: &RequestOptions<'_>, mode
     }
 }
 
+/// The cursor of the page after the `pages`-th of a listing by `method`, checked: a repeated cursor
+/// (`cursors` holds the SHA-256 of every one seen: a server's cursors can be megabytes each) or a listing
+/// past `MAX_LIST_PAGES` pages is an error, since a server that does that is broken or hostile. Every
+/// paginated listing goes through it (tools here; resources, templates and prompts in `session`).
+pub(crate) fn next_cursor(method: &str, cursors: &mut HashSet<[u8; 32]>, pages: usize, next: String) -> Result<String> {
+    let seen: [u8; 32] = sha2::Sha256::digest(next.as_bytes()).into();
+    if !cursors.insert(seen) {
+        let shown: String = next.chars().take(64).collect();
+        return Err(McpError::Protocol(format!("{method} repeated the cursor {shown:?}; refusing a pagination loop")));
+    }
+    if pages >= MAX_LIST_PAGES {
+        return Err(McpError::Protocol(format!("{method} did not finish within {MAX_LIST_PAGES} pages")));
+    }
+    Ok(next)
+}
+
 /// A catalogue kept from an earlier listing (a store row), checked as a listing of a server of this
 /// era would be: its `x-mcp-header` annotations give the calls' headers again, and a tool whose
 /// annotation is invalid is left out as it would have been.
@@ -196,15 +212,7 @@ impl Pages {
             }
         };
         let Some(next) = next_cursor else { return Ok(None) };
-        let seen: [u8; 32] = sha2::Sha256::digest(next.as_bytes()).into();
-        if !self.cursors.insert(seen) {
-            let shown: String = next.chars().take(64).collect();
-            return Err(McpError::Protocol(format!("tools/list repeated the cursor {shown:?}; refusing a pagination loop")));
-        }
-        if self.count >= MAX_LIST_PAGES {
-            return Err(McpError::Protocol(format!("tools/list did not finish within {MAX_LIST_PAGES} pages")));
-        }
-        Ok(Some(next))
+        self::next_cursor("tools/list", &mut self.cursors, self.count, next).map(Some)
     }
 
     /// Fold one page's caching hints into the catalogue's.

@@ -41,6 +41,11 @@ pub trait ConnectionEvents: Send + Sync + 'static {
     fn tools_may_have_changed(&self) {
         self.tools_list_changed();
     }
+    /// The server sent `notifications/resources/updated` for `uri` (a subscription's).
+    fn resource_updated(&self, _uri: &str) {}
+    /// The server sent `notifications/resources/list_changed` (`"resources"`) or
+    /// `notifications/prompts/list_changed` (`"prompts"`).
+    fn list_changed(&self, _list: &'static str) {}
     /// The connection ended without the owner asking (the server died, or broke the protocol).
     fn connection_lost(&self, reason: &McpError);
     /// The server expired the HTTP session and a new one replaced it (session `generation`): a restarted
@@ -138,6 +143,9 @@ pub struct SessionInfo {
     pub server_name: String,
     pub server_version: String,
     pub tools_list_changed: bool,
+    /// The server declared `resources.subscribe`: it takes `resources/subscribe` (before 2026-07-28) or
+    /// `resourceSubscriptions` in `subscriptions/listen` (2026-07-28).
+    pub resources_subscribe: bool,
     /// The names of the capabilities the server declared, for display.
     pub capabilities: Vec<String>,
     /// Never shown to a model: third-party text is a prompt-injection seam.
@@ -157,6 +165,7 @@ impl SessionInfo {
             server_name: String::new(),
             server_version: String::new(),
             tools_list_changed: discovered.tools_list_changed,
+            resources_subscribe: discovered.resources_subscribe,
             capabilities: discovered.capabilities.iter().map(|c| (*c).to_owned()).collect(),
             instructions: None,
             era: Era::Modern(discovered.version),
@@ -173,6 +182,7 @@ impl SessionInfo {
             server_name: info.name,
             server_version: info.version,
             capabilities: result.capabilities.names(),
+            resources_subscribe: result.capabilities.resources_subscribe(),
             tools_list_changed: result.capabilities.tools.and_then(|t| t.list_changed).unwrap_or(false),
             instructions: result.instructions,
             era: Era::Modern(version),
@@ -187,7 +197,11 @@ impl SessionInfo {
         match self.era {
             _ if !self.era_evidence => era::Known::Nothing,
             Era::Legacy => era::Known::Era(Era::Legacy),
-            Era::Modern(version) => era::Known::Discovered(Arc::new(era::Discovered::of(version, &self.capabilities, self.tools_list_changed))),
+            Era::Modern(version) => {
+                let mut discovered = era::Discovered::of(version, &self.capabilities, self.tools_list_changed);
+                discovered.resources_subscribe = self.resources_subscribe;
+                era::Known::Discovered(Arc::new(discovered))
+            }
         }
     }
 }
@@ -337,13 +351,24 @@ impl Connection {
     /// Listen for tool-list changes (modern era: `subscriptions/listen`) until the server or the
     /// connection ends the subscription. Its notifications arrive like any other.
     pub async fn listen_for_tool_changes(&self, abort: Option<&AbortHandle>) -> Result<()> {
+        self.listen(r#"{"notifications":{"toolsListChanged":true}}"#, abort).await
+    }
+
+    /// `subscriptions/listen` with `params` (its filter), until the server or the connection ends the
+    /// subscription or `abort` fires. Its notifications arrive like any other.
+    pub async fn listen(&self, params: &str, abort: Option<&AbortHandle>) -> Result<()> {
         let opts = RequestOptions { timeout: Duration::from_millis(crate::limits::LISTEN_TIMEOUT_MS), abort };
-        let params = r#"{"notifications":{"toolsListChanged":true}}"#;
-        request(&self.shared, &self.transport, "subscriptions/listen", |_| Some(params.to_owned()), &opts, true).await.map(drop)
+        request(&self.shared, &self.transport, "subscriptions/listen", None, |_| Some(params.to_owned()), &opts, true).await.map(drop)
     }
 
     pub async fn request(&self, method: &str, params: Option<&str>, opts: &RequestOptions<'_>) -> Result<Box<RawValue>> {
-        request(&self.shared, &self.transport, method, |_| params.map(str::to_owned), opts, false).await
+        request(&self.shared, &self.transport, method, None, |_| params.map(str::to_owned), opts, false).await
+    }
+
+    /// [`Connection::request`] of a request that names what it is for (`resources/read`'s URI,
+    /// `prompts/get`'s prompt): the modern era's `Mcp-Name` header carries `name`.
+    pub async fn request_named(&self, method: &str, name: &str, params: &str, opts: &RequestOptions<'_>) -> Result<Box<RawValue>> {
+        request(&self.shared, &self.transport, method, Some(name), |_| Some(params.to_owned()), opts, false).await
     }
 
     /// Start `tools/call` for each `(remote name, arguments, reply)` and send them in one write.
@@ -703,7 +728,7 @@ async fn negotiate(
     let mut retried = false;
     loop {
         shared.modern.store(Some(ModernWire::new(version, &capabilities)));
-        let outcome = request(shared, transport, "server/discover", |_| None, &budget.left(), false).await;
+        let outcome = request(shared, transport, "server/discover", None, |_| None, &budget.left(), false).await;
         match era::classify(outcome, version) {
             era::Verdict::Modern(version, result) => return Ok(SessionInfo::discovered(version, result)),
             // Once: a server that refuses the version it just named is not worth a loop.
@@ -940,7 +965,7 @@ async fn probe_stdio(
 
 async fn handshake_with(shared: &Arc<Shared>, transport: &Arc<dyn Transport>, opts: &RequestOptions<'_>) -> Result<SessionInfo> {
     let params = mcp::initialize_params(shared.elicitations.as_ref().map(|e| e.elicitor.modes));
-    let raw = request(shared, transport, "initialize", |_| Some(params), opts, false).await?;
+    let raw = request(shared, transport, "initialize", None, |_| Some(params), opts, false).await?;
     initialized(transport, raw, opts).await
 }
 
@@ -970,6 +995,7 @@ async fn initialized(transport: &Arc<dyn Transport>, raw: Box<RawValue>, opts: &
         server_name: info.name,
         server_version: info.version,
         capabilities: init.capabilities.names(),
+        resources_subscribe: init.capabilities.resources_subscribe(),
         tools_list_changed: init.capabilities.tools.and_then(|t| t.list_changed).unwrap_or(false),
         instructions: init.instructions,
         era: Era::Legacy,
@@ -991,13 +1017,14 @@ async fn request(
     shared: &Arc<Shared>,
     transport: &Arc<dyn Transport>,
     method: &str,
+    name: Option<&str>,
     params: impl FnOnce(RequestId) -> Option<String>,
     opts: &RequestOptions<'_>,
     long_lived: bool,
 ) -> Result<Box<RawValue>> {
     let (reply, response) = oneshot::channel();
     let params = |id, meta: Option<&str>| with_meta(params(id), meta);
-    let message = shared.register(method, None, params, opts.timeout, opts.abort, Reply::Channel(reply));
+    let message = shared.register(method, name, params, opts.timeout, opts.abort, Reply::Channel(reply));
     if let Some(mut message) = message {
         message.long_lived = long_lived;
         shared.dispatch(transport, vec![message]);
@@ -1282,6 +1309,15 @@ impl Shared {
                     }
                 }
                 "notifications/tools/list_changed" => self.events.tools_list_changed(),
+                "notifications/resources/updated" => {
+                    if let Some(uri) = params.and_then(|p| serde_json::from_str::<mcp::UriParams>(p.get()).ok()) {
+                        self.events.resource_updated(&uri.uri);
+                    }
+                }
+                "notifications/resources/list_changed" => self.events.list_changed("resources"),
+                "notifications/prompts/list_changed" => self.events.list_changed("prompts"),
+                // The acknowledgement of a listen for resources only (its honored filter has no tools).
+                "notifications/subscriptions/acknowledged" if params.is_some_and(|p| mcp::acknowledges_no_tools(p.get())) => {}
                 // A `subscriptions/listen` took effect. A change made between our last listing and now
                 // was announced to nobody (the first listing precedes the subscription; a re-opened one
                 // leaves a gap), so treat the acknowledgement as a change: one coalesced re-list.

@@ -80,6 +80,13 @@ pub enum Diagnostic {
     /// `retry_in_ms`: when one new attempt is made (sooner on a call to one of its tools), if ever.
     /// `stderr_tail`: a stdio server's last stderr, across its restarts (its last attempt's, else its loss's).
     ServerFailed { server: String, message: String, error_code: &'static str, restarts: u64, retry_in_ms: Option<u64>, stderr_tail: Option<String> },
+    /// The server announced that its resources or prompts changed (`list`: `resources` or `prompts`;
+    /// `notifications/resources/list_changed`, `notifications/prompts/list_changed`): list them again
+    /// to see the change. Delivered as it happens.
+    ListChanged { server: String, list: &'static str, message: String },
+    /// Entries of a resources, templates or prompts listing that were left out (malformed, or past
+    /// `MAX_TOOLS_PER_SERVER`); the rest were listed.
+    ListingEntriesSkipped { server: String, list: &'static str, skipped: usize, message: String },
     /// `notifications/tools/list_changed` was applied to the tool map.
     ToolsChanged { server: String, added: Vec<String>, removed: Vec<String>, changed: Vec<String>, message: String },
 }

@@ -67,6 +67,12 @@ pub enum McpError {
     ResultInvalid(String),
     /// A bug in the engine (a panic), caught and turned into this call's failure.
     Internal(String),
+    /// The server has no resource at the URI read or subscribed to (`-32002` in 2025-11-25, `-32602`
+    /// with `data.uri` in 2026-07-28).
+    ResourceNotFound(String),
+    /// The server did not declare the capability the operation needs (`resources`, `prompts`,
+    /// `completions`, `resources.subscribe`): nothing was sent.
+    NotSupported(String),
 }
 
 impl McpError {
@@ -95,6 +101,8 @@ impl McpError {
             McpError::SchemaInvalid(_) => "mcp_schema_invalid",
             McpError::ResultInvalid(_) => "mcp_result_invalid",
             McpError::Internal(_) => "mcp_internal_error",
+            McpError::ResourceNotFound(_) => "mcp_resource_not_found",
+            McpError::NotSupported(_) => "mcp_not_supported",
         }
     }
 
@@ -108,7 +116,7 @@ impl McpError {
         Self::one_of_each().iter().map(McpError::code).collect()
     }
 
-    fn one_of_each() -> [McpError; 22] {
+    fn one_of_each() -> [McpError; 24] {
         // The match has no wildcard: adding a variant fails to compile until it is listed below too.
         let _listed_below = |e: &McpError| match e {
             McpError::Tool(_)
@@ -142,7 +150,9 @@ impl McpError {
             | McpError::ResultTooDeep { .. }
             | McpError::SchemaInvalid(_)
             | McpError::ResultInvalid(_)
-            | McpError::Internal(_) => (),
+            | McpError::Internal(_)
+            | McpError::ResourceNotFound(_)
+            | McpError::NotSupported(_) => (),
         };
         let text = String::new;
         [
@@ -168,6 +178,8 @@ impl McpError {
             McpError::SchemaInvalid(text()),
             McpError::ResultInvalid(text()),
             McpError::Internal(text()),
+            McpError::ResourceNotFound(text()),
+            McpError::NotSupported(text()),
         ]
     }
 }
@@ -197,7 +209,9 @@ macro_rules! with_text {
             | McpError::Storage($text)
             | McpError::SchemaInvalid($text)
             | McpError::ResultInvalid($text)
-            | McpError::Internal($text) => $carries,
+            | McpError::Internal($text)
+            | McpError::ResourceNotFound($text)
+            | McpError::NotSupported($text) => $carries,
             _ => $fixed,
         }
     };

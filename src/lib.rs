@@ -20,7 +20,11 @@ pub mod protocol;
 pub mod purra;
 pub mod schema;
 pub mod server;
+<<<<<<< HEAD
 pub mod server_log;
+=======
+pub mod session;
+>>>>>>> main
 pub mod store;
 pub mod toolset;
 pub mod transport;

@@ -61,6 +61,10 @@ pub const HTTP_CONNECT_TIMEOUT_MS: u64 = 10_000;
 /// (Node's 5 s), so a request is never written onto a connection the server is closing at that moment
 /// (it would fail with "connection closed before message completed" — seen on device-flow polls).
 pub const HTTP_POOL_IDLE_TIMEOUT_MS: u64 = 4_000;
+/// How long the check that follows a broken HTTP exchange (is the server there at all?) may take.
+pub const HTTP_REACHABILITY_PROBE_TIMEOUT_MS: u64 = 5_000;
+/// Attempts of that check: each may find one more pooled connection the stopped server had closed.
+pub const HTTP_REACHABILITY_PROBES: u32 = 3;
 /// Redirects followed for one request before it fails with `mcp_transport_error`.
 pub const MAX_REDIRECTS: usize = 5;
 /// Slack added to `timeoutMs` for an HTTP request's own deadline, so the connection's timeout (which

@@ -22,11 +22,11 @@ pub enum Decision {
     },
 }
 
-/// The request handed to `policy.decide` (the JavaScript layer adds `session`); `runId`,
-/// `toolCallId` and `idempotencyKey` only when the call carried them.
+/// The request handed to `policy.decide` for a tool call (the JavaScript layer adds `session`);
+/// `runId`, `toolCallId` and `idempotencyKey` only when the call carried them.
 pub fn request_json(tool_name: &str, server: &str, remote_name: &str, args: &RawValue, context: &CallContext) -> String {
     let mut out = format!(
-        "{{\"toolName\":{},\"server\":{},\"remoteName\":{},\"args\":{}",
+        "{{\"kind\":\"tool\",\"toolName\":{},\"server\":{},\"remoteName\":{},\"args\":{}",
         serde_json::to_string(tool_name).unwrap_or_default(),
         serde_json::to_string(server).unwrap_or_default(),
         serde_json::to_string(remote_name).unwrap_or_default(),
@@ -39,6 +39,19 @@ pub fn request_json(tool_name: &str, server: &str, remote_name: &str, args: &Raw
     }
     out.push('}');
     out
+}
+
+/// The request handed to `policy.decide` for a request that is not a tool call: `kind` is `resource`
+/// (`operation` `read` or `subscribe`, with `uri`), `prompt` (`get`, with `name` and `args`) or
+/// `completion` (`complete`, with `ref` and `argument`). It has no `toolName`, so a policy that allows
+/// by tool name refuses it. `details` holds the members after `server` (JSON object members).
+pub fn session_request_json(kind: &str, operation: &str, server: &str, details: &str) -> String {
+    format!(
+        "{{\"kind\":{},\"operation\":{},\"server\":{},{details}}}",
+        serde_json::to_string(kind).unwrap_or_default(),
+        serde_json::to_string(operation).unwrap_or_default(),
+        serde_json::to_string(server).unwrap_or_default()
+    )
 }
 
 /// Ok when the call may go ahead. Fails closed.
@@ -104,6 +117,16 @@ mod tests {
 
     async fn run(h: &Hooks) -> Result<()> {
         authorize(h, "s__t", "{}".to_owned()).await
+    }
+
+    #[test]
+    fn requests_say_their_kind_and_only_tool_calls_name_a_tool() {
+        let tool = request_json("s__t", "s", "t", &RawValue::from_string("{}".into()).unwrap(), &CallContext::default());
+        let tool: serde_json::Value = serde_json::from_str(&tool).unwrap();
+        assert_eq!((tool["kind"].as_str(), tool["toolName"].as_str()), (Some("tool"), Some("s__t")));
+        let read: serde_json::Value = serde_json::from_str(&session_request_json("resource", "read", "s", r#""uri":"a://b""#)).unwrap();
+        assert_eq!(read, serde_json::json!({ "kind": "resource", "operation": "read", "server": "s", "uri": "a://b" }));
+        assert!(read.get("toolName").is_none());
     }
 
     #[tokio::test]

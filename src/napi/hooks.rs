@@ -82,4 +82,8 @@ impl ToolsetEvents for JsEvents {
     fn tools_list_announced(&self, server: &str) {
         self.emit("tools-announced", serde_json::json!({ "server": server }).to_string());
     }
+
+    fn resource_updated(&self, server: &str, uri: &str) {
+        self.emit("resource-updated", serde_json::json!({ "server": server, "uri": uri }).to_string());
+    }
 }

@@ -180,6 +180,8 @@ pub struct Discovered {
     /// The specification's capability names the server declared, sorted (see [`STANDARD_CAPABILITIES`]).
     pub capabilities: Vec<&'static str>,
     pub tools_list_changed: bool,
+    /// It declared `resources.subscribe`.
+    pub resources_subscribe: bool,
 }
 
 /// The server capabilities the specification names: the only capability names kept across connections.
@@ -188,7 +190,7 @@ pub const STANDARD_CAPABILITIES: &[&str] = &["completions", "experimental", "ext
 impl Discovered {
     pub fn of(version: &'static str, capabilities: &[String], tools_list_changed: bool) -> Discovered {
         let capabilities = STANDARD_CAPABILITIES.iter().copied().filter(|standard| capabilities.iter().any(|c| c == standard)).collect();
-        Discovered { version, capabilities, tools_list_changed }
+        Discovered { version, capabilities, tools_list_changed, resources_subscribe: false }
     }
 }
 

@@ -64,6 +64,31 @@ impl ServerCapabilities {
         names.sort();
         names
     }
+
+    /// Whether it declared `resources: { subscribe: true }`.
+    pub fn resources_subscribe(&self) -> bool {
+        self.others.get("resources").and_then(|r| r.get("subscribe")).and_then(Value::as_bool).unwrap_or(false)
+    }
+}
+
+/// Params that name a resource (`notifications/resources/updated`).
+#[derive(Debug, Deserialize)]
+pub struct UriParams {
+    pub uri: String,
+}
+
+/// Whether a `notifications/subscriptions/acknowledged` says which notifications the server honored and
+/// tool changes are not among them: the acknowledgement of a listen for resources, which leaves the
+/// tools as they were.
+pub fn acknowledges_no_tools(params: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Ack {
+        notifications: Option<serde_json::Map<String, Value>>,
+    }
+    serde_json::from_str::<Ack>(params)
+        .ok()
+        .and_then(|ack| ack.notifications)
+        .is_some_and(|honored| !honored.contains_key("toolsListChanged") && honored.contains_key("resourceSubscriptions"))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -308,5 +333,22 @@ mod tests {
         assert!(v["_meta"].get("idempotencyKey").is_none(), "no key, no member");
         let keyed: Value = serde_json::from_str(&call_tool_params("a", args, 9, Some("\"era\":1"), Some("run:\"7\""))).unwrap();
         assert_eq!(keyed["_meta"], serde_json::json!({ "era": 1, "idempotencyKey": "run:\"7\"", "progressToken": 9 }));
+    }
+}
+
+#[cfg(test)]
+mod session_capability_tests {
+    use super::*;
+
+    #[test]
+    fn resource_subscriptions_and_resource_only_acknowledgements() {
+        let caps: ServerCapabilities = serde_json::from_str(r#"{"resources":{"subscribe":true},"tools":{}}"#).unwrap();
+        assert!(caps.resources_subscribe());
+        let caps: ServerCapabilities = serde_json::from_str(r#"{"resources":{}}"#).unwrap();
+        assert!(!caps.resources_subscribe());
+        assert!(acknowledges_no_tools(r#"{"notifications":{"resourceSubscriptions":["a://b"]}}"#));
+        assert!(!acknowledges_no_tools(r#"{"notifications":{"toolsListChanged":true}}"#));
+        assert!(!acknowledges_no_tools(r#"{"notifications":{}}"#));
+        assert!(!acknowledges_no_tools("{}"));
     }
 }

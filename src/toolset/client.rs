@@ -218,7 +218,7 @@ impl Toolset {
 pub struct ListingAbort {
     inner: Arc<super::Inner>,
     abort_id: u32,
-    handle: Arc<AbortHandle>,
+    pub(super) handle: Arc<AbortHandle>,
 }
 
 impl Drop for ListingAbort {

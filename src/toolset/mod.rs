@@ -10,6 +10,7 @@
 //! |                 | `refresh.rs`    | its catalogue: listing, vetting, list_changed, `-32020`, TTLs       |
 //! |                 | `recovery.rs`   | bringing a lost server back: backoff, crash-loop bound, cool-down   |
 //! | call router     | `calls.rs`      | admission, gates (policy, auth, readiness), the last check and send |
+//! | session         | `session.rs`    | resources, prompts, completions through the same gates; subscriptions |
 //! | local tools     | `local.rs`      | `mcp__describe_tool`, `mcp__search_tools`                           |
 //!
 //! Every task the toolset starts is tracked: call tasks by the toolset, a server's own work by its
@@ -21,6 +22,7 @@ mod local;
 mod recovery;
 mod refresh;
 mod routes;
+mod session;
 mod shared;
 mod spec;
 mod supervisor;
@@ -28,6 +30,7 @@ mod supervisor;
 pub use calls::{CallRequest, CallSink};
 pub use client::{ClientSession, ListBounds, ListingAbort, RemoteListing};
 pub use local::LOCAL_SERVER;
+pub use session::FromServer;
 pub use supervisor::{LastError, ServerStatus};
 
 use crate::config::ToolsetConfig;
@@ -65,6 +68,8 @@ pub trait ToolsetEvents: Send + Sync + 'static {
     /// `server` announced that its tools changed (`notifications/tools/list_changed`, or the modern
     /// era's subscription), before the engine re-lists it.
     fn tools_list_announced(&self, _server: &str) {}
+    /// `server` sent `notifications/resources/updated` for `uri` (a resource subscribed to).
+    fn resource_updated(&self, _server: &str, _uri: &str) {}
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -134,6 +134,8 @@ pub(crate) struct Supervisor {
     pub reusable: Mutex<Option<(Vec<Tool>, catalog::CacheHints)>>,
     pub cancel: CancellationToken,
     pub tasks: TaskTracker,
+    /// Its resource subscriptions, each kept across reconnections by a task of its own (`session.rs`).
+    pub(super) subscriptions: super::session::Subscriptions,
 }
 
 /// The live connection, with the listener that reports its loss.
@@ -186,6 +188,7 @@ impl Supervisor {
             reusable: Mutex::new(None),
             cancel,
             tasks: TaskTracker::new(),
+            subscriptions: Default::default(),
         }
     }
 
@@ -656,6 +659,20 @@ impl ConnectionEvents for ServerListener {
     fn tools_may_have_changed(&self) {
         if let Some(supervisor) = self.supervisor.upgrade() {
             supervisor.list_changed();
+        }
+    }
+
+    fn resource_updated(&self, uri: &str) {
+        if let Some(supervisor) = self.supervisor.upgrade() {
+            supervisor.shared.events.resource_updated(&supervisor.entry.name, uri);
+        }
+    }
+
+    fn list_changed(&self, list: &'static str) {
+        if let Some(supervisor) = self.supervisor.upgrade() {
+            let server = supervisor.entry.name.clone();
+            let message = format!("{server} announced that its {list} changed");
+            supervisor.shared.report(Diagnostic::ListChanged { server, list, message });
         }
     }
 

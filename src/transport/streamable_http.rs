@@ -22,7 +22,7 @@ use super::{BoxFuture, MessageSink, ModernRequest, Outbound, Transport, Transpor
 use crate::auth::challenge::Challenge;
 use crate::egress::Exchange;
 use crate::error::{McpError, Result};
-use crate::limits::{HTTP_SESSION_DELETE_TIMEOUT_MS, MAX_SSE_RETRY_MS};
+use crate::limits::{HTTP_REACHABILITY_PROBES, HTTP_REACHABILITY_PROBE_TIMEOUT_MS, HTTP_SESSION_DELETE_TIMEOUT_MS, MAX_SSE_RETRY_MS};
 use crate::protocol::jsonrpc::{self, Message, RawMessage, RequestId};
 use crate::protocol::mcp::InitializeResult;
 use reqwest::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
@@ -106,6 +106,8 @@ struct Shared {
     by_request: Mutex<HashMap<RequestId, AbortHandle>>,
     /// Notifications and replies: bounded, see `http::SideQueue`.
     side_posts: SideQueue,
+    /// Set while a reachability check runs (see `check_reachable`): one at a time.
+    probing: std::sync::atomic::AtomicBool,
 }
 
 impl std::ops::Deref for Shared {
@@ -142,6 +144,7 @@ impl StreamableHttpTransport {
             reinitializing: tokio::sync::Mutex::new(()),
             by_request: Mutex::new(HashMap::new()),
             side_posts,
+            probing: false.into(),
         });
         let poster = shared.clone();
         side_queue.serve(&shared.tasks, shared.deadline(), move |body| {
@@ -301,8 +304,35 @@ impl Shared {
             .body(body.clone())
     }
 
+    /// Is the server there at all? Asked after an exchange broke: a stopped server is then found at once
+    /// (the owner reconnects) rather than by the next call, when no event stream would have told.
+    /// A `HEAD` has no effect on the server, and any answer, whatever its status, says it is there.
+    fn check_reachable(self: &Arc<Self>) {
+        if self.probing.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let shared = self.clone();
+        self.tasks.spawn(async move {
+            let session = shared.session.lock().clone();
+            let probe = Duration::from_millis(HTTP_REACHABILITY_PROBE_TIMEOUT_MS);
+            for _ in 0..HTTP_REACHABILITY_PROBES {
+                match shared.egress.send(shared.with_session(Method::HEAD, &session).deadline(probe)).await {
+                    Err(error @ McpError::Unreachable(_)) => {
+                        shared.lost(error);
+                        break;
+                    }
+                    // Another pooled connection the stopped server had closed, spent by this attempt.
+                    Err(McpError::Transport(_)) => continue,
+                    // It answered, or the check itself could not be made: no evidence of a loss.
+                    _ => break,
+                }
+            }
+            shared.probing.store(false, Ordering::SeqCst);
+        });
+    }
+
     /// POST one message and deliver whatever comes back.
-    async fn post(&self, body: &bytes::Bytes, post: Post) -> Result<()> {
+    async fn post(self: &Arc<Self>, body: &bytes::Bytes, post: Post) -> Result<()> {
         let session = self.session.lock().clone();
         // A session that replaced an expired one may be a restarted server's: no call goes on it before
         // its tools were listed and vetted again, and the call's tool is still published and trusted there.
@@ -329,7 +359,21 @@ impl Shared {
         for (name, value) in post.extra_headers.iter() {
             exchange = exchange.origin_header(name.clone(), value.clone());
         }
-        let mut response = self.egress.send(exchange).await?;
+        let mut response = match self.egress.send(exchange).await {
+            Ok(response) => response,
+            Err(error) => {
+                // The exchange broke after its connection was made (reset, closed before an answer):
+                // perhaps a pooled connection to a server that has since stopped.
+                if matches!(error, McpError::Transport(_)) {
+                    self.check_reachable();
+                    // The request may have been delivered, and a call run, before the exchange broke.
+                    if post.tool.is_some() {
+                        return Err(error.after_send());
+                    }
+                }
+                return Err(error);
+            }
+        };
         let status = response.status();
         if let Some(authorizer) = &self.spec.authorizer {
             match Challenge::of_refusal(status, response.headers()) {
@@ -402,7 +446,7 @@ impl Shared {
     /// alive meanwhile: a person may be logging in), then send it again once, unless it is a tool call,
     /// which fails instead, saying a new token is in place.
     async fn reauthorize(
-        &self,
+        self: &Arc<Self>,
         authorizer: &crate::auth::Authorizer,
         body: &bytes::Bytes,
         post: Post,

@@ -1,0 +1,296 @@
+// Resources, resource templates, subscriptions, prompts and completions (issue 28), against real
+// servers: @modelcontextprotocol/server-everything (2025-11-25, TS SDK 1.x) over stdio and Streamable
+// HTTP; fixtures/resources-server.mjs (TS SDK 2.x) in 2026-07-28 over Streamable HTTP and stdio and in
+// 2025-11-25 over stdio; fixtures/py2-resources.py (the Python SDK 2.x); and a tools-only server.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { join } from 'node:path';
+import { connectMcpServer, mcpTools, mcpFirewall, createMemoryMcpJournal, McpResourceNotFoundError, McpNotSupportedError } from '../dist/index.js';
+import { EVERYTHING_BIN, startEverythingHttp } from '../examples/servers/everything-http.mjs';
+import { FIXTURE, here, pythonSdk, until } from './helpers.mjs';
+
+const RESOURCES = join(here, 'fixtures', 'resources-server.mjs');
+const PY_RESOURCES = join(here, 'fixtures', 'py2-resources.py');
+const BYTES = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
+const options = { timeoutMs: 10_000, connectTimeoutMs: 30_000 };
+
+/** fixtures/resources-server.mjs over HTTP: `{ url, seen(), stop }`, `seen` the JSON-RPC bodies it received. */
+async function startResourcesHttp() {
+  const child = spawn(process.execPath, [RESOURCES, 'http'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const line = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('the resources fixture did not start')), 20_000);
+    createInterface({ input: child.stdout }).once('line', (l) => (clearTimeout(timer), resolve(l)));
+  });
+  const { url, seen } = JSON.parse(line);
+  return { url, seen: async () => (await fetch(seen)).json(), stop: () => child.kill() };
+}
+
+/** What the server was asked to read (or get), by its `seen` record. */
+const asked = (seen, method) => seen.filter((m) => m?.method === method).map((m) => m.params?.uri ?? m.params?.name);
+
+const everythingModes = [
+  ['stdio', async () => ({ entry: { name: 'everything', type: 'stdio', command: process.execPath, args: [EVERYTHING_BIN, 'stdio'] }, stop() {} })],
+  ['Streamable HTTP', async () => {
+    const server = await startEverythingHttp('streamableHttp');
+    return { entry: { name: 'everything', type: 'streamable-http', url: server.url }, stop: server.stop };
+  }],
+];
+
+for (const [mode, start] of everythingModes) test(`server-everything over ${mode}: resources, templates, subscriptions, prompts, completions`, async (t) => {
+  const server = await start();
+  t.after(server.stop);
+  const toolset = await mcpTools([server.entry], options);
+  t.after(() => toolset.close());
+
+  await t.test('lists resources and templates, each named by server', async () => {
+    const resources = await toolset.listResources();
+    assert.ok(resources.length > 0);
+    assert.ok(resources.every((r) => r.server === 'everything' && typeof r.uri === 'string' && typeof r.name === 'string'));
+    assert.ok(resources.some((r) => r.uri === 'demo://resource/static/document/features.md' && r.mimeType === 'text/markdown'));
+    assert.deepEqual(await toolset.listResources({ server: 'everything' }), resources);
+    const templates = (await toolset.listResourceTemplates()).map((t) => t.uriTemplate);
+    assert.ok(templates.includes('demo://resource/dynamic/text/{resourceId}') && templates.includes('demo://resource/dynamic/blob/{resourceId}'), templates.join());
+  });
+
+  await t.test('reads text as a string and a blob as bytes', async () => {
+    const text = await toolset.readResource('everything', 'demo://resource/dynamic/text/3');
+    assert.equal(text.contents.length, 1);
+    assert.equal(text.contents[0].uri, 'demo://resource/dynamic/text/3');
+    assert.match(text.contents[0].text, /^Resource 3: This is a plaintext resource/);
+    const blob = (await toolset.readResource('everything', 'demo://resource/dynamic/blob/3')).contents[0];
+    assert.ok(blob.blob instanceof Uint8Array && !('text' in blob));
+    assert.match(Buffer.from(blob.blob).toString('utf8'), /^Resource 3: This is a base64 blob created at/);
+  });
+
+  await t.test('a resource the server does not have is mcp_resource_not_found', async () => {
+    await assert.rejects(toolset.readResource('everything', 'demo://resource/static/document/no-such.md'), (e) => e instanceof McpResourceNotFoundError && e.code === 'mcp_resource_not_found');
+  });
+
+  await t.test('prompts: listed with their arguments; valid arguments get messages, invalid ones are refused unsent', async () => {
+    const prompts = await toolset.listPrompts();
+    const args = prompts.find((p) => p.name === 'args-prompt');
+    assert.equal(args.server, 'everything');
+    assert.deepEqual(args.arguments.map((a) => [a.name, a.required === true]), [['city', true], ['state', false]]);
+    const got = await toolset.getPrompt('everything', 'args-prompt', { city: 'Oslo', state: 'Oslo' });
+    assert.deepEqual(got.messages, [{ role: 'user', content: { type: 'text', text: "What's weather in Oslo, Oslo?" } }]);
+    for (const bad of [{ state: 'x' }, { city: 'Oslo', town: 'x' }, { city: 3 }]) {
+      await assert.rejects(toolset.getPrompt('everything', 'args-prompt', bad), { code: 'mcp_invalid_arguments' }, JSON.stringify(bad));
+    }
+    await assert.rejects(toolset.getPrompt('everything', 'no-such-prompt'), { code: 'mcp_invalid_arguments' });
+  });
+
+  await t.test('completions for a prompt argument (with context) and a template variable', async () => {
+    const ref = { type: 'ref/prompt', name: 'completable-prompt' };
+    assert.deepEqual((await toolset.complete('everything', ref, { name: 'department', value: 'E' })).completion.values, ['Engineering']);
+    const named = await toolset.complete('everything', ref, { name: 'name', value: '' }, { arguments: { department: 'Sales' } });
+    assert.deepEqual(named.completion.values, ['David', 'Eve', 'Frank']);
+    const template = { type: 'ref/resource', uri: 'demo://resource/dynamic/text/{resourceId}' };
+    assert.deepEqual((await toolset.complete('everything', template, { name: 'resourceId', value: '7' })).completion.values, ['7']);
+  });
+
+  await t.test('a subscription delivers notifications/resources/updated to its callback, and ends', async () => {
+    const uri = 'demo://resource/dynamic/text/1';
+    const updates = [];
+    const unsubscribe = await toolset.subscribeResource('everything', uri, (update) => updates.push(update));
+    const toggle = toolset.tools['everything__toggle-subscriber-updates'];
+    await toggle.execute({});
+    t.after(() => toggle.execute({}).catch(() => {}));
+    await until(() => updates.length > 0, { timeoutMs: 8000 });
+    assert.deepEqual(updates[0], { server: 'everything', uri });
+    await unsubscribe();
+    const after = updates.length;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(updates.length, after);
+  });
+});
+
+test('connectMcpServer: the same requests without the server argument', async (t) => {
+  const client = await connectMcpServer({ name: 'everything', type: 'stdio', command: process.execPath, args: [EVERYTHING_BIN, 'stdio'] }, options);
+  t.after(() => client.close());
+  assert.ok((await client.listResources()).length > 0);
+  assert.ok((await client.listResourceTemplates()).length > 0);
+  assert.match((await client.readResource('demo://resource/dynamic/text/2')).contents[0].text, /^Resource 2/);
+  assert.ok((await client.listPrompts()).some((p) => p.name === 'simple-prompt'));
+  assert.equal((await client.getPrompt('simple-prompt')).messages.length, 1);
+  const completion = await client.complete({ type: 'ref/prompt', name: 'completable-prompt' }, { name: 'department', value: 'S' });
+  assert.deepEqual(completion.completion.values, ['Sales', 'Support']);
+  await client.close();
+  await assert.rejects(client.listResources(), { code: 'mcp_connection_closed' });
+});
+
+test('a 2026-07-28 server over Streamable HTTP (TS SDK 2.x): bounds, policy, blobs, prompts, completions, subscriptions', async (t) => {
+  const server = await startResourcesHttp();
+  t.after(server.stop);
+  const decided = [];
+  const policy = {
+    decide(request) {
+      decided.push({ ...request, session: undefined });
+      if (request.kind === 'resource' && request.uri === 'note://items/secret') return { kind: 'deny', reason: 'not that one' };
+      if (request.kind === 'prompt' && request.args.name === 'Mallory') return { kind: 'deny' };
+      return { kind: 'allow' };
+    },
+  };
+  const toolset = await mcpTools([{ name: 'res', type: 'streamable-http', url: server.url }], { ...options, policy });
+  t.after(() => toolset.close());
+  assert.equal(toolset.servers()[0].protocolVersion, '2026-07-28');
+
+  await t.test('lists and reads; a blob arrives as the server\'s bytes', async () => {
+    assert.deepEqual((await toolset.listResources()).map((r) => r.uri), ['note://hello', 'bin://bytes', 'big://ten-mib']);
+    assert.deepEqual((await toolset.listResourceTemplates()).map((r) => r.uriTemplate), ['note://items/{id}']);
+    assert.deepEqual(await toolset.readResource('res', 'note://hello'), { contents: [{ uri: 'note://hello', mimeType: 'text/plain', text: 'hello, resources' }] });
+    const blob = (await toolset.readResource('res', 'bin://bytes')).contents[0];
+    assert.equal(blob.mimeType, 'application/octet-stream');
+    assert.ok(blob.blob instanceof Uint8Array);
+    assert.ok(Buffer.from(blob.blob).equals(BYTES));
+    assert.equal((await toolset.readResource('res', 'note://items/7')).contents[0].text, 'item 7');
+  });
+
+  await t.test('a read and a prompt get are put to policy with their kind; a deny reaches the server not at all', async () => {
+    const read = decided.find((d) => d.kind === 'resource');
+    assert.deepEqual(read, { kind: 'resource', operation: 'read', server: 'res', uri: 'note://hello', session: undefined });
+    await assert.rejects(toolset.readResource('res', 'note://items/secret'), { code: 'mcp_policy_denied', message: /not that one/ });
+    await assert.rejects(toolset.getPrompt('res', 'greet', { name: 'Mallory' }), { code: 'mcp_policy_denied' });
+    const seen = await server.seen();
+    assert.ok(!asked(seen, 'resources/read').includes('note://items/secret'));
+    assert.ok(asked(seen, 'resources/read').includes('note://items/7'));
+    assert.equal(asked(seen, 'prompts/get').length, 0);
+    assert.deepEqual(decided.find((d) => d.kind === 'prompt'), { kind: 'prompt', operation: 'get', server: 'res', name: 'greet', args: { name: 'Mallory' }, session: undefined });
+  });
+
+  await t.test('a 10 MiB resource is refused at maxResultBytes; the connection goes on', async () => {
+    await assert.rejects(toolset.readResource('res', 'big://ten-mib'), { code: 'mcp_result_too_large' });
+    assert.equal((await toolset.readResource('res', 'note://hello')).contents[0].text, 'hello, resources');
+    assert.equal(toolset.servers()[0].state, 'live');
+  });
+
+  await t.test('not found is mcp_resource_not_found (-32602 with data.uri)', async () => {
+    await assert.rejects(toolset.readResource('res', 'note://missing'), McpResourceNotFoundError);
+  });
+
+  await t.test('prompts: valid arguments are sent, invalid ones never', async () => {
+    const got = await toolset.getPrompt('res', 'greet', { name: 'Ana', style: 'formal' });
+    assert.deepEqual(got, { description: 'A greeting', messages: [{ role: 'user', content: { type: 'text', text: 'Greet Ana in a formal way.' } }] });
+    const before = asked(await server.seen(), 'prompts/get').length;
+    await assert.rejects(toolset.getPrompt('res', 'greet', { style: 'formal' }), { code: 'mcp_invalid_arguments', message: /requires the argument "name"/ });
+    await assert.rejects(toolset.getPrompt('res', 'greet', { name: 'Ana', mood: 'x' }), { code: 'mcp_invalid_arguments', message: /no argument "mood"/ });
+    await assert.rejects(toolset.getPrompt('res', 'greet', { name: ['Ana'] }), { code: 'mcp_invalid_arguments' });
+    assert.equal(asked(await server.seen(), 'prompts/get').length, before);
+  });
+
+  await t.test('completions', async () => {
+    const style = await toolset.complete('res', { type: 'ref/prompt', name: 'greet' }, { name: 'style', value: 'f' });
+    assert.deepEqual(style.completion.values, ['formal', 'friendly', 'funny']);
+    const id = await toolset.complete('res', { type: 'ref/resource', uri: 'note://items/{id}' }, { name: 'id', value: '1' });
+    assert.deepEqual(id.completion.values, ['1', '10', '11', '12']);
+    await assert.rejects(toolset.complete('res', { type: 'ref/tool', name: 'x' }, { name: 'a', value: '' }), { code: 'mcp_invalid_arguments' });
+  });
+
+  await t.test('a subscription rides subscriptions/listen; its updates reach the callback', async () => {
+    const updates = [];
+    const unsubscribe = await toolset.subscribeResource('res', 'note://hello', (u) => updates.push(u));
+    // The listen is acknowledged asynchronously: touch until the update arrives.
+    await until(async () => {
+      if (updates.length === 0) await toolset.tools.res__touch.execute({ uri: 'note://hello' });
+      return updates.length > 0;
+    }, { timeoutMs: 8000, stepMs: 150 });
+    assert.deepEqual(updates[0], { server: 'res', uri: 'note://hello' });
+    const listens = (await server.seen()).filter((m) => m?.method === 'subscriptions/listen').map((m) => m.params.notifications);
+    assert.ok(listens.some((n) => JSON.stringify(n.resourceSubscriptions) === '["note://hello"]'), JSON.stringify(listens));
+    assert.deepEqual(decided.find((d) => d.operation === 'subscribe'), { kind: 'resource', operation: 'subscribe', server: 'res', uri: 'note://hello', session: undefined });
+    await unsubscribe();
+  });
+});
+
+test('an allowlist policy written for tools fails closed on reads; mcpFirewall with an allowlist refuses them', async (t) => {
+  const server = await startResourcesHttp();
+  t.after(server.stop);
+  const allowed = new Set(['res__touch']);
+  const entry = { name: 'res', type: 'streamable-http', url: server.url };
+  const byName = await mcpTools([entry], { ...options, policy: { decide: (req) => ({ kind: allowed.has(req.toolName) ? 'allow' : 'deny' }) } });
+  t.after(() => byName.close());
+  assert.equal((await byName.tools.res__touch.execute({ uri: 'x://y' })).content[0].text, 'touched x://y');
+  await assert.rejects(byName.readResource('res', 'note://hello'), { code: 'mcp_policy_denied' });
+  await assert.rejects(byName.subscribeResource('res', 'note://hello', () => {}), { code: 'mcp_policy_denied' });
+  const firewall = mcpFirewall({ server: 'res', journal: createMemoryMcpJournal(), tools: [], allow: ['res__touch'] });
+  const guarded = await mcpTools([entry], { ...options, policy: firewall });
+  t.after(() => guarded.close());
+  await assert.rejects(guarded.readResource('res', 'note://hello'), { code: 'mcp_policy_denied', message: /allowlist names tools/ });
+  assert.deepEqual(asked(await server.seen(), 'resources/read'), []);
+  // Without an allowlist the firewall leaves reads alone (its rules are about tools).
+  const open = await mcpTools([entry], { ...options, policy: mcpFirewall({ server: 'res', journal: createMemoryMcpJournal(), tools: [] }) });
+  t.after(() => open.close());
+  assert.equal((await open.readResource('res', 'note://hello')).contents[0].text, 'hello, resources');
+});
+
+test('2025-11-25 over stdio: resources/subscribe, kept across the supervisor\'s recovery', async (t) => {
+  const diagnostics = [];
+  const toolset = await mcpTools([{ name: 'res', type: 'stdio', command: process.execPath, args: [RESOURCES, 'stdio-legacy'] }], {
+    ...options,
+    onDiagnostic: (d) => diagnostics.push(d),
+  });
+  t.after(() => toolset.close());
+  assert.equal(toolset.servers()[0].protocolVersion, '2025-11-25');
+  const blob = (await toolset.readResource('res', 'bin://bytes')).contents[0].blob;
+  assert.ok(Buffer.from(blob).equals(BYTES));
+  await assert.rejects(toolset.readResource('res', 'big://ten-mib'), { code: 'mcp_result_too_large' });
+  await assert.rejects(toolset.readResource('res', 'note://missing'), { code: 'mcp_resource_not_found' });
+  const updates = [];
+  const unsubscribe = await toolset.subscribeResource('res', 'note://hello', (u) => updates.push(u));
+  await toolset.tools.res__touch.execute({ uri: 'note://hello' });
+  await until(() => updates.length === 1, { timeoutMs: 5000 });
+
+  // The server dies; its supervisor starts it again, and the subscription is renewed on the new process.
+  const pid = Number((await toolset.tools.res__pid.execute({})).content[0].text);
+  process.kill(pid, 'SIGKILL');
+  await until(() => diagnostics.some((d) => d.code === 'server-reconnected'), { timeoutMs: 20_000, stepMs: 50 });
+  await until(async () => {
+    const touched = (await toolset.tools.res__touch.execute({ uri: 'note://hello' })).content[0].text;
+    return touched === 'touched note://hello' && updates.length >= 2;
+  }, { timeoutMs: 8000, stepMs: 100 });
+  assert.notEqual(Number((await toolset.tools.res__pid.execute({})).content[0].text), pid);
+  await unsubscribe();
+  // The server is told in the background: resources/unsubscribe reaches the new process.
+  await until(async () => (await toolset.tools.res__touch.execute({ uri: 'note://hello' })).content[0].text === 'not subscribed to note://hello', { timeoutMs: 5000, stepMs: 50 });
+});
+
+test('the Python SDK server: resources, a template, blobs, prompts, completions', async (t) => {
+  const py = pythonSdk();
+  if (py.skip) return t.skip(py.skip);
+  const toolset = await mcpTools([{ name: 'py', type: 'stdio', command: py.python, args: [PY_RESOURCES, 'stdio'] }], options);
+  t.after(() => toolset.close());
+  assert.deepEqual((await toolset.listResources()).map((r) => [r.server, r.uri]), [['py', 'note://py'], ['py', 'bin://py']]);
+  assert.deepEqual((await toolset.listResourceTemplates()).map((r) => r.uriTemplate), ['note://items/{id}']);
+  assert.equal((await toolset.readResource('py', 'note://py')).contents[0].text, 'hello from python');
+  assert.ok(Buffer.from((await toolset.readResource('py', 'bin://py')).contents[0].blob).equals(BYTES));
+  assert.equal((await toolset.readResource('py', 'note://items/7')).contents[0].text, 'python item 7');
+  await assert.rejects(toolset.readResource('py', 'note://nothing'), { code: 'mcp_resource_not_found' });
+  const review = (await toolset.listPrompts()).find((p) => p.name === 'review');
+  assert.deepEqual(review.arguments.map((a) => [a.name, a.required === true]), [['code', true], ['lang', false]]);
+  assert.equal((await toolset.getPrompt('py', 'review', { code: 'x = 1' })).messages[0].content.text, 'Review this python code: x = 1');
+  await assert.rejects(toolset.getPrompt('py', 'review', { lang: 'rust' }), { code: 'mcp_invalid_arguments' });
+  assert.deepEqual((await toolset.complete('py', { type: 'ref/prompt', name: 'review' }, { name: 'lang', value: 'r' })).completion.values, ['rust']);
+  assert.deepEqual((await toolset.complete('py', { type: 'ref/resource', uri: 'note://items/{id}' }, { name: 'id', value: '' })).completion.values, ['1', '2', '3']);
+});
+
+test('a server without the capability: listings skip it, a direct request fails typed and sends nothing', async (t) => {
+  const toolset = await mcpTools(
+    [
+      { name: 'plain', type: 'stdio', command: process.execPath, args: [FIXTURE] },
+      { name: 'res', type: 'stdio', command: process.execPath, args: [RESOURCES, 'stdio'] },
+    ],
+    options,
+  );
+  t.after(() => toolset.close());
+  assert.deepEqual([...new Set((await toolset.listResources()).map((r) => r.server))], ['res']);
+  assert.deepEqual(await toolset.listPrompts({ server: 'plain' }), []);
+  await assert.rejects(toolset.readResource('plain', 'note://hello'), (e) => e instanceof McpNotSupportedError && /no resources capability/.test(e.message));
+  await assert.rejects(toolset.subscribeResource('plain', 'note://hello', () => {}), { code: 'mcp_not_supported' });
+  await assert.rejects(toolset.getPrompt('plain', 'greet', {}), { code: 'mcp_not_supported' });
+  await assert.rejects(toolset.complete('plain', { type: 'ref/prompt', name: 'greet' }, { name: 'style', value: '' }), { code: 'mcp_not_supported' });
+  await assert.rejects(toolset.readResource('nobody', 'note://hello'), { code: 'mcp_server_unavailable' });
+  // The other server is unaffected.
+  assert.equal((await toolset.readResource('res', 'note://hello')).contents[0].text, 'hello, resources');
+});

@@ -1,0 +1,199 @@
+// Resources, prompts and completions of a toolset (and of connectMcpServer's client): the engine's
+// session entry points (src/napi/session.rs) converted and forwarded. The engine checks the server's
+// capabilities, puts reads, subscribes, prompt gets and completions to `policy.decide`, waits for a
+// reconnecting server, bounds every listing and result, and decodes blobs; this file only wires.
+
+import { binding, type NativeToolset } from './binding';
+import { createMcpError, fromEngine } from './errors';
+import type {
+  McpClientSessionRequests,
+  McpCompleteResult,
+  McpCompletionRef,
+  McpGetPromptResult,
+  McpPrompt,
+  McpReadResourceResult,
+  McpResource,
+  McpResourceContents,
+  McpResourceTemplate,
+  McpResourceUpdated,
+  McpSessionRequests,
+} from './types';
+
+/** The engine's session entry points (src/napi/session.rs). */
+interface SessionBinding {
+  sessionList(toolset: NativeToolset, what: 'resources' | 'templates' | 'prompts', server: string | undefined | null): Promise<string>;
+  sessionReadResource(toolset: NativeToolset, server: string, uri: string, abortId: number): Promise<{ json: string; blobs: Uint8Array[] }>;
+  sessionSubscribe(toolset: NativeToolset, server: string, uri: string): Promise<number>;
+  sessionUnsubscribe(toolset: NativeToolset, id: number): void;
+  sessionGetPrompt(toolset: NativeToolset, server: string, name: string, argsJson: string): Promise<string>;
+  sessionComplete(toolset: NativeToolset, server: string, refJson: string, argumentJson: string, contextJson: string): Promise<string>;
+  clientAbortListing(toolset: NativeToolset, abortId: number): void;
+}
+const native = binding as unknown as SessionBinding;
+
+let requestIds = 0;
+/** Ids for listings and reads a signal may stop (never 0, which means none); unique per process. */
+export function nextAbortId(): number {
+  requestIds = requestIds >= 0xffff_fff0 ? 1 : requestIds + 1;
+  return requestIds;
+}
+
+const aborted = () => createMcpError('mcp_aborted', 'MCP request aborted by the caller');
+
+/** The subscribers of a toolset's resource updates, by server and URI. */
+export class ResourceSubscribers {
+  private readonly byKey = new Map<string, Set<(update: McpResourceUpdated) => void>>();
+
+  private static key(server: string, uri: string): string {
+    return `${server}\u0000${uri}`;
+  }
+
+  add(server: string, uri: string, listener: (update: McpResourceUpdated) => void): () => void {
+    const key = ResourceSubscribers.key(server, uri);
+    let listeners = this.byKey.get(key);
+    if (!listeners) this.byKey.set(key, (listeners = new Set()));
+    listeners.add(listener);
+    return () => {
+      listeners.delete(listener);
+      if (listeners.size === 0 && this.byKey.get(key) === listeners) this.byKey.delete(key);
+    };
+  }
+
+  /** A `resource-updated` event from the engine. */
+  deliver(update: McpResourceUpdated): void {
+    for (const listener of [...(this.byKey.get(ResourceSubscribers.key(update.server, update.uri)) ?? [])]) {
+      try {
+        listener({ server: update.server, uri: update.uri });
+      } catch {
+        // One subscriber's failure must not keep the others from hearing of the update.
+      }
+    }
+  }
+
+  clear(): void {
+    this.byKey.clear();
+  }
+}
+
+function invalid(message: string): Error {
+  return createMcpError('mcp_invalid_arguments', message);
+}
+
+function stringRecord(value: unknown, what: string): Record<string, string> | undefined {
+  if (value === undefined) return undefined;
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalid(`${what} must be an object of strings`);
+  return value as Record<string, string>;
+}
+
+/** The session requests of the toolset `engine()` (`closed()`: after close, every one rejects). */
+export function sessionRequests(engine: () => NativeToolset, subscribers: ResourceSubscribers, closed: () => boolean): McpSessionRequests {
+  const run = async <T>(work: () => Promise<T>): Promise<T> => {
+    if (closed()) throw createMcpError('mcp_connection_closed', 'the toolset was closed');
+    try {
+      return await work();
+    } catch (error) {
+      throw fromEngine(error);
+    }
+  };
+  const server = (name: unknown): string => {
+    if (typeof name !== 'string') throw invalid('the server must be named by a string');
+    return name;
+  };
+  const text = (value: unknown, what: string): string => {
+    if (typeof value !== 'string') throw invalid(`${what} must be a string`);
+    return value;
+  };
+  const listing = (what: 'resources' | 'templates' | 'prompts', options: { server?: string } | undefined) =>
+    run(async () => {
+      const only = options?.server;
+      if (only !== undefined) server(only);
+      return JSON.parse(await native.sessionList(engine(), what, only));
+    });
+  return {
+    listResources: (options) => listing('resources', options) as Promise<McpResource[]>,
+    listResourceTemplates: (options) => listing('templates', options) as Promise<McpResourceTemplate[]>,
+    listPrompts: (options) => listing('prompts', options) as Promise<McpPrompt[]>,
+    readResource: (name, uri, options = {}) =>
+      run(async () => {
+        const signal = options?.signal;
+        const [target, at] = [server(name), text(uri, 'the resource URI')];
+        if (signal?.aborted) throw aborted();
+        const abortId = signal ? nextAbortId() : 0;
+        const stop = () => {
+          try {
+            native.clientAbortListing(engine(), abortId);
+          } catch {
+            // A closed toolset has no read left to stop.
+          }
+        };
+        signal?.addEventListener('abort', stop, { once: true });
+        try {
+          const read = await native.sessionReadResource(engine(), target, at, abortId);
+          const { contents } = JSON.parse(read.json) as { contents: Array<{ uri: string; mimeType?: string; text?: string; blob?: number }> };
+          // A blob is the engine's bytes as they are: no copy, no base64.
+          const mapped = contents.map(({ blob, ...rest }) => (blob === undefined ? rest : { ...rest, blob: read.blobs[blob] })) as McpResourceContents[];
+          return { contents: mapped } satisfies McpReadResourceResult;
+        } finally {
+          signal?.removeEventListener('abort', stop);
+        }
+      }),
+    subscribeResource: (name, uri, onUpdated) =>
+      run(async () => {
+        const [target, at] = [server(name), text(uri, 'the resource URI')];
+        if (typeof onUpdated !== 'function') throw invalid('subscribeResource takes a function to call on updates');
+        // Listening before the server is asked: an update right after the subscription is not missed.
+        const remove = subscribers.add(target, at, onUpdated);
+        let id: number;
+        try {
+          id = await native.sessionSubscribe(engine(), target, at);
+        } catch (error) {
+          remove();
+          throw error;
+        }
+        let ended = false;
+        return async () => {
+          if (ended) return;
+          ended = true;
+          remove();
+          try {
+            native.sessionUnsubscribe(engine(), id);
+          } catch (error) {
+            throw fromEngine(error);
+          }
+        };
+      }),
+    getPrompt: (name, prompt, args) =>
+      run(async () => {
+        const given = stringRecord(args, 'prompt arguments');
+        const json = await native.sessionGetPrompt(engine(), server(name), text(prompt, 'the prompt name'), given === undefined ? '' : JSON.stringify(given));
+        return JSON.parse(json) as McpGetPromptResult;
+      }),
+    complete: (name, ref, argument, context) =>
+      run(async () => {
+        if (ref === null || typeof ref !== 'object') throw invalid("a completion's ref must be { type: 'ref/prompt', name } or { type: 'ref/resource', uri }");
+        if (argument === null || typeof argument !== 'object') throw invalid("a completion's argument must be { name, value }");
+        const chosen = stringRecord(context?.arguments, 'completion context arguments');
+        const json = await native.sessionComplete(
+          engine(),
+          server(name),
+          JSON.stringify(ref satisfies McpCompletionRef),
+          JSON.stringify(argument),
+          chosen === undefined ? '' : JSON.stringify(chosen),
+        );
+        return { completion: JSON.parse(json) } as McpCompleteResult;
+      }),
+  };
+}
+
+/** The same requests for one server: a client's, without the server argument. */
+export function clientSessionRequests(requests: McpSessionRequests, server: string): McpClientSessionRequests {
+  return {
+    listResources: () => requests.listResources({ server }),
+    listResourceTemplates: () => requests.listResourceTemplates({ server }),
+    readResource: (uri, options) => requests.readResource(server, uri, options),
+    subscribeResource: (uri, onUpdated) => requests.subscribeResource(server, uri, onUpdated),
+    listPrompts: () => requests.listPrompts({ server }),
+    getPrompt: (name, args) => requests.getPrompt(server, name, args),
+    complete: (ref, argument, context) => requests.complete(server, ref, argument, context),
+  };
+}

@@ -1,0 +1,128 @@
+//! Resources, prompts and completions of a `NativeToolset` (`toolset::session`): these functions
+//! convert and delegate. Listings and results cross as JSON; a read's blobs cross as bytes, decoded
+//! once by the engine and never base64 again.
+
+use super::errors::{guard, settle};
+use super::toolset::NativeToolset;
+use crate::session::resources::{Body, ReadResult};
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+/// A `resources/read` result: `json` is `{"contents": [{uri, mimeType?, text} | {uri, mimeType?, blob: i}]}`,
+/// where `i` indexes `blobs`.
+#[napi(object)]
+pub struct ResourceRead {
+    pub json: String,
+    pub blobs: Vec<Buffer>,
+}
+
+/// One item of a read as it crosses: the blob is an index into the read's `blobs`.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Crossing {
+    uri: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mime_type: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    blob: Option<usize>,
+}
+
+fn read_to_js(read: ReadResult) -> (String, Vec<Vec<u8>>) {
+    let mut blobs = Vec::new();
+    let contents: Vec<Crossing> = read
+        .contents
+        .into_iter()
+        .map(|c| {
+            let (text, blob) = match c.body {
+                Body::Text(text) => (Some(text), None),
+                Body::Blob(bytes) => {
+                    blobs.push(bytes);
+                    (None, Some(blobs.len() - 1))
+                }
+            };
+            Crossing { uri: c.uri, mime_type: c.mime_type, text, blob }
+        })
+        .collect();
+    #[derive(serde::Serialize)]
+    struct Read {
+        contents: Vec<Crossing>,
+    }
+    (serde_json::to_string(&Read { contents }).expect("a read serializes"), blobs)
+}
+
+/// `what`: `resources`, `templates` or `prompts`; every server's, or `server`'s. Resolves to a JSON array.
+#[napi(ts_return_type = "Promise<string>")]
+#[allow(dead_code)] // called from JavaScript only
+pub fn session_list<'env>(env: &'env Env, toolset: &NativeToolset, what: String, server: Option<String>) -> napi::Result<PromiseRaw<'env, String>> {
+    let inner = toolset.inner.clone();
+    let listed = async move {
+        let server = server.as_deref();
+        let json = match what.as_str() {
+            "resources" => serde_json::to_string(&inner.list_resources(server).await?),
+            "templates" => serde_json::to_string(&inner.list_resource_templates(server).await?),
+            "prompts" => serde_json::to_string(&inner.list_prompts(server).await?),
+            _ => return Err(crate::error::McpError::Internal(format!("no listing named {what:?}"))),
+        };
+        Ok(json.expect("listings serialize"))
+    };
+    settle(env, "sessionList", listed, |json| json)
+}
+
+/// `resources/read`; `abortId` (not 0) names it for `clientAbortListing`.
+#[napi(ts_return_type = "Promise<ResourceRead>")]
+#[allow(dead_code)] // called from JavaScript only
+pub fn session_read_resource<'env>(env: &'env Env, toolset: &NativeToolset, server: String, uri: String, abort_id: u32) -> napi::Result<PromiseRaw<'env, ResourceRead>> {
+    let inner = toolset.inner.clone();
+    let abort = (abort_id != 0).then(|| inner.listing_abort(abort_id));
+    let read = async move { inner.read_resource(&server, &uri, abort).await.map(read_to_js) };
+    settle(env, "sessionReadResource", read, |(json, blobs)| ResourceRead { json, blobs: blobs.into_iter().map(Buffer::from).collect() })
+}
+
+/// Subscribe to a resource's updates (`resource-updated` events `{server, uri}`); resolves to the
+/// subscription's id for `sessionUnsubscribe`.
+#[napi(ts_return_type = "Promise<number>")]
+#[allow(dead_code)] // called from JavaScript only
+pub fn session_subscribe<'env>(env: &'env Env, toolset: &NativeToolset, server: String, uri: String) -> napi::Result<PromiseRaw<'env, f64>> {
+    let inner = toolset.inner.clone();
+    let subscribed = async move { inner.subscribe_resource(&server, &uri).await };
+    // Ids stay far below 2^53.
+    settle(env, "sessionSubscribe", subscribed, |id| id as f64)
+}
+
+#[napi]
+#[allow(dead_code)] // called from JavaScript only
+pub fn session_unsubscribe(toolset: &NativeToolset, id: f64) -> napi::Result<(), String> {
+    guard("sessionUnsubscribe", || {
+        super::runtime::within_runtime(|| toolset.inner.unsubscribe_resource(id as u64));
+        Ok(())
+    })
+}
+
+/// `prompts/get`; `argsJson` an object of strings (or empty). Resolves to `{description?, messages}` as JSON.
+#[napi(ts_return_type = "Promise<string>")]
+#[allow(dead_code)] // called from JavaScript only
+pub fn session_get_prompt<'env>(env: &'env Env, toolset: &NativeToolset, server: String, name: String, args_json: String) -> napi::Result<PromiseRaw<'env, String>> {
+    let inner = toolset.inner.clone();
+    let got = async move { inner.get_prompt(&server, &name, &args_json).await.map(|r| serde_json::to_string(&r).expect("a prompt serializes")) };
+    settle(env, "sessionGetPrompt", got, |json| json)
+}
+
+/// `completion/complete`; resolves to `{values, total?, hasMore?}` as JSON.
+#[napi(ts_return_type = "Promise<string>")]
+#[allow(dead_code)] // called from JavaScript only
+pub fn session_complete<'env>(
+    env: &'env Env,
+    toolset: &NativeToolset,
+    server: String,
+    ref_json: String,
+    argument_json: String,
+    context_json: String,
+) -> napi::Result<PromiseRaw<'env, String>> {
+    let inner = toolset.inner.clone();
+    let completed = async move {
+        inner.complete(&server, &ref_json, &argument_json, &context_json).await.map(|c| serde_json::to_string(&c).expect("a completion serializes"))
+    };
+    settle(env, "sessionComplete", completed, |json| json)
+}

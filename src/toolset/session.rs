@@ -1,0 +1,313 @@
+//! The requests of `session/` (resources, prompts, completions) made through the toolset: the server
+//! named, its declared capabilities checked, then the gates a tool call passes — `policy.decide` for a
+//! read, a subscribe, a prompt get and a completion (see [`policy::session_request_json`]), the server's
+//! readiness ([`super::calls::wait_live`]: a reconnecting server is waited for, up to `reconnect.waitMs`),
+//! `auth` for HTTP — and the server's own secrets redacted from every error. Listings are not put to
+//! policy, like `tools/list`. Tool calls do not come here: their path is `calls.rs`, unchanged.
+//!
+//! Subscriptions are kept by the server's supervisor: each has a task that keeps it on whatever
+//! connection is live, so one survives the supervisor's recovery (re-subscribed on the new connection,
+//! not asked of policy again). In the session era that is `resources/subscribe` once per connection;
+//! in 2026-07-28 a `subscriptions/listen` held open for it.
+
+use super::supervisor::{State, Supervisor};
+use super::Toolset;
+use crate::connection::{AbortHandle, Connection, RequestOptions};
+use crate::diagnostics::Diagnostic;
+use crate::error::{McpError, Result};
+use crate::guard::policy;
+use crate::session::completion::{self, Completion};
+use crate::session::prompts::{self, GetPromptResult, Prompt};
+use crate::session::resources::{self, ReadResult, Resource, ResourceTemplate};
+use crate::session::{self as requests, Listed};
+use parking_lot::Mutex;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// An item of a listing, with the server it came from.
+#[derive(Debug, Serialize)]
+pub struct FromServer<T> {
+    pub server: String,
+    #[serde(flatten)]
+    pub item: T,
+}
+
+/// A server's resource subscriptions: one kept subscription per URI, however many callers hold it (the
+/// server is told to stop only when the last lets go), and the callers' ids.
+#[derive(Default)]
+pub(crate) struct Subscriptions {
+    inner: Mutex<SubscriptionsInner>,
+}
+
+#[derive(Default)]
+struct SubscriptionsInner {
+    /// URI → (callers holding it, the stop of its keeping task).
+    kept: HashMap<String, (usize, CancellationToken)>,
+    /// Caller's id → URI.
+    ids: HashMap<u64, String>,
+}
+
+static NEXT_SUBSCRIPTION: AtomicU64 = AtomicU64::new(1);
+
+/// How long a 2026-07-28 subscription waits before listening again after the server ended it.
+const RELISTEN_DELAY: Duration = Duration::from_millis(1_000);
+
+impl Toolset {
+    fn slot(&self, server: &str) -> Result<&Arc<Supervisor>> {
+        if self.inner.cancel.is_cancelled() {
+            return Err(McpError::Closed);
+        }
+        self.inner.servers.iter().find(|s| s.entry.name == server).ok_or_else(|| {
+            let shown: String = server.chars().take(64).collect();
+            McpError::ServerUnavailable(format!("no server named {shown:?} is configured in this toolset"))
+        })
+    }
+
+    /// The live connection to `slot`'s server once its gates are passed: `policy` (the label and request
+    /// for `policy.decide`, when there is a decide), readiness, then `auth`.
+    async fn gated(&self, slot: &Supervisor, decide: Option<(&str, String)>, abort: Option<&AbortHandle>) -> Result<Arc<Connection>> {
+        let inner = &self.inner;
+        let gate = async {
+            if let (Some((label, request)), Some(_)) = (decide, &inner.hooks.decide) {
+                policy::authorize(&inner.hooks, label, request).await?;
+            }
+            super::calls::wait_live(slot, inner.timeout).await?;
+            if slot.entry.is_http() && inner.hooks.auth.is_some() {
+                slot.authenticate().await?;
+            }
+            slot.live_connection().ok_or_else(|| slot.unavailable())
+        };
+        tokio::select! {
+            biased;
+            _ = inner.cancel.cancelled() => Err(McpError::Closed),
+            _ = async { match abort { Some(a) => a.wait().await, None => std::future::pending().await } } => Err(McpError::Aborted),
+            gated = gate => gated,
+        }
+    }
+
+    fn opts<'a>(&self, abort: Option<&'a AbortHandle>) -> RequestOptions<'a> {
+        RequestOptions { timeout: self.inner.timeout, abort }
+    }
+
+    /// Every server's (or `server`'s) listing by `list`, of the servers that declare `capability`. A
+    /// named server must be there and reachable; unnamed, a server that is not (failed, disabled) is
+    /// left out, as is one without the capability.
+    async fn list_each<T, F>(&self, server: Option<&str>, capability: &str, list: F) -> Result<Vec<FromServer<T>>>
+    where
+        F: for<'c> Fn(&'c Connection, RequestOptions<'c>) -> crate::transport::BoxFuture<'c, Result<Listed<T>>>,
+    {
+        let slots: Vec<&Arc<Supervisor>> = match server {
+            Some(name) => vec![self.slot(name)?],
+            None => self.inner.servers.iter().filter(|s| s.entry.enabled).collect(),
+        };
+        let mut out = Vec::new();
+        for slot in slots {
+            let connection = match self.gated(slot, None, None).await {
+                Ok(connection) => connection,
+                Err(McpError::ServerUnavailable(_)) if server.is_none() => continue,
+                Err(error) => return Err(error.redacted(&slot.secrets)),
+            };
+            if !requests::declares(&connection.session, capability) {
+                continue;
+            }
+            let listed = list(&connection, self.opts(None)).await.map_err(|e| e.redacted(&slot.secrets))?;
+            if listed.skipped > 0 {
+                let message = format!("{} of {}'s {capability} entries were malformed or past the bound and were left out", listed.skipped, slot.entry.name);
+                self.inner.report(Diagnostic::ListingEntriesSkipped { server: slot.entry.name.clone(), list: capability_list(capability), skipped: listed.skipped, message });
+            }
+            out.extend(listed.items.into_iter().map(|item| FromServer { server: slot.entry.name.clone(), item }));
+        }
+        Ok(out)
+    }
+
+    pub async fn list_resources(&self, server: Option<&str>) -> Result<Vec<FromServer<Resource>>> {
+        self.list_each(server, "resources", |c, o| Box::pin(async move { resources::list(c, &o).await })).await
+    }
+
+    pub async fn list_resource_templates(&self, server: Option<&str>) -> Result<Vec<FromServer<ResourceTemplate>>> {
+        self.list_each(server, "resources", |c, o| Box::pin(async move { resources::list_templates(c, &o).await })).await
+    }
+
+    pub async fn list_prompts(&self, server: Option<&str>) -> Result<Vec<FromServer<Prompt>>> {
+        self.list_each(server, "prompts", |c, o| Box::pin(async move { prompts::list(c, &o).await })).await
+    }
+
+    /// `resources/read` of `uri` on `server`, put to policy first (`kind: 'resource'`, `operation: 'read'`).
+    pub async fn read_resource(&self, server: &str, uri: &str, abort: Option<super::ListingAbort>) -> Result<ReadResult> {
+        let slot = self.slot(server)?;
+        let handle = abort.as_ref().map(|a| a.handle.clone());
+        let outcome = async {
+            let request = policy::session_request_json("resource", "read", server, &format!("\"uri\":{}", json_string(uri)));
+            let connection = self.gated(slot, Some((&format!("the read of {}", shown(uri)), request)), handle.as_deref()).await?;
+            requests::require(&connection.session, "resources", server, "resources/read")?;
+            resources::read(&connection, uri, &self.opts(handle.as_deref())).await
+        };
+        let outcome = outcome.await;
+        drop(abort);
+        outcome.map_err(|e| e.redacted(&slot.secrets))
+    }
+
+    /// Subscribe to `uri`'s updates on `server` (put to policy first, `operation: 'subscribe'`). Updates
+    /// arrive as `ToolsetEvents::resource_updated`; the id given back ends it ([`Toolset::unsubscribe_resource`]).
+    pub async fn subscribe_resource(&self, server: &str, uri: &str) -> Result<u64> {
+        let slot = self.slot(server)?;
+        let outcome = async {
+            let request = policy::session_request_json("resource", "subscribe", server, &format!("\"uri\":{}", json_string(uri)));
+            let connection = self.gated(slot, Some((&format!("the subscription to {}", shown(uri)), request)), None).await?;
+            requests::require(&connection.session, "resources", server, "resources/subscribe")?;
+            if !connection.session.resources_subscribe {
+                return Err(McpError::NotSupported(format!("{server} does not declare resources.subscribe")));
+            }
+            let kept = slot.subscriptions.inner.lock().kept.contains_key(uri);
+            // Session era: subscribed here, so the caller hears the server's refusal; then kept.
+            if !kept && !connection.is_modern() {
+                resources::subscribe(&connection, uri, &self.opts(None)).await?;
+            }
+            Ok(connection)
+        };
+        let connection = outcome.await.map_err(|e| e.redacted(&slot.secrets))?;
+        let id = NEXT_SUBSCRIPTION.fetch_add(1, Ordering::Relaxed);
+        let mut subscriptions = slot.subscriptions.inner.lock();
+        subscriptions.ids.insert(id, uri.to_owned());
+        if let Some((holders, _)) = subscriptions.kept.get_mut(uri) {
+            *holders += 1;
+            return Ok(id);
+        }
+        let stop = slot.cancel.child_token();
+        subscriptions.kept.insert(uri.to_owned(), (1, stop.clone()));
+        slot.tasks.spawn(keep(slot.clone(), uri.to_owned(), stop, Some(connection), self.inner.timeout));
+        Ok(id)
+    }
+
+    /// Let go of the subscription `id`; the last holder of its URI ends it (the server is told, if it
+    /// is live). Nothing for an id already let go.
+    pub fn unsubscribe_resource(&self, id: u64) {
+        for slot in &self.inner.servers {
+            let mut subscriptions = slot.subscriptions.inner.lock();
+            let Some(uri) = subscriptions.ids.remove(&id) else { continue };
+            if let Some((holders, stop)) = subscriptions.kept.get_mut(&uri) {
+                *holders -= 1;
+                if *holders == 0 {
+                    stop.cancel();
+                    subscriptions.kept.remove(&uri);
+                }
+            }
+            return;
+        }
+    }
+
+    /// `prompts/get` of `name` with `args_json` (an object of strings): checked against the prompt as
+    /// the server lists it now (required present, none undeclared) and put to policy (`kind: 'prompt'`)
+    /// before it is sent; a refusal sends nothing.
+    pub async fn get_prompt(&self, server: &str, name: &str, args_json: &str) -> Result<GetPromptResult> {
+        let slot = self.slot(server)?;
+        let outcome = async {
+            let args = requests::string_map(if args_json.is_empty() { "{}" } else { args_json }, "prompt arguments")?;
+            let connection = self.gated(slot, None, None).await?;
+            requests::require(&connection.session, "prompts", server, "prompts/get")?;
+            let listed = prompts::list(&connection, &self.opts(None)).await?;
+            prompts::validate(prompts::find(&listed.items, name)?, &args)?;
+            let details = format!("\"name\":{},\"args\":{}", json_string(name), serde_json::Value::Object(args.clone()));
+            let request = policy::session_request_json("prompt", "get", server, &details);
+            let connection = self.gated(slot, Some((&format!("the prompt {}", shown(name)), request)), None).await?;
+            prompts::get(&connection, name, &args, &self.opts(None)).await
+        };
+        outcome.await.map_err(|e| e.redacted(&slot.secrets))
+    }
+
+    /// `completion/complete` for `reference_json` (`{type: 'ref/prompt', name}` or `{type: 'ref/resource',
+    /// uri}`) and `argument_json` (`{name, value}`), with `context_json` (an object of strings) the values
+    /// already chosen; put to policy (`kind: 'completion'`).
+    pub async fn complete(&self, server: &str, reference_json: &str, argument_json: &str, context_json: &str) -> Result<Completion> {
+        let slot = self.slot(server)?;
+        let outcome = async {
+            let (reference, argument) = completion::parse_request(reference_json, argument_json)?;
+            let context = if context_json.is_empty() { None } else { Some(requests::string_map(context_json, "completion context arguments")?) };
+            let details = format!("\"ref\":{},\"argument\":{}", serde_json::to_string(&reference).unwrap_or_default(), serde_json::to_string(&argument).unwrap_or_default());
+            let request = policy::session_request_json("completion", "complete", server, &details);
+            let connection = self.gated(slot, Some(("a completion", request)), None).await?;
+            requests::require(&connection.session, "completions", server, "completion/complete")?;
+            completion::complete(&connection, &reference, &argument, context.as_ref(), &self.opts(None)).await
+        };
+        outcome.await.map_err(|e| e.redacted(&slot.secrets))
+    }
+}
+
+/// Keep one subscription to `uri` on whatever connection of `slot` is live until `stop`: in the session
+/// era `resources/subscribe` on each new connection (`first` was subscribed by the caller), in
+/// 2026-07-28 a `subscriptions/listen` held open. On `stop` a session-era server is sent
+/// `resources/unsubscribe`; a listen is cancelled.
+async fn keep(slot: Arc<Supervisor>, uri: String, stop: CancellationToken, mut first: Option<Arc<Connection>>, timeout: Duration) {
+    let mut state = slot.state.subscribe();
+    loop {
+        let connection = match first.take() {
+            Some(connection) => connection,
+            None => {
+                let live = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    live = state.wait_for(|s| *s == State::Live) => live.is_ok(),
+                };
+                let Some(connection) = live.then(|| slot.live_connection()).flatten() else { return };
+                if !connection.is_modern() {
+                    let opts = RequestOptions { timeout, abort: None };
+                    if let Err(error) = resources::subscribe(&connection, &uri, &opts).await {
+                        tracing::debug!(server = %slot.entry.name, code = error.code(), "resource re-subscription failed");
+                    }
+                }
+                connection
+            }
+        };
+        if connection.is_modern() {
+            let abort = AbortHandle::default();
+            let filter = resources::listen_filter(&uri);
+            tokio::select! {
+                _ = stop.cancelled() => {
+                    abort.abort();
+                    return;
+                }
+                _ = connection.listen(&filter, Some(&abort)) => {}
+            }
+            // Ended by the server or with the connection: listen again on what is live, after a pause.
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(RELISTEN_DELAY) => {}
+            }
+            continue;
+        }
+        // Session era: held until the connection is replaced (the server lost and recovered) or `stop`.
+        let replaced = async {
+            let _ = state.wait_for(|s| *s != State::Live || !slot.live_connection().is_some_and(|c| Arc::ptr_eq(&c, &connection))).await;
+        };
+        tokio::select! {
+            _ = stop.cancelled() => {
+                if slot.live_connection().is_some_and(|c| Arc::ptr_eq(&c, &connection)) {
+                    let opts = RequestOptions { timeout, abort: None };
+                    let _ = resources::unsubscribe(&connection, &uri, &opts).await;
+                }
+                return;
+            }
+            _ = replaced => {}
+        }
+    }
+}
+
+fn capability_list(capability: &str) -> &'static str {
+    match capability {
+        "prompts" => "prompts",
+        _ => "resources",
+    }
+}
+
+fn json_string(text: &str) -> String {
+    serde_json::to_string(text).unwrap_or_default()
+}
+
+/// A server-given name or URI for an error message, cut short.
+fn shown(text: &str) -> String {
+    let cut: String = text.chars().take(64).collect();
+    format!("{cut:?}")
+}
