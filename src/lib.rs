@@ -20,11 +20,8 @@ pub mod protocol;
 pub mod purra;
 pub mod schema;
 pub mod server;
-<<<<<<< HEAD
 pub mod server_log;
-=======
 pub mod session;
->>>>>>> main
 pub mod store;
 pub mod toolset;
 pub mod transport;
