@@ -8,6 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { isDeepStrictEqual } from 'node:util';
 import { join } from 'node:path';
 import * as ai6 from 'ai';
 import * as ai6test from 'ai/test';
@@ -21,6 +22,22 @@ import { NEEDS_NODE22, NODE22_MODULES, fixture, importNode22, rerunWithEngineRea
 
 const SECRET = 'sk-fixture-progress-0123456789';
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * `seen` is what a caller heard of the updates `sent`: in order, the last one always, and no other value —
+ * but updates that reached the engine faster than the event loop collected them are coalesced (the latest
+ * wins), so on a loaded machine one may be skipped.
+ */
+function assertHeard(seen, sent) {
+  assert.ok(seen.length >= 1, 'at least the last update');
+  assert.deepEqual(seen.at(-1), sent.at(-1), 'the last update always arrives');
+  let at = 0;
+  for (const update of seen) {
+    while (at < sent.length && !isDeepStrictEqual(sent[at], update)) at++;
+    assert.ok(at < sent.length, `${JSON.stringify(update)} is one of the updates sent, in order: ${JSON.stringify(seen)}`);
+    at++;
+  }
+}
 
 async function fixtureToolset(t, env = {}) {
   const { entry } = fixture('fx', { FIXTURE_API_KEY: SECRET, FIXTURE_NOTIFY_TOOLS: '1', ...env });
@@ -40,7 +57,7 @@ test('stdio fixture: updates arrive in order, validated, and none after the call
   );
   settled = true;
   assert.equal(result.content[0].text, 'progress done after 4 steps');
-  assert.deepEqual(seen, [1, 2, 3, 4].map((progress) => ({ progress, total: 4, message: 'working' })));
+  assertHeard(seen, [1, 2, 3, 4].map((progress) => ({ progress, total: 4, message: 'working' })));
   // The server sends one more after its answer (progress 999): the call has settled, so nobody hears it.
   await sleep(150);
   assert.deepEqual(late, []);
@@ -55,15 +72,19 @@ test('stdio fixture: malformed updates are dropped, messages redacted, cut and m
     { progress: 'half' },
     { progress: 1, total: 'ten' },
     { progress: 2, message: { text: 'not a string' } },
-    { progress: 3, total: null, message: `key ${SECRET}\u001b[2J\u001b]8;;http://x\u0007 done\nnext\u202e` },
-    { progress: 4.5, total: 9.5, message: 'x'.repeat(5000) },
+    { progress: 3, total: 9.5, message: 'x'.repeat(5000) },
+    { progress: 4.5, total: null, message: `key ${SECRET}\u001b[2J\u001b]8;;http://x\u0007 done\nnext\u202e` },
+    { progress: 5, total: 'late and malformed' },
   ];
   await tools.fx__progress.execute({ updates, intervalMs: 40 }, { onProgress: (p) => seen.push(p) });
-  assert.equal(seen.length, 2, JSON.stringify(seen));
-  assert.deepEqual(seen[0], { progress: 3, message: 'key [redacted] [2J ]8;;http://x  done next ' });
-  assert.equal(seen[1].progress, 4.5);
-  assert.equal(seen[1].total, 9.5);
-  assert.ok(seen[1].message.length <= 1025 && seen[1].message.endsWith('…'), String(seen[1].message.length));
+  // The last valid one always arrives; the one before it unless coalesced with it.
+  assert.ok(seen.length === 1 || seen.length === 2, JSON.stringify(seen));
+  assert.deepEqual(seen.at(-1), { progress: 4.5, message: 'key [redacted] [2J ]8;;http://x  done next ' });
+  if (seen.length === 2) {
+    assert.equal(seen[0].progress, 3);
+    assert.equal(seen[0].total, 9.5);
+    assert.ok(seen[0].message.length <= 1025 && seen[0].message.endsWith('…'), String(seen[0].message.length));
+  }
 });
 
 test('stdio fixture: without onProgress a call is as before; a throwing or rejecting onProgress breaks nothing', async (t) => {
@@ -82,7 +103,7 @@ test('stdio fixture: without onProgress a call is as before; a throwing or rejec
     },
   });
   assert.deepEqual(throwing, plain);
-  assert.equal(thrown, 3, 'every update was still delivered');
+  assert.ok(thrown >= 1 && thrown <= 3, 'updates were still delivered after a throw');
   const rejecting = await tools.fx__progress.execute({ steps: 2, intervalMs: 5 }, { onProgress: async () => Promise.reject(new Error('async break')) });
   assert.deepEqual(rejecting.content[0].text, 'progress done after 2 steps');
   await sleep(50);
@@ -109,7 +130,8 @@ test('stdio fixture: a flood of progress is coalesced, the last update still del
     tools.fx__progress.execute({ steps: 3, intervalMs: 40 }, { onProgress: (p) => a.push(p.progress) }),
     tools.fx__progress.execute({ steps: 5, intervalMs: 30 }, { onProgress: (p) => b.push(p.progress) }),
   ]);
-  assert.deepEqual([a, b], [[1, 2, 3], [1, 2, 3, 4, 5]]);
+  assertHeard(a, [1, 2, 3]);
+  assertHeard(b, [1, 2, 3, 4, 5]);
 });
 
 
@@ -144,7 +166,7 @@ for (const [mode, start] of modern) {
     const seen = [];
     const result = await client.callTool({ name: 'work', arguments: { steps: 3 }, onProgress: (p) => seen.push(p) });
     assert.equal(result.content[0].text, 'worked 3 steps');
-    assert.deepEqual(seen, [1, 2, 3].map((progress) => ({ progress, total: 3, message: `step ${progress} of 3` })));
+    assertHeard(seen, [1, 2, 3].map((progress) => ({ progress, total: 3, message: `step ${progress} of 3` })));
   });
 }
 
@@ -192,7 +214,8 @@ for (const { label, ai, Mock, adapt, skip } of majors) {
     // The AI SDK streams every value an iterable `execute` yields as preliminary, the last (the result) too,
     // then that last one as the final result.
     const preliminary = streamed.results.filter((r) => r.preliminary).map((r) => r.output);
-    assert.deepEqual(preliminary, [...[1, 2, 3].map((progress) => ({ type: 'progress', progress, total: 3 })), result]);
+    assert.deepEqual(preliminary.at(-1), result);
+    assertHeard(preliminary.slice(0, -1), [1, 2, 3].map((progress) => ({ type: 'progress', progress, total: 3 })));
     const final = streamed.results.filter((r) => !r.preliminary);
     assert.deepEqual(final.map((r) => r.output), [result]);
   });
@@ -227,7 +250,8 @@ test('createMcpHandle passes preliminaryProgress to the adapter; without it exec
     }
     const yielded = [];
     for await (const value of running) yielded.push(value);
-    assert.deepEqual(yielded, [{ type: 'progress', progress: 1, total: 2 }, { type: 'progress', progress: 2, total: 2 }, { content: [{ type: 'text', text: 'progress done after 2 steps' }] }]);
+    assert.deepEqual(yielded.at(-1), { content: [{ type: 'text', text: 'progress done after 2 steps' }] });
+    assertHeard(yielded.slice(0, -1), [1, 2].map((progress) => ({ type: 'progress', progress, total: 2 })));
   }
 });
 
