@@ -65,6 +65,21 @@ const METRICS = [
       { w, key: 'call_cpu_us_per_call', label: `${w} ${n} sessions: CPU per call`, unit: 'µs', better: 'lower' },
     ];
   }),
+  // W11: resources/read (issue 28) of a BENCH_RESOURCE_BYTES text resource, then the same size as a blob.
+  ...(() => {
+    const b = config.resourceBytes;
+    const size = b % 1024 === 0 ? `${b / 1024} KiB` : `${b.toLocaleString('en-US')}-byte`;
+    return [
+      { w: 'W11', key: 'seq_p50_us', label: `W11 stdio resources/read ${size} text, sequential: p50`, unit: 'µs', better: 'lower' },
+      { w: 'W11', key: 'seq_p99_us', label: `W11 stdio resources/read ${size} text, sequential: p99`, unit: 'µs', better: 'lower' },
+      { w: 'W11', key: 'seq_calls_per_s', label: `W11 stdio resources/read ${size} text, sequential: reads/s`, unit: 'reads/s', better: 'higher' },
+      { w: 'W11', key: 'seq_cpu_us_per_call', label: `W11 stdio resources/read ${size} text, sequential: client CPU/read`, unit: 'µs', better: 'lower' },
+      { w: 'W11', key: 'conc_calls_per_s', label: `W11 stdio resources/read ${size} text, 64 in flight: reads/s`, unit: 'reads/s', better: 'higher' },
+      { w: 'W11', key: 'conc_cpu_us_per_call', label: `W11 stdio resources/read ${size} text, 64 in flight: client CPU/read`, unit: 'µs', better: 'lower' },
+      { w: 'W11', key: 'blob_seq_p50_us', label: `W11 stdio resources/read ${size} blob, sequential: p50`, unit: 'µs', better: 'lower' },
+      { w: 'W11', key: 'blob_seq_cpu_us_per_call', label: `W11 stdio resources/read ${size} blob, sequential: client CPU/read`, unit: 'µs', better: 'lower' },
+    ];
+  })(),
   // Recovery of a lost server (issue 27), mcpferry only: the other clients have none ('n/a (no recovery)').
   ...[['R1', 'stdio server SIGKILLed'], ['R2', 'HTTP server SIGKILLed, back on its port at once']].flatMap(([w, what]) => {
     const row = { w, unit: 'ms', better: 'lower', unsupported: 'n/a (no recovery)' };
@@ -276,6 +291,7 @@ lines.push(
     `${config.concurrency} in flight, ${config.warmup} warm-up calls (W1/W2; a third of that for W3), W7 ${config.w7Reps} cold processes per round, ` +
     `W9/W10 ${config.w9Sessions}/${config.w10Sessions} sessions (${config.sessionWidth} connecting at a time` +
     `${config.sessionsEra === 'modern' ? '; servers speak 2026-07-28 too, BENCH_SESSIONS_ERA=modern' : ''}), ` +
+    `W11 ${config.w11Calls} sequential + ${config.w11ConcCalls} in flight reads of a ${config.resourceBytes}-byte text resource and ${config.w11Calls} of the blob, ` +
     `R1/R2 ${config.rSamples} recoveries per reconnect setting per round |`,
 );
 lines.push(`| Run time | ${elapsed.toFixed(0)} s |`);
@@ -316,7 +332,7 @@ for (const metric of METRICS) {
 }
 lines.push('');
 lines.push(`Ratios are client / SDK of the medians; for calls/s higher is better, for everything else lower is better. ` +
-  `"n/a": the raw pipe is a floor for stdio only (the call path W1, W2 and the big catalogue W5); rows marked "against the raw pipe" take their target ratio against it; W8 is tool search, which only mcpferry has (its target is absolute: under 1 ms per query); ` +
+  `"n/a": the raw pipe is a floor for stdio only (the call path W1, W2, the big catalogue W5 and resources/read W11); rows marked "against the raw pipe" take their target ratio against it; W8 is tool search, which only mcpferry has (its target is absolute: under 1 ms per query); ` +
   `R1/R2 are recovery of a lost server, which only mcpferry does ("n/a (no recovery)": the MCP SDK and the AI SDK restart no stdio server and open no new session by themselves). ` +
   `W1V/W2V: each client validates what it does by default (mcpferry: arguments and structuredContent; the MCP SDK: structuredContent); ` +
   `the "validation off" and "cost" rows are mcpferry's alone, measured in the same process with validateArguments and validateResults off.`);
@@ -362,6 +378,11 @@ lines.push(
     '  the SDKs: one client per server per session) on the same 2 `echo-http.mjs` servers of 50 tools, connected 50',
     '  at a time; then one `echo` call per session, 50 in flight. RSS and heap per session are the Δ against before',
     '  connecting, after GC, divided by the sessions held.',
+    '- W11: `resources/read` over stdio of the echo server\'s 4 KiB (BENCH_RESOURCE_BYTES) text resource, after warm-up,',
+    '  sequential then 64 in flight, then the same size as a blob (base64 on the wire) sequentially, on one connection;',
+    '  the server declares `resources` only here (`ECHO_RESOURCES=1`), so W1–W10 see the same server as before.',
+    '  mcpferry: `toolset.readResource(server, uri)` (a blob decoded to bytes by the engine); the MCP SDK and the AI SDK:',
+    '  `client.readResource({ uri })` (a blob left as the base64 string); raw pipe: the `resources/read` request alone.',
     '- R1/R2: recovery time, wall from the SIGKILL of the server (by pid) to the first successful `echo` call, each',
     '  recovery on a fresh live toolset, with the `reconnect` defaults (first backoff 500 ms + up to 20% jitter) and',
     '  with `initialDelayMs: 50`; calls are made from the kill on until one succeeds (one the loss catches fails, one',

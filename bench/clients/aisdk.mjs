@@ -1,8 +1,9 @@
 // @ai-sdk/mcp (Vercel AI SDK): createMCPClient per server (StdioMCPTransport from '@ai-sdk/mcp/mcp-stdio',
 // or its built-in `{ type: 'http' }` Streamable HTTP transport), connected concurrently, then client.tools()
 // (which follows every tools/list page) and calls through the returned tools' execute(), as an agent
-// using the AI SDK would. Defaults are kept: the client first probes `server/discover`, which these
-// initialize-first servers answer with "method not found" before it falls back to initialize.
+// using the AI SDK would; resources read with the client's readResource({ uri }) (W11). Defaults are kept:
+// the client first probes `server/discover`, which these initialize-first servers answer with "method not
+// found" before it falls back to initialize.
 // @ai-sdk/mcp needs Node 22, so it is installed with Node 22 in scripts/node22 (scripts/node22.mjs).
 import { load, resolve } from '../../scripts/node22/load.mjs';
 import { connectAll, runClient } from '../lib/workloads.mjs';
@@ -33,6 +34,7 @@ await runClient({
   async connect(servers) {
     const { connected, close } = await connectAll(servers, connectOne);
     const map = new Map();
+    const byServer = new Map(connected.map(({ server, client }) => [server.name, client]));
     for (const { server, tools } of connected) {
       for (const [name, tool] of Object.entries(tools)) map.set(`${server.name}__${name}`, tool);
     }
@@ -41,6 +43,9 @@ await runClient({
       tool(server, name) {
         const tool = map.get(`${server}__${name}`);
         return (args) => tool.execute(args, callOptions);
+      },
+      readResource(server, uri) {
+        return byServer.get(server).readResource({ uri });
       },
       close,
     };

@@ -1,4 +1,5 @@
-// mcpferry, through its public API: one mcpTools() call for all servers; tools keyed `${server}__${tool}`.
+// mcpferry, through its public API: one mcpTools() call for all servers; tools keyed `${server}__${tool}`;
+// resources read with the toolset's readResource(server, uri) (W11).
 import { mcpTools } from '../../dist/index.js';
 import { runClient } from '../lib/workloads.mjs';
 
@@ -9,7 +10,7 @@ await runClient({
   recovers: true,
   async connect(servers, { validation = true, reconnect, onDiagnostic } = {}) {
     const diagnostics = [];
-    const { tools, close, servers: states } = await mcpTools(
+    const toolset = await mcpTools(
       servers.map((s) =>
         s.kind === 'stdio'
           ? { name: s.name, type: 'stdio', command: s.command, args: s.args, env: s.env }
@@ -23,6 +24,7 @@ await runClient({
         ...(reconnect === undefined ? {} : { reconnect }),
       },
     );
+    const { tools, close, servers: states } = toolset;
     // mcp__describe_tool and mcp__search_tools (server 'mcpferry') are local, not the server's.
     const toolCount = Object.values(tools).filter((t) => t.server !== 'mcpferry').length;
     if (diagnostics.some((d) => d.code === 'server-degraded')) {
@@ -35,6 +37,7 @@ await runClient({
         const tool = tools[`${server}__${name}`];
         return (args) => tool.execute(args);
       },
+      readResource: (server, uri) => toolset.readResource(server, uri),
       close,
       servers: states,
     };

@@ -1,6 +1,6 @@
 // The floor: a minimal hand-written JSON-RPC client over the same stdio server, in plain Node. No
 // validation, no schemas, no timeouts, no cancellation: what is left is the pipe, JSON and the event loop,
-// i.e. the practical limit any Node-hosted client is up against. Stdio only (W1 and W2).
+// i.e. the practical limit any Node-hosted client is up against. Stdio only (W1, W2, W5 and W11's resources/read).
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { runClient } from '../lib/workloads.mjs';
@@ -83,6 +83,7 @@ await runClient({
   async connect(servers) {
     const connected = await Promise.all(servers.map(connectOne));
     const map = new Map();
+    const byServer = new Map(connected.map(({ server, conn }) => [server.name, conn]));
     for (const { server, conn, tools } of connected) {
       for (const tool of tools) map.set(`${server.name}__${tool.name}`, { conn, tool });
     }
@@ -91,6 +92,9 @@ await runClient({
       tool(server, name) {
         const { conn, tool } = map.get(`${server}__${name}`);
         return (args) => conn.request('tools/call', { name: tool.name, arguments: args });
+      },
+      readResource(server, uri) {
+        return byServer.get(server).request('resources/read', { uri });
       },
       close: () => Promise.all(connected.map((c) => c.conn.close())).then(() => {}),
     };

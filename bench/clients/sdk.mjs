@@ -1,6 +1,6 @@
 // The reference: @modelcontextprotocol/sdk's Client with its stdio and Streamable HTTP transports, one
 // Client per server, connected concurrently, every tools/list page fetched, then a tool map built the way
-// an agent would (`${server}__${tool}` -> the client that serves it).
+// an agent would (`${server}__${tool}` -> the client that serves it); resources read with client.readResource (W11).
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -32,6 +32,7 @@ await runClient({
   async connect(servers) {
     const { connected, close } = await connectAll(servers, connectOne);
     const map = new Map();
+    const byServer = new Map(connected.map(({ server, client }) => [server.name, client]));
     for (const { server, client, tools } of connected) {
       for (const tool of tools) map.set(`${server.name}__${tool.name}`, { client, tool });
     }
@@ -40,6 +41,9 @@ await runClient({
       tool(server, name) {
         const { client, tool } = map.get(`${server}__${name}`);
         return (args) => client.callTool({ name: tool.name, arguments: args });
+      },
+      readResource(server, uri) {
+        return byServer.get(server).readResource({ uri });
       },
       close,
     };

@@ -12,12 +12,15 @@
 //   BENCH_W7_REPS          cold processes per client per round for the import time (W7)
 //   BENCH_W9_SESSIONS      sessions (one toolset each, 2 HTTP servers of 50 tools) held at once in W9
 //   BENCH_W10_SESSIONS     the same for W10
+//   BENCH_W11_CALLS        measured sequential resources/read of the text resource, and of the blob one (W11)
+//   BENCH_W11_CONC_CALLS   measured resources/read with BENCH_CONCURRENCY in flight (W11)
+//   BENCH_RESOURCE_BYTES   size of W11's text and blob resources in bytes (default 4096)
 //   BENCH_R_SAMPLES        recoveries per reconnect setting per round in R1/R2 (each on a fresh toolset)
 //   BENCH_SESSIONS_ERA     `modern`: W9/W10's HTTP servers also speak 2026-07-28 (server/discover, stateless
 //                          requests; initialize still answered for clients of the 2025 era). Default `legacy`:
 //                          2025-11-25 only, as the recorded rows were measured
 //   BENCH_CLIENTS          comma-separated subset of mcpferry,sdk,aisdk,raw
-//   BENCH_WORKLOADS        comma-separated subset of W1, W2, W1V, W2V, W3..W10, R1, R2
+//   BENCH_WORKLOADS        comma-separated subset of W1, W2, W1V, W2V, W3..W11, R1, R2
 //   BENCH_OUT              where to write the markdown report
 //   BENCH_CHILD_TIMEOUT_MS a client process taking longer is killed and its result recorded as failed
 
@@ -55,9 +58,10 @@ function list(name, all) {
 }
 
 export const ALL_CLIENTS = ['mcpferry', 'sdk', 'aisdk', 'raw'];
-export const ALL_WORKLOADS = ['W1', 'W2', 'W1V', 'W2V', 'W3', 'W4', 'W5', 'W6', 'W7', 'W8', 'W9', 'W10', 'R1', 'R2'];
+export const ALL_WORKLOADS = ['W1', 'W2', 'W1V', 'W2V', 'W3', 'W4', 'W5', 'W6', 'W7', 'W8', 'W9', 'W10', 'W11', 'R1', 'R2'];
 
-// The raw pipe is a floor for the stdio path only: the call path (W1, W2) and a big catalogue (W5).
+// The raw pipe is a floor for the stdio path only: the call path (W1, W2), a big catalogue (W5) and
+// resources/read (W11).
 // W8 (tool search) is a feature only mcpferry has, and so are R1/R2 (recovery of a lost server): the MCP SDK
 // and the AI SDK restart no stdio process and open no new session for a server that went away (their
 // `reconnectionOptions` only resume an HTTP GET event stream), so they have no recovery time to measure.
@@ -66,7 +70,7 @@ export const SUPPORTED = {
   mcpferry: ALL_WORKLOADS,
   sdk: COMMON_WORKLOADS,
   aisdk: COMMON_WORKLOADS,
-  raw: ['W1', 'W2', 'W5'], // no schemas to validate on a raw pipe: not in W1V/W2V
+  raw: ['W1', 'W2', 'W5', 'W11'], // no schemas to validate on a raw pipe: not in W1V/W2V
 };
 
 export const config = {
@@ -89,6 +93,9 @@ export const config = {
   sessionServers: 2,
   sessionTools: 50,
   sessionWidth: 50,
+  w11Calls: count('BENCH_W11_CALLS', 5000, 1000),
+  w11ConcCalls: count('BENCH_W11_CONC_CALLS', 20000, 3000),
+  resourceBytes: count('BENCH_RESOURCE_BYTES', 4096, 4096),
   rSamples: count('BENCH_R_SAMPLES', 8, 3),
   sessionsEra: choice('BENCH_SESSIONS_ERA', ['legacy', 'modern'], 'legacy'),
   clients: list('BENCH_CLIENTS', ALL_CLIENTS),

@@ -11,6 +11,8 @@
 //     It resolves when the tool map is ready to use (initialize, initialized and every tools/list page done).
 //     `validation: false` (W1V/W2V) asks a client that can switch its schema validation off to do so.
 //   canSkipValidation  true for a client that honours `validation: false` (W1V/W2V then measure it both ways)
+//       The connection may also have `readResource(server, uri) -> Promise<{ contents }>` (W11), the
+//       client's own resources/read, its result as that client returns it (a blob as bytes or as base64).
 //   recovers      true for a client that brings a lost server back by itself (R1/R2, mcpferry only); its
 //     connect() then honours `reconnect` (its option of that name) and `onDiagnostic` (each diagnostic as it
 //     comes), and the connection has `servers()` (each server's state).
@@ -27,6 +29,7 @@ import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { config, ECHO_HTTP, ECHO_STDIO, REPO_DIR } from './config.mjs';
 import { pidsWithArg } from './processes.mjs';
+import { resourceText } from '../servers/resource-text.mjs';
 
 // Lets bench/run.mjs find any server process a client failed to reap.
 const RUN_TAG = `--bench-run=${process.env.BENCH_RUN_ID ?? 'manual'}`;
@@ -65,8 +68,8 @@ function gc() {
 }
 
 // Correctness before speed, then enough calls, sequential and concurrent, for every client's JIT to settle.
-async function warm(call, n = config.warmup) {
-  for (let i = 0; i < 3; i++) checkEcho(await call(ARGS));
+async function warm(call, n = config.warmup, check = checkEcho) {
+  for (let i = 0; i < 3; i++) check(await call(ARGS));
   for (let i = 0; i < n; i++) await call(ARGS);
   await inFlight(call, n, config.concurrency);
 }
@@ -110,6 +113,11 @@ async function concurrent(call, n) {
   await inFlight(call, n, config.concurrency);
   const wallMs = performance.now() - t0;
   return { calls_per_s: n / (wallMs / 1000), cpu_us_per_call: cpuMicros(cpu0) / n };
+}
+
+/** `metrics` with every key prefixed: `prefixed('seq_', { p50_us })` is `{ seq_p50_us }`. */
+function prefixed(prefix, metrics) {
+  return Object.fromEntries(Object.entries(metrics).map(([k, v]) => [`${prefix}${k}`, v]));
 }
 
 async function connectChecked(adapter, servers, expectedTools, options = {}) {
@@ -170,8 +178,7 @@ async function withAndWithoutValidation(adapter, measure) {
   const on = await once({});
   if (!adapter.canSkipValidation) return on;
   const off = await once({ validation: false });
-  const offMetrics = Object.fromEntries(Object.entries(off).map(([k, v]) => [`off_${k}`, v]));
-  return { ...on, ...offMetrics, validation_cpu_us_per_call: on.cpu_us_per_call - off.cpu_us_per_call };
+  return { ...on, ...prefixed('off_', off), validation_cpu_us_per_call: on.cpu_us_per_call - off.cpu_us_per_call };
 }
 
 // W9/W10: `n` user sessions in one process, each its own toolset (mcpferry) or its own clients (the SDKs),
@@ -422,14 +429,7 @@ const workloads = {
         await warm(call, Math.ceil(config.warmup / 3)); // HTTP calls are slower: a third is as much warm-up
         const seq = await sequential(call, config.w3SeqCalls);
         const conc = await concurrent(call, config.w3ConcCalls);
-        return {
-          seq_p50_us: seq.p50_us,
-          seq_p99_us: seq.p99_us,
-          seq_calls_per_s: seq.calls_per_s,
-          seq_cpu_us_per_call: seq.cpu_us_per_call,
-          conc_calls_per_s: conc.calls_per_s,
-          conc_cpu_us_per_call: conc.cpu_us_per_call,
-        };
+        return { ...prefixed('seq_', seq), ...prefixed('conc_', conc) };
       } finally {
         await conn.close();
       }
@@ -524,6 +524,43 @@ const workloads = {
   // W10: the same with 1 000 sessions.
   async W10(adapter) {
     return sessions(adapter, config.w10Sessions);
+  },
+
+  // W11: resources/read over stdio of a BENCH_RESOURCE_BYTES (4 KiB) text resource, sequential then 64 in
+  // flight, then the same size as a blob (base64 on the wire) sequentially, on one connection. The text is
+  // checked whole and the blob's length before anything is measured, through each client's own read.
+  async W11(adapter) {
+    const size = config.resourceBytes;
+    const server = stdioServer('echo', { ECHO_RESOURCES: '1', ECHO_RESOURCE_BYTES: String(size) });
+    const conn = await connectChecked(adapter, [server], 10);
+    try {
+      if (typeof conn.readResource !== 'function') throw new Error(`${adapter.name} has no resources/read`);
+      const text = () => conn.readResource('echo', 'bench://text');
+      const blob = () => conn.readResource('echo', 'bench://blob');
+      const expected = resourceText(size);
+      const checkText = (result) => {
+        const item = result?.contents?.[0];
+        if (result?.contents?.length !== 1 || item.uri !== 'bench://text' || item.text !== expected) {
+          throw new Error(`resources/read bench://text returned ${JSON.stringify(result).slice(0, 200)}`);
+        }
+      };
+      const checkBlob = (result) => {
+        const item = result?.contents?.[0];
+        // mcpferry hands bytes (decoded by its engine); the SDKs hand the base64 string of the wire.
+        const bytes = item?.blob instanceof Uint8Array ? item.blob : typeof item?.blob === 'string' ? Buffer.from(item.blob, 'base64') : undefined;
+        if (item?.uri !== 'bench://blob' || bytes?.length !== size || bytes[size - 1] !== ((size - 1) & 0xff)) {
+          throw new Error(`resources/read bench://blob returned ${JSON.stringify(result).slice(0, 200)}`);
+        }
+      };
+      await warm(text, config.warmup, checkText);
+      const seq = await sequential(text, config.w11Calls);
+      const conc = await concurrent(text, config.w11ConcCalls);
+      await warm(blob, Math.ceil(config.warmup / 3), checkBlob);
+      const blobSeq = await sequential(blob, config.w11Calls);
+      return { bytes: size, ...prefixed('seq_', seq), ...prefixed('conc_', conc), ...prefixed('blob_seq_', blobSeq) };
+    } finally {
+      await conn.close();
+    }
   },
 
   // R1: a stdio server SIGKILLed while its toolset is live → the first successful call (see recoveries()).

@@ -9,6 +9,13 @@
 //               structuredContent too (W1V/W2V, where clients validate what they validate by default).
 //   ECHO_MODERN 1: `server/discover` is answered too (2026-07-28), and a request handled with `modern` set gets
 //               its result with `resultType: "complete"`, as that revision requires (echo-http.mjs).
+//   ECHO_RESOURCES  1: the server also declares `resources` and answers resources/list and resources/read (W11):
+//               `bench://text` (text/markdown, ECHO_RESOURCE_BYTES of ASCII text in lines) and `bench://blob`
+//               (application/octet-stream, ECHO_RESOURCE_BYTES bytes, base64 on the wire). Unset, the server
+//               declares only `tools`, as W1–W10 were measured.
+//   ECHO_RESOURCE_BYTES  size of each resource's content in bytes (default 4096).
+
+import { resourceText } from './resource-text.mjs';
 
 const PROTOCOL_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
 
@@ -17,6 +24,8 @@ const pageSize = Math.max(0, Number.parseInt(process.env.ECHO_PAGE ?? '0', 10) |
 const structured = process.env.ECHO_STRUCTURED === '1';
 const MODERN_VERSION = '2026-07-28';
 export const modernEnabled = process.env.ECHO_MODERN === '1';
+const resourcesEnabled = process.env.ECHO_RESOURCES === '1';
+const resourceBytes = Math.max(1, Number.parseInt(process.env.ECHO_RESOURCE_BYTES ?? '4096', 10) || 4096);
 
 function makeTool(index) {
   const name = index === 0 ? 'echo' : `tool_${String(index).padStart(4, '0')}`;
@@ -56,6 +65,23 @@ const pages = new Map(); // cursor ('' for the first page) -> serialized result
 }
 
 const serverInfo = { name: 'bench-echo', version: '1.0.0' };
+const capabilities = resourcesEnabled ? { tools: { listChanged: false }, resources: {} } : { tools: { listChanged: false } };
+
+// W11's resources, serialized once like the tools/list pages: the text of resource-text.mjs, the blob bytes
+// 0..255 repeated.
+const resources = new Map(); // uri -> serialized resources/read result
+let resourceList = '{"resources":[]}';
+if (resourcesEnabled) {
+  const text = resourceText(resourceBytes);
+  const blob = Buffer.alloc(resourceBytes);
+  for (let i = 0; i < resourceBytes; i++) blob[i] = i & 0xff;
+  const entries = [
+    { uri: 'bench://text', name: 'text', mimeType: 'text/markdown', size: resourceBytes, contents: { text } },
+    { uri: 'bench://blob', name: 'blob', mimeType: 'application/octet-stream', size: resourceBytes, contents: { blob: blob.toString('base64') } },
+  ];
+  for (const { uri, mimeType, contents } of entries) resources.set(uri, JSON.stringify({ contents: [{ uri, mimeType, ...contents }] }));
+  resourceList = JSON.stringify({ resources: entries.map(({ contents, ...listed }) => listed) });
+}
 
 function reply(id, resultJson) {
   return `{"jsonrpc":"2.0","id":${JSON.stringify(id)},"result":${resultJson}}`;
@@ -97,7 +123,7 @@ export function handleMessage(msg, modern = false) {
     case 'initialize': {
       const asked = params?.protocolVersion;
       const protocolVersion = PROTOCOL_VERSIONS.includes(asked) ? asked : PROTOCOL_VERSIONS[0];
-      return result(id, JSON.stringify({ protocolVersion, capabilities: { tools: { listChanged: false } }, serverInfo }), modern);
+      return result(id, JSON.stringify({ protocolVersion, capabilities, serverInfo }), modern);
     }
     case 'ping':
       return result(id, '{}', modern);
@@ -112,6 +138,14 @@ export function handleMessage(msg, modern = false) {
       const text = JSON.stringify(params.arguments ?? {});
       if (structured) return result(id, `{"content":[{"type":"text","text":${JSON.stringify(text)}}],"structuredContent":${text}}`, modern);
       return result(id, JSON.stringify({ content: [{ type: 'text', text }] }), modern);
+    }
+    case 'resources/list':
+      if (!resourcesEnabled) return replyError(id, -32601, `Method not found: ${method}`);
+      return result(id, resourceList, modern);
+    case 'resources/read': {
+      if (!resourcesEnabled) return replyError(id, -32601, `Method not found: ${method}`);
+      const read = resources.get(params?.uri);
+      return read === undefined ? replyError(id, -32002, `Resource not found: ${params?.uri}`) : result(id, read, modern);
     }
     default:
       return replyError(id, -32601, `Method not found: ${method}`);
