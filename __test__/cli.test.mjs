@@ -1,6 +1,6 @@
 // The `mcpferry` command, run as a child process against real fixture servers: stdout, stderr and exit
 // codes for people (text) and scripts (--json), configuration discovery, usage errors, tool errors,
-// disabled and degraded servers, redaction.
+// disabled and degraded servers, redaction; resources and prompts against server-everything.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,6 +11,7 @@ import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { FIXTURE, here, scratchFile } from './helpers.mjs';
 import { startStreamableFixture } from './fixtures/http-server.mjs';
+import { EVERYTHING_BIN } from '../examples/servers/everything-http.mjs';
 
 const BIN = join(here, '..', 'bin', 'mcpferry.cjs');
 /** The trust file of every run here (never the person's ~/.config/mcpferry/trusted.json). */
@@ -122,6 +123,14 @@ test('bad usage exits 2 with a message and the usage', async () => {
     [['inspect'], /inspect takes one server name/],
     [['tools', 'ghost'], /no server "ghost" in .*mcp\.json \(servers: fx, off, typo\)/],
     [['tools', '--colour'], /Unknown option '--colour'/],
+    [['resources', 'read'], /resources read takes a server name and a resource URI/],
+    [['resources', 'read', 'fx'], /resources read takes a server name and a resource URI/],
+    [['resources', 'read', 'ghost', 'x://y'], /no server "ghost"/],
+    [['resources', 'fx', 'extra'], /unexpected argument "extra"/],
+    [['tools', '--out', 'x.bin'], /--out is for resources read/],
+    [['prompts', 'get', 'fx'], /prompts get takes a server name, a prompt name/],
+    [['prompts', 'get', 'fx', 'greet', 'city'], /a prompt argument is key=value, not "city"/],
+    [['prompts', 'get', 'fx', 'greet', 'a=1', 'a=2'], /the prompt argument "a" is given twice/],
     [['trust', 'mcp.json'], /trust takes no argument \(it trusts .*mcp\.json; pass --config <file> for another\)/],
   ]) {
     const { code, stderr } = await run(args, { cwd: dir });
@@ -132,6 +141,8 @@ test('bad usage exits 2 with a message and the usage', async () => {
   assert.equal(help.code, 0);
   assert.match(help.stdout, /exit codes: 0 ok, 1 tool error, 2 usage or configuration error, 3 a server could not be connected/);
   assert.match(help.stdout, /^ {2}trust {2,}trust the configuration found here as it is now/m);
+  assert.match(help.stdout, /^ {2}resources read <server> <uri> \[--out <file>\]$/m);
+  assert.match(help.stdout, /^ {2}prompts get <server> <name> \[key=value\.\.\.\]$/m);
   assert.match(help.stdout, /`mcpferry trust` records its path and\nSHA-256 in ~\/\.config\/mcpferry\/trusted\.json \(or MCPFERRY_TRUST_FILE\)/);
 });
 
@@ -489,7 +500,103 @@ test('text from a server cannot steer the terminal: escapes in tool results and 
   const inspected = await run(['-c', 'cfg.json', 'inspect', 'esc'], { cwd: dir });
   assert.equal(inspected.code, 0, inspected.stderr);
   assert.doesNotMatch(inspected.stdout, /[\u001b\u0007]/);
-  assert.match(inspected.stdout, /capabilities {2}tools, x ]52;c;aGFja2Vk \n/);
+  assert.match(inspected.stdout, /capabilities {2}.*x ]52;c;aGFja2Vk \n/);
+
+  // A resource's name and text, a prompt's description and messages: the same filter.
+  const listed = await run(['-c', 'cfg.json', 'resources'], { cwd: dir });
+  assert.equal(listed.code, 0, listed.stderr);
+  assert.equal(listed.stdout, 'esc  live  (1 resource, 0 templates)\n  esc://note  note ]52;c;aGFja2Vk   text/plain\n');
+  const read = await run(['-c', 'cfg.json', 'resources', 'read', 'esc', 'esc://note'], { cwd: dir });
+  assert.equal(read.code, 0, read.stderr);
+  assert.equal(read.stdout, said.stdout);
+  const readJson = await run(['-c', 'cfg.json', 'resources', 'read', 'esc', 'esc://note', '--json'], { cwd: dir });
+  assert.doesNotMatch(readJson.stdout, /[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+  assert.equal(JSON.parse(readJson.stdout).contents[0].text, JSON.parse(json.stdout).content[0].text);
+  const prompts = await run(['-c', 'cfg.json', 'prompts'], { cwd: dir });
+  assert.equal(prompts.code, 0, prompts.stderr);
+  assert.equal(prompts.stdout, 'esc  live  (1 prompt)\n  say  Says  ]8;;https://evil.test/ https://docs.test/ ]8;; \n    who (required)\n');
+  const got = await run(['-c', 'cfg.json', 'prompts', 'get', 'esc', 'say', 'who=\u001b[31mme'], { cwd: dir });
+  assert.equal(got.code, 0, got.stderr);
+  assert.equal(got.stdout, `user:  [31mme: ${said.stdout}`);
+});
+
+const everything = { mcpServers: { everything: { command: process.execPath, args: [EVERYTHING_BIN, 'stdio'] } } };
+
+test('resources: listed with their templates, text read as text, a blob by its type and size (its bytes only with --out), a missing one by its code', async () => {
+  const dir = project({ 'cfg.json': everything });
+  const cli = (...args) => run(['-c', 'cfg.json', '--quiet', ...args], { cwd: dir });
+  const listed = await cli('resources');
+  assert.equal(listed.code, 0, listed.stderr);
+  assert.match(listed.stdout, /^everything {2}live {2}\(\d+ resources, \d+ templates\)$/m);
+  assert.match(listed.stdout, /^ {2}demo:\/\/resource\/static\/document\/features\.md {2}features\.md {2}text\/markdown/m);
+  assert.match(listed.stdout, /^ {2}template demo:\/\/resource\/dynamic\/text\/\{resourceId\} {2}\S+/m);
+  const json = JSON.parse((await cli('resources', 'everything', '--json')).stdout);
+  assert.deepEqual(json.servers.map((s) => [s.name, s.state]), [['everything', 'live']]);
+  assert.ok(json.servers[0].resources.some((r) => r.uri === 'demo://resource/static/document/features.md' && r.mimeType === 'text/markdown'));
+  assert.ok(json.servers[0].templates.some((t) => t.uriTemplate === 'demo://resource/dynamic/blob/{resourceId}'));
+
+  const text = await cli('resources', 'read', 'everything', 'demo://resource/dynamic/text/3');
+  assert.equal(text.code, 0, text.stderr);
+  assert.match(text.stdout, /^Resource 3: This is a plaintext resource/);
+
+  const blob = await cli('resources', 'read', 'everything', 'demo://resource/dynamic/blob/3');
+  assert.equal(blob.code, 0, blob.stderr);
+  assert.match(blob.stdout, /^\[blob \S+, \d+ bytes; --out <file> writes it\]\n$/);
+  const size = Number(/(\d+) bytes/.exec(blob.stdout)[1]);
+  const out = await cli('resources', 'read', 'everything', 'demo://resource/dynamic/blob/3', '--out', 'blob.bin');
+  assert.equal(out.code, 0, out.stderr);
+  assert.match(out.stdout, new RegExp(`^wrote ${size} bytes .*blob\\.bin\\n$`));
+  const bytes = readFileSync(join(dir, 'blob.bin'));
+  assert.equal(bytes.length, size);
+  assert.match(bytes.toString('utf8'), /^Resource 3: This is a base64 blob created at/);
+  const blobJson = JSON.parse((await cli('resources', 'read', 'everything', 'demo://resource/dynamic/blob/3', '--json')).stdout).contents[0];
+  assert.equal(blobJson.size, size);
+  assert.match(Buffer.from(blobJson.blob, 'base64').toString('utf8'), /^Resource 3: This is a base64 blob/);
+
+  const missing = await cli('resources', 'read', 'everything', 'demo://resource/static/document/no-such.md');
+  assert.equal(missing.code, 1);
+  assert.match(missing.stderr, /^mcpferry: mcp_resource_not_found: /m);
+  const missingJson = await cli('resources', 'read', 'everything', 'demo://resource/static/document/no-such.md', '--json');
+  assert.equal(JSON.parse(missingJson.stdout).error.code, 'mcp_resource_not_found');
+});
+
+test('prompts: listed with their arguments; get prints the messages; invalid arguments print their code', async () => {
+  const dir = project({ 'cfg.json': everything });
+  const cli = (...args) => run(['-c', 'cfg.json', '--quiet', ...args], { cwd: dir });
+  const listed = await cli('prompts');
+  assert.equal(listed.code, 0, listed.stderr);
+  assert.match(listed.stdout, /^everything {2}live {2}\(\d+ prompts\)$/m);
+  assert.match(listed.stdout, /^ {2}args-prompt(?: {2}.*)?\n {4}city \(required\)(?: {2}.*)?\n {4}state(?: {2}.*)?$/m);
+  const json = JSON.parse((await cli('prompts', 'everything', '--json')).stdout);
+  const args = json.servers[0].prompts.find((p) => p.name === 'args-prompt');
+  assert.deepEqual(args.arguments.map((a) => [a.name, a.required === true]), [['city', true], ['state', false]]);
+
+  const got = await cli('prompts', 'get', 'everything', 'args-prompt', 'city=Oslo', 'state=Viken=x');
+  assert.deepEqual([got.code, got.stdout], [0, "user: What's weather in Oslo, Viken=x?\n"], got.stderr);
+  const gotJson = JSON.parse((await cli('prompts', 'get', 'everything', 'args-prompt', 'city=Oslo', '--json')).stdout);
+  assert.equal(gotJson.messages[0].role, 'user');
+
+  const bad = await cli('prompts', 'get', 'everything', 'args-prompt', 'state=x');
+  assert.equal(bad.code, 1);
+  assert.match(bad.stderr, /^mcpferry: mcp_invalid_arguments: .*city/m);
+  const unknown = await cli('prompts', 'get', 'everything', 'no-such-prompt', '--json');
+  assert.equal(unknown.code, 1);
+  assert.equal(JSON.parse(unknown.stdout).error.code, 'mcp_invalid_arguments');
+});
+
+test('resources and prompts of a server that is down or disabled: its state, exit 3 or 2', async () => {
+  const dir = await trustedProject({ 'mcp.json': servers });
+  const listed = await run(['resources'], { cwd: dir });
+  assert.equal(listed.code, 3, listed.stderr);
+  assert.match(listed.stdout, /^fx {2}live {2}\(0 resources, 0 templates\)$/m);
+  assert.match(listed.stdout, /^typo {2}degraded: .*nodee/m);
+  assert.match(listed.stdout, /^off {2}disabled$/m);
+  const down = await run(['prompts', 'get', 'typo', 'x'], { cwd: dir });
+  assert.equal(down.code, 3);
+  assert.match(down.stderr, /server "typo" is degraded: .*nodee/);
+  const off = await run(['resources', 'read', 'off', 'x://y'], { cwd: dir });
+  assert.equal(off.code, 2);
+  assert.match(off.stderr, /server "off" is disabled/);
 });
 
 test('login opens the browser with an environment that carries none of the CLI\'s secrets', { skip: process.platform === 'win32' && 'the opener is rundll32 there, which a PATH entry cannot stand in for' }, async (t) => {

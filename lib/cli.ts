@@ -23,7 +23,7 @@ import {
 import { binding } from './binding';
 import { loadConfigText, type Unresolved } from './config-file';
 import { readConfigFile } from './config-read';
-import type { Diagnostic, McpAuthorizationPrompt, McpOptions, McpServer, McpServerStatus, McpToolset } from './types';
+import type { ContentBlock, Diagnostic, McpAuthorizationPrompt, McpResourceContents, McpOptions, McpServer, McpServerStatus, McpToolset } from './types';
 
 /** Exit codes, documented in the README and `mcpferry --help`. */
 export const EXIT = {
@@ -42,7 +42,7 @@ export const CONFIG_FILES = ['mcp.json', '.mcp.json', 'mcpferry.toml'];
 const DEFAULT_TRUST_FILE = ['.config', 'mcpferry', 'trusted.json'];
 /** The longest command line shown when a configuration is refused or trusted, in characters. */
 const MAX_SHOWN_COMMAND_CHARS = 300;
-const COMMANDS = new Set(['tools', 'call', 'status', 'inspect', 'login', 'logout', 'trust']);
+const COMMANDS = new Set(['tools', 'call', 'resources', 'prompts', 'status', 'inspect', 'login', 'logout', 'trust']);
 /** How often the names of servers still connecting are printed to stderr. */
 const PROGRESS_INTERVAL_MS = 2_000;
 
@@ -51,6 +51,12 @@ const USAGE = `usage: mcpferry [--config <file>] [--json] <command>
 commands:
   tools [server]              the tools of every server (or one), with each server's state
   call <tool> [json-args]     call a tool by its projected name (server__tool); args default to {}
+  resources [server]          the resources (uri, name, MIME type, size) and resource templates of every server (or one)
+  resources read <server> <uri> [--out <file>]
+                              a resource's text; for a blob its MIME type and size (--out <file> writes its bytes)
+  prompts [server]            the prompts of every server (or one), with their arguments
+  prompts get <server> <name> [key=value...]
+                              a prompt's messages, with its arguments
   status [server]             each server's state, transport and configuration (no secret values)
   inspect <server>            server info, protocol version, capabilities, catalogue size, disclosure tier
   login <server> [--no-browser] [--device]   log in to an OAuth server; tokens go to the token store
@@ -60,6 +66,7 @@ commands:
 options:
   --config <file>   the configuration (default: the first of ./mcp.json, ./.mcp.json, ./mcpferry.toml)
   --json            machine-readable output on stdout
+  --out <file>      resources read: write the resource's bytes to <file> (a blob is never printed)
   --quiet           no progress on stderr
   --strict          refuse a configuration with a key no MCP client documents (default: a warning on stderr)
   --store <file>    remember catalogues in this SQLite file (or MCPFERRY_STORE): later runs show a server
@@ -118,6 +125,7 @@ export async function main(argv: string[], given: Io = processIo()): Promise<num
         quiet: { type: 'boolean', short: 'q' },
         store: { type: 'string' },
         strict: { type: 'boolean' },
+        out: { type: 'string', short: 'o' },
         'no-browser': { type: 'boolean' },
         device: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -135,6 +143,7 @@ export async function main(argv: string[], given: Io = processIo()): Promise<num
   const json = values.json === true;
   try {
     if (!COMMANDS.has(command)) throw new UsageError(`unknown command ${JSON.stringify(command)}`);
+    if (values.out !== undefined && !(command === 'resources' && rest[0] === 'read')) throw new UsageError('--out is for resources read');
     const found = await findConfig(values.config, io, values.strict === true);
     if (command === 'trust') return await trust(found, rest, io, json);
     if (found.discovered) await checkTrusted(found, io);
@@ -152,6 +161,18 @@ export async function main(argv: string[], given: Io = processIo()): Promise<num
         return await cli.inspect(requiredServer(rest, config, 'inspect'));
       case 'call':
         return await cli.call(rest);
+      case 'resources':
+        if (subcommand(rest, 'read', config)) {
+          if (rest.length !== 3) throw new UsageError('resources read takes a server name and a resource URI');
+          return await cli.readResource(checkServer(rest[1], config), rest[2], values.out === undefined ? undefined : resolve(io.cwd, values.out));
+        }
+        return await cli.resources(optionalServer(rest, config));
+      case 'prompts':
+        if (subcommand(rest, 'get', config)) {
+          if (rest.length < 3) throw new UsageError('prompts get takes a server name, a prompt name and, optionally, key=value arguments');
+          return await cli.getPrompt(checkServer(rest[1], config), rest[2], promptArguments(rest.slice(3)));
+        }
+        return await cli.prompts(optionalServer(rest, config));
       case 'login':
         return await cli.login(requiredServer(rest, config, 'login'), { browser: values['no-browser'] !== true, device: values.device === true });
       default:
@@ -351,6 +372,24 @@ function optionalServer(rest: string[], config: McpConfig): string | undefined {
   return rest[0];
 }
 
+/** `resources read …` / `prompts get …`, unless the word alone names a server (`mcpferry prompts get` lists server "get"). */
+function subcommand(rest: string[], word: string, config: McpConfig): boolean {
+  return rest[0] === word && !(rest.length === 1 && config.servers.some((s) => s.name === word));
+}
+
+/** `key=value` words as a prompt's arguments (a value may hold `=`; a key may be given once). */
+function promptArguments(words: string[]): Record<string, string> {
+  const args: Record<string, string> = {};
+  for (const word of words) {
+    const at = word.indexOf('=');
+    if (at <= 0) throw new UsageError(`a prompt argument is key=value, not ${JSON.stringify(word)}`);
+    const key = word.slice(0, at);
+    if (Object.hasOwn(args, key)) throw new UsageError(`the prompt argument ${JSON.stringify(key)} is given twice`);
+    args[key] = word.slice(at + 1);
+  }
+  return args;
+}
+
 function requiredServer(rest: string[], config: McpConfig, command: string): string {
   if (rest.length !== 1) throw new UsageError(`${command} takes one server name`);
   return checkServer(rest[0], config);
@@ -405,6 +444,16 @@ function withOAuth(server: McpServer): McpServer {
 function oauthOf(server: McpServer) {
   return server.type === 'stdio' ? undefined : server.oauth;
 }
+
+/** A server as `resources` and `prompts` list it: its state, and the listing's error if it failed. */
+interface Listed {
+  name: string;
+  state: State;
+  reason?: string;
+  error?: { code: string; message: string };
+}
+
+type Listing<T> = { report: ServerReport; listed: Listed & Partial<T> };
 
 class Cli {
   constructor(
@@ -669,6 +718,152 @@ class Cli {
     }
   }
 
+  /**
+   * `mcpferry resources` / `prompts`: each selected server with what `list` gives for it. A server that is
+   * not connected is shown with its state; one whose listing fails with the error's code and message.
+   */
+  private async listings<T extends object>(only: string | undefined, list: (toolset: McpToolset, server: string) => Promise<T>): Promise<Listing<T>[]> {
+    const { toolset, reports } = await this.connect(this.selected(only));
+    try {
+      return await Promise.all(
+        [...reports.values()].map(async (report): Promise<Listing<T>> => {
+          const base: Listed & Partial<T> = { name: report.name, state: report.state, ...(report.reason ? { reason: report.reason } : {}) } as Listed & Partial<T>;
+          if (report.state !== 'live' && report.state !== 'stale') return { report, listed: base };
+          try {
+            return { report, listed: { ...base, ...(await list(toolset, report.name)) } };
+          } catch (error) {
+            return { report, listed: { ...base, error: errorOf(error) } };
+          }
+        }),
+      );
+    } finally {
+      await toolset.close();
+    }
+  }
+
+  /** The exit code of a listing: 3 when a server could not be connected, else 1 when a listing failed. */
+  private static listed(results: Listing<object>[]): number {
+    if (results.some((r) => r.report.unreachable)) return EXIT.connection;
+    return results.some((r) => r.listed.error !== undefined) ? EXIT.toolError : EXIT.ok;
+  }
+
+  /** The first line of a listed server: its state, with a count or the listing's error. */
+  private static heading(report: ServerReport, listed: Listed, counts: string): string {
+    const state = `${printable(report.name)}  ${Cli.describe(report)}`;
+    if (listed.error) return `${state}  (${printable(listed.error.code)}: ${printable(listed.error.message)})`;
+    return report.state === 'live' || report.state === 'stale' ? `${state}  (${counts})` : state;
+  }
+
+  async resources(only?: string): Promise<number> {
+    const results = await this.listings(only, async (toolset, server) => {
+      const [resources, templates] = await Promise.all([toolset.listResources({ server }), toolset.listResourceTemplates({ server })]);
+      // The server is the entry's name already.
+      return { resources: resources.map(({ server: _, ...r }) => r), templates: templates.map(({ server: _, ...t }) => t) };
+    });
+    const lines = results.flatMap(({ report, listed }) => {
+      const { resources = [], templates = [] } = listed;
+      return [
+        Cli.heading(report, listed, `${count(resources.length, 'resource')}, ${count(templates.length, 'template')}`),
+        ...resources.map((r) => `  ${printable(r.uri)}  ${printable(r.name)}${r.mimeType ? `  ${printable(r.mimeType)}` : ''}${r.size !== undefined ? `  ${count(r.size, 'byte')}` : ''}`),
+        ...templates.map((t) => `  template ${printable(t.uriTemplate)}  ${printable(t.name)}${t.mimeType ? `  ${printable(t.mimeType)}` : ''}`),
+      ];
+    });
+    this.out({ servers: results.map((r) => r.listed) }, `${lines.join('\n')}\n`);
+    return Cli.listed(results);
+  }
+
+  async prompts(only?: string): Promise<number> {
+    const results = await this.listings(only, async (toolset, server) => ({ prompts: (await toolset.listPrompts({ server })).map(({ server: _, ...p }) => p) }));
+    const lines = results.flatMap(({ report, listed }) => {
+      const { prompts = [] } = listed;
+      return [
+        Cli.heading(report, listed, count(prompts.length, 'prompt')),
+        ...prompts.flatMap((p) => [
+          `  ${printable(p.name)}${p.description ? `  ${printable(p.description.split('\n')[0]).slice(0, 100)}` : ''}`,
+          ...(p.arguments ?? []).map((a) => `    ${printable(a.name)}${a.required ? ' (required)' : ''}${a.description ? `  ${printable(a.description.split('\n')[0]).slice(0, 100)}` : ''}`),
+        ]),
+      ];
+    });
+    this.out({ servers: results.map((r) => r.listed) }, `${lines.join('\n')}\n`);
+    return Cli.listed(results);
+  }
+
+  /**
+   * Connect `name` alone and run `request` on it. A server not connected is reported as `call` reports
+   * it (exit 2 when disabled, 3 when down); a failed request prints its error's code (exit 1).
+   */
+  private async request(name: string, request: (toolset: McpToolset) => Promise<number>): Promise<number> {
+    const { toolset, reports } = await this.connect(this.selected(name));
+    try {
+      const report = reports.get(name)!;
+      if (report.state !== 'live' && report.state !== 'stale') {
+        this.io.stderr(`mcpferry: server ${quoted(name)} is ${Cli.describe(report)}\n`);
+        return report.state === 'disabled' ? EXIT.usage : EXIT.connection;
+      }
+      try {
+        return await request(toolset);
+      } catch (error) {
+        if (error instanceof UsageError || error instanceof RefusedError) throw error;
+        const { code, message } = errorOf(error);
+        if (this.json) this.io.stdout(toJson({ error: { code, message } }));
+        this.io.stderr(`mcpferry: ${printable(code)}: ${printable(message)}\n`);
+        return EXIT.toolError;
+      }
+    } finally {
+      await toolset.close();
+    }
+  }
+
+  /**
+   * `resources read`: text as the server wrote it (terminal-safe, lines kept); a blob only by its MIME type
+   * and size, never its bytes. `--out <file>` writes the one item's bytes (a text's as UTF-8) to `out`.
+   */
+  async readResource(server: string, uri: string, out?: string): Promise<number> {
+    return this.request(server, async (toolset) => {
+      const { contents } = await toolset.readResource(server, uri);
+      const sizeOf = (c: McpResourceContents) => ('blob' in c ? c.blob.byteLength : Buffer.byteLength(c.text, 'utf8'));
+      if (out !== undefined) {
+        if (contents.length !== 1) throw new RefusedError(`${printable(uri)} has ${count(contents.length, 'item')}; --out writes one`);
+        const [item] = contents;
+        writeFileSync(out, 'blob' in item ? item.blob : item.text);
+        const info = { uri: item.uri, ...(item.mimeType ? { mimeType: item.mimeType } : {}), size: sizeOf(item), out };
+        this.out(info, `wrote ${count(info.size, 'byte')}${item.mimeType ? ` of ${printable(item.mimeType)}` : ''} to ${printable(out)}\n`);
+        return EXIT.ok;
+      }
+      // --json: a blob as base64, with its size (JSON holds text).
+      const shown = contents.map((c) => ('blob' in c ? { uri: c.uri, ...(c.mimeType ? { mimeType: c.mimeType } : {}), size: c.blob.byteLength, blob: Buffer.from(c.blob).toString('base64') } : c));
+      const blobLine = (c: McpResourceContents) => `[blob ${printable(c.mimeType ?? 'of unknown type')}, ${count(sizeOf(c), 'byte')}; --out <file> writes it]`;
+      const one = (c: McpResourceContents) => ('blob' in c ? blobLine(c) : c.text.endsWith('\n') ? c.text.slice(0, -1) : c.text);
+      // Several items: each under its URI and type.
+      const text = contents.length === 1 ? one(contents[0]) : contents.map((c) => `--- ${printable(c.uri)}${c.mimeType ? ` (${printable(c.mimeType)})` : ''}\n${one(c)}`).join('\n');
+      this.out({ contents: shown }, `${text}\n`);
+      return EXIT.ok;
+    });
+  }
+
+  /** `prompts get`: each message as `role: text` (other content by its kind), terminal-safe. */
+  async getPrompt(server: string, name: string, args: Record<string, string>): Promise<number> {
+    return this.request(server, async (toolset) => {
+      const result = await toolset.getPrompt(server, name, args);
+      const content = (block: ContentBlock): string => {
+        switch (block.type) {
+          case 'text':
+            return block.text;
+          case 'image':
+          case 'audio':
+            return `[${block.type} ${printable(block.mimeType)}]`;
+          case 'resource_link':
+            return `[resource link ${printable(block.uri)}]`;
+          default:
+            return `[resource ${printable(block.resource.uri)}]`;
+        }
+      };
+      const text = result.messages.map((m) => `${printable(m.role)}: ${content(m.content)}`).join('\n');
+      this.out(result, `${text}\n`);
+      return EXIT.ok;
+    });
+  }
+
   async login(name: string, how: { browser: boolean; device: boolean }): Promise<number> {
     const server = this.config.servers.find((s) => s.name === name)!;
     if (server.type === 'stdio') throw new UsageError(`${name} is a stdio server: it gets its credentials from env, not a login`);
@@ -700,6 +895,11 @@ class Cli {
     this.out({ name, loggedOut: true }, `logged out of ${printable(name)}\n`);
     return EXIT.ok;
   }
+}
+
+/** A failure's stable code (an McpError's, else `mcp_internal_error`) and message. */
+function errorOf(error: unknown): { code: string; message: string } {
+  return { code: error instanceof McpError ? error.code : 'mcp_internal_error', message: error instanceof Error ? error.message : String(error) };
 }
 
 /** The most guesses offered for a tool name not found. */
