@@ -294,3 +294,46 @@ test('a server without the capability: listings skip it, a direct request fails 
   // The other server is unaffected.
   assert.equal((await toolset.readResource('res', 'note://hello')).contents[0].text, 'hello, resources');
 });
+
+const FLOOD = join(here, 'fixtures', 'session-flood-server.mjs');
+const settle = () => new Promise((resolve) => setTimeout(resolve, 300));
+
+test('list_changed: coalesced per server and list until listed again; ignored when not declared', async (t) => {
+  const diagnostics = [];
+  const toolset = await mcpTools(
+    [
+      { name: 'yes', type: 'stdio', command: process.execPath, args: [FLOOD, 'declared'] },
+      { name: 'no', type: 'stdio', command: process.execPath, args: [FLOOD, 'undeclared'] },
+    ],
+    { ...options, onDiagnostic: (d) => diagnostics.push(d) },
+  );
+  t.after(() => toolset.close());
+  const changed = (server, list) => diagnostics.filter((d) => d.code === 'list-changed' && d.server === server && d.list === list).length;
+  await toolset.tools.yes__flood.execute({});
+  await toolset.tools.no__flood.execute({});
+  await settle();
+  assert.deepEqual([changed('yes', 'resources'), changed('yes', 'prompts')], [1, 1]);
+  assert.deepEqual([changed('no', 'resources'), changed('no', 'prompts')], [0, 0]);
+  // Listed again: the next announcement is news; prompts were not listed, so they stay coalesced.
+  await toolset.listResources({ server: 'yes' });
+  await toolset.tools.yes__flood.execute({});
+  await settle();
+  assert.deepEqual([changed('yes', 'resources'), changed('yes', 'prompts')], [2, 1]);
+});
+
+test('resources/updated: only kept URIs reach JavaScript, coalesced per URI until taken', async (t) => {
+  const toolset = await mcpTools([{ name: 'yes', type: 'stdio', command: process.execPath, args: [FLOOD, 'declared'] }], options);
+  t.after(() => toolset.close());
+  const updates = [];
+  const unsubscribe = await toolset.subscribeResource('yes', 'note://kept', (u) => updates.push(u.uri));
+  await toolset.tools.yes__flood.execute({});
+  await settle();
+  // 5 000 sent for it; at most one is pending at a time, so far fewer arrive (and none for note://other).
+  assert.ok(updates.length >= 1 && updates.length < 500, `${updates.length} updates`);
+  assert.ok(updates.every((uri) => uri === 'note://kept'));
+  // Taken: the next one is delivered again.
+  const before = updates.length;
+  await toolset.tools.yes__flood.execute({});
+  await until(() => updates.length > before, { timeoutMs: 5000 });
+  await unsubscribe();
+});

@@ -25,6 +25,7 @@ interface SessionBinding {
   sessionReadResource(toolset: NativeToolset, server: string, uri: string, abortId: number): Promise<{ json: string; blobs: Uint8Array[] }>;
   sessionSubscribe(toolset: NativeToolset, server: string, uri: string): Promise<number>;
   sessionUnsubscribe(toolset: NativeToolset, id: number): void;
+  sessionUpdateDelivered(toolset: NativeToolset, server: string, uri: string): void;
   sessionGetPrompt(toolset: NativeToolset, server: string, name: string, argsJson: string): Promise<string>;
   sessionComplete(toolset: NativeToolset, server: string, refJson: string, argumentJson: string, contextJson: string): Promise<string>;
   clientAbortListing(toolset: NativeToolset, abortId: number): void;
@@ -59,8 +60,14 @@ export class ResourceSubscribers {
     };
   }
 
-  /** A `resource-updated` event from the engine. */
-  deliver(update: McpResourceUpdated): void {
+  /** A `resource-updated` event from the engine, taken: the engine holds further updates of that URI
+   * until this (coalescing a flood), so it is told first — an update during the listeners' run comes again. */
+  deliver(toolset: NativeToolset, update: McpResourceUpdated): void {
+    try {
+      native.sessionUpdateDelivered(toolset, update.server, update.uri);
+    } catch {
+      // A closed toolset: nothing more will come.
+    }
     for (const listener of [...(this.byKey.get(ResourceSubscribers.key(update.server, update.uri)) ?? [])]) {
       try {
         listener({ server: update.server, uri: update.uri });

@@ -573,7 +573,7 @@ export type Diagnostic =
   | (DiagnosticBase & { code: 'server-error-withheld'; tool: string; errorCode: string })
   | (DiagnosticBase & { code: 'tool-name-rewritten'; tool: string; name: string })
   | (DiagnosticBase & { code: 'tools-changed'; added: string[]; changed: string[]; removed: string[] })
-  /** The server announced that its resources or prompts changed: list them again to see how. */
+  /** The server announced that its resources or prompts changed (it declared `listChanged`; once until that list is listed again): list them again to see how. */
   | (DiagnosticBase & { code: 'list-changed'; list: 'resources' | 'prompts' })
   /** Entries of a resources, templates or prompts listing were malformed (or past 10 000) and left out. */
   | (DiagnosticBase & { code: 'listing-entries-skipped'; list: 'resources' | 'prompts'; skipped: number })
