@@ -152,8 +152,11 @@ test('a 2026-07-28 server over Streamable HTTP (TS SDK 2.x): bounds, policy, blo
     const read = decided.find((d) => d.kind === 'resource');
     assert.deepEqual(read, { kind: 'resource', operation: 'read', server: 'res', uri: 'note://hello', session: undefined });
     await assert.rejects(toolset.readResource('res', 'note://items/secret'), { code: 'mcp_policy_denied', message: /not that one/ });
+    const listsBefore = (await server.seen()).filter((m) => m?.method === 'prompts/list').length;
     await assert.rejects(toolset.getPrompt('res', 'greet', { name: 'Mallory' }), { code: 'mcp_policy_denied' });
     const seen = await server.seen();
+    // Decided before anything is sent: not even the listing the arguments are checked against.
+    assert.equal(seen.filter((m) => m?.method === 'prompts/list').length, listsBefore);
     assert.ok(!asked(seen, 'resources/read').includes('note://items/secret'));
     assert.ok(asked(seen, 'resources/read').includes('note://items/7'));
     assert.equal(asked(seen, 'prompts/get').length, 0);

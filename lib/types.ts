@@ -138,7 +138,7 @@ export interface ResourcePolicyRequest {
   toolName?: undefined;
 }
 
-/** `getPrompt(server, name, args)`, asked after the arguments were checked against the prompt's. */
+/** `getPrompt(server, name, args)`, asked before anything is sent (the arguments are checked against the prompt's after an allow). */
 export interface PromptPolicyRequest {
   kind: 'prompt';
   operation: 'get';

@@ -253,19 +253,19 @@ impl Toolset {
     }
 
     /// `prompts/get` of `name` with `args_json` (an object of strings): checked against the prompt as
-    /// the server lists it now (required present, none undeclared) and put to policy (`kind: 'prompt'`)
-    /// before it is sent; a refusal sends nothing.
+    /// the server lists it now (required present, none undeclared), after it was put to policy (`kind:
+    /// 'prompt'`); a refusal sends nothing, not even the listing.
     pub async fn get_prompt(&self, server: &str, name: &str, args_json: &str) -> Result<GetPromptResult> {
         let slot = self.slot(server)?;
         let outcome = async {
             let args = requests::string_map(if args_json.is_empty() { "{}" } else { args_json }, "prompt arguments")?;
-            let connection = self.gated(slot, None, None).await?;
-            requests::require(&connection.session, "prompts", server, "prompts/get")?;
-            let listed = prompts::list(&connection, &self.opts(None)).await?;
-            prompts::validate(prompts::find(&listed.items, name)?, &args)?;
+            // Policy first: a refused get sends nothing (not even the listing) and asks no `auth`.
             let details = format!("\"name\":{},\"args\":{}", json_string(name), serde_json::Value::Object(args.clone()));
             let request = policy::session_request_json("prompt", "get", server, &details);
             let connection = self.gated(slot, Some((&format!("the prompt {}", shown(name)), request)), None).await?;
+            requests::require(&connection.session, "prompts", server, "prompts/get")?;
+            let listed = prompts::list(&connection, &self.opts(None)).await?;
+            prompts::validate(prompts::find(&listed.items, name)?, &args)?;
             prompts::get(&connection, name, &args, &self.opts(None)).await
         };
         outcome.await.map_err(|e| e.redacted(&slot.secrets))
