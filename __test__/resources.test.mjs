@@ -340,3 +340,29 @@ test('resources/updated: only kept URIs reach JavaScript, coalesced per URI unti
   await until(() => updates.length > before, { timeoutMs: 5000 });
   await unsubscribe();
 });
+
+test('onUpdated: a rejecting async callback is contained; the same function subscribed twice is kept per subscription', async (t) => {
+  const toolset = await mcpTools([{ name: 'yes', type: 'stdio', command: process.execPath, args: [FLOOD, 'declared'] }], options);
+  t.after(() => toolset.close());
+  const unhandled = [];
+  const onUnhandled = (reason) => unhandled.push(reason);
+  process.on('unhandledRejection', onUnhandled);
+  t.after(() => process.off('unhandledRejection', onUnhandled));
+  let calls = 0;
+  const rejecting = async () => {
+    calls++;
+    throw new Error('callback failed');
+  };
+  const stopFirst = await toolset.subscribeResource('yes', 'note://kept', rejecting);
+  const stopSecond = await toolset.subscribeResource('yes', 'note://kept', rejecting);
+  await toolset.tools.yes__flood.execute({});
+  await until(() => calls >= 2, { timeoutMs: 5000 });
+  await settle();
+  assert.equal(unhandled.length, 0, `unhandled: ${unhandled}`);
+  // Stopping the first leaves the second subscription's callback in place.
+  await stopFirst();
+  calls = 0;
+  await toolset.tools.yes__flood.execute({});
+  await until(() => calls >= 1, { timeoutMs: 5000 });
+  await stopSecond();
+});

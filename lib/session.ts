@@ -53,9 +53,12 @@ export class ResourceSubscribers {
     const key = ResourceSubscribers.key(server, uri);
     let listeners = this.byKey.get(key);
     if (!listeners) this.byKey.set(key, (listeners = new Set()));
-    listeners.add(listener);
+    // One wrapper per subscription: the same function subscribed twice is called twice, and one stop()
+    // removes only its own.
+    const entry = (update: McpResourceUpdated) => listener(update);
+    listeners.add(entry);
     return () => {
-      listeners.delete(listener);
+      listeners.delete(entry);
       if (listeners.size === 0 && this.byKey.get(key) === listeners) this.byKey.delete(key);
     };
   }
@@ -70,7 +73,11 @@ export class ResourceSubscribers {
     }
     for (const listener of [...(this.byKey.get(ResourceSubscribers.key(update.server, update.uri)) ?? [])]) {
       try {
-        listener({ server: update.server, uri: update.uri });
+        const returned: unknown = listener({ server: update.server, uri: update.uri });
+        // An async callback that rejects must not become an unhandled rejection (which ends the process).
+        if (returned !== null && typeof returned === 'object' && typeof (returned as PromiseLike<unknown>).then === 'function') {
+          Promise.resolve(returned as PromiseLike<unknown>).then(undefined, () => {});
+        }
       } catch {
         // One subscriber's failure must not keep the others from hearing of the update.
       }

@@ -653,8 +653,10 @@ export interface McpSessionRequests {
   /** `mcp_resource_not_found` for a URI the server does not have; `mcp_result_too_large` past `maxResultBytes`. */
   readResource(server: string, uri: string, options?: { signal?: AbortSignal }): Promise<McpReadResourceResult>;
   /**
-   * Calls `onUpdated` on each `notifications/resources/updated` for `uri`; kept across the server's
-   * reconnections. Resolves to the function that ends it. `mcp_not_supported` without `resources.subscribe`.
+   * Calls `onUpdated` on `notifications/resources/updated` for `uri` (coalesced: at most one update on its
+   * way at a time); kept across the server's reconnections. Resolves to the function that ends this
+   * subscription only (the same function subscribed twice is two subscriptions). A throw or a rejected
+   * promise from `onUpdated` is contained. `mcp_not_supported` without `resources.subscribe`.
    */
   subscribeResource(server: string, uri: string, onUpdated: (update: McpResourceUpdated) => void): Promise<() => Promise<void>>;
   listPrompts(options?: { server?: string }): Promise<McpPrompt[]>;
