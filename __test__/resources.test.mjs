@@ -188,6 +188,9 @@ test('a 2026-07-28 server over Streamable HTTP (TS SDK 2.x): bounds, policy, blo
     assert.deepEqual(style.completion.values, ['formal', 'friendly', 'funny']);
     const id = await toolset.complete('res', { type: 'ref/resource', uri: 'note://items/{id}' }, { name: 'id', value: '1' });
     assert.deepEqual(id.completion.values, ['1', '10', '11', '12']);
+    // The context's arguments go to the server, so policy is shown them.
+    await toolset.complete('res', { type: 'ref/prompt', name: 'greet' }, { name: 'style', value: 'f' }, { arguments: { name: 'Ada' } });
+    assert.deepEqual(decided.findLast((d) => d.kind === 'completion').context, { arguments: { name: 'Ada' } });
     await assert.rejects(toolset.complete('res', { type: 'ref/tool', name: 'x' }, { name: 'a', value: '' }), { code: 'mcp_invalid_arguments' });
   });
 

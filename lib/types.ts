@@ -149,13 +149,15 @@ export interface PromptPolicyRequest {
   toolName?: undefined;
 }
 
-/** `complete(server, ref, argument)`: the partial value typed so far goes to the server. */
+/** `complete(server, ref, argument, context)`: the partial value typed so far and the context's arguments go to the server. */
 export interface CompletionPolicyRequest {
   kind: 'completion';
   operation: 'complete';
   server: string;
   ref: McpCompletionRef;
   argument: { name: string; value: string };
+  /** The values already chosen (`complete`'s `context.arguments`), sent to the server with it. */
+  context?: { arguments: Record<string, string> };
   session: Session;
   toolName?: undefined;
 }

@@ -279,7 +279,11 @@ impl Toolset {
         let outcome = async {
             let (reference, argument) = completion::parse_request(reference_json, argument_json)?;
             let context = if context_json.is_empty() { None } else { Some(requests::string_map(context_json, "completion context arguments")?) };
-            let details = format!("\"ref\":{},\"argument\":{}", serde_json::to_string(&reference).unwrap_or_default(), serde_json::to_string(&argument).unwrap_or_default());
+            let mut details = format!("\"ref\":{},\"argument\":{}", serde_json::to_string(&reference).unwrap_or_default(), serde_json::to_string(&argument).unwrap_or_default());
+            // The values already chosen go to the server too: policy sees them.
+            if let Some(context) = &context {
+                details.push_str(&format!(",\"context\":{{\"arguments\":{}}}", serde_json::Value::Object(context.clone())));
+            }
             let request = policy::session_request_json("completion", "complete", server, &details);
             let connection = self.gated(slot, Some(("a completion", request)), None).await?;
             requests::require(&connection.session, "completions", server, "completion/complete")?;
