@@ -280,3 +280,6 @@ export declare function sessionReadResource(toolset: NativeToolset, server: stri
 export declare function sessionSubscribe(toolset: NativeToolset, server: string, uri: string): Promise<number>
 
 export declare function sessionUnsubscribe(toolset: NativeToolset, id: number): void
+
+/** A `resource-updated` event was taken by JavaScript: the next update of that URI is sent again. */
+export declare function sessionUpdateDelivered(toolset: NativeToolset, server: string, uri: string): void

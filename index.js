@@ -864,3 +864,4 @@ module.exports.sessionList = nativeBinding.sessionList
 module.exports.sessionReadResource = nativeBinding.sessionReadResource
 module.exports.sessionSubscribe = nativeBinding.sessionSubscribe
 module.exports.sessionUnsubscribe = nativeBinding.sessionUnsubscribe
+module.exports.sessionUpdateDelivered = nativeBinding.sessionUpdateDelivered

@@ -120,6 +120,11 @@ test('a request is never replayed after a transport failure', async (t) => {
   await assert.rejects(tools.web__reset.execute({}), { code: 'mcp_transport_error' });
   assert.equal(server.calls('reset').length, 1);
   assert.equal((await tools.web__echo.execute({ text: 'after' })).content[0].text, 'echo: after');
+  // The broken exchange was followed by a reachability check: a HEAD that names no session (a framework
+  // routing HEAD to its GET handler would otherwise open a stream for it).
+  const heads = server.log.filter((r) => r.method === 'HEAD');
+  assert.ok(heads.length >= 1, 'a HEAD was sent');
+  assert.ok(heads.every((r) => r.headers['mcp-session-id'] === undefined && r.headers['mcp-protocol-version'] === undefined));
   await close();
 });
 

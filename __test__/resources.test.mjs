@@ -152,8 +152,11 @@ test('a 2026-07-28 server over Streamable HTTP (TS SDK 2.x): bounds, policy, blo
     const read = decided.find((d) => d.kind === 'resource');
     assert.deepEqual(read, { kind: 'resource', operation: 'read', server: 'res', uri: 'note://hello', session: undefined });
     await assert.rejects(toolset.readResource('res', 'note://items/secret'), { code: 'mcp_policy_denied', message: /not that one/ });
+    const listsBefore = (await server.seen()).filter((m) => m?.method === 'prompts/list').length;
     await assert.rejects(toolset.getPrompt('res', 'greet', { name: 'Mallory' }), { code: 'mcp_policy_denied' });
     const seen = await server.seen();
+    // Decided before anything is sent: not even the listing the arguments are checked against.
+    assert.equal(seen.filter((m) => m?.method === 'prompts/list').length, listsBefore);
     assert.ok(!asked(seen, 'resources/read').includes('note://items/secret'));
     assert.ok(asked(seen, 'resources/read').includes('note://items/7'));
     assert.equal(asked(seen, 'prompts/get').length, 0);
@@ -185,6 +188,9 @@ test('a 2026-07-28 server over Streamable HTTP (TS SDK 2.x): bounds, policy, blo
     assert.deepEqual(style.completion.values, ['formal', 'friendly', 'funny']);
     const id = await toolset.complete('res', { type: 'ref/resource', uri: 'note://items/{id}' }, { name: 'id', value: '1' });
     assert.deepEqual(id.completion.values, ['1', '10', '11', '12']);
+    // The context's arguments go to the server, so policy is shown them.
+    await toolset.complete('res', { type: 'ref/prompt', name: 'greet' }, { name: 'style', value: 'f' }, { arguments: { name: 'Ada' } });
+    assert.deepEqual(decided.findLast((d) => d.kind === 'completion').context, { arguments: { name: 'Ada' } });
     await assert.rejects(toolset.complete('res', { type: 'ref/tool', name: 'x' }, { name: 'a', value: '' }), { code: 'mcp_invalid_arguments' });
   });
 
@@ -293,4 +299,73 @@ test('a server without the capability: listings skip it, a direct request fails 
   await assert.rejects(toolset.readResource('nobody', 'note://hello'), { code: 'mcp_server_unavailable' });
   // The other server is unaffected.
   assert.equal((await toolset.readResource('res', 'note://hello')).contents[0].text, 'hello, resources');
+});
+
+const FLOOD = join(here, 'fixtures', 'session-flood-server.mjs');
+const settle = () => new Promise((resolve) => setTimeout(resolve, 300));
+
+test('list_changed: coalesced per server and list until listed again; ignored when not declared', async (t) => {
+  const diagnostics = [];
+  const toolset = await mcpTools(
+    [
+      { name: 'yes', type: 'stdio', command: process.execPath, args: [FLOOD, 'declared'] },
+      { name: 'no', type: 'stdio', command: process.execPath, args: [FLOOD, 'undeclared'] },
+    ],
+    { ...options, onDiagnostic: (d) => diagnostics.push(d) },
+  );
+  t.after(() => toolset.close());
+  const changed = (server, list) => diagnostics.filter((d) => d.code === 'list-changed' && d.server === server && d.list === list).length;
+  await toolset.tools.yes__flood.execute({});
+  await toolset.tools.no__flood.execute({});
+  await settle();
+  assert.deepEqual([changed('yes', 'resources'), changed('yes', 'prompts')], [1, 1]);
+  assert.deepEqual([changed('no', 'resources'), changed('no', 'prompts')], [0, 0]);
+  // Listed again: the next announcement is news; prompts were not listed, so they stay coalesced.
+  await toolset.listResources({ server: 'yes' });
+  await toolset.tools.yes__flood.execute({});
+  await settle();
+  assert.deepEqual([changed('yes', 'resources'), changed('yes', 'prompts')], [2, 1]);
+});
+
+test('resources/updated: only kept URIs reach JavaScript, coalesced per URI until taken', async (t) => {
+  const toolset = await mcpTools([{ name: 'yes', type: 'stdio', command: process.execPath, args: [FLOOD, 'declared'] }], options);
+  t.after(() => toolset.close());
+  const updates = [];
+  const unsubscribe = await toolset.subscribeResource('yes', 'note://kept', (u) => updates.push(u.uri));
+  await toolset.tools.yes__flood.execute({});
+  await settle();
+  // 5 000 sent for it; at most one is pending at a time, so far fewer arrive (and none for note://other).
+  assert.ok(updates.length >= 1 && updates.length < 500, `${updates.length} updates`);
+  assert.ok(updates.every((uri) => uri === 'note://kept'));
+  // Taken: the next one is delivered again.
+  const before = updates.length;
+  await toolset.tools.yes__flood.execute({});
+  await until(() => updates.length > before, { timeoutMs: 5000 });
+  await unsubscribe();
+});
+
+test('onUpdated: a rejecting async callback is contained; the same function subscribed twice is kept per subscription', async (t) => {
+  const toolset = await mcpTools([{ name: 'yes', type: 'stdio', command: process.execPath, args: [FLOOD, 'declared'] }], options);
+  t.after(() => toolset.close());
+  const unhandled = [];
+  const onUnhandled = (reason) => unhandled.push(reason);
+  process.on('unhandledRejection', onUnhandled);
+  t.after(() => process.off('unhandledRejection', onUnhandled));
+  let calls = 0;
+  const rejecting = async () => {
+    calls++;
+    throw new Error('callback failed');
+  };
+  const stopFirst = await toolset.subscribeResource('yes', 'note://kept', rejecting);
+  const stopSecond = await toolset.subscribeResource('yes', 'note://kept', rejecting);
+  await toolset.tools.yes__flood.execute({});
+  await until(() => calls >= 2, { timeoutMs: 5000 });
+  await settle();
+  assert.equal(unhandled.length, 0, `unhandled: ${unhandled}`);
+  // Stopping the first leaves the second subscription's callback in place.
+  await stopFirst();
+  calls = 0;
+  await toolset.tools.yes__flood.execute({});
+  await until(() => calls >= 1, { timeoutMs: 5000 });
+  await stopSecond();
 });

@@ -773,7 +773,7 @@ export async function openToolset(
       } else if (kind === 'elicitation-withdrawn') {
         questions.withdraw(payload.askId);
       } else if (kind === 'resource-updated') {
-        subscribers.deliver(payload);
+        subscribers.deliver(native, payload);
       } else if (kind === 'tools') {
         const change = payload as ToolsChange;
         for (const removed of change.removed) delete tools[removed];

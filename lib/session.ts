@@ -25,6 +25,7 @@ interface SessionBinding {
   sessionReadResource(toolset: NativeToolset, server: string, uri: string, abortId: number): Promise<{ json: string; blobs: Uint8Array[] }>;
   sessionSubscribe(toolset: NativeToolset, server: string, uri: string): Promise<number>;
   sessionUnsubscribe(toolset: NativeToolset, id: number): void;
+  sessionUpdateDelivered(toolset: NativeToolset, server: string, uri: string): void;
   sessionGetPrompt(toolset: NativeToolset, server: string, name: string, argsJson: string): Promise<string>;
   sessionComplete(toolset: NativeToolset, server: string, refJson: string, argumentJson: string, contextJson: string): Promise<string>;
   clientAbortListing(toolset: NativeToolset, abortId: number): void;
@@ -52,18 +53,31 @@ export class ResourceSubscribers {
     const key = ResourceSubscribers.key(server, uri);
     let listeners = this.byKey.get(key);
     if (!listeners) this.byKey.set(key, (listeners = new Set()));
-    listeners.add(listener);
+    // One wrapper per subscription: the same function subscribed twice is called twice, and one stop()
+    // removes only its own.
+    const entry = (update: McpResourceUpdated) => listener(update);
+    listeners.add(entry);
     return () => {
-      listeners.delete(listener);
+      listeners.delete(entry);
       if (listeners.size === 0 && this.byKey.get(key) === listeners) this.byKey.delete(key);
     };
   }
 
-  /** A `resource-updated` event from the engine. */
-  deliver(update: McpResourceUpdated): void {
+  /** A `resource-updated` event from the engine, taken: the engine holds further updates of that URI
+   * until this (coalescing a flood), so it is told first — an update during the listeners' run comes again. */
+  deliver(toolset: NativeToolset, update: McpResourceUpdated): void {
+    try {
+      native.sessionUpdateDelivered(toolset, update.server, update.uri);
+    } catch {
+      // A closed toolset: nothing more will come.
+    }
     for (const listener of [...(this.byKey.get(ResourceSubscribers.key(update.server, update.uri)) ?? [])]) {
       try {
-        listener({ server: update.server, uri: update.uri });
+        const returned: unknown = listener({ server: update.server, uri: update.uri });
+        // An async callback that rejects must not become an unhandled rejection (which ends the process).
+        if (returned !== null && typeof returned === 'object' && typeof (returned as PromiseLike<unknown>).then === 'function') {
+          Promise.resolve(returned as PromiseLike<unknown>).then(undefined, () => {});
+        }
       } catch {
         // One subscriber's failure must not keep the others from hearing of the update.
       }

@@ -138,7 +138,7 @@ export interface ResourcePolicyRequest {
   toolName?: undefined;
 }
 
-/** `getPrompt(server, name, args)`, asked after the arguments were checked against the prompt's. */
+/** `getPrompt(server, name, args)`, asked before anything is sent (the arguments are checked against the prompt's after an allow). */
 export interface PromptPolicyRequest {
   kind: 'prompt';
   operation: 'get';
@@ -149,13 +149,15 @@ export interface PromptPolicyRequest {
   toolName?: undefined;
 }
 
-/** `complete(server, ref, argument)`: the partial value typed so far goes to the server. */
+/** `complete(server, ref, argument, context)`: the partial value typed so far and the context's arguments go to the server. */
 export interface CompletionPolicyRequest {
   kind: 'completion';
   operation: 'complete';
   server: string;
   ref: McpCompletionRef;
   argument: { name: string; value: string };
+  /** The values already chosen (`complete`'s `context.arguments`), sent to the server with it. */
+  context?: { arguments: Record<string, string> };
   session: Session;
   toolName?: undefined;
 }
@@ -609,7 +611,7 @@ export type Diagnostic =
   | (DiagnosticBase & { code: 'server-error-withheld'; tool: string; errorCode: string })
   | (DiagnosticBase & { code: 'tool-name-rewritten'; tool: string; name: string })
   | (DiagnosticBase & { code: 'tools-changed'; added: string[]; changed: string[]; removed: string[] })
-  /** The server announced that its resources or prompts changed: list them again to see how. */
+  /** The server announced that its resources or prompts changed (it declared `listChanged`; once until that list is listed again): list them again to see how. */
   | (DiagnosticBase & { code: 'list-changed'; list: 'resources' | 'prompts' })
   /** Entries of a resources, templates or prompts listing were malformed (or past 10 000) and left out. */
   | (DiagnosticBase & { code: 'listing-entries-skipped'; list: 'resources' | 'prompts'; skipped: number })
@@ -689,8 +691,10 @@ export interface McpSessionRequests {
   /** `mcp_resource_not_found` for a URI the server does not have; `mcp_result_too_large` past `maxResultBytes`. */
   readResource(server: string, uri: string, options?: { signal?: AbortSignal }): Promise<McpReadResourceResult>;
   /**
-   * Calls `onUpdated` on each `notifications/resources/updated` for `uri`; kept across the server's
-   * reconnections. Resolves to the function that ends it. `mcp_not_supported` without `resources.subscribe`.
+   * Calls `onUpdated` on `notifications/resources/updated` for `uri` (coalesced: at most one update on its
+   * way at a time); kept across the server's reconnections. Resolves to the function that ends this
+   * subscription only (the same function subscribed twice is two subscriptions). A throw or a rejected
+   * promise from `onUpdated` is contained. `mcp_not_supported` without `resources.subscribe`.
    */
   subscribeResource(server: string, uri: string, onUpdated: (update: McpResourceUpdated) => void): Promise<() => Promise<void>>;
   listPrompts(options?: { server?: string }): Promise<McpPrompt[]>;

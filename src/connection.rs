@@ -146,6 +146,10 @@ pub struct SessionInfo {
     /// The server declared `resources.subscribe`: it takes `resources/subscribe` (before 2026-07-28) or
     /// `resourceSubscriptions` in `subscriptions/listen` (2026-07-28).
     pub resources_subscribe: bool,
+    /// It declared `resources.listChanged` / `prompts.listChanged`: only then is its announcement of a
+    /// change passed on (see `ConnectionEvents::list_changed`).
+    pub resources_list_changed: bool,
+    pub prompts_list_changed: bool,
     /// The names of the capabilities the server declared, for display.
     pub capabilities: Vec<String>,
     /// Never shown to a model: third-party text is a prompt-injection seam.
@@ -166,6 +170,8 @@ impl SessionInfo {
             server_version: String::new(),
             tools_list_changed: discovered.tools_list_changed,
             resources_subscribe: discovered.resources_subscribe,
+            resources_list_changed: discovered.resources_list_changed,
+            prompts_list_changed: discovered.prompts_list_changed,
             capabilities: discovered.capabilities.iter().map(|c| (*c).to_owned()).collect(),
             instructions: None,
             era: Era::Modern(discovered.version),
@@ -183,6 +189,8 @@ impl SessionInfo {
             server_version: info.version,
             capabilities: result.capabilities.names(),
             resources_subscribe: result.capabilities.resources_subscribe(),
+            resources_list_changed: result.capabilities.list_changed("resources"),
+            prompts_list_changed: result.capabilities.list_changed("prompts"),
             tools_list_changed: result.capabilities.tools.and_then(|t| t.list_changed).unwrap_or(false),
             instructions: result.instructions,
             era: Era::Modern(version),
@@ -200,6 +208,8 @@ impl SessionInfo {
             Era::Modern(version) => {
                 let mut discovered = era::Discovered::of(version, &self.capabilities, self.tools_list_changed);
                 discovered.resources_subscribe = self.resources_subscribe;
+                discovered.resources_list_changed = self.resources_list_changed;
+                discovered.prompts_list_changed = self.prompts_list_changed;
                 era::Known::Discovered(Arc::new(discovered))
             }
         }
@@ -996,6 +1006,8 @@ async fn initialized(transport: &Arc<dyn Transport>, raw: Box<RawValue>, opts: &
         server_version: info.version,
         capabilities: init.capabilities.names(),
         resources_subscribe: init.capabilities.resources_subscribe(),
+        resources_list_changed: init.capabilities.list_changed("resources"),
+        prompts_list_changed: init.capabilities.list_changed("prompts"),
         tools_list_changed: init.capabilities.tools.and_then(|t| t.list_changed).unwrap_or(false),
         instructions: init.instructions,
         era: Era::Legacy,

@@ -82,7 +82,8 @@ pub enum Diagnostic {
     ServerFailed { server: String, message: String, error_code: &'static str, restarts: u64, retry_in_ms: Option<u64>, stderr_tail: Option<String> },
     /// The server announced that its resources or prompts changed (`list`: `resources` or `prompts`;
     /// `notifications/resources/list_changed`, `notifications/prompts/list_changed`): list them again
-    /// to see the change. Delivered as it happens.
+    /// to see the change. Delivered as it happens; only if the server declared `listChanged` for it, and
+    /// once until that list is listed again.
     ListChanged { server: String, list: &'static str, message: String },
     /// Entries of a resources, templates or prompts listing that were left out (malformed, or past
     /// `MAX_TOOLS_PER_SERVER`); the rest were listed.

@@ -365,3 +365,7 @@ pub const DEFAULT_CRASH_LOOP_WINDOW_MS: u64 = 60_000;
 pub const DEFAULT_RECONNECT_COOL_DOWN_MS: u64 = 60_000;
 /// Each backoff wait is lengthened by up to this share of itself, so clients of one server spread out.
 pub const RECONNECT_JITTER_PERCENT: u64 = 20;
+
+/// Diagnostics held while a toolset connects, before its owner has them (the rest are dropped): a
+/// server that floods announcements during another's connect cannot grow the buffer without bound.
+pub const MAX_STARTUP_DIAGNOSTICS: usize = 1_000;

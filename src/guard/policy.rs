@@ -43,7 +43,7 @@ pub fn request_json(tool_name: &str, server: &str, remote_name: &str, args: &Raw
 
 /// The request handed to `policy.decide` for a request that is not a tool call: `kind` is `resource`
 /// (`operation` `read` or `subscribe`, with `uri`), `prompt` (`get`, with `name` and `args`) or
-/// `completion` (`complete`, with `ref` and `argument`). It has no `toolName`, so a policy that allows
+/// `completion` (`complete`, with `ref`, `argument` and, when given, `context`). It has no `toolName`, so a policy that allows
 /// by tool name refuses it. `details` holds the members after `server` (JSON object members).
 pub fn session_request_json(kind: &str, operation: &str, server: &str, details: &str) -> String {
     format!(

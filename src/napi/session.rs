@@ -100,6 +100,16 @@ pub fn session_unsubscribe(toolset: &NativeToolset, id: f64) -> napi::Result<(),
     })
 }
 
+/// A `resource-updated` event was taken by JavaScript: the next update of that URI is sent again.
+#[napi]
+#[allow(dead_code)] // called from JavaScript only
+pub fn session_update_delivered(toolset: &NativeToolset, server: String, uri: String) -> napi::Result<(), String> {
+    guard("sessionUpdateDelivered", || {
+        toolset.inner.resource_update_delivered(&server, &uri);
+        Ok(())
+    })
+}
+
 /// `prompts/get`; `argsJson` an object of strings (or empty). Resolves to `{description?, messages}` as JSON.
 #[napi(ts_return_type = "Promise<string>")]
 #[allow(dead_code)] // called from JavaScript only

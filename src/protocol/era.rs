@@ -182,6 +182,9 @@ pub struct Discovered {
     pub tools_list_changed: bool,
     /// It declared `resources.subscribe`.
     pub resources_subscribe: bool,
+    /// It declared `resources.listChanged`, `prompts.listChanged`.
+    pub resources_list_changed: bool,
+    pub prompts_list_changed: bool,
 }
 
 /// The server capabilities the specification names: the only capability names kept across connections.
@@ -190,7 +193,7 @@ pub const STANDARD_CAPABILITIES: &[&str] = &["completions", "experimental", "ext
 impl Discovered {
     pub fn of(version: &'static str, capabilities: &[String], tools_list_changed: bool) -> Discovered {
         let capabilities = STANDARD_CAPABILITIES.iter().copied().filter(|standard| capabilities.iter().any(|c| c == standard)).collect();
-        Discovered { version, capabilities, tools_list_changed, resources_subscribe: false }
+        Discovered { version, capabilities, tools_list_changed, resources_subscribe: false, resources_list_changed: false, prompts_list_changed: false }
     }
 }
 

@@ -65,6 +65,11 @@ impl ServerCapabilities {
         names
     }
 
+    /// Whether it declared `listChanged: true` for `capability` (`resources`, `prompts`).
+    pub fn list_changed(&self, capability: &str) -> bool {
+        self.others.get(capability).and_then(|r| r.get("listChanged")).and_then(Value::as_bool).unwrap_or(false)
+    }
+
     /// Whether it declared `resources: { subscribe: true }`.
     pub fn resources_subscribe(&self) -> bool {
         self.others.get("resources").and_then(|r| r.get("subscribe")).and_then(Value::as_bool).unwrap_or(false)

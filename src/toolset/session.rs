@@ -22,8 +22,8 @@ use crate::session::resources::{self, ReadResult, Resource, ResourceTemplate};
 use crate::session::{self as requests, Listed};
 use parking_lot::Mutex;
 use serde::Serialize;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -49,6 +49,49 @@ struct SubscriptionsInner {
     kept: HashMap<String, (usize, CancellationToken)>,
     /// Caller's id → URI.
     ids: HashMap<u64, String>,
+    /// Kept URIs with an update passed to the owner and not yet taken (see [`Subscriptions::updated`]).
+    pending: HashSet<String>,
+}
+
+impl Subscriptions {
+    /// `notifications/resources/updated` for `uri`: true if it is to go to the owner — the URI is kept
+    /// here, and no update of it is already on its way (a flood costs a lookup each). Not kept: dropped.
+    pub(crate) fn updated(&self, uri: &str) -> bool {
+        let mut inner = self.inner.lock();
+        inner.kept.contains_key(uri) && inner.pending.insert(uri.to_owned())
+    }
+
+    /// The owner took the update of `uri`: the next one goes out again.
+    pub(crate) fn delivered(&self, uri: &str) {
+        self.inner.lock().pending.remove(uri);
+    }
+}
+
+/// Whether a `resources` / `prompts` change was announced and not listed since: one `ListChanged`
+/// diagnostic per change, however many announcements the server sends before the owner lists again.
+#[derive(Default)]
+pub(crate) struct ListsPending {
+    resources: AtomicBool,
+    prompts: AtomicBool,
+}
+
+impl ListsPending {
+    fn flag(&self, list: &str) -> &AtomicBool {
+        match list {
+            "prompts" => &self.prompts,
+            _ => &self.resources,
+        }
+    }
+
+    /// An announcement: true if it is the first since the last listing (it is to be reported).
+    pub(crate) fn announce(&self, list: &str) -> bool {
+        !self.flag(list).swap(true, Ordering::SeqCst)
+    }
+
+    /// `list` is being listed: the next announcement is news again.
+    pub(crate) fn listed(&self, list: &str) {
+        self.flag(list).store(false, Ordering::SeqCst);
+    }
 }
 
 static NEXT_SUBSCRIPTION: AtomicU64 = AtomicU64::new(1);
@@ -114,6 +157,7 @@ impl Toolset {
             if !requests::declares(&connection.session, capability) {
                 continue;
             }
+            slot.lists_pending.listed(capability_list(capability));
             let listed = list(&connection, self.opts(None)).await.map_err(|e| e.redacted(&slot.secrets))?;
             if listed.skipped > 0 {
                 let message = format!("{} of {}'s {capability} entries were malformed or past the bound and were left out", listed.skipped, slot.entry.name);
@@ -194,26 +238,34 @@ impl Toolset {
                 if *holders == 0 {
                     stop.cancel();
                     subscriptions.kept.remove(&uri);
+                    subscriptions.pending.remove(&uri);
                 }
             }
             return;
         }
     }
 
+    /// The owner took `server`'s update of `uri` (see [`Subscriptions::updated`]).
+    pub fn resource_update_delivered(&self, server: &str, uri: &str) {
+        if let Some(slot) = self.inner.servers.iter().find(|s| s.entry.name == server) {
+            slot.subscriptions.delivered(uri);
+        }
+    }
+
     /// `prompts/get` of `name` with `args_json` (an object of strings): checked against the prompt as
-    /// the server lists it now (required present, none undeclared) and put to policy (`kind: 'prompt'`)
-    /// before it is sent; a refusal sends nothing.
+    /// the server lists it now (required present, none undeclared), after it was put to policy (`kind:
+    /// 'prompt'`); a refusal sends nothing, not even the listing.
     pub async fn get_prompt(&self, server: &str, name: &str, args_json: &str) -> Result<GetPromptResult> {
         let slot = self.slot(server)?;
         let outcome = async {
             let args = requests::string_map(if args_json.is_empty() { "{}" } else { args_json }, "prompt arguments")?;
-            let connection = self.gated(slot, None, None).await?;
-            requests::require(&connection.session, "prompts", server, "prompts/get")?;
-            let listed = prompts::list(&connection, &self.opts(None)).await?;
-            prompts::validate(prompts::find(&listed.items, name)?, &args)?;
+            // Policy first: a refused get sends nothing (not even the listing) and asks no `auth`.
             let details = format!("\"name\":{},\"args\":{}", json_string(name), serde_json::Value::Object(args.clone()));
             let request = policy::session_request_json("prompt", "get", server, &details);
             let connection = self.gated(slot, Some((&format!("the prompt {}", shown(name)), request)), None).await?;
+            requests::require(&connection.session, "prompts", server, "prompts/get")?;
+            let listed = prompts::list(&connection, &self.opts(None)).await?;
+            prompts::validate(prompts::find(&listed.items, name)?, &args)?;
             prompts::get(&connection, name, &args, &self.opts(None)).await
         };
         outcome.await.map_err(|e| e.redacted(&slot.secrets))
@@ -227,7 +279,11 @@ impl Toolset {
         let outcome = async {
             let (reference, argument) = completion::parse_request(reference_json, argument_json)?;
             let context = if context_json.is_empty() { None } else { Some(requests::string_map(context_json, "completion context arguments")?) };
-            let details = format!("\"ref\":{},\"argument\":{}", serde_json::to_string(&reference).unwrap_or_default(), serde_json::to_string(&argument).unwrap_or_default());
+            let mut details = format!("\"ref\":{},\"argument\":{}", serde_json::to_string(&reference).unwrap_or_default(), serde_json::to_string(&argument).unwrap_or_default());
+            // The values already chosen go to the server too: policy sees them.
+            if let Some(context) = &context {
+                details.push_str(&format!(",\"context\":{{\"arguments\":{}}}", serde_json::Value::Object(context.clone())));
+            }
             let request = policy::session_request_json("completion", "complete", server, &details);
             let connection = self.gated(slot, Some(("a completion", request)), None).await?;
             requests::require(&connection.session, "completions", server, "completion/complete")?;
@@ -310,4 +366,32 @@ fn json_string(text: &str) -> String {
 fn shown(text: &str) -> String {
     let cut: String = text.chars().take(64).collect();
     format!("{cut:?}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn updates_pass_only_for_kept_uris_once_until_delivered() {
+        let subscriptions = Subscriptions::default();
+        assert!(!subscriptions.updated("note://a"), "not kept: dropped");
+        subscriptions.inner.lock().kept.insert("note://a".into(), (1, CancellationToken::new()));
+        assert!(subscriptions.updated("note://a"));
+        assert!(!subscriptions.updated("note://a"), "one pending at a time");
+        assert!(!subscriptions.updated("note://b"));
+        subscriptions.delivered("note://a");
+        assert!(subscriptions.updated("note://a"));
+    }
+
+    #[test]
+    fn list_announcements_coalesce_until_listed() {
+        let pending = ListsPending::default();
+        assert!(pending.announce("resources"));
+        assert!(!pending.announce("resources"));
+        assert!(pending.announce("prompts"));
+        pending.listed("resources");
+        assert!(pending.announce("resources"));
+        assert!(!pending.announce("prompts"));
+    }
 }

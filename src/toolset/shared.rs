@@ -147,6 +147,8 @@ impl Shared {
     pub fn report(&self, diagnostic: Diagnostic) {
         let mut startup = self.startup_diagnostics.lock();
         match startup.as_mut() {
+            // Bounded: what a server can make the engine hold before anyone reads it is not unbounded.
+            Some(buffer) if buffer.len() >= crate::limits::MAX_STARTUP_DIAGNOSTICS => {}
             Some(buffer) => buffer.push(diagnostic),
             None => {
                 drop(startup);

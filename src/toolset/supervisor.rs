@@ -136,6 +136,8 @@ pub(crate) struct Supervisor {
     pub tasks: TaskTracker,
     /// Its resource subscriptions, each kept across reconnections by a task of its own (`session.rs`).
     pub(super) subscriptions: super::session::Subscriptions,
+    /// A resources / prompts change announced and not yet listed (announcements coalesce on it).
+    pub(super) lists_pending: super::session::ListsPending,
 }
 
 /// The live connection, with the listener that reports its loss.
@@ -189,6 +191,7 @@ impl Supervisor {
             cancel,
             tasks: TaskTracker::new(),
             subscriptions: Default::default(),
+            lists_pending: Default::default(),
         }
     }
 
@@ -662,14 +665,24 @@ impl ConnectionEvents for ServerListener {
         }
     }
 
+    /// Passed on only for a URI subscribed to here, and once until the owner took it.
     fn resource_updated(&self, uri: &str) {
-        if let Some(supervisor) = self.supervisor.upgrade() {
+        if let Some(supervisor) = self.supervisor.upgrade().filter(|s| s.subscriptions.updated(uri)) {
             supervisor.shared.events.resource_updated(&supervisor.entry.name, uri);
         }
     }
 
+    /// Passed on only from the installed connection of a server that declared `listChanged` for `list`,
+    /// and once until that list is listed again: a flood costs a flag load each.
     fn list_changed(&self, list: &'static str) {
         if let Some(supervisor) = self.supervisor.upgrade() {
+            let declared = supervisor.connection().is_some_and(|c| match list {
+                "prompts" => c.session.prompts_list_changed,
+                _ => c.session.resources_list_changed,
+            });
+            if !declared || !supervisor.is_installed(self) || !supervisor.lists_pending.announce(list) {
+                return;
+            }
             let server = supervisor.entry.name.clone();
             let message = format!("{server} announced that its {list} changed");
             supervisor.shared.report(Diagnostic::ListChanged { server, list, message });

@@ -306,17 +306,19 @@ impl Shared {
 
     /// Is the server there at all? Asked after an exchange broke: a stopped server is then found at once
     /// (the owner reconnects) rather than by the next call, when no event stream would have told.
-    /// A `HEAD` has no effect on the server, and any answer, whatever its status, says it is there.
+    /// A `HEAD` has no effect on the server, and any answer, whatever its status, says it is there. It
+    /// carries no session id (nor protocol version), so it reaches no session.
     fn check_reachable(self: &Arc<Self>) {
         if self.probing.swap(true, Ordering::SeqCst) {
             return;
         }
         let shared = self.clone();
         self.tasks.spawn(async move {
-            let session = shared.session.lock().clone();
             let probe = Duration::from_millis(HTTP_REACHABILITY_PROBE_TIMEOUT_MS);
             for _ in 0..HTTP_REACHABILITY_PROBES {
-                match shared.egress.send(shared.with_session(Method::HEAD, &session).deadline(probe)).await {
+                // Without the session id: a framework that routes HEAD to its GET handler would otherwise
+                // open an event stream for the session.
+                match shared.egress.send(shared.exchange(Method::HEAD, shared.spec.url.clone()).deadline(probe)).await {
                     Err(error @ McpError::Unreachable(_)) => {
                         shared.lost(error);
                         break;
