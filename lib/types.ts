@@ -596,7 +596,8 @@ export type Diagnostic =
   /**
    * A server's log (`notifications/message`): `logger` and every string of `data` redacted and without
    * terminal escapes; `data` as sent if its JSON fits in 4 KiB, else the head of its JSON text as a
-   * string (`truncated`). At most 50 a second per server connection.
+   * string (`truncated`); `null` with `truncated` when it was over 64 KiB, too deep or did not decode
+   * (never shown undecoded). At most 50 a second per server connection.
    */
   | (DiagnosticBase & { code: 'server-log'; level: McpLogLevel; logger: string | null; data: unknown; truncated: boolean })
   /** Server logs over 50 in one second were not delivered: how many. */
