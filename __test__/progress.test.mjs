@@ -111,6 +111,21 @@ test('stdio fixture: without onProgress a call is as before; a throwing or rejec
   await assert.rejects(tools.fx__echo.execute({ text: 'x' }, { onProgress: 'yes' }), { code: 'mcp_invalid_arguments', message: /onProgress must be a function/ });
 });
 
+test('stdio fixture: progress is paced per call, at most one update every 50 ms, the last one before the result', async (t) => {
+  const { tools } = await fixtureToolset(t);
+  const steps = 60;
+  const seen = [];
+  const started = performance.now();
+  const result = await tools.fx__progress.execute({ steps, intervalMs: 5 }, { onProgress: (p) => seen.push([p.progress, performance.now()]) });
+  const elapsed = performance.now() - started;
+  assert.match(result.content[0].text, /./);
+  assert.equal(seen.at(-1)[0], steps, 'the update held at the end is delivered before the result');
+  assert.ok(seen.length <= elapsed / 50 + 3, `paced: ${seen.length} updates in ${Math.round(elapsed)} ms`);
+  // Between deliveries of the interval (not the one flushed ahead of the outcome): 50 ms, less timer and event-loop slack.
+  const gaps = seen.slice(1, -1).map(([, at], i) => at - seen[i][1]);
+  assert.ok(gaps.every((gap) => gap >= 20), `gaps ${gaps.map(Math.round)}`);
+});
+
 test('stdio fixture: a flood of progress is coalesced, the last update still delivered before the result', async (t) => {
   const { tools } = await fixtureToolset(t);
   const count = 20_000;

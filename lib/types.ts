@@ -462,7 +462,8 @@ export interface McpToolCallContext {
   /**
    * Called with each progress update the server sends for this call (`notifications/progress`), in
    * order, never after the call settles. Updates that arrive faster than the event loop collects them
-   * are coalesced: the latest one of the call wins. A throwing (or rejecting) `onProgress` is ignored; the
+   * are coalesced: the latest one of the call wins; at most one is delivered every 50 ms per call (the
+   * latest held meanwhile, and always delivered before the result). A throwing (or rejecting) `onProgress` is ignored; the
    * call goes on. Without it a call costs nothing more.
    */
   onProgress?: (progress: McpProgress) => void | Promise<void>;
