@@ -432,12 +432,14 @@ impl Supervisor {
 
     /// `serverLogLevel`, asked of a server that declares `logging` before its tools are listed. A server
     /// that refuses `logging/setLevel` keeps working: the refusal is logged, and its logs below the level
-    /// are still not delivered (`server_log::diagnostic`).
-    async fn ask_log_level(&self, connection: &Connection, level: crate::server_log::Level, stop: &AbortHandle) {
-        let opts = RequestOptions { timeout: self.shared.timeout, abort: Some(stop) };
+    /// are still not delivered (`server_log::diagnostic`). Bounded by
+    /// [`crate::limits::MAX_SET_LOG_LEVEL_WAIT_MS`]: a server that never answers it is not waited for.
+    pub(super) async fn ask_log_level(&self, connection: &Connection, level: crate::server_log::Level, stop: &AbortHandle) {
+        let bound = Duration::from_millis(crate::limits::MAX_SET_LOG_LEVEL_WAIT_MS).min(self.shared.timeout);
+        let opts = RequestOptions { timeout: bound, abort: Some(stop) };
         if let Err(error) = connection.ask_log_level(level, &opts).await {
             let error = self.secrets.redact(&error.to_string());
-            tracing::warn!(toolset = self.shared.log_id, server = %self.entry.name, %error, "the server refused logging/setLevel");
+            tracing::warn!(toolset = self.shared.log_id, server = %self.entry.name, %error, "logging/setLevel failed (refused or not answered in time)");
         }
     }
 
