@@ -126,6 +126,23 @@ test('stdio fixture: progress is paced per call, at most one update every 50 ms,
   assert.ok(gaps.every((gap) => gap >= 20), `gaps ${gaps.map(Math.round)}`);
 });
 
+test('stdio fixture: no progress reaches onProgress after the caller aborted', async (t) => {
+  const { tools } = await fixtureToolset(t);
+  const controller = new AbortController();
+  let afterAbort = 0;
+  const call = tools.fx__progress.execute({ steps: 40, intervalMs: 5 }, {
+    abortSignal: controller.signal,
+    // Aborted inside the first update's interval, while the engine holds a later one.
+    onProgress: () => {
+      if (controller.signal.aborted) afterAbort++;
+      else setTimeout(() => controller.abort(), 20);
+    },
+  });
+  await assert.rejects(call, { code: 'mcp_aborted' });
+  await sleep(100);
+  assert.equal(afterAbort, 0, 'the update held for the interval is not delivered after the abort');
+});
+
 test('stdio fixture: a flood of progress is coalesced, the last update still delivered before the result', async (t) => {
   const { tools } = await fixtureToolset(t);
   const count = 20_000;
