@@ -253,6 +253,15 @@ for (const { label, ai, Mock, adapt, skip } of majors) {
   });
 }
 
+test('ai 6: a progress update handed to toModelOutput (the stream stopped before the result) is an error, not an empty success', async (t) => {
+  const toolset = await fixtureToolset(t);
+  const tools = aiSdkTools(toolset, { preliminaryProgress: true });
+  const output = await tools.fx__progress.toModelOutput({ toolCallId: 'x', input: {}, output: { type: 'progress', progress: 1, total: 3 } });
+  assert.deepEqual(output, { type: 'error-text', value: 'the tool call did not complete' });
+  const done = await tools.fx__progress.toModelOutput({ toolCallId: 'x', input: {}, output: { content: [{ type: 'text', text: 'ok' }] } });
+  assert.deepEqual(done, { type: 'content', value: [{ type: 'text', text: 'ok' }] });
+});
+
 test('ai 6: with preliminaryProgress a failing call still fails as a tool error, and generateText is unchanged', async (t) => {
   const toolset = await fixtureToolset(t);
   const tools = aiSdkTools(toolset, { preliminaryProgress: true });
