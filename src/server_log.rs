@@ -72,6 +72,19 @@ struct Wire<'a> {
     data: Option<&'a RawValue>,
 }
 
+#[derive(Deserialize)]
+struct LevelOnly<'a> {
+    #[serde(borrow)]
+    level: &'a str,
+}
+
+/// Whether a log is worth its place in the rate bound: its `level` (read borrowed, nothing else parsed)
+/// is one of the eight and not below `floor`. [`diagnostic`] checks the rest.
+pub fn wanted(params: &RawValue, floor: Option<Level>) -> bool {
+    let level = serde_json::from_str::<LevelOnly>(params.get()).ok().and_then(|w| Level::parse(w.level));
+    level.is_some_and(|level| floor.is_none_or(|floor| level >= floor))
+}
+
 /// A `server-log` diagnostic for `params`, or `None` if it is malformed or below `floor`.
 pub fn diagnostic(server: &str, params: &RawValue, floor: Option<Level>, secrets: &Secrets) -> Option<Diagnostic> {
     let wire: Wire = serde_json::from_str(params.get()).ok()?;
@@ -298,6 +311,16 @@ mod tests {
             assert!(message.contains(&format!("(data not shown: {data_len} bytes)")), "{message}");
             assert!(!message.contains("0073") && !message.contains("secret-path") && !message.contains("yyy"), "{message}");
         }
+    }
+
+    #[test]
+    fn only_wanted_levels_reach_the_rate_bound() {
+        let warning = Level::parse("warning");
+        assert!(wanted(&raw(r#"{"level":"error","data":1}"#), warning));
+        assert!(wanted(&raw(r#"{"data":[1e999],"level":"warning"}"#), warning));
+        assert!(!wanted(&raw(r#"{"level":"info","data":1}"#), warning));
+        assert!(!wanted(&raw(r#"{"level":"warn"}"#), None));
+        assert!(wanted(&raw(r#"{"level":"debug"}"#), None));
     }
 
     #[test]

@@ -447,6 +447,10 @@ impl Supervisor {
     /// second per connection (`window`), the drops of a second reported once when it ends.
     fn server_log(&self, window: &Arc<parking_lot::Mutex<crate::server_log::RateWindow>>, params: &serde_json::value::RawValue) {
         use crate::server_log::Admission;
+        // Below the level asked (or no level at all): neither delivered nor counted against the bound.
+        if !crate::server_log::wanted(params, self.shared.server_log_level) {
+            return;
+        }
         let admitted = window.lock().admit(std::time::Instant::now());
         let name = &self.entry.name;
         match admitted {
@@ -462,9 +466,16 @@ impl Supervisor {
             Admission::Dropped { first: true } => {
                 let ends_at = window.lock().ends_at();
                 let (window, events, name) = (Arc::downgrade(window), Arc::downgrade(&self.shared.events), name.clone());
-                let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-                runtime.spawn(async move {
-                    tokio::time::sleep_until(ends_at.into()).await;
+                // On the supervisor's tracker, under its token: nothing reaches onDiagnostic after close().
+                let cancel = self.cancel.clone();
+                if tokio::runtime::Handle::try_current().is_err() {
+                    return;
+                }
+                self.tasks.spawn(async move {
+                    tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        _ = tokio::time::sleep_until(ends_at.into()) => {}
+                    }
                     let report = window.upgrade().and_then(|w| w.lock().roll(std::time::Instant::now()));
                     if let (Some(count), Some(events)) = (report, events.upgrade()) {
                         events.diagnostic(&crate::server_log::dropped(&name, count));
