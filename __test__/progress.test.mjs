@@ -111,6 +111,38 @@ test('stdio fixture: without onProgress a call is as before; a throwing or rejec
   await assert.rejects(tools.fx__echo.execute({ text: 'x' }, { onProgress: 'yes' }), { code: 'mcp_invalid_arguments', message: /onProgress must be a function/ });
 });
 
+test('stdio fixture: progress is paced per call, at most one update every 50 ms, the last one before the result', async (t) => {
+  const { tools } = await fixtureToolset(t);
+  const steps = 60;
+  const seen = [];
+  const started = performance.now();
+  const result = await tools.fx__progress.execute({ steps, intervalMs: 5 }, { onProgress: (p) => seen.push([p.progress, performance.now()]) });
+  const elapsed = performance.now() - started;
+  assert.match(result.content[0].text, /./);
+  assert.equal(seen.at(-1)[0], steps, 'the update held at the end is delivered before the result');
+  assert.ok(seen.length <= elapsed / 50 + 3, `paced: ${seen.length} updates in ${Math.round(elapsed)} ms`);
+  // Between deliveries of the interval (not the one flushed ahead of the outcome): 50 ms, less timer and event-loop slack.
+  const gaps = seen.slice(1, -1).map(([, at], i) => at - seen[i][1]);
+  assert.ok(gaps.every((gap) => gap >= 20), `gaps ${gaps.map(Math.round)}`);
+});
+
+test('stdio fixture: no progress reaches onProgress after the caller aborted', async (t) => {
+  const { tools } = await fixtureToolset(t);
+  const controller = new AbortController();
+  let afterAbort = 0;
+  const call = tools.fx__progress.execute({ steps: 40, intervalMs: 5 }, {
+    abortSignal: controller.signal,
+    // Aborted inside the first update's interval, while the engine holds a later one.
+    onProgress: () => {
+      if (controller.signal.aborted) afterAbort++;
+      else setTimeout(() => controller.abort(), 20);
+    },
+  });
+  await assert.rejects(call, { code: 'mcp_aborted' });
+  await sleep(100);
+  assert.equal(afterAbort, 0, 'the update held for the interval is not delivered after the abort');
+});
+
 test('stdio fixture: a flood of progress is coalesced, the last update still delivered before the result', async (t) => {
   const { tools } = await fixtureToolset(t);
   const count = 20_000;
@@ -220,6 +252,15 @@ for (const { label, ai, Mock, adapt, skip } of majors) {
     assert.deepEqual(final.map((r) => r.output), [result]);
   });
 }
+
+test('ai 6: a progress update handed to toModelOutput (the stream stopped before the result) is an error, not an empty success', async (t) => {
+  const toolset = await fixtureToolset(t);
+  const tools = aiSdkTools(toolset, { preliminaryProgress: true });
+  const output = await tools.fx__progress.toModelOutput({ toolCallId: 'x', input: {}, output: { type: 'progress', progress: 1, total: 3 } });
+  assert.deepEqual(output, { type: 'error-text', value: 'the tool call did not complete' });
+  const done = await tools.fx__progress.toModelOutput({ toolCallId: 'x', input: {}, output: { content: [{ type: 'text', text: 'ok' }] } });
+  assert.deepEqual(done, { type: 'content', value: [{ type: 'text', text: 'ok' }] });
+});
 
 test('ai 6: with preliminaryProgress a failing call still fails as a tool error, and generateText is unchanged', async (t) => {
   const toolset = await fixtureToolset(t);

@@ -47,6 +47,15 @@ test('stdio fixture: serverLogLevel sends logging/setLevel once after initialize
   assert.ok(!/[\u0000-\u0008\u000b-\u001f\u007f]/.test(JSON.stringify(log)), 'no terminal escapes');
 });
 
+test('stdio fixture: a server that never answers logging/setLevel does not hold connect for timeoutMs', async (t) => {
+  const started = Date.now();
+  const { tools, received } = await fixtureToolset(t, { FIXTURE_LOGGING: '1', FIXTURE_SET_LEVEL_SILENT: '1' }, { serverLogLevel: 'info', timeoutMs: 30_000 });
+  const elapsed = Date.now() - started;
+  assert.ok(elapsed < 10_000, `connected in ${elapsed} ms, not after the 30 s call timeout`);
+  assert.ok(received().some((m) => m.method === 'logging/setLevel'));
+  assert.equal((await tools.fx__echo.execute({ text: 'still works' })).content[0].text, 'echo: still works');
+});
+
 test('stdio fixture: without serverLogLevel nothing is asked, and unasked logs are still delivered, bounded', async (t) => {
   const { tools, diagnostics, received } = await fixtureToolset(t, { FIXTURE_LOGGING: '1' });
   assert.ok(!received().some((m) => m.method === 'logging/setLevel'));

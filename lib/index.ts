@@ -398,6 +398,8 @@ class CallChannel {
 
   /** An abort before the flush never reaches the engine; after it, the engine cancels the request. */
   private abort(callId: number): void {
+    // The caller gave up: no progress after this, even one the engine delivers ahead of the aborted outcome.
+    if (this.progress.size) this.progress.delete(callId);
     if (this.unflushed.delete(callId)) {
       this.complete(callId, 'mcp_aborted', 'MCP request aborted by the caller');
       return;
@@ -476,7 +478,7 @@ class CallChannel {
     const waiting = this.settle.get(callId);
     if (!waiting) return;
     this.settle.delete(callId);
-    this.progress.delete(callId);
+    if (this.progress.size) this.progress.delete(callId);
     if (this.settle.size === 0) this.release();
     how(waiting);
   }

@@ -464,7 +464,8 @@ export interface McpToolCallContext {
   /**
    * Called with each progress update the server sends for this call (`notifications/progress`), in
    * order, never after the call settles. Updates that arrive faster than the event loop collects them
-   * are coalesced: the latest one of the call wins. A throwing (or rejecting) `onProgress` is ignored; the
+   * are coalesced: the latest one of the call wins; at most one is delivered every 50 ms per call (the
+   * latest held meanwhile, and always delivered before the result). A throwing (or rejecting) `onProgress` is ignored; the
    * call goes on. Without it a call costs nothing more.
    */
   onProgress?: (progress: McpProgress) => void | Promise<void>;
@@ -598,7 +599,8 @@ export type Diagnostic =
   /**
    * A server's log (`notifications/message`): `logger` and every string of `data` redacted and without
    * terminal escapes; `data` as sent if its JSON fits in 4 KiB, else the head of its JSON text as a
-   * string (`truncated`). At most 50 a second per server connection.
+   * string (`truncated`); `null` with `truncated` when it was over 64 KiB, too deep or did not decode
+   * (never shown undecoded). At most 50 a second per server connection.
    */
   | (DiagnosticBase & { code: 'server-log'; level: McpLogLevel; logger: string | null; data: unknown; truncated: boolean })
   /** Server logs over 50 in one second were not delivered: how many. */

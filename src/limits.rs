@@ -19,14 +19,22 @@ pub const MAX_STDERR_LINE_BYTES: usize = 2 * 1024;
 pub const MAX_STDERR_LINES_PER_SECOND: usize = 50;
 /// Longest progress `message` handed to a caller's `onProgress`, in bytes (redacted, then cut, `…` marking it).
 pub const MAX_PROGRESS_MESSAGE_BYTES: usize = 1024;
+/// The shortest time between two progress updates delivered for one call, in milliseconds: a server
+/// flooding progress costs the host at most ~20 wake-ups a second per call. The latest update within
+/// it is held and delivered when it ends, or just before the call's outcome.
+pub const MIN_PROGRESS_INTERVAL_MS: u64 = 50;
+/// Longest wait for a server's answer to `logging/setLevel` (`serverLogLevel`) before its tools are
+/// listed, in milliseconds (or the call timeout, if shorter): a server that never answers it delays
+/// connect and recovery by this, not by `timeoutMs`. Its logs are still filtered by level client-side.
+pub const MAX_SET_LOG_LEVEL_WAIT_MS: u64 = 2_000;
 /// `server-log` diagnostics (`notifications/message`) delivered per server connection per second; the
 /// ones over it are counted and reported as one `server-log-dropped` when the second ends.
 pub const MAX_SERVER_LOGS_PER_SECOND: usize = 50;
 /// Largest `data` of a `server-log`, as compact JSON after redaction, in bytes; larger data is delivered
 /// as the head of its JSON text (a string), cut there, and the diagnostic says `truncated`.
 pub const MAX_SERVER_LOG_DATA_BYTES: usize = 4 * 1024;
-/// A log notification's `data` longer than this (its JSON text, in bytes) is not parsed at all: only its
-/// head is shown, as text.
+/// A log notification's `data` longer than this (its JSON text, in bytes) is not parsed at all, and none
+/// of it is shown (`data: null`, `truncated`).
 pub const MAX_SERVER_LOG_PARSED_BYTES: usize = 64 * 1024;
 /// Longest one-line summary of a log in a `server-log`'s `message`, in bytes.
 pub const MAX_SERVER_LOG_SUMMARY_BYTES: usize = 512;

@@ -16,8 +16,10 @@
 //! - `data` (any JSON): every string and key redacted with the server's secrets and made terminal-safe
 //!   (line breaks and tabs kept inside data; none in the one-line `message`), then bounded to
 //!   [`MAX_SERVER_LOG_DATA_BYTES`] as JSON, beyond which the head of its JSON text is delivered as a
-//!   string (`truncated`). Data over [`MAX_SERVER_LOG_PARSED_BYTES`] or nested deeper than
-//!   `MAX_JSON_DEPTH` is never parsed: its head is shown as text.
+//!   string (`truncated`), serialized from the decoded value. Data over [`MAX_SERVER_LOG_PARSED_BYTES`],
+//!   nested deeper than `MAX_JSON_DEPTH` or that does not decode (`1e999`) is never shown: `data: null`,
+//!   `truncated`, and the message says how many bytes were not shown (its raw text could spell a secret
+//!   with JSON escapes).
 
 use crate::diagnostics::Diagnostic;
 use crate::guard::redact::Secrets;
@@ -70,6 +72,19 @@ struct Wire<'a> {
     data: Option<&'a RawValue>,
 }
 
+#[derive(Deserialize)]
+struct LevelOnly<'a> {
+    #[serde(borrow)]
+    level: &'a str,
+}
+
+/// Whether a log is worth its place in the rate bound: its `level` (read borrowed, nothing else parsed)
+/// is one of the eight and not below `floor`. [`diagnostic`] checks the rest.
+pub fn wanted(params: &RawValue, floor: Option<Level>) -> bool {
+    let level = serde_json::from_str::<LevelOnly>(params.get()).ok().and_then(|w| Level::parse(w.level));
+    level.is_some_and(|level| floor.is_none_or(|floor| level >= floor))
+}
+
 /// A `server-log` diagnostic for `params`, or `None` if it is malformed or below `floor`.
 pub fn diagnostic(server: &str, params: &RawValue, floor: Option<Level>, secrets: &Secrets) -> Option<Diagnostic> {
     let wire: Wire = serde_json::from_str(params.get()).ok()?;
@@ -82,8 +97,11 @@ pub fn diagnostic(server: &str, params: &RawValue, floor: Option<Level>, secrets
         Some(raw) if raw.get() == "null" => None,
         Some(raw) => Some(shown(&serde_json::from_str::<String>(raw.get()).ok()?, MAX_SERVER_LOG_SUMMARY_BYTES, secrets, false).0),
     };
-    let (data, truncated) = bounded_data(wire.data.map_or("null", RawValue::get), secrets);
+    let raw_data = wire.data.map_or("null", RawValue::get);
+    let (data, truncated) = bounded_data(raw_data, secrets);
     let summary = match &data {
+        // Never parsed: not a byte of its text is shown (escapes there would hide a secret from redaction).
+        Value::Null if truncated => format!("(data not shown: {} bytes)", raw_data.len()),
         Value::String(text) => text.clone(),
         other => other.to_string(),
     };
@@ -103,7 +121,9 @@ pub fn diagnostic(server: &str, params: &RawValue, floor: Option<Level>, secrets
 fn bounded_data(raw: &str, secrets: &Secrets) -> (Value, bool) {
     let parsable = raw.len() <= MAX_SERVER_LOG_PARSED_BYTES && !crate::protocol::nesting::exceeds_depth(raw.as_bytes(), MAX_JSON_DEPTH);
     let value = parsable.then(|| serde_json::from_str::<Value>(raw).ok()).flatten();
-    let Some(mut value) = value else { return as_text(raw, secrets) };
+    // Too large, too deep or not decodable (`1e999`): its raw text may spell a secret with JSON escapes
+    // (`\u0073k-…`, `\/`) that redaction of the undecoded text cannot see, so none of it is shown.
+    let Some(mut value) = value else { return (Value::Null, true) };
     clean(&mut value, secrets);
     let text = value.to_string();
     // Serialized again, redacted again: a secret may form across what the walk saw apart (a key and its value).
@@ -256,7 +276,7 @@ mod tests {
     }
 
     #[test]
-    fn large_or_deep_data_is_shown_as_the_head_of_its_text() {
+    fn large_data_is_shown_as_the_head_of_its_decoded_text() {
         let secrets = Secrets::default();
         secrets.add("tok_0123456789abcdef");
         let big = format!(r#"{{"level":"info","data":{{"blob":"{}tok_0123456789abcdef"}}}}"#, "x".repeat(MAX_SERVER_LOG_DATA_BYTES - 16));
@@ -264,12 +284,43 @@ mod tests {
         let text = data.as_str().unwrap();
         assert!(truncated && text.ends_with('…') && text.len() <= MAX_SERVER_LOG_DATA_BYTES + 16 && !text.contains("0123456789abcdef"), "{}", text.len());
         assert!(message.len() < MAX_SERVER_LOG_SUMMARY_BYTES + 64 && message.ends_with('…'));
-        let huge = format!(r#"{{"level":"info","data":["{}"]}}"#, "y".repeat(MAX_SERVER_LOG_PARSED_BYTES * 2));
-        let (_, _, data, truncated, _) = log(&huge, None, &secrets).unwrap();
-        assert!(truncated && data.as_str().unwrap().starts_with("[\"yyy"));
-        let deep = format!(r#"{{"level":"info","data":{}{}}}"#, "[".repeat(MAX_JSON_DEPTH + 10), "]".repeat(MAX_JSON_DEPTH + 10));
-        let (_, _, data, truncated, _) = log(&deep, None, &secrets).unwrap();
-        assert!(!truncated && data.as_str().unwrap().starts_with("[[[["));
+        // Escaped in the wire text, decoded before it is cut and redacted.
+        let escaped = format!(r#"{{"level":"info","data":["{}","tok\/0123","\u0074ok_0123456789abcdef"]}}"#, "x".repeat(MAX_SERVER_LOG_DATA_BYTES));
+        let secrets_slash = Secrets::default();
+        secrets_slash.add("tok/0123");
+        let (_, _, data, truncated, _) = log(&escaped, None, &secrets_slash).unwrap();
+        assert!(truncated && !data.as_str().unwrap().contains("tok/0123") && !data.as_str().unwrap().contains(r"tok\/0123"));
+    }
+
+    #[test]
+    fn data_that_is_never_parsed_is_never_shown() {
+        let secrets = Secrets::default();
+        secrets.add("sk-live-0123456789abcdef");
+        secrets.add("https://example.test/secret-path");
+        let cases = [
+            // Accepted as a raw value, rejected by serde_json; the secret beside it is `\u`-escaped.
+            r#"{"level":"info","data":[1e999,"\u0073k-live-0123456789abcdef"]}"#.to_owned(),
+            r#"{"level":"info","data":[1e999,"https:\/\/example.test\/secret-path"]}"#.to_owned(),
+            format!(r#"{{"level":"info","data":["{}","\u0073k-live-0123456789abcdef"]}}"#, "y".repeat(MAX_SERVER_LOG_PARSED_BYTES)),
+            format!(r#"{{"level":"info","data":{}"\u0073k-live-0123456789abcdef"{}}}"#, "[".repeat(MAX_JSON_DEPTH + 10), "]".repeat(MAX_JSON_DEPTH + 10)),
+        ];
+        for case in &cases {
+            let (_, _, data, truncated, message) = log(case, None, &secrets).unwrap();
+            let data_len = case.len() - r#"{"level":"info","data":}"#.len();
+            assert_eq!((data, truncated), (Value::Null, true), "{}", &case[..80.min(case.len())]);
+            assert!(message.contains(&format!("(data not shown: {data_len} bytes)")), "{message}");
+            assert!(!message.contains("0073") && !message.contains("secret-path") && !message.contains("yyy"), "{message}");
+        }
+    }
+
+    #[test]
+    fn only_wanted_levels_reach_the_rate_bound() {
+        let warning = Level::parse("warning");
+        assert!(wanted(&raw(r#"{"level":"error","data":1}"#), warning));
+        assert!(wanted(&raw(r#"{"data":[1e999],"level":"warning"}"#), warning));
+        assert!(!wanted(&raw(r#"{"level":"info","data":1}"#), warning));
+        assert!(!wanted(&raw(r#"{"level":"warn"}"#), None));
+        assert!(wanted(&raw(r#"{"level":"debug"}"#), None));
     }
 
     #[test]

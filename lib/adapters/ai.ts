@@ -61,7 +61,10 @@ export interface AiSdkToolsOptions {
    * without it; `streamText` shows the updates as `tool-result` parts with `preliminary: true` (a UI
    * built with `useChat` renders them as the tool's output until the result arrives, which is why this
    * is opt-in). Updates that come faster than the stream reads them are coalesced (the latest wins).
-   * Default false.
+   * If the stream stops after an update and before the result, the AI SDK may hand that update to the
+   * model as the tool's output: `toModelOutput` turns it into `error-text` "the tool call did not
+   * complete", never an empty success (the AI SDK's `ignoreIncompleteToolCalls` in `convertToModelMessages`
+   * drops such calls from a UI history instead). Default false.
    */
   preliminaryProgress?: boolean;
 }
@@ -110,6 +113,13 @@ async function* withProgress(call: (onProgress: (progress: McpProgress) => void)
   yield await result;
 }
 
+const INCOMPLETE_OUTPUT: ToolResultOutput = { type: 'error-text', value: 'the tool call did not complete' };
+
+/** A preliminary `{ type: 'progress' }` output (an MCP tool result has no `type`). */
+function isProgressOutput(output: unknown): boolean {
+  return typeof output === 'object' && output !== null && (output as { type?: unknown }).type === 'progress';
+}
+
 function aiSdkTool(ai: AiSdk, fileParts: boolean, tool: McpTool, runId: string | undefined, preliminaryProgress: boolean) {
   return ai.dynamicTool({
       description: tool.description,
@@ -121,6 +131,8 @@ function aiSdkTool(ai: AiSdk, fileParts: boolean, tool: McpTool, runId: string |
       execute: preliminaryProgress
         ? (input, { abortSignal, toolCallId }) => withProgress((onProgress) => tool.execute(input, { abortSignal, toolCallId, runId, onProgress }))
         : (input, { abortSignal, toolCallId }) => tool.execute(input, { abortSignal, toolCallId, runId }),
-      toModelOutput: ({ output }) => toAiModelOutput(output as McpToolResult, fileParts),
+      // A progress update as the output: the stream stopped before the result (the AI SDK may then send
+      // the last preliminary result to the model). Not a success.
+      toModelOutput: ({ output }) => (isProgressOutput(output) ? INCOMPLETE_OUTPUT : toAiModelOutput(output as McpToolResult, fileParts)),
     });
 }

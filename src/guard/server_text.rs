@@ -120,10 +120,18 @@ pub fn shown(text: &str, max_bytes: usize, secrets: &Secrets, lines: bool) -> (S
     let context_end = bytes.len().min(max_bytes.saturating_add(secrets.longest_bytes()));
     let redacted = secrets.redact_window(&bytes[..context_end], 0..window_end);
     let mut head = head_of(&redacted, max_bytes);
-    while !head.is_empty() && std::str::from_utf8(head).is_err() {
-        // A cut inside a character: back off to the last whole one.
-        let valid = std::str::from_utf8(head).err().map_or(head.len(), |e| e.valid_up_to());
-        head = &head[..valid];
+    // A cut inside a character: back off to the start of that last one. Anything else invalid is shown
+    // lossily below rather than ending the text there.
+    if let Some(start) = (head.len().saturating_sub(3)..head.len()).rev().find(|&i| head[i] & 0xC0 != 0x80) {
+        let width = match head[start] {
+            b if b >= 0xF0 => 4,
+            b if b >= 0xE0 => 3,
+            b if b >= 0xC0 => 2,
+            _ => 1,
+        };
+        if start + width > head.len() {
+            head = &head[..start];
+        }
     }
     let cut = head.len() < redacted.len() || window_end < bytes.len();
     let keep = |c: char| lines && matches!(c, '\n' | '\t') || !(steers(c) || is_format(c));

@@ -121,7 +121,7 @@ impl NativeToolset {
                 elicit: hook(on_elicitation),
             };
             let toolset = Toolset::new(config, hooks, store, events)?;
-            let completions = Arc::new(Completions::new(on_completions));
+            let completions = Completions::new(on_completions);
             Ok(NativeToolset { inner: Arc::new(toolset), completions, readers, events: events_for_panics })
         })
     }

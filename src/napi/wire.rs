@@ -15,6 +15,11 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// See [`crate::limits::MIN_PROGRESS_INTERVAL_MS`].
+const PROGRESS_INTERVAL: Duration = Duration::from_millis(crate::limits::MIN_PROGRESS_INTERVAL_MS);
 
 /// Parses a call batch. A malformed line fails the whole batch: it can only come from a broken caller.
 pub(crate) fn parse_calls(batch: &str) -> Result<Vec<CallRequest>> {
@@ -49,8 +54,14 @@ pub(crate) type CompletionWake = ThreadsafeFunction<(), (), (), Status, false, t
 /// one before it until the drain, so a server flooding progress grows nothing (and costs at most one
 /// wake-up per drain, like outcomes). They drain before the outcomes, so a call's last update reaches its
 /// caller before its result does.
+///
+/// And paced, per call: one update is delivered at once, then none for
+/// [`crate::limits::MIN_PROGRESS_INTERVAL_MS`]; the latest one within that time is held, delivered when
+/// it ends (a timer on the engine runtime), or put in ahead of the call's outcome when that comes first.
 pub(crate) struct Completions {
     batch: Mutex<Batch>,
+    /// For the pacing timers, which must not keep the sink alive.
+    this: Weak<Completions>,
     wake: CompletionWake,
     /// Set while JavaScript feeds stdout synchronously: it drains right after, so no wake-up is needed.
     feeding: AtomicBool,
@@ -62,6 +73,8 @@ struct Batch {
     outcomes: String,
     /// The latest update of each listening call since the last drain, as JSON.
     progress: HashMap<u32, String>,
+    /// Calls within their progress interval: the update held for its end, if any.
+    paced: HashMap<u32, Option<String>>,
 }
 
 impl Batch {
@@ -71,8 +84,45 @@ impl Batch {
 }
 
 impl Completions {
-    pub(crate) fn new(wake: CompletionWake) -> Self {
-        Completions { batch: Mutex::new(Batch::default()), wake, feeding: AtomicBool::new(false) }
+    pub(crate) fn new(wake: CompletionWake) -> Arc<Self> {
+        Arc::new_cyclic(|this| Completions { batch: Mutex::new(Batch::default()), this: this.clone(), wake, feeding: AtomicBool::new(false) })
+    }
+
+    /// Queue `update` for the drain and open the call's interval, whose end delivers what it held.
+    /// Returns whether the batch was empty (a wake-up is due).
+    fn deliver_progress(&self, batch: &mut Batch, call_id: u32, update: String) -> bool {
+        let first = batch.is_empty();
+        batch.progress.insert(call_id, update);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            batch.paced.insert(call_id, None);
+            let this = self.this.clone();
+            runtime.spawn(async move {
+                tokio::time::sleep(PROGRESS_INTERVAL).await;
+                if let Some(this) = this.upgrade() {
+                    this.interval_ended(call_id);
+                }
+            });
+        }
+        first
+    }
+
+    fn interval_ended(&self, call_id: u32) {
+        let first = {
+            let mut batch = self.batch.lock();
+            match batch.paced.remove(&call_id) {
+                Some(Some(held)) => self.deliver_progress(&mut batch, call_id, held),
+                _ => false,
+            }
+        };
+        if first {
+            self.wake();
+        }
+    }
+
+    fn wake(&self) {
+        if !self.feeding.load(Ordering::SeqCst) {
+            self.wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
+        }
     }
 
     pub(crate) fn drain(&self) -> String {
@@ -86,7 +136,8 @@ impl Completions {
             out.push(']');
             return out;
         }
-        let mut out = String::from("[");
+        let mut out = String::with_capacity(outcomes.len() + batch.progress.values().map(|u| u.len() + 24).sum::<usize>() + 2);
+        out.push('[');
         for (call_id, update) in batch.progress.drain() {
             if out.len() > 1 {
                 out.push(',');
@@ -124,12 +175,16 @@ impl CallSink for Completions {
     fn progress(&self, call_id: u32, update_json: String) {
         let first = {
             let mut batch = self.batch.lock();
-            let first = batch.is_empty();
-            batch.progress.insert(call_id, update_json);
-            first
+            match batch.paced.get_mut(&call_id) {
+                Some(held) => {
+                    *held = Some(update_json);
+                    false
+                }
+                None => self.deliver_progress(&mut batch, call_id, update_json),
+            }
         };
-        if first && !self.feeding.load(Ordering::SeqCst) {
-            self.wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
+        if first {
+            self.wake();
         }
     }
 
@@ -137,6 +192,10 @@ impl CallSink for Completions {
         let first = {
             let mut guard = self.batch.lock();
             let first = guard.is_empty();
+            // The update its interval held goes first: a caller hears the last progress before the result.
+            if let Some(Some(held)) = guard.paced.remove(&call_id) {
+                guard.progress.insert(call_id, held);
+            }
             let batch = &mut guard.outcomes;
             batch.push(if batch.is_empty() { '[' } else { ',' });
             match outcome {
@@ -156,8 +215,8 @@ impl CallSink for Completions {
             batch.push(']');
             first
         };
-        if first && !self.feeding.load(Ordering::SeqCst) {
-            self.wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
+        if first {
+            self.wake();
         }
     }
 }

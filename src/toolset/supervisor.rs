@@ -435,12 +435,14 @@ impl Supervisor {
 
     /// `serverLogLevel`, asked of a server that declares `logging` before its tools are listed. A server
     /// that refuses `logging/setLevel` keeps working: the refusal is logged, and its logs below the level
-    /// are still not delivered (`server_log::diagnostic`).
-    async fn ask_log_level(&self, connection: &Connection, level: crate::server_log::Level, stop: &AbortHandle) {
-        let opts = RequestOptions { timeout: self.shared.timeout, abort: Some(stop) };
+    /// are still not delivered (`server_log::diagnostic`). Bounded by
+    /// [`crate::limits::MAX_SET_LOG_LEVEL_WAIT_MS`]: a server that never answers it is not waited for.
+    pub(super) async fn ask_log_level(&self, connection: &Connection, level: crate::server_log::Level, stop: &AbortHandle) {
+        let bound = Duration::from_millis(crate::limits::MAX_SET_LOG_LEVEL_WAIT_MS).min(self.shared.timeout);
+        let opts = RequestOptions { timeout: bound, abort: Some(stop) };
         if let Err(error) = connection.ask_log_level(level, &opts).await {
             let error = self.secrets.redact(&error.to_string());
-            tracing::warn!(toolset = self.shared.log_id, server = %self.entry.name, %error, "the server refused logging/setLevel");
+            tracing::warn!(toolset = self.shared.log_id, server = %self.entry.name, %error, "logging/setLevel failed (refused or not answered in time)");
         }
     }
 
@@ -448,6 +450,10 @@ impl Supervisor {
     /// second per connection (`window`), the drops of a second reported once when it ends.
     fn server_log(&self, window: &Arc<parking_lot::Mutex<crate::server_log::RateWindow>>, params: &serde_json::value::RawValue) {
         use crate::server_log::Admission;
+        // Below the level asked (or no level at all): neither delivered nor counted against the bound.
+        if !crate::server_log::wanted(params, self.shared.server_log_level) {
+            return;
+        }
         let admitted = window.lock().admit(std::time::Instant::now());
         let name = &self.entry.name;
         match admitted {
@@ -463,9 +469,16 @@ impl Supervisor {
             Admission::Dropped { first: true } => {
                 let ends_at = window.lock().ends_at();
                 let (window, events, name) = (Arc::downgrade(window), Arc::downgrade(&self.shared.events), name.clone());
-                let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-                runtime.spawn(async move {
-                    tokio::time::sleep_until(ends_at.into()).await;
+                // On the supervisor's tracker, under its token: nothing reaches onDiagnostic after close().
+                let cancel = self.cancel.clone();
+                if tokio::runtime::Handle::try_current().is_err() {
+                    return;
+                }
+                self.tasks.spawn(async move {
+                    tokio::select! {
+                        _ = cancel.cancelled() => return,
+                        _ = tokio::time::sleep_until(ends_at.into()) => {}
+                    }
                     let report = window.upgrade().and_then(|w| w.lock().roll(std::time::Instant::now()));
                     if let (Some(count), Some(events)) = (report, events.upgrade()) {
                         events.diagnostic(&crate::server_log::dropped(&name, count));
