@@ -120,6 +120,7 @@ pub(crate) struct Supervisor {
     /// which redacts before it truncates.
     pub secrets: Arc<Secrets>,
     pub state: watch::Sender<State>,
+    /// Taken after `connection` when both are held (never the other way round): see `status()`.
     status: Mutex<Status>,
     /// Recoveries that brought the server back.
     restarts: AtomicU64,
@@ -262,11 +263,14 @@ impl Supervisor {
 
     pub fn status(&self) -> ServerStatus {
         let state = self.current_state();
-        let status = self.status.lock();
+        // Lock order: `connection` before `status` (going live sets the state, and so `status`, under the
+        // connection lock). The connection is read first and its lock let go before `status` is taken:
+        // holding `status` while asking for `connection` deadlocked `servers()` against a reconnect.
         let protocol_version = match state {
             State::Live => self.connection().map(|c| c.session.protocol_version),
             _ => None,
         };
+        let status = self.status.lock();
         ServerStatus {
             name: self.entry.name.clone(),
             state: state.name(),
