@@ -335,8 +335,14 @@ async fn keep(slot: Arc<Supervisor>, uri: String, stop: CancellationToken, mut f
             continue;
         }
         // Session era: held until the connection is replaced (the server lost and recovered) or `stop`.
+        // Checked outside `wait_for`: its predicate runs under the state watch's read lock, and
+        // `live_connection()` takes the connection lock, which going live holds while it writes the state.
         let replaced = async {
-            let _ = state.wait_for(|s| *s != State::Live || !slot.live_connection().is_some_and(|c| Arc::ptr_eq(&c, &connection))).await;
+            while slot.live_connection().is_some_and(|c| Arc::ptr_eq(&c, &connection)) {
+                if state.changed().await.is_err() {
+                    break;
+                }
+            }
         };
         tokio::select! {
             _ = stop.cancelled() => {
