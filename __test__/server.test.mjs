@@ -415,8 +415,11 @@ test('stdio: after close(), a second listen reads stdin on from where the first 
   const script = `
     import { createMcpServer } from ${JSON.stringify(new URL('../dist/index.js', import.meta.url).href)};
     const server = createMcpServer({ tools: { echo: { execute: () => 'ok' } } });
-    await server.listen({ stdio: true });
-    await server.close();
+    // close() right after listen() must find the serving, and the next listen() must find stdin free.
+    for (let round = 0; round < 20; round++) {
+      await server.listen({ stdio: true });
+      await server.close();
+    }
     const again = await server.listen({ stdio: true });
     process.stderr.write('listening again\\n');
     await again.closed;

@@ -94,7 +94,13 @@ impl ToolHost for JsHost {
 #[derive(Default)]
 struct Listeners {
     http: Vec<HttpListener>,
-    stdio: Option<CancellationToken>,
+    stdio: Option<StdioServing>,
+}
+
+/// A stdio serving this server started: how to stop it, and word that it has let stdin go.
+struct StdioServing {
+    stop: CancellationToken,
+    released: tokio::sync::oneshot::Receiver<()>,
 }
 
 #[napi]
@@ -152,13 +158,18 @@ impl NativeServer {
     /// Serves this process's stdin/stdout; resolves when stdin ends or the server is closed.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn serve_stdio<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        let (core, listeners) = (self.core.clone(), self.listeners.clone());
+        // Claimed and registered now, not when the runtime first polls the serving: a close() right
+        // after listen() must find it, and a listen() right after close() must find stdin free.
+        let claimed = if STDIO_SERVING.swap(true, Ordering::SeqCst) {
+            Err(McpError::config("listen({ stdio: true }): this process's stdin is already being served"))
+        } else {
+            let (stop, (release, released)) = (CancellationToken::new(), tokio::sync::oneshot::channel());
+            self.listeners.lock().stdio = Some(StdioServing { stop: stop.clone(), released });
+            Ok((stop, release))
+        };
+        let core = self.core.clone();
         let serving = async move {
-            if STDIO_SERVING.swap(true, Ordering::SeqCst) {
-                return Err(McpError::config("listen({ stdio: true }): this process's stdin is already being served"));
-            }
-            let stop = CancellationToken::new();
-            listeners.lock().stdio = Some(stop.clone());
+            let (stop, release) = claimed?;
             // One reader of stdin for the process: a blocking read cannot be interrupted, so a reader
             // left behind by close() would take the next line from the next listen. It is kept instead.
             let kept = STDIN_LINES.lock().take();
@@ -167,6 +178,7 @@ impl NativeServer {
                 *STDIN_LINES.lock() = Some(lines);
             }
             STDIO_SERVING.store(false, Ordering::SeqCst);
+            let _ = release.send(());
             Ok(())
         };
         settle(env, "NativeServer.serveStdio", serving, drop)
@@ -178,8 +190,10 @@ impl NativeServer {
     pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         let listeners = std::mem::take(&mut *self.listeners.lock());
         let closing = async move {
-            if let Some(stop) = listeners.stdio {
-                stop.cancel();
+            if let Some(serving) = listeners.stdio {
+                serving.stop.cancel();
+                // close() resolves once stdin is free for the next listen().
+                let _ = serving.released.await;
             }
             for listener in listeners.http {
                 listener.close().await;

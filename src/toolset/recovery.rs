@@ -287,13 +287,15 @@ impl Supervisor {
             (None, false) => "; one new attempt on the next call".to_owned(),
             (None, true) => String::new(),
         };
+        // Read first: a guard taken inside the literal would be held through report().
+        let stderr_tail = self.recovery.stderr_tail.lock().clone();
         self.shared.report(Diagnostic::ServerFailed {
             server: name.clone(),
             message: self.secrets.redact(&format!("gave up on MCP server {name:?} for now: {reason}{next}; last error: {error}")),
             error_code: error.code(),
             restarts: self.restarts(),
             retry_in_ms,
-            stderr_tail: self.recovery.stderr_tail.lock().clone(),
+            stderr_tail,
         });
     }
 }
