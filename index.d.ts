@@ -267,11 +267,20 @@ export declare function sessionComplete(toolset: NativeToolset, server: string, 
 /** `prompts/get`; `argsJson` an object of strings (or empty). Resolves to `{description?, messages}` as JSON. */
 export declare function sessionGetPrompt(toolset: NativeToolset, server: string, name: string, argsJson: string): Promise<string>
 
-/** `what`: `resources`, `templates` or `prompts`; every server's, or `server`'s. Resolves to a JSON array. */
+/** `what`: `resources`, `templates`, `prompts` or `skills`; every server's, or `server`'s. Resolves to a JSON array. */
 export declare function sessionList(toolset: NativeToolset, what: string, server?: string | undefined | null): Promise<string>
+
+/**
+ * Load a skill (SEP-2640): resolves to `{server, uri, name, description, frontmatter, files, instructions}`
+ * as JSON, SKILL.md verified.
+ */
+export declare function sessionLoadSkill(toolset: NativeToolset, server: string, uri: string): Promise<string>
 
 /** `resources/read`; `abortId` (not 0) names it for `clientAbortListing`. */
 export declare function sessionReadResource(toolset: NativeToolset, server: string, uri: string, abortId: number): Promise<ResourceRead>
+
+/** Read a file of a loaded skill, verified against its entry; crosses as a resource read does. */
+export declare function sessionReadSkillFile(toolset: NativeToolset, server: string, uri: string, path: string): Promise<ResourceRead>
 
 /**
  * Subscribe to a resource's updates (`resource-updated` events `{server, uri}`); resolves to the

@@ -132,7 +132,35 @@ const scenarios = {
   'http-invalid-tool-headers': callEveryTool,
   // Listing is the scenario: the tool's network $ref must never be fetched.
   'json-schema-ref-no-deref': async () => {},
+  // Skills (SEP-2640): listing must read no file.
+  'sep-2640-client-no-prefetch': async () => {
+    const skills = await toolset.listSkills();
+    log(`skills: ${skills.map((s) => `${s.server}:${s.uri} (${s.files.length} files)`).join(', ') || '(none)'}`);
+  },
+  // Load the first skill as an agent would, then read its other files; the suite serves a SKILL.md that
+  // fails the named check, so the load must refuse it and nothing further may be read.
+  'sep-2640-client-verify-digest': loadFirstSkill,
+  'sep-2640-client-verify-size': loadFirstSkill,
+  'sep-2640-client-verify-frontmatter': loadFirstSkill,
 };
+
+async function loadFirstSkill() {
+  const [skill] = await toolset.listSkills();
+  if (!skill) throw new Error('the server lists no skill');
+  try {
+    const loaded = await toolset.loadSkill(skill.server, skill.uri);
+    log(`loaded ${loaded.name} (${loaded.instructions.length} characters)`);
+  } catch (error) {
+    if (error?.code !== 'mcp_skill_verification_failed') throw error;
+    // The expected outcome: the skill is refused, and its files are not read.
+    log(`skill-verification-failed: ${error.message}`);
+    return;
+  }
+  for (const file of skill.files.slice(1)) {
+    const read = await toolset.readSkillFile(skill.server, skill.uri, file.path);
+    log(`read ${file.path} (${read.contents.length} item(s))`);
+  }
+}
 const authScenario = scenario.startsWith('auth/');
 const run = scenarios[scenario] ?? (authScenario ? (tools) => callAllowingOneReauthorization(tools, 'test-tool', {}) : undefined);
 if (!run) {

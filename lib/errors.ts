@@ -30,6 +30,8 @@ export type McpErrorCode =
   | 'mcp_server_unavailable'
   | 'mcp_resource_not_found'
   | 'mcp_not_supported'
+  | 'mcp_skill_invalid'
+  | 'mcp_skill_verification_failed'
   | 'mcp_outcome_unknown';
 
 export class McpError extends Error {
@@ -102,6 +104,10 @@ export class McpInternalError extends McpError {}
 export class McpResourceNotFoundError extends McpError {}
 /** The server declares no capability for the operation (`resources`, `resources.subscribe`, `prompts`, `completions`): nothing was sent. */
 export class McpNotSupportedError extends McpError {}
+/** A skill (SEP-2640) that cannot be loaded: a malformed entry, one over the 512-file / 16 MiB limits, or a `"dynamic"` one (nothing to verify against). */
+export class McpSkillInvalidError extends McpError {}
+/** A skill file that is not what its entry says (size, SHA-256 digest, SKILL.md frontmatter), or one the entry does not list: not used. */
+export class McpSkillVerificationFailedError extends McpError {}
 
 /**
  * A call of a tool with effects (`defineMcpTool`, `mcpferry/mayura`) failed after its request was sent:
@@ -137,6 +143,8 @@ const classes: Record<McpErrorCode, new (code: McpErrorCode, message: string) =>
   mcp_server_unavailable: McpServerUnavailableError,
   mcp_resource_not_found: McpResourceNotFoundError,
   mcp_not_supported: McpNotSupportedError,
+  mcp_skill_invalid: McpSkillInvalidError,
+  mcp_skill_verification_failed: McpSkillVerificationFailedError,
   mcp_outcome_unknown: McpOutcomeUnknownError,
 };
 

@@ -51,6 +51,8 @@ export {
   McpInternalError,
   McpResourceNotFoundError,
   McpNotSupportedError,
+  McpSkillInvalidError,
+  McpSkillVerificationFailedError,
   McpServerUnavailableError,
 } from './errors';
 export type { McpErrorCode } from './errors';

@@ -1,4 +1,4 @@
-// Resources, prompts and completions of a toolset (and of connectMcpServer's client): the engine's
+// Resources, prompts, completions and skills of a toolset (and of connectMcpServer's client): the engine's
 // session entry points (src/napi/session.rs) converted and forwarded. The engine checks the server's
 // capabilities, puts reads, subscribes, prompt gets and completions to `policy.decide`, waits for a
 // reconnecting server, bounds every listing and result, and decodes blobs; this file only wires.
@@ -17,11 +17,15 @@ import type {
   McpResourceTemplate,
   McpResourceUpdated,
   McpSessionRequests,
+  McpLoadedSkill,
+  McpSkill,
 } from './types';
 
 /** The engine's session entry points (src/napi/session.rs). */
 interface SessionBinding {
-  sessionList(toolset: NativeToolset, what: 'resources' | 'templates' | 'prompts', server: string | undefined | null): Promise<string>;
+  sessionList(toolset: NativeToolset, what: 'resources' | 'templates' | 'prompts' | 'skills', server: string | undefined | null): Promise<string>;
+  sessionLoadSkill(toolset: NativeToolset, server: string, uri: string): Promise<string>;
+  sessionReadSkillFile(toolset: NativeToolset, server: string, uri: string, path: string): Promise<{ json: string; blobs: Uint8Array[] }>;
   sessionReadResource(toolset: NativeToolset, server: string, uri: string, abortId: number): Promise<{ json: string; blobs: Uint8Array[] }>;
   sessionSubscribe(toolset: NativeToolset, server: string, uri: string): Promise<number>;
   sessionUnsubscribe(toolset: NativeToolset, id: number): void;
@@ -117,7 +121,7 @@ export function sessionRequests(engine: () => NativeToolset, subscribers: Resour
     if (typeof value !== 'string') throw invalid(`${what} must be a string`);
     return value;
   };
-  const listing = (what: 'resources' | 'templates' | 'prompts', options: { server?: string } | undefined) =>
+  const listing = (what: 'resources' | 'templates' | 'prompts' | 'skills', options: { server?: string } | undefined) =>
     run(async () => {
       const only = options?.server;
       if (only !== undefined) server(only);
@@ -142,11 +146,7 @@ export function sessionRequests(engine: () => NativeToolset, subscribers: Resour
         };
         signal?.addEventListener('abort', stop, { once: true });
         try {
-          const read = await native.sessionReadResource(engine(), target, at, abortId);
-          const { contents } = JSON.parse(read.json) as { contents: Array<{ uri: string; mimeType?: string; text?: string; blob?: number }> };
-          // A blob is the engine's bytes as they are: no copy, no base64.
-          const mapped = contents.map(({ blob, ...rest }) => (blob === undefined ? rest : { ...rest, blob: read.blobs[blob] })) as McpResourceContents[];
-          return { contents: mapped } satisfies McpReadResourceResult;
+          return fromRead(await native.sessionReadResource(engine(), target, at, abortId));
         } finally {
           signal?.removeEventListener('abort', stop);
         }
@@ -196,7 +196,17 @@ export function sessionRequests(engine: () => NativeToolset, subscribers: Resour
         );
         return { completion: JSON.parse(json) } as McpCompleteResult;
       }),
+    listSkills: (options) => listing('skills', options) as Promise<McpSkill[]>,
+    loadSkill: (name, uri) => run(async () => JSON.parse(await native.sessionLoadSkill(engine(), server(name), text(uri, 'the skill URI'))) as McpLoadedSkill),
+    readSkillFile: (name, uri, path) =>
+      run(async () => fromRead(await native.sessionReadSkillFile(engine(), server(name), text(uri, 'the skill URI'), text(path, 'the file path')))),
   };
+}
+
+/** A read as it crossed: a blob is the engine's bytes as they are (no copy, no base64). */
+function fromRead(read: { json: string; blobs: Uint8Array[] }): McpReadResourceResult {
+  const { contents } = JSON.parse(read.json) as { contents: Array<{ uri: string; mimeType?: string; text?: string; blob?: number }> };
+  return { contents: contents.map(({ blob, ...rest }) => (blob === undefined ? rest : { ...rest, blob: read.blobs[blob] })) as McpResourceContents[] };
 }
 
 /** The same requests for one server: a client's, without the server argument. */
@@ -209,5 +219,8 @@ export function clientSessionRequests(requests: McpSessionRequests, server: stri
     listPrompts: () => requests.listPrompts({ server }),
     getPrompt: (name, args) => requests.getPrompt(server, name, args),
     complete: (ref, argument, context) => requests.complete(server, ref, argument, context),
+    listSkills: () => requests.listSkills({ server }),
+    loadSkill: (uri) => requests.loadSkill(server, uri),
+    readSkillFile: (uri, path) => requests.readSkillFile(server, uri, path),
   };
 }

@@ -111,7 +111,7 @@ export type Session = unknown;
  * no `toolName`, so a policy that allows by tool name (`ALLOWED.has(req.toolName)`) refuses them:
  * allowlists fail closed. Narrow on `kind` to allow them.
  */
-export type PolicyRequest = ToolPolicyRequest | ResourcePolicyRequest | PromptPolicyRequest | CompletionPolicyRequest;
+export type PolicyRequest = ToolPolicyRequest | ResourcePolicyRequest | PromptPolicyRequest | CompletionPolicyRequest | SkillPolicyRequest;
 
 export interface ToolPolicyRequest {
   kind: 'tool';
@@ -158,6 +158,22 @@ export interface CompletionPolicyRequest {
   argument: { name: string; value: string };
   /** The values already chosen (`complete`'s `context.arguments`), sent to the server with it. */
   context?: { arguments: Record<string, string> };
+  session: Session;
+  toolName?: undefined;
+}
+
+/**
+ * `loadSkill(server, uri)` (`operation: 'load'`: the moment to approve a skill; its SKILL.md is read after
+ * an allow) or `readSkillFile(server, uri, path)` (`'read'`, with `file`, the URI of the file). `name` is
+ * the entry's, when known before the load.
+ */
+export interface SkillPolicyRequest {
+  kind: 'skill';
+  operation: 'load' | 'read';
+  server: string;
+  uri: string;
+  name?: string;
+  file?: string;
   session: Session;
   toolName?: undefined;
 }
@@ -641,6 +657,30 @@ export interface McpReadResourceResult {
   contents: McpResourceContents[];
 }
 
+/**
+ * A skill a server serves (SEP-2640, `skills/list`), with the server it came from: its entry, checked
+ * (shape, manifest, the 512-file and 16 MiB limits). Listing reads no file. Identity is `server` and `uri`
+ * together: two servers may serve the same URI, and they are two skills.
+ */
+export interface McpSkill {
+  server: string;
+  /** The URI of its SKILL.md. */
+  uri: string;
+  name: string;
+  /** Third-party text: the server's description of its skill. */
+  description: string;
+  /** SKILL.md's frontmatter as the server rendered it (untrusted: `allowed-tools` and the like grant nothing). */
+  frontmatter: Record<string, unknown>;
+  /** Every file of the skill, SKILL.md first: `path` inside the skill's directory, `digest` `sha256:<hex>`. */
+  files: Array<{ path: string; uri: string; size: number; digest: string }>;
+}
+
+/** A loaded skill: its entry and SKILL.md's text, verified (size, SHA-256, frontmatter) against it. */
+export interface McpLoadedSkill extends McpSkill {
+  /** SKILL.md as the server served it, frontmatter included: third-party instructions, tagged by `server`. */
+  instructions: string;
+}
+
 export interface McpPromptArgument {
   name: string;
   title?: string;
@@ -708,6 +748,21 @@ export interface McpSessionRequests {
     argument: { name: string; value: string },
     context?: { arguments?: Record<string, string> },
   ): Promise<McpCompleteResult>;
+  /** The skills of the servers that declare the Skills extension (SEP-2640); no file is read. */
+  listSkills(options?: { server?: string }): Promise<McpSkill[]>;
+  /**
+   * Load the skill at `uri` (its SKILL.md URI) from `server`: put to `policy.decide` (`kind: 'skill'`), then
+   * SKILL.md read and verified against the entry (the last listing's, or `skills/get`'s for a skill never
+   * listed). `mcp_skill_verification_failed` when it is not what the entry says (nothing is returned),
+   * `mcp_skill_invalid` for an entry that cannot be loaded (malformed, over the limits, `"dynamic"`).
+   */
+  loadSkill(server: string, uri: string): Promise<McpLoadedSkill>;
+  /**
+   * A file of a loaded skill, by its path inside the skill's directory (`references/FORMS.md`) or its URI,
+   * read from the skill's own server and verified against the entry it was loaded with. A file the entry
+   * does not list is `mcp_skill_verification_failed`, and nothing is sent.
+   */
+  readSkillFile(server: string, uri: string, path: string): Promise<McpReadResourceResult>;
 }
 
 /** {@link McpSessionRequests} of a `connectMcpServer` client: the same, without the server argument. */
@@ -719,6 +774,9 @@ export interface McpClientSessionRequests {
   listPrompts(): Promise<McpPrompt[]>;
   getPrompt(name: string, args?: Record<string, string>): Promise<McpGetPromptResult>;
   complete(ref: McpCompletionRef, argument: { name: string; value: string }, context?: { arguments?: Record<string, string> }): Promise<McpCompleteResult>;
+  listSkills(): Promise<McpSkill[]>;
+  loadSkill(uri: string): Promise<McpLoadedSkill>;
+  readSkillFile(uri: string, path: string): Promise<McpReadResourceResult>;
 }
 
 // ---- connectMcpServer: one server as a client (lib/client.ts) ----

@@ -2,7 +2,8 @@
 // Runs the official MCP conformance suite against examples/conformance-client.mjs: all 26 client
 // scenarios of @modelcontextprotocol/conformance 0.1.16, the 19 of the 0.2.0-alpha suite's frozen
 // 2025-11-25 requirement set (`--spec-version 2025-11-25`) and its 33 of the stateless 2026-07-28
-// revision (`--spec-version 2026-07-28`). All need Node >= 22.
+// revision (`--spec-version 2026-07-28`), and the alpha's four Skills extension scenarios (SEP-2640). All
+// need Node >= 22.
 //   node scripts/conformance.mjs <node22-binary> [scenario | suite:scenario ...]
 // MCPFERRY_CONFORMANCE_CLIENT=<script> runs another client instead (e.g. one that does nothing, to see
 // the evidence check refuse what the suite alone would pass).
@@ -78,6 +79,20 @@ const MUST_SUCCEED = {
   'auth/client-credentials-basic': ['client-credentials-basic-auth', 'authorization-server-metadata'],
   'auth/cross-app-access-complete-flow': ['complete-flow-token-exchange', 'complete-flow-jwt-bearer', 'authorization-server-metadata'],
 };
+
+/**
+ * The Skills extension's client scenarios (SEP-2640, listed as extensions): each check is SKIPPED when the
+ * client never lists skills, and the verify checks are untestable FAILUREs when it never reads SKILL.md,
+ * so requiring SUCCESS means the client listed, loaded, verified and refused.
+ */
+const MUST_SUCCEED_SKILLS = {
+  'sep-2640-client-no-prefetch': ['sep-2640-host-no-prefetch'],
+  'sep-2640-client-verify-digest': ['sep-2640-host-verify-digest'],
+  'sep-2640-client-verify-size': ['sep-2640-host-size-mismatch-failure'],
+  'sep-2640-client-verify-frontmatter': ['sep-2640-host-frontmatter-comparison'],
+};
+/** Skills scenarios where the client must refuse the skill it loads (and say so). */
+const SKILL_REFUSAL = new Set(Object.keys(MUST_SUCCEED_SKILLS).filter((s) => s.startsWith('sep-2640-client-verify-')));
 
 /** Scenarios where the client is expected to give up; every other auth scenario must end in a tool call. */
 const EXPECTED_REFUSAL = new Set(['auth/scope-retry-limit', 'auth/resource-mismatch']);
@@ -207,6 +222,16 @@ const SUITES = [
     mustSucceed: MUST_SUCCEED_2026,
     expectedRefusal: new Set([...EXPECTED_REFUSAL, ...ISS_REFUSAL, ...METADATA_REFUSAL]),
   },
+  {
+    label: 'skills',
+    pkg: 'conformance-alpha',
+    version: /^0\.2\.0-alpha\./,
+    args: [],
+    scenarios: Object.keys(MUST_SUCCEED_SKILLS),
+    // The suite lists every scenario without a spec version: this set is its Skills ones.
+    lists: (scenario) => scenario.startsWith('sep-2640-client-'),
+    mustSucceed: MUST_SUCCEED_SKILLS,
+  },
 ];
 
 /** Whether a check matching `spec` succeeded: `id`, `id@name` or `@name` (some ids carry one entry per method or tool). */
@@ -267,6 +292,9 @@ function evidenceProblems(suite, scenario, checks, clientStderr) {
   if (scenario === 'auth/resource-mismatch' || ISS_REFUSAL.has(scenario) || METADATA_REFUSAL.has(scenario)) {
     if (!/refused: mcp_auth_error: /.test(clientStderr)) problems.push('the client did not report an mcp_auth_error refusal');
   }
+  if (SKILL_REFUSAL.has(scenario) && !/skill-verification-failed: /.test(clientStderr)) {
+    problems.push('the client did not report the skill refused with mcp_skill_verification_failed');
+  }
   if (scenario === 'http-invalid-tool-headers') {
     // Dropped by the client itself, with the reason, not merely left uncalled.
     for (const tool of INVALID_HEADER_TOOLS) {
@@ -309,7 +337,7 @@ function suiteProblems(node22, suite) {
   const { version } = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
   if (!suite.version.test(version)) return [`${suite.pkg} is ${version}, expected ${suite.version}`];
   const list = spawnSync(node22, [join(dir, 'dist', 'index.js'), 'list', '--client', ...suite.args], { encoding: 'utf8' });
-  const listed = [...`${list.stdout}`.matchAll(/^\s+- (\S+) \[/gm)].map((m) => m[1]);
+  const listed = [...`${list.stdout}`.matchAll(/^\s+- (\S+) \[/gm)].map((m) => m[1]).filter(suite.lists ?? (() => true));
   const missing = listed.filter((s) => !suite.scenarios.includes(s));
   const extra = suite.scenarios.filter((s) => !listed.includes(s));
   return [

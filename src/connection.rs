@@ -150,6 +150,9 @@ pub struct SessionInfo {
     /// change passed on (see `ConnectionEvents::list_changed`).
     pub resources_list_changed: bool,
     pub prompts_list_changed: bool,
+    /// It declared the Skills extension (`extensions["io.modelcontextprotocol/skills"]`, SEP-2640): only
+    /// then are `skills/list` and `skills/get` sent.
+    pub skills: bool,
     /// The names of the capabilities the server declared, for display.
     pub capabilities: Vec<String>,
     /// Never shown to a model: third-party text is a prompt-injection seam.
@@ -172,6 +175,7 @@ impl SessionInfo {
             resources_subscribe: discovered.resources_subscribe,
             resources_list_changed: discovered.resources_list_changed,
             prompts_list_changed: discovered.prompts_list_changed,
+            skills: discovered.skills,
             capabilities: discovered.capabilities.iter().map(|c| (*c).to_owned()).collect(),
             instructions: None,
             era: Era::Modern(discovered.version),
@@ -191,6 +195,7 @@ impl SessionInfo {
             resources_subscribe: result.capabilities.resources_subscribe(),
             resources_list_changed: result.capabilities.list_changed("resources"),
             prompts_list_changed: result.capabilities.list_changed("prompts"),
+            skills: result.capabilities.skills(),
             tools_list_changed: result.capabilities.tools.and_then(|t| t.list_changed).unwrap_or(false),
             instructions: result.instructions,
             era: Era::Modern(version),
@@ -210,6 +215,7 @@ impl SessionInfo {
                 discovered.resources_subscribe = self.resources_subscribe;
                 discovered.resources_list_changed = self.resources_list_changed;
                 discovered.prompts_list_changed = self.prompts_list_changed;
+                discovered.skills = self.skills;
                 era::Known::Discovered(Arc::new(discovered))
             }
         }
@@ -1008,6 +1014,7 @@ async fn initialized(transport: &Arc<dyn Transport>, raw: Box<RawValue>, opts: &
         resources_subscribe: init.capabilities.resources_subscribe(),
         resources_list_changed: init.capabilities.list_changed("resources"),
         prompts_list_changed: init.capabilities.list_changed("prompts"),
+        skills: init.capabilities.skills(),
         tools_list_changed: init.capabilities.tools.and_then(|t| t.list_changed).unwrap_or(false),
         instructions: init.instructions,
         era: Era::Legacy,

@@ -73,6 +73,12 @@ pub enum McpError {
     /// The server did not declare the capability the operation needs (`resources`, `prompts`,
     /// `completions`, `resources.subscribe`): nothing was sent.
     NotSupported(String),
+    /// A skill entry (SEP-2640) that cannot be loaded: malformed, over the per-skill limits, or
+    /// `"dynamic"` (no digests to verify against, and mcpferry loads only verifiable skills).
+    SkillInvalid(String),
+    /// A skill file that is not what its entry describes: its size, its SHA-256 digest, SKILL.md's
+    /// frontmatter, or a file the entry does not list. The content was not used.
+    SkillVerificationFailed(String),
 }
 
 impl McpError {
@@ -103,6 +109,8 @@ impl McpError {
             McpError::Internal(_) => "mcp_internal_error",
             McpError::ResourceNotFound(_) => "mcp_resource_not_found",
             McpError::NotSupported(_) => "mcp_not_supported",
+            McpError::SkillInvalid(_) => "mcp_skill_invalid",
+            McpError::SkillVerificationFailed(_) => "mcp_skill_verification_failed",
         }
     }
 
@@ -116,7 +124,7 @@ impl McpError {
         Self::one_of_each().iter().map(McpError::code).collect()
     }
 
-    fn one_of_each() -> [McpError; 24] {
+    fn one_of_each() -> [McpError; 26] {
         // The match has no wildcard: adding a variant fails to compile until it is listed below too.
         let _listed_below = |e: &McpError| match e {
             McpError::Tool(_)
@@ -152,7 +160,9 @@ impl McpError {
             | McpError::ResultInvalid(_)
             | McpError::Internal(_)
             | McpError::ResourceNotFound(_)
-            | McpError::NotSupported(_) => (),
+            | McpError::NotSupported(_)
+            | McpError::SkillInvalid(_)
+            | McpError::SkillVerificationFailed(_) => (),
         };
         let text = String::new;
         [
@@ -180,6 +190,8 @@ impl McpError {
             McpError::Internal(text()),
             McpError::ResourceNotFound(text()),
             McpError::NotSupported(text()),
+            McpError::SkillInvalid(text()),
+            McpError::SkillVerificationFailed(text()),
         ]
     }
 }
@@ -211,7 +223,9 @@ macro_rules! with_text {
             | McpError::ResultInvalid($text)
             | McpError::Internal($text)
             | McpError::ResourceNotFound($text)
-            | McpError::NotSupported($text) => $carries,
+            | McpError::NotSupported($text)
+            | McpError::SkillInvalid($text)
+            | McpError::SkillVerificationFailed($text) => $carries,
             _ => $fixed,
         }
     };

@@ -377,3 +377,13 @@ pub const RECONNECT_JITTER_PERCENT: u64 = 20;
 /// Diagnostics held while a toolset connects, before its owner has them (the rest are dropped): a
 /// server that floods announcements during another's connect cannot grow the buffer without bound.
 pub const MAX_STARTUP_DIAGNOSTICS: usize = 1_000;
+/// Files one skill (SEP-2640) may list, SKILL.md included: the extension's limit, which every host
+/// must support; an entry over it is not loaded (`mcp_skill_invalid`), said before anything is read.
+pub const MAX_SKILL_FILES: usize = 512;
+/// The sum of a skill's listed file sizes, in bytes (16 MiB, the extension's limit).
+pub const MAX_SKILL_BYTES: u64 = 16 * 1024 * 1024;
+/// Skills held loaded per server (the entries their file reads are verified against); loading one more
+/// lets the longest-held go.
+pub const MAX_HELD_SKILLS_PER_SERVER: usize = 64;
+/// Deepest nesting of a SKILL.md's YAML frontmatter accepted, in levels.
+pub const MAX_FRONTMATTER_DEPTH: usize = 32;

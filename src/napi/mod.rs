@@ -12,7 +12,7 @@
 //! | `token_store.rs` | `NativeTokenStore` (memory, OS keyring, encrypted file) and JS token stores  |
 //! | `redact.rs`   | `quoteUntrustedText`: the engine's redaction for text JavaScript holds       |
 //! | `server.rs`   | `NativeServer`: `createMcpServer`'s core, its listeners, the host's `execute`      |
-//! | `session.rs`  | resources, prompts, completions of a `NativeToolset`; blobs cross as bytes      |
+//! | `session.rs`  | resources, prompts, completions, skills of a `NativeToolset`; blobs as bytes    |
 //! | `registry.rs` | engine objects JavaScript holds (stores, token stores), by id, held weakly      |
 //! | `schema.rs`   | `JsonSchemaValidator`: a JSON Schema compiled once, validating JSON text         |
 //!

@@ -1,4 +1,4 @@
-//! Resources, prompts and completions of a `NativeToolset` (`toolset::session`): these functions
+//! Resources, prompts, completions and skills of a `NativeToolset` (`toolset::session`, `toolset::skills`): these functions
 //! convert and delegate. Listings and results cross as JSON; a read's blobs cross as bytes, decoded
 //! once by the engine and never base64 again.
 
@@ -52,7 +52,7 @@ fn read_to_js(read: ReadResult) -> (String, Vec<Vec<u8>>) {
     (serde_json::to_string(&Read { contents }).expect("a read serializes"), blobs)
 }
 
-/// `what`: `resources`, `templates` or `prompts`; every server's, or `server`'s. Resolves to a JSON array.
+/// `what`: `resources`, `templates`, `prompts` or `skills`; every server's, or `server`'s. Resolves to a JSON array.
 #[napi(ts_return_type = "Promise<string>")]
 #[allow(dead_code)] // called from JavaScript only
 pub fn session_list<'env>(env: &'env Env, toolset: &NativeToolset, what: String, server: Option<String>) -> napi::Result<PromiseRaw<'env, String>> {
@@ -63,6 +63,7 @@ pub fn session_list<'env>(env: &'env Env, toolset: &NativeToolset, what: String,
             "resources" => serde_json::to_string(&inner.list_resources(server).await?),
             "templates" => serde_json::to_string(&inner.list_resource_templates(server).await?),
             "prompts" => serde_json::to_string(&inner.list_prompts(server).await?),
+            "skills" => serde_json::to_string(&inner.list_skills(server).await?),
             _ => return Err(crate::error::McpError::Internal(format!("no listing named {what:?}"))),
         };
         Ok(json.expect("listings serialize"))
@@ -78,6 +79,25 @@ pub fn session_read_resource<'env>(env: &'env Env, toolset: &NativeToolset, serv
     let abort = (abort_id != 0).then(|| inner.listing_abort(abort_id));
     let read = async move { inner.read_resource(&server, &uri, abort).await.map(read_to_js) };
     settle(env, "sessionReadResource", read, |(json, blobs)| ResourceRead { json, blobs: blobs.into_iter().map(Buffer::from).collect() })
+}
+
+/// Load a skill (SEP-2640): resolves to `{server, uri, name, description, frontmatter, files, instructions}`
+/// as JSON, SKILL.md verified.
+#[napi(ts_return_type = "Promise<string>")]
+#[allow(dead_code)] // called from JavaScript only
+pub fn session_load_skill<'env>(env: &'env Env, toolset: &NativeToolset, server: String, uri: String) -> napi::Result<PromiseRaw<'env, String>> {
+    let inner = toolset.inner.clone();
+    let loaded = async move { inner.load_skill(&server, &uri).await.map(|l| serde_json::to_string(&l).expect("a skill serializes")) };
+    settle(env, "sessionLoadSkill", loaded, |json| json)
+}
+
+/// Read a file of a loaded skill, verified against its entry; crosses as a resource read does.
+#[napi(ts_return_type = "Promise<ResourceRead>")]
+#[allow(dead_code)] // called from JavaScript only
+pub fn session_read_skill_file<'env>(env: &'env Env, toolset: &NativeToolset, server: String, uri: String, path: String) -> napi::Result<PromiseRaw<'env, ResourceRead>> {
+    let inner = toolset.inner.clone();
+    let read = async move { inner.read_skill_file(&server, &uri, &path).await.map(read_to_js) };
+    settle(env, "sessionReadSkillFile", read, |(json, blobs)| ResourceRead { json, blobs: blobs.into_iter().map(Buffer::from).collect() })
 }
 
 /// Subscribe to a resource's updates (`resource-updated` events `{server, uri}`); resolves to the

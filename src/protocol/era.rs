@@ -185,6 +185,8 @@ pub struct Discovered {
     /// It declared `resources.listChanged`, `prompts.listChanged`.
     pub resources_list_changed: bool,
     pub prompts_list_changed: bool,
+    /// It declared the Skills extension.
+    pub skills: bool,
 }
 
 /// The server capabilities the specification names: the only capability names kept across connections.
@@ -193,7 +195,7 @@ pub const STANDARD_CAPABILITIES: &[&str] = &["completions", "experimental", "ext
 impl Discovered {
     pub fn of(version: &'static str, capabilities: &[String], tools_list_changed: bool) -> Discovered {
         let capabilities = STANDARD_CAPABILITIES.iter().copied().filter(|standard| capabilities.iter().any(|c| c == standard)).collect();
-        Discovered { version, capabilities, tools_list_changed, resources_subscribe: false, resources_list_changed: false, prompts_list_changed: false }
+        Discovered { version, capabilities, tools_list_changed, resources_subscribe: false, resources_list_changed: false, prompts_list_changed: false, skills: false }
     }
 }
 

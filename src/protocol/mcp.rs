@@ -70,6 +70,12 @@ impl ServerCapabilities {
         self.others.get(capability).and_then(|r| r.get("listChanged")).and_then(Value::as_bool).unwrap_or(false)
     }
 
+    /// Whether it declared the Skills extension (SEP-2640): an object under
+    /// `extensions["io.modelcontextprotocol/skills"]`.
+    pub fn skills(&self) -> bool {
+        self.others.get("extensions").and_then(|e| e.get(crate::session::skills::SKILLS_EXTENSION)).is_some_and(Value::is_object)
+    }
+
     /// Whether it declared `resources: { subscribe: true }`.
     pub fn resources_subscribe(&self) -> bool {
         self.others.get("resources").and_then(|r| r.get("subscribe")).and_then(Value::as_bool).unwrap_or(false)

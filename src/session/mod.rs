@@ -1,5 +1,5 @@
 //! Requests a live session makes beyond tools: resources (list, templates, read, subscribe), prompts
-//! (list, get) and completions, in both eras. Each file turns one concern into requests on a
+//! (list, get), completions and skills (SEP-2640), in both eras. Each file turns one concern into requests on a
 //! [`Connection`] and interprets the answers; the gates (policy, auth, readiness) are the toolset's
 //! (`toolset::session`). `connection.rs`, `elicitation.rs`, `mrtr.rs` and `catalog.rs` join this
 //! folder in issue 29.
@@ -7,6 +7,7 @@
 pub mod completion;
 pub mod prompts;
 pub mod resources;
+pub mod skills;
 
 use crate::connection::{Connection, RequestOptions, SessionInfo};
 use crate::error::{McpError, Result};
@@ -27,17 +28,21 @@ pub struct Named {
 }
 
 /// Fails with `mcp_not_supported` unless the server declared `capability` (`resources`, `prompts`,
-/// `completions`); nothing is sent.
+/// `completions`, `skills`: the extension); nothing is sent.
 pub fn require(session: &SessionInfo, capability: &str, server: &str, method: &str) -> Result<()> {
-    if session.capabilities.iter().any(|c| c == capability) {
+    if declares(session, capability) {
         return Ok(());
     }
     Err(McpError::NotSupported(format!("{server} declares no {capability} capability, so it takes no {method}")))
 }
 
-/// Whether the server declared `capability`: a listing of a server without it contributes nothing.
+/// Whether the server declared `capability` (`skills`: the Skills extension): a listing of a server
+/// without it contributes nothing.
 pub fn declares(session: &SessionInfo, capability: &str) -> bool {
-    session.capabilities.iter().any(|c| c == capability)
+    match capability {
+        "skills" => session.skills,
+        _ => session.capabilities.iter().any(|c| c == capability),
+    }
 }
 
 /// One page of a listing, its members kept raw: the items (each parsed alone) and `nextCursor`.

@@ -11,6 +11,7 @@
 //! |                 | `recovery.rs`   | bringing a lost server back: backoff, crash-loop bound, cool-down   |
 //! | call router     | `calls.rs`      | admission, gates (policy, auth, readiness), the last check and send |
 //! | session         | `session.rs`    | resources, prompts, completions through the same gates; subscriptions |
+//! | skills          | `skills.rs`     | skills (SEP-2640): listed, loaded and read per server, verified |
 //! | local tools     | `local.rs`      | `mcp__describe_tool`, `mcp__search_tools`                           |
 //!
 //! Every task the toolset starts is tracked: call tasks by the toolset, a server's own work by its
@@ -23,6 +24,7 @@ mod recovery;
 mod refresh;
 mod routes;
 mod session;
+mod skills;
 mod shared;
 mod spec;
 mod supervisor;

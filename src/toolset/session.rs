@@ -76,21 +76,24 @@ pub(crate) struct ListsPending {
 }
 
 impl ListsPending {
-    fn flag(&self, list: &str) -> &AtomicBool {
+    fn flag(&self, list: &str) -> Option<&AtomicBool> {
         match list {
-            "prompts" => &self.prompts,
-            _ => &self.resources,
+            "prompts" => Some(&self.prompts),
+            "resources" => Some(&self.resources),
+            _ => None,
         }
     }
 
     /// An announcement: true if it is the first since the last listing (it is to be reported).
     pub(crate) fn announce(&self, list: &str) -> bool {
-        !self.flag(list).swap(true, Ordering::SeqCst)
+        self.flag(list).is_some_and(|flag| !flag.swap(true, Ordering::SeqCst))
     }
 
     /// `list` is being listed: the next announcement is news again.
     pub(crate) fn listed(&self, list: &str) {
-        self.flag(list).store(false, Ordering::SeqCst);
+        if let Some(flag) = self.flag(list) {
+            flag.store(false, Ordering::SeqCst);
+        }
     }
 }
 
@@ -100,7 +103,7 @@ static NEXT_SUBSCRIPTION: AtomicU64 = AtomicU64::new(1);
 const RELISTEN_DELAY: Duration = Duration::from_millis(1_000);
 
 impl Toolset {
-    fn slot(&self, server: &str) -> Result<&Arc<Supervisor>> {
+    pub(super) fn slot(&self, server: &str) -> Result<&Arc<Supervisor>> {
         if self.inner.cancel.is_cancelled() {
             return Err(McpError::Closed);
         }
@@ -112,7 +115,7 @@ impl Toolset {
 
     /// The live connection to `slot`'s server once its gates are passed: `policy` (the label and request
     /// for `policy.decide`, when there is a decide), readiness, then `auth`.
-    async fn gated(&self, slot: &Supervisor, decide: Option<(&str, String)>, abort: Option<&AbortHandle>) -> Result<Arc<Connection>> {
+    pub(super) async fn gated(&self, slot: &Supervisor, decide: Option<(&str, String)>, abort: Option<&AbortHandle>) -> Result<Arc<Connection>> {
         let inner = &self.inner;
         let gate = async {
             if let (Some((label, request)), Some(_)) = (decide, &inner.hooks.decide) {
@@ -132,14 +135,14 @@ impl Toolset {
         }
     }
 
-    fn opts<'a>(&self, abort: Option<&'a AbortHandle>) -> RequestOptions<'a> {
+    pub(super) fn opts<'a>(&self, abort: Option<&'a AbortHandle>) -> RequestOptions<'a> {
         RequestOptions { timeout: self.inner.timeout, abort }
     }
 
     /// Every server's (or `server`'s) listing by `list`, of the servers that declare `capability`. A
     /// named server must be there and reachable; unnamed, a server that is not (failed, disabled) is
     /// left out, as is one without the capability.
-    async fn list_each<T, F>(&self, server: Option<&str>, capability: &str, list: F) -> Result<Vec<FromServer<T>>>
+    pub(super) async fn list_each<T, F>(&self, server: Option<&str>, capability: &str, list: F) -> Result<Vec<FromServer<T>>>
     where
         F: for<'c> Fn(&'c Connection, RequestOptions<'c>) -> crate::transport::BoxFuture<'c, Result<Listed<T>>>,
     {
@@ -360,16 +363,17 @@ async fn keep(slot: Arc<Supervisor>, uri: String, stop: CancellationToken, mut f
 fn capability_list(capability: &str) -> &'static str {
     match capability {
         "prompts" => "prompts",
+        "skills" => "skills",
         _ => "resources",
     }
 }
 
-fn json_string(text: &str) -> String {
+pub(super) fn json_string(text: &str) -> String {
     serde_json::to_string(text).unwrap_or_default()
 }
 
 /// A server-given name or URI for an error message, cut short.
-fn shown(text: &str) -> String {
+pub(super) fn shown(text: &str) -> String {
     let cut: String = text.chars().take(64).collect();
     format!("{cut:?}")
 }

@@ -139,6 +139,9 @@ pub(crate) struct Supervisor {
     pub(super) subscriptions: super::session::Subscriptions,
     /// A resources / prompts change announced and not yet listed (announcements coalesce on it).
     pub(super) lists_pending: super::session::ListsPending,
+    /// The skills it listed and the ones loaded from it (`skills.rs`): a skill's identity is this server
+    /// and its URI.
+    pub(super) skills: super::skills::Skills,
 }
 
 /// The live connection, with the listener that reports its loss.
@@ -193,6 +196,7 @@ impl Supervisor {
             tasks: TaskTracker::new(),
             subscriptions: Default::default(),
             lists_pending: Default::default(),
+            skills: Default::default(),
         }
     }
 

@@ -1,0 +1,133 @@
+//! Skills (SEP-2640) through the toolset: listed per server, loaded and read only from the server that
+//! serves them. A skill's identity is the pair (this toolset's label for the server, its URI): two
+//! servers serving `skill://refunds/SKILL.md` are two skills, and nothing here is keyed on the URI alone.
+//!
+//! - `listSkills` sends `skills/list` to the servers that declare the extension and reads no file.
+//! - `loadSkill(server, uri)` is put to `policy.decide` (`kind: 'skill'`, `operation: 'load'`), takes the
+//!   entry the last listing gave for that URI (or asks `skills/get` for one never listed), then reads
+//!   and verifies SKILL.md (`session::skills::load`). The entry is then held: it is what the skill's
+//!   files are verified against until the skill is loaded again or let go.
+//! - `readSkillFile(server, uri, path)` resolves `path` against the held entry first (a file it does not
+//!   list is a verification failure, and nothing is sent), is put to policy (`operation: 'read'`), and
+//!   reads from the same server: a skill never causes a read on another server.
+//!
+//! Skill content is third-party text: it is returned to the host tagged with its server and never
+//! placed in anything mcpferry itself tells the model (the system prompt names skills, from the entry,
+//! as the server's).
+
+use super::session::{json_string, shown, FromServer};
+use super::Toolset;
+use crate::error::{McpError, Result};
+use crate::guard::policy;
+use crate::limits::MAX_HELD_SKILLS_PER_SERVER;
+use crate::session::resources::{Body, Contents, ReadResult};
+use crate::session::skills::{self, Skill};
+use crate::session::{self as requests};
+use parking_lot::Mutex;
+use serde::Serialize;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+/// A server's skills as this toolset knows them: the entries of its last listing (what a load starts
+/// from) and the skills loaded (what their files are verified against).
+#[derive(Default)]
+pub(crate) struct Skills {
+    listed: Mutex<HashMap<String, Arc<Skill>>>,
+    /// Loaded skills by URI, oldest first; at most `MAX_HELD_SKILLS_PER_SERVER`.
+    held: Mutex<VecDeque<Arc<Skill>>>,
+}
+
+impl Skills {
+    fn hold(&self, skill: Arc<Skill>) {
+        let mut held = self.held.lock();
+        held.retain(|s| s.uri != skill.uri);
+        if held.len() >= MAX_HELD_SKILLS_PER_SERVER {
+            held.pop_front();
+        }
+        held.push_back(skill);
+    }
+
+    fn held(&self, uri: &str) -> Option<Arc<Skill>> {
+        self.held.lock().iter().find(|s| s.uri == uri).cloned()
+    }
+}
+
+/// A loaded skill: its entry and SKILL.md's verified text, from `server`.
+#[derive(Debug, Serialize)]
+pub struct LoadedSkill {
+    pub server: String,
+    #[serde(flatten)]
+    pub skill: Arc<Skill>,
+    /// SKILL.md as the server served it (frontmatter included), verified against the entry.
+    pub instructions: String,
+}
+
+impl Toolset {
+    /// Every server's skills (or `server`'s), from `skills/list`; no file is read.
+    pub async fn list_skills(&self, server: Option<&str>) -> Result<Vec<FromServer<Arc<Skill>>>> {
+        let listed = self
+            .list_each(server, "skills", |c, o| {
+                Box::pin(async move {
+                    let listed = skills::list(c, &o).await?;
+                    Ok(requests::Listed { items: listed.items.into_iter().map(Arc::new).collect(), skipped: listed.skipped })
+                })
+            })
+            .await?;
+        // What a later load starts from: this listing's entries, per server (the last listing replaces the one before).
+        let mut by_server: HashMap<&str, HashMap<String, Arc<Skill>>> = HashMap::new();
+        for entry in &listed {
+            by_server.entry(&entry.server).or_default().insert(entry.item.uri.clone(), entry.item.clone());
+        }
+        for (name, entries) in by_server {
+            if let Ok(slot) = self.slot(name) {
+                *slot.skills.listed.lock() = entries;
+            }
+        }
+        Ok(listed)
+    }
+
+    /// Load the skill at `uri` on `server`: policy, then its entry, then SKILL.md read and verified.
+    pub async fn load_skill(&self, server: &str, uri: &str) -> Result<LoadedSkill> {
+        let slot = self.slot(server)?;
+        let outcome = async {
+            let known = slot.skills.listed.lock().get(uri).cloned();
+            let name = known.as_ref().map(|s| s.name().to_owned());
+            let details = format!("\"uri\":{}{}", json_string(uri), name.map(|n| format!(",\"name\":{}", json_string(&n))).unwrap_or_default());
+            let request = policy::session_request_json("skill", "load", server, &details);
+            let connection = self.gated(slot, Some((&format!("the skill {}", shown(uri)), request)), None).await?;
+            requests::require(&connection.session, "skills", server, "skills/get")?;
+            let skill = match known {
+                Some(skill) => skill,
+                None => Arc::new(skills::get(&connection, uri, &self.opts(None)).await?),
+            };
+            let instructions = skills::load(&connection, &skill, &self.opts(None)).await?;
+            slot.skills.hold(skill.clone());
+            Ok(LoadedSkill { server: server.to_owned(), skill, instructions })
+        };
+        outcome.await.map_err(|e: McpError| e.redacted(&slot.secrets))
+    }
+
+    /// Read the file `path` (relative to the skill's directory, or its URI) of the skill loaded from
+    /// `server` at `uri`, verified against the held entry.
+    pub async fn read_skill_file(&self, server: &str, uri: &str, path: &str) -> Result<ReadResult> {
+        let slot = self.slot(server)?;
+        let outcome = async {
+            let skill = slot
+                .skills
+                .held(uri)
+                .ok_or_else(|| McpError::InvalidArguments(format!("the skill {} is not loaded from {server}: load it first", shown(uri))))?;
+            let file = skill.file(path)?;
+            let details = format!("\"uri\":{},\"name\":{},\"file\":{}", json_string(uri), json_string(skill.name()), json_string(&file.uri));
+            let request = policy::session_request_json("skill", "read", server, &details);
+            let connection = self.gated(slot, Some((&format!("the skill file {}", shown(&file.uri)), request)), None).await?;
+            let (bytes, mime_type) = skills::read_verified(&connection, file, &self.opts(None)).await?;
+            // Verified bytes: text when they are UTF-8, else a blob.
+            let body = match String::from_utf8(bytes) {
+                Ok(text) => Body::Text(text),
+                Err(e) => Body::Blob(e.into_bytes()),
+            };
+            Ok(ReadResult { contents: vec![Contents { uri: file.uri.clone(), mime_type, body }] })
+        };
+        outcome.await.map_err(|e: McpError| e.redacted(&slot.secrets))
+    }
+}
