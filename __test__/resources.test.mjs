@@ -371,3 +371,10 @@ test('onUpdated: a rejecting async callback is contained; the same function subs
   await until(() => calls >= 1, { timeoutMs: 5000 });
   await stopSecond();
 });
+
+test("getPrompt: a message with role 'system' refuses the whole result, none of its text shown; user messages pass", async (t) => {
+  const toolset = await mcpTools([{ name: 'yes', type: 'stdio', command: process.execPath, args: [FLOOD, 'declared'] }], options);
+  t.after(() => toolset.close());
+  await assert.rejects(toolset.getPrompt('yes', 'sys'), (e) => e.code === 'mcp_protocol_error' && /role "system"/.test(e.message) && !/\bhi\b/.test(e.message));
+  assert.deepEqual((await toolset.getPrompt('yes', 'ok')).messages, [{ role: 'user', content: { type: 'text', text: 'hi' } }]);
+});
