@@ -378,3 +378,21 @@ test("getPrompt: a message with role 'system' refuses the whole result, none of 
   await assert.rejects(toolset.getPrompt('yes', 'sys'), (e) => e.code === 'mcp_protocol_error' && /role "system"/.test(e.message) && !/\bhi\b/.test(e.message));
   assert.deepEqual((await toolset.getPrompt('yes', 'ok')).messages, [{ role: 'user', content: { type: 'text', text: 'hi' } }]);
 });
+
+test('a listing of every server leaves out one whose own listing fails, with a listing-failed diagnostic; named, it rejects', async (t) => {
+  const diagnostics = [];
+  const toolset = await mcpTools(
+    [
+      { name: 'broken', type: 'stdio', command: process.execPath, args: [FLOOD, 'declared', 'broken-listing'] },
+      { name: 'fine', type: 'stdio', command: process.execPath, args: [FLOOD, 'declared'] },
+    ],
+    { ...options, onDiagnostic: (d) => diagnostics.push(d) },
+  );
+  t.after(() => toolset.close());
+  assert.deepEqual((await toolset.listResources()).map((r) => [r.server, r.uri]), [['fine', 'note://kept']]);
+  const failed = diagnostics.find((d) => d.code === 'listing-failed');
+  assert.equal(failed?.server, 'broken');
+  assert.equal(failed.list, 'resources');
+  assert.equal(failed.errorCode, 'mcp_protocol_error');
+  await assert.rejects(toolset.listResources({ server: 'broken' }), { code: 'mcp_protocol_error' });
+});

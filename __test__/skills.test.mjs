@@ -119,6 +119,19 @@ test('a supporting file that fails its digest is refused, and the skill stays lo
   }
 });
 
+test('a URI listed twice is shown and loaded once, as first listed; the second is counted as skipped', async () => {
+  const diagnostics = [];
+  const toolset = await mcpTools([stdio('sk', 'stdio', 'duplicate')], { ...options, onDiagnostic: (d) => diagnostics.push(d) });
+  try {
+    const listed = await toolset.listSkills();
+    assert.deepEqual(listed.filter((s) => s.uri === PDF).map((s) => s.description), ['Extract, fill, and assemble PDF documents']);
+    assert.equal(diagnostics.find((d) => d.code === 'listing-entries-skipped')?.skipped, 2, 'the dynamic entry and the repeated one');
+    assert.equal((await toolset.loadSkill('sk', PDF)).description, 'Extract, fill, and assemble PDF documents');
+  } finally {
+    await toolset.close();
+  }
+});
+
 test('a skill never listed is loaded from skills/get; a dynamic one is refused; an unknown URI is not found', async () => {
   const toolset = await mcpTools([stdio('sk')], options);
   try {

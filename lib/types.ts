@@ -631,8 +631,10 @@ export type Diagnostic =
   | (DiagnosticBase & { code: 'tools-changed'; added: string[]; changed: string[]; removed: string[] })
   /** The server announced that its resources or prompts changed (it declared `listChanged`; once until that list is listed again): list them again to see how. */
   | (DiagnosticBase & { code: 'list-changed'; list: 'resources' | 'prompts' })
-  /** Entries of a resources, templates or prompts listing were malformed (or past 10 000) and left out. */
-  | (DiagnosticBase & { code: 'listing-entries-skipped'; list: 'resources' | 'prompts'; skipped: number })
+  /** Entries of a resources, templates, prompts or skills listing were malformed (or past the bound, or a skill repeated or not loadable) and left out. */
+  | (DiagnosticBase & { code: 'listing-entries-skipped'; list: 'resources' | 'prompts' | 'skills'; skipped: number })
+  /** A listing of every server left this one out: its own listing failed (`errorCode`); the others were listed. */
+  | (DiagnosticBase & { code: 'listing-failed'; list: 'resources' | 'prompts' | 'skills'; errorCode: string })
   /** Re-listing a server whose `ttlMs` lapsed failed; its last listing stays in use and is retried, backing off. */
   | (DiagnosticBase & { code: 'catalogue-stale'; errorCode: string })
   /** A rebuild did not project a server's stored tools (a `private` catalogue); they arrive once it is listed. */

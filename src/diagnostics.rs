@@ -88,6 +88,9 @@ pub enum Diagnostic {
     /// Entries of a resources, templates or prompts listing that were left out (malformed, or past
     /// `MAX_TOOLS_PER_SERVER`); the rest were listed.
     ListingEntriesSkipped { server: String, list: &'static str, skipped: usize, message: String },
+    /// A listing of every server (resources, templates, prompts, skills) left this server out: its own
+    /// listing failed (`errorCode`); the other servers' entries were listed.
+    ListingFailed { server: String, list: &'static str, error_code: &'static str, message: String },
     /// `notifications/tools/list_changed` was applied to the tool map.
     ToolsChanged { server: String, added: Vec<String>, removed: Vec<String>, changed: Vec<String>, message: String },
 }

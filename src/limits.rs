@@ -385,5 +385,11 @@ pub const MAX_SKILL_BYTES: u64 = 16 * 1024 * 1024;
 /// Skills held loaded per server (the entries their file reads are verified against); loading one more
 /// lets the longest-held go.
 pub const MAX_HELD_SKILLS_PER_SERVER: usize = 64;
-/// Deepest nesting of a SKILL.md's YAML frontmatter accepted, in levels.
+/// Deepest nesting of a SKILL.md's YAML frontmatter accepted, in levels: measured on the parser's
+/// events before anything is built, since building and dropping a YAML tree recurse per level.
 pub const MAX_FRONTMATTER_DEPTH: usize = 32;
+/// Largest SKILL.md frontmatter parsed, in bytes; a longer one fails verification.
+pub const MAX_FRONTMATTER_BYTES: usize = 64 * 1024;
+/// Skill entries kept from one server's listing (what a later load starts from); the rest are listed as
+/// skipped. Each holds at most `MAX_SKILL_FILES` files.
+pub const MAX_LISTED_SKILLS_PER_SERVER: usize = 1_000;

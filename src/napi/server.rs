@@ -97,6 +97,21 @@ struct Listeners {
     stdio: Option<StdioServing>,
 }
 
+/// The claim on this process's stdin a serving holds: let go when dropped, however the serving ends
+/// (finished, stopped, or its future dropped), so the next listen() finds stdin free.
+struct StdinClaim {
+    release: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for StdinClaim {
+    fn drop(&mut self) {
+        STDIO_SERVING.store(false, Ordering::SeqCst);
+        if let Some(release) = self.release.take() {
+            let _ = release.send(());
+        }
+    }
+}
+
 /// A stdio serving this server started: how to stop it, and word that it has let stdin go.
 struct StdioServing {
     stop: CancellationToken,
@@ -165,11 +180,11 @@ impl NativeServer {
         } else {
             let (stop, (release, released)) = (CancellationToken::new(), tokio::sync::oneshot::channel());
             self.listeners.lock().stdio = Some(StdioServing { stop: stop.clone(), released });
-            Ok((stop, release))
+            Ok((stop, StdinClaim { release: Some(release) }))
         };
         let core = self.core.clone();
         let serving = async move {
-            let (stop, release) = claimed?;
+            let (stop, claim) = claimed?;
             // One reader of stdin for the process: a blocking read cannot be interrupted, so a reader
             // left behind by close() would take the next line from the next listen. It is kept instead.
             let kept = STDIN_LINES.lock().take();
@@ -177,8 +192,7 @@ impl NativeServer {
             if !stdio::serve(core, &mut lines, tokio::io::stdout(), stop).await {
                 *STDIN_LINES.lock() = Some(lines);
             }
-            STDIO_SERVING.store(false, Ordering::SeqCst);
-            let _ = release.send(());
+            drop(claim);
             Ok(())
         };
         settle(env, "NativeServer.serveStdio", serving, drop)

@@ -22,7 +22,7 @@ use super::resources::{self, Body};
 use super::{list_all, Listed};
 use crate::connection::{Connection, RequestOptions};
 use crate::error::{McpError, Result};
-use crate::limits::{MAX_FRONTMATTER_DEPTH, MAX_SKILL_BYTES, MAX_SKILL_FILES};
+use crate::limits::{MAX_FRONTMATTER_BYTES, MAX_FRONTMATTER_DEPTH, MAX_SKILL_BYTES, MAX_SKILL_FILES};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -146,7 +146,7 @@ impl Skill {
             format!("{}/{path}", self.root())
         };
         self.files.iter().find(|f| f.uri == uri).ok_or_else(|| {
-            McpError::SkillVerificationFailed(format!("{} is not a file of the skill {:?} as it was loaded; nothing was read", shown(&uri), self.name()))
+            McpError::SkillVerificationFailed(format!("{} is not a file of the skill {} as it was loaded; nothing was read", shown(&uri), shown(self.name())))
         })
     }
 
@@ -210,15 +210,19 @@ pub async fn get(connection: &Connection, uri: &str, opts: &RequestOptions<'_>) 
 /// Reads `skill`'s SKILL.md and verifies it (size, digest, frontmatter): its text, ready to be loaded.
 pub async fn load(connection: &Connection, skill: &Skill, opts: &RequestOptions<'_>) -> Result<String> {
     let (bytes, _) = read_verified(connection, &skill.files[0], opts).await?;
-    let text = String::from_utf8(bytes).map_err(|_| McpError::SkillVerificationFailed(format!("the SKILL.md of {:?} is not UTF-8 text", skill.name())))?;
-    let frontmatter = parse_frontmatter(&text)
-        .ok_or_else(|| McpError::SkillVerificationFailed(format!("the SKILL.md of {:?} does not begin with YAML frontmatter that parses", skill.name())))?;
+    let text = String::from_utf8(bytes).map_err(|_| McpError::SkillVerificationFailed(format!("the SKILL.md of {} is not UTF-8 text", shown(skill.name()))))?;
+    let frontmatter = parse_frontmatter(&text).ok_or_else(|| {
+        McpError::SkillVerificationFailed(format!(
+            "the SKILL.md of {} does not begin with YAML frontmatter that parses (within {MAX_FRONTMATTER_BYTES} bytes and {MAX_FRONTMATTER_DEPTH} levels)",
+            shown(skill.name())
+        ))
+    })?;
     let differing = differing_fields(&frontmatter, &skill.frontmatter);
     if !differing.is_empty() {
         let fields: Vec<String> = differing.iter().take(8).map(|f| shown(f)).collect();
         return Err(McpError::SkillVerificationFailed(format!(
-            "the SKILL.md of {:?} has frontmatter that differs from its entry's ({}): the skill was not loaded",
-            skill.name(),
+            "the SKILL.md of {} has frontmatter that differs from its entry's ({}): the skill was not loaded",
+            shown(skill.name()),
             fields.join(", ")
         )));
     }
@@ -271,6 +275,9 @@ pub fn parse_frontmatter(text: &str) -> Option<Map<String, Value>> {
         }
         offset = line_end? + 1;
     };
+    if yaml.len() > MAX_FRONTMATTER_BYTES || !nesting_within(yaml, MAX_FRONTMATTER_DEPTH) {
+        return None;
+    }
     use saphyr::LoadableYamlNode;
     let mut documents = saphyr::YamlOwned::load_from_str(yaml).ok()?;
     if documents.len() != 1 {
@@ -280,6 +287,27 @@ pub fn parse_frontmatter(text: &str) -> Option<Map<String, Value>> {
         Value::Object(map) => Some(map),
         _ => None,
     }
+}
+
+/// Whether `yaml` parses and nests no deeper than `max` levels, read as the parser's events: nothing is
+/// built, so a deep block nesting (`- - - - …`, a level every two bytes) costs no recursion.
+fn nesting_within(yaml: &str, max: usize) -> bool {
+    use saphyr_parser::{Event, Parser};
+    let mut depth = 0usize;
+    for event in Parser::new_from_str(yaml) {
+        match event {
+            Ok((Event::SequenceStart(..) | Event::MappingStart(..), _)) => {
+                depth += 1;
+                if depth > max {
+                    return false;
+                }
+            }
+            Ok((Event::SequenceEnd | Event::MappingEnd, _)) => depth = depth.saturating_sub(1),
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
+    true
 }
 
 fn yaml_to_json(node: saphyr::YamlOwned, depth: usize) -> Option<Value> {
@@ -335,6 +363,11 @@ fn same(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// The skill name a SKILL.md URI carries: its last skill-path segment.
+pub fn name_in(uri: &str) -> Option<&str> {
+    skill_root(uri)?.rsplit('/').next()
+}
+
 /// `scheme://<skill-path>` of a `…/SKILL.md` URI with at least one skill-path segment.
 fn skill_root(uri: &str) -> Option<&str> {
     let (scheme, rest) = uri.split_once("://")?;
@@ -343,9 +376,18 @@ fn skill_root(uri: &str) -> Option<&str> {
     (!scheme.is_empty() && !path.is_empty() && is_plain_path(path)).then_some(root)
 }
 
-/// A relative path of non-empty segments, none `.` or `..`.
+/// A relative path of non-empty segments, none `.` or `..` (nor their percent-encodings), with no
+/// backslash, query, fragment or control character: one that stays inside the directory it is read in.
 fn is_plain_path(path: &str) -> bool {
-    !path.is_empty() && path.split('/').all(|segment| !segment.is_empty() && segment != "." && segment != "..")
+    let dots = |segment: &str| {
+        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
+        decoded == "." || decoded == ".."
+    };
+    !path.is_empty()
+        && !path.chars().any(|c| c == '\\' || c == '?' || c == '#' || c.is_control())
+        && !path.to_ascii_lowercase().contains("%2f")
+        && !path.to_ascii_lowercase().contains("%5c")
+        && path.split('/').all(|segment| !segment.is_empty() && !dots(segment))
 }
 
 fn parse_digest(text: &str) -> Option<[u8; 32]> {
@@ -418,7 +460,7 @@ mod tests {
         let skill = checked(good()).unwrap();
         assert_eq!(skill.file("references/OTHER.md").unwrap_err().code(), "mcp_skill_verification_failed");
         assert_eq!(skill.file("skill://other/SKILL.md").unwrap_err().code(), "mcp_skill_verification_failed");
-        for bad in ["../x/SKILL.md", "a//b", "", "references/../SKILL.md"] {
+        for bad in ["../x/SKILL.md", "a//b", "", "references/../SKILL.md", "%2e%2e/x", "references/%2E%2e/SKILL.md", "a\\..\\b", "a%2f..%2fb", "f?x=1", "f#frag", "a\u{0}b"] {
             assert_eq!(skill.file(bad).unwrap_err().code(), "mcp_invalid_arguments", "{bad}");
         }
     }
@@ -486,7 +528,18 @@ mod tests {
             assert_eq!(parse_frontmatter(bad), None, "{bad:?}");
         }
         let deep = format!("---\nname: {}x{}\n---\n", "[".repeat(200), "]".repeat(200));
-        assert_eq!(parse_frontmatter(&deep), None, "nesting past the bound");
+        assert_eq!(parse_frontmatter(&deep), None, "flow nesting past the bound");
+        // Block nesting is a level every two bytes and has no parser limit: refused from the events, before
+        // a tree is built (whose building and dropping recurse per level).
+        let block = format!("---\nname: x\ndescription: y\nk:\n{}x\n---\n", "- ".repeat(30_000));
+        assert!(block.len() < MAX_FRONTMATTER_BYTES);
+        assert_eq!(parse_frontmatter(&block), None, "block nesting past the bound");
+        let shallow = format!("---\nname: x\ndescription: y\nk:\n{}x\n---\n", "- ".repeat(MAX_FRONTMATTER_DEPTH - 2));
+        assert!(parse_frontmatter(&shallow).is_some(), "nesting within the bound");
+        let wide = format!("---\nname: x\ndescription: y\n{}---\n", (0..5_000).map(|i| format!("k{i}: v\n")).collect::<String>());
+        assert!(wide.len() < MAX_FRONTMATTER_BYTES && parse_frontmatter(&wide).is_some(), "a large flat frontmatter within the bytes");
+        let over = format!("---\nname: x\ndescription: '{}'\n---\n", "y".repeat(MAX_FRONTMATTER_BYTES));
+        assert_eq!(parse_frontmatter(&over), None, "over the bytes");
     }
 
     #[test]

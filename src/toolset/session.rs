@@ -140,28 +140,45 @@ impl Toolset {
     }
 
     /// Every server's (or `server`'s) listing by `list`, of the servers that declare `capability`. A
-    /// named server must be there and reachable; unnamed, a server that is not (failed, disabled) is
-    /// left out, as is one without the capability.
+    /// named server must be there and reachable, and its failure is the listing's. Unnamed, the servers
+    /// are listed at once, in configuration order: one that is not reachable (failed, disabled) or does not
+    /// declare the capability is left out, and one whose listing fails is left out with a
+    /// `listing-failed` diagnostic, so one broken server does not cost the others' entries.
     pub(super) async fn list_each<T, F>(&self, server: Option<&str>, capability: &str, list: F) -> Result<Vec<FromServer<T>>>
     where
-        F: for<'c> Fn(&'c Connection, RequestOptions<'c>) -> crate::transport::BoxFuture<'c, Result<Listed<T>>>,
+        F: for<'c> Fn(&'c Supervisor, &'c Connection, RequestOptions<'c>) -> crate::transport::BoxFuture<'c, Result<Listed<T>>>,
     {
         let slots: Vec<&Arc<Supervisor>> = match server {
             Some(name) => vec![self.slot(name)?],
             None => self.inner.servers.iter().filter(|s| s.entry.enabled).collect(),
         };
-        let mut out = Vec::new();
-        for slot in slots {
+        let list = &list;
+        let listings = slots.iter().map(|slot| async move {
             let connection = match self.gated(slot, None, None).await {
                 Ok(connection) => connection,
-                Err(McpError::ServerUnavailable(_)) if server.is_none() => continue,
-                Err(error) => return Err(error.redacted(&slot.secrets)),
+                Err(McpError::ServerUnavailable(_)) if server.is_none() => return Ok(None),
+                Err(error) => return Err(error),
             };
             if !requests::declares(&connection.session, capability) {
-                continue;
+                return Ok(None);
             }
             slot.lists_pending.listed(capability_list(capability));
-            let listed = list(&connection, self.opts(None)).await.map_err(|e| e.redacted(&slot.secrets))?;
+            list(slot, &connection, self.opts(None)).await.map(Some)
+        });
+        let mut out = Vec::new();
+        for (slot, listed) in slots.iter().zip(futures_util::future::join_all(listings).await) {
+            let listed = match listed.map_err(|e| e.redacted(&slot.secrets)) {
+                Ok(Some(listed)) => listed,
+                Ok(None) => continue,
+                // Closed or aborted ends the whole listing, named or not.
+                Err(error @ (McpError::Closed | McpError::Aborted)) => return Err(error),
+                Err(error) if server.is_none() => {
+                    let message = format!("{}'s {capability} could not be listed and were left out: {error}", slot.entry.name);
+                    self.inner.report(Diagnostic::ListingFailed { server: slot.entry.name.clone(), list: capability_list(capability), error_code: error.code(), message });
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
             if listed.skipped > 0 {
                 let message = format!("{} of {}'s {capability} entries were malformed or past the bound and were left out", listed.skipped, slot.entry.name);
                 self.inner.report(Diagnostic::ListingEntriesSkipped { server: slot.entry.name.clone(), list: capability_list(capability), skipped: listed.skipped, message });
@@ -172,15 +189,15 @@ impl Toolset {
     }
 
     pub async fn list_resources(&self, server: Option<&str>) -> Result<Vec<FromServer<Resource>>> {
-        self.list_each(server, "resources", |c, o| Box::pin(async move { resources::list(c, &o).await })).await
+        self.list_each(server, "resources", |_, c, o| Box::pin(async move { resources::list(c, &o).await })).await
     }
 
     pub async fn list_resource_templates(&self, server: Option<&str>) -> Result<Vec<FromServer<ResourceTemplate>>> {
-        self.list_each(server, "resources", |c, o| Box::pin(async move { resources::list_templates(c, &o).await })).await
+        self.list_each(server, "resources", |_, c, o| Box::pin(async move { resources::list_templates(c, &o).await })).await
     }
 
     pub async fn list_prompts(&self, server: Option<&str>) -> Result<Vec<FromServer<Prompt>>> {
-        self.list_each(server, "prompts", |c, o| Box::pin(async move { prompts::list(c, &o).await })).await
+        self.list_each(server, "prompts", |_, c, o| Box::pin(async move { prompts::list(c, &o).await })).await
     }
 
     /// `resources/read` of `uri` on `server`, put to policy first (`kind: 'resource'`, `operation: 'read'`).

@@ -11,15 +11,14 @@
 //!   list is a verification failure, and nothing is sent), is put to policy (`operation: 'read'`), and
 //!   reads from the same server: a skill never causes a read on another server.
 //!
-//! Skill content is third-party text: it is returned to the host tagged with its server and never
-//! placed in anything mcpferry itself tells the model (the system prompt names skills, from the entry,
-//! as the server's).
+//! Skill content is third-party text: it is returned to the host tagged with its server, and nothing
+//! in it (frontmatter fields included) is acted on here.
 
 use super::session::{json_string, shown, FromServer};
 use super::Toolset;
 use crate::error::{McpError, Result};
 use crate::guard::policy;
-use crate::limits::MAX_HELD_SKILLS_PER_SERVER;
+use crate::limits::{MAX_HELD_SKILLS_PER_SERVER, MAX_LISTED_SKILLS_PER_SERVER};
 use crate::session::resources::{Body, Contents, ReadResult};
 use crate::session::skills::{self, Skill};
 use crate::session::{self as requests};
@@ -63,27 +62,31 @@ pub struct LoadedSkill {
 }
 
 impl Toolset {
-    /// Every server's skills (or `server`'s), from `skills/list`; no file is read.
+    /// Every server's skills (or `server`'s), from `skills/list`; no file is read. Each server's listing
+    /// replaces what a later load starts from (an empty one too). An entry whose URI came earlier in the
+    /// same listing, or past `MAX_LISTED_SKILLS_PER_SERVER`, is left out and counted as skipped: what the
+    /// host is shown is what a load uses.
     pub async fn list_skills(&self, server: Option<&str>) -> Result<Vec<FromServer<Arc<Skill>>>> {
-        let listed = self
-            .list_each(server, "skills", |c, o| {
-                Box::pin(async move {
-                    let listed = skills::list(c, &o).await?;
-                    Ok(requests::Listed { items: listed.items.into_iter().map(Arc::new).collect(), skipped: listed.skipped })
-                })
+        self.list_each(server, "skills", |slot, c, o| {
+            Box::pin(async move {
+                let listed = skills::list(c, &o).await?;
+                let mut kept: HashMap<String, Arc<Skill>> = HashMap::new();
+                let mut items = Vec::new();
+                let mut skipped = listed.skipped;
+                for skill in listed.items {
+                    if kept.len() >= MAX_LISTED_SKILLS_PER_SERVER || kept.contains_key(&skill.uri) {
+                        skipped += 1;
+                        continue;
+                    }
+                    let skill = Arc::new(skill);
+                    kept.insert(skill.uri.clone(), skill.clone());
+                    items.push(skill);
+                }
+                *slot.skills.listed.lock() = kept;
+                Ok(requests::Listed { items, skipped })
             })
-            .await?;
-        // What a later load starts from: this listing's entries, per server (the last listing replaces the one before).
-        let mut by_server: HashMap<&str, HashMap<String, Arc<Skill>>> = HashMap::new();
-        for entry in &listed {
-            by_server.entry(&entry.server).or_default().insert(entry.item.uri.clone(), entry.item.clone());
-        }
-        for (name, entries) in by_server {
-            if let Ok(slot) = self.slot(name) {
-                *slot.skills.listed.lock() = entries;
-            }
-        }
-        Ok(listed)
+        })
+        .await
     }
 
     /// Load the skill at `uri` on `server`: policy, then its entry, then SKILL.md read and verified.
@@ -91,8 +94,10 @@ impl Toolset {
         let slot = self.slot(server)?;
         let outcome = async {
             let known = slot.skills.listed.lock().get(uri).cloned();
-            let name = known.as_ref().map(|s| s.name().to_owned());
-            let details = format!("\"uri\":{}{}", json_string(uri), name.map(|n| format!(",\"name\":{}", json_string(&n))).unwrap_or_default());
+            // The name is the URI's last skill-path segment (an entry whose name differs is refused), so a
+            // policy deciding by name sees it for a skill never listed too.
+            let name = skills::name_in(uri).ok_or_else(|| McpError::InvalidArguments(format!("{} is not the URI of a SKILL.md under a skill path", shown(uri))))?;
+            let details = format!("\"uri\":{},\"name\":{}", json_string(uri), json_string(name));
             let request = policy::session_request_json("skill", "load", server, &details);
             let connection = self.gated(slot, Some((&format!("the skill {}", shown(uri)), request)), None).await?;
             requests::require(&connection.session, "skills", server, "skills/get")?;
@@ -120,6 +125,7 @@ impl Toolset {
             let details = format!("\"uri\":{},\"name\":{},\"file\":{}", json_string(uri), json_string(skill.name()), json_string(&file.uri));
             let request = policy::session_request_json("skill", "read", server, &details);
             let connection = self.gated(slot, Some((&format!("the skill file {}", shown(&file.uri)), request)), None).await?;
+            requests::require(&connection.session, "skills", server, "resources/read of a skill file")?;
             let (bytes, mime_type) = skills::read_verified(&connection, file, &self.opts(None)).await?;
             // Verified bytes: text when they are UTF-8, else a blob.
             let body = match String::from_utf8(bytes) {
