@@ -396,3 +396,17 @@ test('a listing of every server leaves out one whose own listing fails, with a l
   assert.equal(failed.errorCode, 'mcp_protocol_error');
   await assert.rejects(toolset.listResources({ server: 'broken' }), { code: 'mcp_protocol_error' });
 });
+
+test("exposeServerErrors: false withholds a server's error text from session requests too, and reports it", async (t) => {
+  const diagnostics = [];
+  const toolset = await mcpTools([{ name: 'broken', type: 'stdio', command: process.execPath, args: [FLOOD, 'declared', 'broken-listing'] }], {
+    ...options,
+    exposeServerErrors: false,
+    onDiagnostic: (d) => diagnostics.push(d),
+  });
+  t.after(() => toolset.close());
+  await assert.rejects(toolset.listResources({ server: 'broken' }), (e) => e.code === 'mcp_protocol_error' && !/index is down/.test(e.message));
+  const withheld = diagnostics.find((d) => d.code === 'server-error-withheld');
+  assert.equal(withheld?.tool, 'resources listing');
+  assert.match(withheld.message, /the index is down/, 'the host sees it in the diagnostic');
+});

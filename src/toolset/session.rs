@@ -15,7 +15,7 @@ use super::Toolset;
 use crate::connection::{AbortHandle, Connection, RequestOptions};
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
-use crate::guard::policy;
+use crate::guard::{policy, server_text};
 use crate::session::completion::{self, Completion};
 use crate::session::prompts::{self, GetPromptResult, Prompt};
 use crate::session::resources::{self, ReadResult, Resource, ResourceTemplate};
@@ -135,6 +135,22 @@ impl Toolset {
         }
     }
 
+    /// A session request's error as its caller sees it: redacted of the server's secrets and, under
+    /// `exposeServerErrors: false`, with the server's own text withheld (reported as
+    /// `server-error-withheld`, its `tool` naming the request), as a tool call's is.
+    pub(super) fn caller_error(&self, slot: &Supervisor, request: &str, error: McpError) -> McpError {
+        if !self.inner.validation.expose_server_errors && server_text::may_quote_server(&error) {
+            self.inner.report(Diagnostic::ServerErrorWithheld {
+                server: slot.entry.name.clone(),
+                tool: request.to_owned(),
+                error_code: error.code(),
+                message: server_text::withheld_text(&error, &slot.secrets),
+            });
+            return server_text::withhold(error).redacted(&slot.secrets);
+        }
+        error.redacted(&slot.secrets)
+    }
+
     pub(super) fn opts<'a>(&self, abort: Option<&'a AbortHandle>) -> RequestOptions<'a> {
         RequestOptions { timeout: self.inner.timeout, abort }
     }
@@ -167,7 +183,7 @@ impl Toolset {
         });
         let mut out = Vec::new();
         for (slot, listed) in slots.iter().zip(futures_util::future::join_all(listings).await) {
-            let listed = match listed.map_err(|e| e.redacted(&slot.secrets)) {
+            let listed = match listed.map_err(|e| self.caller_error(slot, &format!("{capability} listing"), e)) {
                 Ok(Some(listed)) => listed,
                 Ok(None) => continue,
                 // Closed or aborted ends the whole listing, named or not.
@@ -212,7 +228,7 @@ impl Toolset {
         };
         let outcome = outcome.await;
         drop(abort);
-        outcome.map_err(|e| e.redacted(&slot.secrets))
+        outcome.map_err(|e| self.caller_error(slot, "resources/read", e))
     }
 
     /// Subscribe to `uri`'s updates on `server` (put to policy first, `operation: 'subscribe'`). Updates
@@ -233,7 +249,7 @@ impl Toolset {
             }
             Ok(connection)
         };
-        let connection = outcome.await.map_err(|e| e.redacted(&slot.secrets))?;
+        let connection = outcome.await.map_err(|e| self.caller_error(slot, "resources/subscribe", e))?;
         let id = NEXT_SUBSCRIPTION.fetch_add(1, Ordering::Relaxed);
         let mut subscriptions = slot.subscriptions.inner.lock();
         subscriptions.ids.insert(id, uri.to_owned());
@@ -288,7 +304,7 @@ impl Toolset {
             prompts::validate(prompts::find(&listed.items, name)?, &args)?;
             prompts::get(&connection, name, &args, &self.opts(None)).await
         };
-        outcome.await.map_err(|e| e.redacted(&slot.secrets))
+        outcome.await.map_err(|e| self.caller_error(slot, "prompts/get", e))
     }
 
     /// `completion/complete` for `reference_json` (`{type: 'ref/prompt', name}` or `{type: 'ref/resource',
@@ -309,7 +325,7 @@ impl Toolset {
             requests::require(&connection.session, "completions", server, "completion/complete")?;
             completion::complete(&connection, &reference, &argument, context.as_ref(), &self.opts(None)).await
         };
-        outcome.await.map_err(|e| e.redacted(&slot.secrets))
+        outcome.await.map_err(|e| self.caller_error(slot, "completion/complete", e))
     }
 }
 

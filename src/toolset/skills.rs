@@ -109,7 +109,7 @@ impl Toolset {
             slot.skills.hold(skill.clone());
             Ok(LoadedSkill { server: server.to_owned(), skill, instructions })
         };
-        outcome.await.map_err(|e: McpError| e.redacted(&slot.secrets))
+        outcome.await.map_err(|e: McpError| self.caller_error(slot, "skills/get", e))
     }
 
     /// Read the file `path` (relative to the skill's directory, or its URI) of the skill loaded from
@@ -134,6 +134,6 @@ impl Toolset {
             };
             Ok(ReadResult { contents: vec![Contents { uri: file.uri.clone(), mime_type, body }] })
         };
-        outcome.await.map_err(|e: McpError| e.redacted(&slot.secrets))
+        outcome.await.map_err(|e: McpError| self.caller_error(slot, "resources/read", e))
     }
 }
