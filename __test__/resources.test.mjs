@@ -171,6 +171,13 @@ test('a 2026-07-28 server over Streamable HTTP (TS SDK 2.x): bounds, policy, blo
 
   await t.test('not found is mcp_resource_not_found (-32602 with data.uri)', async () => {
     await assert.rejects(toolset.readResource('res', 'note://missing'), McpResourceNotFoundError);
+    // A URI's userinfo, query and fragment are never shown in the error: that is where tokens go.
+    await assert.rejects(toolset.readResource('res', 'note://reader:pa55word@missing/doc?token=s3cret#frag'), (e) => {
+      assert.ok(e instanceof McpResourceNotFoundError, e.message);
+      assert.match(e.message, /note:\/\/missing\/doc/);
+      assert.doesNotMatch(e.message, /pa55word|s3cret|frag|reader/);
+      return true;
+    });
   });
 
   await t.test('prompts: valid arguments are sent, invalid ones never', async () => {

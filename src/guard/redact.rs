@@ -409,6 +409,24 @@ impl Secrets {
     }
 }
 
+/// A resource or skill URI as error text may show it, quoted: without userinfo (`scheme://user:pass@host`
+/// shows `scheme://host`), query or fragment (where a server's or a user's token would be), cut to 96
+/// characters. URIs need not be URLs, so this reads the text, not a parsed URL.
+pub fn shown_uri(uri: &str) -> String {
+    let uri = uri.split(['?', '#']).next().unwrap_or_default();
+    let without_userinfo = match uri.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+            format!("{scheme}://{host}{path}")
+        }
+        None => uri.to_owned(),
+    };
+    let cut: String = without_userinfo.chars().take(96).collect();
+    let more = if cut.len() < without_userinfo.len() { "…" } else { "" };
+    format!("{cut:?}{more}")
+}
+
 /// The first `max` bytes of redacted text, or a little more so a [`REDACTED`] marker at the cut shows whole.
 pub fn head_of(redacted: &[u8], max: usize) -> &[u8] {
     if redacted.len() <= max {
@@ -462,6 +480,16 @@ impl std::fmt::Debug for Secrets {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uris_are_shown_without_userinfo_query_or_fragment() {
+        assert_eq!(shown_uri("https://me:hunter2@docs.example/a/b?token=abc#x"), "\"https://docs.example/a/b\"");
+        assert_eq!(shown_uri("skill://pdf-processing/SKILL.md"), "\"skill://pdf-processing/SKILL.md\"");
+        assert_eq!(shown_uri("note:hello?key=1"), "\"note:hello\"");
+        assert_eq!(shown_uri("db://u@h"), "\"db://h\"");
+        let long = format!("x://h/{}", "é".repeat(200));
+        assert!(shown_uri(&long).ends_with("\"…"));
+    }
 
     const SECRET: &str = "sk-secret-123";
 

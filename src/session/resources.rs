@@ -171,14 +171,9 @@ fn names_uri(data: &str, uri: &str) -> bool {
     serde_json::from_str::<Value>(data).ok().and_then(|d| d.get("uri").and_then(Value::as_str).map(|u| u == uri)).unwrap_or(false)
 }
 
-/// The URI for an error message, cut to `MAX_QUOTED_BYTES`.
+/// The URI for an error message: without userinfo, query or fragment, cut short.
 fn quoted(uri: &str) -> String {
-    let mut end = uri.len().min(crate::limits::MAX_QUOTED_BYTES);
-    while !uri.is_char_boundary(end) {
-        end -= 1;
-    }
-    let cut = if end < uri.len() { "…" } else { "" };
-    format!("the server has no resource {:?}{cut}", &uri[..end])
+    format!("the server has no resource {}", crate::guard::redact::shown_uri(uri))
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ use super::resources::{self, Body};
 use super::{list_all, Listed};
 use crate::connection::{Connection, RequestOptions};
 use crate::error::{McpError, Result};
+use crate::guard::redact::shown_uri;
 use crate::limits::{MAX_FRONTMATTER_BYTES, MAX_FRONTMATTER_DEPTH, MAX_SKILL_BYTES, MAX_SKILL_FILES};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
@@ -146,7 +147,7 @@ impl Skill {
             format!("{}/{path}", self.root())
         };
         self.files.iter().find(|f| f.uri == uri).ok_or_else(|| {
-            McpError::SkillVerificationFailed(format!("{} is not a file of the skill {} as it was loaded; nothing was read", shown(&uri), shown(self.name())))
+            McpError::SkillVerificationFailed(format!("{} is not a file of the skill {} as it was loaded; nothing was read", shown_uri(&uri), shown(self.name())))
         })
     }
 
@@ -194,15 +195,15 @@ pub async fn get(connection: &Connection, uri: &str, opts: &RequestOptions<'_>) 
     }
     let params = serde_json::json!({ "uri": uri }).to_string();
     let raw = connection.request_named("skills/get", uri, &params, opts).await.map_err(|e| match e {
-        McpError::Rpc { code: -32602, .. } => McpError::ResourceNotFound(format!("the server serves no skill at {}", shown(uri))),
+        McpError::Rpc { code: -32602, .. } => McpError::ResourceNotFound(format!("the server serves no skill at {}", shown_uri(uri))),
         other => other,
     })?;
     let got: Got = serde_json::from_str(raw.get()).map_err(|_| McpError::Protocol("skills/get returned a malformed result".into()))?;
     let entry = got.skill.ok_or_else(|| McpError::Protocol("skills/get returned a result without a skill".into()))?;
-    let wire: WireSkill = serde_json::from_str(entry.get()).map_err(|_| McpError::SkillInvalid(format!("the entry of {} is malformed", shown(uri))))?;
-    let skill = Skill::try_from(wire).map_err(|why| McpError::SkillInvalid(format!("the skill at {} cannot be loaded: {why}", shown(uri))))?;
+    let wire: WireSkill = serde_json::from_str(entry.get()).map_err(|_| McpError::SkillInvalid(format!("the entry of {} is malformed", shown_uri(uri))))?;
+    let skill = Skill::try_from(wire).map_err(|why| McpError::SkillInvalid(format!("the skill at {} cannot be loaded: {why}", shown_uri(uri))))?;
     if skill.uri != uri {
-        return Err(McpError::SkillInvalid(format!("skills/get for {} answered with another skill's entry", shown(uri))));
+        return Err(McpError::SkillInvalid(format!("skills/get for {} answered with another skill's entry", shown_uri(uri))));
     }
     Ok(skill)
 }
@@ -237,8 +238,8 @@ pub async fn read_verified(connection: &Connection, file: &SkillFile, opts: &Req
     let first = contents.next();
     let item = match (first, contents.next()) {
         (Some(item), None) => item,
-        (None, _) => return Err(McpError::SkillVerificationFailed(format!("the read of {} returned no contents", shown(&file.uri)))),
-        (Some(_), Some(_)) => return Err(McpError::SkillVerificationFailed(format!("the read of {} returned more than one content item", shown(&file.uri)))),
+        (None, _) => return Err(McpError::SkillVerificationFailed(format!("the read of {} returned no contents", shown_uri(&file.uri)))),
+        (Some(_), Some(_)) => return Err(McpError::SkillVerificationFailed(format!("the read of {} returned more than one content item", shown_uri(&file.uri)))),
     };
     let bytes = match item.body {
         Body::Text(text) => text.into_bytes(),
@@ -252,10 +253,10 @@ pub async fn read_verified(connection: &Connection, file: &SkillFile, opts: &Req
 /// hashing), then the SHA-256 digest.
 pub fn verify(file: &SkillFile, bytes: &[u8]) -> Result<()> {
     if bytes.len() as u64 != file.size {
-        return Err(McpError::SkillVerificationFailed(format!("{} is {} bytes where its entry says {}: not used", shown(&file.uri), bytes.len(), file.size)));
+        return Err(McpError::SkillVerificationFailed(format!("{} is {} bytes where its entry says {}: not used", shown_uri(&file.uri), bytes.len(), file.size)));
     }
     if Sha256::digest(bytes).as_slice() != file.digest {
-        return Err(McpError::SkillVerificationFailed(format!("{} does not match the SHA-256 digest of its entry: not used", shown(&file.uri))));
+        return Err(McpError::SkillVerificationFailed(format!("{} does not match the SHA-256 digest of its entry: not used", shown_uri(&file.uri))));
     }
     Ok(())
 }
@@ -406,7 +407,7 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A server-given URI or name for an error message, cut short.
+/// A server-given name or field for an error message, cut short.
 fn shown(text: &str) -> String {
     let cut: String = text.chars().take(96).collect();
     format!("{cut:?}")

@@ -15,6 +15,7 @@ use super::Toolset;
 use crate::connection::{AbortHandle, Connection, RequestOptions};
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
+use crate::guard::redact::shown_uri;
 use crate::guard::{policy, server_text};
 use crate::session::completion::{self, Completion};
 use crate::session::prompts::{self, GetPromptResult, Prompt};
@@ -222,7 +223,7 @@ impl Toolset {
         let handle = abort.as_ref().map(|a| a.handle.clone());
         let outcome = async {
             let request = policy::session_request_json("resource", "read", server, &format!("\"uri\":{}", json_string(uri)));
-            let connection = self.gated(slot, Some((&format!("the read of {}", shown(uri)), request)), handle.as_deref()).await?;
+            let connection = self.gated(slot, Some((&format!("the read of {}", shown_uri(uri)), request)), handle.as_deref()).await?;
             requests::require(&connection.session, "resources", server, "resources/read")?;
             resources::read(&connection, uri, &self.opts(handle.as_deref())).await
         };
@@ -237,7 +238,7 @@ impl Toolset {
         let slot = self.slot(server)?;
         let outcome = async {
             let request = policy::session_request_json("resource", "subscribe", server, &format!("\"uri\":{}", json_string(uri)));
-            let connection = self.gated(slot, Some((&format!("the subscription to {}", shown(uri)), request)), None).await?;
+            let connection = self.gated(slot, Some((&format!("the subscription to {}", shown_uri(uri)), request)), None).await?;
             requests::require(&connection.session, "resources", server, "resources/subscribe")?;
             if !connection.session.resources_subscribe {
                 return Err(McpError::NotSupported(format!("{server} does not declare resources.subscribe")));

@@ -14,7 +14,8 @@
 //! Skill content is third-party text: it is returned to the host tagged with its server, and nothing
 //! in it (frontmatter fields included) is acted on here.
 
-use super::session::{json_string, shown, FromServer};
+use super::session::{json_string, FromServer};
+use crate::guard::redact::shown_uri;
 use super::Toolset;
 use crate::error::{McpError, Result};
 use crate::guard::policy;
@@ -96,10 +97,10 @@ impl Toolset {
             let known = slot.skills.listed.lock().get(uri).cloned();
             // The name is the URI's last skill-path segment (an entry whose name differs is refused), so a
             // policy deciding by name sees it for a skill never listed too.
-            let name = skills::name_in(uri).ok_or_else(|| McpError::InvalidArguments(format!("{} is not the URI of a SKILL.md under a skill path", shown(uri))))?;
+            let name = skills::name_in(uri).ok_or_else(|| McpError::InvalidArguments(format!("{} is not the URI of a SKILL.md under a skill path", shown_uri(uri))))?;
             let details = format!("\"uri\":{},\"name\":{}", json_string(uri), json_string(name));
             let request = policy::session_request_json("skill", "load", server, &details);
-            let connection = self.gated(slot, Some((&format!("the skill {}", shown(uri)), request)), None).await?;
+            let connection = self.gated(slot, Some((&format!("the skill {}", shown_uri(uri)), request)), None).await?;
             requests::require(&connection.session, "skills", server, "skills/get")?;
             let skill = match known {
                 Some(skill) => skill,
@@ -120,11 +121,11 @@ impl Toolset {
             let skill = slot
                 .skills
                 .held(uri)
-                .ok_or_else(|| McpError::InvalidArguments(format!("the skill {} is not loaded from {server}: load it first", shown(uri))))?;
+                .ok_or_else(|| McpError::InvalidArguments(format!("the skill {} is not loaded from {server}: load it first", shown_uri(uri))))?;
             let file = skill.file(path)?;
             let details = format!("\"uri\":{},\"name\":{},\"file\":{}", json_string(uri), json_string(skill.name()), json_string(&file.uri));
             let request = policy::session_request_json("skill", "read", server, &details);
-            let connection = self.gated(slot, Some((&format!("the skill file {}", shown(&file.uri)), request)), None).await?;
+            let connection = self.gated(slot, Some((&format!("the skill file {}", shown_uri(&file.uri)), request)), None).await?;
             requests::require(&connection.session, "skills", server, "resources/read of a skill file")?;
             let (bytes, mime_type) = skills::read_verified(&connection, file, &self.opts(None)).await?;
             // Verified bytes: text when they are UTF-8, else a blob.
