@@ -269,6 +269,25 @@ test('2025-11-25 over stdio: resources/subscribe, kept across the supervisor\'s 
   await until(async () => (await toolset.tools.res__touch.execute({ uri: 'note://hello' })).content[0].text === 'not subscribed to note://hello', { timeoutMs: 5000, stepMs: 50 });
 });
 
+test('2025-11-25: a subscription made right after the last one of its URI stopped is what the server keeps (the old unsubscribe never lands after it)', async (t) => {
+  const toolset = await mcpTools([{ name: 'res', type: 'stdio', command: process.execPath, args: [RESOURCES, 'stdio-legacy'] }], options);
+  t.after(() => toolset.close());
+  const touch = async () => (await toolset.tools.res__touch.execute({ uri: 'note://hello' })).content[0].text;
+  const updates = [];
+  let stop = await toolset.subscribeResource('res', 'note://hello', (u) => updates.push(u));
+  for (let round = 0; round < 40; round++) {
+    // Stopped after the next subscription was asked for (and also before, every other round): either
+    // way the server must end up subscribed once the new one resolves.
+    const next = round % 2 ? toolset.subscribeResource('res', 'note://hello', (u) => updates.push(u)) : undefined;
+    await stop();
+    stop = await (next ?? toolset.subscribeResource('res', 'note://hello', (u) => updates.push(u)));
+    assert.equal(await touch(), 'touched note://hello', `round ${round}: subscribed when subscribeResource resolved`);
+  }
+  await until(() => updates.length >= 40, { timeoutMs: 5000 });
+  await stop();
+  await until(async () => (await touch()) === 'not subscribed to note://hello', { timeoutMs: 5000, stepMs: 50 });
+});
+
 test('the Python SDK server: resources, a template, blobs, prompts, completions', async (t) => {
   const py = pythonSdk();
   if (py.skip) return t.skip(py.skip);

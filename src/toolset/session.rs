@@ -48,6 +48,10 @@ pub(crate) struct Subscriptions {
 struct SubscriptionsInner {
     /// URI → (callers holding it, the stop of its keeping task).
     kept: HashMap<String, (usize, CancellationToken)>,
+    /// URI → the lock its keeping task holds for its whole life: a new task for a URI starts (and
+    /// subscribes) only after the one before it has ended (and unsubscribed), so the server's last word
+    /// for a URI is always the newest task's. Weak: an entry no task holds is pruned.
+    wire: HashMap<String, std::sync::Weak<tokio::sync::Mutex<()>>>,
     /// Caller's id → URI.
     ids: HashMap<u64, String>,
     /// Kept URIs with an update passed to the owner and not yet taken (see [`Subscriptions::updated`]).
@@ -243,25 +247,45 @@ impl Toolset {
             if !connection.session.resources_subscribe {
                 return Err(McpError::NotSupported(format!("{server} does not declare resources.subscribe")));
             }
-            let kept = slot.subscriptions.inner.lock().kept.contains_key(uri);
-            // Session era: subscribed here, so the caller hears the server's refusal; then kept.
-            if !kept && !connection.is_modern() {
-                resources::subscribe(&connection, uri, &self.opts(None)).await?;
+            let id = NEXT_SUBSCRIPTION.fetch_add(1, Ordering::Relaxed);
+            let subscribed = {
+                let mut subscriptions = slot.subscriptions.inner.lock();
+                subscriptions.ids.insert(id, uri.to_owned());
+                if let Some((holders, _)) = subscriptions.kept.get_mut(uri) {
+                    *holders += 1;
+                    return Ok(id);
+                }
+                let stop = slot.cancel.child_token();
+                subscriptions.kept.insert(uri.to_owned(), (1, stop.clone()));
+                subscriptions.wire.retain(|_, lock| lock.strong_count() > 0);
+                let wire = match subscriptions.wire.get(uri).and_then(std::sync::Weak::upgrade) {
+                    Some(wire) => wire,
+                    None => {
+                        let wire = Arc::new(tokio::sync::Mutex::new(()));
+                        subscriptions.wire.insert(uri.to_owned(), Arc::downgrade(&wire));
+                        wire
+                    }
+                };
+                let (tell, subscribed) = tokio::sync::oneshot::channel();
+                let kept = Kept { slot: slot.clone(), uri: uri.to_owned(), stop, wire, timeout: self.inner.timeout };
+                slot.tasks.spawn(keep(kept, connection, tell));
+                subscribed
+            };
+            // Session era: the keeping task's first `resources/subscribe`, so the caller hears the
+            // server's refusal (and holds nothing then).
+            match subscribed.await {
+                Ok(Ok(())) => Ok(id),
+                Ok(Err(error)) => {
+                    self.unsubscribe_resource(id);
+                    Err(error)
+                }
+                Err(_) => {
+                    self.unsubscribe_resource(id);
+                    Err(McpError::Closed)
+                }
             }
-            Ok(connection)
         };
-        let connection = outcome.await.map_err(|e| self.caller_error(slot, "resources/subscribe", e))?;
-        let id = NEXT_SUBSCRIPTION.fetch_add(1, Ordering::Relaxed);
-        let mut subscriptions = slot.subscriptions.inner.lock();
-        subscriptions.ids.insert(id, uri.to_owned());
-        if let Some((holders, _)) = subscriptions.kept.get_mut(uri) {
-            *holders += 1;
-            return Ok(id);
-        }
-        let stop = slot.cancel.child_token();
-        subscriptions.kept.insert(uri.to_owned(), (1, stop.clone()));
-        slot.tasks.spawn(keep(slot.clone(), uri.to_owned(), stop, Some(connection), self.inner.timeout));
-        Ok(id)
+        outcome.await.map_err(|e| self.caller_error(slot, "resources/subscribe", e))
     }
 
     /// Let go of the subscription `id`; the last holder of its URI ends it (the server is told, if it
@@ -330,31 +354,52 @@ impl Toolset {
     }
 }
 
+/// One kept subscription: its server, URI and stop, and the URI's wire lock (see `SubscriptionsInner::wire`).
+struct Kept {
+    slot: Arc<Supervisor>,
+    uri: String,
+    stop: CancellationToken,
+    wire: Arc<tokio::sync::Mutex<()>>,
+    timeout: Duration,
+}
+
 /// Keep one subscription to `uri` on whatever connection of `slot` is live until `stop`: in the session
-/// era `resources/subscribe` on each new connection (`first` was subscribed by the caller), in
+/// era `resources/subscribe` on each new connection (the first one's outcome told to `subscribed`), in
 /// 2026-07-28 a `subscriptions/listen` held open. On `stop` a session-era server is sent
-/// `resources/unsubscribe`; a listen is cancelled.
-async fn keep(slot: Arc<Supervisor>, uri: String, stop: CancellationToken, mut first: Option<Arc<Connection>>, timeout: Duration) {
+/// `resources/unsubscribe`; a listen is cancelled. The URI's wire lock is held throughout, so the task
+/// before this one for the same URI has sent its `resources/unsubscribe` before this one subscribes.
+async fn keep(kept: Kept, first: Arc<Connection>, subscribed: tokio::sync::oneshot::Sender<Result<()>>) {
+    let Kept { slot, uri, stop, wire, timeout } = kept;
+    let _wire = tokio::select! {
+        _ = stop.cancelled() => return,
+        held = wire.lock_owned() => held,
+    };
+    let opts = RequestOptions { timeout, abort: None };
     let mut state = slot.state.subscribe();
+    let mut first = Some(first);
+    let mut subscribed = Some(subscribed);
     loop {
         let connection = match first.take() {
-            Some(connection) => connection,
-            None => {
+            // The connection the caller was gated on, unless it was replaced while this task waited.
+            Some(connection) if slot.live_connection().is_some_and(|c| Arc::ptr_eq(&c, &connection)) => connection,
+            _ => {
                 let live = tokio::select! {
                     _ = stop.cancelled() => return,
                     live = state.wait_for(|s| *s == State::Live) => live.is_ok(),
                 };
-                let Some(connection) = live.then(|| slot.live_connection()).flatten() else { return };
-                if !connection.is_modern() {
-                    let opts = RequestOptions { timeout, abort: None };
-                    if let Err(error) = resources::subscribe(&connection, &uri, &opts).await {
-                        tracing::debug!(server = %slot.entry.name, code = error.code(), "resource re-subscription failed");
+                let Some(connection) = live.then(|| slot.live_connection()).flatten() else {
+                    if let Some(subscribed) = subscribed.take() {
+                        let _ = subscribed.send(Err(slot.unavailable()));
                     }
-                }
+                    return;
+                };
                 connection
             }
         };
         if connection.is_modern() {
+            if let Some(subscribed) = subscribed.take() {
+                let _ = subscribed.send(Ok(()));
+            }
             let abort = AbortHandle::default();
             let filter = resources::listen_filter(&uri);
             tokio::select! {
@@ -371,6 +416,22 @@ async fn keep(slot: Arc<Supervisor>, uri: String, stop: CancellationToken, mut f
             }
             continue;
         }
+        let outcome = tokio::select! {
+            // Stopped before the server was asked: nothing to undo.
+            _ = stop.cancelled() => return,
+            outcome = resources::subscribe(&connection, &uri, &opts) => outcome,
+        };
+        match (subscribed.take(), outcome) {
+            (Some(caller), outcome) => {
+                let refused = outcome.is_err();
+                let _ = caller.send(outcome);
+                if refused {
+                    return;
+                }
+            }
+            (None, Err(error)) => tracing::debug!(server = %slot.entry.name, code = error.code(), "resource re-subscription failed"),
+            (None, Ok(())) => {}
+        }
         // Session era: held until the connection is replaced (the server lost and recovered) or `stop`.
         // Checked outside `wait_for`: its predicate runs under the state watch's read lock, and
         // `live_connection()` takes the connection lock, which going live holds while it writes the state.
@@ -384,7 +445,6 @@ async fn keep(slot: Arc<Supervisor>, uri: String, stop: CancellationToken, mut f
         tokio::select! {
             _ = stop.cancelled() => {
                 if slot.live_connection().is_some_and(|c| Arc::ptr_eq(&c, &connection)) {
-                    let opts = RequestOptions { timeout, abort: None };
                     let _ = resources::unsubscribe(&connection, &uri, &opts).await;
                 }
                 return;
