@@ -113,6 +113,23 @@ test('an expired session (404) is re-initialized once and the request sent again
   assert.deepEqual(resent.map((r) => r.headers['mcp-session-id']), ['session-1', 'session-2']);
 });
 
+test('a renewed session (404) is asked again for what the old one had: logging/setLevel and resource subscriptions', async (t) => {
+  const server = await startStreamableFixture({ sessionFeatures: true });
+  t.after(server.close);
+  const toolset = await mcpTools([{ name: 'web', type: 'streamable-http', url: server.url }], { serverLogLevel: 'warning', onDiagnostic: () => {}, timeoutMs: 10_000 });
+  t.after(() => toolset.close());
+  const asked = (method) => server.log.filter((r) => r.body?.method === method).map((r) => r.headers['mcp-session-id']);
+  const stop = await toolset.subscribeResource('web', 'note://watched', () => {});
+  assert.deepEqual([asked('logging/setLevel'), asked('resources/subscribe')], [['session-1'], ['session-1']]);
+  server.expireSessions();
+  assert.equal((await toolset.tools.web__echo.execute({ text: 'after' })).content[0].text, 'echo: after');
+  await until(() => asked('resources/subscribe').length === 2, { timeoutMs: 5000 });
+  assert.deepEqual([asked('logging/setLevel'), asked('resources/subscribe')], [['session-1', 'session-2'], ['session-1', 'session-2']]);
+  await stop();
+  await until(() => asked('resources/unsubscribe').length === 1, { timeoutMs: 5000 });
+  assert.deepEqual(asked('resources/unsubscribe'), ['session-2'], 'the renewed session is the one told');
+});
+
 test('a request is never replayed after a transport failure', async (t) => {
   const server = await startStreamableFixture();
   t.after(server.close);

@@ -175,8 +175,14 @@ impl Supervisor {
     pub(super) async fn revet_after_renewal(&self, vetted: &tokio::sync::Mutex<u64>, generation: u64) -> Result<()> {
         let mut vetted = vetted.lock().await;
         if *vetted < generation {
+            // A new session knows nothing of the old one's: the log level is asked again, as on connect
+            // (before the listing), and the subscriptions are kept again once it is vetted.
+            if let (Some(level), Some(connection)) = (self.shared.server_log_level, self.connection()) {
+                self.ask_log_level(&connection, level, &crate::connection::AbortHandle::default()).await;
+            }
             self.refresh_catalogue().await?;
             *vetted = generation;
+            self.renewals.send_replace(generation);
         }
         Ok(())
     }

@@ -376,6 +376,9 @@ async fn keep(kept: Kept, first: Arc<Connection>, subscribed: tokio::sync::onesh
     };
     let opts = RequestOptions { timeout, abort: None };
     let mut state = slot.state.subscribe();
+    // Renewals from now on: a session renewed after this task subscribed is subscribed again.
+    let mut renewals = slot.renewals.subscribe();
+    renewals.borrow_and_update();
     let mut first = Some(first);
     let mut subscribed = Some(subscribed);
     loop {
@@ -416,11 +419,12 @@ async fn keep(kept: Kept, first: Arc<Connection>, subscribed: tokio::sync::onesh
             }
             continue;
         }
-        let outcome = tokio::select! {
-            // Stopped before the server was asked: nothing to undo.
-            _ = stop.cancelled() => return,
-            outcome = resources::subscribe(&connection, &uri, &opts) => outcome,
-        };
+        // Not raced against `stop`: a subscribe already sent is seen through (bounded by the timeout), so
+        // a stop meanwhile is answered with an unsubscribe below, not left subscribed on the server.
+        if stop.is_cancelled() {
+            return;
+        }
+        let outcome = resources::subscribe(&connection, &uri, &opts).await;
         match (subscribed.take(), outcome) {
             (Some(caller), outcome) => {
                 let refused = outcome.is_err();
@@ -432,13 +436,20 @@ async fn keep(kept: Kept, first: Arc<Connection>, subscribed: tokio::sync::onesh
             (None, Err(error)) => tracing::debug!(server = %slot.entry.name, code = error.code(), "resource re-subscription failed"),
             (None, Ok(())) => {}
         }
-        // Session era: held until the connection is replaced (the server lost and recovered) or `stop`.
-        // Checked outside `wait_for`: its predicate runs under the state watch's read lock, and
-        // `live_connection()` takes the connection lock, which going live holds while it writes the state.
+        // Session era: held until the connection is replaced (the server lost and recovered), its HTTP
+        // session is renewed (a new session has no subscriptions), or `stop`. Checked outside `wait_for`:
+        // its predicate runs under the state watch's read lock, and `live_connection()` takes the
+        // connection lock, which going live holds while it writes the state.
         let replaced = async {
             while slot.live_connection().is_some_and(|c| Arc::ptr_eq(&c, &connection)) {
-                if state.changed().await.is_err() {
-                    break;
+                tokio::select! {
+                    changed = state.changed() => if changed.is_err() { break },
+                    renewed = renewals.changed() => {
+                        renewals.borrow_and_update();
+                        if renewed.is_err() || slot.live_connection().is_some_and(|c| Arc::ptr_eq(&c, &connection)) {
+                            break;
+                        }
+                    }
                 }
             }
         };

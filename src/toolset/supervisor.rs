@@ -120,6 +120,9 @@ pub(crate) struct Supervisor {
     /// which redacts before it truncates.
     pub secrets: Arc<Secrets>,
     pub state: watch::Sender<State>,
+    /// The session generation last renewed on the installed connection (an HTTP session re-initialized
+    /// after a 404) and vetted: what a subscription's keeping task waits on to subscribe again there.
+    pub(super) renewals: watch::Sender<u64>,
     /// Taken after `connection` when both are held (never the other way round): see `status()`.
     status: Mutex<Status>,
     /// Recoveries that brought the server back.
@@ -185,6 +188,7 @@ impl Supervisor {
             authorizer: Mutex::default(),
             secrets,
             state: watch::channel(initial).0,
+            renewals: watch::channel(0).0,
             status: Mutex::new(Status { since_ms: store::now_ms(), last_error: None }),
             restarts: AtomicU64::new(0),
             connection: Mutex::new(None),
