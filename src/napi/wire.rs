@@ -62,6 +62,9 @@ pub(crate) struct Completions {
     batch: Mutex<Batch>,
     /// For the pacing timers, which must not keep the sink alive.
     this: Weak<Completions>,
+    /// The pacing timers' owner: they are tracked here and end when the sink does (see `Drop`).
+    timers: tokio_util::task::TaskTracker,
+    timers_stop: tokio_util::sync::CancellationToken,
     wake: CompletionWake,
     /// Set while JavaScript feeds stdout synchronously: it drains right after, so no wake-up is needed.
     feeding: AtomicBool,
@@ -85,7 +88,14 @@ impl Batch {
 
 impl Completions {
     pub(crate) fn new(wake: CompletionWake) -> Arc<Self> {
-        Arc::new_cyclic(|this| Completions { batch: Mutex::new(Batch::default()), this: this.clone(), wake, feeding: AtomicBool::new(false) })
+        Arc::new_cyclic(|this| Completions {
+            batch: Mutex::new(Batch::default()),
+            this: this.clone(),
+            timers: tokio_util::task::TaskTracker::new(),
+            timers_stop: tokio_util::sync::CancellationToken::new(),
+            wake,
+            feeding: AtomicBool::new(false),
+        })
     }
 
     /// Queue `update` for the drain and open the call's interval, whose end delivers what it held.
@@ -95,13 +105,20 @@ impl Completions {
         batch.progress.insert(call_id, update);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             batch.paced.insert(call_id, None);
-            let this = self.this.clone();
-            runtime.spawn(async move {
-                tokio::time::sleep(PROGRESS_INTERVAL).await;
-                if let Some(this) = this.upgrade() {
-                    this.interval_ended(call_id);
-                }
-            });
+            let (this, stop) = (self.this.clone(), self.timers_stop.clone());
+            self.timers.spawn_on(
+                async move {
+                    tokio::select! {
+                        _ = stop.cancelled() => {}
+                        _ = tokio::time::sleep(PROGRESS_INTERVAL) => {
+                            if let Some(this) = this.upgrade() {
+                                this.interval_ended(call_id);
+                            }
+                        }
+                    }
+                },
+                &runtime,
+            );
         }
         first
     }
@@ -218,6 +235,14 @@ impl CallSink for Completions {
         if first {
             self.wake();
         }
+    }
+}
+
+/// The sink's pacing timers end with it: none outlives the toolset that listened.
+impl Drop for Completions {
+    fn drop(&mut self) {
+        self.timers.close();
+        self.timers_stop.cancel();
     }
 }
 
