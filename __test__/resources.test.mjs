@@ -436,3 +436,24 @@ test("exposeServerErrors: false withholds a server's error text from session req
   assert.equal(withheld?.tool, 'resources listing');
   assert.match(withheld.message, /the index is down/, 'the host sees it in the diagnostic');
 });
+
+test('a refused subscription is refused to every caller that joined it while it was asked, and leaves nothing kept', async (t) => {
+  const toolset = await mcpTools([{ name: 'yes', type: 'stdio', command: process.execPath, args: [FLOOD, 'declared'] }], options);
+  t.after(() => toolset.close());
+  const refused = (e) => e.code === 'mcp_protocol_error' && /not subscribable/.test(e.message);
+  const [first, joined] = await Promise.allSettled([
+    toolset.subscribeResource('yes', 'note://refused/a', () => {}),
+    toolset.subscribeResource('yes', 'note://refused/a', () => {}),
+  ]);
+  assert.equal(first.status, 'rejected');
+  assert.ok(refused(first.reason), first.reason?.message);
+  assert.equal(joined.status, 'rejected', 'the caller that joined while the server was asked is refused too');
+  assert.ok(refused(joined.reason), joined.reason?.message);
+  // Nothing was left kept: asking again asks the server again (and is refused again).
+  await assert.rejects(toolset.subscribeResource('yes', 'note://refused/a', () => {}), refused);
+  const updates = [];
+  const stop = await toolset.subscribeResource('yes', 'note://kept', (u) => updates.push(u));
+  await toolset.tools.yes__flood.execute({});
+  await until(() => updates.length >= 1, { timeoutMs: 5000 });
+  await stop();
+});

@@ -46,16 +46,27 @@ pub(crate) struct Subscriptions {
 
 #[derive(Default)]
 struct SubscriptionsInner {
-    /// URI → (callers holding it, the stop of its keeping task).
-    kept: HashMap<String, (usize, CancellationToken)>,
+    /// URI → its kept subscription.
+    kept: HashMap<String, KeptEntry>,
     /// URI → the lock its keeping task holds for its whole life: a new task for a URI starts (and
     /// subscribes) only after the one before it has ended (and unsubscribed), so the server's last word
     /// for a URI is always the newest task's. Weak: an entry no task holds is pruned.
     wire: HashMap<String, std::sync::Weak<tokio::sync::Mutex<()>>>,
-    /// Caller's id → URI.
-    ids: HashMap<u64, String>,
+    /// Caller's id → the URI and the keeping task it holds (a task's refusal ends what its holders hold,
+    /// and their later unsubscribe must not count against a newer task's).
+    ids: HashMap<u64, (String, u64)>,
     /// Kept URIs with an update passed to the owner and not yet taken (see [`Subscriptions::updated`]).
     pending: HashSet<String>,
+}
+
+/// One URI's kept subscription: the callers holding it, its keeping task's stop, and the outcome of
+/// the task's first subscribe (`None` until it is known), which every caller holding it waits for.
+struct KeptEntry {
+    holders: usize,
+    stop: CancellationToken,
+    /// Which keeping task this entry is (from `NEXT_SUBSCRIPTION`): a task ending removes only its own.
+    task: u64,
+    first: tokio::sync::watch::Receiver<Option<Result<()>>>,
 }
 
 impl Subscriptions {
@@ -248,42 +259,43 @@ impl Toolset {
                 return Err(McpError::NotSupported(format!("{server} does not declare resources.subscribe")));
             }
             let id = NEXT_SUBSCRIPTION.fetch_add(1, Ordering::Relaxed);
-            let subscribed = {
+            let mut first = {
                 let mut subscriptions = slot.subscriptions.inner.lock();
-                subscriptions.ids.insert(id, uri.to_owned());
-                if let Some((holders, _)) = subscriptions.kept.get_mut(uri) {
-                    *holders += 1;
-                    return Ok(id);
+                if let Some(kept) = subscriptions.kept.get_mut(uri) {
+                    kept.holders += 1;
+                    let (task, first) = (kept.task, kept.first.clone());
+                    subscriptions.ids.insert(id, (uri.to_owned(), task));
+                    first
+                } else {
+                    subscriptions.ids.insert(id, (uri.to_owned(), id));
+                    let stop = slot.cancel.child_token();
+                    let (tell, first) = tokio::sync::watch::channel(None);
+                    subscriptions.kept.insert(uri.to_owned(), KeptEntry { holders: 1, stop: stop.clone(), task: id, first: first.clone() });
+                    subscriptions.wire.retain(|_, lock| lock.strong_count() > 0);
+                    let wire = match subscriptions.wire.get(uri).and_then(std::sync::Weak::upgrade) {
+                        Some(wire) => wire,
+                        None => {
+                            let wire = Arc::new(tokio::sync::Mutex::new(()));
+                            subscriptions.wire.insert(uri.to_owned(), Arc::downgrade(&wire));
+                            wire
+                        }
+                    };
+                    let kept = Kept { slot: slot.clone(), uri: uri.to_owned(), stop, task: id, wire, timeout: self.inner.timeout };
+                    slot.tasks.spawn(keep(kept, connection, tell));
+                    first
                 }
-                let stop = slot.cancel.child_token();
-                subscriptions.kept.insert(uri.to_owned(), (1, stop.clone()));
-                subscriptions.wire.retain(|_, lock| lock.strong_count() > 0);
-                let wire = match subscriptions.wire.get(uri).and_then(std::sync::Weak::upgrade) {
-                    Some(wire) => wire,
-                    None => {
-                        let wire = Arc::new(tokio::sync::Mutex::new(()));
-                        subscriptions.wire.insert(uri.to_owned(), Arc::downgrade(&wire));
-                        wire
-                    }
-                };
-                let (tell, subscribed) = tokio::sync::oneshot::channel();
-                let kept = Kept { slot: slot.clone(), uri: uri.to_owned(), stop, wire, timeout: self.inner.timeout };
-                slot.tasks.spawn(keep(kept, connection, tell));
-                subscribed
             };
-            // Session era: the keeping task's first `resources/subscribe`, so the caller hears the
-            // server's refusal (and holds nothing then).
-            match subscribed.await {
-                Ok(Ok(())) => Ok(id),
-                Ok(Err(error)) => {
-                    self.unsubscribe_resource(id);
-                    Err(error)
-                }
-                Err(_) => {
-                    self.unsubscribe_resource(id);
-                    Err(McpError::Closed)
-                }
+            // Every holder waits for the keeping task's first `resources/subscribe` (session era), so a
+            // caller hears the server's refusal (and holds nothing then), and "subscribed" means it.
+            let outcome = match first.wait_for(Option::is_some).await {
+                Ok(outcome) => outcome.clone().expect("waited for an outcome"),
+                Err(_) => Err(McpError::Closed),
+            };
+            if let Err(error) = outcome {
+                self.unsubscribe_resource(id);
+                return Err(error);
             }
+            Ok(id)
         };
         outcome.await.map_err(|e| self.caller_error(slot, "resources/subscribe", e))
     }
@@ -293,11 +305,11 @@ impl Toolset {
     pub fn unsubscribe_resource(&self, id: u64) {
         for slot in &self.inner.servers {
             let mut subscriptions = slot.subscriptions.inner.lock();
-            let Some(uri) = subscriptions.ids.remove(&id) else { continue };
-            if let Some((holders, stop)) = subscriptions.kept.get_mut(&uri) {
-                *holders -= 1;
-                if *holders == 0 {
-                    stop.cancel();
+            let Some((uri, task)) = subscriptions.ids.remove(&id) else { continue };
+            if let Some(kept) = subscriptions.kept.get_mut(&uri).filter(|kept| kept.task == task) {
+                kept.holders -= 1;
+                if kept.holders == 0 {
+                    kept.stop.cancel();
                     subscriptions.kept.remove(&uri);
                     subscriptions.pending.remove(&uri);
                 }
@@ -359,8 +371,37 @@ struct Kept {
     slot: Arc<Supervisor>,
     uri: String,
     stop: CancellationToken,
+    task: u64,
     wire: Arc<tokio::sync::Mutex<()>>,
     timeout: Duration,
+}
+
+/// How a keeping task tells its holders the outcome of its first subscribe.
+struct Told {
+    slot: Arc<Supervisor>,
+    uri: String,
+    task: u64,
+    tell: tokio::sync::watch::Sender<Option<Result<()>>>,
+}
+
+impl Told {
+    fn subscribed(self) {
+        self.tell.send_replace(Some(Ok(())));
+    }
+
+    /// Refused (or the server unavailable): the URI is no longer kept by this task — its entry is
+    /// removed if it is still this task's — and every holder waiting hears why.
+    fn refused(self, error: McpError) {
+        {
+            let mut subscriptions = self.slot.subscriptions.inner.lock();
+            let ours = subscriptions.kept.get(&self.uri).is_some_and(|kept| kept.task == self.task);
+            if ours {
+                subscriptions.kept.remove(&self.uri);
+                subscriptions.pending.remove(&self.uri);
+            }
+        }
+        self.tell.send_replace(Some(Err(error)));
+    }
 }
 
 /// Keep one subscription to `uri` on whatever connection of `slot` is live until `stop`: in the session
@@ -368,8 +409,8 @@ struct Kept {
 /// 2026-07-28 a `subscriptions/listen` held open. On `stop` a session-era server is sent
 /// `resources/unsubscribe`; a listen is cancelled. The URI's wire lock is held throughout, so the task
 /// before this one for the same URI has sent its `resources/unsubscribe` before this one subscribes.
-async fn keep(kept: Kept, first: Arc<Connection>, subscribed: tokio::sync::oneshot::Sender<Result<()>>) {
-    let Kept { slot, uri, stop, wire, timeout } = kept;
+async fn keep(kept: Kept, first: Arc<Connection>, subscribed: tokio::sync::watch::Sender<Option<Result<()>>>) {
+    let Kept { slot, uri, stop, task, wire, timeout } = kept;
     let _wire = tokio::select! {
         _ = stop.cancelled() => return,
         held = wire.lock_owned() => held,
@@ -380,28 +421,41 @@ async fn keep(kept: Kept, first: Arc<Connection>, subscribed: tokio::sync::onesh
     let mut renewals = slot.renewals.subscribe();
     renewals.borrow_and_update();
     let mut first = Some(first);
-    let mut subscribed = Some(subscribed);
+    let mut subscribed = Some(Told { slot: slot.clone(), uri: uri.clone(), task, tell: subscribed });
     loop {
         let connection = match first.take() {
             // The connection the caller was gated on, unless it was replaced while this task waited.
             Some(connection) if slot.live_connection().is_some_and(|c| Arc::ptr_eq(&c, &connection)) => connection,
+            // Before the first outcome, the wait is a call's (bounded, failing at once on a failed
+            // server); after it, the subscription waits for the server to come back, however long.
+            _ if subscribed.is_some() => {
+                let live = tokio::select! {
+                    _ = stop.cancelled() => return,
+                    live = super::calls::wait_live(&slot, timeout) => live,
+                };
+                match live.map(|()| slot.live_connection()) {
+                    Ok(Some(connection)) => connection,
+                    unreached => {
+                        let error = unreached.err().unwrap_or_else(|| slot.unavailable());
+                        if let Some(told) = subscribed.take() {
+                            told.refused(error);
+                        }
+                        return;
+                    }
+                }
+            }
             _ => {
                 let live = tokio::select! {
                     _ = stop.cancelled() => return,
                     live = state.wait_for(|s| *s == State::Live) => live.is_ok(),
                 };
-                let Some(connection) = live.then(|| slot.live_connection()).flatten() else {
-                    if let Some(subscribed) = subscribed.take() {
-                        let _ = subscribed.send(Err(slot.unavailable()));
-                    }
-                    return;
-                };
+                let Some(connection) = live.then(|| slot.live_connection()).flatten() else { return };
                 connection
             }
         };
         if connection.is_modern() {
-            if let Some(subscribed) = subscribed.take() {
-                let _ = subscribed.send(Ok(()));
+            if let Some(told) = subscribed.take() {
+                told.subscribed();
             }
             let abort = AbortHandle::default();
             let filter = resources::listen_filter(&uri);
@@ -426,12 +480,10 @@ async fn keep(kept: Kept, first: Arc<Connection>, subscribed: tokio::sync::onesh
         }
         let outcome = resources::subscribe(&connection, &uri, &opts).await;
         match (subscribed.take(), outcome) {
-            (Some(caller), outcome) => {
-                let refused = outcome.is_err();
-                let _ = caller.send(outcome);
-                if refused {
-                    return;
-                }
+            (Some(told), Ok(())) => told.subscribed(),
+            (Some(told), Err(error)) => {
+                told.refused(error);
+                return;
             }
             (None, Err(error)) => tracing::debug!(server = %slot.entry.name, code = error.code(), "resource re-subscription failed"),
             (None, Ok(())) => {}
@@ -491,7 +543,8 @@ mod tests {
     fn updates_pass_only_for_kept_uris_once_until_delivered() {
         let subscriptions = Subscriptions::default();
         assert!(!subscriptions.updated("note://a"), "not kept: dropped");
-        subscriptions.inner.lock().kept.insert("note://a".into(), (1, CancellationToken::new()));
+        let (_tell, first) = tokio::sync::watch::channel(None);
+        subscriptions.inner.lock().kept.insert("note://a".into(), KeptEntry { holders: 1, stop: CancellationToken::new(), task: 0, first });
         assert!(subscriptions.updated("note://a"));
         assert!(!subscriptions.updated("note://a"), "one pending at a time");
         assert!(!subscriptions.updated("note://b"));
