@@ -10,7 +10,11 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
-import { connectMcpServer, mcpTools, McpSkillVerificationFailedError, McpSkillInvalidError, McpNotSupportedError } from '../dist/index.js';
+import * as ai from 'ai';
+import * as aiTest from 'ai/test';
+import { connectMcpServer, mcpTools, composeMcpSystemPrompt, McpSkillVerificationFailedError, McpSkillInvalidError, McpNotSupportedError } from '../dist/index.js';
+import { aiSdkTools } from '../entry/ai.mjs';
+import { call, say, scriptedModel } from './adapters-fixture.mjs';
 import { FIXTURE, here } from './helpers.mjs';
 import { FORMS, LOGO, PDF_SKILL } from './fixtures/skills-server.mjs';
 
@@ -214,5 +218,77 @@ test('connectMcpServer: listSkills, loadSkill and readSkillFile without the serv
     assert.equal((await client.readSkillFile(pdf.uri, 'references/FORMS.md')).contents[0].text, FORMS);
   } finally {
     await client.close();
+  }
+});
+
+test('exposeSkills: the skills are named in the system prompt by server and used through mcp__skills; off, neither is there', async () => {
+  const off = await mcpTools([stdio('sk')], options);
+  try {
+    assert.equal('mcp__skills' in off.tools, false);
+    assert.doesNotMatch(composeMcpSystemPrompt(off), /skill/i);
+  } finally {
+    await off.close();
+  }
+  const toolset = await mcpTools([stdio('sk'), { name: 'plain', type: 'stdio', command: process.execPath, args: [FIXTURE] }], { ...options, exposeSkills: true });
+  try {
+    const prompt = composeMcpSystemPrompt(toolset);
+    assert.match(prompt, /## MCP skills/);
+    assert.match(prompt, /- `sk`: `pdf-processing`, `refunds`/);
+    const skillsPart = prompt.slice(prompt.indexOf('## MCP skills'));
+    assert.doesNotMatch(skillsPart, /Extract, fill|daily|plain/, 'no description (the server\'s words), no dynamic skill, no server without skills');
+    assert.deepEqual(await readsOf(toolset.tools, 'sk'), [], 'listing at connect read no file');
+    const tool = toolset.tools.mcp__skills;
+    assert.equal(tool.server, 'mcpferry');
+
+    const listed = await tool.execute({});
+    assert.deepEqual(listed.structuredContent.skills.map((s) => [s.server, s.skill]), [['sk', 'refunds'], ['sk', 'pdf-processing']]);
+    assert.equal(listed.structuredContent.skills[1].description, 'Extract, fill, and assemble PDF documents');
+
+    const loaded = await tool.execute({ server: 'sk', skill: 'pdf-processing' });
+    assert.match(loaded.content[0].text, /^Skill pdf-processing from MCP server sk \(skill:\/\/pdf-processing\/SKILL\.md\), verified/);
+    assert.ok(loaded.content[0].text.includes(PDF_SKILL), 'the verified SKILL.md, whole');
+    assert.deepEqual(loaded.structuredContent.files, ['references/FORMS.md', 'assets/logo.bin']);
+    const forms = await tool.execute({ server: 'sk', skill: 'pdf-processing', file: 'references/FORMS.md' });
+    assert.ok(forms.content[0].text.endsWith(FORMS));
+    assert.match((await tool.execute({ server: 'sk', skill: 'pdf-processing', file: 'assets/logo.bin' })).content[0].text, /binary \(8 bytes, application\/octet-stream\)/);
+    assert.deepEqual(await readsOf(toolset.tools, 'sk'), [PDF, FORMS_URI, 'skill://pdf-processing/assets/logo.bin']);
+
+    await assert.rejects(tool.execute({ server: 'sk', skill: 'nope' }), (e) => e.code === 'mcp_tool_error' && /offers no skill named "nope"/.test(e.message));
+    await assert.rejects(tool.execute({ server: 'plain', skill: 'pdf-processing' }), { code: 'mcp_tool_error' }, 'names resolve within the named server only');
+    await assert.rejects(tool.execute({ server: 'sk', skill: 'pdf-processing', file: 'references/NOPE.md' }), { code: 'mcp_skill_verification_failed' });
+    await assert.rejects(tool.execute({ server: 'sk' }), { code: 'mcp_tool_error' });
+  } finally {
+    await toolset.close();
+  }
+});
+
+test('exposeSkills in an AI SDK generateText loop: the model lists the skills, loads one, then reads its file', async () => {
+  const toolset = await mcpTools([stdio('sk')], { ...options, exposeSkills: true });
+  try {
+    const steps = [
+      (o) => {
+        assert.match(JSON.stringify(o.prompt[0]), /MCP skills/, 'the system prompt names the skills');
+        return [call('c1', 'mcp__skills', {})];
+      },
+      () => [call('c2', 'mcp__skills', { server: 'sk', skill: 'pdf-processing' })],
+      () => [call('c3', 'mcp__skills', { server: 'sk', skill: 'pdf-processing', file: 'references/FORMS.md' })],
+      () => say('form filled'),
+    ];
+    const { model, seen } = scriptedModel(aiTest.MockLanguageModelV3, steps);
+    const result = await ai.generateText({ model, system: composeMcpSystemPrompt(toolset), tools: aiSdkTools(toolset), prompt: 'fill the PDF form', stopWhen: ai.stepCountIs(6) });
+    assert.equal(result.text, 'form filled');
+    const shown = (step, id) => {
+      for (const message of seen[step].prompt) {
+        if (message.role !== 'tool') continue;
+        for (const part of message.content) if (part.toolCallId === id) return JSON.stringify(part.output);
+      }
+      return '';
+    };
+    assert.match(shown(1, 'c1'), /Extract, fill, and assemble PDF documents/);
+    assert.match(shown(2, 'c2'), /Fill the form described in references\/FORMS\.md/);
+    assert.match(shown(3, 'c3'), /Supporting content: the forms/);
+    assert.deepEqual(await readsOf(toolset.tools, 'sk'), [PDF, FORMS_URI]);
+  } finally {
+    await toolset.close();
   }
 });

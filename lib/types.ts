@@ -263,6 +263,14 @@ export interface McpOptions {
    * unasked logs are still delivered). MCP logging is deprecated in 2026-07-28.
    */
   serverLogLevel?: McpLogLevel;
+  /**
+   * Offer the servers' skills (SEP-2640) to the model: listed at connect (and after a recovery) from every
+   * server that declares the Skills extension, named in `composeMcpSystemPrompt` by server, and loaded through
+   * the local tool `mcp__skills` (no arguments: each skill's server, name and description; `server` and `skill`:
+   * load it, SKILL.md verified; `file` too: read one of its files). Loads and reads go to the skill's own server
+   * through `policy.decide` (`kind: 'skill'`). Default false: nothing is listed and the tool is not there.
+   */
+  exposeSkills?: boolean;
   /** Largest message accepted from a server, in bytes. Default 2 MiB. */
   maxResultBytes?: number;
   /**

@@ -47,6 +47,7 @@ pub const OPTION_KEYS: &[&str] = &[
     "exposeServerErrors",
     "reconnect",
     "serverLogLevel",
+    "exposeSkills",
 ];
 
 /// The key of a marker standing for a value JSON cannot carry: `{"$mcpferry": "function"}` (also
@@ -87,6 +88,9 @@ pub struct ToolsetConfig {
     /// `serverLogLevel`: the level of logs asked of every server that declares `logging` (see
     /// `server_log`); `None`, the default: nothing is asked.
     pub server_log_level: Option<crate::server_log::Level>,
+    /// `exposeSkills`: the servers' skills (SEP-2640) are listed at connect, named in the system prompt and
+    /// loaded by the model through the local `mcp__skills` tool. Default false.
+    pub expose_skills: bool,
 }
 
 /// `reconnect`: how a supervisor brings a lost server back (see `toolset::recovery`).
@@ -436,6 +440,7 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
     if server_log_level.is_some() && !callbacks.on_diagnostic {
         return Err(McpError::config("options.serverLogLevel needs options.onDiagnostic, which receives the server-log diagnostics"));
     }
+    let expose_skills = flag(root, "exposeSkills", false)?;
     Ok(ToolsetConfig {
         servers,
         callbacks,
@@ -454,6 +459,7 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         validation,
         reconnect,
         server_log_level,
+        expose_skills,
     })
 }
 
@@ -843,6 +849,7 @@ mod tests {
             (r#"{"servers":[],"serverLogLevel":"warn","onDiagnostic":{"$mcpferry":"function"}}"#, "serverLogLevel must be one of \"debug\""),
             (r#"{"servers":[],"serverLogLevel":3,"onDiagnostic":{"$mcpferry":"function"}}"#, "serverLogLevel must be one of"),
             (r#"{"servers":[],"serverLogLevel":"debug"}"#, "serverLogLevel needs options.onDiagnostic"),
+            (r#"{"servers":[],"exposeSkills":"yes"}"#, "options.exposeSkills must be a boolean"),
             (r#"{"servers":[],"tools":{"allow":["a"],"block":["b"]}}"#, "not both"),
             (r#"{"servers":[],"tools":{"deny":["a"]}}"#, "unknown key"),
             (r#"{"servers":[{"name":"h","type":"sse","url":"ftp://x/"}]}"#, "http:// or https://"),

@@ -115,6 +115,8 @@ impl crate::progress::ProgressListener for CallProgress {
 enum Admitted {
     /// Answered without a server (`mcp__describe_tool`, `mcp__search_tools`).
     Local,
+    /// `mcp__skills` (`exposeSkills`): answered from the skills listed, loading from their own servers.
+    Skills,
     Remote(Route),
 }
 
@@ -163,6 +165,7 @@ impl super::Toolset {
         for call in calls {
             match inner.admit(&table, &call) {
                 Ok(Admitted::Local) => inner.start_local(call, sink.clone()),
+                Ok(Admitted::Skills) => inner.start_skills(call, sink.clone()),
                 Ok(Admitted::Remote(route)) => {
                     let slot = &inner.servers[route.server];
                     let ungated = inner.hooks.decide.is_none() && !(slot.entry.is_http() && inner.hooks.auth.is_some());
@@ -224,6 +227,9 @@ impl Inner {
         let name = call.name.as_str();
         if local::is_local(name) && table.any_abbreviated() {
             return Ok(Admitted::Local);
+        }
+        if name == local::MCP_SKILLS && self.expose_skills {
+            return Ok(Admitted::Skills);
         }
         let route = table.routes.get(name).cloned().ok_or_else(|| unavailable(name))?;
         if route.quarantined {
@@ -347,6 +353,18 @@ impl Inner {
                 Err(e) => Err(super::panic_error("answering a local tool", e)),
             };
             done.finish(outcome);
+        });
+    }
+
+    /// `mcp__skills`: its loads and reads are requests to the skill's server, through the gates of
+    /// `toolset::skills` (policy `kind: 'skill'`, readiness, `auth`).
+    fn start_skills(self: &Arc<Self>, call: CallRequest, sink: Arc<dyn CallSink>) {
+        let done = self.call_completion(None, &call, &sink);
+        let toolset = super::Toolset { inner: self.clone() };
+        self.tasks.spawn(async move {
+            let arguments = call.arguments.as_deref().map_or("{}", |a| a.get());
+            let outcome = toolset.answer_skills_tool(arguments).await;
+            done.finish(outcome.map(|text| RawValue::from_string(text.into()).expect("skill answers are JSON")));
         });
     }
 

@@ -1,5 +1,7 @@
-//! The tools mcpferry answers itself, from the route table, while any server's schemas are
-//! abbreviated: `mcp__describe_tool` and `mcp__search_tools`. No server is contacted.
+//! The tools mcpferry answers itself: from the route table, while any server's schemas are
+//! abbreviated, `mcp__describe_tool` and `mcp__search_tools` (no server is contacted); and with
+//! `exposeSkills`, `mcp__skills`, which lists the skills listed at connect and loads one (or reads one of
+//! its files) from its own server through `toolset::skills`.
 
 use super::routes::RouteTable;
 use crate::error::{McpError, Result};
@@ -11,8 +13,37 @@ pub const LOCAL_SERVER: &str = "mcpferry";
 const DEFAULT_SEARCH_RESULTS: usize = 5;
 const MAX_SEARCH_RESULTS: usize = 20;
 
+/// The local tool of skills (`exposeSkills`).
+pub const MCP_SKILLS: &str = "mcp__skills";
+
 pub(crate) fn is_local(name: &str) -> bool {
     name == MCP_DESCRIBE_TOOL || name == MCP_SEARCH_TOOLS
+}
+
+/// `mcp__skills`'s definition, with `exposeSkills`.
+pub(crate) fn skills_tool(exposed: bool) -> Option<ProjectedTool> {
+    exposed.then(|| ProjectedTool {
+        name: MCP_SKILLS.to_owned(),
+        description: "Use the skills MCP servers offer (instructions for a task, written by the server, not by the user). \
+             Call it with no arguments to see each skill's server, name and description; with `server` and `skill` \
+             to load one before following it; add `file` to read one of the loaded skill's files. A skill grants \
+             no permissions."
+            .into(),
+        input_schema: json_text(&serde_json::json!({
+            "type": "object",
+            "properties": {
+                "server": { "type": "string", "description": "The server offering the skill." },
+                "skill": { "type": "string", "description": "The skill's name (or its SKILL.md URI) on that server." },
+                "file": { "type": "string", "description": "A file of the loaded skill, by its path inside the skill (e.g. references/FORMS.md)." },
+            },
+        })),
+        server: LOCAL_SERVER.to_owned(),
+        remote_name: MCP_SKILLS.to_owned(),
+        title: None,
+        output_schema: None,
+        annotations: None,
+        texts_id: None,
+    })
 }
 
 /// The local tools' definitions, present while `table` abbreviates any server's schemas.

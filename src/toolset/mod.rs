@@ -160,6 +160,7 @@ impl Toolset {
             auth_host,
             client_mode: std::sync::atomic::AtomicBool::new(false),
             server_log_level: config.server_log_level,
+            expose_skills: config.expose_skills,
         });
         let servers = config
             .servers
@@ -223,6 +224,7 @@ impl Toolset {
         }
         let mut tools: Vec<ProjectedTool> = table.servers.iter().flat_map(|s| s.tools.iter().map(|t| (**t).clone())).collect();
         tools.extend(local::virtual_tools(&table));
+        tools.extend(local::skills_tool(inner.expose_skills));
         (tools, inner.take_startup_diagnostics())
     }
 
@@ -302,6 +304,7 @@ impl Toolset {
         let table = inner.finish_startup(table);
         let mut tools: Vec<ProjectedTool> = table.servers.iter().flat_map(|s| s.tools.iter().map(|t| (**t).clone())).collect();
         tools.extend(local::virtual_tools(&table));
+        tools.extend(local::skills_tool(inner.expose_skills));
         let diagnostics = inner.take_startup_diagnostics();
         for slot in to_reconcile {
             slot.start_reconcile();
@@ -328,7 +331,18 @@ impl Toolset {
             })
             .collect();
         let abbreviated = table.any_abbreviated();
-        prompt::compose_system_prompt(&servers, abbreviated.then_some(MCP_DESCRIBE_TOOL), abbreviated.then_some(MCP_SEARCH_TOOLS))
+        let mut text = prompt::compose_system_prompt(&servers, abbreviated.then_some(MCP_DESCRIBE_TOOL), abbreviated.then_some(MCP_SEARCH_TOOLS));
+        if inner.expose_skills {
+            let skills: Vec<(String, Vec<String>)> =
+                inner.servers.iter().filter(|slot| slot.entry.enabled).map(|slot| (slot.entry.name.clone(), slot.skills.listed_names())).collect();
+            if let Some(paragraph) = prompt::compose_skills_paragraph(&skills, local::MCP_SKILLS) {
+                if !text.is_empty() {
+                    text.push_str("\n\n");
+                }
+                text.push_str(&paragraph);
+            }
+        }
+        text
     }
 
     /// Every configured server's state, in configuration order.

@@ -63,6 +63,8 @@ pub(crate) struct Shared {
     pub client_mode: AtomicBool,
     /// `serverLogLevel`: asked of every server that declares `logging`; logs below it are not delivered.
     pub server_log_level: Option<crate::server_log::Level>,
+    /// `exposeSkills`: skills listed at connect, named in the system prompt, loaded through `mcp__skills`.
+    pub expose_skills: bool,
 }
 
 impl Shared {

@@ -420,6 +420,7 @@ impl Supervisor {
             if let Some(level) = shared.server_log_level {
                 self.ask_log_level(&connection, level, stop).await;
             }
+            self.list_skills_for_model(&connection, stop).await;
             let reusable = self.reusable.lock().take().filter(|(_, cache)| cache.is_fresh_at(store::now_ms()));
             if let Some((tools, cache)) = reusable {
                 // Public and fresh by the server's own ttlMs: anyone may reuse it, now. Vetted as any listing.
