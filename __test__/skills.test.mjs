@@ -233,16 +233,19 @@ test('exposeSkills: the skills are named in the system prompt by server and used
   try {
     const prompt = composeMcpSystemPrompt(toolset);
     assert.match(prompt, /## MCP skills/);
-    assert.match(prompt, /- `sk`: `pdf-processing`, `refunds`/);
     const skillsPart = prompt.slice(prompt.indexOf('## MCP skills'));
-    assert.doesNotMatch(skillsPart, /Extract, fill|daily|plain/, 'no description (the server\'s words), no dynamic skill, no server without skills');
+    assert.match(skillsPart, /- `sk`: 2 skills/);
+    assert.doesNotMatch(skillsPart, /pdf-processing|refunds|Extract, fill|daily|plain/, 'counted, not named: names and descriptions are the server\'s words');
     assert.deepEqual(await readsOf(toolset.tools, 'sk'), [], 'listing at connect read no file');
     const tool = toolset.tools.mcp__skills;
     assert.equal(tool.server, 'mcpferry');
 
-    const listed = await tool.execute({});
-    assert.deepEqual(listed.structuredContent.skills.map((s) => [s.server, s.skill]), [['sk', 'refunds'], ['sk', 'pdf-processing']]);
-    assert.equal(listed.structuredContent.skills[1].description, 'Extract, fill, and assemble PDF documents');
+    const listing = async (args) => JSON.parse((await tool.execute(args)).content[0].text.split('\n')[1]);
+    const listed = await listing({});
+    assert.deepEqual(listed.map((s) => [s.server, s.skill]), [['sk', 'refunds'], ['sk', 'pdf-processing']]);
+    assert.equal(listed[1].description, 'Extract, fill, and assemble PDF documents');
+    assert.deepEqual(await listing({ server: 'sk' }), listed, 'a server named lists its own');
+    assert.equal((await tool.execute({ server: 'plain' })).content[0].text, 'No MCP server offers a skill.');
 
     const loaded = await tool.execute({ server: 'sk', skill: 'pdf-processing' });
     assert.match(loaded.content[0].text, /^Skill pdf-processing from MCP server sk \(skill:\/\/pdf-processing\/SKILL\.md\), verified/);
@@ -256,7 +259,8 @@ test('exposeSkills: the skills are named in the system prompt by server and used
     await assert.rejects(tool.execute({ server: 'sk', skill: 'nope' }), (e) => e.code === 'mcp_tool_error' && /offers no skill named "nope"/.test(e.message));
     await assert.rejects(tool.execute({ server: 'plain', skill: 'pdf-processing' }), { code: 'mcp_tool_error' }, 'names resolve within the named server only');
     await assert.rejects(tool.execute({ server: 'sk', skill: 'pdf-processing', file: 'references/NOPE.md' }), { code: 'mcp_skill_verification_failed' });
-    await assert.rejects(tool.execute({ server: 'sk' }), { code: 'mcp_tool_error' });
+    await assert.rejects(tool.execute({ skill: 'pdf-processing' }), { code: 'mcp_tool_error' }, 'a skill is named within its server');
+    await assert.rejects(tool.execute({ server: 'nobody' }), { code: 'mcp_server_unavailable' });
   } finally {
     await toolset.close();
   }

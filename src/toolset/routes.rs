@@ -243,6 +243,7 @@ fn claim_name(server: &ServerIdentity<'_>, remote_name: &str, taken: &mut HashMa
     let is_taken = |name: &str| {
         name == MCP_DESCRIBE_TOOL
             || name == MCP_SEARCH_TOOLS
+            || name == super::local::MCP_SKILLS
             || taken.get(name).is_some_and(|r| r.server != server.index || &*r.remote_name != remote_name)
     };
     let name = naming::claim_unique(server.label, remote_name, server.identity, is_taken);

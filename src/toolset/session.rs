@@ -449,8 +449,20 @@ async fn keep(kept: Kept, first: Arc<Connection>, subscribed: tokio::sync::watch
                     _ = stop.cancelled() => return,
                     live = state.wait_for(|s| *s == State::Live) => live.is_ok(),
                 };
-                let Some(connection) = live.then(|| slot.live_connection()).flatten() else { return };
-                connection
+                if !live {
+                    return; // the supervisor is gone
+                }
+                match slot.live_connection() {
+                    Some(connection) => connection,
+                    // Lost again between the state and the connection: wait for the next change, still kept.
+                    None => {
+                        tokio::select! {
+                            _ = stop.cancelled() => return,
+                            _ = state.changed() => {}
+                        }
+                        continue;
+                    }
+                }
             }
         };
         if connection.is_modern() {

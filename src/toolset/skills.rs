@@ -29,6 +29,7 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A server's skills as this toolset knows them: the entries of its last listing (what a load starts
 /// from) and the skills loaded (what their files are verified against).
@@ -60,12 +61,13 @@ impl Skills {
         requests::Listed { items, skipped }
     }
 
-    /// The names of the skills last listed, sorted (for the system prompt).
-    pub(super) fn listed_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.listed.lock().values().map(|s| s.name().to_owned()).collect();
-        names.sort();
-        names.dedup();
-        names
+    /// How many skills the last listing kept (for the system prompt).
+    pub(super) fn listed_count(&self) -> usize {
+        self.listed.lock().len()
+    }
+
+    fn forget_listed(&self) {
+        self.listed.lock().clear();
     }
 
     fn hold(&self, skill: Arc<Skill>) {
@@ -151,7 +153,14 @@ impl Toolset {
 }
 
 /// Longest skill description shown by `mcp__skills`, in characters.
-const MAX_SHOWN_SKILL_DESCRIPTION_CHARS: usize = 1_024;
+const MAX_SHOWN_SKILL_DESCRIPTION_CHARS: usize = 512;
+/// Skills shown by one `mcp__skills` listing; the rest are counted (name a `server` to see only its own).
+const MAX_SHOWN_SKILLS: usize = 100;
+/// Skill URIs named in an error about a name several skills of a server share.
+const MAX_SHOWN_AMBIGUOUS: usize = 5;
+/// The longest wait for a server's `skills/list` at connect (or the call timeout, if shorter): a server
+/// that is slow to list its skills delays its tools by this at most, and is then listed without skills.
+const MAX_SKILLS_LIST_AT_CONNECT_MS: u64 = 5_000;
 
 impl Toolset {
     /// `mcp__skills` (`exposeSkills`): no arguments lists the skills listed; `server` and `skill` (its
@@ -169,28 +178,41 @@ impl Toolset {
         let answer = |text: String, structured: serde_json::Value| -> Box<str> {
             serde_json::json!({ "content": [{ "type": "text", "text": text }], "structuredContent": structured }).to_string().into_boxed_str()
         };
-        let (Some(server), Some(skill)) = (args.server.as_deref(), args.skill.as_deref()) else {
-            if args.server.is_some() != args.skill.is_some() || args.file.is_some() {
-                return Err(McpError::Tool("give both server and skill to load a skill (and file to read one of its files), or nothing to list them".into()));
+        let Some(skill) = args.skill.as_deref() else {
+            if args.file.is_some() {
+                return Err(McpError::Tool("give server and skill with file (the file of a loaded skill to read)".into()));
             }
-            let mut listed = Vec::new();
-            for slot in self.inner.servers.iter().filter(|s| s.entry.enabled) {
+            // A listing: every server's skills, or the named server's.
+            if let Some(server) = args.server.as_deref() {
+                self.slot(server)?;
+            }
+            let (mut listed, mut more) = (Vec::new(), 0usize);
+            for slot in self.inner.servers.iter().filter(|s| s.entry.enabled && args.server.as_deref().is_none_or(|n| n == s.entry.name)) {
                 let mut skills: Vec<Arc<Skill>> = slot.skills.listed.lock().values().cloned().collect();
                 skills.sort_by(|a, b| a.uri.cmp(&b.uri));
                 for skill in skills {
+                    if listed.len() >= MAX_SHOWN_SKILLS {
+                        more += 1;
+                        continue;
+                    }
                     let description: String = skill.description().chars().take(MAX_SHOWN_SKILL_DESCRIPTION_CHARS).collect();
-                    listed.push(serde_json::json!({ "server": slot.entry.name, "skill": skill.name(), "uri": skill.uri, "description": description }));
+                    let name: String = skill.name().chars().take(64).collect();
+                    listed.push(serde_json::json!({ "server": slot.entry.name, "skill": name, "description": description }));
                 }
             }
             let text = if listed.is_empty() {
                 "No MCP server offers a skill.".to_owned()
             } else {
+                let more = if more > 0 { format!("\n{more} more not shown: name a server to see its skills.") } else { String::new() };
                 format!(
-                    "Skills offered by MCP servers (descriptions are the servers' own words). Load one with server and skill before following it.\n{}",
-                    serde_json::to_string_pretty(&listed).expect("values serialize")
+                    "Skills offered by MCP servers (names and descriptions are the servers' own words). Load one with server and skill before following it.\n{}{more}",
+                    serde_json::to_string(&listed).expect("values serialize")
                 )
             };
-            return Ok(answer(text, serde_json::json!({ "skills": listed })));
+            return Ok(serde_json::json!({ "content": [{ "type": "text", "text": text }] }).to_string().into_boxed_str());
+        };
+        let Some(server) = args.server.as_deref() else {
+            return Err(McpError::Tool("give the server with the skill: a skill is named within its server".into()));
         };
         let slot = self.slot(server)?;
         let uri = if skill.contains("://") {
@@ -200,7 +222,10 @@ impl Toolset {
             match matching.as_slice() {
                 [one] => one.clone(),
                 [] => return Err(McpError::Tool(format!("{server} offers no skill named {}; call mcp__skills with no arguments to see them", shown_uri(skill)))),
-                many => return Err(McpError::Tool(format!("{server} offers more than one skill named {}: name one by its URI ({})", shown_uri(skill), many.join(", ")))),
+                many => {
+                    let shown: Vec<String> = many.iter().take(MAX_SHOWN_AMBIGUOUS).map(|uri| shown_uri(uri)).collect();
+                    return Err(McpError::Tool(format!("{server} offers {} skills named {}: name one by its URI ({}{})", many.len(), shown_uri(skill), shown.join(", "), if many.len() > MAX_SHOWN_AMBIGUOUS { ", …" } else { "" })));
+                }
             }
         };
         if let Some(file) = args.file.as_deref() {
@@ -231,11 +256,20 @@ impl Supervisor {
     /// the extension, listed for the system prompt and `mcp__skills`. A failure is reported
     /// (`listing-failed`) and costs nothing else; no file is read.
     pub(super) async fn list_skills_for_model(&self, connection: &crate::connection::Connection, stop: &crate::connection::AbortHandle) {
-        if !self.shared.expose_skills || !connection.session.skills {
+        if !self.shared.expose_skills {
             return;
         }
+        if !connection.session.skills {
+            self.skills.forget_listed();
+            return;
+        }
+        let bound = Duration::from_millis(MAX_SKILLS_LIST_AT_CONNECT_MS).min(self.shared.timeout);
         let opts = crate::connection::RequestOptions { timeout: self.shared.timeout, abort: Some(stop) };
-        match skills::list(connection, &opts).await {
+        let listing = match tokio::time::timeout(bound, skills::list(connection, &opts)).await {
+            Ok(listing) => listing,
+            Err(_) => Err(McpError::Timeout { after_ms: bound.as_millis() as u64 }),
+        };
+        match listing {
             Ok(listed) => {
                 let listed = self.skills.replace_listed(listed);
                 if listed.skipped > 0 {
@@ -244,6 +278,7 @@ impl Supervisor {
                 }
             }
             Err(error) => {
+                self.skills.forget_listed();
                 let error = error.redacted(&self.secrets);
                 let message = format!("{}'s skills could not be listed and were left out: {error}", self.entry.name);
                 self.shared.report(Diagnostic::ListingFailed { server: self.entry.name.clone(), list: "skills", error_code: error.code(), message });
