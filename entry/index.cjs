@@ -57,3 +57,5 @@ exports.McpInternalError = api.McpInternalError;
 exports.McpServerUnavailableError = api.McpServerUnavailableError;
 exports.McpResourceNotFoundError = api.McpResourceNotFoundError;
 exports.McpNotSupportedError = api.McpNotSupportedError;
+exports.McpSkillInvalidError = api.McpSkillInvalidError;
+exports.McpSkillVerificationFailedError = api.McpSkillVerificationFailedError;

@@ -50,6 +50,8 @@ export {
   McpServerUnavailableError,
   McpResourceNotFoundError,
   McpNotSupportedError,
+  McpSkillInvalidError,
+  McpSkillVerificationFailedError,
 } from '../dist/index.js';
 export type { McpErrorCode } from '../dist/errors.js';
 export type { McpConnectionStore, StoredServer, PostgresMcpConnectionStore, PostgresMcpConnectionStoreOptions } from '../dist/stores.js';
