@@ -125,9 +125,16 @@ test('a renewed session (404) is asked again for what the old one had: logging/s
   assert.equal((await toolset.tools.web__echo.execute({ text: 'after' })).content[0].text, 'echo: after');
   await until(() => asked('resources/subscribe').length === 2, { timeoutMs: 5000 });
   assert.deepEqual([asked('logging/setLevel'), asked('resources/subscribe')], [['session-1', 'session-2'], ['session-1', 'session-2']]);
+  // Renewed by a request that is not a call (here another subscription): the kept one follows at once, no call needed.
+  server.expireSessions();
+  const other = await toolset.subscribeResource('web', 'note://other', () => {});
+  const subscribes = () => server.log.filter((r) => r.body?.method === 'resources/subscribe').map((r) => `${r.body.params.uri} ${r.headers['mcp-session-id']}`);
+  await until(() => subscribes().includes('note://watched session-3'), { timeoutMs: 5000 });
+  assert.deepEqual(asked('logging/setLevel'), ['session-1', 'session-2', 'session-3']);
+  await other();
   await stop();
-  await until(() => asked('resources/unsubscribe').length === 1, { timeoutMs: 5000 });
-  assert.deepEqual(asked('resources/unsubscribe'), ['session-2'], 'the renewed session is the one told');
+  await until(() => asked('resources/unsubscribe').length === 2, { timeoutMs: 5000 });
+  assert.deepEqual(asked('resources/unsubscribe'), ['session-3', 'session-3'], 'the renewed session is the one told');
 });
 
 test('a request is never replayed after a transport failure', async (t) => {

@@ -394,6 +394,20 @@ impl Shared {
                 self.lost(McpError::Transport(format!("the server expired the session and a new one could not be started: {error}")));
                 return Err(error);
             }
+            // A call's own renewal is vetted before it is sent (the top of this function); any other
+            // request's is told to the owner in the background, so what the new session lacks (its
+            // subscriptions, its log level) is asked of it now, not at the next call. Not awaited here:
+            // the owner's vetting sends requests that could come back to this path.
+            if post.tool.is_none() {
+                let (shared, generation) = (self.clone(), self.session.lock().generation);
+                self.tasks.spawn(async move {
+                    if let Err(error) = shared.sink.session_renewed(generation).await {
+                        if error != McpError::Closed {
+                            shared.lost(McpError::Transport(format!("the tools of a new session could not be vetted: {error}")));
+                        }
+                    }
+                });
+            }
             return Box::pin(self.post(body, Post { may_reinitialize: false, ..post })).await;
         }
         // A session id belongs to the server's origin: one set by a redirect target is not taken.
