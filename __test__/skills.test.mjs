@@ -296,3 +296,19 @@ test('exposeSkills in an AI SDK generateText loop: the model lists the skills, l
     await toolset.close();
   }
 });
+
+test('exposeSkills: an aborted mcp__skills call rejects at once, even while its policy decision is pending', async () => {
+  const policy = { decide: (request) => (request.kind === 'skill' ? new Promise(() => {}) : { kind: 'allow' }) };
+  const toolset = await mcpTools([stdio('sk')], { ...options, exposeSkills: true, policy });
+  try {
+    const controller = new AbortController();
+    const loading = toolset.tools.mcp__skills.execute({ server: 'sk', skill: 'pdf-processing' }, { signal: controller.signal });
+    setTimeout(() => controller.abort(), 100);
+    const started = Date.now();
+    await assert.rejects(loading, { code: 'mcp_aborted' });
+    assert.ok(Date.now() - started < 5_000);
+    assert.deepEqual(await readsOf(toolset.tools, 'sk'), [], 'nothing was read');
+  } finally {
+    await toolset.close();
+  }
+});

@@ -361,9 +361,19 @@ impl Inner {
     fn start_skills(self: &Arc<Self>, call: CallRequest, sink: Arc<dyn CallSink>) {
         let done = self.call_completion(None, &call, &sink);
         let toolset = super::Toolset { inner: self.clone() };
+        // An abort of the call ends its wait (policy, the server, a read) at once; what was asked is dropped.
+        let abort = (call.abort_id != 0).then(|| self.register_abort(call.abort_id));
         self.tasks.spawn(async move {
             let arguments = call.arguments.as_deref().map_or("{}", |a| a.get());
-            let outcome = toolset.answer_skills_tool(arguments).await;
+            let answering = toolset.answer_skills_tool(arguments);
+            let outcome = match &abort {
+                Some(abort) => tokio::select! {
+                    biased;
+                    _ = abort.wait() => Err(McpError::Aborted),
+                    outcome = answering => outcome,
+                },
+                None => answering.await,
+            };
             done.finish(outcome.map(|text| RawValue::from_string(text.into()).expect("skill answers are JSON")));
         });
     }
