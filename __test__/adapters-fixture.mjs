@@ -34,6 +34,15 @@ export const say = (text) => [{ type: 'text', text }];
  * The SDK's mock model answering step by step from `steps`: each gets the call options (the prompt
  * so far, the tools offered) and returns the step's content. Streams the same content when streamed.
  */
+/** What the model was shown, at its `step`-th call, as the output of tool call `id` (undefined if nothing). */
+export function toolOutput(seen, step, id) {
+  for (const message of seen[step].prompt) {
+    if (message.role !== 'tool') continue;
+    for (const part of message.content) if (part.toolCallId === id) return part.output;
+  }
+  return undefined;
+}
+
 export function scriptedModel(Mock, steps) {
   const seen = [];
   const next = async (options) => {

@@ -1,7 +1,8 @@
 // Shared by the test suites: fixture server entries and readers for what the fixture recorded.
 
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { createInterface } from 'node:readline';
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, existsSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
@@ -11,6 +12,20 @@ import { runInNewContext } from 'node:vm';
 
 export const here = dirname(fileURLToPath(import.meta.url));
 export const FIXTURE = join(here, 'fixtures', 'server.mjs');
+
+/**
+ * A fixture that serves Streamable HTTP and prints `{"url": …, "seen"?: …}` once listening (those on
+ * fixtures/sdk2-http.mjs): `{ url, seen(), stop }`, `seen()` the JSON-RPC bodies it received.
+ */
+export async function startHttpFixture(script, args = ['http']) {
+  const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const line = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${script} did not start`)), 20_000);
+    createInterface({ input: child.stdout }).once('line', (l) => (clearTimeout(timer), resolve(l)));
+  });
+  const { url, seen } = JSON.parse(line);
+  return { url, seen: async () => (await fetch(seen)).json(), stop: () => child.kill() };
+}
 export const RUNTIME = typeof Bun !== 'undefined' ? 'bun' : `node ${process.versions.node}`;
 
 /**

@@ -5,12 +5,10 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { join } from 'node:path';
 import { connectMcpServer, mcpTools, mcpFirewall, createMemoryMcpJournal, McpResourceNotFoundError, McpNotSupportedError } from '../dist/index.js';
 import { EVERYTHING_BIN, startEverythingHttp } from '../examples/servers/everything-http.mjs';
-import { FIXTURE, here, pythonSdk, until } from './helpers.mjs';
+import { FIXTURE, here, pythonSdk, startHttpFixture, until } from './helpers.mjs';
 
 const RESOURCES = join(here, 'fixtures', 'resources-server.mjs');
 const PY_RESOURCES = join(here, 'fixtures', 'py2-resources.py');
@@ -18,15 +16,7 @@ const BYTES = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
 const options = { timeoutMs: 10_000, connectTimeoutMs: 30_000 };
 
 /** fixtures/resources-server.mjs over HTTP: `{ url, seen(), stop }`, `seen` the JSON-RPC bodies it received. */
-async function startResourcesHttp() {
-  const child = spawn(process.execPath, [RESOURCES, 'http'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const line = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('the resources fixture did not start')), 20_000);
-    createInterface({ input: child.stdout }).once('line', (l) => (clearTimeout(timer), resolve(l)));
-  });
-  const { url, seen } = JSON.parse(line);
-  return { url, seen: async () => (await fetch(seen)).json(), stop: () => child.kill() };
-}
+const startResourcesHttp = () => startHttpFixture(RESOURCES);
 
 /** What the server was asked to read (or get), by its `seen` record. */
 const asked = (seen, method) => seen.filter((m) => m?.method === method).map((m) => m.params?.uri ?? m.params?.name);
@@ -138,7 +128,7 @@ test('a 2026-07-28 server over Streamable HTTP (TS SDK 2.x): bounds, policy, blo
   assert.equal(toolset.servers()[0].protocolVersion, '2026-07-28');
 
   await t.test('lists and reads; a blob arrives as the server\'s bytes', async () => {
-    assert.deepEqual((await toolset.listResources()).map((r) => r.uri), ['note://hello', 'bin://bytes', 'big://ten-mib']);
+    assert.deepEqual((await toolset.listResources()).map((r) => r.uri), ['note://hello', 'bin://bytes', 'image://pixel', 'big://ten-mib']);
     assert.deepEqual((await toolset.listResourceTemplates()).map((r) => r.uriTemplate), ['note://items/{id}']);
     assert.deepEqual(await toolset.readResource('res', 'note://hello'), { contents: [{ uri: 'note://hello', mimeType: 'text/plain', text: 'hello, resources' }] });
     const blob = (await toolset.readResource('res', 'bin://bytes')).contents[0];

@@ -6,16 +6,14 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { createInterface } from 'node:readline';
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import * as ai from 'ai';
 import * as aiTest from 'ai/test';
 import { connectMcpServer, mcpTools, composeMcpSystemPrompt, McpSkillVerificationFailedError, McpSkillInvalidError, McpNotSupportedError } from '../dist/index.js';
 import { aiSdkTools } from '../entry/ai.mjs';
-import { call, say, scriptedModel } from './adapters-fixture.mjs';
-import { FIXTURE, here } from './helpers.mjs';
+import { call, say, scriptedModel, toolOutput } from './adapters-fixture.mjs';
+import { FIXTURE, here, startHttpFixture } from './helpers.mjs';
 import { FORMS, LOGO, PDF_SKILL } from './fixtures/skills-server.mjs';
 
 const SKILLS = join(here, 'fixtures', 'skills-server.mjs');
@@ -25,14 +23,7 @@ const options = { timeoutMs: 10_000, connectTimeoutMs: 30_000 };
 const stdio = (name, mode = 'stdio', tamper = '') => ({ name, type: 'stdio', command: process.execPath, args: [SKILLS, mode, tamper] });
 
 /** fixtures/skills-server.mjs over Streamable HTTP: `{ url, stop }`. */
-async function startSkillsHttp(tamper = '') {
-  const child = spawn(process.execPath, [SKILLS, 'http', tamper], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const line = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('the skills fixture did not start')), 20_000);
-    createInterface({ input: child.stdout }).once('line', (l) => (clearTimeout(timer), resolve(l)));
-  });
-  return { url: JSON.parse(line).url, stop: () => child.kill() };
-}
+const startSkillsHttp = (tamper = '') => startHttpFixture(SKILLS, ['http', tamper]);
 
 /** The URIs the server behind `tools` has been asked to read so far. */
 async function readsOf(tools, server) {
@@ -281,13 +272,7 @@ test('exposeSkills in an AI SDK generateText loop: the model lists the skills, l
     const { model, seen } = scriptedModel(aiTest.MockLanguageModelV3, steps);
     const result = await ai.generateText({ model, system: composeMcpSystemPrompt(toolset), tools: aiSdkTools(toolset), prompt: 'fill the PDF form', stopWhen: ai.stepCountIs(6) });
     assert.equal(result.text, 'form filled');
-    const shown = (step, id) => {
-      for (const message of seen[step].prompt) {
-        if (message.role !== 'tool') continue;
-        for (const part of message.content) if (part.toolCallId === id) return JSON.stringify(part.output);
-      }
-      return '';
-    };
+    const shown = (step, id) => JSON.stringify(toolOutput(seen, step, id) ?? '');
     assert.match(shown(1, 'c1'), /Extract, fill, and assemble PDF documents/);
     assert.match(shown(2, 'c2'), /Fill the form described in references\/FORMS\.md/);
     assert.match(shown(3, 'c3'), /Supporting content: the forms/);

@@ -668,6 +668,7 @@ function projectedTool(wire: WireTool): ProjectedTool {
   const texts = textsOf(wire);
   const tool: ProjectedTool = { name: wire.name, description: texts.description, inputSchema: texts.inputSchema, server: wire.server, remoteName: wire.remoteName };
   if (wire.title !== undefined) tool.title = wire.title;
+  if (wire.ui !== undefined) tool.ui = deepFreeze(wire.ui);
   if (texts.outputSchema !== undefined) tool.outputSchema = texts.outputSchema;
   if (texts.annotations !== undefined) tool.annotations = texts.annotations;
   return tool;

@@ -271,6 +271,19 @@ export interface McpOptions {
    * through `policy.decide` (`kind: 'skill'`). Default false: nothing is listed and the tool is not there.
    */
   exposeSkills?: boolean;
+  /**
+   * Offer the servers' resources to the model through the local tool `mcp__resources` (server `'mcpferry'`): with no
+   * arguments (or only `server`) it lists every server's resources and templates; with `server` and `uri` it reads
+   * one, through `policy.decide` (`kind: 'resource'`). Text comes back as text, images and audio as media, other
+   * blobs described. `composeMcpSystemPrompt` names the servers that offer resources. Default false.
+   */
+  exposeResources?: boolean;
+  /**
+   * The host renders MCP Apps (`ui://` HTML resources): the `io.modelcontextprotocol/ui` extension is declared
+   * to every server, so servers that have apps may offer them. Tools only an app may call are left out of
+   * `tools` either way. Default false.
+   */
+  apps?: boolean;
   /** Largest message accepted from a server, in bytes. Default 2 MiB. */
   maxResultBytes?: number;
   /**
@@ -527,7 +540,20 @@ export interface McpTool<Structured = unknown> {
   outputSchema?: JsonSchema;
   /** As published by the server. Informational only: nothing in mcpferry trusts them. */
   annotations?: Record<string, unknown>;
+  /** Its MCP App (`_meta.ui`), when the server names one: see {@link McpToolUi}. */
+  ui?: McpToolUi;
   execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult<Structured>>;
+}
+
+/**
+ * A tool's MCP Apps metadata (the `io.modelcontextprotocol/ui` extension), as far as it is well formed:
+ * `resourceUri` is a `ui://` URI (read it with `readResource`; its `_meta.ui` holds the app's CSP and
+ * permissions, for the host to enforce), `visibility` who may call the tool. A tool whose visibility leaves
+ * out `'model'` is not in `tools`; `connectMcpServer`'s `callTool` reaches it for the host's app.
+ */
+export interface McpToolUi {
+  resourceUri?: string;
+  visibility?: Array<'model' | 'app'>;
 }
 
 export interface McpToolset extends McpSessionRequests {
@@ -655,13 +681,16 @@ export type Diagnostic =
 // ---- resources, prompts, completions (lib/session.ts) ----
 
 /** A resource a server lists (`resources/list`, the fields of a `resource_link`), with the server it came from. */
-export type McpResource = Omit<McpResourceLink, 'type' | 'icons' | '_meta'> & { server: string };
+export type McpResource = Omit<McpResourceLink, 'type' | 'icons'> & { server: string };
 
 /** A resource template a server lists (`resources/templates/list`, an RFC 6570 `uriTemplate`). */
 export type McpResourceTemplate = Omit<McpResource, 'uri' | 'size'> & { uriTemplate: string };
 
 /** One item of a read: text as the server's string, or a blob as bytes (decoded once, by the engine). */
-export type McpResourceContents = { uri: string; mimeType?: string; text: string } | { uri: string; mimeType?: string; blob: Uint8Array };
+/** `_meta` is the server's, as sent: an MCP App's `ui.csp` and `ui.permissions` are for the host to enforce. */
+export type McpResourceContents =
+  | { uri: string; mimeType?: string; text: string; _meta?: McpMeta }
+  | { uri: string; mimeType?: string; blob: Uint8Array; _meta?: McpMeta };
 
 export interface McpReadResourceResult {
   contents: McpResourceContents[];

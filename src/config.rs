@@ -48,6 +48,8 @@ pub const OPTION_KEYS: &[&str] = &[
     "reconnect",
     "serverLogLevel",
     "exposeSkills",
+    "exposeResources",
+    "apps",
 ];
 
 /// The key of a marker standing for a value JSON cannot carry: `{"$mcpferry": "function"}` (also
@@ -91,6 +93,12 @@ pub struct ToolsetConfig {
     /// `exposeSkills`: the servers' skills (SEP-2640) are listed at connect, named in the system prompt and
     /// loaded by the model through the local `mcp__skills` tool. Default false.
     pub expose_skills: bool,
+    /// `exposeResources`: the servers' resources listed and read by the model through the local
+    /// `mcp__resources` tool. Default false.
+    pub expose_resources: bool,
+    /// `apps`: the host renders MCP Apps, so the `io.modelcontextprotocol/ui` extension is declared and
+    /// app-only tools are kept out of the model's tools. Default false.
+    pub apps: bool,
 }
 
 /// `reconnect`: how a supervisor brings a lost server back (see `toolset::recovery`).
@@ -441,6 +449,8 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         return Err(McpError::config("options.serverLogLevel needs options.onDiagnostic, which receives the server-log diagnostics"));
     }
     let expose_skills = flag(root, "exposeSkills", false)?;
+    let apps = flag(root, "apps", false)?;
+    let expose_resources = flag(root, "exposeResources", false)?;
     Ok(ToolsetConfig {
         servers,
         callbacks,
@@ -460,6 +470,8 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         reconnect,
         server_log_level,
         expose_skills,
+        expose_resources,
+        apps,
     })
 }
 
@@ -850,6 +862,8 @@ mod tests {
             (r#"{"servers":[],"serverLogLevel":3,"onDiagnostic":{"$mcpferry":"function"}}"#, "serverLogLevel must be one of"),
             (r#"{"servers":[],"serverLogLevel":"debug"}"#, "serverLogLevel needs options.onDiagnostic"),
             (r#"{"servers":[],"exposeSkills":"yes"}"#, "options.exposeSkills must be a boolean"),
+            (r#"{"servers":[],"apps":1}"#, "options.apps must be a boolean"),
+            (r#"{"servers":[],"exposeResources":"tools"}"#, "options.exposeResources must be a boolean"),
             (r#"{"servers":[],"tools":{"allow":["a"],"block":["b"]}}"#, "not both"),
             (r#"{"servers":[],"tools":{"deny":["a"]}}"#, "unknown key"),
             (r#"{"servers":[{"name":"h","type":"sse","url":"ftp://x/"}]}"#, "http:// or https://"),

@@ -239,6 +239,8 @@ pub struct Shared {
     me: Weak<Shared>,
     /// Set when the host answers elicitations (`onElicitation`).
     elicitations: Option<Elicitations>,
+    /// The host renders MCP Apps: the extension is declared.
+    apps: bool,
     /// Set while probing and for a modern-era connection: every request carries its `_meta`.
     modern: arc_swap::ArcSwapOption<ModernWire>,
     /// Multi-round-trip calls waiting on the host between two rounds (modern era), and their stop.
@@ -318,6 +320,7 @@ impl Connection {
         options: TransportOptions,
         handshake: &RequestOptions<'_>,
         elicitor: Option<Arc<Elicitor>>,
+        apps: bool,
         known: &era::Known,
     ) -> std::result::Result<Connection, (McpError, Option<String>)> {
         let (mut hint, reuse) = match known {
@@ -328,7 +331,7 @@ impl Connection {
         // `connectTimeoutMs` bounds the whole opening: the probe, `initialize`, a restart.
         let budget = Budget::new(handshake);
         loop {
-            let shared = Shared::new(events.clone(), elicitor.clone());
+            let shared = Shared::new(events.clone(), elicitor.clone(), apps);
             let transport = transport::open(spec, shared.clone(), options.clone()).map_err(|e| (e, None))?;
             let _ = shared.transport.set(Arc::downgrade(&transport));
             start_sweeper(&shared);
@@ -714,7 +717,7 @@ async fn negotiate(
     hint: Option<Era>,
     reuse: Option<&era::Discovered>,
 ) -> std::result::Result<SessionInfo, Negotiation> {
-    let capabilities = mcp::client_capabilities(shared.elicitations.as_ref().map(|e| e.elicitor.modes));
+    let capabilities = shared.capabilities();
     if let Some(discovered) = reuse.filter(|_| transport.may_be_modern() && !transport.is_stdio()) {
         shared.modern.store(Some(ModernWire::new(discovered.version, &capabilities)));
         return Ok(SessionInfo::reusing(discovered));
@@ -831,7 +834,7 @@ async fn probe_stdio(
             }
             Probe::Initialize => {
                 shared.modern.store(None);
-                ("initialize", Some(mcp::initialize_params(shared.elicitations.as_ref().map(|e| e.elicitor.modes))))
+                ("initialize", Some(mcp::initialize_params(capabilities)))
             }
         };
         let message = shared.register(method, None, |_, meta| with_meta(params, meta), opts.timeout, opts.abort, reply);
@@ -980,7 +983,7 @@ async fn probe_stdio(
 }
 
 async fn handshake_with(shared: &Arc<Shared>, transport: &Arc<dyn Transport>, opts: &RequestOptions<'_>) -> Result<SessionInfo> {
-    let params = mcp::initialize_params(shared.elicitations.as_ref().map(|e| e.elicitor.modes));
+    let params = mcp::initialize_params(&shared.capabilities());
     let raw = request(shared, transport, "initialize", None, |_| Some(params), opts, false).await?;
     initialized(transport, raw, opts).await
 }
@@ -1052,7 +1055,7 @@ async fn request(
 }
 
 impl Shared {
-    fn new(events: Arc<dyn ConnectionEvents>, elicitor: Option<Arc<Elicitor>>) -> Arc<Shared> {
+    fn new(events: Arc<dyn ConnectionEvents>, elicitor: Option<Arc<Elicitor>>, apps: bool) -> Arc<Shared> {
         Arc::new_cyclic(|me| Shared {
             state: Mutex::new(State::default()),
             next_id: AtomicU64::new(1),
@@ -1067,6 +1070,7 @@ impl Shared {
                 open: Mutex::new(HashMap::new()),
                 last_ended: Mutex::new(None),
             }),
+            apps,
             modern: arc_swap::ArcSwapOption::empty(),
             rounds: TaskTracker::new(),
             stop_rounds: CancellationToken::new(),
@@ -1076,6 +1080,11 @@ impl Shared {
             #[cfg(test)]
             sweep_fault: AtomicBool::new(false),
         })
+    }
+
+    /// What this client declares to the server, in either era.
+    fn capabilities(&self) -> serde_json::Map<String, serde_json::Value> {
+        mcp::client_capabilities(self.elicitations.as_ref().map(|e| e.elicitor.modes), self.apps)
     }
 
     /// Enter a request in the pending map and serialize it. `None` if it was answered at once
@@ -1669,7 +1678,7 @@ mod tests {
     impl Harness {
         fn new() -> Harness {
             let events = Arc::new(Events::default());
-            let shared = Shared::new(events.clone(), None);
+            let shared = Shared::new(events.clone(), None, false);
             let recorder = Arc::new(Recorder::default());
             let transport: Arc<dyn Transport> = recorder.clone();
             let _ = shared.transport.set(Arc::downgrade(&transport));
@@ -1894,7 +1903,7 @@ mod tests {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let elicitor = Elicitor { server: "srv".into(), modes, callback: Arc::new(Host(tx)), timeout, withdrawn: None };
         let events = Arc::new(Events::default());
-        let shared = Shared::new(events.clone(), Some(Arc::new(elicitor)));
+        let shared = Shared::new(events.clone(), Some(Arc::new(elicitor)), false);
         let recorder = Arc::new(Recorder::default());
         let transport: Arc<dyn Transport> = recorder.clone();
         let _ = shared.transport.set(Arc::downgrade(&transport));

@@ -54,7 +54,7 @@ impl SharedTexts {
         let mut shown = self.shown.lock();
         let key = shown.by_key.hasher().hash_one((&tool.name, &name, server));
         let alike = |p: &Arc<ProjectedTool>| {
-            p.name == name && p.server == server && p.remote_name == tool.name && p.title == tool.title && p.texts_id == texts.shared_id
+            p.name == name && p.server == server && p.remote_name == tool.name && p.title == tool.title && p.ui == tool.ui && p.texts_id == texts.shared_id
         };
         if let Some(found) = shown.by_key.get(&key).and_then(Weak::upgrade).filter(alike) {
             return found;

@@ -27,6 +27,8 @@ struct Crossing {
     text: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     blob: Option<usize>,
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<crate::session::resources::Meta>,
 }
 
 fn read_to_js(read: ReadResult) -> (String, Vec<Vec<u8>>) {
@@ -42,7 +44,7 @@ fn read_to_js(read: ReadResult) -> (String, Vec<Vec<u8>>) {
                     (None, Some(blobs.len() - 1))
                 }
             };
-            Crossing { uri: c.uri, mime_type: c.mime_type, text, blob }
+            Crossing { uri: c.uri, mime_type: c.mime_type, text, blob, meta: c.meta }
         })
         .collect();
     #[derive(serde::Serialize)]

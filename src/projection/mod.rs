@@ -139,6 +139,8 @@ pub struct ProjectedTool {
     pub output_schema: Option<JsonText>,
     /// Passed through for display. Never consulted for any decision: a server can lie in them.
     pub annotations: Option<JsonText>,
+    /// Its MCP Apps metadata (`_meta.ui`): the `ui://` app the host may render, and who may call it.
+    pub ui: Option<crate::protocol::apps::ToolUi>,
     /// The id of the shared texts that `description`, the schemas and `annotations` are, when they are
     /// exactly those (not a quarantine notice, not a schema cut down by a disclosure tier).
     pub texts_id: Option<u64>,
@@ -160,6 +162,9 @@ impl Serialize for ProjectedTool {
         map.serialize_entry("remoteName", &self.remote_name)?;
         if let Some(title) = &self.title {
             map.serialize_entry("title", title)?;
+        }
+        if let Some(ui) = &self.ui {
+            map.serialize_entry("ui", ui)?;
         }
         match self.texts_id {
             Some(id) => {
@@ -190,6 +195,7 @@ impl PartialEq for ProjectedTool {
             && self.title == other.title
             && text(&self.output_schema) == text(&other.output_schema)
             && text(&self.annotations) == text(&other.annotations)
+            && self.ui == other.ui
     }
 }
 
@@ -228,6 +234,7 @@ impl ProjectedTool {
             title: None,
             output_schema: None,
             annotations: None,
+            ui: None,
             texts_id: None,
         }
     }
@@ -247,6 +254,7 @@ impl ProjectedTool {
             title: tool.title.clone(),
             output_schema: texts.output_schema.clone(),
             annotations: texts.annotations.clone(),
+            ui: tool.ui.clone(),
             texts_id: texts.shared_id,
         }
     }

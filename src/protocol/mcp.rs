@@ -15,8 +15,7 @@ pub const CLIENT_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// The `initialize` params. Capabilities are declared only for what the client implements: it
 /// answers no roots or sampling requests, and elicitation only when the host handles it (`elicitation`
 /// is the modes it declares, `None` without an `onElicitation`).
-pub fn initialize_params(elicitation: Option<crate::elicitation::Modes>) -> String {
-    let capabilities = client_capabilities(elicitation);
+pub fn initialize_params(capabilities: &serde_json::Map<String, Value>) -> String {
     serde_json::json!({
         "protocolVersion": LATEST_PROTOCOL_VERSION,
         "capabilities": capabilities,
@@ -25,11 +24,15 @@ pub fn initialize_params(elicitation: Option<crate::elicitation::Modes>) -> Stri
     .to_string()
 }
 
-/// The capabilities this client declares, in either era: only what it implements.
-pub fn client_capabilities(elicitation: Option<crate::elicitation::Modes>) -> serde_json::Map<String, Value> {
+/// The capabilities this client declares, in either era: only what it implements, and MCP Apps only
+/// when the host renders them.
+pub fn client_capabilities(elicitation: Option<crate::elicitation::Modes>, apps: bool) -> serde_json::Map<String, Value> {
     let mut capabilities = serde_json::Map::new();
     if let Some(modes) = elicitation {
         capabilities.insert("elicitation".into(), modes.capability());
+    }
+    if apps {
+        capabilities.insert("extensions".into(), serde_json::json!({ super::apps::APPS_EXTENSION: super::apps::capability() }));
     }
     capabilities
 }
@@ -142,6 +145,16 @@ pub struct Tool {
     pub output_schema: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<Value>,
+    /// Its MCP Apps metadata (`_meta.ui`); the rest of `_meta` is not kept.
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none", with = "super::apps::tool_meta")]
+    pub ui: Option<super::apps::ToolUi>,
+}
+
+impl Tool {
+    /// Whether the model may be offered this tool: unless its server says only its app calls it.
+    pub fn offered_to_model(&self) -> bool {
+        self.ui.as_ref().is_none_or(super::apps::ToolUi::offered_to_model)
+    }
 }
 
 fn empty_object_schema() -> Value {
@@ -318,10 +331,14 @@ mod tests {
     #[test]
     fn elicitation_is_declared_only_with_a_host_handler() {
         use crate::elicitation::Modes;
-        let capabilities = |modes| serde_json::from_str::<Value>(&initialize_params(modes)).unwrap()["capabilities"].clone();
-        assert_eq!(capabilities(None), serde_json::json!({}));
-        assert_eq!(capabilities(Some(Modes::default())), serde_json::json!({ "elicitation": { "form": {} } }));
-        assert_eq!(capabilities(Some(Modes { form: true, url: true })), serde_json::json!({ "elicitation": { "form": {}, "url": {} } }));
+        let capabilities = |modes, apps| serde_json::from_str::<Value>(&initialize_params(&client_capabilities(modes, apps))).unwrap()["capabilities"].clone();
+        assert_eq!(capabilities(None, false), serde_json::json!({}));
+        assert_eq!(capabilities(Some(Modes::default()), false), serde_json::json!({ "elicitation": { "form": {} } }));
+        assert_eq!(capabilities(Some(Modes { form: true, url: true }), false), serde_json::json!({ "elicitation": { "form": {}, "url": {} } }));
+        assert_eq!(
+            capabilities(None, true),
+            serde_json::json!({ "extensions": { "io.modelcontextprotocol/ui": { "mimeTypes": ["text/html;profile=mcp-app"] } } })
+        );
     }
 
     #[test]

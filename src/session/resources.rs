@@ -31,6 +31,10 @@ pub struct Described {
     pub mime_type: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<Value>,
+    /// The server's `_meta`, passed on as sent: an MCP App's `ui` (its CSP, permissions) is for the host
+    /// to enforce, not for this client to judge.
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
 }
 
 /// A listed resource (`Resource`).
@@ -66,6 +70,31 @@ pub struct Contents {
     pub uri: String,
     pub mime_type: Option<String>,
     pub body: Body,
+    /// The item's `_meta` exactly as the server wrote it (an MCP App's `ui.csp` and `ui.permissions`).
+    pub meta: Option<Meta>,
+}
+
+/// A `_meta` object kept as the server's text.
+#[derive(Debug, Clone, Serialize)]
+#[serde(transparent)]
+pub struct Meta(Box<serde_json::value::RawValue>);
+
+impl PartialEq for Meta {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.get() == other.0.get()
+    }
+}
+
+impl<'de> Deserialize<'de> for Meta {
+    /// Only an object is kept; `_meta` is an object in every version of MCP.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Meta, D::Error> {
+        let raw = Box::<serde_json::value::RawValue>::deserialize(deserializer)?;
+        if raw.get().trim_start().starts_with('{') {
+            Ok(Meta(raw))
+        } else {
+            Err(serde::de::Error::custom("_meta is not an object"))
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -91,6 +120,8 @@ struct WireContents {
     text: Option<String>,
     #[serde(default)]
     blob: Option<String>,
+    #[serde(rename = "_meta", default)]
+    meta: Option<Meta>,
 }
 
 #[derive(Deserialize)]
@@ -121,7 +152,7 @@ pub fn parse_read(text: &str) -> Result<ReadResult> {
             })?),
             _ => return Err(McpError::Protocol("resources/read returned contents with neither (or both) text and blob".into())),
         };
-        contents.push(Contents { uri: item.uri, mime_type: item.mime_type, body });
+        contents.push(Contents { uri: item.uri, mime_type: item.mime_type, body, meta: item.meta });
     }
     Ok(ReadResult { contents })
 }
@@ -183,9 +214,17 @@ mod tests {
     #[test]
     fn text_and_blob_contents_are_read_and_blobs_decoded_once() {
         let read = parse_read(r#"{"contents":[{"uri":"a://t","mimeType":"text/plain","text":"hi"},{"uri":"a://b","blob":"AAEC/w=="},{"uri":"a://n","blob":"AAEC/w"}]}"#).unwrap();
-        assert_eq!(read.contents[0], Contents { uri: "a://t".into(), mime_type: Some("text/plain".into()), body: Body::Text("hi".into()) });
+        assert_eq!(read.contents[0], Contents { uri: "a://t".into(), mime_type: Some("text/plain".into()), body: Body::Text("hi".into()), meta: None });
         assert_eq!(read.contents[1].body, Body::Blob(vec![0, 1, 2, 255]));
         assert_eq!(read.contents[2].body, Body::Blob(vec![0, 1, 2, 255]));
+    }
+
+    #[test]
+    fn an_apps_meta_is_kept_as_written() {
+        let meta = r#"{ "ui": {"csp": {"connectDomains": ["https://api.example"]}, "prefersBorder": true}, "z": 1 }"#;
+        let read = parse_read(&format!(r#"{{"contents":[{{"uri":"ui://v","mimeType":"text/html;profile=mcp-app","text":"<p>","_meta":{meta}}}]}}"#)).unwrap();
+        assert_eq!(serde_json::to_string(read.contents[0].meta.as_ref().unwrap()).unwrap(), meta);
+        assert_eq!(parse_read(r#"{"contents":[{"uri":"a","text":"x","_meta":[1]}]}"#).unwrap_err().code(), "mcp_protocol_error");
     }
 
     #[test]

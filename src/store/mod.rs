@@ -162,11 +162,17 @@ pub fn server_id(name: &str, kind: &str, identity: &str) -> String {
 /// Those are the fields that change what a model would do with the tool; annotations and output
 /// schemas are left out. Canonical means object keys sorted (by UTF-8 bytes) at every depth and no
 /// whitespace, so the same tool fingerprints the same whatever order its server wrote the keys in.
+///
+/// An MCP Apps tool only its app may call adds `"modelVisible": false`: offering it to the model later
+/// is a change to be re-trusted, while every other tool's fingerprint stays what it always was.
 pub fn fingerprint(tool: &Tool) -> String {
     let mut fingerprinted = Map::new();
     fingerprinted.insert("description".to_owned(), tool.description.clone().map_or(Value::Null, Value::String));
     fingerprinted.insert("inputSchema".to_owned(), tool.input_schema.clone());
     fingerprinted.insert("title".to_owned(), tool.title.clone().map_or(Value::Null, Value::String));
+    if !tool.offered_to_model() {
+        fingerprinted.insert("modelVisible".to_owned(), Value::Bool(false));
+    }
     sha256_hex(canonical_json(&Value::Object(fingerprinted)).as_bytes())
 }
 
@@ -275,6 +281,7 @@ pub mod contract {
             input_schema: json!({ "type": "object", "properties": { "q": { "type": "string" } } }),
             output_schema: None,
             annotations: None,
+            ui: None,
         }
     }
 
@@ -534,10 +541,17 @@ mod tests {
             input_schema: json!({ "type": "object" }),
             output_schema: None,
             annotations: None,
+            ui: None,
         };
         let canonical = r#"{"description":"Echoes","inputSchema":{"type":"object"},"title":null}"#;
         assert_eq!(fingerprint(&t), sha256_hex(canonical.as_bytes()));
         assert_eq!(fingerprint(&t), "709f9fdd7c47446c0c48d3eaa47b810ae156e03678a23efb85c1db17baf98898");
+        // An app's metadata leaves it alone; a tool taken away from the model does not.
+        let with_app = Tool { ui: crate::protocol::apps::ToolUi::of_meta(&json!({ "ui": { "resourceUri": "ui://echo" } })), ..t.clone() };
+        assert_eq!(fingerprint(&with_app), fingerprint(&t));
+        let app_only = Tool { ui: crate::protocol::apps::ToolUi::of_meta(&json!({ "ui": { "visibility": ["app"] } })), ..t.clone() };
+        let app_canonical = r#"{"description":"Echoes","inputSchema":{"type":"object"},"modelVisible":false,"title":null}"#;
+        assert_eq!(fingerprint(&app_only), sha256_hex(app_canonical.as_bytes()));
     }
 
     #[test]

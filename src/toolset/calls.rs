@@ -112,11 +112,18 @@ impl crate::progress::ProgressListener for CallProgress {
     }
 }
 
+#[derive(Clone, Copy)]
+enum ModelTool {
+    Skills,
+    Resources,
+}
+
 enum Admitted {
     /// Answered without a server (`mcp__describe_tool`, `mcp__search_tools`).
     Local,
-    /// `mcp__skills` (`exposeSkills`): answered from the skills listed, loading from their own servers.
-    Skills,
+    /// `mcp__skills` (`exposeSkills`) or `mcp__resources` (`exposeResources`): answered by the toolset,
+    /// with requests to the servers concerned.
+    ForModel(ModelTool),
     Remote(Route),
 }
 
@@ -165,7 +172,7 @@ impl super::Toolset {
         for call in calls {
             match inner.admit(&table, &call) {
                 Ok(Admitted::Local) => inner.start_local(call, sink.clone()),
-                Ok(Admitted::Skills) => inner.start_skills(call, sink.clone()),
+                Ok(Admitted::ForModel(tool)) => inner.start_for_model(tool, call, sink.clone()),
                 Ok(Admitted::Remote(route)) => {
                     let slot = &inner.servers[route.server];
                     let ungated = inner.hooks.decide.is_none() && !(slot.entry.is_http() && inner.hooks.auth.is_some());
@@ -229,7 +236,10 @@ impl Inner {
             return Ok(Admitted::Local);
         }
         if name == local::MCP_SKILLS && self.expose_skills {
-            return Ok(Admitted::Skills);
+            return Ok(Admitted::ForModel(ModelTool::Skills));
+        }
+        if name == local::MCP_RESOURCES && self.expose_resources {
+            return Ok(Admitted::ForModel(ModelTool::Resources));
         }
         let route = table.routes.get(name).cloned().ok_or_else(|| unavailable(name))?;
         if route.quarantined {
@@ -356,16 +366,22 @@ impl Inner {
         });
     }
 
-    /// `mcp__skills`: its loads and reads are requests to the skill's server, through the gates of
-    /// `toolset::skills` (policy `kind: 'skill'`, readiness, `auth`).
-    fn start_skills(self: &Arc<Self>, call: CallRequest, sink: Arc<dyn CallSink>) {
+    /// `mcp__skills` or `mcp__resources`: their loads and reads are requests to the server concerned,
+    /// through the gates of `toolset::skills` and `toolset::session` (policy `kind: 'skill'` or
+    /// `'resource'`, readiness, `auth`).
+    fn start_for_model(self: &Arc<Self>, tool: ModelTool, call: CallRequest, sink: Arc<dyn CallSink>) {
         let done = self.call_completion(None, &call, &sink);
         let toolset = super::Toolset { inner: self.clone() };
         // An abort of the call ends its wait (policy, the server, a read) at once; what was asked is dropped.
         let abort = (call.abort_id != 0).then(|| self.register_abort(call.abort_id));
         self.tasks.spawn(async move {
             let arguments = call.arguments.as_deref().map_or("{}", |a| a.get());
-            let answering = toolset.answer_skills_tool(arguments);
+            let answering = async {
+                match tool {
+                    ModelTool::Skills => toolset.answer_skills_tool(arguments).await,
+                    ModelTool::Resources => toolset.answer_resources_tool(arguments).await,
+                }
+            };
             let outcome = match &abort {
                 Some(abort) => tokio::select! {
                     biased;
@@ -374,7 +390,7 @@ impl Inner {
                 },
                 None => answering.await,
             };
-            done.finish(outcome.map(|text| RawValue::from_string(text.into()).expect("skill answers are JSON")));
+            done.finish(outcome.map(|text| RawValue::from_string(text.into()).expect("local answers are JSON")));
         });
     }
 

@@ -20,6 +20,7 @@
 mod calls;
 mod client;
 mod local;
+mod model_resources;
 mod recovery;
 mod refresh;
 mod routes;
@@ -148,7 +149,7 @@ impl Toolset {
             max_result_bytes: config.max_result_bytes,
             validation: config.validation,
             filter: config.filter,
-            disclosure: config.disclosure,
+            disclosure: local::budget_left(config.disclosure, config.expose_skills, config.expose_resources),
             routes: arc_swap::ArcSwap::from_pointee(RouteTable::empty(server_count)),
             publication: parking_lot::RwLock::new(()),
             projecting: Mutex::new(()),
@@ -161,6 +162,8 @@ impl Toolset {
             client_mode: std::sync::atomic::AtomicBool::new(false),
             server_log_level: config.server_log_level,
             expose_skills: config.expose_skills,
+            expose_resources: config.expose_resources,
+            apps: config.apps,
         });
         let servers = config
             .servers
@@ -224,7 +227,7 @@ impl Toolset {
         }
         let mut tools: Vec<ProjectedTool> = table.servers.iter().flat_map(|s| s.tools.iter().map(|t| (**t).clone())).collect();
         tools.extend(local::virtual_tools(&table));
-        tools.extend(local::skills_tool(inner.expose_skills));
+        tools.extend(local::model_tools(inner.expose_skills, inner.expose_resources));
         (tools, inner.take_startup_diagnostics())
     }
 
@@ -304,7 +307,7 @@ impl Toolset {
         let table = inner.finish_startup(table);
         let mut tools: Vec<ProjectedTool> = table.servers.iter().flat_map(|s| s.tools.iter().map(|t| (**t).clone())).collect();
         tools.extend(local::virtual_tools(&table));
-        tools.extend(local::skills_tool(inner.expose_skills));
+        tools.extend(local::model_tools(inner.expose_skills, inner.expose_resources));
         let diagnostics = inner.take_startup_diagnostics();
         for slot in to_reconcile {
             slot.start_reconcile();
@@ -336,10 +339,20 @@ impl Toolset {
             let skills: Vec<(String, usize)> =
                 inner.servers.iter().filter(|slot| slot.entry.enabled).map(|slot| (slot.entry.name.clone(), slot.skills.listed_count())).collect();
             if let Some(paragraph) = prompt::compose_skills_paragraph(&skills, local::MCP_SKILLS) {
-                if !text.is_empty() {
-                    text.push_str("\n\n");
-                }
-                text.push_str(&paragraph);
+                append_paragraph(&mut text, &paragraph);
+            }
+        }
+        if inner.expose_resources {
+            // The servers connected now that declared resources; one not reached yet is not named.
+            let offering: Vec<String> = inner
+                .servers
+                .iter()
+                .filter(|slot| slot.entry.enabled)
+                .filter(|slot| slot.live_connection().is_some_and(|c| crate::session::declares(&c.session, "resources")))
+                .map(|slot| slot.label.clone())
+                .collect();
+            if let Some(paragraph) = prompt::compose_resources_paragraph(&offering, local::MCP_RESOURCES) {
+                append_paragraph(&mut text, &paragraph);
             }
         }
         text
@@ -472,4 +485,11 @@ fn stored_url(url: &str) -> String {
 fn panic_error(doing: &str, error: tokio::task::JoinError) -> McpError {
     let what = if error.is_panic() { "the engine panicked" } else { "the engine task was cancelled" };
     McpError::Internal(format!("{what} while {doing}; this is a bug in mcpferry"))
+}
+
+fn append_paragraph(text: &mut String, paragraph: &str) {
+    if !text.is_empty() {
+        text.push_str("\n\n");
+    }
+    text.push_str(paragraph);
 }

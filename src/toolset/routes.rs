@@ -7,7 +7,7 @@ use crate::catalog::Listing;
 use crate::config::DisclosureConfig;
 use crate::diagnostics::Diagnostic;
 use crate::guard::filter::ToolFilter;
-use crate::projection::disclosure::{self, Tier, ToolText, MCP_DESCRIBE_TOOL, MCP_SEARCH_TOOLS};
+use crate::projection::disclosure::{self, Tier, ToolText};
 use crate::projection::search::{SearchDocument, SearchIndex};
 use crate::limits::MAX_REJECTION_DIAGNOSTICS;
 use crate::projection::{json_text, naming, ProjectedTool};
@@ -241,9 +241,7 @@ pub(crate) fn project_server(
 /// server's identity when another tool (or a local tool) already holds it; every candidate is checked.
 fn claim_name(server: &ServerIdentity<'_>, remote_name: &str, taken: &mut HashMap<String, Route>, diagnostics: &mut Vec<Diagnostic>) -> String {
     let is_taken = |name: &str| {
-        name == MCP_DESCRIBE_TOOL
-            || name == MCP_SEARCH_TOOLS
-            || name == super::local::MCP_SKILLS
+        super::local::is_reserved(name)
             || taken.get(name).is_some_and(|r| r.server != server.index || &*r.remote_name != remote_name)
     };
     let name = naming::claim_unique(server.label, remote_name, server.identity, is_taken);

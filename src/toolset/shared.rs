@@ -65,6 +65,10 @@ pub(crate) struct Shared {
     pub server_log_level: Option<crate::server_log::Level>,
     /// `exposeSkills`: skills listed at connect, named in the system prompt, loaded through `mcp__skills`.
     pub expose_skills: bool,
+    /// `exposeResources`: the servers' resources listed and read through `mcp__resources`.
+    pub expose_resources: bool,
+    /// `apps`: the MCP Apps extension is declared to every server.
+    pub apps: bool,
 }
 
 impl Shared {
@@ -80,7 +84,10 @@ impl Shared {
         vetting: &routes::Vetting,
         table: &mut RouteTable,
     ) -> Vec<Diagnostic> {
-        listing.tools.retain(|tool| server.admits(&tool.name));
+        // An app-only tool (MCP Apps `visibility: ["app"]`) is not the model's to call; a single-server
+        // client keeps it, so the host's app can call it through `callTool`.
+        let client = self.is_client();
+        listing.tools.retain(|tool| server.admits(&tool.name) && (client || tool.offered_to_model()));
         let options = ProjectionOptions { filter: &self.filter, disclosure: &self.disclosure };
         routes::project_server(server, listing, vetting, &options, table)
     }

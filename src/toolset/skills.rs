@@ -146,7 +146,7 @@ impl Toolset {
                 Ok(text) => Body::Text(text),
                 Err(e) => Body::Blob(e.into_bytes()),
             };
-            Ok(ReadResult { contents: vec![Contents { uri: file.uri.clone(), mime_type, body }] })
+            Ok(ReadResult { contents: vec![Contents { uri: file.uri.clone(), mime_type, body, meta: None }] })
         };
         outcome.await.map_err(|e: McpError| self.caller_error(slot, "resources/read", e))
     }

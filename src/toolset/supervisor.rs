@@ -388,7 +388,7 @@ impl Supervisor {
                 renewal_vetted: tokio::sync::Mutex::new(0),
                 logs: Arc::new(parking_lot::Mutex::new(crate::server_log::RateWindow::default())),
             });
-            let opened = Connection::open(&spec, listener.clone(), options.clone(), &handshake, elicitor.clone(), &known).await;
+            let opened = Connection::open(&spec, listener.clone(), options.clone(), &handshake, elicitor.clone(), shared.apps, &known).await;
             let connection = match opened {
                 Ok(connection) => {
                     let session = &connection.session;
