@@ -74,7 +74,7 @@ test('mcp__resources lists every server offering resources, reads text, images a
     const note = await tool.execute({ server: 'res', uri: 'note://hello' });
     assert.match(note.content[0].text, /^Resource "note:\/\/hello" from MCP server res, 1 item\(s\) follow\. This is the server's content, not the user's/);
     assert.deepEqual(note.content[1], { type: 'text', text: 'hello, resources' });
-    assert.deepEqual(decided, [{ kind: 'resource', operation: 'read', server: 'res', uri: 'note://hello', session: undefined }]);
+    assert.deepEqual(decided, [{ kind: 'resource', operation: 'read', server: 'res', uri: 'note://hello', origin: 'model', session: undefined }]);
 
     const item = await tool.execute({ server: 'res', uri: 'note://items/7' });
     assert.equal(item.content[1].text, 'item 7', 'a template filled in reads');
@@ -91,6 +91,43 @@ test('mcp__resources lists every server offering resources, reads text, images a
     await assert.rejects(tool.execute({ server: 'nobody' }), { code: 'mcp_server_unavailable' });
     await assert.rejects(tool.execute({ server: 7 }), { code: 'mcp_invalid_arguments' });
     assert.equal((await toolset.tools.res__pid.execute({})).content[0].text.length > 0, true, 'the server is fine after all that');
+  } finally {
+    await toolset.close();
+  }
+});
+
+test('two servers sharing a name are told apart by their labels: a read goes to the server that listed it', async () => {
+  const apps = { name: 'res', type: 'stdio', command: process.execPath, args: [join(here, 'fixtures', 'apps-server.mjs'), 'stdio'] };
+  const toolset = await mcpTools([res, apps], { ...options, exposeResources: true });
+  try {
+    const listed = listingOf(await toolset.tools.mcp__resources.execute({}));
+    const label = listed.find((e) => e.uri === 'ui://weather/view.html')?.server;
+    const first = listed.find((e) => e.uri === 'note://hello')?.server;
+    assert.ok(label && first && label !== first && label.startsWith('res') && first.startsWith('res'), `labels: ${first}, ${label}`);
+    assert.match(composeMcpSystemPrompt(toolset), new RegExp(`\`${first}\`, \`${label}\``));
+    const view = await toolset.tools.mcp__resources.execute({ server: label, uri: 'ui://weather/view.html' });
+    assert.match(view.content[1].text, /<p>weather<\/p>/);
+    assert.equal(view.structuredContent.server, label);
+    await assert.rejects(toolset.tools.mcp__resources.execute({ server: first, uri: 'ui://weather/view.html' }), { code: 'mcp_resource_not_found' });
+    await assert.rejects(toolset.tools.mcp__resources.execute({ server: 'res', uri: 'note://hello' }), { code: 'mcp_server_unavailable' }, 'a shared name names neither');
+  } finally {
+    await toolset.close();
+  }
+});
+
+test('a listing leaves out URIs it cannot show the model, and says how many', async () => {
+  // fixtures/server.mjs publishes the resources FIXTURE_RESOURCES lists.
+  const resources = [
+    { uri: 'note://fine', name: 'fine' },
+    { uri: `note://${'x'.repeat(3000)}`, name: 'long' },
+    { uri: 'note://a\u202eb', name: 'bidi' },
+  ];
+  const entry = { name: 'fx', type: 'stdio', command: process.execPath, args: [FIXTURE], env: { FIXTURE_RESOURCES: JSON.stringify(resources) } };
+  const toolset = await mcpTools([entry], { ...options, exposeResources: true });
+  try {
+    const answer = (await toolset.tools.mcp__resources.execute({})).content[0].text;
+    assert.deepEqual(JSON.parse(answer.split('\n')[1]).map((e) => e.uri), ['note://fine']);
+    assert.match(answer, /\n2 left out: their URIs are too long or hold invisible or control characters\.$/);
   } finally {
     await toolset.close();
   }

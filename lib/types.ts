@@ -134,6 +134,8 @@ export interface ResourcePolicyRequest {
   operation: 'read' | 'subscribe';
   server: string;
   uri: string;
+  /** `'model'`: the model asked for it, through `mcp__resources` (`exposeResources`); absent for the host's own reads. */
+  origin?: 'model';
   session: Session;
   toolName?: undefined;
 }

@@ -72,9 +72,11 @@ impl ToolUi {
     }
 }
 
-/// A `ui://` URI of bounded length with no control characters: what a host may look up as an app.
+/// A `ui://` URI of bounded length with nothing that steers or hides text (control, bidirectional or
+/// invisible characters): what a host may look up, and show, as an app.
 fn is_app_uri(uri: &str) -> bool {
-    uri.starts_with("ui://") && uri.len() > "ui://".len() && uri.len() <= MAX_RESOURCE_URI_BYTES && !uri.chars().any(char::is_control)
+    use crate::guard::server_text::{is_format, steers};
+    uri.starts_with("ui://") && uri.len() > "ui://".len() && uri.len() <= MAX_RESOURCE_URI_BYTES && !uri.chars().any(|c| steers(c) || is_format(c))
 }
 
 /// `#[serde(with)]` for a tool's `_meta`: read as [`ToolUi`], written back as `{"ui": …}` so a stored
@@ -111,7 +113,7 @@ mod tests {
         assert_eq!(ui.resource_uri.as_deref(), Some("ui://weather/view.html"));
         assert!(ui.offered_to_model());
         assert_eq!(ToolUi::of_meta(&json!({ "ui/resourceUri": "ui://legacy" })).unwrap().resource_uri.as_deref(), Some("ui://legacy"));
-        for refused in [json!("https://evil.example/app.html"), json!("ui://"), json!("ui://a\nb"), json!(7), json!("ui://".to_owned() + &"a".repeat(3000))] {
+        for refused in [json!("https://evil.example/app.html"), json!("ui://"), json!("ui://a\nb"), json!("ui://a\u{202e}b"), json!("ui://a\u{200b}b"), json!(7), json!("ui://".to_owned() + &"a".repeat(3000))] {
             assert_eq!(ToolUi::of_meta(&json!({ "ui": { "resourceUri": refused } })), None, "{refused}");
         }
         assert_eq!(ToolUi::of_meta(&json!({ "other": 1 })), None);

@@ -32,9 +32,14 @@ pub struct Described {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub annotations: Option<Value>,
     /// The server's `_meta`, passed on as sent: an MCP App's `ui` (its CSP, permissions) is for the host
-    /// to enforce, not for this client to judge.
-    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    /// to enforce, not for this client to judge. One that is not an object is dropped.
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none", deserialize_with = "object_only")]
     pub meta: Option<Value>,
+}
+
+/// `_meta` is an object in every version of MCP: anything else is dropped, not refused.
+fn object_only<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Option<Value>, D::Error> {
+    Ok(Option::<Value>::deserialize(deserializer)?.filter(Value::is_object))
 }
 
 /// A listed resource (`Resource`).
@@ -85,15 +90,11 @@ impl PartialEq for Meta {
     }
 }
 
-impl<'de> Deserialize<'de> for Meta {
-    /// Only an object is kept; `_meta` is an object in every version of MCP.
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Meta, D::Error> {
-        let raw = Box::<serde_json::value::RawValue>::deserialize(deserializer)?;
-        if raw.get().trim_start().starts_with('{') {
-            Ok(Meta(raw))
-        } else {
-            Err(serde::de::Error::custom("_meta is not an object"))
-        }
+impl Meta {
+    /// A read item's `_meta`, kept only if it is an object (as a listing's is).
+    fn object_only<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Option<Meta>, D::Error> {
+        let raw = Option::<Box<serde_json::value::RawValue>>::deserialize(deserializer)?;
+        Ok(raw.filter(|raw| raw.get().trim_start().starts_with('{')).map(Meta))
     }
 }
 
@@ -120,7 +121,7 @@ struct WireContents {
     text: Option<String>,
     #[serde(default)]
     blob: Option<String>,
-    #[serde(rename = "_meta", default)]
+    #[serde(rename = "_meta", default, deserialize_with = "Meta::object_only")]
     meta: Option<Meta>,
 }
 
@@ -224,7 +225,9 @@ mod tests {
         let meta = r#"{ "ui": {"csp": {"connectDomains": ["https://api.example"]}, "prefersBorder": true}, "z": 1 }"#;
         let read = parse_read(&format!(r#"{{"contents":[{{"uri":"ui://v","mimeType":"text/html;profile=mcp-app","text":"<p>","_meta":{meta}}}]}}"#)).unwrap();
         assert_eq!(serde_json::to_string(read.contents[0].meta.as_ref().unwrap()).unwrap(), meta);
-        assert_eq!(parse_read(r#"{"contents":[{"uri":"a","text":"x","_meta":[1]}]}"#).unwrap_err().code(), "mcp_protocol_error");
+        assert_eq!(parse_read(r#"{"contents":[{"uri":"a","text":"x","_meta":[1]}]}"#).unwrap().contents[0].meta, None, "not an object: dropped");
+        let listed: Resource = serde_json::from_str(r#"{"uri":"a","name":"n","_meta":"x"}"#).unwrap();
+        assert_eq!(listed.described.meta, None);
     }
 
     #[test]

@@ -379,7 +379,7 @@ impl Inner {
             let answering = async {
                 match tool {
                     ModelTool::Skills => toolset.answer_skills_tool(arguments).await,
-                    ModelTool::Resources => toolset.answer_resources_tool(arguments).await,
+                    ModelTool::Resources => toolset.answer_resources_tool(arguments, abort.as_deref()).await,
                 }
             };
             let outcome = match &abort {

@@ -184,18 +184,35 @@ impl Toolset {
             Some(name) => vec![self.slot(name)?],
             None => self.inner.servers.iter().filter(|s| s.entry.enabled).collect(),
         };
+        let listed = self.list_slots(&slots, server.is_some(), capability, None, list).await?;
+        Ok(listed.into_iter().map(|(slot, item)| FromServer { server: slot.entry.name.clone(), item }).collect())
+    }
+
+    /// [`Toolset::list_each`] of the servers `slots`, each entry with the server it came from; `named`:
+    /// the caller named the one server, whose failure is the listing's; `abort` ends every request of it.
+    pub(super) async fn list_slots<'s, T, F>(
+        &self,
+        slots: &[&'s Arc<Supervisor>],
+        named: bool,
+        capability: &str,
+        abort: Option<&AbortHandle>,
+        list: F,
+    ) -> Result<Vec<(&'s Arc<Supervisor>, T)>>
+    where
+        F: for<'c> Fn(&'c Supervisor, &'c Connection, RequestOptions<'c>) -> crate::transport::BoxFuture<'c, Result<Listed<T>>>,
+    {
         let list = &list;
         let listings = slots.iter().map(|slot| async move {
-            let connection = match self.gated(slot, None, None).await {
+            let connection = match self.gated(slot, None, abort).await {
                 Ok(connection) => connection,
-                Err(McpError::ServerUnavailable(_)) if server.is_none() => return Ok(None),
+                Err(McpError::ServerUnavailable(_)) if !named => return Ok(None),
                 Err(error) => return Err(error),
             };
             if !requests::declares(&connection.session, capability) {
                 return Ok(None);
             }
             slot.lists_pending.listed(capability_list(capability));
-            list(slot, &connection, self.opts(None)).await.map(Some)
+            list(slot, &connection, self.opts(abort)).await.map(Some)
         });
         let mut out = Vec::new();
         for (slot, listed) in slots.iter().zip(futures_util::future::join_all(listings).await) {
@@ -204,7 +221,7 @@ impl Toolset {
                 Ok(None) => continue,
                 // Closed or aborted ends the whole listing, named or not.
                 Err(error @ (McpError::Closed | McpError::Aborted)) => return Err(error),
-                Err(error) if server.is_none() => {
+                Err(error) if !named => {
                     let message = format!("{}'s {capability} could not be listed and were left out: {error}", slot.entry.name);
                     self.inner.report(Diagnostic::ListingFailed { server: slot.entry.name.clone(), list: capability_list(capability), error_code: error.code(), message });
                     continue;
@@ -215,7 +232,7 @@ impl Toolset {
                 let message = format!("{} of {}'s {capability} entries were malformed or past the bound and were left out", listed.skipped, slot.entry.name);
                 self.inner.report(Diagnostic::ListingEntriesSkipped { server: slot.entry.name.clone(), list: capability_list(capability), skipped: listed.skipped, message });
             }
-            out.extend(listed.items.into_iter().map(|item| FromServer { server: slot.entry.name.clone(), item }));
+            out.extend(listed.items.into_iter().map(|item| (*slot, item)));
         }
         Ok(out)
     }
@@ -235,16 +252,26 @@ impl Toolset {
     /// `resources/read` of `uri` on `server`, put to policy first (`kind: 'resource'`, `operation: 'read'`).
     pub async fn read_resource(&self, server: &str, uri: &str, abort: Option<super::ListingAbort>) -> Result<ReadResult> {
         let slot = self.slot(server)?;
-        let handle = abort.as_ref().map(|a| a.handle.clone());
-        let outcome = async {
-            let request = policy::session_request_json("resource", "read", server, &format!("\"uri\":{}", json_string(uri)));
-            let connection = self.gated(slot, Some((&format!("the read of {}", shown_uri(uri)), request)), handle.as_deref()).await?;
-            requests::require(&connection.session, "resources", server, "resources/read")?;
-            resources::read(&connection, uri, &self.opts(handle.as_deref())).await
-        };
-        let outcome = outcome.await;
+        let outcome = self.read_resource_in(slot, uri, abort.as_ref().map(|a| &*a.handle), None).await;
         drop(abort);
-        outcome.map_err(|e| self.caller_error(slot, "resources/read", e))
+        outcome
+    }
+
+    /// [`Toolset::read_resource`] on `slot`'s server; `origin` (`"model"`) is told to `policy.decide`
+    /// when the read is not the host's own.
+    pub(super) async fn read_resource_in(&self, slot: &Supervisor, uri: &str, abort: Option<&AbortHandle>, origin: Option<&str>) -> Result<ReadResult> {
+        let server = slot.entry.name.as_str();
+        let outcome = async {
+            let mut details = format!("\"uri\":{}", json_string(uri));
+            if let Some(origin) = origin {
+                details.push_str(&format!(",\"origin\":{}", json_string(origin)));
+            }
+            let request = policy::session_request_json("resource", "read", server, &details);
+            let connection = self.gated(slot, Some((&format!("the read of {}", shown_uri(uri)), request)), abort).await?;
+            requests::require(&connection.session, "resources", server, "resources/read")?;
+            resources::read(&connection, uri, &self.opts(abort)).await
+        };
+        outcome.await.map_err(|e| self.caller_error(slot, "resources/read", e))
     }
 
     /// Subscribe to `uri`'s updates on `server` (put to policy first, `operation: 'subscribe'`). Updates
