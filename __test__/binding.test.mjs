@@ -112,6 +112,8 @@ test('a panic in any sync entry point is a thrown mcp_internal_error, and the pr
   const toolset = await mcpTools([server.entry], { onDiagnostic: (d) => diagnostics.push(d) });
   assertInternal(await panicking('NativeToolset.systemPrompt', () => composeMcpSystemPrompt(toolset)));
   assertInternal(await panicking('NativeToolset.callTools', () => toolset.tools.sync__echo.execute({ text: 'a' })));
+  // A read begun on the calling thread: its promise is settled by the panic, not left pending.
+  assertInternal(await panicking('sessionReadResource', () => toolset.readResource('sync', 'note://x')));
   // The application hears of it even where a thrown error is absorbed (a stream handler, a drain).
   await until(() => diagnostics.filter((d) => d.code === 'internal-error').length === 2);
   assert.match(diagnostics.find((d) => d.code === 'internal-error').message, /NativeToolset.systemPrompt/);

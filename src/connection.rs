@@ -390,6 +390,15 @@ impl Connection {
         request(&self.shared, &self.transport, method, Some(name), |_| Some(params.to_owned()), opts, false).await
     }
 
+    /// [`Connection::request_named`] begun now, its outcome given to `reply` (a callback is called on
+    /// whichever thread reads the answer): nothing is awaited and nothing spawned, as for a tool call.
+    pub fn start_named(&self, method: &str, name: &str, params: String, opts: &RequestOptions<'_>, reply: Reply) {
+        let params = move |_, meta: Option<&str>| with_meta(Some(params), meta);
+        if let Some(message) = self.shared.register(method, Some(name), params, opts.timeout, opts.abort, reply) {
+            self.shared.dispatch(&self.transport, vec![message]);
+        }
+    }
+
     /// Start `tools/call` for each `(remote name, arguments, reply)` and send them in one write.
     /// A result with `isError: true` is turned into `McpError::Tool` by [`tool_outcome`].
     pub fn start_calls<'a>(&self, calls: impl IntoIterator<Item = StartCall<'a>>, timeout: Duration) {

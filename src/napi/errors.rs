@@ -69,7 +69,7 @@ where
 
 /// A JS error object with its `code`, held by reference so the promise rejects with it verbatim
 /// (napi would otherwise build a new error whose `code` is a napi status).
-fn rejection(env: &Env, error: McpError) -> napi::Error {
+pub(crate) fn rejection(env: &Env, error: McpError) -> napi::Error {
     let object = JsError::from(to_js_error(error)).into_unknown(*env);
     napi::Error::from(object)
 }
@@ -87,7 +87,7 @@ pub fn debug_panic_next(entry: String) {
 }
 
 #[inline]
-fn panic_if_armed(_entry: &str) {
+pub(crate) fn panic_if_armed(_entry: &str) {
     #[cfg(debug_assertions)]
     {
         let mut armed = PANIC_AT.lock();

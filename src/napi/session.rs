@@ -79,8 +79,49 @@ pub fn session_list<'env>(env: &'env Env, toolset: &NativeToolset, what: String,
 pub fn session_read_resource<'env>(env: &'env Env, toolset: &NativeToolset, server: String, uri: String, abort_id: u32) -> napi::Result<PromiseRaw<'env, ResourceRead>> {
     let inner = toolset.inner.clone();
     let abort = (abort_id != 0).then(|| inner.listing_abort(abort_id));
-    let read = async move { inner.read_resource(&server, &uri, abort).await.map(read_to_js) };
-    settle(env, "sessionReadResource", read, |(json, blobs)| ResourceRead { json, blobs: blobs.into_iter().map(Buffer::from).collect() })
+    // Begun here when nothing gates it, settled from the thread that reads the answer (no task, no
+    // hop through the runtime); else the async way.
+    let (deferred, promise) = env.create_deferred::<ResourceRead, ReadResolver>()?;
+    let settling = ReadSettling(Some(deferred));
+    let promise = PromiseRaw::new(env.raw(), promise.raw());
+    let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        super::errors::panic_if_armed("sessionReadResource");
+        super::runtime::within_runtime(|| inner.start_read_resource(&server, &uri, abort, move |outcome| settling.settle(outcome)))
+    }));
+    // Started, or a panic: the settling it dropped rejected the promise with `mcp_internal_error`.
+    let Ok(Err((done, abort))) = started else { return Ok(promise) };
+    let read = async move { inner.read_resource(&server, &uri, abort).await };
+    super::runtime::within_runtime(|| {
+        tokio::spawn(async move { done(read.await) });
+    });
+    Ok(promise)
+}
+
+type ReadResolver = Box<dyn FnOnce(Env) -> napi::Result<ResourceRead> + Send>;
+
+/// A read's promise, settled once: with its outcome, or — dropped unsettled, which only a panic or a
+/// runtime shutdown does — with `mcp_internal_error`, never left pending.
+struct ReadSettling(Option<napi::JsDeferred<ResourceRead, ReadResolver>>);
+
+impl ReadSettling {
+    fn settle(mut self, outcome: crate::error::Result<ReadResult>) {
+        let deferred = self.0.take().expect("settled once");
+        let outcome = outcome.map(read_to_js);
+        deferred.resolve(Box::new(move |env| match outcome {
+            Ok((json, blobs)) => Ok(ResourceRead { json, blobs: blobs.into_iter().map(Buffer::from).collect() }),
+            Err(error) => Err(super::errors::rejection(&env, error)),
+        }));
+    }
+}
+
+impl Drop for ReadSettling {
+    fn drop(&mut self) {
+        if let Some(deferred) = self.0.take() {
+            let doing = if std::thread::panicking() { "panicked" } else { "stopped" };
+            let error = crate::error::McpError::Internal(format!("the engine {doing} while reading this resource; this is a bug in mcpferry"));
+            deferred.resolve(Box::new(move |env| Err(super::errors::rejection(&env, error))));
+        }
+    }
 }
 
 /// Load a skill (SEP-2640): resolves to `{server, uri, name, description, frontmatter, files, instructions}`

@@ -133,9 +133,22 @@ struct WireRead {
 /// Read `uri`. A resource the server does not have is `mcp_resource_not_found`; a result over
 /// `maxResultBytes` is refused by the transport (`mcp_result_too_large`) and the connection goes on.
 pub async fn read(connection: &Connection, uri: &str, opts: &RequestOptions<'_>) -> Result<ReadResult> {
-    let params = serde_json::json!({ "uri": uri }).to_string();
-    let raw = connection.request_named("resources/read", uri, &params, opts).await.map_err(|e| not_found(uri, e))?;
-    parse_read(raw.get())
+    read_answered(uri, connection.request_named("resources/read", uri, &read_params(uri), opts).await)
+}
+
+/// [`read`] begun now: `done` hears the outcome from the thread that reads the server's answer.
+pub fn start_read(connection: &Connection, uri: &str, opts: &RequestOptions<'_>, done: impl FnOnce(Result<ReadResult>) + Send + 'static) {
+    let at = uri.to_owned();
+    let reply = crate::connection::Reply::Callback(Box::new(move |answer| done(read_answered(&at, answer))));
+    connection.start_named("resources/read", uri, read_params(uri), opts, reply);
+}
+
+fn read_params(uri: &str) -> String {
+    serde_json::json!({ "uri": uri }).to_string()
+}
+
+fn read_answered(uri: &str, answer: Result<Box<serde_json::value::RawValue>>) -> Result<ReadResult> {
+    parse_read(answer.map_err(|e| not_found(uri, e))?.get())
 }
 
 /// A `ReadResourceResult`, its blobs decoded.

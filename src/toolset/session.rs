@@ -257,6 +257,38 @@ impl Toolset {
         outcome
     }
 
+    /// [`Toolset::read_resource`] begun at once when nothing is to be waited for — no `policy.decide`, no
+    /// `auth` to resolve, the server live and declaring resources — its outcome given to `done` from the
+    /// thread that reads the answer: no task and no thread woken, as for a tool call. Otherwise nothing is
+    /// done and `done` and `abort` come back, for [`Toolset::read_resource`].
+    pub fn start_read_resource<F>(&self, server: &str, uri: &str, abort: Option<super::ListingAbort>, done: F) -> std::result::Result<(), (F, Option<super::ListingAbort>)>
+    where
+        F: FnOnce(Result<ReadResult>) + Send + 'static,
+    {
+        let inner = &self.inner;
+        let ready = || {
+            if inner.cancel.is_cancelled() || inner.hooks.decide.is_some() {
+                return None;
+            }
+            let slot = self.slot(server).ok()?;
+            if slot.entry.is_http() && inner.hooks.auth.is_some() {
+                return None;
+            }
+            let connection = slot.live_connection().filter(|c| requests::declares(&c.session, "resources"))?;
+            Some((slot.clone(), connection))
+        };
+        let Some((slot, connection)) = ready() else { return Err((done, abort)) };
+        let toolset = Toolset { inner: self.inner.clone() };
+        let handle = abort.as_ref().map(|a| a.handle.clone());
+        let opts = self.opts(handle.as_deref());
+        resources::start_read(&connection, uri, &opts, move |outcome| {
+            // The abort stays registered until the read ends.
+            drop(abort);
+            done(outcome.map_err(|e| toolset.caller_error(&slot, "resources/read", e)));
+        });
+        Ok(())
+    }
+
     /// [`Toolset::read_resource`] on `slot`'s server; `origin` (`"model"`) is told to `policy.decide`
     /// when the read is not the host's own.
     pub(super) async fn read_resource_in(&self, slot: &Supervisor, uri: &str, abort: Option<&AbortHandle>, origin: Option<&str>) -> Result<ReadResult> {
