@@ -68,7 +68,8 @@ pub enum Reply {
 }
 
 impl Reply {
-    /// Deliver the outcome. Never called with a lock held. A callback that panics loses only its own
+    /// Deliver the outcome. Never called with a lock of the connection held (over Node's stdio, from within
+    /// the transport's line feed, whose lock no callback takes). A callback that panics loses only its own
     /// outcome: the panic stops here, so the reader, the sweeper, and the other requests being settled in
     /// the same pass carry on.
     fn send(self, outcome: Result<Box<RawValue>>) {

@@ -91,9 +91,10 @@ pub fn session_read_resource<'env>(env: &'env Env, toolset: &NativeToolset, serv
     // Started, or a panic: the settling it dropped rejected the promise with `mcp_internal_error`.
     let Ok(Err((done, abort))) = started else { return Ok(promise) };
     let read = async move { inner.read_resource(&server, &uri, abort).await };
-    super::runtime::within_runtime(|| {
-        tokio::spawn(async move { done(read.await) });
-    });
+    // Inside the unwind guard too: a panic here drops `done`, whose settling rejects.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        super::runtime::within_runtime(|| drop(tokio::spawn(async move { done(read.await) })));
+    }));
     Ok(promise)
 }
 
@@ -105,8 +106,9 @@ struct ReadSettling(Option<napi::JsDeferred<ResourceRead, ReadResolver>>);
 
 impl ReadSettling {
     fn settle(mut self, outcome: crate::error::Result<ReadResult>) {
-        let deferred = self.0.take().expect("settled once");
+        // Converted first: should that panic, the deferred is still held, and `Drop` rejects it.
         let outcome = outcome.map(read_to_js);
+        let deferred = self.0.take().expect("settled once");
         deferred.resolve(Box::new(move |env| match outcome {
             Ok((json, blobs)) => Ok(ResourceRead { json, blobs: blobs.into_iter().map(Buffer::from).collect() }),
             Err(error) => Err(super::errors::rejection(&env, error)),
