@@ -283,7 +283,8 @@ test('exposeSkills in an AI SDK generateText loop: the model lists the skills, l
 });
 
 test('exposeSkills: an aborted mcp__skills call rejects at once, even while its policy decision is pending', async () => {
-  const policy = { decide: (request) => (request.kind === 'skill' ? new Promise(() => {}) : { kind: 'allow' }) };
+  const asked = [];
+  const policy = { decide: (request) => (asked.push(request), request.kind === 'skill' ? new Promise(() => {}) : { kind: 'allow' }) };
   const toolset = await mcpTools([stdio('sk')], { ...options, exposeSkills: true, policy });
   try {
     const controller = new AbortController();
@@ -293,6 +294,8 @@ test('exposeSkills: an aborted mcp__skills call rejects at once, even while its 
     await assert.rejects(loading, { code: 'mcp_aborted' });
     assert.ok(Date.now() - started < 5_000);
     assert.deepEqual(await readsOf(toolset.tools, 'sk'), [], 'nothing was read');
+    const load = asked.find((r) => r.kind === 'skill');
+    assert.deepEqual([load.operation, load.origin], ['load', 'model'], 'the policy is told the model asked');
   } finally {
     await toolset.close();
   }

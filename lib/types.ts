@@ -176,6 +176,8 @@ export interface SkillPolicyRequest {
   uri: string;
   name?: string;
   file?: string;
+  /** `'model'`: the model asked for it, through `mcp__skills` (`exposeSkills`); absent for the host's own loads and reads. */
+  origin?: 'model';
   session: Session;
   toolName?: undefined;
 }

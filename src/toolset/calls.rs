@@ -378,7 +378,7 @@ impl Inner {
             let arguments = call.arguments.as_deref().map_or("{}", |a| a.get());
             let answering = async {
                 match tool {
-                    ModelTool::Skills => toolset.answer_skills_tool(arguments).await,
+                    ModelTool::Skills => toolset.answer_skills_tool(arguments, abort.as_deref()).await,
                     ModelTool::Resources => toolset.answer_resources_tool(arguments, abort.as_deref()).await,
                 }
             };

@@ -337,7 +337,7 @@ impl Toolset {
         let mut text = prompt::compose_system_prompt(&servers, abbreviated.then_some(MCP_DESCRIBE_TOOL), abbreviated.then_some(MCP_SEARCH_TOOLS));
         if inner.expose_skills {
             let skills: Vec<(String, usize)> =
-                inner.servers.iter().filter(|slot| slot.entry.enabled).map(|slot| (slot.entry.name.clone(), slot.skills.listed_count())).collect();
+                inner.servers.iter().filter(|slot| slot.entry.enabled).map(|slot| (slot.label.clone(), slot.skills.listed_count())).collect();
             if let Some(paragraph) = prompt::compose_skills_paragraph(&skills, local::MCP_SKILLS) {
                 append_paragraph(&mut text, &paragraph);
             }

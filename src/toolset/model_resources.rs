@@ -64,13 +64,14 @@ impl Toolset {
         }
     }
 
-    /// The server the model names, by the label it was shown (unique even when two servers share a name).
-    fn model_slot(&self, label: &str) -> Result<&Arc<Supervisor>> {
+    /// The server the model names, by the label it was shown (unique even when two servers share a name):
+    /// the local tools' way to a server.
+    pub(super) fn model_slot(&self, label: &str) -> Result<&Arc<Supervisor>> {
         if self.inner.cancel.is_cancelled() {
             return Err(McpError::Closed);
         }
         self.inner.servers.iter().find(|s| s.entry.enabled && s.label == label).ok_or_else(|| {
-            McpError::ServerUnavailable(format!("no server named {:?} offers resources here; call mcp__resources with no arguments to see them", cut(label, 64)))
+            McpError::ServerUnavailable(format!("no server named {:?} is configured in this toolset", cut(label, 64)))
         })
     }
 

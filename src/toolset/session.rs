@@ -294,10 +294,7 @@ impl Toolset {
     pub(super) async fn read_resource_in(&self, slot: &Supervisor, uri: &str, abort: Option<&AbortHandle>, origin: Option<&str>) -> Result<ReadResult> {
         let server = slot.entry.name.as_str();
         let outcome = async {
-            let mut details = format!("\"uri\":{}", json_string(uri));
-            if let Some(origin) = origin {
-                details.push_str(&format!(",\"origin\":{}", json_string(origin)));
-            }
+            let details = with_origin(format!("\"uri\":{}", json_string(uri)), origin);
             let request = policy::session_request_json("resource", "read", server, &details);
             let connection = self.gated(slot, Some((&format!("the read of {}", shown_uri(uri)), request)), abort).await?;
             requests::require(&connection.session, "resources", server, "resources/read")?;
@@ -594,6 +591,14 @@ fn capability_list(capability: &str) -> &'static str {
         "skills" => "skills",
         _ => "resources",
     }
+}
+
+/// A policy request's details with `origin` added (`"model"`: asked by the model through a local tool).
+pub(super) fn with_origin(mut details: String, origin: Option<&str>) -> String {
+    if let Some(origin) = origin {
+        details.push_str(&format!(",\"origin\":{}", json_string(origin)));
+    }
+    details
 }
 
 pub(super) fn json_string(text: &str) -> String {
