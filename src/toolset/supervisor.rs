@@ -246,7 +246,14 @@ impl Supervisor {
             true
         });
         if changed {
-            self.status.lock().since_ms = store::now_ms();
+            let mut status = self.status.lock();
+            status.since_ms = store::now_ms();
+            // What `servers()` shows: a server reconnecting or failed always says why (the error is
+            // noted before the state moves). Checked in debug builds, where every test runs.
+            debug_assert!(
+                !matches!(state, State::Reconnecting | State::Failed) || status.last_error.is_some(),
+                "{state:?} set before the error that caused it was noted"
+            );
         }
     }
 
@@ -602,12 +609,14 @@ impl Supervisor {
         }
         let lost = current.take().expect("checked above");
         let recovering = self.shared.reconnect.is_some();
+        // Noted before the state moves: `servers()` (read from any thread) never shows a server
+        // reconnecting or failed without the error that made it so.
+        self.note_error(reason);
         // Under the lock too: a call never finds the server live without a connection.
         self.set_state(if recovering { State::Reconnecting } else { State::Failed });
         // Reported before the recovery can report anything (sending a diagnostic does not block).
         let name = &self.entry.name;
         tracing::warn!(toolset = self.shared.log_id, server = %name, code = reason.code(), "connection lost");
-        self.note_error(reason);
         let stderr_tail = lost.connection.stderr_tail().map(|tail| self.secrets.redact(&tail));
         self.keep_stderr_tail(stderr_tail.clone());
         self.shared.report(Diagnostic::ServerLost {
