@@ -375,12 +375,20 @@ test('close ends stdin, escalates to SIGTERM and SIGKILL on the whole group, and
   // Killed: gone, or a zombie left to an init that does not reap (never one of ours).
   const state = processState(grandchild);
   assert.ok(state === null || state === 'Z', `grandchild state ${state}`);
+  // The zombie may be reaped between the two reads: gone is as good as reaped by someone else.
   if (state === 'Z') assert.notEqual(ppidOf(grandchild), process.pid);
   await assert.rejects(tools.family__echo.execute({ text: 'x' }), { code: 'mcp_connection_closed' });
 });
 
+/** The parent of `pid`, or null once the process is gone (a zombie its init has just reaped). */
 function ppidOf(pid) {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  let stat;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch (error) {
+    if (error.code === 'ENOENT' || error.code === 'ESRCH') return null;
+    throw error;
+  }
   return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
 }
 
