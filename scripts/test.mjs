@@ -12,6 +12,12 @@ import { bun } from './bun.mjs';
 import { node22, node22Modules } from './node22.mjs';
 
 const root = new URL('..', import.meta.url).pathname;
+/**
+ * Test files run at once per runtime. The suites mostly wait (on servers, timers and backoffs: a Node run
+ * one file at a time keeps 2 cores a quarter busy), so four at a time cuts each runtime's wall time about
+ * threefold. Every suite must hold under that load: a test that needs a quiet machine is a bug.
+ */
+const FILES_AT_ONCE = 4;
 const suites = readdirSync(join(root, '__test__'))
   .filter((f) => f.endsWith('.test.mjs'))
   .sort()
@@ -105,21 +111,24 @@ results.push(await run('cargo test', 'cargo', ['test', '--quiet', '--no-default-
 // The JS suites share the cluster (each fleet test makes a database of its own). REQUIRED tells a suite
 // that needs Postgres and finds no URL to fail with the reason rather than start a cluster of its own.
 const pgEnv = { ...pgUrl, MCPFERRY_TEST_PG_REQUIRED: '1' };
-results.push(await run(`Node ${process.versions.node}`, process.execPath, ['--test', '--test-reporter=tap', ...suites], pgEnv));
+const nodeTest = ['--test', `--test-concurrency=${FILES_AT_ONCE}`, '--test-reporter=tap'];
+results.push(await run(`Node ${process.versions.node}`, process.execPath, [...nodeTest, ...suites], pgEnv));
 // On Node, stdio responses are read on the JS event loop; Bun reads them on an engine thread. Run the
 // stdio suites once more on Node with the engine's reader, so both paths are tested on both runtimes.
 const engineReaderSuites = ['stdio.test.mjs', 'slow-start.test.mjs'].map((f) => join('__test__', f));
 results.push(
-  await run('Node, engine reader', process.execPath, ['--test', '--test-reporter=tap', ...engineReaderSuites], {
+  await run('Node, engine reader', process.execPath, [...nodeTest, ...engineReaderSuites], {
     MCPFERRY_ENGINE_READER: '1',
   }),
 );
 const withNode22 = { MCPFERRY_NODE22_MODULES: node22Modules() };
-results.push(await run('Node 22', node22(), ['--test', '--test-reporter=tap', ...suites], { ...pgEnv, ...withNode22 }));
+results.push(await run('Node 22', node22(), [...nodeTest, ...suites], { ...pgEnv, ...withNode22 }));
 results.push(await run('conformance', process.execPath, [join(root, 'scripts', 'conformance.mjs'), node22()]));
 // The suite's server scenarios about tools, against createMcpServer (scripts/conformance-server.mjs).
 results.push(await run('conformance server', process.execPath, [join(root, 'scripts', 'conformance-server.mjs'), node22()]));
-results.push(await run('Bun', bun(), ['test', '--timeout=60000', ...suites.map((s) => `./${s}`)], { ...pgEnv, ...withNode22 }));
+results.push(
+  await run('Bun', bun(), ['test', '--timeout=60000', `--parallel=${FILES_AT_ONCE}`, ...suites.map((s) => `./${s}`)], { ...pgEnv, ...withNode22 }),
+);
 postgres.stop?.();
 // The packed package, installed into a fresh project outside the repo and used from Node 20, Node 22 and
 // Bun, CommonJS and ESM, and from TypeScript (scripts/install-test.mjs).
