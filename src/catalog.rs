@@ -14,8 +14,8 @@ pub mod shared;
 use crate::connection::{Connection, RequestOptions};
 use crate::error::{McpError, Result};
 use crate::limits::{
-    MAX_CATALOGUE_TTL_MS, MAX_JSON_DEPTH, MAX_LIST_PAGES, MAX_QUOTED_BYTES, MAX_REMOTE_TOOL_NAME_BYTES, MAX_TOOLS_PER_SERVER,
-    MAX_TOOL_DESCRIPTION_BYTES,
+    MAX_CATALOGUE_TTL_MS, MAX_JSON_DEPTH, MAX_LIST_PAGES, MAX_QUOTED_BYTES, MAX_REMOTE_TOOL_NAME_BYTES,
+    MAX_TOOLS_PER_SERVER, MAX_TOOL_DESCRIPTION_BYTES,
 };
 use crate::protocol::mcp::{self, CacheScope, ListToolsPage, PageCacheHints, ParsedToolsPage, Tool, ToolNameProbe};
 use crate::protocol::nesting;
@@ -92,7 +92,12 @@ impl CacheHints {
 /// stops and the rest are reported as left out. `modern`: the server speaks the 2026-07-28 era, whose
 /// `x-mcp-header` annotations are checked (and an invalid one costs its tool); before it they mean nothing.
 /// `identity`: the server's (kind and command or URL), which the listing's shared texts are addressed by.
-pub async fn list_tools(connection: &Connection, opts: &RequestOptions<'_>, modern: bool, identity: &str) -> Result<Listing> {
+pub async fn list_tools(
+    connection: &Connection,
+    opts: &RequestOptions<'_>,
+    modern: bool,
+    identity: &str,
+) -> Result<Listing> {
     let mut pages = Pages { modern, ..Pages::default() };
     let mut address = shared::ListingAddress::new(identity, modern);
     let mut cursor: Option<String> = None;
@@ -183,7 +188,10 @@ impl Pages {
             .filter(|parsed| self.entries + parsed.tools.len() <= MAX_TOOLS_PER_SERVER);
         let next_cursor = match one_pass {
             Some(parsed) => {
-                self.note_hints(PageCacheHints { ttl_ms: parsed.ttl_ms.as_ref(), cache_scope: parsed.cache_scope.as_ref() }, received_ms);
+                self.note_hints(
+                    PageCacheHints { ttl_ms: parsed.ttl_ms.as_ref(), cache_scope: parsed.cache_scope.as_ref() },
+                    received_ms,
+                );
                 for tool in parsed.tools {
                     self.entries += 1;
                     self.check(tool);
@@ -193,7 +201,10 @@ impl Pages {
             None => {
                 let page: ListToolsPage = serde_json::from_str(page)
                     .map_err(|e| McpError::Protocol(format!("tools/list returned a malformed result: {e}")))?;
-                self.note_hints(PageCacheHints { ttl_ms: page.ttl_ms.as_ref(), cache_scope: page.cache_scope.as_ref() }, received_ms);
+                self.note_hints(
+                    PageCacheHints { ttl_ms: page.ttl_ms.as_ref(), cache_scope: page.cache_scope.as_ref() },
+                    received_ms,
+                );
                 for raw in page.tools {
                     if self.entries == MAX_TOOLS_PER_SERVER {
                         // One entry for the lot: reporting each would let the server flood the diagnostics.
@@ -271,7 +282,8 @@ impl Pages {
             return Err(not_an_object_schema(&tool.input_schema));
         }
         // Before the name is claimed: an invalid definition does not keep a valid one of that name out.
-        let headers = if self.annotated_page { param_headers::param_headers_in(&tool.input_schema)? } else { Vec::new() };
+        let headers =
+            if self.annotated_page { param_headers::param_headers_in(&tool.input_schema)? } else { Vec::new() };
         if !self.names.insert(std::hash::BuildHasher::hash_one(&self.name_hasher, &tool.name)) {
             return Err("the server listed this tool name more than once; the first is kept".to_owned());
         }
@@ -280,7 +292,10 @@ impl Pages {
 
     fn finish(mut self) -> Listing {
         let cache = &mut self.listing.cache;
-        cache.ttl_ms = self.fresh_until_ms.map(|until| until.saturating_sub(cache.listed_at_ms).max(0) as u64).filter(|&ttl| ttl > 0);
+        cache.ttl_ms = self
+            .fresh_until_ms
+            .map(|until| until.saturating_sub(cache.listed_at_ms).max(0) as u64)
+            .filter(|&ttl| ttl > 0);
         cache.scope = if self.any_private {
             Some(CacheScope::Private)
         } else if self.any_undeclared || self.count == 0 {
@@ -413,7 +428,10 @@ mod tests {
             assert_eq!(names(&listing), ["object", "no_schema"]);
             let rejected: Vec<&Rejected> = listing.rejected.iter().filter(|r| r.tool != "tool #0").collect();
             let names: Vec<&str> = rejected.iter().map(|r| r.tool.as_str()).collect();
-            assert_eq!(names, ["string", "untyped", "empty", "nullable", "types", "enum", "const", "any_of", "array", "true"]);
+            assert_eq!(
+                names,
+                ["string", "untyped", "empty", "nullable", "types", "enum", "const", "any_of", "array", "true"]
+            );
             assert!(rejected.iter().all(|r| r.reason.contains("not an object schema")), "{rejected:?}");
             assert!(rejected[0].reason.ends_with(r#"its root has "type": "string""#), "{}", rejected[0].reason);
             assert!(rejected[1].reason.ends_with(r#"its root has no "type""#), "{}", rejected[1].reason);
@@ -487,9 +505,7 @@ mod tests {
 
     /// `valid_tool` and some invalid tools of the conformance scenario http-invalid-tool-headers.
     fn annotated_page() -> String {
-        let tool = |name: &str, property: serde_json::Value| {
-            json!({ "name": name, "inputSchema": { "type": "object", "properties": { "region": property } } })
-        };
+        let tool = |name: &str, property: serde_json::Value| json!({ "name": name, "inputSchema": { "type": "object", "properties": { "region": property } } });
         json!({ "tools": [
             tool("valid_tool", json!({ "type": "string", "x-mcp-header": "Region" })),
             tool("invalid_space_in_name", json!({ "type": "string", "x-mcp-header": "My Region" })),
@@ -511,7 +527,11 @@ mod tests {
             let rejected: Vec<&Rejected> = listing.rejected.iter().filter(|r| r.tool != "tool #0").collect();
             assert_eq!(rejected.len(), 2, "{rejected:?}");
             assert_eq!(rejected[0].tool, "invalid_space_in_name");
-            assert!(rejected[0].reason.contains("\"My Region\"") && rejected[0].reason.contains("token"), "{}", rejected[0].reason);
+            assert!(
+                rejected[0].reason.contains("\"My Region\"") && rejected[0].reason.contains("token"),
+                "{}",
+                rejected[0].reason
+            );
             assert_eq!(rejected[1].tool, "invalid_number_header");
             assert!(rejected[1].reason.contains("\"number\""), "{}", rejected[1].reason);
             assert_eq!(listing.param_headers.len(), 1, "only tools with designated parameters have an entry");
@@ -585,7 +605,11 @@ mod tests {
         }
         let mut pages = Pages::default();
         pages.accept_at(&page(&["a"], None), 1_000).unwrap();
-        assert_eq!(pages.finish().cache, CacheHints { listed_at_ms: 1_000, ttl_ms: None, scope: None }, "no hints at all");
+        assert_eq!(
+            pages.finish().cache,
+            CacheHints { listed_at_ms: 1_000, ttl_ms: None, scope: None },
+            "no hints at all"
+        );
     }
 
     #[test]
@@ -601,7 +625,13 @@ mod tests {
             let mut pages = Pages::default();
             for (i, scope) in scopes.iter().enumerate() {
                 let next = (i + 1 < scopes.len()).then(|| format!("c{i}"));
-                pages.accept_at(&hinted(&["t"], next.as_deref(), json!(1_000), scope.clone()).replace("\"t\"", &format!("\"t{i}\"")), 0).unwrap();
+                pages
+                    .accept_at(
+                        &hinted(&["t"], next.as_deref(), json!(1_000), scope.clone())
+                            .replace("\"t\"", &format!("\"t{i}\"")),
+                        0,
+                    )
+                    .unwrap();
             }
             pages.finish().cache.scope
         };

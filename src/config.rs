@@ -10,12 +10,12 @@
 use crate::error::{McpError, Result};
 use crate::guard::filter::{ServerToolFilter, ToolFilter};
 use crate::guard::headers::validate_headers;
-use reqwest::header::HeaderMap;
-use url::Url;
 use crate::limits::{DEFAULT_CONNECT_TIMEOUT_MS, DEFAULT_MAX_RESULT_BYTES, DEFAULT_TIMEOUT_MS};
+use reqwest::header::HeaderMap;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use url::Url;
 
 /// Every option `mcpTools` accepts; any other key is refused (a typo must not silently disable a guard).
 pub const OPTION_KEYS: &[&str] = &[
@@ -143,7 +143,10 @@ fn parse_reconnect(root: &Map<String, Value>) -> Result<Option<ReconnectConfig>>
     };
     const KEYS: &[&str] = &["initialDelayMs", "maxDelayMs", "maxAttempts", "waitMs", "crashLoop"];
     if let Some(key) = given.keys().find(|k| !KEYS.contains(&k.as_str())) {
-        return Err(McpError::config(format!("options.reconnect has an unknown key {key:?} (known: {})", KEYS.join(", "))));
+        return Err(McpError::config(format!(
+            "options.reconnect has an unknown key {key:?} (known: {})",
+            KEYS.join(", ")
+        )));
     }
     let at = "options.reconnect";
     let mut config = ReconnectConfig::default();
@@ -253,10 +256,18 @@ impl EnvHeader {
     /// variable, never a value.
     pub fn resolve(&self, server: &str) -> Result<reqwest::header::HeaderValue> {
         let value = std::env::var(&self.variable).map_err(|_| {
-            McpError::config(format!("server {server:?}: header {:?} comes from environment variable {}, which is not set", self.name.as_str(), self.variable))
+            McpError::config(format!(
+                "server {server:?}: header {:?} comes from environment variable {}, which is not set",
+                self.name.as_str(),
+                self.variable
+            ))
         })?;
         let mut header = reqwest::header::HeaderValue::from_str(&format!("{}{value}", self.prefix)).map_err(|_| {
-            McpError::config(format!("server {server:?}: environment variable {} has characters header {:?} cannot carry", self.variable, self.name.as_str()))
+            McpError::config(format!(
+                "server {server:?}: environment variable {} has characters header {:?} cannot carry",
+                self.variable,
+                self.name.as_str()
+            ))
         })?;
         header.set_sensitive(true);
         Ok(header)
@@ -274,9 +285,17 @@ pub enum ServerKind {
         /// Where the server's stderr goes (`stderr`).
         stderr: crate::transport::stdio::StderrMode,
     },
-    StreamableHttp { url: Url, headers: HeaderMap, oauth: Option<crate::auth::OAuthSettings> },
+    StreamableHttp {
+        url: Url,
+        headers: HeaderMap,
+        oauth: Option<crate::auth::OAuthSettings>,
+    },
     /// The legacy HTTP+SSE transport.
-    Sse { url: Url, headers: HeaderMap, oauth: Option<crate::auth::OAuthSettings> },
+    Sse {
+        url: Url,
+        headers: HeaderMap,
+        oauth: Option<crate::auth::OAuthSettings>,
+    },
 }
 
 /// Shows what an entry is, never what it carries: env values, arguments, header values and the URL's
@@ -319,7 +338,9 @@ impl ServerEntry {
     pub fn url(&self) -> Option<String> {
         match &self.kind {
             ServerKind::Stdio { .. } => None,
-            ServerKind::StreamableHttp { url, .. } | ServerKind::Sse { url, .. } => Some(crate::egress::display_url(url)),
+            ServerKind::StreamableHttp { url, .. } | ServerKind::Sse { url, .. } => {
+                Some(crate::egress::display_url(url))
+            }
         }
     }
 
@@ -336,7 +357,8 @@ impl ServerEntry {
 }
 
 pub fn parse(json: &str) -> Result<ToolsetConfig> {
-    let wire: Value = serde_json::from_str(json).map_err(|e| McpError::config(format!("options are not valid JSON: {e}")))?;
+    let wire: Value =
+        serde_json::from_str(json).map_err(|e| McpError::config(format!("options are not valid JSON: {e}")))?;
     let wire = object(&wire, "the engine's configuration")?;
     // Absent is no options; `null` (or anything but an object) is a mistake worth naming.
     let root = match wire.get("options") {
@@ -350,16 +372,22 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
     let storage = match root.get("storage") {
         None | Some(Value::Null) => false,
         Some(v) if marker(v) == Some("store") => true,
-        Some(_) => return Err(McpError::config("options.storage must be a connection store (get, list, save, remove, claimBaseline)")),
+        Some(_) => {
+            return Err(McpError::config(
+                "options.storage must be a connection store (get, list, save, remove, claimBaseline)",
+            ))
+        }
     };
     // With `auth`, the engine owns the Authorization header.
     let servers = match wire.get("servers") {
-        Some(Value::Array(items)) => items.iter().enumerate().map(|(i, v)| parse_server(i, v, callbacks.auth)).collect::<Result<Vec<_>>>()?,
+        Some(Value::Array(items)) => {
+            items.iter().enumerate().map(|(i, v)| parse_server(i, v, callbacks.auth)).collect::<Result<Vec<_>>>()?
+        }
         _ => return Err(McpError::config("servers must be an array of server entries")),
     };
-    let stderr_to_diagnostics = servers
-        .iter()
-        .position(|s| matches!(s.kind, ServerKind::Stdio { stderr: crate::transport::stdio::StderrMode::Diagnostics, .. }));
+    let stderr_to_diagnostics = servers.iter().position(|s| {
+        matches!(s.kind, ServerKind::Stdio { stderr: crate::transport::stdio::StderrMode::Diagnostics, .. })
+    });
     if let (Some(index), false) = (stderr_to_diagnostics, callbacks.on_diagnostic) {
         let name = &servers[index].name;
         return Err(McpError::config(format!(
@@ -390,7 +418,9 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
     let logs_to_diagnostics = match root.get("logs") {
         None | Some(Value::Null) => false,
         Some(Value::String(s)) if s == "diagnostics" => true,
-        Some(_) => return Err(McpError::config("options.logs must be \"diagnostics\" (engine logs as log diagnostics)")),
+        Some(_) => {
+            return Err(McpError::config("options.logs must be \"diagnostics\" (engine logs as log diagnostics)"))
+        }
     };
     if logs_to_diagnostics && !callbacks.on_diagnostic {
         return Err(McpError::config("options.logs: \"diagnostics\" needs options.onDiagnostic, which receives them"));
@@ -411,7 +441,8 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
             )?
         }
     };
-    let allowed_hosts = if callbacks.allowed_hosts_resolver { None } else { optional_strings(root, "allowedHosts", "options")? };
+    let allowed_hosts =
+        if callbacks.allowed_hosts_resolver { None } else { optional_strings(root, "allowedHosts", "options")? };
     if let Some(hosts) = &allowed_hosts {
         crate::guard::hosts::HostGuard::new(hosts)?;
     }
@@ -431,13 +462,15 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         Some(v) if marker(v) == Some("signal") => {}
         Some(_) => return Err(McpError::config("options.signal must be an AbortSignal")),
     }
-    let authorization_timeout_ms =
-        optional_positive_integer(root, "authorizationTimeoutMs", "options")?.unwrap_or(crate::limits::DEFAULT_AUTHORIZATION_TIMEOUT_MS);
+    let authorization_timeout_ms = optional_positive_integer(root, "authorizationTimeoutMs", "options")?
+        .unwrap_or(crate::limits::DEFAULT_AUTHORIZATION_TIMEOUT_MS);
     let elicitation_modes = parse_elicitation_modes(root, callbacks.elicit)?;
     let reconnect = parse_reconnect(root)?;
     let server_log_level = match root.get("serverLogLevel") {
         None | Some(Value::Null) => None,
-        Some(Value::String(name)) if crate::server_log::Level::parse(name).is_some() => crate::server_log::Level::parse(name),
+        Some(Value::String(name)) if crate::server_log::Level::parse(name).is_some() => {
+            crate::server_log::Level::parse(name)
+        }
         Some(_) => {
             return Err(McpError::config(format!(
                 "options.serverLogLevel must be one of {}",
@@ -446,7 +479,9 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         }
     };
     if server_log_level.is_some() && !callbacks.on_diagnostic {
-        return Err(McpError::config("options.serverLogLevel needs options.onDiagnostic, which receives the server-log diagnostics"));
+        return Err(McpError::config(
+            "options.serverLogLevel needs options.onDiagnostic, which receives the server-log diagnostics",
+        ));
     }
     let expose_skills = flag(root, "exposeSkills", false)?;
     let apps = flag(root, "apps", false)?;
@@ -490,7 +525,9 @@ fn parse_elicitation_modes(root: &Map<String, Value>, elicit: bool) -> Result<cr
         return Ok(crate::elicitation::Modes::default());
     };
     if !elicit {
-        return Err(McpError::config("options.elicitationModes needs options.onElicitation, which answers the elicitations"));
+        return Err(McpError::config(
+            "options.elicitationModes needs options.onElicitation, which answers the elicitations",
+        ));
     }
     let mut modes = crate::elicitation::Modes { form: false, url: false };
     let names = given.as_array().filter(|names| !names.is_empty());
@@ -498,7 +535,11 @@ fn parse_elicitation_modes(root: &Map<String, Value>, elicit: bool) -> Result<cr
         match name.as_str() {
             Some("form") => modes.form = true,
             Some("url") => modes.url = true,
-            _ => return Err(McpError::config("options.elicitationModes must be a non-empty array of \"form\" and \"url\"")),
+            _ => {
+                return Err(McpError::config(
+                    "options.elicitationModes must be a non-empty array of \"form\" and \"url\"",
+                ))
+            }
         }
     }
     if !modes.form && !modes.url {
@@ -522,17 +563,22 @@ fn is_function(value: Option<&Value>) -> Option<bool> {
 }
 
 fn parse_callbacks(root: &Map<String, Value>) -> Result<CallbackOptions> {
-    let on_diagnostic = is_function(root.get("onDiagnostic")).ok_or_else(|| McpError::config("options.onDiagnostic must be a function"))?;
-    let auth = is_function(root.get("auth"))
-        .ok_or_else(|| McpError::config("options.auth must be a function (server, { session }) => Promise<{ token }>"))?;
+    let on_diagnostic = is_function(root.get("onDiagnostic"))
+        .ok_or_else(|| McpError::config("options.onDiagnostic must be a function"))?;
+    let auth = is_function(root.get("auth")).ok_or_else(|| {
+        McpError::config("options.auth must be a function (server, { session }) => Promise<{ token }>")
+    })?;
     let allowed_hosts_resolver = matches!(root.get("allowedHosts"), Some(v) if marker(v) == Some("function"));
     let elicit = is_function(root.get("onElicitation")).ok_or_else(|| {
-        McpError::config("options.onElicitation must be a function (request, { server, session }) => { action, content? }")
+        McpError::config(
+            "options.onElicitation must be a function (request, { server, session }) => { action, content? }",
+        )
     })?;
     let (decide, ask) = match root.get("policy") {
         None | Some(Value::Null) => (false, false),
         Some(Value::Object(policy)) if is_function(policy.get("decide")) == Some(true) => {
-            let ask = is_function(policy.get("ask")).ok_or_else(|| McpError::config("options.policy.ask must be a function"))?;
+            let ask = is_function(policy.get("ask"))
+                .ok_or_else(|| McpError::config("options.policy.ask must be a function"))?;
             (true, ask)
         }
         Some(_) => return Err(McpError::config("options.policy must be an object with a decide(request) function")),
@@ -546,8 +592,8 @@ fn parse_callbacks(root: &Map<String, Value>) -> Result<CallbackOptions> {
     if allowed_hosts_resolver && !session {
         return Err(McpError::config("an options.allowedHosts resolver requires session"));
     }
-    let authorization_url =
-        is_function(root.get("onAuthorizationUrl")).ok_or_else(|| McpError::config("options.onAuthorizationUrl must be a function (url, info) => void"))?;
+    let authorization_url = is_function(root.get("onAuthorizationUrl"))
+        .ok_or_else(|| McpError::config("options.onAuthorizationUrl must be a function (url, info) => void"))?;
     Ok(CallbackOptions { on_diagnostic, auth, allowed_hosts_resolver, decide, ask, authorization_url, elicit })
 }
 
@@ -568,9 +614,15 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
     let kind = match entry.get("type").and_then(Value::as_str) {
         Some("stdio") => {
             if entry.contains_key("oauth") {
-                return Err(McpError::config(format!("{at}.oauth: OAuth is for HTTP servers; a stdio server gets its credentials from env")));
+                return Err(McpError::config(format!(
+                    "{at}.oauth: OAuth is for HTTP servers; a stdio server gets its credentials from env"
+                )));
             }
-            allow_keys(entry, &at, &["name", "type", "enabled", "command", "args", "env", "cwd", "root", "tools", "stderr"])?;
+            allow_keys(
+                entry,
+                &at,
+                &["name", "type", "enabled", "command", "args", "env", "cwd", "root", "tools", "stderr"],
+            )?;
             let command = match entry.get("command") {
                 Some(Value::String(s)) if !s.is_empty() => s.clone(),
                 _ => return Err(McpError::config(format!("{at}.command must be a non-empty string"))),
@@ -581,10 +633,14 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
                 Some(env) => object(env, &format!("{at}.env"))?
                     .iter()
                     .map(|(k, v)| match v {
-                        Value::String(s) if !k.is_empty() && !k.contains('=') && !k.contains('\0') && !s.contains('\0') => {
+                        Value::String(s)
+                            if !k.is_empty() && !k.contains('=') && !k.contains('\0') && !s.contains('\0') =>
+                        {
                             Ok((k.clone(), s.clone()))
                         }
-                        _ => Err(McpError::config(format!("{at}.env[{k:?}] must be a string variable with a valid name"))),
+                        _ => Err(McpError::config(format!(
+                            "{at}.env[{k:?}] must be a string variable with a valid name"
+                        ))),
                     })
                     .collect::<Result<_>>()?,
             };
@@ -608,7 +664,11 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
             ServerKind::Stdio { command, args, env, cwd, root, stderr }
         }
         Some(kind @ ("streamable-http" | "sse")) => {
-            allow_keys(entry, &at, &["name", "type", "enabled", "url", "headers", "oauth", "tools", "headersFromEnv", "bearerTokenEnv"])?;
+            allow_keys(
+                entry,
+                &at,
+                &["name", "type", "enabled", "url", "headers", "oauth", "tools", "headersFromEnv", "bearerTokenEnv"],
+            )?;
             let url = match entry.get("url") {
                 Some(Value::String(s)) => parse_url(s, &at)?,
                 _ => return Err(McpError::config(format!("{at}.url must be a string"))),
@@ -632,7 +692,9 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
                 )));
             }
             if oauth.is_some() && headers.contains_key(reqwest::header::AUTHORIZATION) {
-                return Err(McpError::config(format!("{at}: a static \"Authorization\" header cannot be combined with oauth")));
+                return Err(McpError::config(format!(
+                    "{at}: a static \"Authorization\" header cannot be combined with oauth"
+                )));
             }
             if kind == "sse" {
                 ServerKind::Sse { url, headers, oauth }
@@ -669,7 +731,11 @@ fn parse_env_headers(entry: &Map<String, Value>, at: &str, kind: &ServerKind, au
         for (header, variable) in object(given, &format!("{at}.headersFromEnv"))? {
             match variable {
                 Value::String(v) if is_variable_name(v) => names.insert(header.clone(), Value::String(v.clone())),
-                _ => return Err(McpError::config(format!("{at}.headersFromEnv[{header:?}] must be an environment variable name"))),
+                _ => {
+                    return Err(McpError::config(format!(
+                        "{at}.headersFromEnv[{header:?}] must be an environment variable name"
+                    )))
+                }
             };
         }
     }
@@ -680,26 +746,41 @@ fn parse_env_headers(entry: &Map<String, Value>, at: &str, kind: &ServerKind, au
     };
     // The names pass the static headers' checks (variable names stand in for the values).
     let mut checked = validate_headers(at, &names).map_err(|e| match e {
-        McpError::ConfigInvalid(message) => McpError::config(message.replacen(&format!("{at}.headers:"), &format!("{at}.headersFromEnv:"), 1)),
+        McpError::ConfigInvalid(message) => {
+            McpError::config(message.replacen(&format!("{at}.headers:"), &format!("{at}.headersFromEnv:"), 1))
+        }
         other => other,
     })?;
     let (ServerKind::StreamableHttp { headers, oauth, .. } | ServerKind::Sse { headers, oauth, .. }) = kind else {
         return Ok(Vec::new());
     };
     if let Some(variable) = bearer {
-        checked.insert(reqwest::header::AUTHORIZATION, reqwest::header::HeaderValue::from_str(&variable).expect("a variable name is a valid value"));
+        checked.insert(
+            reqwest::header::AUTHORIZATION,
+            reqwest::header::HeaderValue::from_str(&variable).expect("a variable name is a valid value"),
+        );
     }
     let mut resolved = Vec::new();
     for (name, variable) in checked.iter() {
         let authorization = name == reqwest::header::AUTHORIZATION;
         if headers.contains_key(name) {
-            return Err(McpError::config(format!("{at}: header {:?} is configured both as a value and from the environment", name.as_str())));
+            return Err(McpError::config(format!(
+                "{at}: header {:?} is configured both as a value and from the environment",
+                name.as_str()
+            )));
         }
         if authorization && (auth || oauth.is_some()) {
-            return Err(McpError::config(format!("{at}: \"Authorization\" from the environment cannot be combined with the auth option or oauth")));
+            return Err(McpError::config(format!(
+                "{at}: \"Authorization\" from the environment cannot be combined with the auth option or oauth"
+            )));
         }
         let variable = variable.to_str().expect("checked as a variable name").to_owned();
-        let prefix = if authorization && entry.get("bearerTokenEnv").and_then(Value::as_str) == Some(variable.as_str()) { "Bearer " } else { "" };
+        let prefix = if authorization && entry.get("bearerTokenEnv").and_then(Value::as_str) == Some(variable.as_str())
+        {
+            "Bearer "
+        } else {
+            ""
+        };
         resolved.push(EnvHeader { name: name.clone(), variable, prefix });
     }
     Ok(resolved)
@@ -723,9 +804,10 @@ pub(crate) fn check_server_name(name: &str, at: &str) -> Result<()> {
 
 /// An environment variable name as shells accept it: letters, digits and `_`, not starting with a digit.
 pub(crate) fn is_variable_name(name: &str) -> bool {
-    !name.is_empty() && !name.starts_with(|c: char| c.is_ascii_digit()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
-
 
 fn parse_disclosure(root: &Map<String, Value>) -> Result<DisclosureConfig> {
     use crate::projection::disclosure::{Budget, DEFAULT_CONTEXT_WINDOW_TOKENS, DEFAULT_DISCLOSURE_BUDGET_TOKENS};
@@ -744,7 +826,9 @@ fn parse_disclosure(root: &Map<String, Value>) -> Result<DisclosureConfig> {
         Some(Value::String(s)) if s == "auto" => Budget::Auto { context_window_tokens: window },
         Some(v) => match v.as_u64() {
             Some(n) => Budget::Tokens(n as usize),
-            None => return Err(McpError::config("options.disclosure.budget must be a non-negative integer or \"auto\"")),
+            None => {
+                return Err(McpError::config("options.disclosure.budget must be a non-negative integer or \"auto\""))
+            }
         },
     };
     let always_load = optional_strings(disclosure, "alwaysLoad", "options.disclosure")?.unwrap_or_default();
@@ -810,11 +894,16 @@ mod tests {
 
     #[test]
     fn parses_a_stdio_entry_with_defaults() {
-        let cfg = parse(r#"{"servers":[{"name":"a","type":"stdio","command":"node","args":["s.js"],"env":{"K":"v"}}]}"#).unwrap();
+        let cfg =
+            parse(r#"{"servers":[{"name":"a","type":"stdio","command":"node","args":["s.js"],"env":{"K":"v"}}]}"#)
+                .unwrap();
         assert_eq!(cfg.timeout_ms, DEFAULT_TIMEOUT_MS);
         assert_eq!(cfg.connect_timeout_ms, DEFAULT_CONNECT_TIMEOUT_MS);
         assert_eq!(parse(r#"{"servers":[],"timeoutMs":300}"#).unwrap().connect_timeout_ms, 300);
-        assert_eq!(parse(r#"{"servers":[],"timeoutMs":300,"connectTimeoutMs":5000}"#).unwrap().connect_timeout_ms, 5000);
+        assert_eq!(
+            parse(r#"{"servers":[],"timeoutMs":300,"connectTimeoutMs":5000}"#).unwrap().connect_timeout_ms,
+            5000
+        );
         assert_eq!(cfg.max_result_bytes, DEFAULT_MAX_RESULT_BYTES);
         assert!(cfg.servers[0].enabled);
         assert_eq!(cfg.disclosure.budget_tokens, 20_000);
@@ -829,12 +918,24 @@ mod tests {
     fn names_the_entry_and_field_that_is_wrong() {
         let cases = [
             (r#"{"servers":{}}"#, "servers must be an array"),
-            (r#"{"servers":[{"name":"a","type":"stdio","command":"x","stderr":"file"}]}"#, r#".stderr must be one of "pipe", "diagnostics", "inherit", "ignore""#),
-            (r#"{"servers":[{"name":"a","type":"stdio","command":"x","stderr":"diagnostics"}]}"#, ".stderr: \"diagnostics\" needs options.onDiagnostic"),
-            (r#"{"servers":[{"name":"a","type":"sse","url":"http://h/","stderr":"pipe"}]}"#, "has an unknown field \"stderr\""),
+            (
+                r#"{"servers":[{"name":"a","type":"stdio","command":"x","stderr":"file"}]}"#,
+                r#".stderr must be one of "pipe", "diagnostics", "inherit", "ignore""#,
+            ),
+            (
+                r#"{"servers":[{"name":"a","type":"stdio","command":"x","stderr":"diagnostics"}]}"#,
+                ".stderr: \"diagnostics\" needs options.onDiagnostic",
+            ),
+            (
+                r#"{"servers":[{"name":"a","type":"sse","url":"http://h/","stderr":"pipe"}]}"#,
+                "has an unknown field \"stderr\"",
+            ),
             (r#"{"servers":[{"type":"stdio","command":"x"}]}"#, "servers[0].name"),
             (r#"{"servers":[{"name":"a","type":"ftp"}]}"#, "\"ftp\" is unknown"),
-            (r#"{"servers":[{"name":"a\u001b]52;c;aGk=\u0007","type":"stdio","command":"x"}]}"#, "servers[0].name: a server name has a control character (U+001B, character 2)"),
+            (
+                r#"{"servers":[{"name":"a\u001b]52;c;aGk=\u0007","type":"stdio","command":"x"}]}"#,
+                "servers[0].name: a server name has a control character (U+001B, character 2)",
+            ),
             (r#"{"servers":[{"name":"a\u009b2J","type":"stdio","command":"x"}]}"#, "(U+009B, character 2)"),
             (r#"{"servers":[{"name":"ab\u202ec","type":"stdio","command":"x"}]}"#, "(U+202E, character 3)"),
             (r#"{"servers":[{"name":"a\u007f","type":"stdio","command":"x"}]}"#, "(U+007F, character 2)"),
@@ -844,22 +945,46 @@ mod tests {
             (r#"{"servers":[{"name":"\ufeffa","type":"stdio","command":"x"}]}"#, "(U+FEFF, character 1)"),
             (r#"{"servers":[{"name":"a\udb40\udc41","type":"stdio","command":"x"}]}"#, "(U+E0041, character 2)"),
             (r#"{"servers":[{"name":"a","type":"stdio"}]}"#, "command must be"),
-            (r#"{"servers":[{"name":"a","type":"stdio","command":"x","args":[1]}]}"#, "args must be an array of strings"),
+            (
+                r#"{"servers":[{"name":"a","type":"stdio","command":"x","args":[1]}]}"#,
+                "args must be an array of strings",
+            ),
             (r#"{"servers":[{"name":"a","type":"stdio","command":"x","env":{"A":1}}]}"#, "env[\"A\"]"),
             (r#"{"servers":[{"name":"a","type":"stdio","command":"x","extra":1}]}"#, "unknown field \"extra\""),
             (r#"{"servers":[],"timeoutMs":-5}"#, "timeoutMs must be a positive integer"),
             (r#"{"servers":[],"connectTimeoutMs":0}"#, "connectTimeoutMs must be a positive integer"),
-            (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","headers":{"X-K":"v"},"headersFromEnv":{"X-K":"V"}}]}"#, "both as a value and from the environment"),
-            (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","bearerTokenEnv":"V","oauth":true}]}"#, "cannot be combined with the auth option or oauth"),
-            (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","bearerTokenEnv":"not a name"}]}"#, "bearerTokenEnv must be an environment variable name"),
-            (r#"{"servers":[{"name":"s","type":"stdio","command":"x","tools":{"allow":"a"}}]}"#, "tools.allow must be an array of strings"),
-            (r#"{"servers":[{"name":"s","type":"stdio","command":"x","tools":{"deny":["a"]}}]}"#, "tools has an unknown field \"deny\""),
+            (
+                r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","headers":{"X-K":"v"},"headersFromEnv":{"X-K":"V"}}]}"#,
+                "both as a value and from the environment",
+            ),
+            (
+                r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","bearerTokenEnv":"V","oauth":true}]}"#,
+                "cannot be combined with the auth option or oauth",
+            ),
+            (
+                r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","bearerTokenEnv":"not a name"}]}"#,
+                "bearerTokenEnv must be an environment variable name",
+            ),
+            (
+                r#"{"servers":[{"name":"s","type":"stdio","command":"x","tools":{"allow":"a"}}]}"#,
+                "tools.allow must be an array of strings",
+            ),
+            (
+                r#"{"servers":[{"name":"s","type":"stdio","command":"x","tools":{"deny":["a"]}}]}"#,
+                "tools has an unknown field \"deny\"",
+            ),
             (r#"{"servers":[],"onDegraded":"explode"}"#, "onDegraded must be"),
             (r#"{"servers":[],"warnings":"off"}"#, "warnings must be a boolean"),
             (r#"{"servers":[],"logs":"stderr"}"#, "logs must be"),
             (r#"{"servers":[],"logs":"diagnostics"}"#, "needs options.onDiagnostic"),
-            (r#"{"servers":[],"serverLogLevel":"warn","onDiagnostic":{"$mcpferry":"function"}}"#, "serverLogLevel must be one of \"debug\""),
-            (r#"{"servers":[],"serverLogLevel":3,"onDiagnostic":{"$mcpferry":"function"}}"#, "serverLogLevel must be one of"),
+            (
+                r#"{"servers":[],"serverLogLevel":"warn","onDiagnostic":{"$mcpferry":"function"}}"#,
+                "serverLogLevel must be one of \"debug\"",
+            ),
+            (
+                r#"{"servers":[],"serverLogLevel":3,"onDiagnostic":{"$mcpferry":"function"}}"#,
+                "serverLogLevel must be one of",
+            ),
             (r#"{"servers":[],"serverLogLevel":"debug"}"#, "serverLogLevel needs options.onDiagnostic"),
             (r#"{"servers":[],"exposeSkills":"yes"}"#, "options.exposeSkills must be a boolean"),
             (r#"{"servers":[],"apps":1}"#, "options.apps must be a boolean"),
@@ -869,14 +994,35 @@ mod tests {
             (r#"{"servers":[{"name":"h","type":"sse","url":"ftp://x/"}]}"#, "http:// or https://"),
             (r#"{"servers":[{"name":"h","type":"streamable-http","url":"not a url"}]}"#, "not a valid URL"),
             (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","command":"y"}]}"#, "unknown field"),
-            (r#"{"servers":[{"name":"h","type":"sse","url":"http://good.example@evil.test/"}]}"#, "must not carry credentials"),
-            (r#"{"auth":{"$mcpferry":"function"},"session":{"$mcpferry":"value"},"servers":[{"name":"h","type":"sse","url":"http://x/","headers":{"authorization":"Bearer t0ken-value"}}]}"#, "set by the auth option"),
-            (r#"{"auth":{"$mcpferry":"function"},"session":{"$mcpferry":"value"},"servers":[{"name":"h","type":"streamable-http","url":"http://x/","oauth":true}]}"#, "use one or the other"),
-            (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","headers":{"Authorization":"Bearer t0ken-value"},"oauth":true}]}"#, "cannot be combined with oauth"),
+            (
+                r#"{"servers":[{"name":"h","type":"sse","url":"http://good.example@evil.test/"}]}"#,
+                "must not carry credentials",
+            ),
+            (
+                r#"{"auth":{"$mcpferry":"function"},"session":{"$mcpferry":"value"},"servers":[{"name":"h","type":"sse","url":"http://x/","headers":{"authorization":"Bearer t0ken-value"}}]}"#,
+                "set by the auth option",
+            ),
+            (
+                r#"{"auth":{"$mcpferry":"function"},"session":{"$mcpferry":"value"},"servers":[{"name":"h","type":"streamable-http","url":"http://x/","oauth":true}]}"#,
+                "use one or the other",
+            ),
+            (
+                r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","headers":{"Authorization":"Bearer t0ken-value"},"oauth":true}]}"#,
+                "cannot be combined with oauth",
+            ),
             (r#"{"servers":[{"name":"s","type":"stdio","command":"x","oauth":true}]}"#, "OAuth is for HTTP servers"),
-            (r#"{"servers":[{"name":"h","type":"sse","url":"http://x/","oauth":{"grant":"implicit"}}]}"#, "grant \"implicit\" is unknown"),
-            (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","headers":{"Mcp-Method":"tools/list"}}]}"#, "set by the MCP transport"),
-            (r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","headers":{"Mcp-Param-Region":"eu"}}]}"#, "set by the MCP transport"),
+            (
+                r#"{"servers":[{"name":"h","type":"sse","url":"http://x/","oauth":{"grant":"implicit"}}]}"#,
+                "grant \"implicit\" is unknown",
+            ),
+            (
+                r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","headers":{"Mcp-Method":"tools/list"}}]}"#,
+                "set by the MCP transport",
+            ),
+            (
+                r#"{"servers":[{"name":"h","type":"streamable-http","url":"http://x/","headers":{"Mcp-Param-Region":"eu"}}]}"#,
+                "set by the MCP transport",
+            ),
             (r#"{"servers":[],"tokenStore":{"get":1}}"#, "options.tokenStore must be a token store"),
             (r#"{"servers":[],"onAuthorizationUrl":"open"}"#, "onAuthorizationUrl must be a function"),
             (r#"{"servers":[],"authorizationTimeoutMs":0}"#, "authorizationTimeoutMs must be a positive integer"),
@@ -893,7 +1039,10 @@ mod tests {
             (r#"{"servers":[],"allowedHosts":{"$mcpferry":"function"}}"#, "resolver requires session"),
             (r#"{"servers":[],"allowedHosts":"a.test"}"#, "allowedHosts must be an array"),
             (r#"{"servers":[],"policy":{"ask":{"$mcpferry":"function"}}}"#, "policy must be an object with a decide"),
-            (r#"{"servers":[],"policy":{"decide":{"$mcpferry":"function"},"ask":true}}"#, "policy.ask must be a function"),
+            (
+                r#"{"servers":[],"policy":{"decide":{"$mcpferry":"function"},"ask":true}}"#,
+                "policy.ask must be a function",
+            ),
             (r#"{"servers":[],"storage":{"get":1}}"#, "storage must be a connection store"),
             (r#"{"servers":[{"name":{"$mcpferry":"function"},"type":"stdio","command":"x"}]}"#, "servers[0].name"),
             (r#"{"servers":[null]}"#, "servers[0] must be an object"),
@@ -921,7 +1070,15 @@ mod callback_tests {
             r#"{{"servers":[],"options":{{"onDiagnostic":{f},"auth":{f},"allowedHosts":{f},"session":{{"$mcpferry":"value"}},"policy":{{"decide":{f},"ask":{f}}},"storage":{{"$mcpferry":"store"}}}}}}"#
         );
         let config = parse(&json).unwrap();
-        let all = CallbackOptions { on_diagnostic: true, auth: true, allowed_hosts_resolver: true, decide: true, ask: true, elicit: false, authorization_url: false };
+        let all = CallbackOptions {
+            on_diagnostic: true,
+            auth: true,
+            allowed_hosts_resolver: true,
+            decide: true,
+            ask: true,
+            elicit: false,
+            authorization_url: false,
+        };
         assert_eq!(config.callbacks, all);
         assert!(config.storage);
         assert_eq!(config.allowed_hosts, None);
@@ -942,9 +1099,20 @@ mod callback_tests {
         assert_eq!(config.elicitation_modes, Modes { form: true, url: false });
         assert!(config.callbacks.check_elicitation_given(true).is_ok());
         assert!(config.callbacks.check_elicitation_given(false).is_err());
-        assert_eq!(modes(r#","elicitationModes":["form","url"]"#).unwrap().elicitation_modes, Modes { form: true, url: true });
-        assert_eq!(modes(r#","elicitationModes":["url"]"#).unwrap().elicitation_modes, Modes { form: false, url: true });
-        for bad in [r#","elicitationModes":[]"#, r#","elicitationModes":["sms"]"#, r#","elicitationModes":"url""#, r#","elicitationModes":[1]"#] {
+        assert_eq!(
+            modes(r#","elicitationModes":["form","url"]"#).unwrap().elicitation_modes,
+            Modes { form: true, url: true }
+        );
+        assert_eq!(
+            modes(r#","elicitationModes":["url"]"#).unwrap().elicitation_modes,
+            Modes { form: false, url: true }
+        );
+        for bad in [
+            r#","elicitationModes":[]"#,
+            r#","elicitationModes":["sms"]"#,
+            r#","elicitationModes":"url""#,
+            r#","elicitationModes":[1]"#,
+        ] {
             let error = modes(bad).unwrap_err().to_string();
             assert!(error.contains("non-empty array"), "{bad}: {error}");
         }
@@ -958,7 +1126,10 @@ mod callback_tests {
     #[test]
     fn validation_options_default_on_and_take_booleans() {
         use crate::schema::tool::ValidationConfig;
-        assert_eq!(parse(r#"{"servers":[]}"#).unwrap().validation, ValidationConfig { arguments: true, results: true, expose_server_errors: true });
+        assert_eq!(
+            parse(r#"{"servers":[]}"#).unwrap().validation,
+            ValidationConfig { arguments: true, results: true, expose_server_errors: true }
+        );
         let off = parse(r#"{"servers":[],"options":{"validateArguments":false,"validateResults":false,"exposeServerErrors":false}}"#).unwrap();
         assert_eq!(off.validation, ValidationConfig { arguments: false, results: false, expose_server_errors: false });
         for key in ["validateArguments", "validateResults", "exposeServerErrors"] {

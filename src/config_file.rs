@@ -34,8 +34,8 @@ use serde_json::{json, Map, Value};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io::Read;
-use std::rc::Rc;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 /// How a file is loaded: where it is (for `${workspaceFolder}` and a relative `envFile`), what the
 /// home and current directories are, and whether an unknown key is an error.
@@ -137,7 +137,12 @@ const TOML_KEYS: &[(&str, Meaning)] = &[
     ("startup_timeout_sec", NotApplied(TIMEOUTS)),
     ("startup_timeout_ms", NotApplied(TIMEOUTS)),
     ("tool_timeout_sec", NotApplied(TIMEOUTS)),
-    ("required", NotApplied("a server that cannot start is reported as degraded: pass onDegraded: 'throw' to mcpTools to fail instead")),
+    (
+        "required",
+        NotApplied(
+            "a server that cannot start is reported as degraded: pass onDegraded: 'throw' to mcpTools to fail instead",
+        ),
+    ),
     ("experimental_environment", NotApplied("servers start on this machine")),
     ("oauth", NotApplied(OAUTH)),
     ("scopes", NotApplied(OAUTH)),
@@ -154,7 +159,14 @@ const APPROVE: &str = "approve";
 /// Returns `{ "servers": [entry, ...], "disabled": [name, ...], "warnings": [message, ...] }`: every
 /// entry (disabled ones with `enabled: false`, so they show as disabled and nothing is started), in file order.
 pub fn load(text: &str, source: &str, format: &str, options: &LoadOptions) -> Result<String> {
-    let mut report = Report { source, strict: options.strict, resolve: options.resolve, warnings: Vec::new(), unknown: Vec::new(), unresolved: Map::new() };
+    let mut report = Report {
+        source,
+        strict: options.strict,
+        resolve: options.resolve,
+        warnings: Vec::new(),
+        unknown: Vec::new(),
+        unresolved: Map::new(),
+    };
     let servers = match format {
         "json" => {
             let root: Value =
@@ -165,20 +177,30 @@ pub fn load(text: &str, source: &str, format: &str, options: &LoadOptions) -> Re
             // The message and line only: the parser's snippet of the line could show a secret value.
             let table: toml::Table = toml::from_str(text).map_err(|e| {
                 let line = e.span().map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
-                McpError::config(format!("{source}: not valid TOML{}: {}", line.map(|l| format!(" (line {l})")).unwrap_or_default(), e.message().trim()))
+                McpError::config(format!(
+                    "{source}: not valid TOML{}: {}",
+                    line.map(|l| format!(" (line {l})")).unwrap_or_default(),
+                    e.message().trim()
+                ))
             })?;
             let root = serde_json::to_value(table).map_err(|e| McpError::config(format!("{source}: {e}")))?;
             toml_servers(&root, &mut report)?
         }
-        other => return Err(McpError::config(format!("{source}: unknown configuration format {other:?} (json or toml)"))),
+        other => {
+            return Err(McpError::config(format!("{source}: unknown configuration format {other:?} (json or toml)")))
+        }
     };
     if report.strict && !report.unknown.is_empty() {
         return Err(McpError::config(report.unknown.join("; ")));
     }
     if !options.resolve {
         // Unresolved values are not what the entries will hold: they are checked when loaded for use.
-        let disabled: Vec<&Value> = servers.iter().filter(|s| s["enabled"] == Value::Bool(false)).map(|s| &s["name"]).collect();
-        return Ok(json!({ "servers": servers, "disabled": disabled, "warnings": [], "unresolved": report.unresolved }).to_string());
+        let disabled: Vec<&Value> =
+            servers.iter().filter(|s| s["enabled"] == Value::Bool(false)).map(|s| &s["name"]).collect();
+        return Ok(
+            json!({ "servers": servers, "disabled": disabled, "warnings": [], "unresolved": report.unresolved })
+                .to_string(),
+        );
     }
     // The same checks as mcpTools, so a bad entry is reported against this file now, not later.
     let wire = json!({ "servers": servers });
@@ -186,7 +208,8 @@ pub fn load(text: &str, source: &str, format: &str, options: &LoadOptions) -> Re
         McpError::ConfigInvalid(message) => McpError::config(format!("{source}: {message}")),
         other => other,
     })?;
-    let disabled: Vec<&Value> = servers.iter().filter(|s| s["enabled"] == Value::Bool(false)).map(|s| &s["name"]).collect();
+    let disabled: Vec<&Value> =
+        servers.iter().filter(|s| s["enabled"] == Value::Bool(false)).map(|s| &s["name"]).collect();
     let mut warnings = report.unknown.iter().map(|u| format!("{u}, which is ignored")).collect::<Vec<_>>();
     warnings.extend(report.warnings);
     Ok(json!({ "servers": servers, "disabled": disabled, "warnings": warnings }).to_string())
@@ -267,7 +290,10 @@ fn unknown_keys<'k>(entry: &Map<String, Value>, known: impl Iterator<Item = &'k 
         .filter(|key| !known.clone().any(|k| k == key))
         .enumerate()
         // A "did you mean" for the first few only: a file with thousands of unknown keys is not a typo.
-        .map(|(i, key)| Unknown { key: key.clone(), nearest: if i < MAX_DID_YOU_MEAN_KEYS { nearest(key, known.clone().copied()) } else { None } })
+        .map(|(i, key)| Unknown {
+            key: key.clone(),
+            nearest: if i < MAX_DID_YOU_MEAN_KEYS { nearest(key, known.clone().copied()) } else { None },
+        })
         .collect()
 }
 
@@ -327,13 +353,17 @@ fn distance(a: &[char], b: &[char]) -> usize {
 fn root_typo(root: &Map<String, Value>, wanted: &[&'static str]) -> String {
     root.keys()
         .take(MAX_DID_YOU_MEAN_KEYS)
-        .find_map(|key| nearest(key, wanted.iter().copied()).map(|near| format!(" (the file has {}: did you mean {near:?}?)", shown(key))))
+        .find_map(|key| {
+            nearest(key, wanted.iter().copied())
+                .map(|near| format!(" (the file has {}: did you mean {near:?}?)", shown(key)))
+        })
         .unwrap_or_default()
 }
 
 fn json_servers(root: &Value, vars: &Vars, report: &mut Report) -> Result<Vec<Value>> {
     let source = report.source;
-    let root = root.as_object().ok_or_else(|| McpError::config(format!("{source}: the file must hold a JSON object")))?;
+    let root =
+        root.as_object().ok_or_else(|| McpError::config(format!("{source}: the file must hold a JSON object")))?;
     let (key, servers) = match (root.get("mcpServers"), root.get("servers")) {
         (Some(servers), _) => ("mcpServers", servers),
         (None, Some(servers)) => ("servers", servers),
@@ -342,11 +372,14 @@ fn json_servers(root: &Value, vars: &Vars, report: &mut Report) -> Result<Vec<Va
             return Err(McpError::config(format!("{source}: no \"mcpServers\" (or VS Code \"servers\") object{typo}")));
         }
     };
-    let servers = servers.as_object().ok_or_else(|| McpError::config(format!("{source}: {key} must be an object of named servers")))?;
+    let servers = servers
+        .as_object()
+        .ok_or_else(|| McpError::config(format!("{source}: {key} must be an object of named servers")))?;
     servers
         .iter()
         .map(|(name, entry)| {
-            crate::config::check_server_name(name, &format!("{source}: {key}")).and_then(|()| json_entry(name, entry, &format!("{key}.{name}"), vars, report))
+            crate::config::check_server_name(name, &format!("{source}: {key}"))
+                .and_then(|()| json_entry(name, entry, &format!("{key}.{name}"), vars, report))
         })
         .collect()
 }
@@ -393,10 +426,14 @@ fn json_entry(name: &str, entry: &Value, at: &str, vars: &Vars, report: &mut Rep
             if !resolve {
                 report.would_read(name, "envFile", written.clone());
             } else {
-                let Value::String(file) = expand(written, "envFile")? else { return Err(McpError::config(format!("{at} must be a string (a path)"))) };
+                let Value::String(file) = expand(written, "envFile")? else {
+                    return Err(McpError::config(format!("{at} must be a string (a path)")));
+                };
                 // Messages show the path as written: what `${…}` expanded to may be a secret.
                 let written = written.as_str().unwrap_or_default();
-                env.extend(vars.read_env_file(&file, written, &at)?.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))));
+                env.extend(
+                    vars.read_env_file(&file, written, &at)?.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))),
+                );
             }
         }
         match given("env") {
@@ -436,10 +473,16 @@ fn tool_patterns(value: &Value, at: &str) -> Result<Value> {
 fn transport(entry: &Map<String, Value>, at: &str) -> Result<&'static str> {
     let has = |field: &str| entry.get(field).is_some_and(|v| !v.is_null());
     let inferred = match (has("command"), has("url")) {
-        (true, true) => return Err(McpError::config(format!("{at} has both command and url: one server is either a process or a URL"))),
+        (true, true) => {
+            return Err(McpError::config(format!(
+                "{at} has both command and url: one server is either a process or a URL"
+            )))
+        }
         (true, false) => "stdio",
         (false, true) => "streamable-http",
-        (false, false) => return Err(McpError::config(format!("{at} needs a command (a stdio server) or a url (an HTTP server)"))),
+        (false, false) => {
+            return Err(McpError::config(format!("{at} needs a command (a stdio server) or a url (an HTTP server)")))
+        }
     };
     let declared = match entry.get("type").or_else(|| entry.get("transport")) {
         None | Some(Value::Null) => return Ok(inferred),
@@ -483,15 +526,28 @@ impl Vars {
             (Some(name), Some(parent)) if EDITOR_FOLDERS.iter().any(|f| name == *f) => parent.to_path_buf(),
             _ => folder.to_path_buf(),
         });
-        Vars { folder, env_files: RefCell::default(), env_file_bytes: Cell::new(0), workspace, home: options.home.clone(), cwd: options.cwd.clone() }
+        Vars {
+            folder,
+            env_files: RefCell::default(),
+            env_file_bytes: Cell::new(0),
+            workspace,
+            home: options.home.clone(),
+            cwd: options.cwd.clone(),
+        }
     }
 
     /// Replace every `${…}` in every string of `value`.
     fn expand(&self, value: &Value, at: &str) -> Result<Value> {
         Ok(match value {
             Value::String(text) => Value::String(self.expand_string(text, at)?),
-            Value::Array(items) => Value::Array(items.iter().enumerate().map(|(i, v)| self.expand(v, &format!("{at}[{i}]"))).collect::<Result<_>>()?),
-            Value::Object(map) => Value::Object(map.iter().map(|(k, v)| Ok((k.clone(), self.expand(v, &format!("{at}.{k}"))?))).collect::<Result<_>>()?),
+            Value::Array(items) => Value::Array(
+                items.iter().enumerate().map(|(i, v)| self.expand(v, &format!("{at}[{i}]"))).collect::<Result<_>>()?,
+            ),
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| Ok((k.clone(), self.expand(v, &format!("{at}.{k}"))?)))
+                    .collect::<Result<_>>()?,
+            ),
             other => other.clone(),
         })
     }
@@ -502,7 +558,8 @@ impl Vars {
         while let Some(start) = rest.find("${") {
             out.push_str(&rest[..start]);
             let after = &rest[start + 2..];
-            let end = after.find('}').ok_or_else(|| McpError::config(format!("{at}: \"${{\" without a closing \"}}\"")))?;
+            let end =
+                after.find('}').ok_or_else(|| McpError::config(format!("{at}: \"${{\" without a closing \"}}\"")))?;
             out.push_str(&self.resolve(&after[..end], at)?);
             rest = &after[end + 1..];
         }
@@ -512,13 +569,19 @@ impl Vars {
 
     /// The value of `${reference}`: a predefined variable, else an environment variable.
     fn resolve(&self, reference: &str, at: &str) -> Result<String> {
-        let not_here = |why: &str| McpError::config(format!("{at}: not supported here: ${{{}}} ({why})", reference.escape_debug()));
+        let not_here = |why: &str| {
+            McpError::config(format!("{at}: not supported here: ${{{}}} ({why})", reference.escape_debug()))
+        };
         let no_file = "a configuration object has no folder: load it from a file";
         let path = |path: &Option<PathBuf>| path.as_deref().map(|p| p.to_string_lossy().into_owned());
         let known = match reference {
             "workspaceFolder" => Some(path(&self.workspace).ok_or_else(|| not_here(no_file))?),
             "workspaceFolderBasename" => Some(
-                self.workspace.as_deref().and_then(Path::file_name).map(|n| n.to_string_lossy().into_owned()).ok_or_else(|| not_here(no_file))?,
+                self.workspace
+                    .as_deref()
+                    .and_then(Path::file_name)
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .ok_or_else(|| not_here(no_file))?,
             ),
             "userHome" => Some(self.home.clone().ok_or_else(|| not_here("the home directory is not known"))?),
             "cwd" => Some(self.cwd.clone().ok_or_else(|| not_here("the current directory is not known"))?),
@@ -556,7 +619,11 @@ impl Vars {
         let path = match (path.is_absolute(), &self.folder) {
             (true, _) => path.to_path_buf(),
             (false, Some(folder)) => folder.join(path),
-            (false, None) => return Err(McpError::config(format!("{at} is relative, and a configuration object has no folder: give an absolute path"))),
+            (false, None) => {
+                return Err(McpError::config(format!(
+                    "{at} is relative, and a configuration object has no folder: give an absolute path"
+                )))
+            }
         };
         let cached = self.env_files.borrow().get(&path).cloned();
         let (variables, bytes) = match cached {
@@ -717,13 +784,16 @@ fn toml_servers(root: &Value, report: &mut Report) -> Result<Vec<Value>> {
     let root = root.as_object().expect("a TOML document is a table");
     let servers = root
         .get("mcp_servers")
-        .ok_or_else(|| McpError::config(format!("{source}: no [mcp_servers.<name>] tables{}", root_typo(root, &["mcp_servers"]))))?
+        .ok_or_else(|| {
+            McpError::config(format!("{source}: no [mcp_servers.<name>] tables{}", root_typo(root, &["mcp_servers"])))
+        })?
         .as_object()
         .ok_or_else(|| McpError::config(format!("{source}: mcp_servers must be a table of named servers")))?;
     servers
         .iter()
         .map(|(name, entry)| {
-            crate::config::check_server_name(name, &format!("{source}: mcp_servers")).and_then(|()| toml_entry(name, entry, &format!("[mcp_servers.{name}]"), report))
+            crate::config::check_server_name(name, &format!("{source}: mcp_servers"))
+                .and_then(|()| toml_entry(name, entry, &format!("[mcp_servers.{name}]"), report))
         })
         .collect()
 }
@@ -756,7 +826,12 @@ fn toml_entry(name: &str, entry: &Value, at: &str, report: &mut Report) -> Resul
     let fields: &[(&[&str], &str)] = if stdio {
         &[(&["command"], "command"), (&["args"], "args"), (&["env"], "env"), (&["cwd"], "cwd")]
     } else {
-        &[(&["url"], "url"), (&["headers", "http_headers"], "headers"), (&["header_env", "env_http_headers"], "headersFromEnv"), (&["bearer_token_env_var"], "bearerTokenEnv")]
+        &[
+            (&["url"], "url"),
+            (&["headers", "http_headers"], "headers"),
+            (&["header_env", "env_http_headers"], "headersFromEnv"),
+            (&["bearer_token_env_var"], "bearerTokenEnv"),
+        ]
     };
     for (names, target) in fields {
         if let Some((_, value)) = field(names)? {
@@ -767,7 +842,9 @@ fn toml_entry(name: &str, entry: &Value, at: &str, report: &mut Report) -> Resul
         pass_through(&mut out, name, names, &format!("{at}.env_vars"), report)?;
     }
     let mut tools = Map::new();
-    for (names, target) in [(&["allow_tools", "enabled_tools"][..], "allow"), (&["deny_tools", "disabled_tools"], "block")] {
+    for (names, target) in
+        [(&["allow_tools", "enabled_tools"][..], "allow"), (&["deny_tools", "disabled_tools"], "block")]
+    {
         if let Some((given, value)) = field(names)? {
             tools.insert(target.into(), tool_patterns(&value, &format!("{source}: {at}.{given}"))?);
         }
@@ -785,9 +862,17 @@ fn toml_entry(name: &str, entry: &Value, at: &str, report: &mut Report) -> Resul
 /// Codex's `env_vars = ["TZ", { name = "X", source = "local" }]`: those variables of this process's
 /// environment are added to the entry's `env` (an `env` value given for the same name wins); one that
 /// is not set is left out. `source = "remote"` (Codex's remote executor) is not applied.
-fn pass_through(out: &mut Map<String, Value>, server: &str, names: &Value, at: &str, report: &mut Report) -> Result<()> {
+fn pass_through(
+    out: &mut Map<String, Value>,
+    server: &str,
+    names: &Value,
+    at: &str,
+    report: &mut Report,
+) -> Result<()> {
     let source = report.source;
-    let items = names.as_array().ok_or_else(|| McpError::config(format!("{source}: {at} must be an array of environment variable names")))?;
+    let items = names
+        .as_array()
+        .ok_or_else(|| McpError::config(format!("{source}: {at} must be an array of environment variable names")))?;
     let mut passed = Map::new();
     for (i, item) in items.iter().enumerate() {
         let (name, origin) = match item {
@@ -797,23 +882,37 @@ fn pass_through(out: &mut Map<String, Value>, server: &str, names: &Value, at: &
                 match item.get("source") {
                     None => None,
                     Some(Value::String(origin)) => Some(origin.as_str()),
-                    Some(_) => return Err(McpError::config(format!("{source}: {at}[{i}].source must be \"local\" or \"remote\""))),
+                    Some(_) => {
+                        return Err(McpError::config(format!(
+                            "{source}: {at}[{i}].source must be \"local\" or \"remote\""
+                        )))
+                    }
                 },
             ),
-            _ => return Err(McpError::config(format!("{source}: {at}[{i}] must be a variable name or {{ name, source }}"))),
+            _ => {
+                return Err(McpError::config(format!(
+                    "{source}: {at}[{i}] must be a variable name or {{ name, source }}"
+                )))
+            }
         };
         if !is_variable_name(name) {
             return Err(McpError::config(format!("{source}: {at}[{i}] must be an environment variable name")));
         }
         match origin {
-            None | Some("local") if !report.resolve => report.would_read(server, "envVars", Value::String(name.to_owned())),
+            None | Some("local") if !report.resolve => {
+                report.would_read(server, "envVars", Value::String(name.to_owned()))
+            }
             None | Some("local") => {
                 if let Ok(value) = std::env::var(name) {
                     passed.insert(name.to_owned(), Value::String(value));
                 }
             }
-            Some("remote") => report.warn(format!("{at}[{i}] ({name}, source = \"remote\") is not applied (servers start on this machine)")),
-            Some(_) => return Err(McpError::config(format!("{source}: {at}[{i}].source must be \"local\" or \"remote\""))),
+            Some("remote") => report.warn(format!(
+                "{at}[{i}] ({name}, source = \"remote\") is not applied (servers start on this machine)"
+            )),
+            Some(_) => {
+                return Err(McpError::config(format!("{source}: {at}[{i}].source must be \"local\" or \"remote\"")))
+            }
         }
     }
     match out.get_mut("env") {
@@ -840,7 +939,9 @@ fn approval_modes(entry: &Map<String, Value>, at: &str, report: &mut Report) -> 
     let mode = |value: &Value, field: &str| -> Result<Option<String>> {
         match value {
             Value::String(mode) if mode == APPROVE => Ok(None),
-            Value::String(mode) if ["auto", "prompt"].contains(&mode.as_str()) => Ok(Some(format!("{field} = {mode:?}"))),
+            Value::String(mode) if ["auto", "prompt"].contains(&mode.as_str()) => {
+                Ok(Some(format!("{field} = {mode:?}")))
+            }
             _ => Err(McpError::config(format!("{source}: {at}.{field} must be \"auto\", \"prompt\" or \"approve\""))),
         }
     };
@@ -849,10 +950,15 @@ fn approval_modes(entry: &Map<String, Value>, at: &str, report: &mut Report) -> 
         not_applied.extend(mode(value, "default_tools_approval_mode")?);
     }
     if let Some(tools) = entry.get("tools") {
-        let tools = tools.as_object().ok_or_else(|| McpError::config(format!("{source}: {at}.tools must be a table of tools ([mcp_servers.<name>.tools.<tool>])")))?;
+        let tools = tools.as_object().ok_or_else(|| {
+            McpError::config(format!(
+                "{source}: {at}.tools must be a table of tools ([mcp_servers.<name>.tools.<tool>])"
+            ))
+        })?;
         for (tool, settings) in tools {
             let tool_at = format!("{at}.tools.{}", shown(tool));
-            let settings = settings.as_object().ok_or_else(|| McpError::config(format!("{source}: {tool_at} must be a table")))?;
+            let settings =
+                settings.as_object().ok_or_else(|| McpError::config(format!("{source}: {tool_at} must be a table")))?;
             report.unknown(&tool_at, &unknown_keys(settings, TOML_TOOL_KEYS.iter()));
             if let Some(value) = settings.get("approval_mode") {
                 not_applied.extend(mode(value, &format!("tools.{}.approval_mode", shown(tool)))?);
@@ -930,7 +1036,10 @@ mod tests {
     #[test]
     fn expands_environment_references_in_enabled_entries_only() {
         std::env::set_var("MCPFERRY_TEST_CFG_DIR", "/srv/data");
-        let out = loaded(r#"{"mcpServers":{"a":{"command":"fs","args":["${env:MCPFERRY_TEST_CFG_DIR}/x","${MCPFERRY_TEST_CFG_DIR}"]},"b":{"command":"${env:UNSET_MCPFERRY_VAR}","disabled":true}}}"#, "json");
+        let out = loaded(
+            r#"{"mcpServers":{"a":{"command":"fs","args":["${env:MCPFERRY_TEST_CFG_DIR}/x","${MCPFERRY_TEST_CFG_DIR}"]},"b":{"command":"${env:UNSET_MCPFERRY_VAR}","disabled":true}}}"#,
+            "json",
+        );
         assert_eq!(out["servers"][0]["args"], json!(["/srv/data/x", "/srv/data"]));
         assert_eq!(out["servers"][1]["command"], "${env:UNSET_MCPFERRY_VAR}");
     }
@@ -1016,13 +1125,17 @@ mod tests {
         let has = |text: &str| warnings.iter().any(|w| w.contains(text));
         assert!(has("cfg: [mcp_servers.time]: startup_timeout_sec, tool_timeout_sec are not applied (mcpferry's timeouts are per toolset"), "{warnings:?}");
         assert!(has("[mcp_servers.time]: required is not applied"), "{warnings:?}");
-        assert!(has("[mcp_servers.time].env_vars[4] (REMOTE_ONLY, source = \"remote\") is not applied"), "{warnings:?}");
+        assert!(
+            has("[mcp_servers.time].env_vars[4] (REMOTE_ONLY, source = \"remote\") is not applied"),
+            "{warnings:?}"
+        );
         // "approve" is what happens without a policy; "prompt" is not.
         assert!(has("[mcp_servers.time]: tools.\"convert_time\".approval_mode = \"prompt\" is not applied (mcpferry asks no one before a call: give mcpTools a policy"), "{warnings:?}");
         assert!(!has("get_current_time") && !has("default_tools_approval_mode"), "{warnings:?}");
         assert_eq!(warnings.len(), 4, "{warnings:?}");
         // A disabled entry reads nothing from the environment.
-        let off = loaded("[mcp_servers.a]\ncommand = \"x\"\nenv_vars = [\"MCPFERRY_TEST_CFG_TZ\"]\nenabled = false", "toml");
+        let off =
+            loaded("[mcp_servers.a]\ncommand = \"x\"\nenv_vars = [\"MCPFERRY_TEST_CFG_TZ\"]\nenabled = false", "toml");
         assert_eq!(off["servers"][0].get("env"), None);
     }
 
@@ -1037,7 +1150,12 @@ mod tests {
         )
         .unwrap();
         std::fs::write(workspace.join(".vscode").join("local.env"), "LOCAL=1\n").unwrap();
-        let options = LoadOptions { path: Some(workspace.join(".vscode").join("mcp.json")), home: Some("/home/me".into()), cwd: Some("/work".into()), ..LoadOptions::default() };
+        let options = LoadOptions {
+            path: Some(workspace.join(".vscode").join("mcp.json")),
+            home: Some("/home/me".into()),
+            cwd: Some("/work".into()),
+            ..LoadOptions::default()
+        };
         let out = loaded_with(
             r#"{"servers":{"app":{"type":"stdio","command":"node","args":["${workspaceFolder}${pathSeparator}server.js","${workspaceFolderBasename}","${userHome}/x","${cwd}"],
                 "envFile":"${workspaceFolder}/.env","env":{"SHADOWED":"from-env","ROOT":"${workspaceFolder}"}},
@@ -1059,16 +1177,24 @@ mod tests {
         assert_eq!(warnings(&out), Vec::<String>::new());
         // A file at a project root: the workspace is its folder.
         let at_root = LoadOptions { path: Some(workspace.join(".mcp.json")), ..LoadOptions::default() };
-        let out = loaded_with(r#"{"mcpServers":{"a":{"command":"x","args":["${workspaceFolder}"]}}}"#, "json", &at_root);
+        let out =
+            loaded_with(r#"{"mcpServers":{"a":{"command":"x","args":["${workspaceFolder}"]}}}"#, "json", &at_root);
         assert_eq!(out["servers"][0]["args"], json!([root]));
         // Claude Code's default, and a disabled entry's envFile is not read.
-        let out = loaded_with(r#"{"mcpServers":{"a":{"command":"x","args":["${MCPFERRY_SURELY_UNSET:-fallback}"]},"b":{"command":"x","envFile":"missing.env","disabled":true}}}"#, "json", &at_root);
+        let out = loaded_with(
+            r#"{"mcpServers":{"a":{"command":"x","args":["${MCPFERRY_SURELY_UNSET:-fallback}"]},"b":{"command":"x","envFile":"missing.env","disabled":true}}}"#,
+            "json",
+            &at_root,
+        );
         assert_eq!(out["servers"][0]["args"], json!(["fallback"]));
         assert_eq!(out["servers"][1].get("env"), None);
 
         let error = |text: &str| load(text, "cfg", "json", &at_root).unwrap_err().to_string();
         let missing = error(r#"{"mcpServers":{"a":{"command":"x","envFile":"missing.env"}}}"#);
-        assert!(missing.contains("cfg: mcpServers.a.envFile: \"missing.env\" cannot be read (no such file)"), "{missing}");
+        assert!(
+            missing.contains("cfg: mcpServers.a.envFile: \"missing.env\" cannot be read (no such file)"),
+            "{missing}"
+        );
         assert!(error(r#"{"mcpServers":{"a":{"command":"x","envFile":".vscode"}}}"#).contains("is not a regular file"));
         // A FIFO with no writer, and a link to a device: refused on the open file, never waited on or read without end.
         #[cfg(unix)]
@@ -1083,8 +1209,14 @@ mod tests {
             }
         }
         std::fs::write(workspace.join("big.env"), "A=".to_owned() + &"x".repeat(MAX_ENV_FILE_BYTES as usize)).unwrap();
-        assert!(error(r#"{"mcpServers":{"a":{"command":"x","envFile":"big.env"}}}"#).contains(&format!("is larger than {MAX_ENV_FILE_BYTES} bytes")));
-        for (text, expected) in [("A=1\nnot a line\n", "line 2: it is not NAME=value"), ("1A=secret\n", "line 1: the name is not a variable name"), ("A=\"secret\n", "line 1: it opens a quoted value of A that is never closed"), ("A=\"x\" y\n", "line 1: it has text after")] {
+        assert!(error(r#"{"mcpServers":{"a":{"command":"x","envFile":"big.env"}}}"#)
+            .contains(&format!("is larger than {MAX_ENV_FILE_BYTES} bytes")));
+        for (text, expected) in [
+            ("A=1\nnot a line\n", "line 2: it is not NAME=value"),
+            ("1A=secret\n", "line 1: the name is not a variable name"),
+            ("A=\"secret\n", "line 1: it opens a quoted value of A that is never closed"),
+            ("A=\"x\" y\n", "line 1: it has text after"),
+        ] {
             std::fs::write(workspace.join("bad.env"), text).unwrap();
             let message = error(r#"{"mcpServers":{"a":{"command":"x","envFile":"bad.env"}}}"#);
             assert!(message.contains(expected) && !message.contains("secret"), "{text:?}: {message}");
@@ -1107,7 +1239,10 @@ mod tests {
                 "cfg: mcpServers.web: env is not applied (it is for stdio servers, and this is an HTTP server)",
             ]
         );
-        assert_eq!(out["servers"][1], json!({"name": "web", "type": "streamable-http", "url": "https://h.test/", "headers": {"X": "y"}}));
+        assert_eq!(
+            out["servers"][1],
+            json!({"name": "web", "type": "streamable-http", "url": "https://h.test/", "headers": {"X": "y"}})
+        );
         let toml = "[mcp_servers.a]\ncommand = \"x\"\ncomand = \"y\"\nheader_env = { \"X-K\" = \"V\" }\n[mcp_servers.a.tools.t]\naproval_mode = \"prompt\"";
         assert_eq!(
             warnings(&loaded(toml, "toml")),
@@ -1124,13 +1259,19 @@ mod tests {
             error.to_string(),
             "cfg: [mcp_servers.a] has an unknown key \"comand\" (did you mean \"command\"?); cfg: [mcp_servers.a].tools.\"t\" has an unknown key \"aproval_mode\" (did you mean \"approval_mode\"?)"
         );
-        assert!(load(json, "cfg", "json", &strict).unwrap_err().to_string().contains("mcpServers.a has an unknown key \"Args\" (did you mean \"args\"?)"));
+        assert!(load(json, "cfg", "json", &strict)
+            .unwrap_err()
+            .to_string()
+            .contains("mcpServers.a has an unknown key \"Args\" (did you mean \"args\"?)"));
         // Strict refuses only what no tool documents: known keys not applied still load, with their warnings.
         let known = loaded_with("[mcp_servers.a]\ncommand = \"x\"\nstartup_timeout_ms = 5000", "toml", &strict);
         assert_eq!(warnings(&known).len(), 1);
         // A key from the file is shown escaped: no control character reaches a terminal.
         let out = loaded(r#"{"mcpServers":{"a":{"command":"x","\u001b]52;c;aGk=\u0007":1}}}"#, "json");
-        assert_eq!(warnings(&out), ["cfg: mcpServers.a has an unknown key \"\\u{1b}]52;c;aGk=\\u{7}\", which is ignored"]);
+        assert_eq!(
+            warnings(&out),
+            ["cfg: mcpServers.a has an unknown key \"\\u{1b}]52;c;aGk=\\u{7}\", which is ignored"]
+        );
     }
 
     #[test]
@@ -1150,13 +1291,27 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let at = LoadOptions { path: Some(dir.path().join("mcp.json")), ..LoadOptions::default() };
         std::env::set_var("MCPFERRY_TEST_FAKE_SECRET_TOKEN", "tok-5ecret-value-77");
-        let message = load(r#"{"mcpServers":{"a":{"command":"x","envFile":"${MCPFERRY_TEST_FAKE_SECRET_TOKEN}"}}}"#, "cfg", "json", &at).unwrap_err().to_string();
-        assert!(message.contains("\"${MCPFERRY_TEST_FAKE_SECRET_TOKEN}\" cannot be read") && !message.contains("5ecret"), "{message}");
+        let message = load(
+            r#"{"mcpServers":{"a":{"command":"x","envFile":"${MCPFERRY_TEST_FAKE_SECRET_TOKEN}"}}}"#,
+            "cfg",
+            "json",
+            &at,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            message.contains("\"${MCPFERRY_TEST_FAKE_SECRET_TOKEN}\" cannot be read") && !message.contains("5ecret"),
+            "{message}"
+        );
         std::fs::write(dir.path().join("key.pem"), "AbC+dEf/SecretBase64xyz more\nB=2\n").unwrap();
-        let message = load(r#"{"mcpServers":{"a":{"command":"x","envFile":"key.pem"}}}"#, "cfg", "json", &at).unwrap_err().to_string();
+        let message = load(r#"{"mcpServers":{"a":{"command":"x","envFile":"key.pem"}}}"#, "cfg", "json", &at)
+            .unwrap_err()
+            .to_string();
         assert!(message.ends_with("line 1: it is not NAME=value") && !message.contains("AbC"), "{message}");
         std::fs::write(dir.path().join("key.pem"), "AbC+dEf/SecretBase64xyz==\n").unwrap();
-        let message = load(r#"{"mcpServers":{"a":{"command":"x","envFile":"key.pem"}}}"#, "cfg", "json", &at).unwrap_err().to_string();
+        let message = load(r#"{"mcpServers":{"a":{"command":"x","envFile":"key.pem"}}}"#, "cfg", "json", &at)
+            .unwrap_err()
+            .to_string();
         assert!(message.ends_with("line 1: the name is not a variable name") && !message.contains("AbC"), "{message}");
     }
 
@@ -1165,19 +1320,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let at = LoadOptions { path: Some(dir.path().join("mcp.json")), ..LoadOptions::default() };
         std::fs::write(dir.path().join("big.env"), format!("A={}\n", "x".repeat(200 * 1024))).unwrap();
-        let entries = |n: usize| (0..n).map(|i| format!(r#""s{i}":{{"command":"x","envFile":"big.env"}}"#)).collect::<Vec<_>>().join(",");
+        let entries = |n: usize| {
+            (0..n).map(|i| format!(r#""s{i}":{{"command":"x","envFile":"big.env"}}"#)).collect::<Vec<_>>().join(",")
+        };
         let out = loaded_with(&format!(r#"{{"mcpServers":{{{}}}}}"#, entries(4)), "json", &at);
         assert_eq!(out["servers"][3]["env"]["A"].as_str().map(str::len), Some(200 * 1024));
-        let message = load(&format!(r#"{{"mcpServers":{{{}}}}}"#, entries(1000)), "cfg", "json", &at).unwrap_err().to_string();
+        let message =
+            load(&format!(r#"{{"mcpServers":{{{}}}}}"#, entries(1000)), "cfg", "json", &at).unwrap_err().to_string();
         assert!(message.contains(&format!("more than {MAX_ENV_FILE_BYTES_PER_LOAD} bytes in all")), "{message}");
     }
 
     #[test]
     fn a_multi_line_quoted_value_keeps_its_escapes_across_lines() {
         let parsed = parse_dotenv("A=\"one\\\\\ntwo \\\" still\nthree\" # done\nB='x\ny'\n", "f").unwrap();
-        assert_eq!(parsed, vec![("A".to_owned(), "one\\\ntwo \" still\nthree".to_owned()), ("B".to_owned(), "x\ny".to_owned())]);
+        assert_eq!(
+            parsed,
+            vec![("A".to_owned(), "one\\\ntwo \" still\nthree".to_owned()), ("B".to_owned(), "x\ny".to_owned())]
+        );
         let long = format!("A=\"{}", "line\n".repeat(20_000));
-        assert!(parse_dotenv(&long, "f").unwrap_err().to_string().contains("line 1: it opens a quoted value of A that is never closed"));
+        assert!(parse_dotenv(&long, "f")
+            .unwrap_err()
+            .to_string()
+            .contains("line 1: it opens a quoted value of A that is never closed"));
     }
 
     #[test]
@@ -1192,7 +1356,10 @@ mod tests {
         );
         assert_eq!(out["servers"][0]["args"], json!(["${MCPFERRY_TEST_UNRESOLVED}", "${userHome}"]));
         assert_eq!(out["servers"][1]["url"], "https://h.example/${cwd}");
-        assert_eq!(out["unresolved"], json!({ "a": { "envFile": ["${MCPFERRY_TEST_UNRESOLVED}/missing.env"], "envVars": [] } }));
+        assert_eq!(
+            out["unresolved"],
+            json!({ "a": { "envFile": ["${MCPFERRY_TEST_UNRESOLVED}/missing.env"], "envVars": [] } })
+        );
         std::env::set_var("MCPFERRY_TEST_PASSED", "passed-value");
         let out = loaded_with("[mcp_servers.t]\ncommand = \"x\"\nenv_vars = [\"MCPFERRY_TEST_PASSED\"]\n", "toml", &at);
         assert_eq!(out["servers"][0].get("env"), None);
@@ -1202,7 +1369,8 @@ mod tests {
     #[test]
     fn only_the_first_unknown_keys_get_a_did_you_mean() {
         let keys: Vec<String> = (0..MAX_DID_YOU_MEAN_KEYS + 5).map(|i| format!("disabledTools{i:02}")).collect();
-        let entry: Map<String, Value> = keys.iter().map(|k| (k.clone(), Value::Null)).chain([("command".to_owned(), json!("x"))]).collect();
+        let entry: Map<String, Value> =
+            keys.iter().map(|k| (k.clone(), Value::Null)).chain([("command".to_owned(), json!("x"))]).collect();
         let unknown = unknown_keys(&entry, JSON_KEYS.iter().map(|(k, _)| k));
         assert_eq!(unknown.iter().filter(|u| u.nearest.is_some()).count(), MAX_DID_YOU_MEAN_KEYS);
         assert!(unknown[unknown.len() - 1].nearest.is_none());

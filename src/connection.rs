@@ -13,11 +13,11 @@
 use crate::elicitation::{self, Elicitor};
 use crate::error::{McpError, Result};
 use crate::limits::{MAX_ELICITATIONS_IN_FLIGHT, MAX_JSON_DEPTH};
+use crate::progress::ProgressListener;
+use crate::protocol::era::{self, Era};
 use crate::protocol::jsonrpc::{self, Message, RawMessage, RequestId, INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::protocol::mcp::{self, InitializeResult};
 use crate::protocol::nesting;
-use crate::protocol::era::{self, Era};
-use crate::progress::ProgressListener;
 use crate::transport::{self, MessageSink, ModernRequest, Outbound, Transport, TransportOptions, TransportSpec};
 // Locks that do not poison: a panic in one request's path must not turn every later lock into a panic.
 use parking_lot::Mutex;
@@ -378,16 +378,29 @@ impl Connection {
     /// subscription or `abort` fires. Its notifications arrive like any other.
     pub async fn listen(&self, params: &str, abort: Option<&AbortHandle>) -> Result<()> {
         let opts = RequestOptions { timeout: Duration::from_millis(crate::limits::LISTEN_TIMEOUT_MS), abort };
-        request(&self.shared, &self.transport, "subscriptions/listen", None, |_| Some(params.to_owned()), &opts, true).await.map(drop)
+        request(&self.shared, &self.transport, "subscriptions/listen", None, |_| Some(params.to_owned()), &opts, true)
+            .await
+            .map(drop)
     }
 
-    pub async fn request(&self, method: &str, params: Option<&str>, opts: &RequestOptions<'_>) -> Result<Box<RawValue>> {
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<&str>,
+        opts: &RequestOptions<'_>,
+    ) -> Result<Box<RawValue>> {
         request(&self.shared, &self.transport, method, None, |_| params.map(str::to_owned), opts, false).await
     }
 
     /// [`Connection::request`] of a request that names what it is for (`resources/read`'s URI,
     /// `prompts/get`'s prompt): the modern era's `Mcp-Name` header carries `name`.
-    pub async fn request_named(&self, method: &str, name: &str, params: &str, opts: &RequestOptions<'_>) -> Result<Box<RawValue>> {
+    pub async fn request_named(
+        &self,
+        method: &str,
+        name: &str,
+        params: &str,
+        opts: &RequestOptions<'_>,
+    ) -> Result<Box<RawValue>> {
         request(&self.shared, &self.transport, method, Some(name), |_| Some(params.to_owned()), opts, false).await
     }
 
@@ -430,8 +443,16 @@ impl Connection {
                 (None, None) => unreachable!("one of the two holds the arguments"),
             };
             let key = call.idempotency_key.as_deref();
-            let params = |id, meta: Option<&str>| Some(mcp::call_tool_params(call.remote_name, arguments, id, meta, key));
-            if let Some(mut message) = self.shared.register("tools/call", Some(call.remote_name), params, timeout, call.abort.as_deref(), reply) {
+            let params =
+                |id, meta: Option<&str>| Some(mcp::call_tool_params(call.remote_name, arguments, id, meta, key));
+            if let Some(mut message) = self.shared.register(
+                "tools/call",
+                Some(call.remote_name),
+                params,
+                timeout,
+                call.abort.as_deref(),
+                reply,
+            ) {
                 message.extra_headers = call.headers;
                 message.admitted = call.admitted;
                 self.shared.listen_for_progress(&message, call.progress);
@@ -578,7 +599,11 @@ fn rounds(shared: Weak<Shared>, call: Arc<CallAgain>, reply: Reply, round: usize
             };
             let state = required.request_state.as_deref();
             let params = |id, meta: Option<&str>| {
-                Some(crate::mrtr::retry_params(&mcp::call_tool_params(&call.name, &call.arguments, id, meta, call.idempotency_key.as_deref()), &responses, state))
+                Some(crate::mrtr::retry_params(
+                    &mcp::call_tool_params(&call.name, &call.arguments, id, meta, call.idempotency_key.as_deref()),
+                    &responses,
+                    state,
+                ))
             };
             let next = Reply::Callback(rounds(Arc::downgrade(&shared), call.clone(), reply, round + 1));
             send_again(&shared, &call, params, next);
@@ -587,8 +612,15 @@ fn rounds(shared: Weak<Shared>, call: Arc<CallAgain>, reply: Reply, round: usize
 }
 
 /// Send a kept call again under a new id (the params say what it carries this time).
-fn send_again(shared: &Arc<Shared>, call: &CallAgain, params: impl FnOnce(RequestId, Option<&str>) -> Option<String>, next: Reply) {
-    if let Some(mut message) = shared.register("tools/call", Some(&call.name), params, call.timeout, call.abort.as_deref(), next) {
+fn send_again(
+    shared: &Arc<Shared>,
+    call: &CallAgain,
+    params: impl FnOnce(RequestId, Option<&str>) -> Option<String>,
+    next: Reply,
+) {
+    if let Some(mut message) =
+        shared.register("tools/call", Some(&call.name), params, call.timeout, call.abort.as_deref(), next)
+    {
         message.extra_headers = call.headers.clone();
         shared.listen_for_progress(&message, call.progress.clone());
         match shared.transport.get().and_then(Weak::upgrade) {
@@ -607,7 +639,13 @@ fn send_again(shared: &Arc<Shared>, call: &CallAgain, params: impl FnOnce(Reques
 /// the call goes again with the headers of the new listing, under a new id and in the same round (an
 /// `input_required` round's answers are not carried over: the server never saw them). A second
 /// refusal fails the call.
-fn resend_after_header_mismatch(shared: Weak<Shared>, call: Arc<CallAgain>, reply: Reply, round: usize, message: String) {
+fn resend_after_header_mismatch(
+    shared: Weak<Shared>,
+    call: Arc<CallAgain>,
+    reply: Reply,
+    round: usize,
+    message: String,
+) {
     let Some(hook) = call.on_header_mismatch.clone() else {
         let again = if call.resent_after_mismatch { " again, after the tools were re-listed" } else { "" };
         return reply.send(Err(McpError::Protocol(format!(
@@ -645,7 +683,9 @@ fn resend_after_header_mismatch(shared: Weak<Shared>, call: Arc<CallAgain>, repl
             idempotency_key: call.idempotency_key.clone(),
             progress: call.progress.clone(),
         });
-        let params = |id, meta: Option<&str>| Some(mcp::call_tool_params(&again.name, &again.arguments, id, meta, again.idempotency_key.as_deref()));
+        let params = |id, meta: Option<&str>| {
+            Some(mcp::call_tool_params(&again.name, &again.arguments, id, meta, again.idempotency_key.as_deref()))
+        };
         let next = Reply::Callback(rounds(Arc::downgrade(&shared), again.clone(), reply, round));
         send_again(&shared, &again, params, next);
     });
@@ -920,7 +960,8 @@ async fn probe_stdio(
         match *probe {
             Probe::Discover(at) => match era::classify(outcome, at) {
                 era::Verdict::Modern(version, result) => {
-                    let initializing = asked.iter().any(|(probe, pending)| matches!(probe, Probe::Initialize) && pending.is_some());
+                    let initializing =
+                        asked.iter().any(|(probe, pending)| matches!(probe, Probe::Initialize) && pending.is_some());
                     if !initializing {
                         forget_all(&mut asked);
                         shared.modern.store(Some(ModernWire::new(version, capabilities)));
@@ -987,12 +1028,17 @@ async fn probe_stdio(
             continue;
         }
         shared.modern.store(None);
-        let failure = refused.unwrap_or_else(|| McpError::Protocol("the server answered neither server/discover nor initialize".into()));
+        let failure = refused
+            .unwrap_or_else(|| McpError::Protocol("the server answered neither server/discover nor initialize".into()));
         return Err(Negotiation::Failed(failure));
     }
 }
 
-async fn handshake_with(shared: &Arc<Shared>, transport: &Arc<dyn Transport>, opts: &RequestOptions<'_>) -> Result<SessionInfo> {
+async fn handshake_with(
+    shared: &Arc<Shared>,
+    transport: &Arc<dyn Transport>,
+    opts: &RequestOptions<'_>,
+) -> Result<SessionInfo> {
     let params = mcp::initialize_params(&shared.capabilities());
     let raw = request(shared, transport, "initialize", None, |_| Some(params), opts, false).await?;
     initialized(transport, raw, opts).await
@@ -1000,7 +1046,11 @@ async fn handshake_with(shared: &Arc<Shared>, transport: &Arc<dyn Transport>, op
 
 /// Complete the session-based handshake `initialize` answered with `raw`: version check,
 /// `notifications/initialized`.
-async fn initialized(transport: &Arc<dyn Transport>, raw: Box<RawValue>, opts: &RequestOptions<'_>) -> Result<SessionInfo> {
+async fn initialized(
+    transport: &Arc<dyn Transport>,
+    raw: Box<RawValue>,
+    opts: &RequestOptions<'_>,
+) -> Result<SessionInfo> {
     let init: InitializeResult = serde_json::from_str(raw.get())
         .map_err(|e| McpError::Protocol(format!("initialize returned a malformed result: {e}")))?;
     let protocol_version = mcp::check_negotiated_version(&init.protocol_version).map_err(McpError::Protocol)?;
@@ -1125,7 +1175,16 @@ impl Shared {
                 return None;
             }
             let cancellable = method != "initialize";
-            let pending = Pending { reply, dispatched: false, timeout, deadline, cancellable, modern: modern.is_some(), long_lived: false, progress: None };
+            let pending = Pending {
+                reply,
+                dispatched: false,
+                timeout,
+                deadline,
+                cancellable,
+                modern: modern.is_some(),
+                long_lived: false,
+                progress: None,
+            };
             state.pending.insert(id, pending);
             match state.sweep_target {
                 Some(target) if target <= deadline => false,
@@ -1146,7 +1205,8 @@ impl Shared {
         if method == "tools/call" {
             message.tool = name.map(Into::into);
         }
-        message.modern = modern.map(|m| ModernRequest { version: m.version, method: method.into(), name: name.map(Into::into) });
+        message.modern =
+            modern.map(|m| ModernRequest { version: m.version, method: method.into(), name: name.map(Into::into) });
         Some(message)
     }
 
@@ -1163,7 +1223,9 @@ impl Shared {
     /// listens to, and nothing at all once it settled.
     fn progressed(&self, params: Option<&RawValue>) {
         let Some(params) = params else { return };
-        let token = serde_json::from_str::<mcp::ProgressParams>(params.get()).ok().and_then(|p| jsonrpc::parse_request_id(p.progress_token));
+        let token = serde_json::from_str::<mcp::ProgressParams>(params.get())
+            .ok()
+            .and_then(|p| jsonrpc::parse_request_id(p.progress_token));
         let Some(token) = token else { return };
         let listener = {
             let mut state = self.state.lock();
@@ -1251,7 +1313,8 @@ impl Shared {
             if pending.cancellable && !(pending.modern && transport.closing_cancels()) {
                 let why = if reason == McpError::Aborted { "aborted by the client" } else { "timed out" };
                 let params = serde_json::json!({ "requestId": id, "reason": why }).to_string();
-                let _ = transport.send(Outbound::other(jsonrpc::notification("notifications/cancelled", Some(&params))));
+                let _ =
+                    transport.send(Outbound::other(jsonrpc::notification("notifications/cancelled", Some(&params))));
             }
         }
         pending.reply.send(Err(reason));
@@ -1355,7 +1418,8 @@ impl Shared {
                 "notifications/resources/list_changed" => self.events.list_changed("resources"),
                 "notifications/prompts/list_changed" => self.events.list_changed("prompts"),
                 // The acknowledgement of a listen for resources only (its honored filter has no tools).
-                "notifications/subscriptions/acknowledged" if params.is_some_and(|p| mcp::acknowledges_no_tools(p.get())) => {}
+                "notifications/subscriptions/acknowledged"
+                    if params.is_some_and(|p| mcp::acknowledges_no_tools(p.get())) => {}
                 // A `subscriptions/listen` took effect. A change made between our last listing and now
                 // was announced to nobody (the first listing precedes the subscription; a re-opened one
                 // leaves a gap), so treat the acknowledgement as a change: one coalesced re-list.
@@ -1467,7 +1531,9 @@ impl Shared {
     /// send nothing (the spec's answer to a cancelled request).
     fn elicitation_cancelled(&self, params: Option<&RawValue>) {
         let Some(elicitations) = &self.elicitations else { return };
-        let Some(request) = params.and_then(|p| serde_json::from_str::<mcp::CancelledParams>(p.get()).ok()) else { return };
+        let Some(request) = params.and_then(|p| serde_json::from_str::<mcp::CancelledParams>(p.get()).ok()) else {
+            return;
+        };
         if let Some(stop) = elicitations.open.lock().get(&request_key(request.request_id)) {
             stop.cancel();
         }
@@ -1525,7 +1591,8 @@ async fn sweep(connection: Arc<Shared>) {
             if connection.elicitation_open() {
                 state.pending.values_mut().filter(|p| p.deadline <= now).for_each(|p| p.deadline = now + p.timeout);
             }
-            let expired: Vec<RequestId> = state.pending.iter().filter(|(_, p)| p.deadline <= now).map(|(id, _)| *id).collect();
+            let expired: Vec<RequestId> =
+                state.pending.iter().filter(|(_, p)| p.deadline <= now).map(|(id, _)| *id).collect();
             let next = state.pending.values().filter(|p| p.deadline > now).map(|p| p.deadline).min();
             state.sweep_target = next;
             (expired, next)
@@ -1708,7 +1775,14 @@ mod tests {
                 }
             });
             let id = self.shared.next_id.load(Ordering::SeqCst);
-            let message = self.shared.register("tools/call", None, |_, _| None, Duration::from_millis(timeout_ms), None, Reply::Callback(done));
+            let message = self.shared.register(
+                "tools/call",
+                None,
+                |_, _| None,
+                Duration::from_millis(timeout_ms),
+                None,
+                Reply::Callback(done),
+            );
             // None when it was answered at once (the connection had ended).
             if let Some(message) = message {
                 self.shared.dispatch(&self.transport, vec![message]);
@@ -1751,7 +1825,11 @@ mod tests {
             let mut state = harness.shared.state.lock();
             state.pending.get_mut(&listening).unwrap().progress = Some(heard.clone());
         }
-        let progress = |token: RequestId, body: &str| format!(r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{token},{body}}}}}"#);
+        let progress = |token: RequestId, body: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":{token},{body}}}}}"#
+            )
+        };
         assert!(harness.receive(&progress(listening, r#""progress":1,"total":2"#)));
         assert!(harness.receive(&progress(listening, r#""progress":"x""#)));
         assert!(harness.receive(&progress(listening + 1, r#""progress":1"#)));
@@ -1818,7 +1896,8 @@ mod tests {
         let (a, mut a_rx) = harness.start(60_000, false);
         let (b, mut b_rx) = harness.start(60_000, false);
         let (c, mut c_rx) = harness.start(60_000, false);
-        let deep_error = format!(r#"{{"jsonrpc":"2.0","id":{a},"error":{{"code":-32000,"message":"boom","data":{deep}}}}}"#);
+        let deep_error =
+            format!(r#"{{"jsonrpc":"2.0","id":{a},"error":{{"code":-32000,"message":"boom","data":{deep}}}}}"#);
         assert!(harness.receive(&deep_error));
         let error = outcome(&mut a_rx).await.unwrap_err();
         assert_eq!((error.code(), error.to_string().as_str()), ("mcp_protocol_error", "MCP error -32000: boom"));
@@ -1871,7 +1950,14 @@ mod tests {
             let _ = tx.send(outcome.map(|raw| raw.get().to_owned()));
         });
         let id = harness.shared.next_id.load(Ordering::SeqCst);
-        let message = harness.shared.register("tools/call", None, |_, _| None, Duration::from_secs(60), None, Reply::Callback(done));
+        let message = harness.shared.register(
+            "tools/call",
+            None,
+            |_, _| None,
+            Duration::from_secs(60),
+            None,
+            Reply::Callback(done),
+        );
         harness.shared.dispatch(&harness.transport, vec![message.unwrap()]);
         assert!(harness.receive(&response(id + 1_000, r#""unknown""#)));
         assert!(harness.receive(&response(id, r#""first""#)));
@@ -1886,7 +1972,14 @@ mod tests {
             let _ = tx.send(outcome.map(|raw| raw.get().to_owned()));
         });
         let id = harness.shared.next_id.load(Ordering::SeqCst);
-        let message = harness.shared.register("tools/call", None, |_, _| None, Duration::from_secs(60), Some(&abort), Reply::Callback(done));
+        let message = harness.shared.register(
+            "tools/call",
+            None,
+            |_, _| None,
+            Duration::from_secs(60),
+            Some(&abort),
+            Reply::Callback(done),
+        );
         harness.shared.dispatch(&harness.transport, vec![message.unwrap()]);
         abort.abort();
         assert_eq!(code(&outcome(&mut rx).await), "mcp_aborted");
@@ -1909,7 +2002,10 @@ mod tests {
         }
     }
 
-    fn elicitation_harness(modes: elicitation::Modes, timeout: Duration) -> (Harness, tokio::sync::mpsc::UnboundedReceiver<Asked>) {
+    fn elicitation_harness(
+        modes: elicitation::Modes,
+        timeout: Duration,
+    ) -> (Harness, tokio::sync::mpsc::UnboundedReceiver<Asked>) {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let elicitor = Elicitor { server: "srv".into(), modes, callback: Arc::new(Host(tx)), timeout, withdrawn: None };
         let events = Arc::new(Events::default());
@@ -1953,7 +2049,12 @@ mod tests {
         assert_eq!(request["request"]["message"], "Your name?");
         reply.send(Ok(r#"{"action":"accept","content":{"n":3}}"#.into())).unwrap();
         let sent = answered(&harness, 1).await;
-        assert_eq!(sent, vec![serde_json::json!({"jsonrpc":"2.0","id":"e1","result":{"action":"accept","content":{"name":"Ada","n":3}}})]);
+        assert_eq!(
+            sent,
+            vec![
+                serde_json::json!({"jsonrpc":"2.0","id":"e1","result":{"action":"accept","content":{"name":"Ada","n":3}}})
+            ]
+        );
 
         // A wrong type is not sent as accept; a throwing host declines.
         assert!(harness.receive(&elicit("2", FORM)));
@@ -1995,7 +2096,10 @@ mod tests {
         let (harness, mut host) = elicitation_harness(elicitation::Modes::default(), Duration::from_secs(60));
         let url = r#"{"mode":"url","message":"m","url":"https://example.com/","elicitationId":"x"}"#;
         assert!(harness.receive(&elicit("1", url)));
-        assert!(harness.receive(&elicit("2", r#"{"message":"m","requestedSchema":{"type":"object","properties":{"a":{"type":"object"}}}}"#)));
+        assert!(harness.receive(&elicit(
+            "2",
+            r#"{"message":"m","requestedSchema":{"type":"object","properties":{"a":{"type":"object"}}}}"#
+        )));
         let sent = sent(&harness);
         assert!(sent.iter().all(|r| r["error"]["code"] == INVALID_PARAMS), "{sent:?}");
         assert!(host.try_recv().is_err());
@@ -2036,7 +2140,9 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(300)).await;
         assert!(call.try_recv().is_err(), "the call waits on the person, not on the server");
         harness.shared.end(McpError::Closed);
-        tokio::time::timeout(Duration::from_secs(5), harness.shared.elicitations_stopped()).await.expect("every elicitation task stops");
+        tokio::time::timeout(Duration::from_secs(5), harness.shared.elicitations_stopped())
+            .await
+            .expect("every elicitation task stops");
         assert!(reply.is_closed());
         assert_eq!(code(&outcome(&mut call).await), "mcp_connection_closed");
         let sent = harness.recorder.sent.lock().clone();

@@ -27,7 +27,13 @@ pub enum Diagnostic {
     /// A baseline tool the server no longer publishes.
     ToolRemoved { server: String, tool: String, message: String },
     /// Even the catalog floor (every name and description) of a server is over the disclosure budget.
-    DisclosureBudgetExceeded { server: String, tool_count: usize, floor_tokens: usize, budget_tokens: usize, message: String },
+    DisclosureBudgetExceeded {
+        server: String,
+        tool_count: usize,
+        floor_tokens: usize,
+        budget_tokens: usize,
+        message: String,
+    },
     /// A bug in mcpferry (a panic) was contained: the operation it hit failed with
     /// `mcp_internal_error`, the process and the other calls go on. `server` is the affected server,
     /// or `mcpferry` when the toolset as a whole was hit.
@@ -62,7 +68,14 @@ pub enum Diagnostic {
     /// A server's `notifications/message`, delivered as it happens: `level` one of the spec's eight,
     /// `logger` and every string in `data` redacted and made terminal-safe, `data` bounded (over the bound
     /// it is the head of its JSON text, and `truncated`). See `server_log`.
-    ServerLog { server: String, level: &'static str, logger: Option<String>, data: serde_json::Value, truncated: bool, message: String },
+    ServerLog {
+        server: String,
+        level: &'static str,
+        logger: Option<String>,
+        data: serde_json::Value,
+        truncated: bool,
+        message: String,
+    },
     /// A second's server logs past `MAX_SERVER_LOGS_PER_SECOND` were not delivered: how many.
     ServerLogDropped { server: String, dropped: u64, message: String },
     /// An engine log event (`logs: 'diagnostics'`), redacted like everything else.
@@ -79,7 +92,14 @@ pub enum Diagnostic {
     /// attempt can cure, or `reconnect: false`). Its calls fail at once with `mcp_server_unavailable`.
     /// `retry_in_ms`: when one new attempt is made (sooner on a call to one of its tools), if ever.
     /// `stderr_tail`: a stdio server's last stderr, across its restarts (its last attempt's, else its loss's).
-    ServerFailed { server: String, message: String, error_code: &'static str, restarts: u64, retry_in_ms: Option<u64>, stderr_tail: Option<String> },
+    ServerFailed {
+        server: String,
+        message: String,
+        error_code: &'static str,
+        restarts: u64,
+        retry_in_ms: Option<u64>,
+        stderr_tail: Option<String>,
+    },
     /// The server announced that its resources or prompts changed (`list`: `resources` or `prompts`;
     /// `notifications/resources/list_changed`, `notifications/prompts/list_changed`): list them again
     /// to see the change. Delivered as it happens; only if the server declared `listChanged` for it, and
@@ -101,4 +121,3 @@ pub struct ServerInfo {
     pub name: String,
     pub version: String,
 }
-

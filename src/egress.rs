@@ -15,11 +15,11 @@
 
 mod clients;
 
-use clients::ClientKind;
 use crate::error::{McpError, Result};
 use crate::guard::hosts::{HostGuard, HostRefused};
 use crate::guard::redact::{MIN_SECRET_CHARS, REDACTED};
 use crate::limits::MAX_REDIRECTS;
+use clients::ClientKind;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, LOCATION};
 use reqwest::{Method, Response, StatusCode};
 use std::sync::{Arc, Once};
@@ -131,7 +131,9 @@ impl Egress {
             let _ = rustls::crypto::ring::default_provider().install_default();
         });
         if let (Some(proxy), Some(guard)) = (&policy.proxy, &policy.guard) {
-            guard.check_url(proxy).map_err(|e| McpError::HostNotAllowed(format!("proxy {}: {e}", display_url(proxy))))?;
+            guard
+                .check_url(proxy)
+                .map_err(|e| McpError::HostNotAllowed(format!("proxy {}: {e}", display_url(proxy))))?;
         }
         let client = clients::shared_client(ClientKind::Requests, policy.guard.as_ref(), policy.proxy.as_ref())?;
         let streams = clients::shared_client(ClientKind::Streams, policy.guard.as_ref(), policy.proxy.as_ref())?;
@@ -156,7 +158,9 @@ impl Egress {
     }
 
     async fn follow(&self, exchange: Exchange) -> Result<Response> {
-        let Exchange { mut method, url: first, origin_headers, protocol_headers, mut body, redirects, held_open, .. } = exchange;
+        let Exchange {
+            mut method, url: first, origin_headers, protocol_headers, mut body, redirects, held_open, ..
+        } = exchange;
         let client = if held_open { &self.streams } else { &self.client };
         let origin = first.origin();
         let mut url = first.clone();
@@ -172,7 +176,9 @@ impl Egress {
             }
             let response = request.send().await.map_err(|e| match request_error(e, &url) {
                 // The first request was delivered; only this hop's address was refused.
-                McpError::HostNotAllowed(text) if hop > 0 => McpError::RedirectRefused(format!("redirect refused: {text}")),
+                McpError::HostNotAllowed(text) if hop > 0 => {
+                    McpError::RedirectRefused(format!("redirect refused: {text}"))
+                }
                 other => other,
             })?;
             let Some(next) = redirect_target(&response, &url)? else {
@@ -223,7 +229,11 @@ fn redirect_target(response: &Response, from: &Url) -> Result<Option<Url>> {
         .ok()
         .and_then(|l| from.join(l).ok())
         .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
-        .ok_or_else(|| McpError::Transport(format!("the server sent a redirect (HTTP {status}) to an invalid or non-HTTP location")))?;
+        .ok_or_else(|| {
+            McpError::Transport(format!(
+                "the server sent a redirect (HTTP {status}) to an invalid or non-HTTP location"
+            ))
+        })?;
     Ok(Some(next))
 }
 
@@ -286,7 +296,11 @@ pub fn request_error(error: reqwest::Error, url: &Url) -> McpError {
     // Belt and braces: no cause we render is known to carry a URL, but none may carry its query.
     let message = scrub_url_secrets(&message, url);
     // No connection was made, so nothing was delivered: what a supervisor takes for a server that is down.
-    if is_connect { McpError::Unreachable(message) } else { McpError::Transport(message) }
+    if is_connect {
+        McpError::Unreachable(message)
+    } else {
+        McpError::Transport(message)
+    }
 }
 
 /// Validate the `proxy` option: an `http://` or `https://` URL with a host and at most a port — no

@@ -82,7 +82,10 @@ pub(crate) struct Asking {
 
 impl Asking {
     pub fn new(elicitor: &Elicitor) -> Self {
-        Asking { id: NEXT_ASK_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed), withdrawn: elicitor.withdrawn.clone() }
+        Asking {
+            id: NEXT_ASK_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            withdrawn: elicitor.withdrawn.clone(),
+        }
     }
 
     /// The host answered: nothing to withdraw.
@@ -135,19 +138,34 @@ pub struct Field {
 #[derive(Debug)]
 enum Kind {
     /// `format` (email, uri, date, date-time) is a rendering hint here; the server validates it.
-    Text { min_chars: Option<u64>, max_chars: Option<u64> },
-    Number { integer: bool, minimum: Option<f64>, maximum: Option<f64> },
+    Text {
+        min_chars: Option<u64>,
+        max_chars: Option<u64>,
+    },
+    Number {
+        integer: bool,
+        minimum: Option<f64>,
+        maximum: Option<f64>,
+    },
     Boolean,
     /// A single-select enum: `enum` (optionally with the legacy `enumNames`) or titled `oneOf` consts.
-    Choice { options: Vec<String> },
+    Choice {
+        options: Vec<String>,
+    },
     /// A multi-select enum: an array whose `items` are an `enum` or titled `anyOf` consts.
-    Choices { options: Vec<String>, min_items: Option<u64>, max_items: Option<u64> },
+    Choices {
+        options: Vec<String>,
+        min_items: Option<u64>,
+        max_items: Option<u64>,
+    },
 }
 
 impl Kind {
     fn accepts(&self, value: &Value) -> bool {
         match (self, value) {
-            (Kind::Text { min_chars, max_chars }, Value::String(text)) => within(text.chars().count() as u64, *min_chars, *max_chars),
+            (Kind::Text { min_chars, max_chars }, Value::String(text)) => {
+                within(text.chars().count() as u64, *min_chars, *max_chars)
+            }
             (Kind::Number { integer, minimum, maximum }, Value::Number(number)) => {
                 let Some(n) = number.as_f64() else { return false };
                 let whole = number.is_i64() || number.is_u64() || n.fract() == 0.0;
@@ -335,7 +353,9 @@ fn bound(schema: &Map<String, Value>, key: &str) -> Option<Option<f64>> {
 /// request rebuilt from the fields read (anything else the server put in its params is not passed on).
 pub fn host_request(server: &str, ask_id: u64, request: &Request) -> String {
     let request = match request {
-        Request::Form { message, schema, .. } => json!({ "mode": "form", "message": message, "requestedSchema": schema }),
+        Request::Form { message, schema, .. } => {
+            json!({ "mode": "form", "message": message, "requestedSchema": schema })
+        }
         Request::Url { message, url, elicitation_id: Some(id) } => {
             json!({ "mode": "url", "message": message, "url": url, "elicitationId": id })
         }
@@ -395,7 +415,11 @@ fn accepted(request: &Request, host_json: &str) -> Option<String> {
 /// every field it gave is one the schema asks for and of the right type and range, every required
 /// field is there. A field given as `null` counts as left out. A default that is not itself a valid
 /// value for its field is not applied.
-fn complete(fields: &[(String, Field)], required: &[String], mut content: Map<String, Value>) -> Option<Map<String, Value>> {
+fn complete(
+    fields: &[(String, Field)],
+    required: &[String],
+    mut content: Map<String, Value>,
+) -> Option<Map<String, Value>> {
     content.retain(|_, value| !value.is_null());
     for (name, value) in &content {
         let (_, field) = fields.iter().find(|(field, _)| field == name)?;
@@ -451,7 +475,10 @@ mod tests {
     fn defaults_fill_every_primitive_type_the_host_left_out() {
         let request = sep1034();
         let expected = json!({ "name": "John Doe", "age": 30, "score": 95.5, "status": "active", "verified": true });
-        assert_eq!(result(&request, json!({ "action": "accept", "content": {} })), json!({ "action": "accept", "content": expected }));
+        assert_eq!(
+            result(&request, json!({ "action": "accept", "content": {} })),
+            json!({ "action": "accept", "content": expected })
+        );
         assert_eq!(result(&request, json!({ "action": "accept" })), json!({ "action": "accept", "content": expected }));
         // What the host gave wins; a null is left out, so its default applies.
         let host = json!({ "action": "accept", "content": { "name": "Ada", "age": 36, "status": "pending", "verified": null } });
@@ -471,7 +498,10 @@ mod tests {
             }
         }));
         let content = json!({ "color": "#0f0", "legacy": "b", "tags": ["x", "z"], "titled": ["q"] });
-        assert_eq!(result(&request, json!({ "action": "accept", "content": {} })), json!({ "action": "accept", "content": content }));
+        assert_eq!(
+            result(&request, json!({ "action": "accept", "content": {} })),
+            json!({ "action": "accept", "content": content })
+        );
     }
 
     #[test]
@@ -484,7 +514,10 @@ mod tests {
                 "name": { "type": "string", "maxLength": 2, "default": "too long" }
             }
         }));
-        assert_eq!(result(&request, json!({ "action": "accept", "content": {} })), json!({ "action": "accept", "content": {} }));
+        assert_eq!(
+            result(&request, json!({ "action": "accept", "content": {} })),
+            json!({ "action": "accept", "content": {} })
+        );
     }
 
     #[test]
@@ -502,9 +535,15 @@ mod tests {
             "required": ["name"]
         }));
         let valid = json!({ "name": "Ada", "age": 36, "score": 1.5, "ok": false, "status": "on", "tags": ["y"] });
-        assert_eq!(result(&request, json!({ "action": "accept", "content": valid })), json!({ "action": "accept", "content": valid }));
+        assert_eq!(
+            result(&request, json!({ "action": "accept", "content": valid })),
+            json!({ "action": "accept", "content": valid })
+        );
         // Whole floats are integers (JSON Schema), as `30.0` from another language would be.
-        assert_eq!(result(&request, json!({ "action": "accept", "content": { "name": "Ada", "age": 30.0 } }))["action"], "accept");
+        assert_eq!(
+            result(&request, json!({ "action": "accept", "content": { "name": "Ada", "age": 30.0 } }))["action"],
+            "accept"
+        );
         for content in [
             json!({ "name": 5 }),
             json!({ "name": "A" }),
@@ -530,22 +569,30 @@ mod tests {
     fn decline_and_cancel_pass_through_without_content_and_garbage_declines() {
         let request = sep1034();
         assert_eq!(result(&request, json!({ "action": "decline", "content": { "name": "x" } })), declined());
-        assert_eq!(result(&request, json!({ "action": "cancel", "content": { "name": "x" } })), json!({ "action": "cancel" }));
+        assert_eq!(
+            result(&request, json!({ "action": "cancel", "content": { "name": "x" } })),
+            json!({ "action": "cancel" })
+        );
         for host in ["null", "\"accept\"", "{}", r#"{"action":"yes"}"#, r#"{"action":1}"#, "not json", "[]"] {
             assert_eq!(answer(&request, host), DECLINE, "{host}");
         }
-        let huge = json!({ "action": "accept", "content": { "name": "n".repeat(MAX_ELICITATION_ANSWER_BYTES) } }).to_string();
+        let huge =
+            json!({ "action": "accept", "content": { "name": "n".repeat(MAX_ELICITATION_ANSWER_BYTES) } }).to_string();
         assert_eq!(answer(&request, &huge), DECLINE);
     }
 
     #[test]
     fn url_mode_needs_declaring_a_web_url_and_an_id_and_its_accept_carries_nothing() {
-        let params = raw(r#"{"mode":"url","message":"m","url":"https://example.com/connect?x=1","elicitationId":"e1"}"#);
+        let params =
+            raw(r#"{"mode":"url","message":"m","url":"https://example.com/connect?x=1","elicitationId":"e1"}"#);
         let error = parse_request(Some(&params), Modes::default()).unwrap_err();
         assert!(error.contains("url elicitation mode"), "{error}");
         let both = Modes { form: true, url: true };
         let request = parse_request(Some(&params), both).unwrap();
-        assert_eq!(result(&request, json!({ "action": "accept", "content": { "x": 1 } })), json!({ "action": "accept" }));
+        assert_eq!(
+            result(&request, json!({ "action": "accept", "content": { "x": 1 } })),
+            json!({ "action": "accept" })
+        );
         let host: Value = serde_json::from_str(&host_request("srv", 7, &request)).unwrap();
         assert_eq!(
             host,
@@ -574,7 +621,14 @@ mod tests {
         assert_eq!(handed("HTTPS://EXAMPLE.com:443/./a/../b?x=1"), "https://example.com/b?x=1");
         assert_eq!(handed("http://bücher.example"), "http://xn--bcher-kva.example/");
         assert_eq!(handed("https://example.com\\path"), "https://example.com/path");
-        for bad in ["https://exa\u{1b}mple.com/", "https://exa mple.com/", "https://\u{9b}evil.example/", "https://", "https://accounts.google.com@evil.example/", "https://u:p@evil.example/"] {
+        for bad in [
+            "https://exa\u{1b}mple.com/",
+            "https://exa mple.com/",
+            "https://\u{9b}evil.example/",
+            "https://",
+            "https://accounts.google.com@evil.example/",
+            "https://u:p@evil.example/",
+        ] {
             let params = json!({ "mode": "url", "message": "m", "url": bad, "elicitationId": "e1" }).to_string();
             assert!(parse_request(Some(&raw(&params)), both).is_err(), "{bad:?}");
         }
@@ -582,11 +636,16 @@ mod tests {
         assert!(parse_request(Some(&raw(&params)), both).unwrap_err().contains("userinfo"));
         // The message a person is shown: no terminal escapes, bidi overrides or invisible characters; lines kept.
         let params = json!({ "mode": "url", "message": "Log in\u{1b}[2J\u{202e}x\u{200b}\nnow\tplease\u{7}", "url": "https://example.com/", "elicitationId": "e1" }).to_string();
-        let host: Value = serde_json::from_str(&host_request("srv", 7, &parse_request(Some(&raw(&params)), both).unwrap())).unwrap();
+        let host: Value =
+            serde_json::from_str(&host_request("srv", 7, &parse_request(Some(&raw(&params)), both).unwrap())).unwrap();
         assert_eq!(host["request"]["message"], "Log in [2J x \nnow\tplease ");
         // Form mode can be left undeclared too.
         let url_only = Modes { form: false, url: true };
-        assert!(parse_request(Some(&raw(r#"{"message":"m","requestedSchema":{"type":"object","properties":{}}}"#)), url_only).is_err());
+        assert!(parse_request(
+            Some(&raw(r#"{"message":"m","requestedSchema":{"type":"object","properties":{}}}"#)),
+            url_only
+        )
+        .is_err());
     }
 
     #[test]
@@ -613,8 +672,10 @@ mod tests {
 
     #[test]
     fn schemas_are_bounded() {
-        let fields: Map<String, Value> = (0..=MAX_ELICITATION_FIELDS).map(|i| (format!("f{i}"), json!({ "type": "boolean" }))).collect();
-        let params = json!({ "message": "m", "requestedSchema": { "type": "object", "properties": fields } }).to_string();
+        let fields: Map<String, Value> =
+            (0..=MAX_ELICITATION_FIELDS).map(|i| (format!("f{i}"), json!({ "type": "boolean" }))).collect();
+        let params =
+            json!({ "message": "m", "requestedSchema": { "type": "object", "properties": fields } }).to_string();
         assert!(parse_request(Some(&raw(&params)), Modes::default()).unwrap_err().contains("properties"));
         let options: Vec<String> = (0..=MAX_ELICITATION_OPTIONS).map(|i| i.to_string()).collect();
         let params = json!({ "message": "m", "requestedSchema": { "type": "object", "properties": { "a": { "type": "string", "enum": options } } } });
@@ -626,7 +687,10 @@ mod tests {
         let schema = json!({ "$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "properties": { "a": { "type": "string", "format": "email", "title": "A" } } });
         let request = form(schema.clone());
         let host: Value = serde_json::from_str(&host_request("github", 7, &request)).unwrap();
-        assert_eq!(host, json!({ "server": "github", "askId": 7, "request": { "mode": "form", "message": "m", "requestedSchema": schema } }));
+        assert_eq!(
+            host,
+            json!({ "server": "github", "askId": 7, "request": { "mode": "form", "message": "m", "requestedSchema": schema } })
+        );
     }
 
     #[test]

@@ -60,7 +60,6 @@ pub const MAX_QUOTED_BYTES: usize = 200;
 /// resolves anyway and reports an `internal-error` diagnostic.
 pub const MAX_CLOSE_WAIT_MS: u64 = 5_000;
 
-
 // Outbound HTTP (src/egress.rs and the HTTP transports).
 
 /// How long a TCP (and TLS) connection to a server or proxy may take to open.
@@ -119,7 +118,8 @@ pub const STDIO_KILL_WAIT_MS: u64 = 500;
 pub const STDIO_TASK_JOIN_MS: u64 = 200;
 /// The longest close() of one stdio transport takes, whatever the server does: stdin EOF, SIGTERM,
 /// SIGKILL, each with its grace, then the tasks joined.
-pub const STDIO_CLOSE_MAX_MS: u64 = STDIO_EXIT_GRACE_MS + STDIO_TERM_GRACE_MS + STDIO_KILL_WAIT_MS + 2 * STDIO_TASK_JOIN_MS;
+pub const STDIO_CLOSE_MAX_MS: u64 =
+    STDIO_EXIT_GRACE_MS + STDIO_TERM_GRACE_MS + STDIO_KILL_WAIT_MS + 2 * STDIO_TASK_JOIN_MS;
 /// Deepest nesting of arrays and objects accepted in one tool result or one tool definition, in levels
 /// (`{}` is one level). Below serde_json's recursion limit (128), so recursive code never sees deeper
 /// JSON, and far below what an agent's `JSON.parse`/`JSON.stringify` handle.

@@ -57,11 +57,16 @@ fn init() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let stderr = std::env::var(LOG_ENV).ok().filter(|spec| !spec.trim().is_empty()).map(|spec| {
-            tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(false).with_filter(EnvFilter::new(spec))
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false)
+                .with_filter(EnvFilter::new(spec))
         });
         // A per-layer filter (a plain Layer::enabled would filter the stderr layer too), asked per event
         // (`filter_fn` answers `Interest::sometimes`), so routing can start and stop at any time.
-        let routed = filter_fn(|metadata: &Metadata<'_>| ROUTED.load(Ordering::Acquire) > 0 && *metadata.level() <= ROUTED_LEVEL);
+        let routed = filter_fn(|metadata: &Metadata<'_>| {
+            ROUTED.load(Ordering::Acquire) > 0 && *metadata.level() <= ROUTED_LEVEL
+        });
         let subscriber = tracing_subscriber::registry().with(stderr).with(Router.with_filter(routed));
         // Another subscriber already installed (an embedding Rust program): its choice stands.
         let _ = tracing::subscriber::set_global_default(subscriber);
@@ -104,8 +109,14 @@ impl<S: Subscriber> Layer<S> for Router {
             Level::DEBUG => "debug",
             Level::TRACE => "trace",
         };
-        let message = if fields.rest.is_empty() { fields.message } else { format!("{}{}", fields.message, fields.rest) };
-        sink.log(Diagnostic::Log { server: fields.server.unwrap_or_default(), level, target: event.metadata().target().to_owned(), message });
+        let message =
+            if fields.rest.is_empty() { fields.message } else { format!("{}{}", fields.message, fields.rest) };
+        sink.log(Diagnostic::Log {
+            server: fields.server.unwrap_or_default(),
+            level,
+            target: event.metadata().target().to_owned(),
+            message,
+        });
     }
 }
 

@@ -73,11 +73,16 @@ pub fn input_required(result: &RawValue) -> Result<Option<InputRequired>, McpErr
     if memchr::memmem::find(result.get().as_bytes(), br#""resultType""#).is_none() {
         return Ok(None);
     }
-    let envelope: Envelope = serde_json::from_str(result.get()).map_err(|_| malformed("the result is not a well-formed object"))?;
+    let envelope: Envelope =
+        serde_json::from_str(result.get()).map_err(|_| malformed("the result is not a well-formed object"))?;
     match envelope.result_type.as_deref() {
         None | Some("complete") => return Ok(None),
         Some("input_required") => {}
-        Some(_) => return Err(McpError::Protocol("the server answered with a result type this client does not support".into())),
+        Some(_) => {
+            return Err(McpError::Protocol(
+                "the server answered with a result type this client does not support".into(),
+            ))
+        }
     }
     let request_state = envelope.request_state.map(read_request_state).transpose()?;
     let requests = envelope.input_requests.map(read_input_requests).transpose()?.unwrap_or_default();
@@ -144,9 +149,13 @@ pub async fn fulfil(requests: &[(String, InputRequest)], elicitor: Option<&Elici
     for (key, request) in requests {
         let params = match request {
             InputRequest::Elicitation(params) => params.as_deref(),
-            InputRequest::Sampling => return Err(unanswerable("sampling (sampling/createMessage)", "mcpferry does not support sampling")),
+            InputRequest::Sampling => {
+                return Err(unanswerable("sampling (sampling/createMessage)", "mcpferry does not support sampling"))
+            }
             InputRequest::Roots => return Err(unanswerable("roots (roots/list)", "mcpferry does not support roots")),
-            InputRequest::Unknown => return Err(unanswerable("an unknown kind of input", "mcpferry cannot provide it")),
+            InputRequest::Unknown => {
+                return Err(unanswerable("an unknown kind of input", "mcpferry cannot provide it"))
+            }
         };
         let Some(elicitor) = elicitor else {
             return Err(unanswerable("elicitation (elicitation/create)", "no onElicitation is set to answer it"));
@@ -274,7 +283,9 @@ mod tests {
         let required = parsed(ECHO_STATE).unwrap().unwrap();
         let state = required.request_state.unwrap();
         assert_eq!(state.get(), r#""{\"nonce\":\"caf\u00e9\/x \ud83d\ude00\",\"originalId\":7}""#);
-        let [(key, InputRequest::Elicitation(Some(params)))] = &required.requests[..] else { panic!("{:?}", required.requests) };
+        let [(key, InputRequest::Elicitation(Some(params)))] = &required.requests[..] else {
+            panic!("{:?}", required.requests)
+        };
         assert_eq!(key, "confirm");
         assert!(params.get().starts_with(r#"{"message":"Please confirm""#));
     }
@@ -290,7 +301,8 @@ mod tests {
         let state_only = parsed(r#"{"resultType":"input_required","requestState":"s1"}"#).unwrap().unwrap();
         assert!(state_only.requests.is_empty());
         assert_eq!(state_only.request_state.unwrap().get(), r#""s1""#);
-        let empty_requests = parsed(r#"{"resultType":"input_required","inputRequests":{},"requestState":"s"}"#).unwrap().unwrap();
+        let empty_requests =
+            parsed(r#"{"resultType":"input_required","inputRequests":{},"requestState":"s"}"#).unwrap().unwrap();
         assert!(empty_requests.requests.is_empty());
     }
 
@@ -322,7 +334,8 @@ mod tests {
         let at_most: Vec<String> = (0..MAX_INPUT_REQUESTS_PER_ROUND).map(|i| format!(r#""k{i}":{entry}"#)).collect();
         let result = format!(r#"{{"resultType":"input_required","inputRequests":{{{}}}}}"#, at_most.join(","));
         assert_eq!(parsed(&result).unwrap().unwrap().requests.len(), MAX_INPUT_REQUESTS_PER_ROUND);
-        let one_more = format!(r#"{{"resultType":"input_required","inputRequests":{{{},"last":{entry}}}}}"#, at_most.join(","));
+        let one_more =
+            format!(r#"{{"resultType":"input_required","inputRequests":{{{},"last":{entry}}}}}"#, at_most.join(","));
         assert!(protocol_error(&one_more).contains("inputs at once"));
 
         let key = "k".repeat(MAX_INPUT_KEY_BYTES);
@@ -367,7 +380,10 @@ mod tests {
         );
         // No state this round: none is sent, even if an earlier round had one.
         let retry = retry_params(previous, "{}", None);
-        assert_eq!(retry, r#"{"name":"t","arguments":{"n": 1.50, "s":"\u00e9"},"_meta":{"progressToken":3},"inputResponses":{}}"#);
+        assert_eq!(
+            retry,
+            r#"{"name":"t","arguments":{"n": 1.50, "s":"\u00e9"},"_meta":{"progressToken":3},"inputResponses":{}}"#
+        );
         // A request sent without params.
         assert_eq!(retry_params("", "{}", None), r#"{"inputResponses":{}}"#);
     }
@@ -390,8 +406,13 @@ mod tests {
 
     fn host(answer: Option<std::result::Result<Value, String>>) -> (Arc<Host>, Elicitor) {
         let host = Arc::new(Host { asked: Mutex::new(Vec::new()), answer });
-        let elicitor =
-            Elicitor { server: "srv".into(), modes: Modes::default(), callback: host.clone(), timeout: Duration::from_secs(60), withdrawn: None };
+        let elicitor = Elicitor {
+            server: "srv".into(),
+            modes: Modes::default(),
+            callback: host.clone(),
+            timeout: Duration::from_secs(60),
+            withdrawn: None,
+        };
         (host, elicitor)
     }
 
@@ -436,7 +457,10 @@ mod tests {
     #[tokio::test]
     async fn a_declining_a_throwing_or_a_silent_host() {
         let (_, elicitor) = host(Some(Ok(json!({ "action": "decline", "content": { "name": "x" } }))));
-        assert_eq!(responses(&requests(TWO_FORMS), &elicitor).await, json!({ "who": { "action": "decline" }, "ok": { "action": "decline" } }));
+        assert_eq!(
+            responses(&requests(TWO_FORMS), &elicitor).await,
+            json!({ "who": { "action": "decline" }, "ok": { "action": "decline" } })
+        );
         // The host's error stays with the host: the server is told decline.
         let (host, elicitor) = host(Some(Err("SECRET host failure".into())));
         let answered = fulfil(&requests(TWO_FORMS), Some(&elicitor)).await.unwrap();
@@ -449,7 +473,11 @@ mod tests {
 
     #[tokio::test]
     async fn sampling_roots_and_unknown_inputs_are_typed_errors_before_anyone_is_asked() {
-        for (method, named) in [("sampling/createMessage", "sampling/createMessage"), ("roots/list", "roots/list"), ("SECRET/x", "unknown kind")] {
+        for (method, named) in [
+            ("sampling/createMessage", "sampling/createMessage"),
+            ("roots/list", "roots/list"),
+            ("SECRET/x", "unknown kind"),
+        ] {
             let result = format!(
                 r#"{{"resultType":"input_required","inputRequests":{{"confirm":{{"method":"elicitation/create","params":{{"message":"m","requestedSchema":{{"type":"object","properties":{{}}}}}}}},"other":{{"method":"{method}","params":{{}}}}}}}}"#
             );
@@ -465,7 +493,10 @@ mod tests {
     #[tokio::test]
     async fn elicitation_without_a_host_or_against_the_rules_is_a_typed_error() {
         let error = fulfil(&requests(ECHO_STATE), None).await.unwrap_err();
-        assert!(matches!(&error, McpError::Protocol(why) if why.contains("elicitation/create") && why.contains("onElicitation")), "{error}");
+        assert!(
+            matches!(&error, McpError::Protocol(why) if why.contains("elicitation/create") && why.contains("onElicitation")),
+            "{error}"
+        );
         let (host, elicitor) = host(Some(Ok(json!({ "action": "accept" }))));
         for params in [
             r#"{"message":"m","requestedSchema":{"type":"object","properties":{"SECRET":{"type":"object"}}}}"#,
@@ -474,9 +505,14 @@ mod tests {
             // URL mode was not declared.
             r#"{"mode":"url","message":"m","url":"https://example.com/"}"#,
         ] {
-            let result = format!(r#"{{"resultType":"input_required","inputRequests":{{"k":{{"method":"elicitation/create","params":{params}}}}}}}"#);
+            let result = format!(
+                r#"{{"resultType":"input_required","inputRequests":{{"k":{{"method":"elicitation/create","params":{params}}}}}}}"#
+            );
             let error = fulfil(&requests(&result), Some(&elicitor)).await.unwrap_err();
-            assert!(matches!(&error, McpError::Protocol(why) if why.contains("invalid") && !why.contains("SECRET")), "{error}");
+            assert!(
+                matches!(&error, McpError::Protocol(why) if why.contains("invalid") && !why.contains("SECRET")),
+                "{error}"
+            );
         }
         assert!(host.asked.lock().is_empty());
     }
@@ -489,7 +525,10 @@ mod tests {
         assert_eq!(responses(&requests(result), &elicitor).await, json!({ "login": { "action": "accept" } }));
         let mut asked = host.asked.lock()[0].clone();
         assert!(asked.as_object_mut().unwrap().remove("askId").unwrap().is_u64());
-        assert_eq!(asked, json!({ "server": "srv", "request": { "mode": "url", "message": "Connect", "url": "https://example.com/connect" } }));
+        assert_eq!(
+            asked,
+            json!({ "server": "srv", "request": { "mode": "url", "message": "Connect", "url": "https://example.com/connect" } })
+        );
     }
 
     /// The host hears of a question withdrawn unanswered (its wait dropped, or timed out), and only then.

@@ -79,7 +79,8 @@ impl Progress {
             out.insert("total".into(), number(total));
         }
         if let Some(message) = &self.message {
-            let (mut shown, cut) = crate::guard::server_text::shown(message, MAX_PROGRESS_MESSAGE_BYTES, secrets, false);
+            let (mut shown, cut) =
+                crate::guard::server_text::shown(message, MAX_PROGRESS_MESSAGE_BYTES, secrets, false);
             if cut {
                 shown.push('…');
             }
@@ -130,13 +131,21 @@ mod tests {
     fn the_message_reaches_the_host_redacted_bounded_and_terminal_safe() {
         let secrets = Secrets::default();
         secrets.add("ghp_secret_token_value");
-        let update = Progress { progress: 3.0, total: Some(4.25), message: Some("using ghp_secret_token_value\u{1b}]8;;x\u{7}\nnow".into()) };
+        let update = Progress {
+            progress: 3.0,
+            total: Some(4.25),
+            message: Some("using ghp_secret_token_value\u{1b}]8;;x\u{7}\nnow".into()),
+        };
         let json: serde_json::Value = serde_json::from_str(&update.to_json(&secrets)).unwrap();
         assert_eq!(json, serde_json::json!({ "progress": 3, "total": 4.25, "message": "using [redacted] ]8;;x  now" }));
         let long = Progress { progress: 1.0, total: None, message: Some("é".repeat(MAX_PROGRESS_MESSAGE_BYTES)) };
         let json: serde_json::Value = serde_json::from_str(&long.to_json(&secrets)).unwrap();
         let message = json["message"].as_str().unwrap();
-        assert!(message.len() <= MAX_PROGRESS_MESSAGE_BYTES + '…'.len_utf8() && message.ends_with('…'), "{}", message.len());
+        assert!(
+            message.len() <= MAX_PROGRESS_MESSAGE_BYTES + '…'.len_utf8() && message.ends_with('…'),
+            "{}",
+            message.len()
+        );
         assert_eq!(json.get("total"), None);
     }
 }

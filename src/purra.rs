@@ -139,10 +139,12 @@ pub fn shape_result(result: &str, limits: &Limits) -> Result<Envelope, Code> {
     let mut text = Vec::with_capacity(content.len());
     for block in content {
         match block {
-            Value::Object(mut block) if block.get("type").and_then(Value::as_str) == Some("text") => match block.remove("text") {
-                Some(Value::String(t)) => text.push(t),
-                _ => return Err("mcp_result_invalid"),
-            },
+            Value::Object(mut block) if block.get("type").and_then(Value::as_str) == Some("text") => {
+                match block.remove("text") {
+                    Some(Value::String(t)) => text.push(t),
+                    _ => return Err("mcp_result_invalid"),
+                }
+            }
             _ => return Err("mcp_result_unsupported"),
         }
     }
@@ -156,7 +158,11 @@ pub fn shape_result(result: &str, limits: &Limits) -> Result<Envelope, Code> {
 
 fn result_bytes(content: &[Value], rest: &Map<String, Value>) -> u64 {
     let text = |value: &Value| serde_json::to_string(value).map_or(u64::MAX, |t| t.len() as u64);
-    content.iter().map(text).fold(0, u64::saturating_add).saturating_add(rest.values().map(text).fold(0, u64::saturating_add))
+    content
+        .iter()
+        .map(text)
+        .fold(0, u64::saturating_add)
+        .saturating_add(rest.values().map(text).fold(0, u64::saturating_add))
 }
 
 /// SHA-256 (lowercase hex) of `value` in the `purra.json-identity/v1` encoding: the profile name and a
@@ -228,7 +234,15 @@ mod tests {
         assert_eq!(limits("{}"), Ok(DEFAULT_LIMITS));
         let lowered = limits(r#"{"maxTools":3,"timeoutMs":120000}"#).unwrap();
         assert_eq!((lowered.max_tools, lowered.timeout_ms, lowered.max_pages), (3, 120_000, 32));
-        for bad in [r#"{"maxTools":257}"#, r#"{"timeoutMs":300001}"#, r#"{"maxPages":0}"#, r#"{"maxPages":1.5}"#, r#"{"maxPagez":1}"#, "[]", r#"{"maxPages":"2"}"#] {
+        for bad in [
+            r#"{"maxTools":257}"#,
+            r#"{"timeoutMs":300001}"#,
+            r#"{"maxPages":0}"#,
+            r#"{"maxPages":1.5}"#,
+            r#"{"maxPagez":1}"#,
+            "[]",
+            r#"{"maxPages":"2"}"#,
+        ] {
             assert_eq!(limits(bad), Err("mcp_binding_invalid"), "{bad}");
         }
     }
@@ -245,21 +259,38 @@ mod tests {
         assert_eq!(tool(json!({ "description": "d".repeat(8193) })).unwrap_err(), "mcp_catalog_limit_exceeded");
         assert_eq!(tool(json!({ "execution": { "taskSupport": "required" } })).unwrap_err(), "mcp_tool_unsupported");
         assert!(tool(json!({ "execution": { "taskSupport": "optional" } })).is_ok());
-        assert_eq!(tool(json!({ "inputSchema": { "type": "object", "properties": { "n": { "default": 1 } } } })).unwrap_err(), "mcp_schema_unsupported");
-        assert_eq!(tool(json!({ "outputSchema": { "type": "object", "x-fastmcp-wrap-result": true } })).unwrap_err(), "mcp_schema_unsupported");
+        assert_eq!(
+            tool(json!({ "inputSchema": { "type": "object", "properties": { "n": { "default": 1 } } } })).unwrap_err(),
+            "mcp_schema_unsupported"
+        );
+        assert_eq!(
+            tool(json!({ "outputSchema": { "type": "object", "x-fastmcp-wrap-result": true } })).unwrap_err(),
+            "mcp_schema_unsupported"
+        );
         let small = Limits { max_schema_bytes: 10, ..DEFAULT_LIMITS };
-        assert_eq!(vet_tool(r#"{"name":"a","inputSchema":{"type":"object","title":"long enough"}}"#, &small).unwrap_err(), "mcp_schema_unsupported");
+        assert_eq!(
+            vet_tool(r#"{"name":"a","inputSchema":{"type":"object","title":"long enough"}}"#, &small).unwrap_err(),
+            "mcp_schema_unsupported"
+        );
     }
 
     #[test]
     fn shapes_text_results_and_fails_closed_on_everything_else() {
         let shape = |result: Value| shape_result(&result.to_string(), &DEFAULT_LIMITS);
         assert_eq!(
-            shape(json!({ "content": [{ "type": "text", "text": "a" }, { "type": "text", "text": "b" }], "structuredContent": { "n": 1 } })),
-            Ok(Envelope { text: vec!["a".into(), "b".into()], structured: Some(json!({ "n": 1 }).as_object().unwrap().clone()) })
+            shape(
+                json!({ "content": [{ "type": "text", "text": "a" }, { "type": "text", "text": "b" }], "structuredContent": { "n": 1 } })
+            ),
+            Ok(Envelope {
+                text: vec!["a".into(), "b".into()],
+                structured: Some(json!({ "n": 1 }).as_object().unwrap().clone())
+            })
         );
         assert_eq!(shape(json!({ "content": [] })), Ok(Envelope { text: vec![], structured: None }));
-        assert_eq!(shape(json!({ "content": [{ "type": "text", "text": "no" }], "isError": true })), Err("mcp_tool_error"));
+        assert_eq!(
+            shape(json!({ "content": [{ "type": "text", "text": "no" }], "isError": true })),
+            Err("mcp_tool_error")
+        );
         for block in [
             json!({ "type": "image", "data": "AA==", "mimeType": "image/png" }),
             json!({ "type": "audio", "data": "AA==", "mimeType": "audio/wav" }),
@@ -272,7 +303,10 @@ mod tests {
         assert_eq!(shape(json!({ "task": { "taskId": "t" } })), Err("mcp_result_invalid"));
         let blocks: Vec<Value> = (0..129).map(|_| json!({ "type": "text", "text": "" })).collect();
         assert_eq!(shape(json!({ "content": blocks })), Err("mcp_result_too_large"));
-        assert_eq!(shape(json!({ "content": [{ "type": "text", "text": "x".repeat(65_536) }] })), Err("mcp_result_too_large"));
+        assert_eq!(
+            shape(json!({ "content": [{ "type": "text", "text": "x".repeat(65_536) }] })),
+            Err("mcp_result_too_large")
+        );
     }
 
     #[test]

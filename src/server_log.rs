@@ -25,7 +25,8 @@ use crate::diagnostics::Diagnostic;
 use crate::guard::redact::Secrets;
 use crate::guard::server_text::shown;
 use crate::limits::{
-    MAX_JSON_DEPTH, MAX_SERVER_LOGS_PER_SECOND, MAX_SERVER_LOG_DATA_BYTES, MAX_SERVER_LOG_PARSED_BYTES, MAX_SERVER_LOG_SUMMARY_BYTES,
+    MAX_JSON_DEPTH, MAX_SERVER_LOGS_PER_SECOND, MAX_SERVER_LOG_DATA_BYTES, MAX_SERVER_LOG_PARSED_BYTES,
+    MAX_SERVER_LOG_SUMMARY_BYTES,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -95,7 +96,9 @@ pub fn diagnostic(server: &str, params: &RawValue, floor: Option<Level>, secrets
     let logger = match wire.logger {
         None => None,
         Some(raw) if raw.get() == "null" => None,
-        Some(raw) => Some(shown(&serde_json::from_str::<String>(raw.get()).ok()?, MAX_SERVER_LOG_SUMMARY_BYTES, secrets, false).0),
+        Some(raw) => Some(
+            shown(&serde_json::from_str::<String>(raw.get()).ok()?, MAX_SERVER_LOG_SUMMARY_BYTES, secrets, false).0,
+        ),
     };
     let raw_data = wire.data.map_or("null", RawValue::get);
     let (data, truncated) = bounded_data(raw_data, secrets);
@@ -119,7 +122,8 @@ pub fn diagnostic(server: &str, params: &RawValue, floor: Option<Level>, secrets
 
 /// `data` as the host may see it: redacted, terminal-safe, bounded (see the module doc).
 fn bounded_data(raw: &str, secrets: &Secrets) -> (Value, bool) {
-    let parsable = raw.len() <= MAX_SERVER_LOG_PARSED_BYTES && !crate::protocol::nesting::exceeds_depth(raw.as_bytes(), MAX_JSON_DEPTH);
+    let parsable = raw.len() <= MAX_SERVER_LOG_PARSED_BYTES
+        && !crate::protocol::nesting::exceeds_depth(raw.as_bytes(), MAX_JSON_DEPTH);
     let value = parsable.then(|| serde_json::from_str::<Value>(raw).ok()).flatten();
     // Too large, too deep or not decodable (`1e999`): its raw text may spell a secret with JSON escapes
     // (`\u0073k-…`, `\/`) that redaction of the undecoded text cannot see, so none of it is shown.
@@ -216,7 +220,9 @@ pub fn dropped(server: &str, count: u64) -> Diagnostic {
     Diagnostic::ServerLogDropped {
         server: server.to_owned(),
         dropped: count,
-        message: format!("dropped {count} log messages of MCP server {server:?} (over {MAX_SERVER_LOGS_PER_SECOND} a second)"),
+        message: format!(
+            "dropped {count} log messages of MCP server {server:?} (over {MAX_SERVER_LOGS_PER_SECOND} a second)"
+        ),
     }
 }
 
@@ -228,9 +234,15 @@ mod tests {
         RawValue::from_string(json.to_owned()).unwrap()
     }
 
-    fn log(json: &str, floor: Option<Level>, secrets: &Secrets) -> Option<(String, Option<String>, Value, bool, String)> {
+    fn log(
+        json: &str,
+        floor: Option<Level>,
+        secrets: &Secrets,
+    ) -> Option<(String, Option<String>, Value, bool, String)> {
         match diagnostic("srv", &raw(json), floor, secrets)? {
-            Diagnostic::ServerLog { level, logger, data, truncated, message, .. } => Some((level.to_owned(), logger, data, truncated, message)),
+            Diagnostic::ServerLog { level, logger, data, truncated, message, .. } => {
+                Some((level.to_owned(), logger, data, truncated, message))
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -255,8 +267,16 @@ mod tests {
         )
         .unwrap();
         assert_eq!((level.as_str(), logger.as_deref(), truncated), ("error", Some("db [2J"), false));
-        assert_eq!(data, serde_json::json!({ "error": "auth [redacted] refused", "[redacted]": 1, "n": [1, " ]0;x "], "multi": "a\nb" }));
-        assert!(message.starts_with("srv [error] db [2J: {") && !message.contains('\n') && !message.contains("abc123456789"), "{message}");
+        assert_eq!(
+            data,
+            serde_json::json!({ "error": "auth [redacted] refused", "[redacted]": 1, "n": [1, " ]0;x "], "multi": "a\nb" })
+        );
+        assert!(
+            message.starts_with("srv [error] db [2J: {")
+                && !message.contains('\n')
+                && !message.contains("abc123456789"),
+            "{message}"
+        );
         // An escaped secret is one once parsed: the walk sees it as the host would.
         let (_, _, data, ..) = log(r#"{"level":"info","data":"\u0042earer-abc123456789"}"#, None, &secrets).unwrap();
         assert_eq!(data, serde_json::json!("[redacted]"));
@@ -265,7 +285,12 @@ mod tests {
     #[test]
     fn malformed_and_filtered_logs_are_not_delivered() {
         let secrets = Secrets::default();
-        for bad in [r#"{"level":"warn","data":1}"#, r#"{"data":1}"#, r#"{"level":3,"data":1}"#, r#"{"level":"info","logger":5,"data":1}"#] {
+        for bad in [
+            r#"{"level":"warn","data":1}"#,
+            r#"{"data":1}"#,
+            r#"{"level":3,"data":1}"#,
+            r#"{"level":"info","logger":5,"data":1}"#,
+        ] {
             assert!(log(bad, None, &secrets).is_none(), "{bad}");
         }
         let warning = Level::parse("warning");
@@ -279,17 +304,32 @@ mod tests {
     fn large_data_is_shown_as_the_head_of_its_decoded_text() {
         let secrets = Secrets::default();
         secrets.add("tok_0123456789abcdef");
-        let big = format!(r#"{{"level":"info","data":{{"blob":"{}tok_0123456789abcdef"}}}}"#, "x".repeat(MAX_SERVER_LOG_DATA_BYTES - 16));
+        let big = format!(
+            r#"{{"level":"info","data":{{"blob":"{}tok_0123456789abcdef"}}}}"#,
+            "x".repeat(MAX_SERVER_LOG_DATA_BYTES - 16)
+        );
         let (_, _, data, truncated, message) = log(&big, None, &secrets).unwrap();
         let text = data.as_str().unwrap();
-        assert!(truncated && text.ends_with('…') && text.len() <= MAX_SERVER_LOG_DATA_BYTES + 16 && !text.contains("0123456789abcdef"), "{}", text.len());
+        assert!(
+            truncated
+                && text.ends_with('…')
+                && text.len() <= MAX_SERVER_LOG_DATA_BYTES + 16
+                && !text.contains("0123456789abcdef"),
+            "{}",
+            text.len()
+        );
         assert!(message.len() < MAX_SERVER_LOG_SUMMARY_BYTES + 64 && message.ends_with('…'));
         // Escaped in the wire text, decoded before it is cut and redacted.
-        let escaped = format!(r#"{{"level":"info","data":["{}","tok\/0123","\u0074ok_0123456789abcdef"]}}"#, "x".repeat(MAX_SERVER_LOG_DATA_BYTES));
+        let escaped = format!(
+            r#"{{"level":"info","data":["{}","tok\/0123","\u0074ok_0123456789abcdef"]}}"#,
+            "x".repeat(MAX_SERVER_LOG_DATA_BYTES)
+        );
         let secrets_slash = Secrets::default();
         secrets_slash.add("tok/0123");
         let (_, _, data, truncated, _) = log(&escaped, None, &secrets_slash).unwrap();
-        assert!(truncated && !data.as_str().unwrap().contains("tok/0123") && !data.as_str().unwrap().contains(r"tok\/0123"));
+        assert!(
+            truncated && !data.as_str().unwrap().contains("tok/0123") && !data.as_str().unwrap().contains(r"tok\/0123")
+        );
     }
 
     #[test]
@@ -301,15 +341,25 @@ mod tests {
             // Accepted as a raw value, rejected by serde_json; the secret beside it is `\u`-escaped.
             r#"{"level":"info","data":[1e999,"\u0073k-live-0123456789abcdef"]}"#.to_owned(),
             r#"{"level":"info","data":[1e999,"https:\/\/example.test\/secret-path"]}"#.to_owned(),
-            format!(r#"{{"level":"info","data":["{}","\u0073k-live-0123456789abcdef"]}}"#, "y".repeat(MAX_SERVER_LOG_PARSED_BYTES)),
-            format!(r#"{{"level":"info","data":{}"\u0073k-live-0123456789abcdef"{}}}"#, "[".repeat(MAX_JSON_DEPTH + 10), "]".repeat(MAX_JSON_DEPTH + 10)),
+            format!(
+                r#"{{"level":"info","data":["{}","\u0073k-live-0123456789abcdef"]}}"#,
+                "y".repeat(MAX_SERVER_LOG_PARSED_BYTES)
+            ),
+            format!(
+                r#"{{"level":"info","data":{}"\u0073k-live-0123456789abcdef"{}}}"#,
+                "[".repeat(MAX_JSON_DEPTH + 10),
+                "]".repeat(MAX_JSON_DEPTH + 10)
+            ),
         ];
         for case in &cases {
             let (_, _, data, truncated, message) = log(case, None, &secrets).unwrap();
             let data_len = case.len() - r#"{"level":"info","data":}"#.len();
             assert_eq!((data, truncated), (Value::Null, true), "{}", &case[..80.min(case.len())]);
             assert!(message.contains(&format!("(data not shown: {data_len} bytes)")), "{message}");
-            assert!(!message.contains("0073") && !message.contains("secret-path") && !message.contains("yyy"), "{message}");
+            assert!(
+                !message.contains("0073") && !message.contains("secret-path") && !message.contains("yyy"),
+                "{message}"
+            );
         }
     }
 

@@ -48,18 +48,27 @@ async fn racing<T: Send + 'static, Fut: std::future::Future<Output = T> + Send +
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_fleet_agrees_on_one_pin_and_never_overshoots_a_ceiling() {
     let url = fresh_database(&shared_url()).await;
-    let winners = racing(&url, |n, journal| async move { journal.claim("__mcp_pin__:github:echo", &format!("hash-{n}")).await.unwrap() }).await;
+    let winners = racing(&url, |n, journal| async move {
+        journal.claim("__mcp_pin__:github:echo", &format!("hash-{n}")).await.unwrap()
+    })
+    .await;
     assert!(winners.iter().all(|w| w == &winners[0]), "{winners:?}");
     assert_eq!(journal(&url).get("__mcp_pin__:github:echo").await.unwrap().as_deref(), Some(winners[0].as_str()));
 
-    let slots = racing(&url, |_, journal| async move { journal.reserve("issue-42", "github:echo", LIMIT).await.unwrap() }).await;
+    let slots =
+        racing(&url, |_, journal| async move { journal.reserve("issue-42", "github:echo", LIMIT).await.unwrap() })
+            .await;
     let mut taken: Vec<u64> = slots.iter().flatten().copied().collect();
     taken.sort_unstable();
     assert_eq!(taken, (1..=LIMIT).collect::<Vec<_>>(), "exactly the limit, each count once");
     let one = journal(&url);
     assert_eq!(one.count("issue-42", "github:echo").await.unwrap(), LIMIT);
     one.release("issue-42", "github:echo").await.unwrap();
-    assert_eq!(one.reserve("issue-42", "github:echo", LIMIT).await.unwrap(), Some(LIMIT), "a released slot is free again");
+    assert_eq!(
+        one.reserve("issue-42", "github:echo", LIMIT).await.unwrap(),
+        Some(LIMIT),
+        "a released slot is free again"
+    );
     assert_eq!(one.reserve("issue-43", "github:echo", LIMIT).await.unwrap(), Some(1), "per run");
     for _ in 0..=LIMIT {
         one.release("issue-43", "github:echo").await.unwrap();
@@ -68,9 +77,11 @@ async fn a_fleet_agrees_on_one_pin_and_never_overshoots_a_ceiling() {
     assert_eq!(one.count("nobody", "github:echo").await.unwrap(), 0);
 
     let admin = admin_client(&url).await;
-    let version: i32 = admin.query_one("SELECT version FROM mcpferry_schema WHERE component = 'journal'", &[]).await.unwrap().get(0);
+    let version: i32 =
+        admin.query_one("SELECT version FROM mcpferry_schema WHERE component = 'journal'", &[]).await.unwrap().get(0);
     assert_eq!(version, JOURNAL_SCHEMA_VERSION);
-    let servers_table: Option<String> = admin.query_one("SELECT to_regclass('mcp_servers')::text", &[]).await.unwrap().get(0);
+    let servers_table: Option<String> =
+        admin.query_one("SELECT to_regclass('mcp_servers')::text", &[]).await.unwrap().get(0);
     assert_eq!(servers_table, None, "the journal sets up only its own tables");
 }
 
@@ -78,7 +89,11 @@ async fn a_fleet_agrees_on_one_pin_and_never_overshoots_a_ceiling() {
 async fn a_newer_journal_schema_is_refused() {
     let url = fresh_database(&shared_url()).await;
     journal(&url).get("k").await.unwrap();
-    admin_client(&url).await.execute("UPDATE mcpferry_schema SET version = 99 WHERE component = 'journal'", &[]).await.unwrap();
+    admin_client(&url)
+        .await
+        .execute("UPDATE mcpferry_schema SET version = 99 WHERE component = 'journal'", &[])
+        .await
+        .unwrap();
     let error = journal(&url).get("k").await.unwrap_err();
     assert_eq!(error.code(), "mcp_storage_error");
     assert!(error.to_string().contains("newer"), "{error}");

@@ -8,7 +8,8 @@ use mcpferry::error::McpError;
 use mcpferry::store::contract;
 use mcpferry::store::postgres::{SCHEMA_COMPONENT, SCHEMA_VERSION};
 use mcpferry::store::{
-    compare, fingerprints, retrust, ConnectionStore, Fingerprints, PostgresOptions, PostgresStore, PostgresTls, StoredServer,
+    compare, fingerprints, retrust, ConnectionStore, Fingerprints, PostgresOptions, PostgresStore, PostgresTls,
+    StoredServer,
 };
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -140,7 +141,9 @@ async fn a_version_1_schema_is_migrated_and_its_rows_read_as_without_hints() {
 /// sorts otherwise (ICU English puts "b" before "B").
 #[tokio::test]
 async fn list_orders_ids_by_bytes_whatever_the_locale() {
-    let url = fresh_database_with(&shared_url(), "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C'").await;
+    let url =
+        fresh_database_with(&shared_url(), "TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C'")
+            .await;
     let store = store(&url);
     for id in ["b:1", "B:1", "a_1", "a-2"] {
         store.save(contract::row(id, "docs", vec![], None)).await.unwrap();
@@ -354,8 +357,11 @@ async fn fleet_worker() {
 
     let mut claims = Vec::new();
     for (n, store) in stores.iter().enumerate() {
-        let description =
-            if task.one_listing_per_store { format!("{} / store {n}", task.description) } else { task.description.clone() };
+        let description = if task.one_listing_per_store {
+            format!("{} / store {n}", task.description)
+        } else {
+            task.description.clone()
+        };
         let seen = listing(&description);
         let mine = fingerprints(&seen);
         for id in &task.servers {
@@ -454,7 +460,8 @@ fn fleet_of_processes_shares_one_baseline_and_one_quarantine() {
         assert_eq!(report.claims.len(), claims_per_process);
     }
     // The baseline of each server, as the first store of the first process was handed it.
-    let baselines: Vec<Fingerprints> = first[0].claims[..per_process].iter().map(|(recorded, _)| recorded.clone()).collect();
+    let baselines: Vec<Fingerprints> =
+        first[0].claims[..per_process].iter().map(|(recorded, _)| recorded.clone()).collect();
 
     // The server of docs:1 "really" said what its baseline holds; now it changes `search`. Two fresh
     // processes see the change (they never saw the original), a third still sees the original.
@@ -476,7 +483,8 @@ fn fleet_of_processes_shares_one_baseline_and_one_quarantine() {
             assert_eq!(quarantined, expected, "{description:?} against {}", servers[n % per_process]);
         }
         // A process with only the connection string reads the whole catalogue and every baseline back.
-        let listed: Vec<Option<&Fingerprints>> = report.listed.iter().map(|row| row.tool_fingerprints.as_ref()).collect();
+        let listed: Vec<Option<&Fingerprints>> =
+            report.listed.iter().map(|row| row.tool_fingerprints.as_ref()).collect();
         assert_eq!(listed, baselines.iter().map(Some).collect::<Vec<_>>());
     }
     // The changed listing is quarantined everywhere: docs:1 by both processes that saw the change.

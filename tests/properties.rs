@@ -22,12 +22,22 @@ fn config(cases: u32) -> ProptestConfig {
 /// garbage, blank or CRLF-terminated lines, a batch.
 fn stdio_line() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
-        (0u64..20, 0usize..300).prop_map(|(id, len)| format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"t":"{}"}}}}"#, "x".repeat(len)).into_bytes()),
-        (0usize..100).prop_map(|len| format!(r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"d":"{}"}}}}"#, "n".repeat(len)).into_bytes()),
-        (0u64..20).prop_map(|id| format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#).into_bytes()).prop_map(|mut l| {
-            l.push(b'\r');
-            l
-        }),
+        (0u64..20, 0usize..300).prop_map(|(id, len)| format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{{"t":"{}"}}}}"#,
+            "x".repeat(len)
+        )
+        .into_bytes()),
+        (0usize..100).prop_map(|len| format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"d":"{}"}}}}"#,
+            "n".repeat(len)
+        )
+        .into_bytes()),
+        (0u64..20).prop_map(|id| format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#).into_bytes()).prop_map(
+            |mut l| {
+                l.push(b'\r');
+                l
+            }
+        ),
         Just(b"[{\"jsonrpc\":\"2.0\",\"method\":\"a\"},{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":1}]".to_vec()),
         Just(Vec::new()),
         Just(b"   ".to_vec()),
@@ -60,8 +70,9 @@ fn sse_stream() -> impl Strategy<Value = Vec<u8>> {
         "[a-z:]{1,10}".prop_map(|v| v),
     ];
     let ending = prop_oneof![Just("\n"), Just("\r"), Just("\r\n")];
-    prop::collection::vec((field, ending), 0..24)
-        .prop_map(|lines| lines.into_iter().flat_map(|(field, ending)| format!("{field}{ending}").into_bytes()).collect())
+    prop::collection::vec((field, ending), 0..24).prop_map(|lines| {
+        lines.into_iter().flat_map(|(field, ending)| format!("{field}{ending}").into_bytes()).collect()
+    })
 }
 
 /// Any JSON value, nested up to a few levels.
@@ -71,13 +82,19 @@ fn json_value() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::from),
         any::<i64>().prop_map(Value::from),
         "[a-z]{0,6}".prop_map(Value::from),
-        prop::sample::select(vec!["object", "string", "number", "integer", "boolean", "array", "null", "bogus"]).prop_map(Value::from),
+        prop::sample::select(vec!["object", "string", "number", "integer", "boolean", "array", "null", "bogus"])
+            .prop_map(Value::from),
     ];
     leaf.prop_recursive(4, 48, 6, |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
-            prop::collection::btree_map(prop::sample::select(vec!["type", "properties", "required", "items", "$ref", "a", "b"]).prop_map(str::to_owned), inner, 0..6)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            prop::collection::btree_map(
+                prop::sample::select(vec!["type", "properties", "required", "items", "$ref", "a", "b"])
+                    .prop_map(str::to_owned),
+                inner,
+                0..6
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     })
 }
@@ -187,11 +204,15 @@ const HUGE_REQUIRED_NAMES: usize = 20_000;
 fn a_huge_required_list_projects_in_linear_time() {
     // Issue 10, defect 6: the deferred tier of a schema with very many required properties must be cheap.
     let names: Vec<String> = (0..HUGE_REQUIRED_NAMES).map(|i| format!("p{i}")).collect();
-    let properties: serde_json::Map<String, Value> = names.iter().map(|n| (n.clone(), json!({ "type": "string" }))).collect();
+    let properties: serde_json::Map<String, Value> =
+        names.iter().map(|n| (n.clone(), json!({ "type": "string" }))).collect();
     let schema = json!({ "type": "object", "properties": properties, "required": names });
     let started = std::time::Instant::now();
     let deferred = mcpferry::projection::disclosure::deferred_schema(&schema);
     let took = started.elapsed();
     assert_eq!(deferred["required"].as_array().map(Vec::len), Some(HUGE_REQUIRED_NAMES));
-    assert!(took < std::time::Duration::from_secs(1), "deferred projection of {HUGE_REQUIRED_NAMES} required names took {took:?}");
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "deferred projection of {HUGE_REQUIRED_NAMES} required names took {took:?}"
+    );
 }

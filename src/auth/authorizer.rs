@@ -26,12 +26,15 @@ use crate::egress::{Egress, EgressPolicy};
 use crate::error::{McpError, Result};
 use crate::guard::redact::Secrets;
 use crate::hooks::Callback;
-use crate::limits::{MAX_AUTHORIZATIONS_IN_A_ROW, OAUTH_REQUEST_TIMEOUT_MS, TOKEN_CLAIM_POLL_MAX_MS, TOKEN_CLAIM_POLL_MIN_MS, TOKEN_REFRESH_MARGIN_MS};
+use crate::limits::{
+    MAX_AUTHORIZATIONS_IN_A_ROW, OAUTH_REQUEST_TIMEOUT_MS, TOKEN_CLAIM_POLL_MAX_MS, TOKEN_CLAIM_POLL_MIN_MS,
+    TOKEN_REFRESH_MARGIN_MS,
+};
 use crate::transport::http::Credential;
 use crate::transport::BoxFuture;
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
@@ -205,7 +208,10 @@ impl Authorizer {
             )));
         }
         let step_up = status == 403;
-        if !step_up && state.tokens.as_ref().is_some_and(|t| t.refresh_token.is_some()) && self.refresh(&mut state).await.is_ok() {
+        if !step_up
+            && state.tokens.as_ref().is_some_and(|t| t.refresh_token.is_some())
+            && self.refresh(&mut state).await.is_ok()
+        {
             return Ok(());
         }
         let (cancel, logins) = (self.cancel.clone(), self.host.logins.clone());
@@ -230,20 +236,35 @@ impl Authorizer {
         }
         self.host.store.delete(&keys::server(self.server_url.as_str())).await?;
         let Some(tokens) = tokens else { return Ok(()) };
-        let Some(endpoint) = tokens.revocation_endpoint.as_deref().and_then(|u| Url::parse(u).ok()) else { return Ok(()) };
+        let Some(endpoint) = tokens.revocation_endpoint.as_deref().and_then(|u| Url::parse(u).ok()) else {
+            return Ok(());
+        };
         let client = self.client_for_refresh(&tokens).await;
         let mut failed = None;
-        for (token, hint) in [(tokens.refresh_token.as_deref(), "refresh_token"), (Some(tokens.access_token.as_str()), "access_token")] {
+        for (token, hint) in
+            [(tokens.refresh_token.as_deref(), "refresh_token"), (Some(tokens.access_token.as_str()), "access_token")]
+        {
             let Some(token) = token else { continue };
             let form = vec![("token", token.to_owned()), ("token_type_hint", hint.to_owned())];
-            let revoked = super::token::post_form(&self.egress, &endpoint, "revocation endpoint", &tokens.issuer, &client, form, self.budget().request()).await;
+            let revoked = super::token::post_form(
+                &self.egress,
+                &endpoint,
+                "revocation endpoint",
+                &tokens.issuer,
+                &client,
+                form,
+                self.budget().request(),
+            )
+            .await;
             if let Err(e) = revoked {
                 failed.get_or_insert(McpError::from(e));
             }
         }
         match failed {
             None => Ok(()),
-            Some(e) => Err(McpError::Auth(format!("the tokens were forgotten here, but revoking them at the authorization server failed: {e}"))),
+            Some(e) => Err(McpError::Auth(format!(
+                "the tokens were forgotten here, but revoking them at the authorization server failed: {e}"
+            ))),
         }
     }
 
@@ -279,7 +300,9 @@ impl Authorizer {
         self.credential.set_bearer(&tokens.access_token)?;
         // Refreshed a minute before expiry, or halfway through a shorter life.
         let due = match (&tokens.refresh_token, tokens.expires_at_ms) {
-            (Some(_), Some(at)) => at.saturating_sub(TOKEN_REFRESH_MARGIN_MS.min(at.saturating_sub(now_ms()) / 2)).max(1),
+            (Some(_), Some(at)) => {
+                at.saturating_sub(TOKEN_REFRESH_MARGIN_MS.min(at.saturating_sub(now_ms()) / 2)).max(1)
+            }
             _ => 0,
         };
         self.refresh_due_ms.store(due, Ordering::Release);
@@ -297,8 +320,18 @@ impl Authorizer {
     async fn keep(&self, tokens: &Tokens) -> Result<()> {
         let store = &self.host.store;
         let pointer = ServerPointer { issuer: tokens.issuer.clone(), resource: tokens.resource.clone() };
-        store.set(&keys::tokens(&tokens.issuer, &tokens.resource), &serde_json::to_string(tokens).expect("tokens serialize")).await?;
-        store.set(&keys::server(self.server_url.as_str()), &serde_json::to_string(&pointer).expect("a pointer serializes")).await
+        store
+            .set(
+                &keys::tokens(&tokens.issuer, &tokens.resource),
+                &serde_json::to_string(tokens).expect("tokens serialize"),
+            )
+            .await?;
+        store
+            .set(
+                &keys::server(self.server_url.as_str()),
+                &serde_json::to_string(&pointer).expect("a pointer serializes"),
+            )
+            .await
     }
 
     /// The tokens the store holds for ours' issuer and resource, if another holder of the store (another
@@ -314,9 +347,18 @@ impl Authorizer {
         replaced && self.use_tokens(state, stored).is_ok()
     }
 
-    fn tokens_from(&self, response: TokenResponse, discovered: &Discovered, client: &ClientCredentials, scope: Option<String>) -> Result<Tokens> {
+    fn tokens_from(
+        &self,
+        response: TokenResponse,
+        discovered: &Discovered,
+        client: &ClientCredentials,
+        scope: Option<String>,
+    ) -> Result<Tokens> {
         if !response.token_type.eq_ignore_ascii_case("bearer") {
-            return Err(McpError::Auth(format!("the authorization server issued a {:?} token; only Bearer is supported", response.token_type)));
+            return Err(McpError::Auth(format!(
+                "the authorization server issued a {:?} token; only Bearer is supported",
+                response.token_type
+            )));
         }
         Ok(Tokens {
             issuer: discovered.metadata.issuer.clone(),
@@ -351,8 +393,11 @@ impl Authorizer {
                 return Ok(()); // another holder of the store refreshed already
             }
         }
-        let Some(refresh_token) = tokens.refresh_token.clone() else { return Err(McpError::Auth("no refresh token".into())) };
-        let endpoint = Url::parse(&tokens.token_endpoint).map_err(|_| McpError::Auth("the stored token endpoint is not a URL".into()))?;
+        let Some(refresh_token) = tokens.refresh_token.clone() else {
+            return Err(McpError::Auth("no refresh token".into()));
+        };
+        let endpoint = Url::parse(&tokens.token_endpoint)
+            .map_err(|_| McpError::Auth("the stored token endpoint is not a URL".into()))?;
         super::token::check_endpoint(&endpoint, "token endpoint")?;
         let client = self.client_for_refresh(&tokens).await;
         let rotating = tokens.rotates != Some(false);
@@ -378,7 +423,9 @@ impl Authorizer {
             ("refresh_token", refresh_token.clone()),
             ("resource", tokens.resource.clone()),
         ];
-        let outcome = self.until_closed(request_token(&self.egress, &endpoint, &tokens.issuer, &client, form, self.deadline)).await?;
+        let outcome = self
+            .until_closed(request_token(&self.egress, &endpoint, &tokens.issuer, &client, form, self.deadline))
+            .await?;
         match outcome {
             Ok(response) => {
                 let rotated = response.refresh_token.as_ref().is_some_and(|r| *r != refresh_token);
@@ -431,7 +478,10 @@ impl Authorizer {
                 .as_deref()
                 .and_then(|text| serde_json::from_str::<Tokens>(text).ok())
                 .filter(|t| t.issuer == ours.issuer && t.resource == ours.resource);
-            let in_flight = tokens.as_ref().and_then(|t| t.refreshing_since_ms).is_some_and(|since| now_ms() < since.saturating_add(deadline_ms));
+            let in_flight = tokens
+                .as_ref()
+                .and_then(|t| t.refreshing_since_ms)
+                .is_some_and(|since| now_ms() < since.saturating_add(deadline_ms));
             if !(wait && in_flight) || now_ms() + pause.as_millis() as u64 > until {
                 return Ok((text, tokens));
             }
@@ -459,7 +509,8 @@ impl Authorizer {
         state.tokens = None;
         self.refresh_due_ms.store(0, Ordering::Release);
         let key = keys::tokens(&tokens.issuer, &tokens.resource);
-        let stored = self.host.store.get(&key).await.ok().flatten().and_then(|s| serde_json::from_str::<Tokens>(&s).ok());
+        let stored =
+            self.host.store.get(&key).await.ok().flatten().and_then(|s| serde_json::from_str::<Tokens>(&s).ok());
         if stored.is_some_and(|stored| stored.access_token == tokens.access_token) {
             let _ = self.host.store.delete(&key).await;
         }
@@ -480,15 +531,25 @@ impl Authorizer {
             });
             return ClientCredentials { client_id: tokens.client_id.clone(), secret, method };
         }
-        registration::stored_client(self.host.store.as_ref(), &tokens.issuer, &tokens.client_id)
-            .await
-            .unwrap_or(ClientCredentials { client_id: tokens.client_id.clone(), secret: ClientSecret::None, method: AuthMethod::None })
+        registration::stored_client(self.host.store.as_ref(), &tokens.issuer, &tokens.client_id).await.unwrap_or(
+            ClientCredentials {
+                client_id: tokens.client_id.clone(),
+                secret: ClientSecret::None,
+                method: AuthMethod::None,
+            },
+        )
     }
 
     /// The scope to ask for: the challenge's, else the resource's `scopes_supported`, else none; on a
     /// step-up, added to what was asked before; never outside the configured ceiling; `offline_access`
     /// added for interactive grants when the authorization server lists it.
-    fn scope_for(&self, state: &FlowState, challenge: &Challenge, discovered: &Discovered, step_up: bool) -> Result<Option<String>> {
+    fn scope_for(
+        &self,
+        state: &FlowState,
+        challenge: &Challenge,
+        discovered: &Discovered,
+        step_up: bool,
+    ) -> Result<Option<String>> {
         let mut scopes = challenge.scopes();
         if scopes.is_empty() {
             scopes = discovered.resource_scopes.clone().unwrap_or_default();
@@ -534,7 +595,15 @@ impl Authorizer {
             Grant::AuthorizationCode => {
                 let present = self.presenter(metadata)?;
                 let loopback = Loopback::bind(self.settings.redirect_uri.as_ref()).await?;
-                let client = registration::client_for(&self.egress, metadata, &self.settings, store, Some(&loopback.redirect_uri), budget.request()).await?;
+                let client = registration::client_for(
+                    &self.egress,
+                    metadata,
+                    &self.settings,
+                    store,
+                    Some(&loopback.redirect_uri),
+                    budget.request(),
+                )
+                .await?;
                 self.remember(&client);
                 let grant = super::code_flow::CodeGrant {
                     egress: &self.egress,
@@ -547,7 +616,8 @@ impl Authorizer {
                 let server = self.server.clone();
                 let response = grant
                     .run(loopback, move |url| {
-                        let prompt = serde_json::json!({ "url": url.as_str(), "server": server, "grant": "authorization_code" });
+                        let prompt =
+                            serde_json::json!({ "url": url.as_str(), "server": server, "grant": "authorization_code" });
                         present(prompt.to_string())
                     })
                     .await?;
@@ -555,7 +625,9 @@ impl Authorizer {
             }
             Grant::DeviceCode => {
                 let present = self.presenter(metadata)?;
-                let client = registration::client_for(&self.egress, metadata, &self.settings, store, None, budget.request()).await?;
+                let client =
+                    registration::client_for(&self.egress, metadata, &self.settings, store, None, budget.request())
+                        .await?;
                 self.remember(&client);
                 let server = self.server.clone();
                 let response = super::device::device_flow(
@@ -584,18 +656,37 @@ impl Authorizer {
                 (client, response)
             }
             Grant::ClientCredentials => {
-                let client = registration::client_for(&self.egress, metadata, &self.settings, store, None, budget.request()).await?;
-                let response = super::client_credentials::client_credentials(&self.egress, metadata, &client, scope.clone(), &discovered.resource, budget.request())
-                    .await
-                    .map_err(McpError::from)?;
+                let client =
+                    registration::client_for(&self.egress, metadata, &self.settings, store, None, budget.request())
+                        .await?;
+                let response = super::client_credentials::client_credentials(
+                    &self.egress,
+                    metadata,
+                    &client,
+                    scope.clone(),
+                    &discovered.resource,
+                    budget.request(),
+                )
+                .await
+                .map_err(McpError::from)?;
                 (client, response)
             }
             Grant::JwtBearer => {
-                let client = registration::client_for(&self.egress, metadata, &self.settings, store, None, budget.request()).await?;
+                let client =
+                    registration::client_for(&self.egress, metadata, &self.settings, store, None, budget.request())
+                        .await?;
                 let assertion = self.settings.identity_assertion.as_ref().expect("checked when parsed");
-                let response = super::cross_app::cross_app_access(&self.egress, metadata, &client, assertion, &discovered.resource, scope.clone(), budget.request())
-                    .await
-                    .map_err(McpError::from)?;
+                let response = super::cross_app::cross_app_access(
+                    &self.egress,
+                    metadata,
+                    &client,
+                    assertion,
+                    &discovered.resource,
+                    scope.clone(),
+                    budget.request(),
+                )
+                .await
+                .map_err(McpError::from)?;
                 (client, response)
             }
         };
@@ -636,7 +727,10 @@ impl Authorizer {
     }
 
     /// The host's `onAuthorizationUrl`, or why this login can't happen now.
-    fn presenter(&self, metadata: &super::discovery::AuthServerMetadata) -> Result<impl Fn(String) -> BoxFuture<'static, Result<()>>> {
+    fn presenter(
+        &self,
+        metadata: &super::discovery::AuthServerMetadata,
+    ) -> Result<impl Fn(String) -> BoxFuture<'static, Result<()>>> {
         let Some(present) = self.host.present.clone() else {
             return Err(McpError::Auth(format!(
                 "server {:?} needs a login at {} and this toolset cannot send a person there: no stored token is usable. \
@@ -646,7 +740,9 @@ impl Authorizer {
         };
         Ok(move |prompt: String| -> BoxFuture<'static, Result<()>> {
             let call = present.call(prompt);
-            Box::pin(async move { call.await.map(drop).map_err(|_| McpError::Auth("the onAuthorizationUrl callback failed".into())) })
+            Box::pin(async move {
+                call.await.map(drop).map_err(|_| McpError::Auth("the onAuthorizationUrl callback failed".into()))
+            })
         })
     }
 }
@@ -712,7 +808,10 @@ mod tests {
         assert_eq!(a.scope_for(&state, &challenge(None), &discovered(None, None), false).unwrap(), None);
         // offline_access only where the authorization server lists it, and never alone.
         let offline = discovered(Some(&["r1", "offline_access"]), Some(&["r1"]));
-        assert_eq!(a.scope_for(&state, &challenge(None), &offline, false).unwrap().as_deref(), Some("r1 offline_access"));
+        assert_eq!(
+            a.scope_for(&state, &challenge(None), &offline, false).unwrap().as_deref(),
+            Some("r1 offline_access")
+        );
         let none = discovered(Some(&["offline_access"]), None);
         assert_eq!(a.scope_for(&state, &challenge(None), &none, false).unwrap(), None);
     }
@@ -722,7 +821,10 @@ mod tests {
         let a = authorizer(r#"{"scopes":["read","write"]}"#, Arc::default());
         let state = FlowState { requested_scope: Some("read".into()), ..FlowState::default() };
         let d = discovered(None, None);
-        assert_eq!(a.scope_for(&state, &challenge(Some("read write")), &d, true).unwrap().as_deref(), Some("read write"));
+        assert_eq!(
+            a.scope_for(&state, &challenge(Some("read write")), &d, true).unwrap().as_deref(),
+            Some("read write")
+        );
         // The ceiling filters a first request and refuses a step-up beyond it.
         assert_eq!(a.scope_for(&state, &challenge(Some("read admin")), &d, false).unwrap().as_deref(), Some("read"));
         let refused = a.scope_for(&state, &challenge(Some("admin")), &d, true).unwrap_err().to_string();
@@ -806,7 +908,10 @@ mod tests {
 
     #[tokio::test]
     async fn configured_credentials_never_travel_to_another_authorization_server() {
-        let pinned = authorizer(r#"{"clientId":"c","clientSecret":"sekrit-x","authorizationServer":"http://127.0.0.1:8"}"#, Arc::default());
+        let pinned = authorizer(
+            r#"{"clientId":"c","clientSecret":"sekrit-x","authorizationServer":"http://127.0.0.1:8"}"#,
+            Arc::default(),
+        );
         assert!(pinned.check_issuer_binding("http://127.0.0.1:8/").await.is_ok());
         let refused = pinned.check_issuer_binding("https://evil.example").await.unwrap_err().to_string();
         assert!(refused.contains("not sending them there") && !refused.contains("sekrit"), "{refused}");
@@ -844,7 +949,10 @@ mod tests {
         })
         .await;
         let store = Arc::new(MemoryTokenStore::new());
-        authorizer("true", store.clone()).install(&mut FlowState::default(), tokens(&server.url("/token"), None)).await.unwrap();
+        authorizer("true", store.clone())
+            .install(&mut FlowState::default(), tokens(&server.url("/token"), None))
+            .await
+            .unwrap();
         // Each holds the stored tokens (already due) and refreshes them before its request, all at once.
         let holder = || {
             let mut holder = authorizer("true", store.clone());
@@ -856,7 +964,8 @@ mod tests {
             holder.load(&mut *holder.lock().await.unwrap()).await; // all hold the same (due) tokens first
             holder.loaded.store(true, Ordering::Release);
         }
-        let requests: Vec<_> = holders.iter().cloned().map(|a| tokio::spawn(async move { a.before_request().await })).collect();
+        let requests: Vec<_> =
+            holders.iter().cloned().map(|a| tokio::spawn(async move { a.before_request().await })).collect();
         for request in requests {
             request.await.unwrap().unwrap();
         }
@@ -881,7 +990,9 @@ mod tests {
     #[tokio::test]
     async fn without_a_way_to_a_person_the_login_is_refused_with_how_to_log_in() {
         let a = authorizer("true", Arc::default());
-        let Err(error) = a.presenter(&discovered(None, None).metadata) else { panic!("a presenter without onAuthorizationUrl") };
+        let Err(error) = a.presenter(&discovered(None, None).metadata) else {
+            panic!("a presenter without onAuthorizationUrl")
+        };
         assert!(error.to_string().contains("onAuthorizationUrl"), "{error}");
     }
 }

@@ -47,11 +47,20 @@ pub async fn in_time<T>(deadline: Duration, work: impl Future<Output = Result<T>
 /// A request that got no complete answer within `deadline`: the step, and where it went without the
 /// URL's query (it may carry a key).
 pub fn timed_out(step: &str, url: &Url, deadline: Duration) -> McpError {
-    McpError::Auth(format!("{step} timed out: {} sent no complete answer within {} ms", display_url(url), deadline.as_millis()))
+    McpError::Auth(format!(
+        "{step} timed out: {} sent no complete answer within {} ms",
+        display_url(url),
+        deadline.as_millis()
+    ))
 }
 
 /// [`in_time`], its running out being [`timed_out`].
-pub async fn request_in_time<T>(step: &str, url: &Url, deadline: Duration, work: impl Future<Output = Result<T>>) -> Result<T> {
+pub async fn request_in_time<T>(
+    step: &str,
+    url: &Url,
+    deadline: Duration,
+    work: impl Future<Output = Result<T>>,
+) -> Result<T> {
     in_time(deadline, work).await.unwrap_or_else(|| Err(timed_out(step, url, deadline)))
 }
 
@@ -73,13 +82,24 @@ mod tests {
     #[tokio::test]
     async fn running_out_names_the_step_and_never_the_query() {
         let url = Url::parse("http://127.0.0.1:9/.well-known/x?key=sekrit").unwrap();
-        let hung = request_in_time("fetching x", &url, Duration::from_millis(20), std::future::pending::<Result<()>>()).await.unwrap_err();
+        let hung = request_in_time("fetching x", &url, Duration::from_millis(20), std::future::pending::<Result<()>>())
+            .await
+            .unwrap_err();
         assert_eq!(hung.code(), "mcp_auth_error");
-        assert_eq!(hung.to_string(), "fetching x timed out: http://127.0.0.1:9/.well-known/x sent no complete answer within 20 ms");
+        assert_eq!(
+            hung.to_string(),
+            "fetching x timed out: http://127.0.0.1:9/.well-known/x sent no complete answer within 20 ms"
+        );
         // The exchange's own timeout (the same deadline) is the same failure.
-        let inner = request_in_time("fetching x", &url, Duration::from_secs(5), async { Err::<(), _>(McpError::Timeout { after_ms: 5 }) }).await;
+        let inner = request_in_time("fetching x", &url, Duration::from_secs(5), async {
+            Err::<(), _>(McpError::Timeout { after_ms: 5 })
+        })
+        .await;
         assert!(inner.unwrap_err().to_string().starts_with("fetching x timed out"));
-        let other = request_in_time("fetching x", &url, Duration::from_secs(5), async { Err::<(), _>(McpError::Transport("refused".into())) }).await;
+        let other = request_in_time("fetching x", &url, Duration::from_secs(5), async {
+            Err::<(), _>(McpError::Transport("refused".into()))
+        })
+        .await;
         assert_eq!(other.unwrap_err().code(), "mcp_transport_error");
     }
 }

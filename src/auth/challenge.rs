@@ -40,7 +40,8 @@ impl Challenge {
         if status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN {
             return None;
         }
-        Some(Challenge::from_headers(headers)).filter(|c| status == StatusCode::UNAUTHORIZED || c.is_insufficient_scope())
+        Some(Challenge::from_headers(headers))
+            .filter(|c| status == StatusCode::UNAUTHORIZED || c.is_insufficient_scope())
     }
 }
 
@@ -115,7 +116,10 @@ impl<'a> Tokens<'a> {
 
     /// An RFC 7230 token.
     fn token(&mut self) -> Option<&'a str> {
-        let end = self.rest.find(|c: char| !(c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~/".contains(c))).unwrap_or(self.rest.len());
+        let end = self
+            .rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~/".contains(c)))
+            .unwrap_or(self.rest.len());
         if end == 0 {
             return None;
         }
@@ -158,7 +162,9 @@ mod tests {
 
     #[test]
     fn bearer_parameters_are_read_quoted_or_not() {
-        let c = parse(r#"Bearer error="invalid_token", error_description="Missing Authorization header", resource_metadata="http://localhost:1/.well-known/oauth-protected-resource/mcp", scope="mcp:basic mcp:write""#);
+        let c = parse(
+            r#"Bearer error="invalid_token", error_description="Missing Authorization header", resource_metadata="http://localhost:1/.well-known/oauth-protected-resource/mcp", scope="mcp:basic mcp:write""#,
+        );
         assert_eq!(c.error.as_deref(), Some("invalid_token"));
         assert_eq!(c.resource_metadata.as_deref(), Some("http://localhost:1/.well-known/oauth-protected-resource/mcp"));
         assert_eq!(c.scopes(), ["mcp:basic", "mcp:write"]);

@@ -3,7 +3,9 @@
 //! (`private_key_jwt`); the token is bound to the MCP server by RFC 8707 `resource`.
 
 use crate::auth::discovery::AuthServerMetadata;
-use crate::auth::token::{check_grant_supported, request_token, AuthMethod, ClientCredentials, TokenError, TokenResponse};
+use crate::auth::token::{
+    check_grant_supported, request_token, AuthMethod, ClientCredentials, TokenError, TokenResponse,
+};
 use crate::egress::Egress;
 use crate::error::McpError;
 use std::time::Duration;
@@ -84,7 +86,8 @@ pub(crate) mod tests {
             method: AuthMethod::ClientSecretBasic,
         };
         let meta = metadata(&server.base, &[CLIENT_CREDENTIALS_GRANT]);
-        let token = client_credentials(&egress(), &meta, &client, Some("mcp:read".into()), RESOURCE, DEADLINE).await.unwrap();
+        let token =
+            client_credentials(&egress(), &meta, &client, Some("mcp:read".into()), RESOURCE, DEADLINE).await.unwrap();
         assert_eq!(token.access_token, "cc-token-1");
         let request = &server.received()[0];
         assert_eq!(request.path, "/token");
@@ -127,9 +130,14 @@ pub(crate) mod tests {
         let meta = metadata(&server.base, &[CLIENT_CREDENTIALS_GRANT]);
         let error = client_credentials(&egress(), &meta, &public, None, RESOURCE, DEADLINE).await.unwrap_err();
         assert_eq!(McpError::from(error).code(), "mcp_config_invalid");
-        let confidential = ClientCredentials { client_id: "c".into(), secret: ClientSecret::Secret("secret-1".into()), method: AuthMethod::ClientSecretPost };
+        let confidential = ClientCredentials {
+            client_id: "c".into(),
+            secret: ClientSecret::Secret("secret-1".into()),
+            method: AuthMethod::ClientSecretPost,
+        };
         let code_only = metadata(&server.base, &["authorization_code"]);
-        let error = client_credentials(&egress(), &code_only, &confidential, None, RESOURCE, DEADLINE).await.unwrap_err();
+        let error =
+            client_credentials(&egress(), &code_only, &confidential, None, RESOURCE, DEADLINE).await.unwrap_err();
         assert!(error.to_string().contains("client_credentials"), "{error}");
         assert!(server.received().is_empty());
     }

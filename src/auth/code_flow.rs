@@ -25,7 +25,11 @@ pub struct CodeGrant<'a> {
 impl CodeGrant<'_> {
     /// Send the person to the authorization URL (through `present`), take the redirect on `loopback`,
     /// and exchange the code.
-    pub async fn run(&self, loopback: Loopback, present: impl FnOnce(url::Url) -> BoxFuture<'static, Result<()>>) -> Result<TokenResponse> {
+    pub async fn run(
+        &self,
+        loopback: Loopback,
+        present: impl FnOnce(url::Url) -> BoxFuture<'static, Result<()>>,
+    ) -> Result<TokenResponse> {
         let metadata = &self.discovered.metadata;
         let s256 = metadata.code_challenge_methods_supported.as_ref().is_some_and(|m| m.iter().any(|m| m == "S256"));
         // Without any metadata (2025-03-26 default endpoints) there is nothing to read support from, and
@@ -37,7 +41,10 @@ impl CodeGrant<'_> {
             )));
         }
         let Some(endpoint) = &metadata.authorization_endpoint else {
-            return Err(McpError::Auth(format!("the authorization server {} has no authorization endpoint", metadata.issuer)));
+            return Err(McpError::Auth(format!(
+                "the authorization server {} has no authorization endpoint",
+                metadata.issuer
+            )));
         };
         let pkce = Pkce::new();
         let state = pkce::state();
@@ -93,7 +100,9 @@ impl CodeGrant<'_> {
                 )))
             }
             None if metadata.authorization_response_iss_parameter_supported => {
-                return Err(McpError::Auth("the login response lacks the iss parameter its authorization server promises: refusing it".into()))
+                return Err(McpError::Auth(
+                    "the login response lacks the iss parameter its authorization server promises: refusing it".into(),
+                ))
             }
             _ => {}
         }

@@ -10,7 +10,8 @@
 
 use crate::auth::discovery::AuthServerMetadata;
 use crate::auth::token::{
-    check_grant_supported, remaining, request_token, AuthMethod, ClientCredentials, ClientSecret, TokenError, TokenResponse,
+    check_grant_supported, remaining, request_token, AuthMethod, ClientCredentials, ClientSecret, TokenError,
+    TokenResponse,
 };
 use crate::egress::{display_url, Egress};
 use crate::error::McpError;
@@ -57,7 +58,11 @@ impl IdentityAssertion {
                 secret: ClientSecret::Secret(secret.clone()),
                 method: AuthMethod::ClientSecretBasic,
             },
-            (id, _) => ClientCredentials { client_id: id.clone().unwrap_or_default(), secret: ClientSecret::None, method: AuthMethod::None },
+            (id, _) => ClientCredentials {
+                client_id: id.clone().unwrap_or_default(),
+                secret: ClientSecret::None,
+                method: AuthMethod::None,
+            },
         }
     }
 }
@@ -102,10 +107,13 @@ async fn exchange_id_token(
         form.push(("scope", scope));
     }
     let idp = display_url(&assertion.token_endpoint);
-    let issued = request_token(egress, &assertion.token_endpoint, idp.as_str(), &assertion.idp_client(), form, deadline)
-        .await
-        .map_err(|e| match e {
-            TokenError::Rejected { .. } => TokenError::Failed(McpError::Auth(format!("the identity provider ({idp}) refused the token exchange: {e}"))),
+    let issued =
+        request_token(egress, &assertion.token_endpoint, idp.as_str(), &assertion.idp_client(), form, deadline)
+            .await
+            .map_err(|e| match e {
+            TokenError::Rejected { .. } => TokenError::Failed(McpError::Auth(format!(
+                "the identity provider ({idp}) refused the token exchange: {e}"
+            ))),
             failed => failed,
         })?;
     if issued.issued_token_type.as_deref() != Some(ID_JAG_TOKEN_TYPE) {
@@ -154,7 +162,9 @@ mod tests {
     #[tokio::test]
     async fn the_id_token_becomes_an_id_jag_and_the_id_jag_an_access_token() {
         let idp = TestServer::start(|_, _| issued_jag()).await;
-        let auth_server = TestServer::start(|_, _| Reply::json(200, json!({"access_token": "xaa-token", "token_type": "Bearer"}))).await;
+        let auth_server =
+            TestServer::start(|_, _| Reply::json(200, json!({"access_token": "xaa-token", "token_type": "Bearer"})))
+                .await;
         let meta = metadata(&auth_server.base, &[JWT_BEARER_GRANT]);
         let assertion = IdentityAssertion {
             token_endpoint: idp.url("/token"),
@@ -162,7 +172,10 @@ mod tests {
             client_id: Some("conformance-test-idp-client".into()),
             client_secret: None,
         };
-        let token = cross_app_access(&egress(), &meta, &mcp_client(), &assertion, RESOURCE, Some("mcp:tools".into()), DEADLINE).await.unwrap();
+        let token =
+            cross_app_access(&egress(), &meta, &mcp_client(), &assertion, RESOURCE, Some("mcp:tools".into()), DEADLINE)
+                .await
+                .unwrap();
         assert_eq!(token.access_token, "xaa-token");
 
         let exchange = &idp.received()[0];
@@ -187,7 +200,9 @@ mod tests {
     #[tokio::test]
     async fn an_idp_client_with_a_secret_authenticates_with_basic() {
         let idp = TestServer::start(|_, _| issued_jag()).await;
-        let auth_server = TestServer::start(|_, _| Reply::json(200, json!({"access_token": "xaa-token", "token_type": "Bearer"}))).await;
+        let auth_server =
+            TestServer::start(|_, _| Reply::json(200, json!({"access_token": "xaa-token", "token_type": "Bearer"})))
+                .await;
         let assertion = IdentityAssertion {
             token_endpoint: idp.url("/token"),
             id_token: ID_TOKEN.into(),
@@ -204,21 +219,33 @@ mod tests {
 
     #[tokio::test]
     async fn refusals_name_who_refused_and_never_show_the_tokens() {
-        let echo = |request: &Recorded, _| Reply::json(400, json!({"error": "invalid_grant", "error_description": request.body.clone()}));
+        let echo = |request: &Recorded, _| {
+            Reply::json(400, json!({"error": "invalid_grant", "error_description": request.body.clone()}))
+        };
         let idp = TestServer::start(echo).await;
         let auth_server = TestServer::start(echo).await;
         let meta = metadata(&auth_server.base, &[JWT_BEARER_GRANT]);
-        let assertion = IdentityAssertion { token_endpoint: idp.url("/token"), id_token: ID_TOKEN.into(), client_id: None, client_secret: None };
-        let error = cross_app_access(&egress(), &meta, &mcp_client(), &assertion, RESOURCE, None, DEADLINE).await.unwrap_err();
+        let assertion = IdentityAssertion {
+            token_endpoint: idp.url("/token"),
+            id_token: ID_TOKEN.into(),
+            client_id: None,
+            client_secret: None,
+        };
+        let error =
+            cross_app_access(&egress(), &meta, &mcp_client(), &assertion, RESOURCE, None, DEADLINE).await.unwrap_err();
         let text = error.to_string();
-        assert!(matches!(&error, TokenError::Failed(McpError::Auth(_))) && text.contains("identity provider"), "{text}");
+        assert!(
+            matches!(&error, TokenError::Failed(McpError::Auth(_))) && text.contains("identity provider"),
+            "{text}"
+        );
         assert!(!text.contains("payload-of-the-person"), "{text}");
         assert!(auth_server.received().is_empty());
         assert_eq!(idp.received()[0].field("client_id"), None, "no IdP client, no client_id");
 
         let good_idp = TestServer::start(|_, _| issued_jag()).await;
         let assertion = IdentityAssertion { token_endpoint: good_idp.url("/token"), ..assertion };
-        let error = cross_app_access(&egress(), &meta, &mcp_client(), &assertion, RESOURCE, None, DEADLINE).await.unwrap_err();
+        let error =
+            cross_app_access(&egress(), &meta, &mcp_client(), &assertion, RESOURCE, None, DEADLINE).await.unwrap_err();
         assert_eq!(error.error_code(), Some("invalid_grant"), "the AS's refusal stays a rejection");
         assert!(!error.to_string().contains("payload-for-the-as"), "{error}");
         let shown = format!("{assertion:?}");
@@ -227,11 +254,20 @@ mod tests {
 
     #[tokio::test]
     async fn an_exchange_answer_that_is_not_an_id_jag_is_refused() {
-        let idp = TestServer::start(|_, _| Reply::json(200, json!({"access_token": "plain-access", "token_type": "Bearer"}))).await;
-        let auth_server = TestServer::start(|_, _| Reply::json(200, json!({"access_token": "x", "token_type": "Bearer"}))).await;
+        let idp =
+            TestServer::start(|_, _| Reply::json(200, json!({"access_token": "plain-access", "token_type": "Bearer"})))
+                .await;
+        let auth_server =
+            TestServer::start(|_, _| Reply::json(200, json!({"access_token": "x", "token_type": "Bearer"}))).await;
         let meta = metadata(&auth_server.base, &[JWT_BEARER_GRANT]);
-        let assertion = IdentityAssertion { token_endpoint: idp.url("/token"), id_token: ID_TOKEN.into(), client_id: None, client_secret: None };
-        let error = cross_app_access(&egress(), &meta, &mcp_client(), &assertion, RESOURCE, None, DEADLINE).await.unwrap_err();
+        let assertion = IdentityAssertion {
+            token_endpoint: idp.url("/token"),
+            id_token: ID_TOKEN.into(),
+            client_id: None,
+            client_secret: None,
+        };
+        let error =
+            cross_app_access(&egress(), &meta, &mcp_client(), &assertion, RESOURCE, None, DEADLINE).await.unwrap_err();
         assert!(error.to_string().contains("without an ID-JAG"), "{error}");
         assert!(auth_server.received().is_empty());
     }

@@ -8,13 +8,17 @@
 //! caller's deadline, or at once when the caller cancels.
 
 use crate::auth::discovery::AuthServerMetadata;
-use crate::auth::token::{check_endpoint, check_grant_supported, post_form, remaining, request_token, ClientCredentials, TokenError, TokenResponse};
-use crate::error::{McpError, Result};
+use crate::auth::token::{
+    check_endpoint, check_grant_supported, post_form, remaining, request_token, ClientCredentials, TokenError,
+    TokenResponse,
+};
 use crate::egress::Egress;
+use crate::error::{McpError, Result};
 use crate::guard::redact::REDACTED;
 use crate::limits::{
-    OAUTH_DEVICE_DEFAULT_EXPIRES_SECS, OAUTH_DEVICE_DEFAULT_INTERVAL_SECS, OAUTH_DEVICE_MAX_EXPIRES_SECS, OAUTH_DEVICE_MAX_INTERVAL_SECS,
-    OAUTH_DEVICE_MIN_INTERVAL_SECS, OAUTH_DEVICE_POLL_TIMEOUT_SECS, OAUTH_DEVICE_SLOW_DOWN_SECS,
+    OAUTH_DEVICE_DEFAULT_EXPIRES_SECS, OAUTH_DEVICE_DEFAULT_INTERVAL_SECS, OAUTH_DEVICE_MAX_EXPIRES_SECS,
+    OAUTH_DEVICE_MAX_INTERVAL_SECS, OAUTH_DEVICE_MIN_INTERVAL_SECS, OAUTH_DEVICE_POLL_TIMEOUT_SECS,
+    OAUTH_DEVICE_SLOW_DOWN_SECS,
 };
 use crate::transport::BoxFuture;
 use serde::Deserialize;
@@ -131,17 +135,32 @@ impl DeviceFlow<'_> {
         let until = Instant::now() + deadline;
         check_grant_supported(self.metadata.grant_types_supported.as_ref(), DEVICE_CODE_GRANT)?;
         let endpoint = self.metadata.device_authorization_endpoint.as_ref().ok_or_else(|| {
-            McpError::Auth("the authorization server offers no device flow (its metadata has no device_authorization_endpoint)".to_owned())
+            McpError::Auth(
+                "the authorization server offers no device flow (its metadata has no device_authorization_endpoint)"
+                    .to_owned(),
+            )
         })?;
         let mut form = vec![("resource", self.resource.to_owned())];
         if let Some(scope) = scope.filter(|s| !s.is_empty()) {
             form.push(("scope", scope));
         }
-        let request = post_form(self.egress, endpoint, "device authorization endpoint", &self.metadata.issuer, self.client, form, remaining(until).min(self.request));
+        let request = post_form(
+            self.egress,
+            endpoint,
+            "device authorization endpoint",
+            &self.metadata.issuer,
+            self.client,
+            form,
+            remaining(until).min(self.request),
+        );
         let body = self.cancellable(request).await?;
         let authorization = parse_device_authorization(&body)?;
 
-        let expires_in = self.seconds(seconds(&authorization.expires_in).unwrap_or(OAUTH_DEVICE_DEFAULT_EXPIRES_SECS).min(OAUTH_DEVICE_MAX_EXPIRES_SECS));
+        let expires_in = self.seconds(
+            seconds(&authorization.expires_in)
+                .unwrap_or(OAUTH_DEVICE_DEFAULT_EXPIRES_SECS)
+                .min(OAUTH_DEVICE_MAX_EXPIRES_SECS),
+        );
         let code_expires = Instant::now() + expires_in;
         let expires_at = SystemTime::now() + expires_in;
         let prompt = DevicePrompt {
@@ -176,7 +195,6 @@ impl DeviceFlow<'_> {
         until: Instant,
         deadline: Duration,
     ) -> std::result::Result<TokenResponse, TokenError> {
-
         let interval_secs = seconds(&authorization.interval)
             .unwrap_or(OAUTH_DEVICE_DEFAULT_INTERVAL_SECS)
             .clamp(OAUTH_DEVICE_MIN_INTERVAL_SECS, OAUTH_DEVICE_MAX_INTERVAL_SECS);
@@ -201,14 +219,26 @@ impl DeviceFlow<'_> {
                 ("resource", self.resource.to_owned()),
             ];
             let poll_deadline = remaining(until.min(code_expires)).min(self.seconds(OAUTH_DEVICE_POLL_TIMEOUT_SECS));
-            let poll = request_token(self.egress, &self.metadata.token_endpoint, &self.metadata.issuer, self.client, form, poll_deadline);
+            let poll = request_token(
+                self.egress,
+                &self.metadata.token_endpoint,
+                &self.metadata.issuer,
+                self.client,
+                form,
+                poll_deadline,
+            );
             match self.cancellable(poll).await {
                 Ok(token) => return Ok(token),
                 Err(refused @ TokenError::Rejected { .. }) => match refused.error_code() {
                     Some("authorization_pending") => {}
-                    Some("slow_down") => interval = (interval + self.seconds(OAUTH_DEVICE_SLOW_DOWN_SECS)).min(max_interval),
+                    Some("slow_down") => {
+                        interval = (interval + self.seconds(OAUTH_DEVICE_SLOW_DOWN_SECS)).min(max_interval)
+                    }
                     Some("access_denied") => {
-                        return Err(McpError::Auth("the person declined the authorization request (access_denied)".to_owned()).into())
+                        return Err(McpError::Auth(
+                            "the person declined the authorization request (access_denied)".to_owned(),
+                        )
+                        .into())
                     }
                     Some("expired_token") => return Err(expired()),
                     _ => return Err(refused),
@@ -220,7 +250,10 @@ impl DeviceFlow<'_> {
     }
 
     /// `work`, or `mcp_aborted` as soon as the caller cancels.
-    async fn cancellable<T>(&self, work: impl Future<Output = std::result::Result<T, TokenError>>) -> std::result::Result<T, TokenError> {
+    async fn cancellable<T>(
+        &self,
+        work: impl Future<Output = std::result::Result<T, TokenError>>,
+    ) -> std::result::Result<T, TokenError> {
         tokio::select! {
             biased;
             _ = self.cancel.cancelled() => Err(McpError::Aborted.into()),
@@ -233,26 +266,33 @@ impl DeviceFlow<'_> {
 const MAX_USER_CODE_CHARS: usize = 64;
 
 fn expired() -> TokenError {
-    McpError::Auth("the device code expired before the person approved it; the sign-in has to start again".to_owned()).into()
+    McpError::Auth("the device code expired before the person approved it; the sign-in has to start again".to_owned())
+        .into()
 }
 
 /// The device authorization response, with URLs the host may show: `https` (or `http` on loopback).
 /// The texts name what is wrong, never a value from the body.
 fn parse_device_authorization(body: &[u8]) -> std::result::Result<DeviceAuthorization, TokenError> {
-    let invalid = |what: &str| TokenError::Failed(McpError::Auth(format!("the device authorization answer is not usable: {what}")));
-    let authorization: DeviceAuthorization =
-        serde_json::from_slice(body).map_err(|_| invalid("it is not JSON with device_code, user_code and verification_uri"))?;
+    let invalid = |what: &str| {
+        TokenError::Failed(McpError::Auth(format!("the device authorization answer is not usable: {what}")))
+    };
+    let authorization: DeviceAuthorization = serde_json::from_slice(body)
+        .map_err(|_| invalid("it is not JSON with device_code, user_code and verification_uri"))?;
     if authorization.device_code.is_empty() || authorization.user_code.is_empty() {
         return Err(invalid("device_code or user_code is empty"));
     }
     // The user code is shown to a person (a terminal, a dialog): printable ASCII only, bounded.
-    if authorization.user_code.len() > MAX_USER_CODE_CHARS || !authorization.user_code.bytes().all(|b| (0x21..=0x7e).contains(&b) || b == b' ') {
+    if authorization.user_code.len() > MAX_USER_CODE_CHARS
+        || !authorization.user_code.bytes().all(|b| (0x21..=0x7e).contains(&b) || b == b' ')
+    {
         return Err(invalid("user_code is not a short printable code"));
     }
     let mut authorization = authorization;
     // Shown as the parser serializes them: a control character or escape sequence in the server's text
     // never reaches the person's terminal.
-    for url in std::iter::once(&mut authorization.verification_uri).chain(authorization.verification_uri_complete.as_mut()) {
+    for url in
+        std::iter::once(&mut authorization.verification_uri).chain(authorization.verification_uri_complete.as_mut())
+    {
         let parsed = Url::parse(url).map_err(|_| invalid("a verification URI is not a URL"))?;
         check_endpoint(&parsed, "verification URI")?;
         *url = parsed.to_string();
@@ -287,8 +327,17 @@ mod tests {
     }
 
     /// The device authorization answer, then `poll(n)` for the nth poll (1-based).
-    fn server_script(authorization: serde_json::Value, poll: impl Fn(usize) -> Reply + Send + Sync + 'static) -> impl Fn(&Recorded, usize) -> Reply + Send + Sync + 'static {
-        move |request, index| if request.path == "/device" { Reply::json(200, authorization.clone()) } else { poll(index) }
+    fn server_script(
+        authorization: serde_json::Value,
+        poll: impl Fn(usize) -> Reply + Send + Sync + 'static,
+    ) -> impl Fn(&Recorded, usize) -> Reply + Send + Sync + 'static {
+        move |request, index| {
+            if request.path == "/device" {
+                Reply::json(200, authorization.clone())
+            } else {
+                poll(index)
+            }
+        }
     }
 
     fn authorization(interval: u64, expires_in: u64) -> serde_json::Value {
@@ -313,7 +362,15 @@ mod tests {
             seen.lock().push(prompt);
             Box::pin(async { Ok(()) })
         };
-        let flow = DeviceFlow { egress: &egress, metadata: &meta, client: &client, resource: RESOURCE, cancel, request: deadline, second: TICK };
+        let flow = DeviceFlow {
+            egress: &egress,
+            metadata: &meta,
+            client: &client,
+            resource: RESOURCE,
+            cancel,
+            request: deadline,
+            second: TICK,
+        };
         let result = flow.run(Some("mcp:tools".into()), present, deadline).await;
         let prompts = prompts.lock().clone();
         Run { result, received: server.received(), prompts }
@@ -346,7 +403,10 @@ mod tests {
         assert!(third.at - second.at >= TICK * (2 + OAUTH_DEVICE_SLOW_DOWN_SECS as u32), "slow_down adds 5 s");
 
         let [prompt] = &run.prompts[..] else { panic!("one prompt") };
-        assert_eq!((prompt.user_code.as_str(), prompt.url()), ("WDJB-MJHT", "https://as.example/device?user_code=WDJB-MJHT"));
+        assert_eq!(
+            (prompt.user_code.as_str(), prompt.url()),
+            ("WDJB-MJHT", "https://as.example/device?user_code=WDJB-MJHT")
+        );
         assert_eq!(prompt.expires_in, TICK * 600);
         let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
         assert!(prompt.expires_at_ms > now_ms && prompt.expires_at_ms <= now_ms + 6_000);
@@ -367,7 +427,8 @@ mod tests {
     #[tokio::test]
     async fn an_expired_code_ends_the_flow_whether_the_server_or_the_clock_says_so() {
         let server = TestServer::start(server_script(authorization(1, 600), |_| rejected("expired_token"))).await;
-        let error = McpError::from(run(&server, CancellationToken::new(), Duration::from_secs(10)).await.result.unwrap_err());
+        let error =
+            McpError::from(run(&server, CancellationToken::new(), Duration::from_secs(10)).await.result.unwrap_err());
         assert!(error.code() == "mcp_auth_error" && error.to_string().contains("expired"), "{error}");
 
         let server = TestServer::start(server_script(authorization(2, 7), |_| rejected("authorization_pending"))).await;
@@ -382,7 +443,8 @@ mod tests {
 
     #[tokio::test]
     async fn cancellation_stops_polling_at_once() {
-        let server = TestServer::start(server_script(authorization(1, 600), |_| rejected("authorization_pending"))).await;
+        let server =
+            TestServer::start(server_script(authorization(1, 600), |_| rejected("authorization_pending"))).await;
         let cancel = CancellationToken::new();
         let canceller = cancel.clone();
         tokio::spawn(async move {
@@ -400,7 +462,8 @@ mod tests {
 
     #[tokio::test]
     async fn the_callers_deadline_bounds_the_wait() {
-        let server = TestServer::start(server_script(authorization(1, 600), |_| rejected("authorization_pending"))).await;
+        let server =
+            TestServer::start(server_script(authorization(1, 600), |_| rejected("authorization_pending"))).await;
         let started = Instant::now();
         let run = run(&server, CancellationToken::new(), TICK * 8).await;
         assert!(matches!(run.result, Err(TokenError::Failed(McpError::Timeout { .. }))), "{:?}", run.result);
@@ -444,8 +507,14 @@ mod tests {
     #[tokio::test]
     async fn unusable_authorizations_are_refused_before_the_person_sees_anything() {
         let answers = [
-            (json!({"device_code": DEVICE_CODE, "user_code": "U", "verification_uri": "http://phish.example/device"}), "verification URI"),
-            (json!({"device_code": DEVICE_CODE, "user_code": "U", "verification_uri": "javascript:alert(1)"}), "verification URI"),
+            (
+                json!({"device_code": DEVICE_CODE, "user_code": "U", "verification_uri": "http://phish.example/device"}),
+                "verification URI",
+            ),
+            (
+                json!({"device_code": DEVICE_CODE, "user_code": "U", "verification_uri": "javascript:alert(1)"}),
+                "verification URI",
+            ),
             (json!({"user_code": "U", "verification_uri": "https://as.example/device"}), "not JSON with device_code"),
         ];
         for (answer, expected) in answers {
@@ -467,9 +536,19 @@ mod tests {
         let mut meta = metadata(&server.base, &[DEVICE_CODE_GRANT]);
         meta.device_authorization_endpoint = None;
         let present = |_| -> BoxFuture<'static, Result<()>> { Box::pin(async { Ok(()) }) };
-        let error = device_flow(&egress, &meta, &public_client(), None, RESOURCE, present, CancellationToken::new(), Duration::from_secs(1), Duration::from_secs(1))
-            .await
-            .unwrap_err();
+        let error = device_flow(
+            &egress,
+            &meta,
+            &public_client(),
+            None,
+            RESOURCE,
+            present,
+            CancellationToken::new(),
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap_err();
         assert!(error.to_string().contains("no device flow"), "{error}");
         assert!(server.received().is_empty());
     }

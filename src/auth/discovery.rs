@@ -93,7 +93,12 @@ pub struct Discovered {
 }
 
 /// Run discovery for the server at `server_url`, starting from its challenge.
-pub async fn discover(egress: &Egress, server_url: &Url, challenge: &Challenge, budget: LoginBudget) -> Result<Discovered> {
+pub async fn discover(
+    egress: &Egress,
+    server_url: &Url,
+    challenge: &Challenge,
+    budget: LoginBudget,
+) -> Result<Discovered> {
     let mut candidates = Vec::new();
     if let Some(advertised) = challenge.resource_metadata.as_deref().and_then(|u| Url::parse(u).ok()) {
         // The server's own words: a URL it names is fetched only over https (or on this machine).
@@ -103,13 +108,19 @@ pub async fn discover(egress: &Egress, server_url: &Url, challenge: &Challenge, 
     candidates.extend(protected_resource_urls(server_url));
     candidates.dedup();
     for url in candidates {
-        let Some(prm) = fetch_json::<ProtectedResource>(egress, &url, PROTECTED_RESOURCE, budget).await? else { continue };
+        let Some(prm) = fetch_json::<ProtectedResource>(egress, &url, PROTECTED_RESOURCE, budget).await? else {
+            continue;
+        };
         let resource = checked_resource(&prm, server_url)?;
         let issuer = prm.authorization_servers.first().ok_or_else(|| {
-            McpError::Auth(format!("the protected-resource metadata at {} names no authorization server", display_url(&url)))
+            McpError::Auth(format!(
+                "the protected-resource metadata at {} names no authorization server",
+                display_url(&url)
+            ))
         })?;
-        let issuer_url = Url::parse(issuer)
-            .map_err(|_| McpError::Auth(format!("the protected-resource metadata names an invalid authorization server {issuer:?}")))?;
+        let issuer_url = Url::parse(issuer).map_err(|_| {
+            McpError::Auth(format!("the protected-resource metadata names an invalid authorization server {issuer:?}"))
+        })?;
         check_endpoint(&issuer_url, "authorization server")?;
         let metadata = authorization_server_metadata(egress, &issuer_url, budget).await?.ok_or_else(|| {
             McpError::Auth(format!("the authorization server {} publishes no metadata", display_url(&issuer_url)))
@@ -121,7 +132,13 @@ pub async fn discover(egress: &Egress, server_url: &Url, challenge: &Challenge, 
             )));
         }
         check_endpoints(&metadata)?;
-        return Ok(Discovered { resource, resource_scopes: prm.scopes_supported, metadata, legacy: false, default_endpoints: false });
+        return Ok(Discovered {
+            resource,
+            resource_scopes: prm.scopes_supported,
+            metadata,
+            legacy: false,
+            default_endpoints: false,
+        });
     }
     legacy(egress, server_url, budget).await
 }
@@ -192,7 +209,11 @@ pub fn authorization_server_urls(issuer: &Url) -> Vec<Url> {
     }
 }
 
-async fn authorization_server_metadata(egress: &Egress, issuer: &Url, budget: LoginBudget) -> Result<Option<AuthServerMetadata>> {
+async fn authorization_server_metadata(
+    egress: &Egress,
+    issuer: &Url,
+    budget: LoginBudget,
+) -> Result<Option<AuthServerMetadata>> {
     for url in authorization_server_urls(issuer) {
         if let Some(metadata) = fetch_json::<AuthServerMetadata>(egress, &url, AUTHORIZATION_SERVER, budget).await? {
             return Ok(Some(metadata));
@@ -211,7 +232,10 @@ fn checked_resource(prm: &ProtectedResource, server_url: &Url) -> Result<String>
         let path = server_url.path();
         r.origin() == server_url.origin()
             && r.fragment().is_none()
-            && (prefix.is_empty() || path == prefix || path.trim_end_matches('/') == prefix || path.starts_with(&format!("{prefix}/")))
+            && (prefix.is_empty()
+                || path == prefix
+                || path.trim_end_matches('/') == prefix
+                || path.starts_with(&format!("{prefix}/")))
     });
     if !matches {
         return Err(McpError::Auth(format!(
@@ -242,7 +266,8 @@ fn same_issuer(published: &str, expected: &str) -> bool {
 }
 
 fn check_endpoints(metadata: &AuthServerMetadata) -> Result<()> {
-    let issuer = Url::parse(&metadata.issuer).map_err(|_| McpError::Auth(format!("the authorization server's issuer {:?} is not a URL", metadata.issuer)))?;
+    let issuer = Url::parse(&metadata.issuer)
+        .map_err(|_| McpError::Auth(format!("the authorization server's issuer {:?} is not a URL", metadata.issuer)))?;
     check_endpoint(&issuer, "issuer")?;
     check_endpoint(&metadata.token_endpoint, "token endpoint")?;
     for (url, what) in [
@@ -265,13 +290,21 @@ const AUTHORIZATION_SERVER: &str = "fetching the authorization-server metadata";
 /// GET a JSON document, its whole answer under one deadline from `budget`. `None` when the server has
 /// none there (any non-success status, a failed connection); an error for what must stop discovery: a
 /// guard refusal, a document that is there but malformed, or no complete answer in time (`step` named).
-pub async fn fetch_json<T: serde::de::DeserializeOwned>(egress: &Egress, url: &Url, step: &str, budget: LoginBudget) -> Result<Option<T>> {
+pub async fn fetch_json<T: serde::de::DeserializeOwned>(
+    egress: &Egress,
+    url: &Url,
+    step: &str,
+    budget: LoginBudget,
+) -> Result<Option<T>> {
     let deadline = budget.request();
-    let exchange = Exchange::new(Method::GET, url.clone(), deadline).protocol_header(ACCEPT, HeaderValue::from_static("application/json"));
+    let exchange = Exchange::new(Method::GET, url.clone(), deadline)
+        .protocol_header(ACCEPT, HeaderValue::from_static("application/json"));
     request_in_time(step, url, deadline, async {
         let mut response = match egress.send(exchange).await {
             Ok(response) => response,
-            Err(e @ (McpError::HostNotAllowed(_) | McpError::RedirectRefused(_) | McpError::Timeout { .. })) => return Err(e),
+            Err(e @ (McpError::HostNotAllowed(_) | McpError::RedirectRefused(_) | McpError::Timeout { .. })) => {
+                return Err(e)
+            }
             Err(_) => return Ok(None),
         };
         if !response.status().is_success() || response.status() == StatusCode::NO_CONTENT {
@@ -298,9 +331,15 @@ mod tests {
         let server = Url::parse("http://localhost:1/mcp/?k=v").unwrap();
         assert_eq!(
             urls(protected_resource_urls(&server)),
-            ["http://localhost:1/.well-known/oauth-protected-resource/mcp", "http://localhost:1/.well-known/oauth-protected-resource"]
+            [
+                "http://localhost:1/.well-known/oauth-protected-resource/mcp",
+                "http://localhost:1/.well-known/oauth-protected-resource"
+            ]
         );
-        assert_eq!(urls(protected_resource_urls(&Url::parse("https://a/").unwrap())), ["https://a/.well-known/oauth-protected-resource"]);
+        assert_eq!(
+            urls(protected_resource_urls(&Url::parse("https://a/").unwrap())),
+            ["https://a/.well-known/oauth-protected-resource"]
+        );
         assert_eq!(
             urls(authorization_server_urls(&Url::parse("http://localhost:2/tenant1").unwrap())),
             [
@@ -311,14 +350,21 @@ mod tests {
         );
         assert_eq!(
             urls(authorization_server_urls(&Url::parse("http://localhost:2").unwrap())),
-            ["http://localhost:2/.well-known/oauth-authorization-server", "http://localhost:2/.well-known/openid-configuration"]
+            [
+                "http://localhost:2/.well-known/oauth-authorization-server",
+                "http://localhost:2/.well-known/openid-configuration"
+            ]
         );
     }
 
     #[test]
     fn the_resource_must_be_this_server() {
         let server = Url::parse("http://localhost:1/mcp").unwrap();
-        let prm = |r: &str| ProtectedResource { resource: Some(r.into()), authorization_servers: vec![], scopes_supported: None };
+        let prm = |r: &str| ProtectedResource {
+            resource: Some(r.into()),
+            authorization_servers: vec![],
+            scopes_supported: None,
+        };
         assert!(checked_resource(&prm("http://localhost:1/mcp"), &server).is_ok());
         assert!(checked_resource(&prm("http://localhost:1"), &server).is_ok());
         assert!(checked_resource(&prm("http://localhost:1/"), &server).is_ok());

@@ -44,12 +44,16 @@ impl SigningKey {
         let der = pkcs8_der(pem)?;
         let rng = SystemRandom::new();
         let pair = match algorithm {
-            SigningAlgorithm::Es256 => EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, der.secret_pkcs8_der(), &rng)
-                .map(KeyPair::Es256)
-                .map_err(|_| McpError::config("oauth.privateKey is not a PKCS#8 EC P-256 key, which ES256 needs"))?,
-            SigningAlgorithm::Rs256 => RsaKeyPair::from_pkcs8(der.secret_pkcs8_der())
-                .map(KeyPair::Rs256)
-                .map_err(|_| McpError::config("oauth.privateKey is not a PKCS#8 RSA key (2048 to 8192 bits), which RS256 needs"))?,
+            SigningAlgorithm::Es256 => {
+                EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, der.secret_pkcs8_der(), &rng)
+                    .map(KeyPair::Es256)
+                    .map_err(|_| McpError::config("oauth.privateKey is not a PKCS#8 EC P-256 key, which ES256 needs"))?
+            }
+            SigningAlgorithm::Rs256 => {
+                RsaKeyPair::from_pkcs8(der.secret_pkcs8_der()).map(KeyPair::Rs256).map_err(|_| {
+                    McpError::config("oauth.privateKey is not a PKCS#8 RSA key (2048 to 8192 bits), which RS256 needs")
+                })?
+            }
         };
         Ok(SigningKey { pair, rng })
     }
@@ -73,7 +77,8 @@ impl SigningKey {
     /// A compact JWS of `claims`: `base64url(header).base64url(claims).base64url(signature)`.
     pub fn sign(&self, claims: &Value) -> Result<String> {
         let header = json!({ "alg": self.algorithm().jws_name(), "typ": "JWT" });
-        let signing_input = format!("{}.{}", base64url(header.to_string().as_bytes()), base64url(claims.to_string().as_bytes()));
+        let signing_input =
+            format!("{}.{}", base64url(header.to_string().as_bytes()), base64url(claims.to_string().as_bytes()));
         let failed = |_| McpError::Internal("signing the client assertion failed".to_owned());
         let signature = match &self.pair {
             KeyPair::Es256(pair) => pair.sign(&self.rng, signing_input.as_bytes()).map_err(failed)?.as_ref().to_vec(),
@@ -92,7 +97,9 @@ impl SigningKey {
     pub fn client_assertion(&self, client_id: &str, audience: &str) -> Result<String> {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         let mut jti = [0u8; JTI_BYTES];
-        self.rng.fill(&mut jti).map_err(|_| McpError::Internal("no randomness for a client assertion id".to_owned()))?;
+        self.rng
+            .fill(&mut jti)
+            .map_err(|_| McpError::Internal("no randomness for a client assertion id".to_owned()))?;
         self.sign(&json!({
             "iss": client_id,
             "sub": client_id,
@@ -181,7 +188,8 @@ pub(crate) mod tests {
         assert_eq!(claims["exp"].as_u64().unwrap(), iat + OAUTH_CLIENT_ASSERTION_LIFETIME_SECS);
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
         assert!(iat <= now && now - iat < 5, "iat is now");
-        let again = verify(&key.client_assertion("client-1", "https://as.example").unwrap(), algorithm, &key.public_key()).1;
+        let again =
+            verify(&key.client_assertion("client-1", "https://as.example").unwrap(), algorithm, &key.public_key()).1;
         assert_ne!(claims["jti"], again["jti"], "every assertion has its own jti");
         assert_eq!(URL_SAFE_NO_PAD.decode(claims["jti"].as_str().unwrap()).unwrap().len(), JTI_BYTES);
     }
@@ -198,7 +206,8 @@ pub(crate) mod tests {
     #[test]
     fn p256_keys_as_node_webcrypto_and_openssl_write_them_sign() {
         // WebCrypto's PKCS#8 export is what the conformance suite's key (jose exportPKCS8) looks like.
-        for pem in [include_str!("testdata/p256-webcrypto-pkcs8.pem"), include_str!("testdata/p256-openssl-pkcs8.pem")] {
+        for pem in [include_str!("testdata/p256-webcrypto-pkcs8.pem"), include_str!("testdata/p256-openssl-pkcs8.pem")]
+        {
             let key = SigningKey::from_pem(pem, SigningAlgorithm::Es256).unwrap();
             check_assertion(&key, SigningAlgorithm::Es256);
         }
@@ -218,9 +227,12 @@ pub(crate) mod tests {
         let forged = format!("{}.{}.{}", parts[0], base64url(br#"{"sub":"b"}"#), parts[2]);
         let input = format!("{}.{}", parts[0], base64url(br#"{"sub":"b"}"#));
         let signature = URL_SAFE_NO_PAD.decode(parts[2]).unwrap();
-        assert!(ring::signature::UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, key.public_key())
-            .verify(input.as_bytes(), &signature)
-            .is_err(), "{forged}");
+        assert!(
+            ring::signature::UnparsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, key.public_key())
+                .verify(input.as_bytes(), &signature)
+                .is_err(),
+            "{forged}"
+        );
     }
 
     #[test]
@@ -233,13 +245,19 @@ pub(crate) mod tests {
             ("sk-not-a-pem-at-all", SigningAlgorithm::Es256),
             (ec.as_str(), SigningAlgorithm::Rs256),
             (TEST_RSA_PKCS8_PEM, SigningAlgorithm::Es256),
-            ("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIAbcdefghij\n-----END EC PRIVATE KEY-----\n", SigningAlgorithm::Es256),
+            (
+                "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIAbcdefghij\n-----END EC PRIVATE KEY-----\n",
+                SigningAlgorithm::Es256,
+            ),
         ];
         for (pem, algorithm) in cases {
             let error = SigningKey::from_pem(pem, algorithm).unwrap_err();
             assert_eq!(error.code(), "mcp_config_invalid", "{error}");
             let text = format!("{error} {error:?}");
-            assert!(!text.contains(&body_line[..20]) && !text.contains("sk-not-a") && !text.contains("abcdefghij"), "{text}");
+            assert!(
+                !text.contains(&body_line[..20]) && !text.contains("sk-not-a") && !text.contains("abcdefghij"),
+                "{text}"
+            );
         }
     }
 }

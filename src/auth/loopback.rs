@@ -6,7 +6,9 @@
 //! size and time limit, so a local process poking at the port can neither stall nor flood it.
 
 use crate::error::{McpError, Result};
-use crate::limits::{LOOPBACK_READ_TIMEOUT_MS, MAX_LOOPBACK_CONNECTIONS, MAX_LOOPBACK_REQUEST_BYTES, MAX_LOOPBACK_STRAY_REQUESTS};
+use crate::limits::{
+    LOOPBACK_READ_TIMEOUT_MS, MAX_LOOPBACK_CONNECTIONS, MAX_LOOPBACK_REQUEST_BYTES, MAX_LOOPBACK_STRAY_REQUESTS,
+};
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -33,7 +35,9 @@ impl Loopback {
     /// Listen on the configured loopback redirect URI's port, or on a free port of 127.0.0.1.
     pub async fn bind(configured: Option<&Url>) -> Result<Loopback> {
         let (port, path, redirect_host) = match configured {
-            Some(url) => (url.port().unwrap_or(80), url.path().to_owned(), url.host_str().unwrap_or("127.0.0.1").to_owned()),
+            Some(url) => {
+                (url.port().unwrap_or(80), url.path().to_owned(), url.host_str().unwrap_or("127.0.0.1").to_owned())
+            }
             None => (0, CALLBACK_PATH.to_owned(), "127.0.0.1".to_owned()),
         };
         let listener = TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))
@@ -82,11 +86,16 @@ impl Page {
     /// Answer one connection; the redirect if it is the one this flow waits for.
     async fn serve(self: std::sync::Arc<Self>, mut stream: TcpStream) -> Option<Redirect> {
         let state = self.state.as_str();
-        let head = tokio::time::timeout(Duration::from_millis(LOOPBACK_READ_TIMEOUT_MS), read_head(&mut stream)).await.ok().flatten();
+        let head = tokio::time::timeout(Duration::from_millis(LOOPBACK_READ_TIMEOUT_MS), read_head(&mut stream))
+            .await
+            .ok()
+            .flatten();
         let params = head.as_deref().and_then(|head| self.parse(head));
         let ours = params.as_ref().is_some_and(|p| p.get("state").map(String::as_str) == Some(state));
         let (status, page) = match (&params, ours) {
-            (Some(p), true) if p.contains_key("error") => ("200 OK", "The login was not completed. You can close this window."),
+            (Some(p), true) if p.contains_key("error") => {
+                ("200 OK", "The login was not completed. You can close this window.")
+            }
             (_, true) => ("200 OK", "Logged in. You can close this window and return to the application."),
             _ => ("400 Bad Request", "This is not the login this application is waiting for."),
         };
@@ -95,7 +104,11 @@ impl Page {
             "HTTP/1.1 {status}\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n{body}",
             body.len()
         );
-        let _ = tokio::time::timeout(Duration::from_millis(LOOPBACK_READ_TIMEOUT_MS), stream.write_all(response.as_bytes())).await;
+        let _ = tokio::time::timeout(
+            Duration::from_millis(LOOPBACK_READ_TIMEOUT_MS),
+            stream.write_all(response.as_bytes()),
+        )
+        .await;
         let _ = stream.shutdown().await;
         if ours {
             params.map(|params| Redirect { params })

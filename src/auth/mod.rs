@@ -47,7 +47,8 @@ use crate::config::{ServerEntry, ServerKind};
 /// A tool call the server refused for authorization, once a new token is in place: never sent again.
 pub fn call_not_resent() -> McpError {
     McpError::Reauthorized(
-        "the server refused the tool call for authorization; a new token is in place and the call was not sent again".into(),
+        "the server refused the tool call for authorization; a new token is in place and the call was not sent again"
+            .into(),
     )
 }
 use crate::error::{McpError, Result};
@@ -55,8 +56,14 @@ use std::sync::Arc;
 
 /// `logoutMcpServer`: revoke (where the authorization server offers it) and forget the tokens kept in
 /// `store` for one server entry. Its client registration stays: it is the application's, not the person's.
-pub async fn logout(entry: &ServerEntry, store: Arc<dyn store::TokenStore>, policy: &crate::egress::EgressPolicy) -> Result<()> {
-    let (ServerKind::StreamableHttp { url, oauth: Some(settings), .. } | ServerKind::Sse { url, oauth: Some(settings), .. }) = &entry.kind else {
+pub async fn logout(
+    entry: &ServerEntry,
+    store: Arc<dyn store::TokenStore>,
+    policy: &crate::egress::EgressPolicy,
+) -> Result<()> {
+    let (ServerKind::StreamableHttp { url, oauth: Some(settings), .. }
+    | ServerKind::Sse { url, oauth: Some(settings), .. }) = &entry.kind
+    else {
         return Err(McpError::config(format!("server {:?} has no oauth configuration to log out of", entry.name)));
     };
     if let Some(guard) = &policy.guard {

@@ -40,8 +40,13 @@ pub async fn client_for(
     if let Some(client_id) = &settings.client_id {
         return Ok(pre_registered(client_id, settings, metadata));
     }
-    if let Some(url) = settings.client_metadata_url.as_ref().filter(|_| metadata.client_id_metadata_document_supported) {
-        return Ok(ClientCredentials { client_id: url.to_string(), secret: ClientSecret::None, method: AuthMethod::None });
+    if let Some(url) = settings.client_metadata_url.as_ref().filter(|_| metadata.client_id_metadata_document_supported)
+    {
+        return Ok(ClientCredentials {
+            client_id: url.to_string(),
+            secret: ClientSecret::None,
+            method: AuthMethod::None,
+        });
     }
     let key = super::keys::client(&metadata.issuer);
     if let Some(stored) = store.get(&key).await?.and_then(|s| serde_json::from_str::<StoredClient>(&s).ok()) {
@@ -83,9 +88,13 @@ pub async fn stored_client(store: &dyn TokenStore, issuer: &str, client_id: &str
 /// The configured client; its method is the configured one, else the best the server supports.
 fn pre_registered(client_id: &str, settings: &OAuthSettings, metadata: &AuthServerMetadata) -> ClientCredentials {
     let (secret, default_method) = match (&settings.client_secret, &settings.private_key) {
-        (_, Some((pem, algorithm))) => (ClientSecret::PrivateKey { pem: pem.clone(), algorithm: *algorithm }, AuthMethod::PrivateKeyJwt),
+        (_, Some((pem, algorithm))) => {
+            (ClientSecret::PrivateKey { pem: pem.clone(), algorithm: *algorithm }, AuthMethod::PrivateKeyJwt)
+        }
         (Some(secret), None) => {
-            let method = if !metadata.supports_auth_method("client_secret_basic") && metadata.supports_auth_method("client_secret_post") {
+            let method = if !metadata.supports_auth_method("client_secret_basic")
+                && metadata.supports_auth_method("client_secret_post")
+            {
                 AuthMethod::ClientSecretPost
             } else {
                 AuthMethod::ClientSecretBasic
@@ -146,17 +155,20 @@ async fn register(
     })
     .await?;
     if !status.is_success() {
-        let error = serde_json::from_slice::<serde_json::Value>(&read)
-            .ok()
-            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(|e| crate::transport::quote_bytes(e.as_bytes(), &Default::default())));
+        let error = serde_json::from_slice::<serde_json::Value>(&read).ok().and_then(|v| {
+            v.get("error")
+                .and_then(|e| e.as_str())
+                .map(|e| crate::transport::quote_bytes(e.as_bytes(), &Default::default()))
+        });
         return Err(McpError::Auth(format!(
             "dynamic client registration at {} failed: HTTP {status}{}",
             display_url(endpoint),
             error.map(|e| format!(" ({e})")).unwrap_or_default()
         )));
     }
-    let registered: RegistrationResponse = serde_json::from_slice(&read)
-        .map_err(|e| McpError::Auth(format!("the registration response of {} is malformed: {e}", display_url(endpoint))))?;
+    let registered: RegistrationResponse = serde_json::from_slice(&read).map_err(|e| {
+        McpError::Auth(format!("the registration response of {} is malformed: {e}", display_url(endpoint)))
+    })?;
     let secret = registered.client_secret.filter(|s| !s.is_empty());
     let method = registered
         .token_endpoint_auth_method
@@ -165,7 +177,10 @@ async fn register(
         .or_else(|| AuthMethod::from_name(requested))
         .expect("the requested method has a name");
     let (secret, method) = match (secret, method) {
-        (Some(secret), method) => (ClientSecret::Secret(secret), if method == AuthMethod::None { AuthMethod::ClientSecretBasic } else { method }),
+        (Some(secret), method) => (
+            ClientSecret::Secret(secret),
+            if method == AuthMethod::None { AuthMethod::ClientSecretBasic } else { method },
+        ),
         (None, _) => (ClientSecret::None, AuthMethod::None),
     };
     Ok(ClientCredentials { client_id: registered.client_id, secret, method })

@@ -116,15 +116,20 @@ impl OAuthSettings {
         let algorithm = match text("signingAlgorithm")?.as_deref() {
             None | Some("ES256") => SigningAlgorithm::Es256,
             Some("RS256") => SigningAlgorithm::Rs256,
-            Some(other) => return Err(McpError::config(format!("{at}.signingAlgorithm {other:?} is unknown (ES256, RS256)"))),
+            Some(other) => {
+                return Err(McpError::config(format!("{at}.signingAlgorithm {other:?} is unknown (ES256, RS256)")))
+            }
         };
         let private_key = text("privateKey")?.map(|pem| (pem, algorithm));
         let client_metadata_url = match text("clientMetadataUrl")? {
             None => None,
             Some(s) => {
-                let url = Url::parse(&s).ok().filter(|u| u.scheme() == "https" && u.path() != "/" && u.fragment().is_none());
-                Some(url.ok_or_else(|| McpError::config(format!("{at}.clientMetadataUrl must be an https URL with a path"))))
-                    .transpose()?
+                let url =
+                    Url::parse(&s).ok().filter(|u| u.scheme() == "https" && u.path() != "/" && u.fragment().is_none());
+                Some(url.ok_or_else(|| {
+                    McpError::config(format!("{at}.clientMetadataUrl must be an https URL with a path"))
+                }))
+                .transpose()?
             }
         };
         let redirect_uri = match text("redirectUri")? {
@@ -162,13 +167,22 @@ impl OAuthSettings {
                 let field = |key: &str| match a.get(key) {
                     None | Some(Value::Null) => Ok(None),
                     Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
-                    Some(_) => Err(McpError::config(format!("{at}.identityAssertion.{key} must be a non-empty string"))),
+                    Some(_) => {
+                        Err(McpError::config(format!("{at}.identityAssertion.{key} must be a non-empty string")))
+                    }
                 };
                 let endpoint = field("tokenEndpoint")?.and_then(|s| Url::parse(&s).ok());
                 let (Some(token_endpoint), Some(id_token)) = (endpoint, field("idToken")?) else {
-                    return Err(McpError::config(format!("{at}.identityAssertion needs tokenEndpoint (a URL) and idToken")));
+                    return Err(McpError::config(format!(
+                        "{at}.identityAssertion needs tokenEndpoint (a URL) and idToken"
+                    )));
                 };
-                Some(IdentityAssertion { token_endpoint, id_token, client_id: field("clientId")?, client_secret: field("clientSecret")? })
+                Some(IdentityAssertion {
+                    token_endpoint,
+                    id_token,
+                    client_id: field("clientId")?,
+                    client_secret: field("clientSecret")?,
+                })
             }
             Some(_) => return Err(McpError::config(format!("{at}.identityAssertion must be an object"))),
         };
@@ -185,7 +199,11 @@ impl OAuthSettings {
             identity_assertion,
             authorization_server: match text("authorizationServer")? {
                 None => None,
-                Some(s) => Some(Url::parse(&s).map(|_| s).map_err(|_| McpError::config(format!("{at}.authorizationServer must be the issuer URL")))?),
+                Some(s) => Some(
+                    Url::parse(&s)
+                        .map(|_| s)
+                        .map_err(|_| McpError::config(format!("{at}.authorizationServer must be the issuer URL")))?,
+                ),
             },
         };
         settings.check(&at)?;
@@ -200,9 +218,11 @@ impl OAuthSettings {
             return Err(McpError::config(format!("{at}: give clientSecret or privateKey, not both")));
         }
         match self.grant {
-            Grant::ClientCredentials if self.client_secret.is_none() && self.private_key.is_none() => Err(McpError::config(format!(
-                "{at}: grant client_credentials needs clientId with clientSecret or privateKey"
-            ))),
+            Grant::ClientCredentials if self.client_secret.is_none() && self.private_key.is_none() => {
+                Err(McpError::config(format!(
+                    "{at}: grant client_credentials needs clientId with clientSecret or privateKey"
+                )))
+            }
             Grant::JwtBearer if self.identity_assertion.is_none() || self.client_id.is_none() => {
                 Err(McpError::config(format!("{at}: grant jwt_bearer needs identityAssertion and clientId")))
             }

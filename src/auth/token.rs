@@ -54,7 +54,10 @@ pub enum ClientSecret {
     None,
     Secret(String),
     /// A PKCS#8 PEM private key for `private_key_jwt`.
-    PrivateKey { pem: String, algorithm: SigningAlgorithm },
+    PrivateKey {
+        pem: String,
+        algorithm: SigningAlgorithm,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,14 +282,17 @@ pub async fn post_form(
 ) -> std::result::Result<Vec<u8>, TokenError> {
     check_endpoint(endpoint, what)?;
     let secrets = Secrets::default();
-    let mut form: Vec<(&'static str, String)> = form.into_iter().filter(|(name, _)| !CLIENT_AUTH_FIELDS.contains(name)).collect();
+    let mut form: Vec<(&'static str, String)> =
+        form.into_iter().filter(|(name, _)| !CLIENT_AUTH_FIELDS.contains(name)).collect();
     for (name, value) in &form {
         if !PUBLIC_FORM_FIELDS.contains(name) {
             add_secret(&secrets, value);
         }
     }
     let basic = authenticate(client, audience, &mut form, &secrets)?;
-    let encoded = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(form.iter().map(|(n, v)| (*n, v.as_str()))).finish();
+    let encoded = url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(form.iter().map(|(n, v)| (*n, v.as_str())))
+        .finish();
     let mut exchange = Exchange::new(Method::POST, endpoint.clone(), deadline)
         .same_origin_only()
         .protocol_header(CONTENT_TYPE, HeaderValue::from_static("application/x-www-form-urlencoded"))
@@ -331,7 +337,9 @@ fn authenticate(
     form: &mut Vec<(&'static str, String)>,
     secrets: &Secrets,
 ) -> crate::error::Result<Option<HeaderValue>> {
-    let needs = |what: &str| McpError::config(format!("oauth: token endpoint auth method {} needs {what}", client.method.as_str()));
+    let needs = |what: &str| {
+        McpError::config(format!("oauth: token endpoint auth method {} needs {what}", client.method.as_str()))
+    };
     match (client.method, &client.secret) {
         (AuthMethod::ClientSecretBasic, ClientSecret::Secret(secret)) => {
             add_secret(secrets, secret);
@@ -364,7 +372,9 @@ fn authenticate(
             form.push(("client_assertion", assertion));
             Ok(None)
         }
-        (AuthMethod::ClientSecretBasic | AuthMethod::ClientSecretPost, _) => Err(needs("a client secret (oauth.clientSecret)")),
+        (AuthMethod::ClientSecretBasic | AuthMethod::ClientSecretPost, _) => {
+            Err(needs("a client secret (oauth.clientSecret)"))
+        }
         (AuthMethod::PrivateKeyJwt, _) => Err(needs("a private key (oauth.privateKey)")),
     }
 }
@@ -389,7 +399,11 @@ fn refusal(status: StatusCode, body: &[u8], endpoint: &Url, what: &str, secrets:
 
 /// A 2xx body as a token response. The texts name what is wrong, never a value from the body.
 pub fn parse_token_response(body: &[u8]) -> std::result::Result<TokenResponse, TokenError> {
-    let invalid = |what: &str| TokenError::Failed(McpError::Auth(format!("the token endpoint's answer is not a usable token response: {what}")));
+    let invalid = |what: &str| {
+        TokenError::Failed(McpError::Auth(format!(
+            "the token endpoint's answer is not a usable token response: {what}"
+        )))
+    };
     let value: Value = serde_json::from_slice(body).map_err(|_| invalid("it is not JSON"))?;
     if !value.is_object() {
         return Err(invalid("it is not a JSON object"));
@@ -397,11 +411,16 @@ pub fn parse_token_response(body: &[u8]) -> std::result::Result<TokenResponse, T
     if value.get("access_token").and_then(Value::as_str).is_none_or(str::is_empty) {
         return Err(invalid("it has no access_token"));
     }
-    let mut response: TokenResponse = serde_json::from_value(value).map_err(|_| invalid("a field has the wrong type"))?;
+    let mut response: TokenResponse =
+        serde_json::from_value(value).map_err(|_| invalid("a field has the wrong type"))?;
     if response.token_type.eq_ignore_ascii_case("bearer") {
         response.token_type = "Bearer".to_owned();
     } else if response.issued_token_type.is_none() {
-        let shown = if response.token_type.is_empty() { "none".to_owned() } else { quote_bytes(response.token_type.as_bytes(), &Secrets::default()) };
+        let shown = if response.token_type.is_empty() {
+            "none".to_owned()
+        } else {
+            quote_bytes(response.token_type.as_bytes(), &Secrets::default())
+        };
         return Err(invalid(&format!("its token_type is {shown}, and only Bearer tokens can be used")));
     }
     Ok(response)
@@ -460,7 +479,12 @@ pub(crate) mod test_http {
 
     impl Reply {
         pub fn json(status: u16, body: Value) -> Reply {
-            Reply { status, headers: vec![("content-type".into(), "application/json".into())], body: body.to_string().into_bytes(), hang: false }
+            Reply {
+                status,
+                headers: vec![("content-type".into(), "application/json".into())],
+                body: body.to_string().into_bytes(),
+                hang: false,
+            }
         }
 
         pub fn hang() -> Reply {
@@ -497,7 +521,11 @@ pub(crate) mod test_http {
                         if reply.hang {
                             std::future::pending::<()>().await;
                         }
-                        let mut head = format!("HTTP/1.1 {} X\r\ncontent-length: {}\r\nconnection: close\r\n", reply.status, reply.body.len());
+                        let mut head = format!(
+                            "HTTP/1.1 {} X\r\ncontent-length: {}\r\nconnection: close\r\n",
+                            reply.status,
+                            reply.body.len()
+                        );
                         for (name, value) in &reply.headers {
                             head.push_str(&format!("{name}: {value}\r\n"));
                         }
@@ -538,10 +566,17 @@ pub(crate) mod test_http {
             let (name, value) = header.split_once(':')?;
             headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
         }
-        let length: usize = headers.iter().find(|(n, _)| n == "content-length").and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
+        let length: usize =
+            headers.iter().find(|(n, _)| n == "content-length").and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
         let mut body = vec![0; length];
         reader.read_exact(&mut body).await.ok()?;
-        Some(Recorded { method, path, headers, body: String::from_utf8_lossy(&body).into_owned(), at: std::time::Instant::now() })
+        Some(Recorded {
+            method,
+            path,
+            headers,
+            body: String::from_utf8_lossy(&body).into_owned(),
+            at: std::time::Instant::now(),
+        })
     }
 }
 
@@ -565,13 +600,17 @@ mod tests {
     }
 
     fn ok_token() -> Reply {
-        Reply::json(200, json!({"access_token": "at-123456789", "token_type": "bearer", "expires_in": 3600, "refresh_token": "rt-123456789", "scope": "a b"}))
+        Reply::json(
+            200,
+            json!({"access_token": "at-123456789", "token_type": "bearer", "expires_in": 3600, "refresh_token": "rt-123456789", "scope": "a b"}),
+        )
     }
 
     async fn one_request(client: &ClientCredentials) -> (std::result::Result<TokenResponse, TokenError>, Recorded) {
         let server = TestServer::start(|_, _| ok_token()).await;
         let form = vec![("grant_type", "authorization_code".to_owned()), ("code", "code-abcdef".to_owned())];
-        let result = request_token(&egress(), &server.url("/token"), "http://issuer.test", client, form, DEADLINE).await;
+        let result =
+            request_token(&egress(), &server.url("/token"), "http://issuer.test", client, form, DEADLINE).await;
         let received = server.received();
         assert_eq!(received.len(), 1);
         (result, received[0].clone())
@@ -579,7 +618,8 @@ mod tests {
 
     #[tokio::test]
     async fn client_secret_basic_sends_form_encoded_credentials_in_the_header_only() {
-        let (result, request) = one_request(&client(AuthMethod::ClientSecretBasic, ClientSecret::Secret(SECRET.to_owned()))).await;
+        let (result, request) =
+            one_request(&client(AuthMethod::ClientSecretBasic, ClientSecret::Secret(SECRET.to_owned()))).await;
         let token = result.unwrap();
         assert_eq!((token.token_type.as_str(), token.expires_in), ("Bearer", Some(3600)));
         assert_eq!((request.method.as_str(), request.path.as_str()), ("POST", "/token"));
@@ -592,7 +632,8 @@ mod tests {
 
     #[tokio::test]
     async fn client_secret_post_sends_both_in_the_body_and_no_header() {
-        let (result, request) = one_request(&client(AuthMethod::ClientSecretPost, ClientSecret::Secret(SECRET.to_owned()))).await;
+        let (result, request) =
+            one_request(&client(AuthMethod::ClientSecretPost, ClientSecret::Secret(SECRET.to_owned()))).await;
         result.unwrap();
         assert_eq!(request.header("authorization"), None);
         assert_eq!(request.field("client_id").as_deref(), Some("client:1"));
@@ -610,9 +651,12 @@ mod tests {
 
     #[tokio::test]
     async fn private_key_jwt_sends_an_assertion_the_server_can_verify() {
-        for (pem, algorithm) in [(fresh_p256_pem(), SigningAlgorithm::Es256), (TEST_RSA_PKCS8_PEM.to_owned(), SigningAlgorithm::Rs256)] {
+        for (pem, algorithm) in
+            [(fresh_p256_pem(), SigningAlgorithm::Es256), (TEST_RSA_PKCS8_PEM.to_owned(), SigningAlgorithm::Rs256)]
+        {
             let public_key = SigningKey::from_pem(&pem, algorithm).unwrap().public_key();
-            let (result, request) = one_request(&client(AuthMethod::PrivateKeyJwt, ClientSecret::PrivateKey { pem, algorithm })).await;
+            let (result, request) =
+                one_request(&client(AuthMethod::PrivateKeyJwt, ClientSecret::PrivateKey { pem, algorithm })).await;
             result.unwrap();
             assert_eq!(request.header("authorization"), None);
             assert_eq!(request.field("client_assertion_type").as_deref(), Some(JWT_CLIENT_ASSERTION_TYPE));
@@ -626,7 +670,11 @@ mod tests {
     #[tokio::test]
     async fn caller_supplied_client_fields_never_add_a_second_method() {
         let server = TestServer::start(|_, _| ok_token()).await;
-        let form = vec![("grant_type", "refresh_token".to_owned()), ("client_id", "other".to_owned()), ("client_secret", "leak".to_owned())];
+        let form = vec![
+            ("grant_type", "refresh_token".to_owned()),
+            ("client_id", "other".to_owned()),
+            ("client_secret", "leak".to_owned()),
+        ];
         let basic = client(AuthMethod::ClientSecretBasic, ClientSecret::Secret(SECRET.to_owned()));
         request_token(&egress(), &server.url("/t"), "i", &basic, form, DEADLINE).await.unwrap();
         assert_eq!(server.received()[0].field_names(), ["grant_type"]);
@@ -639,7 +687,11 @@ mod tests {
             Reply::json(400, json!({"error": "invalid_grant", "error_description": format!("bad {}", request.body)}))
         })
         .await;
-        let form = vec![("grant_type", "authorization_code".to_owned()), ("code", "code-abcdef".to_owned()), ("code_verifier", "verifier-xyz123".to_owned())];
+        let form = vec![
+            ("grant_type", "authorization_code".to_owned()),
+            ("code", "code-abcdef".to_owned()),
+            ("code_verifier", "verifier-xyz123".to_owned()),
+        ];
         let post = client(AuthMethod::ClientSecretPost, ClientSecret::Secret(SECRET.to_owned()));
         let error = request_token(&egress(), &server.url("/token"), "i", &post, form, DEADLINE).await.unwrap_err();
         assert_eq!(error.error_code(), Some("invalid_grant"));
@@ -658,16 +710,31 @@ mod tests {
             Reply::json(401, json!({"error": "invalid_client", "error_description": echoed}))
         })
         .await;
-        let jwt = client(AuthMethod::PrivateKeyJwt, ClientSecret::PrivateKey { pem, algorithm: SigningAlgorithm::Es256 });
-        let error = request_token(&egress(), &server.url("/token"), "i", &jwt, vec![("grant_type", "client_credentials".into())], DEADLINE)
-            .await
-            .unwrap_err();
+        let jwt =
+            client(AuthMethod::PrivateKeyJwt, ClientSecret::PrivateKey { pem, algorithm: SigningAlgorithm::Es256 });
+        let error = request_token(
+            &egress(),
+            &server.url("/token"),
+            "i",
+            &jwt,
+            vec![("grant_type", "client_credentials".into())],
+            DEADLINE,
+        )
+        .await
+        .unwrap_err();
         let assertion = server.received()[0].field("client_assertion").unwrap();
         assert!(!error.to_string().contains(&assertion[..30]), "{error}");
         let basic = client(AuthMethod::ClientSecretBasic, ClientSecret::Secret(SECRET.to_owned()));
-        let error = request_token(&egress(), &server.url("/token"), "i", &basic, vec![("grant_type", "client_credentials".into())], DEADLINE)
-            .await
-            .unwrap_err();
+        let error = request_token(
+            &egress(),
+            &server.url("/token"),
+            "i",
+            &basic,
+            vec![("grant_type", "client_credentials".into())],
+            DEADLINE,
+        )
+        .await
+        .unwrap_err();
         let header = server.received()[1].header("authorization").unwrap().to_owned();
         assert!(!error.to_string().contains(header.trim_start_matches("Basic ")), "{error}");
     }
@@ -684,7 +751,8 @@ mod tests {
         for (body, expected) in cases {
             let server = TestServer::start(move |_, _| Reply::json(200, body.clone())).await;
             let none = client(AuthMethod::None, ClientSecret::None);
-            let error = request_token(&egress(), &server.url("/token"), "i", &none, vec![], DEADLINE).await.unwrap_err();
+            let error =
+                request_token(&egress(), &server.url("/token"), "i", &none, vec![], DEADLINE).await.unwrap_err();
             let TokenError::Failed(error) = error else { panic!("{error}") };
             assert_eq!(error.code(), "mcp_auth_error");
             assert!(error.to_string().contains(expected) && !error.to_string().contains("at-xyz"), "{error}");
@@ -701,7 +769,10 @@ mod tests {
 
     #[tokio::test]
     async fn an_error_object_sent_with_http_200_is_a_refusal() {
-        let server = TestServer::start(|_, _| Reply::json(200, json!({"error": "authorization_pending", "error_description": "wait"}))).await;
+        let server = TestServer::start(|_, _| {
+            Reply::json(200, json!({"error": "authorization_pending", "error_description": "wait"}))
+        })
+        .await;
         let none = client(AuthMethod::None, ClientSecret::None);
         let error = request_token(&egress(), &server.url("/token"), "i", &none, vec![], DEADLINE).await.unwrap_err();
         assert_eq!(error.error_code(), Some("authorization_pending"), "{error}");
@@ -709,28 +780,45 @@ mod tests {
 
     #[tokio::test]
     async fn non_json_errors_and_server_errors_keep_their_status() {
-        let server = TestServer::start(|_, index| Reply { status: if index == 0 { 403 } else { 503 }, headers: vec![], body: b"nope".to_vec(), hang: false }).await;
+        let server = TestServer::start(|_, index| Reply {
+            status: if index == 0 { 403 } else { 503 },
+            headers: vec![],
+            body: b"nope".to_vec(),
+            hang: false,
+        })
+        .await;
         let none = client(AuthMethod::None, ClientSecret::None);
-        let forbidden = request_token(&egress(), &server.url("/token"), "i", &none, vec![], DEADLINE).await.unwrap_err();
-        let unavailable = request_token(&egress(), &server.url("/token"), "i", &none, vec![], DEADLINE).await.unwrap_err();
-        let (TokenError::Failed(forbidden), TokenError::Failed(unavailable)) = (forbidden, unavailable) else { panic!() };
+        let forbidden =
+            request_token(&egress(), &server.url("/token"), "i", &none, vec![], DEADLINE).await.unwrap_err();
+        let unavailable =
+            request_token(&egress(), &server.url("/token"), "i", &none, vec![], DEADLINE).await.unwrap_err();
+        let (TokenError::Failed(forbidden), TokenError::Failed(unavailable)) = (forbidden, unavailable) else {
+            panic!()
+        };
         assert_eq!((forbidden.code(), unavailable.code()), ("mcp_auth_error", "mcp_transport_error"));
         assert!(forbidden.to_string().contains("403") && forbidden.to_string().contains("nope"), "{forbidden}");
     }
 
     #[tokio::test]
     async fn bodies_are_bounded_and_exchanges_have_a_deadline() {
-        let huge = Reply { status: 200, headers: vec![], body: vec![b' '; OAUTH_TOKEN_RESPONSE_MAX_BYTES + 1], hang: false };
-        let server = TestServer::start(move |_, _| Reply { body: huge.body.clone(), ..Reply::json(200, json!({})) }).await;
+        let huge =
+            Reply { status: 200, headers: vec![], body: vec![b' '; OAUTH_TOKEN_RESPONSE_MAX_BYTES + 1], hang: false };
+        let server =
+            TestServer::start(move |_, _| Reply { body: huge.body.clone(), ..Reply::json(200, json!({})) }).await;
         let none = client(AuthMethod::None, ClientSecret::None);
         let error = request_token(&egress(), &server.url("/token"), "i", &none, vec![], DEADLINE).await.unwrap_err();
         assert!(matches!(error, TokenError::Failed(McpError::ResultTooLarge { .. })), "{error}");
 
         let silent = TestServer::start(|_, _| Reply::hang()).await;
         let started = std::time::Instant::now();
-        let error = request_token(&egress(), &silent.url("/token"), "i", &none, vec![], Duration::from_millis(300)).await.unwrap_err();
+        let error = request_token(&egress(), &silent.url("/token"), "i", &none, vec![], Duration::from_millis(300))
+            .await
+            .unwrap_err();
         assert!(matches!(&error, TokenError::TimedOut(McpError::Auth(_))), "{error}");
-        assert!(error.to_string().starts_with("the request to the token endpoint timed out: http://127.0.0.1:"), "{error}");
+        assert!(
+            error.to_string().starts_with("the request to the token endpoint timed out: http://127.0.0.1:"),
+            "{error}"
+        );
         assert!(started.elapsed() < Duration::from_secs(2));
     }
 
@@ -738,7 +826,13 @@ mod tests {
     async fn a_redirect_to_another_origin_is_not_followed() {
         let elsewhere = TestServer::start(|_, _| ok_token()).await;
         let target = elsewhere.url("/token").to_string();
-        let server = TestServer::start(move |_, _| Reply { status: 307, headers: vec![("location".into(), target.clone())], body: vec![], hang: false }).await;
+        let server = TestServer::start(move |_, _| Reply {
+            status: 307,
+            headers: vec![("location".into(), target.clone())],
+            body: vec![],
+            hang: false,
+        })
+        .await;
         let post = client(AuthMethod::ClientSecretPost, ClientSecret::Secret(SECRET.to_owned()));
         let error = request_token(&egress(), &server.url("/token"), "i", &post, vec![], DEADLINE).await.unwrap_err();
         assert!(matches!(error, TokenError::Failed(McpError::RedirectRefused(_))), "{error}");
@@ -758,20 +852,36 @@ mod tests {
             assert_eq!(check_endpoint(&Url::parse(url).unwrap(), "token endpoint").is_ok(), ok, "{url}");
         }
         let none = client(AuthMethod::None, ClientSecret::None);
-        let error = request_token(&egress(), &Url::parse("http://as.example/token").unwrap(), "i", &none, vec![], DEADLINE).await.unwrap_err();
+        let error =
+            request_token(&egress(), &Url::parse("http://as.example/token").unwrap(), "i", &none, vec![], DEADLINE)
+                .await
+                .unwrap_err();
         assert_eq!(McpError::from(error).code(), "mcp_auth_error");
         let basic = client(AuthMethod::ClientSecretBasic, ClientSecret::None);
-        let error = request_token(&egress(), &Url::parse("http://127.0.0.1:1/token").unwrap(), "i", &basic, vec![], DEADLINE).await.unwrap_err();
+        let error =
+            request_token(&egress(), &Url::parse("http://127.0.0.1:1/token").unwrap(), "i", &basic, vec![], DEADLINE)
+                .await
+                .unwrap_err();
         assert_eq!(McpError::from(error).code(), "mcp_config_invalid");
     }
 
     #[test]
     fn debug_output_redacts_every_secret() {
-        let key = ClientSecret::PrivateKey { pem: "-----BEGIN PRIVATE KEY-----abc".to_owned(), algorithm: SigningAlgorithm::Es256 };
-        let shown = format!("{:?} {:?}", client(AuthMethod::ClientSecretBasic, ClientSecret::Secret(SECRET.to_owned())), client(AuthMethod::PrivateKeyJwt, key));
+        let key = ClientSecret::PrivateKey {
+            pem: "-----BEGIN PRIVATE KEY-----abc".to_owned(),
+            algorithm: SigningAlgorithm::Es256,
+        };
+        let shown = format!(
+            "{:?} {:?}",
+            client(AuthMethod::ClientSecretBasic, ClientSecret::Secret(SECRET.to_owned())),
+            client(AuthMethod::PrivateKeyJwt, key)
+        );
         assert!(!shown.contains("s3cr3t") && !shown.contains("BEGIN"), "{shown}");
         assert!(shown.contains("client:1") && shown.contains("Es256"), "{shown}");
-        let token = parse_token_response(br#"{"access_token":"at-visible","token_type":"Bearer","refresh_token":"rt-visible","scope":"s"}"#).unwrap();
+        let token = parse_token_response(
+            br#"{"access_token":"at-visible","token_type":"Bearer","refresh_token":"rt-visible","scope":"s"}"#,
+        )
+        .unwrap();
         let shown = format!("{token:?}");
         assert!(!shown.contains("visible") && shown.contains("Bearer"), "{shown}");
         assert_eq!(AuthMethod::from_name("private_key_jwt"), Some(AuthMethod::PrivateKeyJwt));

@@ -54,7 +54,12 @@ impl SharedTexts {
         let mut shown = self.shown.lock();
         let key = shown.by_key.hasher().hash_one((&tool.name, &name, server));
         let alike = |p: &Arc<ProjectedTool>| {
-            p.name == name && p.server == server && p.remote_name == tool.name && p.title == tool.title && p.ui == tool.ui && p.texts_id == texts.shared_id
+            p.name == name
+                && p.server == server
+                && p.remote_name == tool.name
+                && p.title == tool.title
+                && p.ui == tool.ui
+                && p.texts_id == texts.shared_id
         };
         if let Some(found) = shown.by_key.get(&key).and_then(Weak::upgrade).filter(alike) {
             return found;
@@ -105,7 +110,10 @@ pub fn texts_for(address: ListingAddress, tools: &[Tool]) -> Arc<SharedTexts> {
     if let Some(found) = registry.lock().get(&key).and_then(Weak::upgrade) {
         return found;
     }
-    let made = Arc::new(SharedTexts { by_name: tools.iter().map(|t| (t.name.clone(), ToolTexts::shared(t))).collect(), shown: Mutex::default() });
+    let made = Arc::new(SharedTexts {
+        by_name: tools.iter().map(|t| (t.name.clone(), ToolTexts::shared(t))).collect(),
+        shown: Mutex::default(),
+    });
     let mut registry = registry.lock();
     if let Some(found) = registry.get(&key).and_then(Weak::upgrade) {
         return found;
@@ -139,14 +147,23 @@ mod tests {
         let texts = catalogue.get("search").unwrap();
         let first = catalogue.projected(texts, "web__search".into(), "web", tool);
         assert!(Arc::ptr_eq(&first, &catalogue.projected(texts, "web__search".into(), "web", tool)));
-        assert!(!Arc::ptr_eq(&first, &catalogue.projected(texts, "web__search".into(), "web2", tool)), "another server name");
-        assert!(!Arc::ptr_eq(&first, &catalogue.projected(texts, "web_1__search".into(), "web", tool)), "another projected name");
+        assert!(
+            !Arc::ptr_eq(&first, &catalogue.projected(texts, "web__search".into(), "web2", tool)),
+            "another server name"
+        );
+        assert!(
+            !Arc::ptr_eq(&first, &catalogue.projected(texts, "web_1__search".into(), "web", tool)),
+            "another projected name"
+        );
         // Projections nobody holds any more do not pile up.
         for n in 0..10_000 {
             drop(catalogue.projected(texts, format!("s{n}__search"), &format!("s{n}"), tool));
         }
         assert!(catalogue.shown.lock().by_key.len() <= 128, "{}", catalogue.shown.lock().by_key.len());
-        assert!(Arc::ptr_eq(&first, &catalogue.projected(texts, "web__search".into(), "web", tool)), "a live one survives the sweeps");
+        assert!(
+            Arc::ptr_eq(&first, &catalogue.projected(texts, "web__search".into(), "web", tool)),
+            "a live one survives the sweeps"
+        );
     }
 
     #[test]
@@ -172,7 +189,9 @@ mod tests {
         let other_era = shared(r#"["streamable-http","https://one.test/mcp"]"#, true, &[PAGE]);
         assert!(!Arc::ptr_eq(&base, &other_era));
         // The same tools split into pages differently is another listing.
-        let page = |names: &[&str]| json!({ "tools": names.iter().map(|n| json!({ "name": n, "inputSchema": { "type": "object" } })).collect::<Vec<_>>() }).to_string();
+        let page = |names: &[&str]| {
+            json!({ "tools": names.iter().map(|n| json!({ "name": n, "inputSchema": { "type": "object" } })).collect::<Vec<_>>() }).to_string()
+        };
         let one = shared("x", false, &[&page(&["a", "b"])]);
         let two = shared("x", false, &[&page(&["a"]), &page(&["b"])]);
         assert!(!Arc::ptr_eq(&one, &two));

@@ -61,7 +61,11 @@ pub enum ClientKind {
 static CLIENTS: OnceLock<Mutex<HashMap<ClientKey, Weak<reqwest::Client>>>> = OnceLock::new();
 
 /// The client for this policy: the one already in use when there is one, else a new one.
-pub fn shared_client(kind: ClientKind, guard: Option<&Arc<HostGuard>>, proxy: Option<&Url>) -> Result<Arc<reqwest::Client>> {
+pub fn shared_client(
+    kind: ClientKind,
+    guard: Option<&Arc<HostGuard>>,
+    proxy: Option<&Url>,
+) -> Result<Arc<reqwest::Client>> {
     let Ok(runtime) = tokio::runtime::Handle::try_current().map(|h| h.id()) else {
         // Outside a runtime nothing can be pooled for later anyway.
         return Ok(Arc::new(build(kind, guard, proxy)?));
@@ -118,9 +122,7 @@ fn build(kind: ClientKind, guard: Option<&Arc<HostGuard>>, proxy: Option<&Url>) 
         // With a proxy this resolves (and checks) the proxy's own name; the proxy resolves the target's.
         builder = builder.dns_resolver(Arc::new(GuardedResolver { guard: guard.clone() }));
     }
-    builder
-        .build()
-        .map_err(|e| McpError::Transport(format!("could not build the HTTP client: {}", e.without_url())))
+    builder.build().map_err(|e| McpError::Transport(format!("could not build the HTTP client: {}", e.without_url())))
 }
 
 /// The process's TLS configuration: what reqwest builds by default (rustls with ring, TLS 1.2 and 1.3,
@@ -169,7 +171,10 @@ mod tests {
         assert!(!Arc::ptr_eq(&a, &p), "a proxy is part of the key");
         let s = shared_client(ClientKind::Streams, None, None).unwrap();
         assert!(!Arc::ptr_eq(&a, &s), "streams never ride the requests client's HTTP/2 connections");
-        assert!(Arc::ptr_eq(&s, &shared_client(ClientKind::Streams, None, None).unwrap()), "streams clients are shared too");
+        assert!(
+            Arc::ptr_eq(&s, &shared_client(ClientKind::Streams, None, None).unwrap()),
+            "streams clients are shared too"
+        );
     }
 
     #[tokio::test]

@@ -12,8 +12,21 @@ pub const INHERITED_ENV_VARS: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "SH
 /// `.cmd` launchers such as `npx.cmd`. Names are case-insensitive there.
 #[cfg(windows)]
 pub const INHERITED_ENV_VARS: &[&str] = &[
-    "APPDATA", "COMSPEC", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PATHEXT", "PROCESSOR_ARCHITECTURE",
-    "PROGRAMFILES", "SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "TMP", "USERNAME", "USERPROFILE",
+    "APPDATA",
+    "COMSPEC",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "LOCALAPPDATA",
+    "PATH",
+    "PATHEXT",
+    "PROCESSOR_ARCHITECTURE",
+    "PROGRAMFILES",
+    "SYSTEMDRIVE",
+    "SYSTEMROOT",
+    "TEMP",
+    "TMP",
+    "USERNAME",
+    "USERPROFILE",
 ];
 
 /// The complete environment of a stdio child: the allowlist from `parent`, then the entry's own `env`.
@@ -21,10 +34,8 @@ pub fn child_environment<'a>(
     parent: impl Fn(&str) -> Option<String>,
     entry_env: impl IntoIterator<Item = (&'a String, &'a String)>,
 ) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = INHERITED_ENV_VARS
-        .iter()
-        .filter_map(|name| parent(name).map(|value| (name.to_string(), value)))
-        .collect();
+    let mut env: Vec<(String, String)> =
+        INHERITED_ENV_VARS.iter().filter_map(|name| parent(name).map(|value| (name.to_string(), value))).collect();
     for (name, value) in entry_env {
         env.retain(|(existing, _)| existing != name);
         env.push((name.clone(), value.clone()));
@@ -39,8 +50,9 @@ pub fn resolve_program(command: &str, env: &[(String, String)], cwd: Option<&Pat
         Some(dir) => dir.to_path_buf(),
         None => std::env::current_dir().map_err(|e| McpError::Transport(e.to_string()))?,
     };
-    which::which_in(command, Some(path), base)
-        .map_err(|_| McpError::Transport(format!("command not found: {command:?} (searched the PATH given to the server)")))
+    which::which_in(command, Some(path), base).map_err(|_| {
+        McpError::Transport(format!("command not found: {command:?} (searched the PATH given to the server)"))
+    })
 }
 
 /// Where a contained stdio entry may run from: its `cwd`, and its program when the command is a path.
@@ -55,7 +67,8 @@ pub struct Contained {
 /// stay inside `root`. A symlink that leaves the root is caught here where a lexical check is not.
 /// Containment, not a sandbox: arguments and what the program opens are not checked.
 pub fn contain(root: &Path, command: &str, cwd: Option<&Path>) -> Result<Contained> {
-    let violation = |what: &str| McpError::ContainmentViolation(format!("{what} resolves outside the entry's root; entry skipped"));
+    let violation =
+        |what: &str| McpError::ContainmentViolation(format!("{what} resolves outside the entry's root; entry skipped"));
     let root = std::fs::canonicalize(root)
         .map_err(|e| McpError::ContainmentViolation(format!("root {} cannot be resolved: {e}", root.display())))?;
     let cwd = match cwd {

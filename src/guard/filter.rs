@@ -47,7 +47,8 @@ impl ServerToolFilter {
     }
 
     pub fn admits(&self, tool_name: &str) -> bool {
-        !self.block.iter().any(|p| p.matches(tool_name)) && (self.allow.is_empty() || self.allow.iter().any(|p| p.matches(tool_name)))
+        !self.block.iter().any(|p| p.matches(tool_name))
+            && (self.allow.is_empty() || self.allow.iter().any(|p| p.matches(tool_name)))
     }
 }
 

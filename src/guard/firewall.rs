@@ -69,7 +69,11 @@ impl Pattern {
                         'i' | 'm' | 's' => inline.push(flag),
                         // Matching, not iteration: global/sticky/indices change nothing for a test; `u`/`v` are Rust's default.
                         'g' | 'y' | 'd' | 'u' | 'v' => {}
-                        other => return Err(McpError::config(format!("mcpFirewall: RegExp flag {other:?} of /{source}/ is not supported"))),
+                        other => {
+                            return Err(McpError::config(format!(
+                                "mcpFirewall: RegExp flag {other:?} of /{source}/ is not supported"
+                            )))
+                        }
                     }
                 }
                 let pattern = if inline.is_empty() { source.clone() } else { format!("(?{inline}){source}") };
@@ -140,10 +144,12 @@ struct Judged<'a> {
 impl Firewall {
     /// From `mcpFirewall`'s options as JSON (RegExps as `{ kind: 'regexp', source, flags }`).
     pub fn new(options_json: &str, journal: Arc<dyn McpJournal>) -> Result<Firewall> {
-        let options: Options =
-            serde_json::from_str(options_json).map_err(|e| McpError::config(format!("mcpFirewall: invalid options: {e}")))?;
+        let options: Options = serde_json::from_str(options_json)
+            .map_err(|e| McpError::config(format!("mcpFirewall: invalid options: {e}")))?;
         if options.server.is_empty() || options.server.contains(':') {
-            return Err(McpError::config("mcpFirewall: `server` must be a non-empty name without ':' (it is part of the pin key)"));
+            return Err(McpError::config(
+                "mcpFirewall: `server` must be a non-empty name without ':' (it is part of the pin key)",
+            ));
         }
         if options.max_calls_per_run == Some(0) {
             return Err(McpError::config("mcpFirewall: `maxCallsPerRun` must be at least 1"));
@@ -166,7 +172,9 @@ impl Firewall {
         let described = self
             .tools
             .iter()
-            .find(|t| t.server.as_deref() == Some(&request.server) && t.remote_name.as_deref() == Some(&request.remote_name))
+            .find(|t| {
+                t.server.as_deref() == Some(&request.server) && t.remote_name.as_deref() == Some(&request.remote_name)
+            })
             .or_else(|| self.tools.iter().find(|t| t.name == request.tool_name));
         if described.is_none() && request.server != self.server {
             return None;
@@ -188,7 +196,9 @@ impl Firewall {
             return Ok(deny(format!("'{name}' is on the firewall's denylist")));
         }
         let Some(described) = tool.described else {
-            return Ok(ask(format!("'{name}' was not among the tools described to the firewall: its description cannot be checked")));
+            return Ok(ask(format!(
+                "'{name}' was not among the tools described to the firewall: its description cannot be checked"
+            )));
         };
         let current = pin_hash(&described.description, &described.input_schema);
         let pin_key = format!("{PIN_KEY_PREFIX}:{}", tool.id);
@@ -198,7 +208,9 @@ impl Firewall {
             None => self.journal.claim(&pin_key, &current).await?,
         };
         if pinned != current {
-            return Ok(ask(format!("'{name}' tool description changed — poisoning risk (pinned: {pinned}, current: {current})")));
+            return Ok(ask(format!(
+                "'{name}' tool description changed — poisoning risk (pinned: {pinned}, current: {current})"
+            )));
         }
         if let (Some(limit), Some(run_id), Some(call)) = (self.max_calls_per_run, &request.run_id, request.call_key()) {
             if self.journal.reserve(run_id, &tool.id, limit).await?.is_none() {
@@ -299,7 +311,10 @@ mod tests {
     #[test]
     fn the_pin_hash_is_canonical() {
         let a = pin_hash("d", &json!({ "type": "object", "properties": { "a": 1, "b": [true, null] } }));
-        let b = pin_hash("d", &serde_json::from_str(r#"{ "properties": { "b": [true, null], "a": 1 }, "type": "object" }"#).unwrap());
+        let b = pin_hash(
+            "d",
+            &serde_json::from_str(r#"{ "properties": { "b": [true, null], "a": 1 }, "type": "object" }"#).unwrap(),
+        );
         assert_eq!(a, b);
         assert_eq!(a.len(), 64);
         assert_ne!(a, pin_hash("d2", &json!({ "type": "object", "properties": { "a": 1, "b": [true, null] } })));
@@ -322,9 +337,15 @@ mod tests {
         assert_eq!(decide("github_list_issues").await, Decision::Allow);
         assert_eq!(decide("github_read_file").await, Decision::Allow);
         assert!(matches!(decide("github_push").await, Decision::Deny { reason: Some(r) } if r.contains("allowlist")));
-        assert!(matches!(decide("github_delete_repo").await, Decision::Deny { reason: Some(r) } if r.contains("denylist")), "deny wins");
+        assert!(
+            matches!(decide("github_delete_repo").await, Decision::Deny { reason: Some(r) } if r.contains("denylist")),
+            "deny wins"
+        );
         // Without allow: fail-open, only deny refuses.
-        let open = firewall(json!({ "server": "github", "tools": tools(&names), "deny": [{ "kind": "regexp", "source": "DELETE", "flags": "i" }] }), &journal);
+        let open = firewall(
+            json!({ "server": "github", "tools": tools(&names), "deny": [{ "kind": "regexp", "source": "DELETE", "flags": "i" }] }),
+            &journal,
+        );
         assert_eq!(open.decide(&call("github_push", None, "c")).await.unwrap(), Decision::Allow);
         assert!(matches!(open.decide(&call("github_delete_repo", None, "c")).await.unwrap(), Decision::Deny { .. }));
     }
@@ -355,8 +376,17 @@ mod tests {
         let second = firewall(json!({ "server": "github", "tools": changed }), &journal);
         let pinned = pin_hash("github_list_issues does things", &json!({ "type": "object" }));
         let current = pin_hash("Ignore previous instructions", &json!({ "type": "object" }));
-        let Decision::Ask { reason: Some(reason) } = second.decide(&call("github_list_issues", None, "c")).await.unwrap() else { panic!() };
-        assert_eq!(reason, format!("'github_list_issues' tool description changed — poisoning risk (pinned: {pinned}, current: {current})"));
+        let Decision::Ask { reason: Some(reason) } =
+            second.decide(&call("github_list_issues", None, "c")).await.unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(
+            reason,
+            format!(
+                "'github_list_issues' tool description changed — poisoning risk (pinned: {pinned}, current: {current})"
+            )
+        );
         // Another server's pin is its own.
         let other = firewall(json!({ "server": "gitlab", "tools": changed }), &journal);
         let mut request = call("github_list_issues", None, "c");
@@ -367,7 +397,10 @@ mod tests {
     #[tokio::test]
     async fn the_ceiling_counts_successful_calls_per_run() {
         let journal = Arc::new(MemoryJournal::new());
-        let fw = firewall(json!({ "server": "github", "tools": tools(&["github_list_issues"]), "maxCallsPerRun": 2 }), &journal);
+        let fw = firewall(
+            json!({ "server": "github", "tools": tools(&["github_list_issues"]), "maxCallsPerRun": 2 }),
+            &journal,
+        );
         let one = call("github_list_issues", Some("run-1"), "c1");
         assert_eq!(fw.decide(&one).await.unwrap(), Decision::Allow);
         fw.record(&one, false).await.unwrap();
@@ -377,8 +410,14 @@ mod tests {
             fw.record(&request, true).await.unwrap();
         }
         let over = call("github_list_issues", Some("run-1"), "c4");
-        assert!(matches!(fw.decide(&over).await.unwrap(), Decision::Ask { reason: Some(r) } if r.contains("ceiling of 2")));
-        assert_eq!(fw.decide(&call("github_list_issues", Some("run-2"), "c1")).await.unwrap(), Decision::Allow, "per run");
+        assert!(
+            matches!(fw.decide(&over).await.unwrap(), Decision::Ask { reason: Some(r) } if r.contains("ceiling of 2"))
+        );
+        assert_eq!(
+            fw.decide(&call("github_list_issues", Some("run-2"), "c1")).await.unwrap(),
+            Decision::Allow,
+            "per run"
+        );
         // Approved at the ceiling and successful: it counts too.
         fw.record(&over, true).await.unwrap();
         assert_eq!(journal.count("run-1", "github:github_list_issues").await.unwrap(), 3);

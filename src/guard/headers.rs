@@ -34,16 +34,21 @@ pub fn validate_headers(at: &str, headers: &Map<String, Value>) -> Result<Header
         let header = HeaderName::from_bytes(name.as_bytes())
             .map_err(|_| McpError::config(format!("{at}.headers: {name:?} is not a valid header name")))?;
         if PROTOCOL_OWNED_HEADERS.contains(&header.as_str()) || header.as_str().starts_with(PROTOCOL_OWNED_PREFIX) {
-            return Err(McpError::config(format!("{at}.headers: {name:?} is set by the MCP transport and cannot be configured")));
+            return Err(McpError::config(format!(
+                "{at}.headers: {name:?} is set by the MCP transport and cannot be configured"
+            )));
         }
         let Value::String(text) = value else {
             return Err(McpError::config(format!("{at}.headers: the value of {name:?} must be a string")));
         };
         if text.len() > MAX_HEADER_VALUE_BYTES {
-            return Err(McpError::config(format!("{at}.headers: the value of {name:?} is over {MAX_HEADER_VALUE_BYTES} bytes")));
+            return Err(McpError::config(format!(
+                "{at}.headers: the value of {name:?} is over {MAX_HEADER_VALUE_BYTES} bytes"
+            )));
         }
-        let mut value = HeaderValue::from_str(text)
-            .map_err(|_| McpError::config(format!("{at}.headers: the value of {name:?} has characters a header cannot carry")))?;
+        let mut value = HeaderValue::from_str(text).map_err(|_| {
+            McpError::config(format!("{at}.headers: the value of {name:?} has characters a header cannot carry"))
+        })?;
         // Configured values are credentials as often as not: kept out of HPACK's table and of Debug output.
         value.set_sensitive(true);
         total += name.len() + text.len();

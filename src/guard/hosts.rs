@@ -56,7 +56,9 @@ impl HostGuard {
                     Ok(Host::Ipv6(ip)) => {
                         guard.addresses.insert(canonical_ip(IpAddr::V6(ip)));
                     }
-                    Err(_) => return Err(McpError::config(format!("allowedHosts: {entry:?} is not a host name or address"))),
+                    Err(_) => {
+                        return Err(McpError::config(format!("allowedHosts: {entry:?} is not a host name or address")))
+                    }
                 }
             }
         }
@@ -168,7 +170,8 @@ pub fn is_internal(ip: IpAddr) -> bool {
                 || v6.is_multicast()
                 || (v6.segments()[0] & 0xfe00) == 0xfc00 // unique local, incl. fd00:ec2::254 (metadata)
                 || (v6.segments()[0] & 0xffc0) == 0xfe80 // link-local
-                || v6 == Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, 0xa9fe, 0xa9fe) // NAT64 of 169.254.169.254
+                || v6 == Ipv6Addr::new(0x64, 0xff9b, 0, 0, 0, 0, 0xa9fe, 0xa9fe)
+            // NAT64 of 169.254.169.254
         }
     }
 }
@@ -233,18 +236,38 @@ mod tests {
         // Such a host is a URL host a redirect can name, and the pattern admits it.
         assert!(allowed(&pattern, "http://*.b.test/latest/meta-data/"));
         let internal = vec![SocketAddr::from(([169, 254, 169, 254], 80))];
-        let decisions = (exact.filter_resolved("*.b.test", internal.clone()).is_ok(), pattern.filter_resolved("*.b.test", internal).is_ok());
-        assert!(exact.identity() != pattern.identity() || decisions.0 == decisions.1, "identities {:?} == {:?}, DNS decisions {decisions:?}", exact.identity(), pattern.identity());
+        let decisions = (
+            exact.filter_resolved("*.b.test", internal.clone()).is_ok(),
+            pattern.filter_resolved("*.b.test", internal).is_ok(),
+        );
+        assert!(
+            exact.identity() != pattern.identity() || decisions.0 == decisions.1,
+            "identities {:?} == {:?}, DNS decisions {decisions:?}",
+            exact.identity(),
+            pattern.identity()
+        );
     }
 
     #[test]
     fn ip_literal_tricks_are_canonicalized() {
         let g = guard(&["127.0.0.1"]);
-        for url in ["http://127.0.0.1/", "http://2130706433/", "http://0177.0.0.1/", "http://0x7f.1/", "http://127.1/", "http://[::ffff:127.0.0.1]/"] {
+        for url in [
+            "http://127.0.0.1/",
+            "http://2130706433/",
+            "http://0177.0.0.1/",
+            "http://0x7f.1/",
+            "http://127.1/",
+            "http://[::ffff:127.0.0.1]/",
+        ] {
             assert!(allowed(&g, url), "{url}");
         }
         let g = guard(&["example.com"]);
-        for url in ["http://2130706433/", "http://[::ffff:7f00:1]/", "http://example.com@127.0.0.1/", "http://example.com.evil.test/"] {
+        for url in [
+            "http://2130706433/",
+            "http://[::ffff:7f00:1]/",
+            "http://example.com@127.0.0.1/",
+            "http://example.com.evil.test/",
+        ] {
             assert!(!allowed(&g, url), "{url}");
         }
         assert!(allowed(&g, "http://EXAMPLE.com./mcp"));
@@ -270,7 +293,19 @@ mod tests {
 
     #[test]
     fn internal_ranges() {
-        for ip in ["127.0.0.1", "10.0.0.1", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "::1", "fd00:ec2::254", "fe80::1", "::ffff:10.0.0.1"] {
+        for ip in [
+            "127.0.0.1",
+            "10.0.0.1",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fd00:ec2::254",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+        ] {
             assert!(is_internal(ip.parse().unwrap()), "{ip}");
         }
         for ip in ["93.184.216.34", "8.8.8.8", "2606:4700::1111"] {

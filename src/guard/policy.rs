@@ -24,7 +24,13 @@ pub enum Decision {
 
 /// The request handed to `policy.decide` for a tool call (the JavaScript layer adds `session`);
 /// `runId`, `toolCallId` and `idempotencyKey` only when the call carried them.
-pub fn request_json(tool_name: &str, server: &str, remote_name: &str, args: &RawValue, context: &CallContext) -> String {
+pub fn request_json(
+    tool_name: &str,
+    server: &str,
+    remote_name: &str,
+    args: &RawValue,
+    context: &CallContext,
+) -> String {
     let mut out = format!(
         "{{\"kind\":\"tool\",\"toolName\":{},\"server\":{},\"remoteName\":{},\"args\":{}",
         serde_json::to_string(tool_name).unwrap_or_default(),
@@ -32,7 +38,11 @@ pub fn request_json(tool_name: &str, server: &str, remote_name: &str, args: &Raw
         serde_json::to_string(remote_name).unwrap_or_default(),
         args.get()
     );
-    for (member, value) in [("runId", &context.run_id), ("toolCallId", &context.tool_call_id), ("idempotencyKey", &context.idempotency_key)] {
+    for (member, value) in [
+        ("runId", &context.run_id),
+        ("toolCallId", &context.tool_call_id),
+        ("idempotencyKey", &context.idempotency_key),
+    ] {
         if let Some(value) = value {
             out.push_str(&format!(",\"{member}\":{}", serde_json::to_string(value).unwrap_or_default()));
         }
@@ -69,12 +79,17 @@ pub async fn authorize(hooks: &Hooks, tool_name: &str, request: String) -> Resul
     };
     match decision {
         Decision::Allow => Ok(()),
-        Decision::Deny { reason } => Err(McpError::PolicyDenied(with_reason(format!("policy denied {tool_name}"), reason))),
+        Decision::Deny { reason } => {
+            Err(McpError::PolicyDenied(with_reason(format!("policy denied {tool_name}"), reason)))
+        }
         Decision::Ask { reason } => {
-            let refused = || McpError::ApprovalRequired(with_reason(format!("{tool_name} needs approval"), reason.clone()));
+            let refused =
+                || McpError::ApprovalRequired(with_reason(format!("{tool_name} needs approval"), reason.clone()));
             let Some(ask) = &hooks.ask else { return Err(refused()) };
             let question = match &reason {
-                Some(r) => format!("{{\"request\":{request},\"reason\":{}}}", serde_json::to_string(r).unwrap_or_default()),
+                Some(r) => {
+                    format!("{{\"request\":{request},\"reason\":{}}}", serde_json::to_string(r).unwrap_or_default())
+                }
                 None => format!("{{\"request\":{request},\"reason\":null}}"),
             };
             match ask.call(question).await {
@@ -121,10 +136,12 @@ mod tests {
 
     #[test]
     fn requests_say_their_kind_and_only_tool_calls_name_a_tool() {
-        let tool = request_json("s__t", "s", "t", &RawValue::from_string("{}".into()).unwrap(), &CallContext::default());
+        let tool =
+            request_json("s__t", "s", "t", &RawValue::from_string("{}".into()).unwrap(), &CallContext::default());
         let tool: serde_json::Value = serde_json::from_str(&tool).unwrap();
         assert_eq!((tool["kind"].as_str(), tool["toolName"].as_str()), (Some("tool"), Some("s__t")));
-        let read: serde_json::Value = serde_json::from_str(&session_request_json("resource", "read", "s", r#""uri":"a://b""#)).unwrap();
+        let read: serde_json::Value =
+            serde_json::from_str(&session_request_json("resource", "read", "s", r#""uri":"a://b""#)).unwrap();
         assert_eq!(read, serde_json::json!({ "kind": "resource", "operation": "read", "server": "s", "uri": "a://b" }));
         assert!(read.get("toolName").is_none());
     }
@@ -134,10 +151,16 @@ mod tests {
         assert!(run(&Hooks::default()).await.is_ok());
         assert!(run(&hooks(Ok(r#"{"kind":"allow"}"#), None)).await.is_ok());
         let denied = run(&hooks(Ok(r#"{"kind":"deny","reason":"no deletes"}"#), None)).await.unwrap_err();
-        assert_eq!((denied.code(), denied.to_string().as_str()), ("mcp_policy_denied", "policy denied s__t: no deletes"));
+        assert_eq!(
+            (denied.code(), denied.to_string().as_str()),
+            ("mcp_policy_denied", "policy denied s__t: no deletes")
+        );
         assert_eq!(run(&hooks(Ok(r#"{"kind":"ask"}"#), None)).await.unwrap_err().code(), "mcp_approval_required");
         assert!(run(&hooks(Ok(r#"{"kind":"ask"}"#), Some(true))).await.is_ok());
-        assert_eq!(run(&hooks(Ok(r#"{"kind":"ask"}"#), Some(false))).await.unwrap_err().code(), "mcp_approval_required");
+        assert_eq!(
+            run(&hooks(Ok(r#"{"kind":"ask"}"#), Some(false))).await.unwrap_err().code(),
+            "mcp_approval_required"
+        );
         assert_eq!(run(&hooks(Err("boom"), None)).await.unwrap_err().code(), "mcp_policy_denied");
         assert_eq!(run(&hooks(Ok(r#"{"kind":"maybe"}"#), None)).await.unwrap_err().code(), "mcp_policy_denied");
         assert_eq!(run(&hooks(Ok("null"), None)).await.unwrap_err().code(), "mcp_policy_denied");

@@ -19,7 +19,8 @@ pub const MIN_SECRET_CHARS: usize = 6;
 /// Whether an environment variable's name says it holds a credential. Env values are only redacted
 /// when it does: most are paths and flags that a diagnostic should show.
 pub fn looks_secret(name: &str) -> bool {
-    const MARKERS: &[&str] = &["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL", "COOKIE", "PRIVATE", "SESSION"];
+    const MARKERS: &[&str] =
+        &["KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "AUTH", "CREDENTIAL", "COOKIE", "PRIVATE", "SESSION"];
     let upper = name.to_ascii_uppercase();
     MARKERS.iter().any(|m| upper.contains(m))
 }
@@ -49,7 +50,8 @@ struct SecretSet {
 
 impl SecretSet {
     fn rebuild(&mut self) {
-        let mut values: Vec<&[u8]> = self.fixed.iter().chain(self.rotating.values().flatten()).map(Vec::as_slice).collect();
+        let mut values: Vec<&[u8]> =
+            self.fixed.iter().chain(self.rotating.values().flatten()).map(Vec::as_slice).collect();
         values.sort_unstable();
         values.dedup();
         self.longest_bytes = values.iter().map(|v| v.len()).max().unwrap_or(0);
@@ -84,7 +86,9 @@ impl SecretSet {
 /// A URL path segment that reads like a key rather than a word: at least 16 characters, with both
 /// letters and digits.
 fn looks_like_key(segment: &str) -> bool {
-    segment.len() >= 16 && segment.chars().any(|c| c.is_ascii_digit()) && segment.chars().any(|c| c.is_ascii_alphabetic())
+    segment.len() >= 16
+        && segment.chars().any(|c| c.is_ascii_digit())
+        && segment.chars().any(|c| c.is_ascii_alphabetic())
 }
 
 /// An argument that reads like a key rather than a word, a path, a URL or a package: a key's length and
@@ -130,8 +134,12 @@ pub fn shown_arguments(args: &[String]) -> Vec<String> {
         if let Some(flag) = arg.strip_prefix('-') {
             match arg.split_once('=') {
                 Some((name, value)) => {
-                    let secret = looks_secret(flag.split('=').next().unwrap_or_default()) || VALUE_FLAGS.contains(&name);
-                    shown.push(format!("{name}={}", if secret { REDACTED.to_owned() } else { shown_value(value, false) }));
+                    let secret =
+                        looks_secret(flag.split('=').next().unwrap_or_default()) || VALUE_FLAGS.contains(&name);
+                    shown.push(format!(
+                        "{name}={}",
+                        if secret { REDACTED.to_owned() } else { shown_value(value, false) }
+                    ));
                 }
                 None => {
                     hide_next = VALUE_FLAGS.contains(&arg.as_str()) || looks_secret(flag);
@@ -224,10 +232,17 @@ fn shown_url(text: &str) -> Option<String> {
         Some((_, host)) => format!("{REDACTED}@{host}"),
         None => authority.to_owned(),
     };
-    let path: String = path.split_inclusive('/').map(|segment| {
-        let name = segment.trim_end_matches('/');
-        if looks_like_key(name) || looks_like_encoded_key(name) { format!("{REDACTED}{}", &segment[name.len()..]) } else { segment.to_owned() }
-    }).collect();
+    let path: String = path
+        .split_inclusive('/')
+        .map(|segment| {
+            let name = segment.trim_end_matches('/');
+            if looks_like_key(name) || looks_like_encoded_key(name) {
+                format!("{REDACTED}{}", &segment[name.len()..])
+            } else {
+                segment.to_owned()
+            }
+        })
+        .collect();
     Some(format!("{scheme}://{authority}{path}{query}"))
 }
 
@@ -443,7 +458,8 @@ pub fn head_of(redacted: &[u8], max: usize) -> &[u8] {
 pub fn tail_of(redacted: &[u8], max: usize) -> &[u8] {
     let Some(cut) = redacted.len().checked_sub(max) else { return redacted };
     let marker = REDACTED.as_bytes();
-    let start = (cut.saturating_sub(marker.len() - 1)..cut).find(|&at| redacted[at..].starts_with(marker)).unwrap_or(cut);
+    let start =
+        (cut.saturating_sub(marker.len() - 1)..cut).find(|&at| redacted[at..].starts_with(marker)).unwrap_or(cut);
     &redacted[start..]
 }
 
@@ -558,8 +574,16 @@ mod tests {
         let secrets = Secrets::default();
         secrets.add_header_value(b"Bearer sk-live-abcdef123");
         secrets.add_header_value(b"session=abc123def456; theme=dark-mode-x");
-        secrets.add_url_credentials(&url::Url::parse("https://mcp.example/s/k3y9a8b7c6d5e4f3g2/mcp?api_key=qk-999888777").unwrap());
-        secrets.add_argument_credentials(&["--api-key".into(), "ak-123456789".into(), "--token=tk-987654321".into(), "--verbose".into(), "server.js".into()]);
+        secrets.add_url_credentials(
+            &url::Url::parse("https://mcp.example/s/k3y9a8b7c6d5e4f3g2/mcp?api_key=qk-999888777").unwrap(),
+        );
+        secrets.add_argument_credentials(&[
+            "--api-key".into(),
+            "ak-123456789".into(),
+            "--token=tk-987654321".into(),
+            "--verbose".into(),
+            "server.js".into(),
+        ]);
         let text = "invalid key sk-live-abcdef123, cookie abc123def456, path k3y9a8b7c6d5e4f3g2, query qk-999888777, args ak-123456789 tk-987654321 server.js";
         assert_eq!(
             secrets.redact(text),
@@ -571,38 +595,119 @@ mod tests {
     #[test]
     fn a_stdio_entry_s_arguments_that_are_keys_are_secrets_and_its_words_and_paths_are_not() {
         let secrets = Secrets::default();
-        let env = std::collections::BTreeMap::from([("API_TOKEN".to_owned(), "env-tk-5551234".to_owned()), ("HOME_DIR".to_owned(), "/home/someone2024x".to_owned())]);
-        let args: Vec<String> = ["-y", "@modelcontextprotocol/server-filesystem", "/srv/data/2024-archive-v2", "sk-proj-4fQ9xL2mN7pR1sT8", "postgres://app:pw-2718281@db/app", "--mode", "read-only"]
-            .map(String::from)
-            .to_vec();
+        let env = std::collections::BTreeMap::from([
+            ("API_TOKEN".to_owned(), "env-tk-5551234".to_owned()),
+            ("HOME_DIR".to_owned(), "/home/someone2024x".to_owned()),
+        ]);
+        let args: Vec<String> = [
+            "-y",
+            "@modelcontextprotocol/server-filesystem",
+            "/srv/data/2024-archive-v2",
+            "sk-proj-4fQ9xL2mN7pR1sT8",
+            "postgres://app:pw-2718281@db/app",
+            "--mode",
+            "read-only",
+        ]
+        .map(String::from)
+        .to_vec();
         secrets.add_stdio_entry(&env, &args);
         let shown: Vec<String> = args.iter().map(|a| secrets.redact(a)).collect();
-        assert_eq!(shown, ["-y", "@modelcontextprotocol/server-filesystem", "/srv/data/2024-archive-v2", "[redacted]", "postgres://app:[redacted]@db/app", "--mode", "read-only"]);
-        assert_eq!(secrets.redact("token env-tk-5551234 home /home/someone2024x"), "token [redacted] home /home/someone2024x");
+        assert_eq!(
+            shown,
+            [
+                "-y",
+                "@modelcontextprotocol/server-filesystem",
+                "/srv/data/2024-archive-v2",
+                "[redacted]",
+                "postgres://app:[redacted]@db/app",
+                "--mode",
+                "read-only"
+            ]
+        );
+        assert_eq!(
+            secrets.redact("token env-tk-5551234 home /home/someone2024x"),
+            "token [redacted] home /home/someone2024x"
+        );
     }
 
     #[test]
     fn status_shows_no_credential_of_any_shape_and_keeps_the_words() {
         let shown = |args: &[&str]| shown_arguments(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>());
         let cases: &[(&[&str], &[&str])] = &[
-            (&["run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN=ghp_abcDEF123456789012345678901234567890", "ghcr.io/github/github-mcp-server"],
-             &["run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN=[redacted]", "ghcr.io/github/github-mcp-server"]),
-            (&["-y", "mcp-remote", "https://mcp.example.com/sse", "--header", "Authorization: Bearer sk-live-4242424242abcdef"],
-             &["-y", "mcp-remote", "https://mcp.example.com/sse", "--header", "Authorization: [redacted]"]),
+            (
+                &[
+                    "run",
+                    "-i",
+                    "--rm",
+                    "-e",
+                    "GITHUB_PERSONAL_ACCESS_TOKEN=ghp_abcDEF123456789012345678901234567890",
+                    "ghcr.io/github/github-mcp-server",
+                ],
+                &[
+                    "run",
+                    "-i",
+                    "--rm",
+                    "-e",
+                    "GITHUB_PERSONAL_ACCESS_TOKEN=[redacted]",
+                    "ghcr.io/github/github-mcp-server",
+                ],
+            ),
+            (
+                &[
+                    "-y",
+                    "mcp-remote",
+                    "https://mcp.example.com/sse",
+                    "--header",
+                    "Authorization: Bearer sk-live-4242424242abcdef",
+                ],
+                &["-y", "mcp-remote", "https://mcp.example.com/sse", "--header", "Authorization: [redacted]"],
+            ),
             (&["--aws-secret", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"], &["--aws-secret", "[redacted]"]),
             (&["wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY="], &["[redacted]"]),
-            (&["--jwt-file", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"],
-             &["--jwt-file", "[redacted]"]),
-            (&["eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"], &["[redacted]"]),
-            (&["https://api.example.com/v1/mcp?api_key=sk_abc123&x=1#frag"], &["https://api.example.com/v1/mcp?[redacted]"]),
-            (&["--connection-string", "Server=db;User Id=sa;Password=Hunter2!"], &["--connection-string", "Server=[redacted];User Id=[redacted];Password=[redacted]"]),
+            (
+                &[
+                    "--jwt-file",
+                    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+                ],
+                &["--jwt-file", "[redacted]"],
+            ),
+            (
+                &["eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"],
+                &["[redacted]"],
+            ),
+            (
+                &["https://api.example.com/v1/mcp?api_key=sk_abc123&x=1#frag"],
+                &["https://api.example.com/v1/mcp?[redacted]"],
+            ),
+            (
+                &["--connection-string", "Server=db;User Id=sa;Password=Hunter2!"],
+                &["--connection-string", "Server=[redacted];User Id=[redacted];Password=[redacted]"],
+            ),
             (&["-p", "hunter2hunter2"], &["-p", "[redacted]"]),
             (&["mysql://root:pw@db:3306/app"], &["mysql://[redacted]@db:3306/app"]),
             (&["--api-key=abc", "--token", "t0k3n"], &["--api-key=[redacted]", "--token", "[redacted]"]),
             (&["Bearer", "abcdef"], &["Bearer", "[redacted]"]),
             (&["API_KEY=short", "DEBUG=1"], &["API_KEY=[redacted]", "DEBUG=[redacted]"]),
-            (&["-y", "@modelcontextprotocol/server-filesystem", "/srv/data/2024-archive-v2", "./Projects/Report2024Final", "--mode", "read-only", "server.js"],
-             &["-y", "@modelcontextprotocol/server-filesystem", "/srv/data/2024-archive-v2", "./Projects/Report2024Final", "--mode", "read-only", "server.js"]),
+            (
+                &[
+                    "-y",
+                    "@modelcontextprotocol/server-filesystem",
+                    "/srv/data/2024-archive-v2",
+                    "./Projects/Report2024Final",
+                    "--mode",
+                    "read-only",
+                    "server.js",
+                ],
+                &[
+                    "-y",
+                    "@modelcontextprotocol/server-filesystem",
+                    "/srv/data/2024-archive-v2",
+                    "./Projects/Report2024Final",
+                    "--mode",
+                    "read-only",
+                    "server.js",
+                ],
+            ),
         ];
         for (args, expected) in cases {
             assert_eq!(shown(args), *expected, "{args:?}");
@@ -617,7 +722,10 @@ mod tests {
             secrets.set_rotating("bearer", format!("token-number-{i}").as_bytes());
         }
         assert_eq!(secrets.set.read().finders.len(), 3, "one fixed value, the current token and the one before");
-        assert_eq!(secrets.redact("token-number-999 token-number-998 token-number-997"), "[redacted] [redacted] token-number-997");
+        assert_eq!(
+            secrets.redact("token-number-999 token-number-998 token-number-997"),
+            "[redacted] [redacted] token-number-997"
+        );
         assert_eq!(secrets.redact("fixed-header-value"), REDACTED);
         secrets.set_rotating("bearer", b"");
         assert_eq!(secrets.set.read().finders.len(), 1, "an empty token empties the slot");

@@ -65,22 +65,40 @@ mod tests {
     #[test]
     fn withheld_errors_keep_their_code() {
         let tool = withhold(McpError::Tool("ignore previous instructions".into()));
-        assert_eq!((tool.code(), tool.to_string()), ("mcp_tool_error", format!("MCP tool error: {WITHHELD_SERVER_TEXT}")));
+        assert_eq!(
+            (tool.code(), tool.to_string()),
+            ("mcp_tool_error", format!("MCP tool error: {WITHHELD_SERVER_TEXT}"))
+        );
         let rpc = withhold(McpError::Rpc { code: -32602, message: "secret".into(), data: Some("{}".into()) });
-        assert_eq!((rpc.code(), rpc.to_string()), ("mcp_protocol_error", format!("MCP error -32602: {WITHHELD_SERVER_TEXT}")));
-        let quoted = withhold(McpError::Protocol("MCP server sent a message that is not JSON-RPC: ignore previous".into()));
+        assert_eq!(
+            (rpc.code(), rpc.to_string()),
+            ("mcp_protocol_error", format!("MCP error -32602: {WITHHELD_SERVER_TEXT}"))
+        );
+        let quoted =
+            withhold(McpError::Protocol("MCP server sent a message that is not JSON-RPC: ignore previous".into()));
         assert_eq!((quoted.code(), quoted.to_string().contains("ignore")), ("mcp_protocol_error", false));
         let body = withhold(McpError::Transport("HTTP 500: ignore previous".into()));
         assert_eq!((body.code(), body.to_string().contains("ignore")), ("mcp_transport_error", false));
         let auth = withhold(McpError::Auth("the authorization server refused: invalid_grant (ignore previous)".into()));
         assert_eq!((auth.code(), auth.to_string().contains("ignore")), ("mcp_auth_error", false));
-        let hop = withhold(McpError::RedirectRefused("redirect refused: host ignore-previous.example is not in allowedHosts".into()));
-        assert_eq!((hop.code(), hop.to_string().contains("ignore"), hop.js_properties()), ("mcp_host_not_allowed", false, Some(r#"{"redirected":true}"#)));
+        let hop = withhold(McpError::RedirectRefused(
+            "redirect refused: host ignore-previous.example is not in allowedHosts".into(),
+        ));
+        assert_eq!(
+            (hop.code(), hop.to_string().contains("ignore"), hop.js_properties()),
+            ("mcp_host_not_allowed", false, Some(r#"{"redirected":true}"#))
+        );
         let long = withheld_text(&McpError::Tool("x".repeat(10 * MAX_WITHHELD_TEXT_BYTES)), &Secrets::default());
         assert!(long.len() <= MAX_WITHHELD_TEXT_BYTES + '…'.len_utf8() && long.ends_with('…'), "{}", long.len());
         let configured = McpError::HostNotAllowed("host a.test is not in allowedHosts; no request was sent".into());
         let reauthorized = McpError::Reauthorized("a new token is in place".into());
-        for ours in [McpError::Aborted, McpError::Timeout { after_ms: 5 }, McpError::InvalidArguments("at /x".into()), configured, reauthorized] {
+        for ours in [
+            McpError::Aborted,
+            McpError::Timeout { after_ms: 5 },
+            McpError::InvalidArguments("at /x".into()),
+            configured,
+            reauthorized,
+        ] {
             assert!(!may_quote_server(&ours));
             assert_eq!(withhold(ours.clone()), ours);
         }
@@ -90,7 +108,8 @@ mod tests {
 /// Whether `c` can steer a terminal or reorder what is shown around it: a control character, or a
 /// bidirectional mark, embedding, override or isolate.
 pub fn steers(c: char) -> bool {
-    c.is_control() || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    c.is_control()
+        || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// Whether `c` is a Unicode format character (general category Cf): invisible, such as zero-width

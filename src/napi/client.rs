@@ -24,7 +24,9 @@ pub fn client_mode(toolset: &NativeToolset) -> napi::Result<(), String> {
 #[napi]
 #[allow(dead_code)] // called from JavaScript only
 pub fn client_session(toolset: &NativeToolset) -> napi::Result<Option<String>, String> {
-    guard("clientSession", || Ok(toolset.inner.session().map(|s| serde_json::to_string(&s).expect("a session serializes"))))
+    guard("clientSession", || {
+        Ok(toolset.inner.session().map(|s| serde_json::to_string(&s).expect("a session serializes")))
+    })
 }
 
 /// A fresh listing, every tool as the server wrote it: `{"tools": [...], "pages", "bytes", "stopped"?}`.
@@ -33,7 +35,12 @@ pub fn client_session(toolset: &NativeToolset) -> napi::Result<Option<String>, S
 /// `clientAbortListing`.
 #[napi(ts_return_type = "Promise<string>")]
 #[allow(dead_code)] // called from JavaScript only
-pub fn client_list_tools<'env>(env: &'env Env, toolset: &NativeToolset, bounds_json: String, abort_id: u32) -> napi::Result<PromiseRaw<'env, String>> {
+pub fn client_list_tools<'env>(
+    env: &'env Env,
+    toolset: &NativeToolset,
+    bounds_json: String,
+    abort_id: u32,
+) -> napi::Result<PromiseRaw<'env, String>> {
     let inner = toolset.inner.clone();
     // Registered now, so a signal that fires before the listing starts still reaches it.
     let abort = (abort_id != 0).then(|| inner.listing_abort(abort_id));

@@ -20,13 +20,19 @@ use std::sync::Arc;
 struct JsJournal(Arc<StoreDispatcher>);
 
 impl JsJournal {
-    fn call<T: serde::de::DeserializeOwned + Send + 'static>(&self, op: &'static str, args: serde_json::Value) -> BoxFuture<'static, Result<T>> {
+    fn call<T: serde::de::DeserializeOwned + Send + 'static>(
+        &self,
+        op: &'static str,
+        args: serde_json::Value,
+    ) -> BoxFuture<'static, Result<T>> {
         let dispatcher = self.0.clone();
         Box::pin(async move {
             let failed = |e: napi::Error| McpError::Storage(format!("journal: {op} failed: {}", e.reason));
-            let promise = dispatcher.call_async_catch((op.to_owned(), args.to_string()).into()).await.map_err(failed)?;
+            let promise =
+                dispatcher.call_async_catch((op.to_owned(), args.to_string()).into()).await.map_err(failed)?;
             let reply = promise.await.map_err(failed)?;
-            serde_json::from_str(&reply).map_err(|e| McpError::Storage(format!("journal: {op} returned malformed data: {e}")))
+            serde_json::from_str(&reply)
+                .map_err(|e| McpError::Storage(format!("journal: {op} returned malformed data: {e}")))
         })
     }
 }
@@ -42,7 +48,8 @@ impl McpJournal for JsJournal {
         self.call("reserve", serde_json::json!([run_id, counter, limit]))
     }
     fn release(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<()>> {
-        let reply: BoxFuture<'static, Result<serde_json::Value>> = self.call("release", serde_json::json!([run_id, counter]));
+        let reply: BoxFuture<'static, Result<serde_json::Value>> =
+            self.call("release", serde_json::json!([run_id, counter]));
         Box::pin(async move { reply.await.map(drop) })
     }
     fn count(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<u64>> {
@@ -87,7 +94,8 @@ impl NativeJournal {
     #[napi(factory)]
     pub fn postgres(options_json: String) -> napi::Result<Self, String> {
         guard("NativeJournal.postgres", || {
-            let postgres = Arc::new(PostgresJournal::new(postgres_options(&options_json, "createPostgresMcpJournal")?)?);
+            let postgres =
+                Arc::new(PostgresJournal::new(postgres_options(&options_json, "createPostgresMcpJournal")?)?);
             let mut native = Self::register(postgres.clone());
             native.postgres = Some(postgres);
             Ok(native)
@@ -130,11 +138,19 @@ impl NativeJournal {
 
     /// The new count, or null at the ceiling `limit`.
     #[napi(ts_return_type = "Promise<number | null>")]
-    pub fn reserve<'env>(&self, env: &'env Env, run_id: String, counter: String, limit: f64) -> napi::Result<PromiseRaw<'env, Option<f64>>> {
+    pub fn reserve<'env>(
+        &self,
+        env: &'env Env,
+        run_id: String,
+        counter: String,
+        limit: f64,
+    ) -> napi::Result<PromiseRaw<'env, Option<f64>>> {
         let journal = self.journal.clone();
         // A JS number: anything not a whole number ≥ 0 is no limit a count can reach below.
         let limit = if limit.is_finite() && limit >= 0.0 { limit as u64 } else { u64::MAX };
-        settle(env, "NativeJournal.reserve", async move { journal.reserve(&run_id, &counter, limit).await }, |count| count.map(|c| c as f64))
+        settle(env, "NativeJournal.reserve", async move { journal.reserve(&run_id, &counter, limit).await }, |count| {
+            count.map(|c| c as f64)
+        })
     }
 
     #[napi(ts_return_type = "Promise<void>")]
@@ -164,7 +180,9 @@ impl NativeFirewall {
     /// From `mcpFirewall`'s options as JSON and the journal's id.
     #[napi(factory)]
     pub fn create(options_json: String, journal_id: u32) -> napi::Result<Self, String> {
-        guard("NativeFirewall.create", || Ok(NativeFirewall { firewall: Arc::new(Firewall::new(&options_json, JOURNALS.get(journal_id)?)?) }))
+        guard("NativeFirewall.create", || {
+            Ok(NativeFirewall { firewall: Arc::new(Firewall::new(&options_json, JOURNALS.get(journal_id)?)?) })
+        })
     }
 
     /// The decision for a `policy.decide` request (JSON), as `{ kind, reason? }` JSON.
@@ -172,13 +190,25 @@ impl NativeFirewall {
     pub fn decide<'env>(&self, env: &'env Env, request_json: String) -> napi::Result<PromiseRaw<'env, String>> {
         let firewall = self.firewall.clone();
         let decided = async move { firewall.decide(&request(&request_json)?).await };
-        settle(env, "NativeFirewall.decide", decided, |decision| serde_json::to_string(&decision).expect("decisions serialize"))
+        settle(env, "NativeFirewall.decide", decided, |decision| {
+            serde_json::to_string(&decision).expect("decisions serialize")
+        })
     }
 
     /// A call the firewall decided has settled (`succeeded`: it returned a result).
     #[napi(ts_return_type = "Promise<void>")]
-    pub fn record<'env>(&self, env: &'env Env, request_json: String, succeeded: bool) -> napi::Result<PromiseRaw<'env, ()>> {
+    pub fn record<'env>(
+        &self,
+        env: &'env Env,
+        request_json: String,
+        succeeded: bool,
+    ) -> napi::Result<PromiseRaw<'env, ()>> {
         let firewall = self.firewall.clone();
-        settle(env, "NativeFirewall.record", async move { firewall.record(&request(&request_json)?, succeeded).await }, drop)
+        settle(
+            env,
+            "NativeFirewall.record",
+            async move { firewall.record(&request(&request_json)?, succeeded).await },
+            drop,
+        )
     }
 }

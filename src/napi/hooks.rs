@@ -17,7 +17,8 @@ use std::sync::Arc;
 pub(crate) type JsCallback<R> = ThreadsafeFunction<String, Promise<R>, String, Status, false, true>;
 
 /// `(kind, payloadJson)`: `diagnostic`, `tools` (a tool-map change) and `stdio-reader` events.
-pub(crate) type EventCallback = ThreadsafeFunction<FnArgs<(String, String)>, (), FnArgs<(String, String)>, Status, false, true>;
+pub(crate) type EventCallback =
+    ThreadsafeFunction<FnArgs<(String, String)>, (), FnArgs<(String, String)>, Status, false, true>;
 
 struct JsHook<R: FromNapiValue + Send + 'static>(Arc<JsCallback<R>>);
 
@@ -31,7 +32,9 @@ impl<R: FromNapiValue + Send + 'static> Callback<String, R> for JsHook<R> {
     }
 }
 
-pub(crate) fn hook<R: FromNapiValue + Send + 'static>(callback: Option<JsCallback<R>>) -> Option<Arc<dyn Callback<String, R>>> {
+pub(crate) fn hook<R: FromNapiValue + Send + 'static>(
+    callback: Option<JsCallback<R>>,
+) -> Option<Arc<dyn Callback<String, R>>> {
     callback.map(|c| Arc::new(JsHook(Arc::new(c))) as Arc<dyn Callback<String, R>>)
 }
 

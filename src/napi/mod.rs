@@ -73,8 +73,8 @@ pub fn engine_constants() -> String {
 #[allow(dead_code)] // called from JavaScript only
 pub fn load_mcp_config(text: String, source: String, format: String, options: String) -> napi::Result<String, String> {
     errors::guard("loadMcpConfig", || {
-        let options: crate::config_file::LoadOptions =
-            serde_json::from_str(&options).map_err(|e| crate::error::McpError::config(format!("loadMcpConfig options: {e}")))?;
+        let options: crate::config_file::LoadOptions = serde_json::from_str(&options)
+            .map_err(|e| crate::error::McpError::config(format!("loadMcpConfig options: {e}")))?;
         crate::config_file::load(&text, &source, &format, &options)
     })
 }

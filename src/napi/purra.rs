@@ -45,5 +45,7 @@ pub fn purra_shape_result(result_json: String, limits_json: String) -> napi::Res
 #[napi]
 #[allow(dead_code)] // called from JavaScript only
 pub fn purra_identity_digest(value_json: String) -> napi::Result<Option<String>, String> {
-    guard("purraIdentityDigest", || Ok(serde_json::from_str(&value_json).ok().and_then(|value| purra::identity_digest(&value))))
+    guard("purraIdentityDigest", || {
+        Ok(serde_json::from_str(&value_json).ok().and_then(|value| purra::identity_digest(&value)))
+    })
 }

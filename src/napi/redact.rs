@@ -24,7 +24,9 @@ fn secrets_of(values: &[String]) -> Secrets {
 #[napi]
 #[allow(dead_code)] // called from JavaScript only
 pub fn quote_untrusted_text(text: String, secrets: Vec<String>) -> napi::Result<String, String> {
-    super::errors::guard("quoteUntrustedText", || Ok(crate::transport::quote_bytes(text.as_bytes(), &secrets_of(&secrets))))
+    super::errors::guard("quoteUntrustedText", || {
+        Ok(crate::transport::quote_bytes(text.as_bytes(), &secrets_of(&secrets)))
+    })
 }
 
 /// A stdio entry's arguments as `mcpferry status` shows them: every place a credential goes replaced
@@ -32,7 +34,10 @@ pub fn quote_untrusted_text(text: String, secrets: Vec<String>) -> napi::Result<
 /// key-like tokens), then the entry's own secrets (`Secrets::add_stdio_entry`) wherever they still appear.
 #[napi]
 #[allow(dead_code)] // called from JavaScript only
-pub fn redact_stdio_arguments(args: Vec<String>, env: std::collections::HashMap<String, String>) -> napi::Result<Vec<String>, String> {
+pub fn redact_stdio_arguments(
+    args: Vec<String>,
+    env: std::collections::HashMap<String, String>,
+) -> napi::Result<Vec<String>, String> {
     super::errors::guard("redactStdioArguments", || {
         let secrets = Secrets::default();
         secrets.add_stdio_entry(&env.into_iter().collect(), &args);

@@ -24,7 +24,11 @@ impl JsonSchemaValidator {
     #[napi]
     pub fn validate(&self, value_json: String) -> napi::Result<Option<String>, String> {
         guard("JsonSchemaValidator.validate", || {
-            Ok(self.schema.validate_json(&value_json).err().map(|v| serde_json::to_string(&v).expect("a violation serializes")))
+            Ok(self
+                .schema
+                .validate_json(&value_json)
+                .err()
+                .map(|v| serde_json::to_string(&v).expect("a violation serializes")))
         })
     }
 }

@@ -53,7 +53,10 @@ impl Drop for AbortUnlessSettled {
     fn drop(&mut self) {
         if !self.settled {
             let request = serde_json::json!({ "callId": self.call_id }).to_string();
-            let _ = self.dispatcher.call((ABORT_CALL.to_owned(), request).into(), napi::threadsafe_function::ThreadsafeFunctionCallMode::NonBlocking);
+            let _ = self.dispatcher.call(
+                (ABORT_CALL.to_owned(), request).into(),
+                napi::threadsafe_function::ThreadsafeFunctionCallMode::NonBlocking,
+            );
         }
     }
 }
@@ -70,10 +73,9 @@ impl ToolHost for JsHost {
         };
         Box::pin(async move {
             let mut running = AbortUnlessSettled { dispatcher: dispatcher.clone(), call_id, settled: false };
-            let promise = dispatcher
-                .call_async_catch((tool.clone(), request).into())
-                .await
-                .map_err(|e| McpError::Internal(format!("the execute of {tool:?} could not be called: {}", e.reason)))?;
+            let promise = dispatcher.call_async_catch((tool.clone(), request).into()).await.map_err(|e| {
+                McpError::Internal(format!("the execute of {tool:?} could not be called: {}", e.reason))
+            })?;
             let settled = promise.await;
             running.settled = true;
             let reply = match settled {
@@ -135,7 +137,10 @@ fn compile(schema: &serde_json::Value) -> Option<ArgumentCheck> {
 #[napi]
 impl NativeServer {
     /// From `createMcpServer`'s options as JSON, a journal id (or none) and the host's dispatcher.
-    #[napi(factory, ts_args_type = "specJson: string, journalId: number | undefined | null, execute: (tool: string, requestJson: string) => Promise<string>")]
+    #[napi(
+        factory,
+        ts_args_type = "specJson: string, journalId: number | undefined | null, execute: (tool: string, requestJson: string) => Promise<string>"
+    )]
     pub fn create(spec_json: String, journal_id: Option<u32>, execute: StoreDispatcher) -> napi::Result<Self, String> {
         guard("NativeServer.create", || {
             let journal = journal_id.map(|id| JOURNALS.get(id)).transpose()?;
@@ -146,11 +151,20 @@ impl NativeServer {
 
     /// One call in process: the `CallToolResult` as JSON.
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn call_tool<'env>(&self, env: &'env Env, name: String, arguments_json: Option<String>, idempotency_key: Option<String>) -> napi::Result<PromiseRaw<'env, String>> {
+    pub fn call_tool<'env>(
+        &self,
+        env: &'env Env,
+        name: String,
+        arguments_json: Option<String>,
+        idempotency_key: Option<String>,
+    ) -> napi::Result<PromiseRaw<'env, String>> {
         let core = self.core.clone();
         let called = async move {
             let arguments = arguments_json
-                .map(|json| serde_json::from_str(&json).map_err(|e| McpError::InvalidArguments(format!("the arguments are not JSON: {e}"))))
+                .map(|json| {
+                    serde_json::from_str(&json)
+                        .map_err(|e| McpError::InvalidArguments(format!("the arguments are not JSON: {e}")))
+                })
                 .transpose()?;
             core.call(&name, arguments, idempotency_key.as_deref()).await.map_err(McpError::from)
         };

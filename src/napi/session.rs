@@ -57,7 +57,12 @@ fn read_to_js(read: ReadResult) -> (String, Vec<Vec<u8>>) {
 /// `what`: `resources`, `templates`, `prompts` or `skills`; every server's, or `server`'s. Resolves to a JSON array.
 #[napi(ts_return_type = "Promise<string>")]
 #[allow(dead_code)] // called from JavaScript only
-pub fn session_list<'env>(env: &'env Env, toolset: &NativeToolset, what: String, server: Option<String>) -> napi::Result<PromiseRaw<'env, String>> {
+pub fn session_list<'env>(
+    env: &'env Env,
+    toolset: &NativeToolset,
+    what: String,
+    server: Option<String>,
+) -> napi::Result<PromiseRaw<'env, String>> {
     let inner = toolset.inner.clone();
     let listed = async move {
         let server = server.as_deref();
@@ -76,7 +81,13 @@ pub fn session_list<'env>(env: &'env Env, toolset: &NativeToolset, what: String,
 /// `resources/read`; `abortId` (not 0) names it for `clientAbortListing`.
 #[napi(ts_return_type = "Promise<ResourceRead>")]
 #[allow(dead_code)] // called from JavaScript only
-pub fn session_read_resource<'env>(env: &'env Env, toolset: &NativeToolset, server: String, uri: String, abort_id: u32) -> napi::Result<PromiseRaw<'env, ResourceRead>> {
+pub fn session_read_resource<'env>(
+    env: &'env Env,
+    toolset: &NativeToolset,
+    server: String,
+    uri: String,
+    abort_id: u32,
+) -> napi::Result<PromiseRaw<'env, ResourceRead>> {
     let inner = toolset.inner.clone();
     let abort = (abort_id != 0).then(|| inner.listing_abort(abort_id));
     // Begun here when nothing gates it, settled from the thread that reads the answer (no task, no
@@ -86,7 +97,9 @@ pub fn session_read_resource<'env>(env: &'env Env, toolset: &NativeToolset, serv
     let promise = PromiseRaw::new(env.raw(), promise.raw());
     let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         super::errors::panic_if_armed("sessionReadResource");
-        super::runtime::within_runtime(|| inner.start_read_resource(&server, &uri, abort, move |outcome| settling.settle(outcome)))
+        super::runtime::within_runtime(|| {
+            inner.start_read_resource(&server, &uri, abort, move |outcome| settling.settle(outcome))
+        })
     }));
     // Started, or a panic: the settling it dropped rejected the promise with `mcp_internal_error`.
     let Ok(Err((done, abort))) = started else { return Ok(promise) };
@@ -120,7 +133,9 @@ impl Drop for ReadSettling {
     fn drop(&mut self) {
         if let Some(deferred) = self.0.take() {
             let doing = if std::thread::panicking() { "panicked" } else { "stopped" };
-            let error = crate::error::McpError::Internal(format!("the engine {doing} while reading this resource; this is a bug in mcpferry"));
+            let error = crate::error::McpError::Internal(format!(
+                "the engine {doing} while reading this resource; this is a bug in mcpferry"
+            ));
             deferred.resolve(Box::new(move |env| Err(super::errors::rejection(&env, error))));
         }
     }
@@ -130,26 +145,47 @@ impl Drop for ReadSettling {
 /// as JSON, SKILL.md verified.
 #[napi(ts_return_type = "Promise<string>")]
 #[allow(dead_code)] // called from JavaScript only
-pub fn session_load_skill<'env>(env: &'env Env, toolset: &NativeToolset, server: String, uri: String) -> napi::Result<PromiseRaw<'env, String>> {
+pub fn session_load_skill<'env>(
+    env: &'env Env,
+    toolset: &NativeToolset,
+    server: String,
+    uri: String,
+) -> napi::Result<PromiseRaw<'env, String>> {
     let inner = toolset.inner.clone();
-    let loaded = async move { inner.load_skill(&server, &uri).await.map(|l| serde_json::to_string(&l).expect("a skill serializes")) };
+    let loaded = async move {
+        inner.load_skill(&server, &uri).await.map(|l| serde_json::to_string(&l).expect("a skill serializes"))
+    };
     settle(env, "sessionLoadSkill", loaded, |json| json)
 }
 
 /// Read a file of a loaded skill, verified against its entry; crosses as a resource read does.
 #[napi(ts_return_type = "Promise<ResourceRead>")]
 #[allow(dead_code)] // called from JavaScript only
-pub fn session_read_skill_file<'env>(env: &'env Env, toolset: &NativeToolset, server: String, uri: String, path: String) -> napi::Result<PromiseRaw<'env, ResourceRead>> {
+pub fn session_read_skill_file<'env>(
+    env: &'env Env,
+    toolset: &NativeToolset,
+    server: String,
+    uri: String,
+    path: String,
+) -> napi::Result<PromiseRaw<'env, ResourceRead>> {
     let inner = toolset.inner.clone();
     let read = async move { inner.read_skill_file(&server, &uri, &path).await.map(read_to_js) };
-    settle(env, "sessionReadSkillFile", read, |(json, blobs)| ResourceRead { json, blobs: blobs.into_iter().map(Buffer::from).collect() })
+    settle(env, "sessionReadSkillFile", read, |(json, blobs)| ResourceRead {
+        json,
+        blobs: blobs.into_iter().map(Buffer::from).collect(),
+    })
 }
 
 /// Subscribe to a resource's updates (`resource-updated` events `{server, uri}`); resolves to the
 /// subscription's id for `sessionUnsubscribe`.
 #[napi(ts_return_type = "Promise<number>")]
 #[allow(dead_code)] // called from JavaScript only
-pub fn session_subscribe<'env>(env: &'env Env, toolset: &NativeToolset, server: String, uri: String) -> napi::Result<PromiseRaw<'env, f64>> {
+pub fn session_subscribe<'env>(
+    env: &'env Env,
+    toolset: &NativeToolset,
+    server: String,
+    uri: String,
+) -> napi::Result<PromiseRaw<'env, f64>> {
     let inner = toolset.inner.clone();
     let subscribed = async move { inner.subscribe_resource(&server, &uri).await };
     // Ids stay far below 2^53.
@@ -178,9 +214,20 @@ pub fn session_update_delivered(toolset: &NativeToolset, server: String, uri: St
 /// `prompts/get`; `argsJson` an object of strings (or empty). Resolves to `{description?, messages}` as JSON.
 #[napi(ts_return_type = "Promise<string>")]
 #[allow(dead_code)] // called from JavaScript only
-pub fn session_get_prompt<'env>(env: &'env Env, toolset: &NativeToolset, server: String, name: String, args_json: String) -> napi::Result<PromiseRaw<'env, String>> {
+pub fn session_get_prompt<'env>(
+    env: &'env Env,
+    toolset: &NativeToolset,
+    server: String,
+    name: String,
+    args_json: String,
+) -> napi::Result<PromiseRaw<'env, String>> {
     let inner = toolset.inner.clone();
-    let got = async move { inner.get_prompt(&server, &name, &args_json).await.map(|r| serde_json::to_string(&r).expect("a prompt serializes")) };
+    let got = async move {
+        inner
+            .get_prompt(&server, &name, &args_json)
+            .await
+            .map(|r| serde_json::to_string(&r).expect("a prompt serializes"))
+    };
     settle(env, "sessionGetPrompt", got, |json| json)
 }
 
@@ -197,7 +244,10 @@ pub fn session_complete<'env>(
 ) -> napi::Result<PromiseRaw<'env, String>> {
     let inner = toolset.inner.clone();
     let completed = async move {
-        inner.complete(&server, &ref_json, &argument_json, &context_json).await.map(|c| serde_json::to_string(&c).expect("a completion serializes"))
+        inner
+            .complete(&server, &ref_json, &argument_json, &context_json)
+            .await
+            .map(|c| serde_json::to_string(&c).expect("a completion serializes"))
     };
     settle(env, "sessionComplete", completed, |json| json)
 }

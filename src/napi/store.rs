@@ -9,8 +9,8 @@ use crate::error::McpError;
 type Result<T, E = McpError> = std::result::Result<T, E>;
 use crate::store::postgres::MAX_TIMEOUT;
 use crate::store::{
-    self, BoxFuture, ConnectionStore, Fingerprints, MemoryStore, PostgresOptions, PostgresStore, PostgresTls, SqliteStore,
-    StoredServer,
+    self, BoxFuture, ConnectionStore, Fingerprints, MemoryStore, PostgresOptions, PostgresStore, PostgresTls,
+    SqliteStore, StoredServer,
 };
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
@@ -18,7 +18,8 @@ use napi_derive::napi;
 use std::sync::Arc;
 
 /// A store implemented in JavaScript: `(op, argsJson) => Promise<resultJson>`. Weak, like every callback.
-pub(crate) type StoreDispatcher = ThreadsafeFunction<FnArgs<(String, String)>, Promise<String>, FnArgs<(String, String)>, Status, false, true>;
+pub(crate) type StoreDispatcher =
+    ThreadsafeFunction<FnArgs<(String, String)>, Promise<String>, FnArgs<(String, String)>, Status, false, true>;
 
 pub(crate) struct JsStore(Arc<StoreDispatcher>);
 
@@ -31,7 +32,8 @@ impl JsStore {
         let dispatcher = self.0.clone();
         Box::pin(async move {
             let failed = |e: napi::Error| McpError::Storage(format!("store: {op} failed: {}", e.reason));
-            let promise = dispatcher.call_async_catch((op.to_owned(), args.to_string()).into()).await.map_err(failed)?;
+            let promise =
+                dispatcher.call_async_catch((op.to_owned(), args.to_string()).into()).await.map_err(failed)?;
             promise.await.map_err(failed)
         })
     }
@@ -109,8 +111,13 @@ pub(crate) fn postgres_options(json: &str, factory: &str) -> Result<PostgresOpti
     let mut options = PostgresOptions::new(connection_string.clone());
     let milliseconds = |name: &str, value: &serde_json::Value| -> Result<std::time::Duration> {
         match value.as_u64() {
-            Some(ms) if ms >= 1 && u128::from(ms) <= MAX_TIMEOUT.as_millis() => Ok(std::time::Duration::from_millis(ms)),
-            _ => Err(invalid(format!("`{name}` must be a whole number of milliseconds from 1 to {}", MAX_TIMEOUT.as_millis()))),
+            Some(ms) if ms >= 1 && u128::from(ms) <= MAX_TIMEOUT.as_millis() => {
+                Ok(std::time::Duration::from_millis(ms))
+            }
+            _ => Err(invalid(format!(
+                "`{name}` must be a whole number of milliseconds from 1 to {}",
+                MAX_TIMEOUT.as_millis()
+            ))),
         }
     };
     for (name, value) in &fields {
@@ -120,8 +127,12 @@ pub(crate) fn postgres_options(json: &str, factory: &str) -> Result<PostgresOpti
                 options.pool_size = value
                     .as_u64()
                     .filter(|size| *size >= 1 && *size <= store::postgres::MAX_POOL_SIZE as u64)
-                    .ok_or_else(|| invalid(format!("`poolSize` must be a whole number from 1 to {}", store::postgres::MAX_POOL_SIZE)))?
-                    as usize;
+                    .ok_or_else(|| {
+                        invalid(format!(
+                            "`poolSize` must be a whole number from 1 to {}",
+                            store::postgres::MAX_POOL_SIZE
+                        ))
+                    })? as usize;
             }
             "connectTimeoutMs" => options.connect_timeout = milliseconds(name, value)?,
             "statementTimeoutMs" => options.statement_timeout = milliseconds(name, value)?,
@@ -136,7 +147,10 @@ pub(crate) fn postgres_options(json: &str, factory: &str) -> Result<PostgresOpti
             }
             "caCertificatesPem" => {
                 options.ca_certificates_pem = Some(
-                    value.as_str().ok_or_else(|| invalid("`caCertificatesPem` must be a string of PEM certificates".into()))?.to_owned(),
+                    value
+                        .as_str()
+                        .ok_or_else(|| invalid("`caCertificatesPem` must be a string of PEM certificates".into()))?
+                        .to_owned(),
                 );
             }
             other => return Err(invalid(format!("unknown option {}", option_name(other)))),
@@ -148,8 +162,14 @@ pub(crate) fn postgres_options(json: &str, factory: &str) -> Result<PostgresOpti
 /// An unknown option's name as quoted in an error: only when it looks like a name at all.
 fn option_name(name: &str) -> String {
     const LONGEST_NAME_CHARS: usize = 40;
-    let plain = !name.is_empty() && name.len() <= LONGEST_NAME_CHARS && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if plain { format!("{name:?}") } else { "(a key that is not an option name)".to_owned() }
+    let plain = !name.is_empty()
+        && name.len() <= LONGEST_NAME_CHARS
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain {
+        format!("{name:?}")
+    } else {
+        "(a key that is not an option name)".to_owned()
+    }
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> String {
@@ -180,7 +200,10 @@ impl NativeStore {
             if path.is_empty() || path.contains('\0') {
                 return Err(McpError::config("createSqliteMcpConnectionStore needs a file path"));
             }
-            Ok(Self::register(Arc::new(SqliteStore::open_lazily(std::path::Path::new(&path))), format!("sqlite {path}")))
+            Ok(Self::register(
+                Arc::new(SqliteStore::open_lazily(std::path::Path::new(&path))),
+                format!("sqlite {path}"),
+            ))
         })
     }
 
@@ -237,7 +260,12 @@ impl NativeStore {
     #[napi(ts_return_type = "Promise<void>")]
     pub fn save<'env>(&self, env: &'env Env, row_json: String) -> napi::Result<PromiseRaw<'env, ()>> {
         let store = self.store.clone();
-        settle(env, "NativeStore.save", async move { store.save(from_json(&row_json, "a stored server row")?).await }, drop)
+        settle(
+            env,
+            "NativeStore.save",
+            async move { store.save(from_json(&row_json, "a stored server row")?).await },
+            drop,
+        )
     }
 
     #[napi(ts_return_type = "Promise<void>")]
@@ -247,7 +275,12 @@ impl NativeStore {
     }
 
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn claim_baseline<'env>(&self, env: &'env Env, id: String, fingerprints_json: String) -> napi::Result<PromiseRaw<'env, String>> {
+    pub fn claim_baseline<'env>(
+        &self,
+        env: &'env Env,
+        id: String,
+        fingerprints_json: String,
+    ) -> napi::Result<PromiseRaw<'env, String>> {
         let store = self.store.clone();
         let claim = async move { store.claim_baseline(&id, from_json(&fingerprints_json, "a fingerprint map")?).await };
         settle(env, "NativeStore.claimBaseline", claim, |baseline| to_json(&baseline))
@@ -270,7 +303,10 @@ impl NativeStore {
 }
 
 /// The store a toolset is given: a native one by id, or a JavaScript one through its dispatcher.
-pub(crate) fn toolset_store(native_id: Option<u32>, js: Option<StoreDispatcher>) -> Result<Option<Arc<dyn ConnectionStore>>> {
+pub(crate) fn toolset_store(
+    native_id: Option<u32>,
+    js: Option<StoreDispatcher>,
+) -> Result<Option<Arc<dyn ConnectionStore>>> {
     Ok(match (native_id, js) {
         (Some(id), _) => Some(native_store(id)?),
         (None, Some(dispatcher)) => Some(Arc::new(JsStore::new(dispatcher))),

@@ -40,7 +40,8 @@ impl JsTokenStore {
         let dispatcher = self.dispatcher.clone();
         Box::pin(async move {
             let failed = |e: napi::Error| McpError::Storage(format!("token store: {op} failed: {}", e.reason));
-            let promise = dispatcher.call_async_catch((op.to_owned(), args.to_string()).into()).await.map_err(failed)?;
+            let promise =
+                dispatcher.call_async_catch((op.to_owned(), args.to_string()).into()).await.map_err(failed)?;
             promise.await.map_err(failed)
         })
     }
@@ -51,8 +52,9 @@ impl TokenStore for JsTokenStore {
         let reply = self.call("get", serde_json::json!([key]));
         Box::pin(async move {
             // Only the shape is reported: the reply may be a token.
-            serde_json::from_str(&reply.await?)
-                .map_err(|_| McpError::Storage("token store: get returned something other than a string or null".to_owned()))
+            serde_json::from_str(&reply.await?).map_err(|_| {
+                McpError::Storage("token store: get returned something other than a string or null".to_owned())
+            })
         })
     }
 
@@ -69,12 +71,19 @@ impl TokenStore for JsTokenStore {
     /// The JS object's (the dispatcher names it), so toolsets given one object take turns; a dispatcher
     /// that names none is this store's own.
     fn identity(&self) -> BoxFuture<'static, Result<String>> {
-        let (cell, reply, own) = (self.identity.clone(), self.call("identity", serde_json::json!([])), format!("js:{:p}", Arc::as_ptr(&self.dispatcher)));
+        let (cell, reply, own) = (
+            self.identity.clone(),
+            self.call("identity", serde_json::json!([])),
+            format!("js:{:p}", Arc::as_ptr(&self.dispatcher)),
+        );
         Box::pin(async move {
             let named = cell
                 .get_or_try_init(|| async move {
-                    let named: Option<String> = serde_json::from_str(&reply.await?)
-                        .map_err(|_| McpError::Storage("token store: identity returned something other than a string or null".to_owned()))?;
+                    let named: Option<String> = serde_json::from_str(&reply.await?).map_err(|_| {
+                        McpError::Storage(
+                            "token store: identity returned something other than a string or null".to_owned(),
+                        )
+                    })?;
                     Ok::<_, McpError>(named.map_or(own, |name| format!("js:{name}")))
                 })
                 .await?;
@@ -82,11 +91,17 @@ impl TokenStore for JsTokenStore {
         })
     }
 
-    fn compare_and_set(&self, key: &str, expected: Option<&str>, value: &str) -> BoxFuture<'static, Result<Option<bool>>> {
+    fn compare_and_set(
+        &self,
+        key: &str,
+        expected: Option<&str>,
+        value: &str,
+    ) -> BoxFuture<'static, Result<Option<bool>>> {
         let reply = self.call("compareAndSet", serde_json::json!([key, expected, value]));
         Box::pin(async move {
-            serde_json::from_str(&reply.await?)
-                .map_err(|_| McpError::Storage("token store: compareAndSet returned something other than true or false".to_owned()))
+            serde_json::from_str(&reply.await?).map_err(|_| {
+                McpError::Storage("token store: compareAndSet returned something other than true or false".to_owned())
+            })
         })
     }
 }
@@ -130,7 +145,11 @@ impl NativeTokenStore {
             let key = match &key {
                 Some(Either::A(bytes)) => TokenFileKey::raw(bytes)?,
                 Some(Either::B(passphrase)) => TokenFileKey::passphrase(passphrase)?,
-                None => return Err(McpError::config("createEncryptedFileTokenStore needs a key: a 32-byte Buffer or a passphrase")),
+                None => {
+                    return Err(McpError::config(
+                        "createEncryptedFileTokenStore needs a key: a 32-byte Buffer or a passphrase",
+                    ))
+                }
             };
             Ok(Self::register(Arc::new(EncryptedFileTokenStore::open(path, key)?)))
         })
@@ -170,7 +189,10 @@ impl NativeTokenStore {
 /// The token store a toolset is given: a native one by id, or a JavaScript one through its dispatcher;
 /// `None` when the host gave neither (the toolset then makes a fresh memory store).
 #[allow(dead_code)] // called by NativeToolset's constructor once the OAuth wiring lands
-pub(crate) fn toolset_token_store(native_id: Option<u32>, js: Option<TokenStoreDispatcher>) -> Result<Option<Arc<dyn TokenStore>>> {
+pub(crate) fn toolset_token_store(
+    native_id: Option<u32>,
+    js: Option<TokenStoreDispatcher>,
+) -> Result<Option<Arc<dyn TokenStore>>> {
     Ok(match (native_id, js) {
         (Some(id), _) => Some(NATIVE_TOKEN_STORES.get(id)?),
         (None, Some(dispatcher)) => Some(Arc::new(JsTokenStore::new(dispatcher))),

@@ -55,10 +55,15 @@ pub struct NativeToolset {
 impl NativeToolset {
     /// `guard`, plus an `internal-error` diagnostic when a panic was contained, so the application's
     /// `onDiagnostic` hears of the engine bug even where the thrown error is caught and absorbed.
-    fn guarded<T>(&self, entry: &'static str, body: impl FnOnce() -> crate::error::Result<T>) -> napi::Result<T, String> {
+    fn guarded<T>(
+        &self,
+        entry: &'static str,
+        body: impl FnOnce() -> crate::error::Result<T>,
+    ) -> napi::Result<T, String> {
         guard(entry, body).inspect_err(|error| {
             if error.status == McpError::Internal(String::new()).code() {
-                let diagnostic = Diagnostic::InternalError { server: LOCAL_SERVER.to_owned(), message: error.reason.clone() };
+                let diagnostic =
+                    Diagnostic::InternalError { server: LOCAL_SERVER.to_owned(), message: error.reason.clone() };
                 self.events.diagnostic(&diagnostic);
             }
         })
@@ -78,17 +83,29 @@ impl NativeToolset {
         config_json: String,
         #[napi(ts_arg_type = "(kind: string, payloadJson: string) => void")] on_event: EventCallback,
         #[napi(ts_arg_type = "() => void")] on_completions: CompletionWake,
-        #[napi(ts_arg_type = "((server: string) => Promise<string>) | undefined | null")] auth: Option<JsCallback<String>>,
-        #[napi(ts_arg_type = "((server: string) => Promise<string>) | undefined | null")] allowed_hosts: Option<JsCallback<String>>,
-        #[napi(ts_arg_type = "((requestJson: string) => Promise<string>) | undefined | null")] decide: Option<JsCallback<String>>,
-        #[napi(ts_arg_type = "((questionJson: string) => Promise<boolean>) | undefined | null")] ask: Option<JsCallback<bool>>,
+        #[napi(ts_arg_type = "((server: string) => Promise<string>) | undefined | null")] auth: Option<
+            JsCallback<String>,
+        >,
+        #[napi(ts_arg_type = "((server: string) => Promise<string>) | undefined | null")] allowed_hosts: Option<
+            JsCallback<String>,
+        >,
+        #[napi(ts_arg_type = "((requestJson: string) => Promise<string>) | undefined | null")] decide: Option<
+            JsCallback<String>,
+        >,
+        #[napi(ts_arg_type = "((questionJson: string) => Promise<boolean>) | undefined | null")] ask: Option<
+            JsCallback<bool>,
+        >,
         native_store_id: Option<u32>,
         read_stdio_in_js: bool,
-        #[napi(ts_arg_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")] js_store: Option<StoreDispatcher>,
-        #[napi(ts_arg_type = "((promptJson: string) => Promise<string>) | undefined | null")] on_authorization_url: Option<JsCallback<String>>,
+        #[napi(ts_arg_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")]
+        js_store: Option<StoreDispatcher>,
+        #[napi(ts_arg_type = "((promptJson: string) => Promise<string>) | undefined | null")]
+        on_authorization_url: Option<JsCallback<String>>,
         native_token_store_id: Option<u32>,
         #[napi(ts_arg_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")] js_token_store: Option<TokenStoreDispatcher>,
-        #[napi(ts_arg_type = "((requestJson: string) => Promise<string>) | undefined | null")] on_elicitation: Option<JsCallback<String>>,
+        #[napi(ts_arg_type = "((requestJson: string) => Promise<string>) | undefined | null")] on_elicitation: Option<
+            JsCallback<String>,
+        >,
     ) -> Result<Self, String> {
         guard("NativeToolset.new", || {
             let config = crate::config::parse(&config_json)?;
@@ -108,7 +125,11 @@ impl NativeToolset {
             let events = Arc::new(JsEvents::new(on_event));
             let events_for_panics = events.clone();
             let readers = read_stdio_in_js.then(|| {
-                Arc::new(JsReaderHost { events: events.clone(), readers: Mutex::new(HashMap::new()), next_id: AtomicU32::new(1) })
+                Arc::new(JsReaderHost {
+                    events: events.clone(),
+                    readers: Mutex::new(HashMap::new()),
+                    next_id: AtomicU32::new(1),
+                })
             });
             let hooks = Hooks {
                 auth: hook(auth),
@@ -143,7 +164,8 @@ impl NativeToolset {
     #[napi(ts_return_type = "Promise<string>")]
     pub fn rebuild<'env>(&self, env: &'env Env, stdio_allowed: bool) -> napi::Result<PromiseRaw<'env, String>> {
         let inner = self.inner.clone();
-        let rebuilt = async move { inner.rebuild(stdio_allowed).await.map(|(tools, diagnostics)| opened(tools, diagnostics)) };
+        let rebuilt =
+            async move { inner.rebuild(stdio_allowed).await.map(|(tools, diagnostics)| opened(tools, diagnostics)) };
         settle(env, "NativeToolset.rebuild", rebuilt, |json| json)
     }
 
@@ -156,7 +178,9 @@ impl NativeToolset {
     /// Every configured server's state (`toolset.servers()`), as JSON.
     #[napi]
     pub fn servers(&self) -> Result<String, String> {
-        self.guarded("NativeToolset.servers", || Ok(serde_json::to_string(&self.inner.servers()).expect("statuses serialize")))
+        self.guarded("NativeToolset.servers", || {
+            Ok(serde_json::to_string(&self.inner.servers()).expect("statuses serialize"))
+        })
     }
 
     /// Resolves when background reconciliation after `rebuild` has finished.
@@ -251,11 +275,13 @@ pub fn logout_server<'env>(
     env: &'env Env,
     config_json: String,
     native_token_store_id: Option<u32>,
-    #[napi(ts_arg_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")] js_token_store: Option<TokenStoreDispatcher>,
+    #[napi(ts_arg_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")]
+    js_token_store: Option<TokenStoreDispatcher>,
 ) -> napi::Result<PromiseRaw<'env, ()>> {
     let logout = async move {
         let config = crate::config::parse(&config_json)?;
-        let [entry] = <[_; 1]>::try_from(config.servers).map_err(|_| McpError::config("logoutMcpServer takes one server entry"))?;
+        let [entry] = <[_; 1]>::try_from(config.servers)
+            .map_err(|_| McpError::config("logoutMcpServer takes one server entry"))?;
         let store = toolset_token_store(native_token_store_id, js_token_store)?
             .ok_or_else(|| McpError::config("logoutMcpServer needs the tokenStore the server's tokens are kept in"))?;
         let guard = config.allowed_hosts.as_deref().map(crate::guard::hosts::HostGuard::new).transpose()?.map(Arc::new);

@@ -153,7 +153,8 @@ impl Completions {
             out.push(']');
             return out;
         }
-        let mut out = String::with_capacity(outcomes.len() + batch.progress.values().map(|u| u.len() + 24).sum::<usize>() + 2);
+        let mut out =
+            String::with_capacity(outcomes.len() + batch.progress.values().map(|u| u.len() + 24).sum::<usize>() + 2);
         out.push('[');
         for (call_id, update) in batch.progress.drain() {
             if out.len() > 1 {

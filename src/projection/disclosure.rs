@@ -181,7 +181,8 @@ pub struct ServerDisclosure {
 pub fn decide(tools: &[ToolText], budget_tokens: usize, always_load: bool) -> ServerDisclosure {
     let floor_tokens: usize =
         tools.iter().map(|tool| estimate_tokens(tool.name) + estimate_tokens(tool.description)).sum();
-    let full_bulk: usize = tools.iter().map(|tool| tool.schema_tokens.unwrap_or_else(|| schema_tokens(tool.input_schema))).sum();
+    let full_bulk: usize =
+        tools.iter().map(|tool| tool.schema_tokens.unwrap_or_else(|| schema_tokens(tool.input_schema))).sum();
 
     let (tier, chosen_bulk) = if always_load || floor_tokens.saturating_add(full_bulk) <= budget_tokens {
         (Tier::Full, full_bulk)
@@ -320,7 +321,12 @@ pub(crate) mod test_catalog {
     pub(crate) fn texts(tools: &[GeneratedTool]) -> Vec<super::ToolText<'_>> {
         tools
             .iter()
-            .map(|t| super::ToolText { name: &t.name, description: &t.description, input_schema: &t.input_schema, schema_tokens: None })
+            .map(|t| super::ToolText {
+                name: &t.name,
+                description: &t.description,
+                input_schema: &t.input_schema,
+                schema_tokens: None,
+            })
             .collect()
     }
 }

@@ -99,7 +99,11 @@ static NEXT_SHARED_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU
 
 impl std::fmt::Debug for ToolTexts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ToolTexts").field("description", &self.description).field("input_schema", &self.input_schema).field("shared_id", &self.shared_id).finish_non_exhaustive()
+        f.debug_struct("ToolTexts")
+            .field("description", &self.description)
+            .field("input_schema", &self.input_schema)
+            .field("shared_id", &self.shared_id)
+            .finish_non_exhaustive()
     }
 }
 
@@ -284,7 +288,10 @@ mod tests {
         let wire: Value = serde_json::to_value(&projected).unwrap();
         assert_eq!(wire["textsId"], serde_json::json!(first.shared_id.unwrap()));
         assert!(wire.get("description").is_none() && wire.get("inputSchema").is_none());
-        assert_eq!((wire["name"].as_str(), wire["server"].as_str(), wire["remoteName"].as_str()), (Some("srv__echo"), Some("srv"), Some("echo")));
+        assert_eq!(
+            (wire["name"].as_str(), wire["server"].as_str(), wire["remoteName"].as_str()),
+            (Some("srv__echo"), Some("srv"), Some("echo"))
+        );
         let texts: Value = serde_json::from_str(wire["texts"].as_str().unwrap()).unwrap();
         assert_eq!(
             texts,
@@ -305,7 +312,8 @@ mod tests {
         assert_eq!(wire["description"], "Echo \"it\" back.");
         assert_eq!(wire["inputSchema"]["properties"]["text"]["type"], "string");
         assert_eq!(wire["annotations"]["readOnlyHint"], true);
-        let quarantined: Value = serde_json::to_value(ProjectedTool::quarantined("srv__echo".into(), "srv", &tool)).unwrap();
+        let quarantined: Value =
+            serde_json::to_value(ProjectedTool::quarantined("srv__echo".into(), "srv", &tool)).unwrap();
         assert!(quarantined.get("textsId").is_none());
         assert!(quarantined["description"].as_str().unwrap().starts_with("Unavailable"));
     }

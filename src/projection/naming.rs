@@ -112,7 +112,11 @@ mod tests {
 
         let unicode = project_tool_name("srv", "résumé");
         assert!(is_provider_safe(&unicode), "{unicode}");
-        assert_ne!(project_tool_name("srv", "a.b"), project_tool_name("srv", "a,b"), "distinct originals stay distinct");
+        assert_ne!(
+            project_tool_name("srv", "a.b"),
+            project_tool_name("srv", "a,b"),
+            "distinct originals stay distinct"
+        );
     }
 
     #[test]

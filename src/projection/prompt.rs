@@ -151,7 +151,11 @@ mod tests {
     fn the_skills_paragraph_counts_each_servers_skills_and_names_none() {
         assert_eq!(compose_skills_paragraph(&[], "mcp__skills"), None);
         assert_eq!(compose_skills_paragraph(&[("docs".into(), 0)], "mcp__skills"), None);
-        let paragraph = compose_skills_paragraph(&[("docs".into(), 2), ("evil\nserver".into(), 1), ("none".into(), 0)], "mcp__skills").unwrap();
+        let paragraph = compose_skills_paragraph(
+            &[("docs".into(), 2), ("evil\nserver".into(), 1), ("none".into(), 0)],
+            "mcp__skills",
+        )
+        .unwrap();
         assert!(paragraph.contains("- `docs`: 2 skills\n- `evil_server`: 1 skill"), "{paragraph}");
         assert!(!paragraph.contains("none"), "{paragraph}");
     }
@@ -159,8 +163,14 @@ mod tests {
     #[test]
     fn the_resources_paragraph_names_servers_safely() {
         assert_eq!(compose_resources_paragraph(&[], "mcp__resources"), None);
-        let paragraph = compose_resources_paragraph(&["docs".into(), "evil`\nserver".into()], "mcp__resources").unwrap();
-        assert!(paragraph.starts_with("## MCP resources\n\nThese MCP servers offer resources (documents and data): `docs`, `evil__server`."), "{paragraph}");
+        let paragraph =
+            compose_resources_paragraph(&["docs".into(), "evil`\nserver".into()], "mcp__resources").unwrap();
+        assert!(
+            paragraph.starts_with(
+                "## MCP resources\n\nThese MCP servers offer resources (documents and data): `docs`, `evil__server`."
+            ),
+            "{paragraph}"
+        );
         assert_eq!(paragraph.lines().count(), 3, "{paragraph}");
     }
     use crate::projection::disclosure::{MCP_DESCRIBE_TOOL, MCP_SEARCH_TOOLS};

@@ -570,7 +570,11 @@ mod tests {
         let docs = ["List tickets in the help desk.", "Show the weather."]
             .iter()
             .enumerate()
-            .map(|(i, d)| SearchDocument { name: format!("tool_{i}"), description: d.to_string(), parameter_names: vec![] })
+            .map(|(i, d)| SearchDocument {
+                name: format!("tool_{i}"),
+                description: d.to_string(),
+                parameter_names: vec![],
+            })
             .collect();
         let index = SearchIndex::build(docs);
         let hits = index.search("show help desk tickets", 2);

@@ -76,7 +76,10 @@ impl ToolUi {
 /// invisible characters): what a host may look up, and show, as an app.
 fn is_app_uri(uri: &str) -> bool {
     use crate::guard::server_text::{is_format, steers};
-    uri.starts_with("ui://") && uri.len() > "ui://".len() && uri.len() <= MAX_RESOURCE_URI_BYTES && !uri.chars().any(|c| steers(c) || is_format(c))
+    uri.starts_with("ui://")
+        && uri.len() > "ui://".len()
+        && uri.len() <= MAX_RESOURCE_URI_BYTES
+        && !uri.chars().any(|c| steers(c) || is_format(c))
 }
 
 /// `#[serde(with)]` for a tool's `_meta`: read as [`ToolUi`], written back as `{"ui": …}` so a stored
@@ -112,8 +115,19 @@ mod tests {
         let ui = ToolUi::of_meta(&json!({ "ui": { "resourceUri": "ui://weather/view.html" } })).unwrap();
         assert_eq!(ui.resource_uri.as_deref(), Some("ui://weather/view.html"));
         assert!(ui.offered_to_model());
-        assert_eq!(ToolUi::of_meta(&json!({ "ui/resourceUri": "ui://legacy" })).unwrap().resource_uri.as_deref(), Some("ui://legacy"));
-        for refused in [json!("https://evil.example/app.html"), json!("ui://"), json!("ui://a\nb"), json!("ui://a\u{202e}b"), json!("ui://a\u{200b}b"), json!(7), json!("ui://".to_owned() + &"a".repeat(3000))] {
+        assert_eq!(
+            ToolUi::of_meta(&json!({ "ui/resourceUri": "ui://legacy" })).unwrap().resource_uri.as_deref(),
+            Some("ui://legacy")
+        );
+        for refused in [
+            json!("https://evil.example/app.html"),
+            json!("ui://"),
+            json!("ui://a\nb"),
+            json!("ui://a\u{202e}b"),
+            json!("ui://a\u{200b}b"),
+            json!(7),
+            json!("ui://".to_owned() + &"a".repeat(3000)),
+        ] {
             assert_eq!(ToolUi::of_meta(&json!({ "ui": { "resourceUri": refused } })), None, "{refused}");
         }
         assert_eq!(ToolUi::of_meta(&json!({ "other": 1 })), None);
@@ -125,7 +139,8 @@ mod tests {
         let ui = ToolUi::of_meta(&json!({ "ui": { "visibility": ["app", "robot", "app", 3] } })).unwrap();
         assert_eq!(ui.visibility, Some(vec![Visibility::App]));
         assert!(!ui.offered_to_model());
-        let both = ToolUi::of_meta(&json!({ "ui": { "resourceUri": "ui://x", "visibility": ["model", "app"] } })).unwrap();
+        let both =
+            ToolUi::of_meta(&json!({ "ui": { "resourceUri": "ui://x", "visibility": ["model", "app"] } })).unwrap();
         assert!(both.offered_to_model());
         // An empty list offers the tool to nobody; the model is not offered it.
         assert!(!ToolUi::of_meta(&json!({ "ui": { "visibility": [] } })).unwrap().offered_to_model());
@@ -138,7 +153,9 @@ mod tests {
             #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none", with = "tool_meta")]
             ui: Option<ToolUi>,
         }
-        let read: Holder = serde_json::from_str(r#"{"_meta":{"ui":{"resourceUri":"ui://a","visibility":["app"]},"secret":"x"}}"#).unwrap();
+        let read: Holder =
+            serde_json::from_str(r#"{"_meta":{"ui":{"resourceUri":"ui://a","visibility":["app"]},"secret":"x"}}"#)
+                .unwrap();
         let written = serde_json::to_string(&read).unwrap();
         assert_eq!(written, r#"{"_meta":{"ui":{"resourceUri":"ui://a","visibility":["app"]}}}"#);
         assert_eq!(serde_json::from_str::<Holder>(&written).unwrap().ui, read.ui);

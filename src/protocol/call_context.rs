@@ -28,8 +28,8 @@ impl CallContext {
     /// From the caller's `{ runId?, toolCallId?, idempotencyKey? }` (JSON; `null` counts as absent).
     /// A `toolCallId` alone forms no key: the AI SDK hands one to every call, durable or not.
     pub fn parse(json: &str) -> Result<CallContext> {
-        let given: Given =
-            serde_json::from_str(json).map_err(|_| McpError::InvalidArguments("the call context must be an object".to_owned()))?;
+        let given: Given = serde_json::from_str(json)
+            .map_err(|_| McpError::InvalidArguments("the call context must be an object".to_owned()))?;
         let run_id = string_field(given.run_id, "runId")?;
         let tool_call_id = string_field(given.tool_call_id, "toolCallId")?;
         let explicit = string_field(given.idempotency_key, "idempotencyKey")?;
@@ -82,7 +82,10 @@ mod tests {
     #[test]
     fn the_key_is_explicit_or_run_and_tool_call() {
         assert_eq!(key(r#"{"runId":"issue-42","toolCallId":"call-7"}"#).unwrap().as_deref(), Some("issue-42:call-7"));
-        assert_eq!(key(r#"{"runId":"r","toolCallId":"c","idempotencyKey":"order-123"}"#).unwrap().as_deref(), Some("order-123"));
+        assert_eq!(
+            key(r#"{"runId":"r","toolCallId":"c","idempotencyKey":"order-123"}"#).unwrap().as_deref(),
+            Some("order-123")
+        );
         assert_eq!(key(r#"{"toolCallId":"c"}"#).unwrap(), None, "the AI SDK's toolCallId alone forms no key");
         assert_eq!(key(r#"{"runId":null,"toolCallId":"c"}"#).unwrap(), None);
         assert_eq!(key("{}").unwrap(), None);

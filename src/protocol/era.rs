@@ -12,10 +12,10 @@
 
 use super::mcp::{Implementation, ServerCapabilities};
 use crate::error::McpError;
+use crate::limits::MODERN_DISCOVERY_FRESH_MS;
 use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use crate::limits::MODERN_DISCOVERY_FRESH_MS;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,7 +58,8 @@ pub fn with_meta(params: Option<&str>, members: &str) -> String {
     let Ok(mut object) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(params) else {
         return params.to_owned(); // not an object: nothing this client sends
     };
-    let ours: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&format!("{{{members}}}")).expect("meta members are an object's");
+    let ours: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&format!("{{{members}}}")).expect("meta members are an object's");
     match object.get_mut("_meta") {
         Some(serde_json::Value::Object(meta)) => meta.extend(ours),
         _ => {
@@ -127,7 +128,9 @@ pub fn classify(outcome: Result<Box<RawValue>, McpError>, requested: &str) -> Ve
             }
         }
         Err(McpError::Rpc { code: UNSUPPORTED_PROTOCOL_VERSION, data: Some(data), .. }) => match supported(&data) {
-            Some(supported) => pick(supported.iter().map(String::as_str), requested).map_or(Verdict::Legacy, Verdict::Retry),
+            Some(supported) => {
+                pick(supported.iter().map(String::as_str), requested).map_or(Verdict::Legacy, Verdict::Retry)
+            }
             None => Verdict::Legacy,
         },
         Err(
@@ -165,7 +168,11 @@ fn supported(data: &str) -> Option<Vec<String>> {
 /// The version to use among those a server supports: the requested one if listed, else our newest.
 fn pick<'a>(supported: impl Iterator<Item = &'a str> + Clone, requested: &str) -> Option<&'static str> {
     let ours = |v: &str| MODERN_PROTOCOL_VERSIONS.iter().copied().find(|ours| *ours == v);
-    supported.clone().find(|v| *v == requested).and_then(ours).or_else(|| MODERN_PROTOCOL_VERSIONS.iter().copied().find(|v| supported.clone().any(|s| s == *v)))
+    supported
+        .clone()
+        .find(|v| *v == requested)
+        .and_then(ours)
+        .or_else(|| MODERN_PROTOCOL_VERSIONS.iter().copied().find(|v| supported.clone().any(|s| s == *v)))
 }
 
 /// What a modern server's `server/discover` answer says about its protocol, kept for later connections to
@@ -190,12 +197,34 @@ pub struct Discovered {
 }
 
 /// The server capabilities the specification names: the only capability names kept across connections.
-pub const STANDARD_CAPABILITIES: &[&str] = &["completions", "experimental", "extensions", "logging", "prompts", "resources", "subscriptions", "tasks", "tools"];
+pub const STANDARD_CAPABILITIES: &[&str] = &[
+    "completions",
+    "experimental",
+    "extensions",
+    "logging",
+    "prompts",
+    "resources",
+    "subscriptions",
+    "tasks",
+    "tools",
+];
 
 impl Discovered {
     pub fn of(version: &'static str, capabilities: &[String], tools_list_changed: bool) -> Discovered {
-        let capabilities = STANDARD_CAPABILITIES.iter().copied().filter(|standard| capabilities.iter().any(|c| c == standard)).collect();
-        Discovered { version, capabilities, tools_list_changed, resources_subscribe: false, resources_list_changed: false, prompts_list_changed: false, skills: false }
+        let capabilities = STANDARD_CAPABILITIES
+            .iter()
+            .copied()
+            .filter(|standard| capabilities.iter().any(|c| c == standard))
+            .collect();
+        Discovered {
+            version,
+            capabilities,
+            tools_list_changed,
+            resources_subscribe: false,
+            resources_list_changed: false,
+            prompts_list_changed: false,
+            skills: false,
+        }
     }
 }
 
@@ -350,7 +379,8 @@ mod tests {
         assert_eq!(bare["_meta"][META_PROTOCOL_VERSION], "2026-07-28");
         assert_eq!(bare["_meta"][META_CLIENT_CAPABILITIES], serde_json::json!({}));
         assert_eq!(bare["_meta"][META_CLIENT_INFO]["name"], "mcpferry");
-        let merged: serde_json::Value = serde_json::from_str(&with_meta(Some(r#"{"cursor":"c","_meta":{"progressToken":3}}"#), &members)).unwrap();
+        let merged: serde_json::Value =
+            serde_json::from_str(&with_meta(Some(r#"{"cursor":"c","_meta":{"progressToken":3}}"#), &members)).unwrap();
         assert_eq!(merged["cursor"], "c");
         assert_eq!(merged["_meta"]["progressToken"], 3);
         assert_eq!(merged["_meta"][META_PROTOCOL_VERSION], "2026-07-28");
@@ -368,10 +398,20 @@ mod tests {
         }
         assert!(matches!(classify(Ok(raw(r#"{"supportedVersions":["2025-11-25"]}"#)), "2026-07-28"), Verdict::Legacy));
         assert!(matches!(classify(Ok(raw("{}")), "2026-07-28"), Verdict::Legacy));
-        let unsupported = |data: &str| McpError::Rpc { code: UNSUPPORTED_PROTOCOL_VERSION, message: "no".into(), data: Some(data.into()) };
-        assert!(matches!(classify(Err(unsupported(r#"{"supported":["2026-07-28"]}"#)), "2026-07-28"), Verdict::Retry("2026-07-28")));
+        let unsupported = |data: &str| McpError::Rpc {
+            code: UNSUPPORTED_PROTOCOL_VERSION,
+            message: "no".into(),
+            data: Some(data.into()),
+        };
+        assert!(matches!(
+            classify(Err(unsupported(r#"{"supported":["2026-07-28"]}"#)), "2026-07-28"),
+            Verdict::Retry("2026-07-28")
+        ));
         assert!(matches!(classify(Err(unsupported(r#"{"supported":["2025-11-25"]}"#)), "2026-07-28"), Verdict::Legacy));
-        assert!(matches!(classify(Err(McpError::Rpc { code: -32601, message: "?".into(), data: None }), "2026-07-28"), Verdict::Legacy));
+        assert!(matches!(
+            classify(Err(McpError::Rpc { code: -32601, message: "?".into(), data: None }), "2026-07-28"),
+            Verdict::Legacy
+        ));
         assert!(matches!(classify(Err(McpError::Transport("HTTP 503".into())), "2026-07-28"), Verdict::Unknown));
         // Silence is no evidence, over stdio as over HTTP: the server may still be starting.
         assert!(matches!(classify(Err(McpError::Timeout { after_ms: 1 }), "2026-07-28"), Verdict::Unknown));
@@ -380,19 +420,37 @@ mod tests {
 
     #[test]
     fn a_refused_initialize_names_a_modern_version_only_in_an_unsupported_version_error_we_can_read() {
-        let unsupported = |data: Option<&str>| McpError::Rpc { code: UNSUPPORTED_PROTOCOL_VERSION, message: "no".into(), data: data.map(Into::into) };
+        let unsupported = |data: Option<&str>| McpError::Rpc {
+            code: UNSUPPORTED_PROTOCOL_VERSION,
+            message: "no".into(),
+            data: data.map(Into::into),
+        };
         // The Python SDK 2.x's refusal of initialize on a connection its probe opened in the modern era.
-        assert_eq!(modern_version_named(&unsupported(Some(r#"{"supported":["2026-07-28"],"requested":"2025-11-25"}"#))), Some("2026-07-28"));
-        assert_eq!(modern_version_named(&unsupported(Some(r#"{"supported":["2099-01-01","2026-07-28"]}"#))), Some("2026-07-28"));
+        assert_eq!(
+            modern_version_named(&unsupported(Some(r#"{"supported":["2026-07-28"],"requested":"2025-11-25"}"#))),
+            Some("2026-07-28")
+        );
+        assert_eq!(
+            modern_version_named(&unsupported(Some(r#"{"supported":["2099-01-01","2026-07-28"]}"#))),
+            Some("2026-07-28")
+        );
         assert_eq!(modern_version_named(&unsupported(Some(r#"{"supported":["2025-11-25"]}"#))), None);
         assert_eq!(modern_version_named(&unsupported(Some("[]"))), None);
         assert_eq!(modern_version_named(&unsupported(None)), None);
-        let other = McpError::Rpc { code: -32601, message: "2026-07-28".into(), data: Some(r#"{"supported":["2026-07-28"]}"#.into()) };
+        let other = McpError::Rpc {
+            code: -32601,
+            message: "2026-07-28".into(),
+            data: Some(r#"{"supported":["2026-07-28"]}"#.into()),
+        };
         assert_eq!(modern_version_named(&other), None);
     }
 
     fn discovered(capability: &str) -> Known {
-        Known::Discovered(Arc::new(Discovered::of(MODERN_PROTOCOL_VERSION, &["tools".to_owned(), capability.to_owned()], true)))
+        Known::Discovered(Arc::new(Discovered::of(
+            MODERN_PROTOCOL_VERSION,
+            &["tools".to_owned(), capability.to_owned()],
+            true,
+        )))
     }
 
     fn ms(n: u64) -> Duration {
@@ -456,7 +514,10 @@ mod tests {
 
     #[test]
     fn only_the_specifications_capability_names_are_kept_nothing_the_server_wrote() {
-        let names: Vec<String> = ["tools", "sk-alice-0123456789abcdef", "logging", "x".repeat(100_000).as_str()].iter().map(|s| s.to_string()).collect();
+        let names: Vec<String> = ["tools", "sk-alice-0123456789abcdef", "logging", "x".repeat(100_000).as_str()]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         let kept = Discovered::of(MODERN_PROTOCOL_VERSION, &names, false);
         assert_eq!(kept.capabilities, vec!["logging", "tools"]);
     }
@@ -480,13 +541,23 @@ mod tests {
 
     #[test]
     fn only_what_a_probe_would_take_for_another_server_contradicts_a_reused_answer() {
-        let unsupported = McpError::Rpc { code: UNSUPPORTED_PROTOCOL_VERSION, message: "no".into(), data: Some(r#"{"supported":["2025-11-25"]}"#.into()) };
+        let unsupported = McpError::Rpc {
+            code: UNSUPPORTED_PROTOCOL_VERSION,
+            message: "no".into(),
+            data: Some(r#"{"supported":["2025-11-25"]}"#.into()),
+        };
         assert!(contradicts_memory(&unsupported, false));
-        assert!(contradicts_memory(&McpError::Rpc { code: -32000, message: "Mcp-Session-Id header is required".into(), data: None }, false));
+        assert!(contradicts_memory(
+            &McpError::Rpc { code: -32000, message: "Mcp-Session-Id header is required".into(), data: None },
+            false
+        ));
         assert!(contradicts_memory(&McpError::Protocol("no JSON-RPC response".into()), false));
         assert!(contradicts_memory(&McpError::Transport("HTTP 400 Bad Request".into()), true));
         // A refusal of authorization with a JSON-RPC body, a server down, a rate limit: no evidence.
-        assert!(!contradicts_memory(&McpError::Rpc { code: -32001, message: "Unauthorized".into(), data: None }, false));
+        assert!(!contradicts_memory(
+            &McpError::Rpc { code: -32001, message: "Unauthorized".into(), data: None },
+            false
+        ));
         assert!(!contradicts_memory(&McpError::Transport("connection refused".into()), false));
         assert!(!contradicts_memory(&McpError::Transport("HTTP 429 Too Many Requests".into()), false));
         for outcome in [

@@ -237,7 +237,10 @@ fn scalar_back(bytes: &[u8], end: usize) -> Option<std::ops::Range<usize>> {
     if end > 0 && bytes[end - 1] == b'"' {
         return string_back(bytes, end);
     }
-    let start = bytes[..end].iter().rposition(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'.'))).map_or(0, |p| p + 1);
+    let start = bytes[..end]
+        .iter()
+        .rposition(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'.')))
+        .map_or(0, |p| p + 1);
     // A token that reaches back to where the kept bytes begin may be cut: not known whole.
     (start < end && start > 0).then_some(start..end)
 }
@@ -283,7 +286,11 @@ mod tests {
         assert_eq!(sniff_tail(br#"x","id":9}"}]}}"#).id, None);
         assert_eq!(sniff_tail(br#"a\",\"id\":9}"}]},"id":3}"#).id, Some(3));
         assert_eq!(sniff_tail(br#"x"},"id":5,"s":"q\"z"}"#).id, Some(5), "an escaped quote inside a string");
-        assert_eq!(sniff_tail(br#"x"},"id":5,"s":"q\\"}"#).id, Some(5), "an escaped backslash before the closing quote");
+        assert_eq!(
+            sniff_tail(br#"x"},"id":5,"s":"q\\"}"#).id,
+            Some(5),
+            "an escaped backslash before the closing quote"
+        );
         assert_eq!(sniff_tail(br#"]},"method":"notifications/message","jsonrpc":"2.0"}"#).names_method, true);
         // Cut where the kept bytes begin: not trusted.
         assert_eq!(sniff_tail(br#"12}"#).id, None);

@@ -26,13 +26,17 @@ pub fn initialize_params(capabilities: &serde_json::Map<String, Value>) -> Strin
 
 /// The capabilities this client declares, in either era: only what it implements, and MCP Apps only
 /// when the host renders them.
-pub fn client_capabilities(elicitation: Option<crate::elicitation::Modes>, apps: bool) -> serde_json::Map<String, Value> {
+pub fn client_capabilities(
+    elicitation: Option<crate::elicitation::Modes>,
+    apps: bool,
+) -> serde_json::Map<String, Value> {
     let mut capabilities = serde_json::Map::new();
     if let Some(modes) = elicitation {
         capabilities.insert("elicitation".into(), modes.capability());
     }
     if apps {
-        capabilities.insert("extensions".into(), serde_json::json!({ super::apps::APPS_EXTENSION: super::apps::capability() }));
+        capabilities
+            .insert("extensions".into(), serde_json::json!({ super::apps::APPS_EXTENSION: super::apps::capability() }));
     }
     capabilities
 }
@@ -63,7 +67,8 @@ pub struct ServerCapabilities {
 impl ServerCapabilities {
     /// The names of the declared capabilities, sorted.
     pub fn names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.tools.iter().map(|_| "tools".to_owned()).chain(self.others.keys().cloned()).collect();
+        let mut names: Vec<String> =
+            self.tools.iter().map(|_| "tools".to_owned()).chain(self.others.keys().cloned()).collect();
         names.sort();
         names
     }
@@ -76,7 +81,10 @@ impl ServerCapabilities {
     /// Whether it declared the Skills extension (SEP-2640): an object under
     /// `extensions["io.modelcontextprotocol/skills"]`.
     pub fn skills(&self) -> bool {
-        self.others.get("extensions").and_then(|e| e.get(crate::session::skills::SKILLS_EXTENSION)).is_some_and(Value::is_object)
+        self.others
+            .get("extensions")
+            .and_then(|e| e.get(crate::session::skills::SKILLS_EXTENSION))
+            .is_some_and(Value::is_object)
     }
 
     /// Whether it declared `resources: { subscribe: true }`.
@@ -99,10 +107,9 @@ pub fn acknowledges_no_tools(params: &str) -> bool {
     struct Ack {
         notifications: Option<serde_json::Map<String, Value>>,
     }
-    serde_json::from_str::<Ack>(params)
-        .ok()
-        .and_then(|ack| ack.notifications)
-        .is_some_and(|honored| !honored.contains_key("toolsListChanged") && honored.contains_key("resourceSubscriptions"))
+    serde_json::from_str::<Ack>(params).ok().and_then(|ack| ack.notifications).is_some_and(|honored| {
+        !honored.contains_key("toolsListChanged") && honored.contains_key("resourceSubscriptions")
+    })
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -256,12 +263,7 @@ pub struct ContentView<'a> {
 
 /// The text a failed tool result carries, for the `MCP tool error:` message.
 pub fn tool_error_text(view: &CallResultView<'_>) -> String {
-    let texts: Vec<&str> = view
-        .content
-        .iter()
-        .flatten()
-        .filter_map(|c| c.text.as_deref())
-        .collect();
+    let texts: Vec<&str> = view.content.iter().flatten().filter_map(|c| c.text.as_deref()).collect();
     if texts.is_empty() {
         "the tool reported an error without a message".to_owned()
     } else {
@@ -273,7 +275,13 @@ pub fn tool_error_text(view: &CallResultView<'_>) -> String {
 /// `tools/call` params; `meta` adds the modern era's `_meta` members (the arguments are never re-parsed).
 /// `tools/call` params. `meta` is the era's own `_meta` members (2026-07-28), `idempotency_key` the
 /// call's key if it has one (sent next to them as `idempotencyKey`, and not at all otherwise).
-pub fn call_tool_params(remote_name: &str, arguments: &RawValue, progress_token: u64, meta: Option<&str>, idempotency_key: Option<&str>) -> String {
+pub fn call_tool_params(
+    remote_name: &str,
+    arguments: &RawValue,
+    progress_token: u64,
+    meta: Option<&str>,
+    idempotency_key: Option<&str>,
+) -> String {
     let extra = meta.map_or(0, str::len) + idempotency_key.map_or(0, |k| k.len() + 24);
     let mut out = String::with_capacity(64 + remote_name.len() + arguments.get().len() + extra);
     out.push_str("{\"name\":");
@@ -331,10 +339,17 @@ mod tests {
     #[test]
     fn elicitation_is_declared_only_with_a_host_handler() {
         use crate::elicitation::Modes;
-        let capabilities = |modes, apps| serde_json::from_str::<Value>(&initialize_params(&client_capabilities(modes, apps))).unwrap()["capabilities"].clone();
+        let capabilities = |modes, apps| {
+            serde_json::from_str::<Value>(&initialize_params(&client_capabilities(modes, apps))).unwrap()
+                ["capabilities"]
+                .clone()
+        };
         assert_eq!(capabilities(None, false), serde_json::json!({}));
         assert_eq!(capabilities(Some(Modes::default()), false), serde_json::json!({ "elicitation": { "form": {} } }));
-        assert_eq!(capabilities(Some(Modes { form: true, url: true }), false), serde_json::json!({ "elicitation": { "form": {}, "url": {} } }));
+        assert_eq!(
+            capabilities(Some(Modes { form: true, url: true }), false),
+            serde_json::json!({ "elicitation": { "form": {}, "url": {} } })
+        );
         assert_eq!(
             capabilities(None, true),
             serde_json::json!({ "extensions": { "io.modelcontextprotocol/ui": { "mimeTypes": ["text/html;profile=mcp-app"] } } })
@@ -359,7 +374,8 @@ mod tests {
         assert_eq!(v["arguments"]["x"][1], 2);
         assert_eq!(v["_meta"]["progressToken"], 9);
         assert!(v["_meta"].get("idempotencyKey").is_none(), "no key, no member");
-        let keyed: Value = serde_json::from_str(&call_tool_params("a", args, 9, Some("\"era\":1"), Some("run:\"7\""))).unwrap();
+        let keyed: Value =
+            serde_json::from_str(&call_tool_params("a", args, 9, Some("\"era\":1"), Some("run:\"7\""))).unwrap();
         assert_eq!(keyed["_meta"], serde_json::json!({ "era": 1, "idempotencyKey": "run:\"7\"", "progressToken": 9 }));
     }
 }

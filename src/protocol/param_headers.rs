@@ -72,7 +72,10 @@ pub type ParamHeaders = Arc<[ParamHeader]>;
 pub fn encode_header_value(value: &str) -> String {
     // The same test a server decodes by, so a literal that merely looks encoded is never misread.
     let looks_encoded = value.starts_with(SENTINEL_PREFIX) && value.ends_with(SENTINEL_SUFFIX);
-    let plain = value.bytes().all(|b| (b' '..=b'~').contains(&b)) && !value.starts_with(' ') && !value.ends_with(' ') && !looks_encoded;
+    let plain = value.bytes().all(|b| (b' '..=b'~').contains(&b))
+        && !value.starts_with(' ')
+        && !value.ends_with(' ')
+        && !looks_encoded;
     if plain {
         value.to_owned()
     } else {
@@ -99,7 +102,8 @@ pub fn may_annotate(json_text: &str) -> bool {
 
 /// The designated parameters of a tool, from its `inputSchema` text; `Err` says why the tool is invalid.
 pub fn param_headers(input_schema: &RawValue) -> Result<Vec<ParamHeader>, String> {
-    let schema: Value = serde_json::from_str(input_schema.get()).map_err(|e| format!("the tool's inputSchema is not valid JSON: {e}"))?;
+    let schema: Value = serde_json::from_str(input_schema.get())
+        .map_err(|e| format!("the tool's inputSchema is not valid JSON: {e}"))?;
     param_headers_in(&schema)
 }
 
@@ -256,8 +260,9 @@ impl<'a> Walk<'a> {
                 Quoted(name)
             ));
         }
-        let header = HeaderName::try_from(format!("{HEADER_PREFIX}{name}"))
-            .map_err(|_| format!("the x-mcp-header annotation {} on {place} does not make a usable header name", Quoted(name)))?;
+        let header = HeaderName::try_from(format!("{HEADER_PREFIX}{name}")).map_err(|_| {
+            format!("the x-mcp-header annotation {} on {place} does not make a usable header name", Quoted(name))
+        })?;
         let path = self
             .steps
             .iter()
@@ -333,7 +338,8 @@ mod tests {
     }
 
     fn decoded(encoded: &str) -> String {
-        let inner = encoded.strip_prefix(SENTINEL_PREFIX).and_then(|v| v.strip_suffix(SENTINEL_SUFFIX)).expect("encoded");
+        let inner =
+            encoded.strip_prefix(SENTINEL_PREFIX).and_then(|v| v.strip_suffix(SENTINEL_SUFFIX)).expect("encoded");
         String::from_utf8(STANDARD.decode(inner).unwrap()).unwrap()
     }
 
@@ -352,7 +358,18 @@ mod tests {
         for plain in ["", "us west 1", "test-method", "SELECT * FROM users", "a", "~!@#$%^&*()", "42"] {
             assert_eq!(encode_header_value(plain), plain, "{plain:?}");
         }
-        for unsafe_value in [" us-west1", "us-west1 ", "line1\r\nline2", "\tindented", "tab\tinside", "del\u{7f}", "é", " ", "=?base64?=", "=?base64?x?="] {
+        for unsafe_value in [
+            " us-west1",
+            "us-west1 ",
+            "line1\r\nline2",
+            "\tindented",
+            "tab\tinside",
+            "del\u{7f}",
+            "é",
+            " ",
+            "=?base64?=",
+            "=?base64?x?=",
+        ] {
             let encoded = encode_header_value(unsafe_value);
             assert_eq!(decoded(&encoded), unsafe_value, "{unsafe_value:?} → {encoded}");
         }
@@ -427,7 +444,8 @@ mod tests {
         assert_eq!(header("mcp-param-query"), None);
         assert_eq!(header("mcp-method"), None);
 
-        let null_call = sent(json!({ "region": "us-east1", "priority": 1, "verbose": null, "query": "SELECT 1" }), &schema);
+        let null_call =
+            sent(json!({ "region": "us-east1", "priority": 1, "verbose": null, "query": "SELECT 1" }), &schema);
         assert_eq!(
             null_call,
             [("mcp-param-priority".to_owned(), "1".to_owned()), ("mcp-param-region".to_owned(), "us-east1".to_owned())]
@@ -473,7 +491,10 @@ mod tests {
         assert_eq!(&*params[0].path, [Box::from("target"), Box::from("location"), Box::from("region")]);
         assert_eq!(params[0].header.as_str(), "mcp-param-region");
         let region = |arguments: Value| sent(arguments, &schema);
-        assert_eq!(region(json!({ "target": { "location": { "region": "eu" } } })), [("mcp-param-region".to_owned(), "eu".to_owned())]);
+        assert_eq!(
+            region(json!({ "target": { "location": { "region": "eu" } } })),
+            [("mcp-param-region".to_owned(), "eu".to_owned())]
+        );
         assert!(region(json!({ "region": "eu" })).is_empty(), "not at the annotated path");
         assert!(region(json!({ "target": { "location": null } })).is_empty());
         assert!(region(json!({ "target": "eu" })).is_empty());
@@ -482,7 +503,9 @@ mod tests {
     #[test]
     fn schemas_without_annotations_have_no_headers() {
         assert!(param_headers_in(&json!({ "type": "object" })).unwrap().is_empty());
-        assert!(param_headers_in(&json!({ "type": "object", "properties": { "a": { "type": "string" } } })).unwrap().is_empty());
+        assert!(param_headers_in(&json!({ "type": "object", "properties": { "a": { "type": "string" } } }))
+            .unwrap()
+            .is_empty());
         // A property named like the annotation is a property, not an annotation; a default is data.
         let named = json!({ "type": "object", "properties": {
             "x-mcp-header": { "type": "string" },
@@ -501,21 +524,48 @@ mod tests {
         let cases = [
             ("empty", schema_with(json!({ "type": "string", "x-mcp-header": "" })), "is empty"),
             ("object", schema_with(json!({ "type": "object", "x-mcp-header": "Obj" })), "type \"object\""),
-            ("array", schema_with(json!({ "type": "array", "items": { "type": "string" }, "x-mcp-header": "Arr" })), "type \"array\""),
+            (
+                "array",
+                schema_with(json!({ "type": "array", "items": { "type": "string" }, "x-mcp-header": "Arr" })),
+                "type \"array\"",
+            ),
             ("null", schema_with(json!({ "type": "null", "x-mcp-header": "Nul" })), "type \"null\""),
             ("number", schema_with(json!({ "type": "number", "x-mcp-header": "Score" })), "type \"number\""),
-            ("space", schema_with(json!({ "type": "string", "x-mcp-header": "My Region" })), "not an HTTP header name token"),
-            ("colon", schema_with(json!({ "type": "string", "x-mcp-header": "Region:Primary" })), "not an HTTP header name token"),
-            ("non-ascii", schema_with(json!({ "type": "string", "x-mcp-header": "Région" })), "not an HTTP header name token"),
-            ("control", schema_with(json!({ "type": "string", "x-mcp-header": "Region\t1" })), "not an HTTP header name token"),
-            ("newline", schema_with(json!({ "type": "string", "x-mcp-header": "Region\r\nX-Evil: 1" })), "not an HTTP header name token"),
+            (
+                "space",
+                schema_with(json!({ "type": "string", "x-mcp-header": "My Region" })),
+                "not an HTTP header name token",
+            ),
+            (
+                "colon",
+                schema_with(json!({ "type": "string", "x-mcp-header": "Region:Primary" })),
+                "not an HTTP header name token",
+            ),
+            (
+                "non-ascii",
+                schema_with(json!({ "type": "string", "x-mcp-header": "Région" })),
+                "not an HTTP header name token",
+            ),
+            (
+                "control",
+                schema_with(json!({ "type": "string", "x-mcp-header": "Region\t1" })),
+                "not an HTTP header name token",
+            ),
+            (
+                "newline",
+                schema_with(json!({ "type": "string", "x-mcp-header": "Region\r\nX-Evil: 1" })),
+                "not an HTTP header name token",
+            ),
         ];
         for (case, schema, expected) in cases {
             let reason = reason(schema);
             assert!(reason.contains(expected), "{case}: {reason}");
             assert!(reason.contains("property \"p\""), "{case} names the property: {reason}");
         }
-        assert!(reason(schema_with(json!({ "type": "string", "x-mcp-header": "Region\t1" }))).contains(r#""Region\t1""#), "escaped");
+        assert!(
+            reason(schema_with(json!({ "type": "string", "x-mcp-header": "Region\t1" }))).contains(r#""Region\t1""#),
+            "escaped"
+        );
     }
 
     #[test]
@@ -568,7 +618,8 @@ mod tests {
     #[test]
     fn rejects_untyped_and_malformed_annotations() {
         assert!(reason(schema_with(json!({ "x-mcp-header": "NoType" }))).contains("no type"));
-        assert!(reason(schema_with(json!({ "type": ["string", "null"], "x-mcp-header": "Union" }))).contains("type \"[\\\"string\\\",\\\"null\\\"]\""));
+        assert!(reason(schema_with(json!({ "type": ["string", "null"], "x-mcp-header": "Union" })))
+            .contains("type \"[\\\"string\\\",\\\"null\\\"]\""));
         assert!(reason(schema_with(json!({ "type": "string", "x-mcp-header": 7 }))).contains("not a string"));
         let long = "N".repeat(10 * MAX_QUOTED_BYTES) + " ";
         let reason = reason(schema_with(json!({ "type": "string", "x-mcp-header": long })));
@@ -581,7 +632,9 @@ mod tests {
         assert!(!may_annotate(r#"{"tools":[{"name":"a","inputSchema":{"type":"object"}}]}"#));
         assert!(may_annotate(r#"{"x-mcp-header":"A"}"#));
         assert!(may_annotate(r#"{"x-mcp-\u0068eader":"A"}"#));
-        let escaped: Value = serde_json::from_str(r#"{"type":"object","properties":{"p":{"type":"string","x-mcp-\u0068eader":"A"}}}"#).unwrap();
+        let escaped: Value =
+            serde_json::from_str(r#"{"type":"object","properties":{"p":{"type":"string","x-mcp-\u0068eader":"A"}}}"#)
+                .unwrap();
         assert_eq!(param_headers_in(&escaped).unwrap().len(), 1);
     }
 }

@@ -110,11 +110,21 @@ impl Cost {
 /// or has a reference this bound cannot resolve (see the module doc); if none, its [`Cost`]. Runs in
 /// time linear in the schema's size for each level of value depth, and stops at a fixed point.
 pub fn check(schema: &Value) -> Result<Cost, Unbounded> {
-    let mut graph = Graph { root: schema, nodes: Vec::new(), ids: HashMap::new(), resources: Vec::new(), anchors: Vec::new(), recursive_anchors: Vec::new(), pending: Vec::new() };
+    let mut graph = Graph {
+        root: schema,
+        nodes: Vec::new(),
+        ids: HashMap::new(),
+        resources: Vec::new(),
+        anchors: Vec::new(),
+        recursive_anchors: Vec::new(),
+        pending: Vec::new(),
+    };
     graph.index_names(schema);
     let root = graph.id(schema);
     graph.build()?;
-    let longest = graph.fold_in_place(|node, value| node.in_place.iter().map(|&t| value(t) + 1).max().unwrap_or(0)).ok_or(Unbounded::LoopsInPlace)?;
+    let longest = graph
+        .fold_in_place(|node, value| node.in_place.iter().map(|&t| value(t) + 1).max().unwrap_or(0))
+        .ok_or(Unbounded::LoopsInPlace)?;
     let chain_links = longest.into_iter().max().unwrap_or(0) as usize;
     if chain_links > MAX_SCHEMA_REFERENCE_CHAIN_LINKS {
         return Err(Unbounded::ChainTooLong { links: chain_links });
@@ -158,7 +168,9 @@ impl<'a> Graph<'a> {
                     for key in ["$id", "id"] {
                         let Some(id) = map.get(key).and_then(Value::as_str) else { continue };
                         match id.split_once('#') {
-                            Some((_, fragment)) if !fragment.is_empty() && !fragment.starts_with('/') => self.anchors.push((fragment, value)),
+                            Some((_, fragment)) if !fragment.is_empty() && !fragment.starts_with('/') => {
+                                self.anchors.push((fragment, value))
+                            }
                             _ => {}
                         }
                         self.resources.push((id, value));
@@ -210,10 +222,14 @@ impl<'a> Graph<'a> {
                     }
                     "prefixItems" => node.item_choices.extend(self.schemas(sub)),
                     "items" if sub.is_array() => node.item_choices.extend(self.schemas(sub)),
-                    "items" | "additionalItems" | "contains" | "unevaluatedItems" => node.item_all.extend(self.schema(sub)),
+                    "items" | "additionalItems" | "contains" | "unevaluatedItems" => {
+                        node.item_all.extend(self.schema(sub))
+                    }
                     "properties" => node.property_choices.extend(self.schema_values(sub)),
                     "patternProperties" => node.property_all.extend(self.schema_values(sub)),
-                    "additionalProperties" | "unevaluatedProperties" | "propertyNames" => node.property_all.extend(self.schema(sub)),
+                    "additionalProperties" | "unevaluatedProperties" | "propertyNames" => {
+                        node.property_all.extend(self.schema(sub))
+                    }
                     // Indexed so references into them resolve to known nodes; applied only through those.
                     "$defs" | "definitions" => drop(self.schema_values(sub)),
                     _ => {}
@@ -233,7 +249,9 @@ impl<'a> Graph<'a> {
     }
 
     fn schema_values(&mut self, value: &'a Value) -> Vec<usize> {
-        value.as_object().map_or_else(Vec::new, |map: &'a Map<String, Value>| map.values().filter_map(|v| self.schema(v)).collect())
+        value
+            .as_object()
+            .map_or_else(Vec::new, |map: &'a Map<String, Value>| map.values().filter_map(|v| self.schema(v)).collect())
     }
 
     /// Every subschema `reference` could name (a superset: see the module doc).
@@ -352,7 +370,8 @@ mod tests {
         // Each link is the allOf node and its $ref entry; the root's $ref is one more.
         assert_eq!(cost.chain_links, 121);
         assert_eq!(cost.nested_checks(3), 122 * 3);
-        let cost = check(&json!({"type": "array", "items": {"anyOf": [{"type": "integer"}, {"type": "string"}]}})).unwrap();
+        let cost =
+            check(&json!({"type": "array", "items": {"anyOf": [{"type": "integer"}, {"type": "string"}]}})).unwrap();
         assert_eq!(cost.chain_links, 1);
         // The root array once, then 3 checks per item, at any depth past the first.
         assert_eq!(cost.applications(&[1, 1_000]), 1 + 3_000);
@@ -379,13 +398,27 @@ mod tests {
 
     #[test]
     fn doubling_references_are_caught() {
-        assert_eq!(Err(Unbounded::OverBudget), check(&chain(20, |next| json!({"anyOf": [{"$ref": next}, {"$ref": next}]}))));
+        assert_eq!(
+            Err(Unbounded::OverBudget),
+            check(&chain(20, |next| json!({"anyOf": [{"$ref": next}, {"$ref": next}]})))
+        );
         // Doubling at each level of the value rather than in place.
         assert_eq!(Err(Unbounded::OverBudget), check(&json!({"items": {"anyOf": [{"$ref": "#"}, {"$ref": "#"}]}})));
         assert_eq!(Err(Unbounded::OverBudget), check(&json!({"items": {"$ref": "#"}, "contains": {"$ref": "#"}})));
-        assert_eq!(Err(Unbounded::OverBudget), check(&json!({"patternProperties": {"a": {"$ref": "#"}, "b": {"$ref": "#"}}})));
+        assert_eq!(
+            Err(Unbounded::OverBudget),
+            check(&json!({"patternProperties": {"a": {"$ref": "#"}, "b": {"$ref": "#"}}}))
+        );
         // Through anchors and $id-relative documents too.
-        assert_eq!(Err(Unbounded::OverBudget), check(&json!({"$anchor": "r", "items": {"allOf": [{"$ref": "#r"}, {"$ref": "#r"}]}})));
-        assert_eq!(Err(Unbounded::OverBudget), check(&json!({"$id": "http://x.invalid/r.json", "items": {"allOf": [{"$ref": "r.json"}, {"$ref": "r.json"}]}})));
+        assert_eq!(
+            Err(Unbounded::OverBudget),
+            check(&json!({"$anchor": "r", "items": {"allOf": [{"$ref": "#r"}, {"$ref": "#r"}]}}))
+        );
+        assert_eq!(
+            Err(Unbounded::OverBudget),
+            check(
+                &json!({"$id": "http://x.invalid/r.json", "items": {"allOf": [{"$ref": "r.json"}, {"$ref": "r.json"}]}})
+            )
+        );
     }
 }

@@ -80,7 +80,8 @@ pub fn check(schema: &Value, max_bytes: usize) -> Result<(), ProfileViolation> {
         None => budget.node("", root),
         Some(Value::String(dialect)) if dialect == MCP_SCHEMA_DIALECT => {
             // The declaration is kept in the schema; what is checked against the profile is the rest.
-            let rest: Map<String, Value> = root.iter().filter(|(k, _)| *k != "$schema").map(|(k, v)| (k.clone(), v.clone())).collect();
+            let rest: Map<String, Value> =
+                root.iter().filter(|(k, _)| *k != "$schema").map(|(k, v)| (k.clone(), v.clone())).collect();
             budget.node("", &rest)
         }
         Some(_) => Err(violation("/$schema", format!("the only dialect accepted is {MCP_SCHEMA_DIALECT}"))),
@@ -96,10 +97,16 @@ impl Budget {
     fn count(&mut self, value: &Value, depth: usize, at: &str) -> Result<(), ProfileViolation> {
         self.nodes += 1;
         if self.nodes > MAX_PROFILE_SCHEMA_NODES {
-            return Err(ProfileViolation { at: at.to_owned(), reason: format!("the schema has more than {MAX_PROFILE_SCHEMA_NODES} values") });
+            return Err(ProfileViolation {
+                at: at.to_owned(),
+                reason: format!("the schema has more than {MAX_PROFILE_SCHEMA_NODES} values"),
+            });
         }
         if depth > MAX_PROFILE_SCHEMA_DEPTH_LEVELS {
-            return Err(ProfileViolation { at: at.to_owned(), reason: format!("the schema is nested deeper than {MAX_PROFILE_SCHEMA_DEPTH_LEVELS} levels") });
+            return Err(ProfileViolation {
+                at: at.to_owned(),
+                reason: format!("the schema is nested deeper than {MAX_PROFILE_SCHEMA_DEPTH_LEVELS} levels"),
+            });
         }
         match value {
             Value::Array(items) => items.iter().try_for_each(|item| self.count(item, depth + 1, at)),
@@ -107,8 +114,13 @@ impl Budget {
                 self.nodes += 1; // the key
                 self.count(item, depth + 1, at)
             }),
-            Value::Number(n) if n.as_f64().is_none_or(|f| !f.is_finite() || (f.fract() == 0.0 && f.abs() > MAX_SAFE_INTEGER)) => {
-                Err(ProfileViolation { at: at.to_owned(), reason: "a number outside the range JSON carries exactly".into() })
+            Value::Number(n)
+                if n.as_f64().is_none_or(|f| !f.is_finite() || (f.fract() == 0.0 && f.abs() > MAX_SAFE_INTEGER)) =>
+            {
+                Err(ProfileViolation {
+                    at: at.to_owned(),
+                    reason: "a number outside the range JSON carries exactly".into(),
+                })
             }
             _ => Ok(()),
         }
@@ -116,12 +128,18 @@ impl Budget {
 
     /// Checks one schema node's keywords (its size and depth were counted with the whole schema).
     fn node(&mut self, at: &str, keywords: &Map<String, Value>) -> Result<(), ProfileViolation> {
-        let bad = |keyword: &str, reason: &str| Err(ProfileViolation { at: format!("{at}/{}", escape(keyword)), reason: reason.to_owned() });
-        let mut unknown: Vec<&str> = keywords.keys().map(String::as_str).filter(|k| !PROFILE_KEYWORDS.contains(k)).collect();
+        let bad = |keyword: &str, reason: &str| {
+            Err(ProfileViolation { at: format!("{at}/{}", escape(keyword)), reason: reason.to_owned() })
+        };
+        let mut unknown: Vec<&str> =
+            keywords.keys().map(String::as_str).filter(|k| !PROFILE_KEYWORDS.contains(k)).collect();
         if !unknown.is_empty() {
             unknown.sort_unstable();
             let named: Vec<String> = unknown.iter().take(8).map(|k| format!("{k:?}")).collect();
-            return Err(ProfileViolation { at: at.to_owned(), reason: format!("keywords outside the profile: {}", named.join(", ")) });
+            return Err(ProfileViolation {
+                at: at.to_owned(),
+                reason: format!("keywords outside the profile: {}", named.join(", ")),
+            });
         }
         for (keyword, value) in keywords {
             let keyword = keyword.as_str();
@@ -141,7 +159,9 @@ impl Budget {
                     }
                 }
                 "title" | "description" if !value.is_string() => return bad(keyword, "must be a string"),
-                "additionalProperties" | "uniqueItems" if !value.is_boolean() => return bad(keyword, "must be a boolean"),
+                "additionalProperties" | "uniqueItems" if !value.is_boolean() => {
+                    return bad(keyword, "must be a boolean")
+                }
                 "properties" => {
                     let Value::Object(properties) = value else { return bad(keyword, "must be an object of schemas") };
                     for (name, child) in properties {
@@ -150,7 +170,9 @@ impl Budget {
                 }
                 "items" => self.child(value, &format!("{at}/items"))?,
                 "anyOf" | "oneOf" => {
-                    let Value::Array(branches) = value else { return bad(keyword, "must be a non-empty array of schemas") };
+                    let Value::Array(branches) = value else {
+                        return bad(keyword, "must be a non-empty array of schemas");
+                    };
                     if branches.is_empty() {
                         return bad(keyword, "must be a non-empty array of schemas");
                     }
@@ -168,16 +190,22 @@ impl Budget {
                         }
                     }
                 }
-                "enum" if value.as_array().is_none_or(|values| values.is_empty()) => return bad(keyword, "must be a non-empty array"),
+                "enum" if value.as_array().is_none_or(|values| values.is_empty()) => {
+                    return bad(keyword, "must be a non-empty array")
+                }
                 "minLength" | "maxLength" | "minItems" | "maxItems" if !is_count(value) => {
                     return bad(keyword, "must be a non-negative integer")
                 }
-                "minimum" | "maximum" if !value.as_f64().is_some_and(f64::is_finite) => return bad(keyword, "must be a number"),
+                "minimum" | "maximum" if !value.as_f64().is_some_and(f64::is_finite) => {
+                    return bad(keyword, "must be a number")
+                }
                 _ => {}
             }
         }
         for (low, high) in [("minLength", "maxLength"), ("minItems", "maxItems"), ("minimum", "maximum")] {
-            if let (Some(low_value), Some(high_value)) = (keywords.get(low).and_then(Value::as_f64), keywords.get(high).and_then(Value::as_f64)) {
+            if let (Some(low_value), Some(high_value)) =
+                (keywords.get(low).and_then(Value::as_f64), keywords.get(high).and_then(Value::as_f64))
+            {
                 if low_value > high_value {
                     return bad(low, &format!("is above {high}"));
                 }
@@ -240,8 +268,14 @@ mod tests {
             (json!({ "type": "object", "x-fastmcp-wrap-result": true }), ""),
             (json!({ "type": "object", "properties": { "a": { "$ref": "#/$defs/a" } }, "$defs": { "a": {} } }), ""),
             (json!({ "type": "object", "properties": { "a": { "$ref": "#/x" } } }), "/properties/a"),
-            (json!({ "type": "object", "properties": { "s": { "type": "string", "format": "email" } } }), "/properties/s"),
-            (json!({ "type": "object", "properties": { "a": { "$schema": MCP_SCHEMA_DIALECT, "type": "string" } } }), "/properties/a"),
+            (
+                json!({ "type": "object", "properties": { "s": { "type": "string", "format": "email" } } }),
+                "/properties/s",
+            ),
+            (
+                json!({ "type": "object", "properties": { "a": { "$schema": MCP_SCHEMA_DIALECT, "type": "string" } } }),
+                "/properties/a",
+            ),
             (json!({ "$schema": "http://json-schema.org/draft-07/schema#", "type": "object" }), "/$schema"),
             (json!({ "$schema": "https://json-schema.org/draft/2020-12/schema#", "type": "object" }), "/$schema"),
         ] {
@@ -280,7 +314,11 @@ mod tests {
             deep = json!({ "type": "array", "items": deep });
         }
         assert!(refused(json!({ "type": "object", "properties": { "d": deep } })).reason.contains("deeper"));
-        let many: serde_json::Map<String, Value> = (0..1500).map(|i| (format!("p{i}"), json!({ "type": "string" }))).collect();
-        assert!(check(&json!({ "type": "object", "properties": many }), usize::MAX).unwrap_err().reason.contains("values"));
+        let many: serde_json::Map<String, Value> =
+            (0..1500).map(|i| (format!("p{i}"), json!({ "type": "string" }))).collect();
+        assert!(check(&json!({ "type": "object", "properties": many }), usize::MAX)
+            .unwrap_err()
+            .reason
+            .contains("values"));
     }
 }

@@ -85,7 +85,13 @@ impl ToolSchemas {
     /// Checks `arguments` (already known to be a JSON object) against `input_schema`, compiling it on
     /// first use. `tool` names the tool in the error. `on_unusable` hears of a schema that cannot be used
     /// at every check (the caller reports it once).
-    pub fn check_arguments(&self, tool: &str, input_schema: &str, arguments: &RawValue, on_unusable: impl FnOnce(&SchemaError)) -> Result<()> {
+    pub fn check_arguments(
+        &self,
+        tool: &str,
+        input_schema: &str,
+        arguments: &RawValue,
+        on_unusable: impl FnOnce(&SchemaError),
+    ) -> Result<()> {
         without_panics(tool, "arguments", || {
             let Some(schema) = self.input.get_or_init(|| Compiled::of(input_schema, true)).usable(on_unusable) else {
                 return Ok(());
@@ -113,7 +119,8 @@ impl ToolSchemas {
         on_unusable: impl FnOnce(&SchemaError),
     ) -> Result<()> {
         without_panics(tool, "result", || {
-            let Some(schema) = self.output.get_or_init(|| Compiled::of(output_schema, false)).usable(on_unusable) else {
+            let Some(schema) = self.output.get_or_init(|| Compiled::of(output_schema, false)).usable(on_unusable)
+            else {
                 return Ok(());
             };
             #[derive(serde::Deserialize)]
@@ -125,7 +132,9 @@ impl ToolSchemas {
                 .map_err(|_| McpError::Protocol("tools/call returned a malformed result".to_owned()))?
                 .structured_content;
             let Some(structured) = structured else {
-                return Err(McpError::ResultInvalid(format!("tool {tool:?} has an outputSchema but its result has no structuredContent")));
+                return Err(McpError::ResultInvalid(format!(
+                    "tool {tool:?} has an outputSchema but its result has no structuredContent"
+                )));
             };
             schema.check(&structured).map_err(|refusal| {
                 McpError::ResultInvalid(match refusal {
@@ -184,8 +193,12 @@ mod tests {
         assert_eq!(error.code(), "mcp_invalid_arguments");
         assert!(error.to_string().contains("at /n: the value is not of type \"integer\""), "{error}");
         // A rule of the arguments as a whole (a required property) names them as the arguments.
-        let missing = schemas.check_arguments("s__t", schema, &raw("{}"), |_| panic!("usable")).unwrap_err().to_string();
-        assert!(missing.contains("do not match its inputSchema, at the arguments: ") && !missing.contains("value itself"), "{missing}");
+        let missing =
+            schemas.check_arguments("s__t", schema, &raw("{}"), |_| panic!("usable")).unwrap_err().to_string();
+        assert!(
+            missing.contains("do not match its inputSchema, at the arguments: ") && !missing.contains("value itself"),
+            "{missing}"
+        );
         // The compiled schema is kept: a different text is not looked at again for this definition.
         assert!(schemas.check_arguments("s__t", "{}", &raw(r#"{"n":"5"}"#), |_| ()).is_err());
     }
@@ -195,7 +208,9 @@ mod tests {
         let schemas = ToolSchemas::default();
         let mut reports = Vec::new();
         for _ in 0..3 {
-            let outcome = schemas.check_arguments("s__t", r#"{"$ref":"http://127.0.0.1:9/s.json"}"#, &raw("{}"), |e| reports.push(e.to_string()));
+            let outcome = schemas.check_arguments("s__t", r#"{"$ref":"http://127.0.0.1:9/s.json"}"#, &raw("{}"), |e| {
+                reports.push(e.to_string())
+            });
             assert!(outcome.is_ok());
         }
         assert_eq!(reports.len(), 3, "{reports:?}");
@@ -204,10 +219,20 @@ mod tests {
 
     #[test]
     fn any_object_schemas_are_not_compiled() {
-        for schema in ["{}", "true", r#"{"type":"object"}"#, r#"{"type":"object","description":"d","$schema":"https://json-schema.org/draft/2020-12/schema"}"#] {
+        for schema in [
+            "{}",
+            "true",
+            r#"{"type":"object"}"#,
+            r#"{"type":"object","description":"d","$schema":"https://json-schema.org/draft/2020-12/schema"}"#,
+        ] {
             assert!(is_any_object(schema), "{schema}");
         }
-        for schema in [r#"{"type":"object","properties":{}}"#, r#"{"type":"array"}"#, "false", r#"{"type":"object","additionalProperties":false}"#] {
+        for schema in [
+            r#"{"type":"object","properties":{}}"#,
+            r#"{"type":"array"}"#,
+            "false",
+            r#"{"type":"object","additionalProperties":false}"#,
+        ] {
             assert!(!is_any_object(schema), "{schema}");
         }
     }
@@ -226,11 +251,20 @@ mod tests {
         assert!(result.len() < crate::limits::DEFAULT_MAX_RESULT_BYTES);
         let schemas = ToolSchemas::default();
         for expose in [true, false] {
-            let error = schemas.check_result("s__t", &schema, &raw(&result), expose, |e| panic!("within the bounds: {e}")).unwrap_err();
+            let error = schemas
+                .check_result("s__t", &schema, &raw(&result), expose, |e| panic!("within the bounds: {e}"))
+                .unwrap_err();
             assert_eq!(error.code(), "mcp_result_invalid");
-            assert!(error.to_string().contains("cannot be checked against its outputSchema, so the result is refused"), "{error}");
+            assert!(
+                error.to_string().contains("cannot be checked against its outputSchema, so the result is refused"),
+                "{error}"
+            );
         }
-        let error = schemas.check_arguments("s__t", &schema, &raw(&format!(r#"{{"a":[{items}]}}"#)), |e| panic!("within the bounds: {e}")).unwrap_err();
+        let error = schemas
+            .check_arguments("s__t", &schema, &raw(&format!(r#"{{"a":[{items}]}}"#)), |e| {
+                panic!("within the bounds: {e}")
+            })
+            .unwrap_err();
         assert_eq!(error.code(), "mcp_invalid_arguments");
         assert!(error.to_string().contains("cannot be checked against its inputSchema"), "{error}");
     }
@@ -247,14 +281,18 @@ mod tests {
     fn results_need_valid_structured_content() {
         let schemas = ToolSchemas::default();
         let schema = r#"{"type":"object","properties":{"sum":{"type":"number"}},"required":["sum"]}"#;
-        let check = |result: &str, expose| schemas.check_result("s__t", schema, &raw(result), expose, |_| panic!("usable"));
+        let check =
+            |result: &str, expose| schemas.check_result("s__t", schema, &raw(result), expose, |_| panic!("usable"));
         assert!(check(r#"{"content":[],"structuredContent":{"sum":3}}"#, true).is_ok());
-        for bad in [r#"{"content":[{"type":"text","text":"{\"sum\":3}"}]}"#, r#"{"content":[],"structuredContent":null}"#] {
+        for bad in
+            [r#"{"content":[{"type":"text","text":"{\"sum\":3}"}]}"#, r#"{"content":[],"structuredContent":null}"#]
+        {
             assert_eq!(check(bad, true).unwrap_err().code(), "mcp_result_invalid", "{bad}");
         }
         // The plainest outputSchema still requires structuredContent, and an object.
         let plain = ToolSchemas::default();
-        let check_plain = |result: &str| plain.check_result("s__t", r#"{"type":"object"}"#, &raw(result), true, |_| panic!("usable"));
+        let check_plain =
+            |result: &str| plain.check_result("s__t", r#"{"type":"object"}"#, &raw(result), true, |_| panic!("usable"));
         assert!(check_plain(r#"{"content":[],"structuredContent":{}}"#).is_ok());
         assert_eq!(check_plain(r#"{"content":[]}"#).unwrap_err().code(), "mcp_result_invalid");
         assert_eq!(check_plain(r#"{"content":[],"structuredContent":[1]}"#).unwrap_err().code(), "mcp_result_invalid");

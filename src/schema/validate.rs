@@ -1,11 +1,12 @@
 //! One compiled schema and the failures it reports (see the module doc for the policy).
 
-use crate::limits::{
-    MAX_PATTERN_BACKTRACK_STEPS, MAX_PATTERN_DFA_CACHE_BYTES, MAX_PATTERN_PROGRAM_BYTES, MAX_SCHEMA_APPLICATIONS_PER_NODE, MAX_SCHEMA_BYTES,
-    MAX_SCHEMA_DEPTH_LEVELS, MAX_SCHEMA_REFERENCE_CHAIN_LINKS, MAX_VALIDATION_APPLICATIONS, MAX_VALIDATION_MESSAGE_BYTES,
-    MAX_VALIDATION_NESTED_CHECKS, MAX_VALIDATION_PATH_BYTES, MAX_VALUE_DEPTH_LEVELS,
-};
 use super::cost::{Cost, Unbounded};
+use crate::limits::{
+    MAX_PATTERN_BACKTRACK_STEPS, MAX_PATTERN_DFA_CACHE_BYTES, MAX_PATTERN_PROGRAM_BYTES,
+    MAX_SCHEMA_APPLICATIONS_PER_NODE, MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH_LEVELS, MAX_SCHEMA_REFERENCE_CHAIN_LINKS,
+    MAX_VALIDATION_APPLICATIONS, MAX_VALIDATION_MESSAGE_BYTES, MAX_VALIDATION_NESTED_CHECKS, MAX_VALIDATION_PATH_BYTES,
+    MAX_VALUE_DEPTH_LEVELS,
+};
 use crate::protocol::nesting;
 use jsonschema::{PatternOptions, ValidationError, Validator};
 use serde_json::Value;
@@ -107,7 +108,8 @@ impl CompiledSchema {
         if nesting::exceeds_depth(schema.as_bytes(), MAX_SCHEMA_DEPTH_LEVELS) {
             return Err(SchemaError::TooDeep);
         }
-        let value: Value = serde_json::from_str(schema).map_err(|e| SchemaError::NotJson(cut(&e.to_string(), MAX_VALIDATION_MESSAGE_BYTES)))?;
+        let value: Value = serde_json::from_str(schema)
+            .map_err(|e| SchemaError::NotJson(cut(&e.to_string(), MAX_VALIDATION_MESSAGE_BYTES)))?;
         Self::build(&value)
     }
 
@@ -132,11 +134,10 @@ impl CompiledSchema {
             .backtrack_limit(MAX_PATTERN_BACKTRACK_STEPS)
             .size_limit(MAX_PATTERN_PROGRAM_BYTES)
             .dfa_size_limit(MAX_PATTERN_DFA_CACHE_BYTES);
-        let validator = jsonschema::options()
-            .offline()
-            .with_pattern_options(patterns)
-            .build(schema)
-            .map_err(|error| SchemaError::Invalid { at: bounded_path(error.instance_path().as_str()), message: message_of(&error) })?;
+        let validator =
+            jsonschema::options().offline().with_pattern_options(patterns).build(schema).map_err(|error| {
+                SchemaError::Invalid { at: bounded_path(error.instance_path().as_str()), message: message_of(&error) }
+            })?;
         Ok(CompiledSchema { validator, cost })
     }
 
@@ -176,7 +177,10 @@ impl CompiledSchema {
         }
         match self.validator.validate(value) {
             Ok(()) => Ok(()),
-            Err(error) => Err(Refusal::Violation(Violation { path: bounded_path(error.instance_path().as_str()), message: message_of(&error) })),
+            Err(error) => Err(Refusal::Violation(Violation {
+                path: bounded_path(error.instance_path().as_str()),
+                message: message_of(&error),
+            })),
         }
     }
 
@@ -190,7 +194,10 @@ impl CompiledSchema {
         match parsed {
             Ok(value) => self.check(&value),
             Err(e) if e.to_string().starts_with("recursion limit exceeded") => Err(Refusal::NotValidated(too_deep())),
-            Err(e) => Err(Refusal::Violation(Violation { path: String::new(), message: cut(&format!("not JSON: {e}"), MAX_VALIDATION_MESSAGE_BYTES) })),
+            Err(e) => Err(Refusal::Violation(Violation {
+                path: String::new(),
+                message: cut(&format!("not JSON: {e}"), MAX_VALIDATION_MESSAGE_BYTES),
+            })),
         }
     }
 }
@@ -324,8 +331,8 @@ fn serialized_len(value: &Value) -> usize {
 mod tests {
     use super::{CompiledSchema, Refusal, SchemaError};
     use crate::limits::{
-        MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH_LEVELS, MAX_SCHEMA_REFERENCE_CHAIN_LINKS, MAX_VALIDATION_APPLICATIONS, MAX_VALIDATION_MESSAGE_BYTES,
-        MAX_VALIDATION_NESTED_CHECKS, MAX_VALIDATION_PATH_BYTES,
+        MAX_SCHEMA_BYTES, MAX_SCHEMA_DEPTH_LEVELS, MAX_SCHEMA_REFERENCE_CHAIN_LINKS, MAX_VALIDATION_APPLICATIONS,
+        MAX_VALIDATION_MESSAGE_BYTES, MAX_VALIDATION_NESTED_CHECKS, MAX_VALIDATION_PATH_BYTES,
     };
     use crate::schema::cost::Unbounded;
     use serde_json::json;
@@ -336,7 +343,9 @@ mod tests {
 
     #[test]
     fn a_valid_value_passes_and_an_invalid_one_names_its_path() {
-        let s = schema(r#"{"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}}},"required":["a"]}"#);
+        let s = schema(
+            r#"{"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}}},"required":["a"]}"#,
+        );
         assert_eq!(s.validate(&json!({"a": [1, 2]})), Ok(()));
         let v = s.validate(&json!({"a": [1, "x"]})).unwrap_err();
         assert_eq!(v.path, "/a/1");
@@ -347,7 +356,9 @@ mod tests {
 
     #[test]
     fn nothing_is_coerced() {
-        let s = schema(r#"{"type":"object","properties":{"n":{"type":"integer"},"b":{"type":"boolean"},"s":{"type":"string"}}}"#);
+        let s = schema(
+            r#"{"type":"object","properties":{"n":{"type":"integer"},"b":{"type":"boolean"},"s":{"type":"string"}}}"#,
+        );
         assert!(s.validate(&json!({"n": 5, "b": true, "s": "5"})).is_ok());
         for bad in [json!({"n": "5"}), json!({"b": "true"}), json!({"s": 5}), json!({"n": 5.5}), json!({"n": null})] {
             assert!(s.validate(&bad).is_err(), "{bad}");
@@ -380,7 +391,10 @@ mod tests {
         ] {
             let e = CompiledSchema::compile(external).err().unwrap_or_else(|| panic!("{external} compiled"));
             // The cost bound refuses a reference it cannot resolve before the validator sees it.
-            assert!(matches!(e, SchemaError::Invalid { .. } | SchemaError::TooCostly(Unbounded::Unresolved(_))), "{external}: {e}");
+            assert!(
+                matches!(e, SchemaError::Invalid { .. } | SchemaError::TooCostly(Unbounded::Unresolved(_))),
+                "{external}: {e}"
+            );
         }
     }
 
@@ -388,14 +402,28 @@ mod tests {
     fn recursion_through_the_value_works_and_unbounded_references_are_refused() {
         let tree = schema(r##"{"type":"object","properties":{"children":{"type":"array","items":{"$ref":"#"}}}}"##);
         assert!(tree.validate(&json!({"children": [{"children": [{}]}]})).is_ok());
-        assert_eq!(tree.validate(&json!({"children": [{"children": [1]}]})).unwrap_err().path, "/children/0/children/0");
-        for looping in [r##"{"$ref":"#"}"##, r##"{"allOf":[{"$ref":"#"}]}"##, r##"{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}"##] {
-            assert_eq!(CompiledSchema::compile(looping).err(), Some(SchemaError::TooCostly(Unbounded::LoopsInPlace)), "{looping}");
+        assert_eq!(
+            tree.validate(&json!({"children": [{"children": [1]}]})).unwrap_err().path,
+            "/children/0/children/0"
+        );
+        for looping in [
+            r##"{"$ref":"#"}"##,
+            r##"{"allOf":[{"$ref":"#"}]}"##,
+            r##"{"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}"##,
+        ] {
+            assert_eq!(
+                CompiledSchema::compile(looping).err(),
+                Some(SchemaError::TooCostly(Unbounded::LoopsInPlace)),
+                "{looping}"
+            );
         }
         // 2^40 checks of one value if it compiled: refused before compiling, at once.
         let mut defs = serde_json::Map::new();
         for i in 0..40 {
-            defs.insert(format!("a{i}"), json!({"anyOf": [{"$ref": format!("#/$defs/a{}", i + 1)}, {"$ref": format!("#/$defs/a{}", i + 1)}]}));
+            defs.insert(
+                format!("a{i}"),
+                json!({"anyOf": [{"$ref": format!("#/$defs/a{}", i + 1)}, {"$ref": format!("#/$defs/a{}", i + 1)}]}),
+            );
         }
         defs.insert("a40".to_owned(), json!({"type": "integer"}));
         let bomb = json!({"$defs": defs, "$ref": "#/$defs/a0"});
@@ -413,10 +441,17 @@ mod tests {
             let mut defs = serde_json::Map::new();
             for i in 0..40 {
                 let next = format!("#a{}", i + 1);
-                defs.insert(format!("a{i}"), json!({ key: format!("#a{i}"), "anyOf": [{ "$ref": next }, { "$ref": next }] }));
+                defs.insert(
+                    format!("a{i}"),
+                    json!({ key: format!("#a{i}"), "anyOf": [{ "$ref": next }, { "$ref": next }] }),
+                );
             }
             defs.insert("a40".to_owned(), json!({ key: "#a40", "type": "integer" }));
-            let dialect = if key == "id" { "http://json-schema.org/draft-04/schema#" } else { "http://json-schema.org/draft-07/schema#" };
+            let dialect = if key == "id" {
+                "http://json-schema.org/draft-04/schema#"
+            } else {
+                "http://json-schema.org/draft-07/schema#"
+            };
             let bomb = json!({ "$schema": dialect, "definitions": defs, "type": "object", "properties": { "q": { "$ref": "#a0" } } });
             match CompiledSchema::compile_value(&bomb) {
                 Err(SchemaError::TooCostly(Unbounded::OverBudget)) => {}
@@ -433,7 +468,9 @@ mod tests {
             }
         }
         // A small draft-7 schema named the same way still compiles and validates.
-        let named = schema(r##"{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"n":{"$id":"#n","type":"integer"}},"properties":{"q":{"$ref":"#n"}}}"##);
+        let named = schema(
+            r##"{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"n":{"$id":"#n","type":"integer"}},"properties":{"q":{"$ref":"#n"}}}"##,
+        );
         assert_eq!(named.validate(&json!({"q": "x"})).unwrap_err().path, "/q");
     }
 
@@ -441,7 +478,11 @@ mod tests {
     /// what the bound cannot see it cannot bound.
     #[test]
     fn a_reference_the_cost_bound_cannot_resolve_refuses_the_schema() {
-        for schema in [r##"{"$ref":"#nowhere"}"##, r##"{"properties":{"a":{"$ref":"#/$defs/missing"}}}"##, r##"{"$dynamicRef":"#meta"}"##] {
+        for schema in [
+            r##"{"$ref":"#nowhere"}"##,
+            r##"{"properties":{"a":{"$ref":"#/$defs/missing"}}}"##,
+            r##"{"$dynamicRef":"#meta"}"##,
+        ] {
             let error = CompiledSchema::compile(schema).err().unwrap_or_else(|| panic!("{schema} compiled"));
             assert!(matches!(error, SchemaError::TooCostly(Unbounded::Unresolved(_))), "{schema}: {error}");
             assert!(error.to_string().contains("names no subschema of this schema"), "{error}");
@@ -464,9 +505,14 @@ mod tests {
     fn a_long_reference_chain_does_not_overflow_the_stack() {
         let chain = reference_chain(9_500, json!({ "type": "integer" }));
         assert!(chain.to_string().len() < MAX_SCHEMA_BYTES);
-        let worker = std::thread::Builder::new().stack_size(2 * 1024 * 1024).spawn(move || CompiledSchema::compile_value(&chain).err());
+        let worker = std::thread::Builder::new()
+            .stack_size(2 * 1024 * 1024)
+            .spawn(move || CompiledSchema::compile_value(&chain).err());
         let refused = worker.unwrap().join().expect("no panic");
-        assert!(matches!(refused, Some(SchemaError::TooCostly(Unbounded::ChainTooLong { links: 9_501 }))), "{refused:?}");
+        assert!(
+            matches!(refused, Some(SchemaError::TooCostly(Unbounded::ChainTooLong { links: 9_501 }))),
+            "{refused:?}"
+        );
     }
 
     /// A chain within the limit, repeated at every level of a deep value (a tree reached through 120
@@ -482,7 +528,10 @@ mod tests {
         }
         let worker = std::thread::Builder::new().stack_size(2 * 1024 * 1024).spawn(move || {
             let compiled = CompiledSchema::compile_value(&tree).map_err(|e| e.to_string())?;
-            Ok::<_, String>((compiled.check(&json!({ "q": deep })), compiled.check(&json!({ "q": { "c": { "c": {} } } }))))
+            Ok::<_, String>((
+                compiled.check(&json!({ "q": deep })),
+                compiled.check(&json!({ "q": { "c": { "c": {} } } })),
+            ))
         });
         let (deep, shallow) = worker.unwrap().join().expect("no panic").expect("compiles");
         let Err(Refusal::NotValidated(why)) = deep else { panic!("{deep:?}") };
@@ -500,7 +549,10 @@ mod tests {
         assert_eq!(s.check(&few), Ok(()));
         let many = serde_json::Value::Array(vec![json!(5_000); 2_001]);
         let Err(Refusal::NotValidated(why)) = s.check(&many) else { panic!("validated") };
-        assert!(why.contains("2002 nodes") && why.contains(&format!("over the limit of {MAX_VALIDATION_APPLICATIONS}")), "{why}");
+        assert!(
+            why.contains("2002 nodes") && why.contains(&format!("over the limit of {MAX_VALIDATION_APPLICATIONS}")),
+            "{why}"
+        );
         // validate() reports it at the value itself, as JsonSchemaValidator and the server's checks see it.
         assert_eq!(s.validate(&many).unwrap_err().path, "");
     }
@@ -508,9 +560,14 @@ mod tests {
     #[test]
     fn schemas_over_the_bounds_are_refused_before_compiling() {
         // 64 levels of {"items": …} around a final {} is 65 levels.
-        let too_deep = format!("{}{{}}{}", r#"{"items":"#.repeat(MAX_SCHEMA_DEPTH_LEVELS), "}".repeat(MAX_SCHEMA_DEPTH_LEVELS));
+        let too_deep =
+            format!("{}{{}}{}", r#"{"items":"#.repeat(MAX_SCHEMA_DEPTH_LEVELS), "}".repeat(MAX_SCHEMA_DEPTH_LEVELS));
         assert_eq!(CompiledSchema::compile(&too_deep).err(), Some(SchemaError::TooDeep));
-        let at_limit = format!("{}{{}}{}", r#"{"items":"#.repeat(MAX_SCHEMA_DEPTH_LEVELS - 1), "}".repeat(MAX_SCHEMA_DEPTH_LEVELS - 1));
+        let at_limit = format!(
+            "{}{{}}{}",
+            r#"{"items":"#.repeat(MAX_SCHEMA_DEPTH_LEVELS - 1),
+            "}".repeat(MAX_SCHEMA_DEPTH_LEVELS - 1)
+        );
         assert!(CompiledSchema::compile(&at_limit).is_ok());
         let parsed: serde_json::Value = serde_json::from_str(&too_deep).unwrap();
         assert_eq!(CompiledSchema::compile_value(&parsed).err(), Some(SchemaError::TooDeep));
@@ -540,7 +597,9 @@ mod tests {
     #[test]
     fn failures_never_quote_the_value_and_stay_short() {
         let secret = "sk-live-".to_owned() + &"s".repeat(10_000);
-        let s = schema(r#"{"type":"object","properties":{"k":{"type":"integer"},"e":{"enum":[1,2]},"p":{"pattern":"^x"}},"additionalProperties":false}"#);
+        let s = schema(
+            r#"{"type":"object","properties":{"k":{"type":"integer"},"e":{"enum":[1,2]},"p":{"pattern":"^x"}},"additionalProperties":false}"#,
+        );
         for value in [json!({"k": secret}), json!({"e": secret}), json!({"p": secret})] {
             let v = s.validate(&value).unwrap_err();
             assert!(!v.message.contains("sk-live"), "{v:?}");
@@ -563,7 +622,11 @@ mod tests {
     fn lone_surrogates_are_judged_as_replacement_characters() {
         let s = schema(r#"{"properties":{"t":{"type":"string","maxLength":3}}}"#);
         assert_eq!(s.validate_json(r#"{"t":"a\ud800b"}"#), Ok(()));
-        assert_eq!(super::without_lone_surrogates(r#"["\udc00\\ud800"]"#).as_deref(), Some(r#"["\ufffd\\ud800"]"#), "an escaped backslash is not an escape");
+        assert_eq!(
+            super::without_lone_surrogates(r#"["\udc00\\ud800"]"#).as_deref(),
+            Some(r#"["\ufffd\\ud800"]"#),
+            "an escaped backslash is not an escape"
+        );
         assert_eq!(s.validate_json(r#"{"t":"\ud83d\ude80"}"#), Ok(()), "a pair is a pair");
         assert!(s.validate_json(r#"{"t":"\ud800\ud800\ud800\ud800"}"#).is_err(), "four characters");
         assert_eq!(super::without_lone_surrogates(r#"["\ud83d\ude80", "\\ud800"]"#), None);

@@ -128,7 +128,12 @@ impl Calls {
 impl McpServerCore {
     /// Calls `name` with `arguments` (JSON): the `CallToolResult` as JSON. `key` is the call's idempotency
     /// key (`params._meta.idempotencyKey`); without a journal it changes nothing.
-    pub async fn call(self: &Arc<Self>, name: &str, arguments: Option<Value>, key: Option<&str>) -> std::result::Result<String, Refusal> {
+    pub async fn call(
+        self: &Arc<Self>,
+        name: &str,
+        arguments: Option<Value>,
+        key: Option<&str>,
+    ) -> std::result::Result<String, Refusal> {
         let Some(tool) = self.tools.get(name) else { return Err(Refusal::UnknownTool(name.to_owned())) };
         let arguments = match arguments {
             None | Some(Value::Null) => Value::Object(Default::default()),
@@ -155,7 +160,13 @@ impl McpServerCore {
         }
     }
 
-    async fn call_once(self: &Arc<Self>, journal: Arc<dyn McpJournal>, name: &str, arguments: Value, key: &str) -> std::result::Result<String, Refusal> {
+    async fn call_once(
+        self: &Arc<Self>,
+        journal: Arc<dyn McpJournal>,
+        name: &str,
+        arguments: Value,
+        key: &str,
+    ) -> std::result::Result<String, Refusal> {
         let slot = (key.to_owned(), name.to_owned());
         let fingerprint = call_fingerprint(name, &arguments);
         loop {
@@ -177,7 +188,8 @@ impl McpServerCore {
                         in_flight.insert(slot.clone(), (fingerprint.clone(), receiver.clone()));
                         // The first: run it as a task of its own, so the side effect finishes whoever waits.
                         let leader = Leader { core: self.clone(), slot: slot.clone(), announce };
-                        let (journal, arguments, fingerprint) = (journal.clone(), arguments.clone(), fingerprint.clone());
+                        let (journal, arguments, fingerprint) =
+                            (journal.clone(), arguments.clone(), fingerprint.clone());
                         tokio::spawn(async move {
                             let _place = place;
                             let Ok(permit) = leader.core.calls.permits.clone().acquire_owned().await else {
@@ -186,7 +198,10 @@ impl McpServerCore {
                             if leader.abandoned() {
                                 return;
                             }
-                            let outcome = leader.core.execute_and_record(&journal, &leader.slot, &fingerprint, arguments, permit).await;
+                            let outcome = leader
+                                .core
+                                .execute_and_record(&journal, &leader.slot, &fingerprint, arguments, permit)
+                                .await;
                             leader.announce(outcome);
                         });
                         receiver
@@ -208,13 +223,22 @@ impl McpServerCore {
 
     /// The leader of a keyed call in this process: takes the call in the journal (waiting while another
     /// process runs it), runs it under a renewed lease, and records its result.
-    async fn execute_and_record(&self, journal: &Arc<dyn McpJournal>, slot: &(String, String), fingerprint: &str, arguments: Value, permit: OwnedSemaphorePermit) -> Result<Led> {
+    async fn execute_and_record(
+        &self,
+        journal: &Arc<dyn McpJournal>,
+        slot: &(String, String),
+        fingerprint: &str,
+        arguments: Value,
+        permit: OwnedSemaphorePermit,
+    ) -> Result<Led> {
         let (key, name) = slot;
         let owner = self.calls.next_owner();
         let mut wait = Duration::from_millis(CALL_POLL_MIN_MS);
         loop {
             match journal.take_call(key, name, fingerprint, &owner, CALL_LEASE_MS).await? {
-                CallSlot::Done(recorded) => return Ok(if recorded.matches(fingerprint) { Ok(recorded.result) } else { Err(KeyReused) }),
+                CallSlot::Done(recorded) => {
+                    return Ok(if recorded.matches(fingerprint) { Ok(recorded.result) } else { Err(KeyReused) })
+                }
                 CallSlot::Taken => break,
                 CallSlot::Running => {
                     tokio::time::sleep(wait).await;
@@ -276,11 +300,21 @@ impl McpServerCore {
     /// Records a finished call's result, trying `FINISH_ATTEMPTS` times. If the journal still fails, the
     /// result is kept in memory (repeats here are answered from it) and offered to the journal in the
     /// background until it takes it: `None`.
-    async fn finish_with_retries(&self, journal: &Arc<dyn McpJournal>, key: &str, name: &str, fingerprint: &str, owner: &str, result: &str) -> Option<Option<RecordedCall>> {
+    async fn finish_with_retries(
+        &self,
+        journal: &Arc<dyn McpJournal>,
+        key: &str,
+        name: &str,
+        fingerprint: &str,
+        owner: &str,
+        result: &str,
+    ) -> Option<Option<RecordedCall>> {
         for attempt in 1..=FINISH_ATTEMPTS {
             match journal.finish_call(key, name, fingerprint, owner, Some(result)).await {
                 Ok(recorded) => return Some(recorded),
-                Err(_) if attempt < FINISH_ATTEMPTS => tokio::time::sleep(Duration::from_millis(FINISH_RETRY_MS * u64::from(attempt))).await,
+                Err(_) if attempt < FINISH_ATTEMPTS => {
+                    tokio::time::sleep(Duration::from_millis(FINISH_RETRY_MS * u64::from(attempt))).await
+                }
                 Err(_) => {}
             }
         }
@@ -336,8 +370,12 @@ impl McpServerCore {
                 }
             },
         };
-        let execution = joined
-        .map_err(|e| McpError::Internal(format!("the execute of {name:?} failed in the engine ({})", if e.is_panic() { "a panic" } else { "cancelled" })))??;
+        let execution = joined.map_err(|e| {
+            McpError::Internal(format!(
+                "the execute of {name:?} failed in the engine ({})",
+                if e.is_panic() { "a panic" } else { "cancelled" }
+            ))
+        })??;
         let output_schema = self.tools.get(name).and_then(|t| t.spec.output_schema.as_ref()).is_some();
         Ok(match execution {
             Execution::Value(json) => value_result(&json, output_schema)?,
@@ -379,7 +417,8 @@ impl Drop for Leader {
     fn drop(&mut self) {
         if self.announce.borrow().is_none() {
             let mut in_flight = self.core.calls.in_flight.lock();
-            if in_flight.get(&self.slot).is_some_and(|(_, receiver)| receiver.same_channel(&self.announce.subscribe())) {
+            if in_flight.get(&self.slot).is_some_and(|(_, receiver)| receiver.same_channel(&self.announce.subscribe()))
+            {
                 in_flight.remove(&self.slot);
             }
             drop(in_flight);
@@ -466,7 +505,10 @@ mod tests {
     async fn a_keyed_call_runs_once_even_when_two_arrive_together() {
         let (core, host) = testing::server(journal());
         let args = || Some(serde_json::json!({ "ms": 50 }));
-        let (a, b) = tokio::join!(core.call("slow", args(), Some("order-1:call-7")), core.call("slow", args(), Some("order-1:call-7")));
+        let (a, b) = tokio::join!(
+            core.call("slow", args(), Some("order-1:call-7")),
+            core.call("slow", args(), Some("order-1:call-7"))
+        );
         assert_eq!(a.unwrap(), b.unwrap());
         assert_eq!(host.executions.load(Ordering::SeqCst), 1);
         let again = core.call("slow", args(), Some("order-1:call-7")).await.unwrap();
@@ -485,7 +527,10 @@ mod tests {
         let (a, host_a) = testing::server(Some(Arc::new(SqliteJournal::open_lazily(&path))));
         let (b, host_b) = testing::server(Some(Arc::new(SqliteJournal::open_lazily(&path))));
         let args = || Some(serde_json::json!({ "ms": 200 }));
-        let (x, y) = tokio::join!(a.call("slow", args(), Some("order-2:call-1")), b.call("slow", args(), Some("order-2:call-1")));
+        let (x, y) = tokio::join!(
+            a.call("slow", args(), Some("order-2:call-1")),
+            b.call("slow", args(), Some("order-2:call-1"))
+        );
         assert_eq!(x.unwrap(), y.unwrap(), "the second server waited and read the first one's result");
         assert_eq!(host_a.executions.load(Ordering::SeqCst) + host_b.executions.load(Ordering::SeqCst), 1);
     }
@@ -516,7 +561,8 @@ mod tests {
         let (core, host) = testing::server(journal());
         assert!(matches!(core.call("nope", None, None).await, Err(Refusal::UnknownTool(_))));
         assert!(matches!(core.call("echo", Some(serde_json::json!([1])), None).await, Err(Refusal::BadArguments(_))));
-        let invalid: Value = serde_json::from_str(&core.call("strict", Some(serde_json::json!({})), Some("k")).await.unwrap()).unwrap();
+        let invalid: Value =
+            serde_json::from_str(&core.call("strict", Some(serde_json::json!({})), Some("k")).await.unwrap()).unwrap();
         assert_eq!(invalid["isError"], true);
         assert!(invalid["content"][0]["text"].as_str().unwrap().contains("missing x"));
         assert_eq!(host.executions.load(Ordering::SeqCst), 0);
@@ -532,15 +578,28 @@ mod tests {
         let mut busy = Vec::new();
         for i in 0..MAX_CONCURRENT_SERVER_CALLS {
             let core = core.clone();
-            busy.push(tokio::spawn(async move { core.call("slow", Some(serde_json::json!({ "ms": 5_000 })), Some(&format!("busy-{i}"))).await.is_ok() }));
+            busy.push(tokio::spawn(async move {
+                core.call("slow", Some(serde_json::json!({ "ms": 5_000 })), Some(&format!("busy-{i}"))).await.is_ok()
+            }));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
         for i in 0..1_000 {
             // The client hangs up: its request future is dropped.
-            let _ = tokio::time::timeout(Duration::from_millis(1), core.call("slow", Some(serde_json::json!({ "ms": 0, "pad": "x".repeat(10_000) })), Some(&format!("gone-{i}")))).await;
+            let _ = tokio::time::timeout(
+                Duration::from_millis(1),
+                core.call(
+                    "slow",
+                    Some(serde_json::json!({ "ms": 0, "pad": "x".repeat(10_000) })),
+                    Some(&format!("gone-{i}")),
+                ),
+            )
+            .await;
         }
         let held = core.calls.in_flight.lock().len();
-        assert!(held <= 2 * MAX_CONCURRENT_SERVER_CALLS, "{held} keyed calls (and their arguments) held for clients that left");
+        assert!(
+            held <= 2 * MAX_CONCURRENT_SERVER_CALLS,
+            "{held} keyed calls (and their arguments) held for clients that left"
+        );
     }
 
     /// A key reused with other arguments is answered with the first call's result: a client (or a second
@@ -548,14 +607,18 @@ mod tests {
     #[tokio::test]
     async fn a_key_reused_with_other_arguments_is_not_answered_with_the_first_result() {
         let (core, _) = testing::server(journal());
-        let first = core.call("echo", Some(serde_json::json!({ "amount": 5000 })), Some("order-9:call-1")).await.unwrap();
+        let first =
+            core.call("echo", Some(serde_json::json!({ "amount": 5000 })), Some("order-9:call-1")).await.unwrap();
         let second = core.call("echo", Some(serde_json::json!({ "amount": 1 })), Some("order-9:call-1")).await;
         if let Ok(second) = &second {
             assert_ne!(second, &first, "the second call (amount 1) was answered with the first call's result");
         }
         assert!(matches!(second, Err(Refusal::KeyReused)), "{second:?}");
         // The same arguments (in another key order) still get the recorded result.
-        let again = core.call("echo", Some(serde_json::from_str(r#"{"amount":5000}"#).unwrap()), Some("order-9:call-1")).await.unwrap();
+        let again = core
+            .call("echo", Some(serde_json::from_str(r#"{"amount":5000}"#).unwrap()), Some("order-9:call-1"))
+            .await
+            .unwrap();
         assert_eq!(again, first);
         // While the first call runs, a second with other arguments is refused too, not made to wait for it.
         let (a, b) = tokio::join!(
@@ -570,8 +633,16 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_keyed_call_whose_execute_panics_fails_instead_of_spinning() {
         let (core, _) = testing::server(journal());
-        let called = tokio::time::timeout(Duration::from_secs(3), core.call("echo", Some(serde_json::json!({ "panic": true })), Some("k-panic"))).await;
-        assert!(matches!(called, Ok(Err(Refusal::Failed(_)))), "the call did not end within 3 s: {:?}", called.map(|r| r.map_err(|e| format!("{e:?}"))));
+        let called = tokio::time::timeout(
+            Duration::from_secs(3),
+            core.call("echo", Some(serde_json::json!({ "panic": true })), Some("k-panic")),
+        )
+        .await;
+        assert!(
+            matches!(called, Ok(Err(Refusal::Failed(_)))),
+            "the call did not end within 3 s: {:?}",
+            called.map(|r| r.map_err(|e| format!("{e:?}")))
+        );
         assert!(core.calls.in_flight.lock().is_empty(), "a stale in-flight entry is left for the key");
     }
 
@@ -611,7 +682,10 @@ mod tests {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
         let most = most.load(Ordering::SeqCst);
-        assert!(most <= MAX_CONCURRENT_SERVER_CALLS, "{most} executions ran at once (the bound is {MAX_CONCURRENT_SERVER_CALLS})");
+        assert!(
+            most <= MAX_CONCURRENT_SERVER_CALLS,
+            "{most} executions ran at once (the bound is {MAX_CONCURRENT_SERVER_CALLS})"
+        );
     }
 
     /// A live owner whose renewals fail (SQLite busy past BUSY_TIMEOUT on each tick, a stalled blocking
@@ -624,32 +698,71 @@ mod tests {
         use crate::store::BoxFuture;
         struct NoRenewal(MemoryJournal);
         impl McpJournal for NoRenewal {
-            fn claim(&self, key: &str, value: &str) -> BoxFuture<'_, Result<String>> { self.0.claim(key, value) }
-            fn get(&self, key: &str) -> BoxFuture<'_, Result<Option<String>>> { self.0.get(key) }
-            fn reserve(&self, run_id: &str, counter: &str, limit: u64) -> BoxFuture<'_, Result<Option<u64>>> { self.0.reserve(run_id, counter, limit) }
-            fn release(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<()>> { self.0.release(run_id, counter) }
-            fn count(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<u64>> { self.0.count(run_id, counter) }
-            fn call_result(&self, key: &str, tool: &str) -> BoxFuture<'_, Result<Option<RecordedCall>>> { self.0.call_result(key, tool) }
-            fn take_call(&self, key: &str, tool: &str, fingerprint: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<CallSlot>> { self.0.take_call(key, tool, fingerprint, owner, lease_ms) }
+            fn claim(&self, key: &str, value: &str) -> BoxFuture<'_, Result<String>> {
+                self.0.claim(key, value)
+            }
+            fn get(&self, key: &str) -> BoxFuture<'_, Result<Option<String>>> {
+                self.0.get(key)
+            }
+            fn reserve(&self, run_id: &str, counter: &str, limit: u64) -> BoxFuture<'_, Result<Option<u64>>> {
+                self.0.reserve(run_id, counter, limit)
+            }
+            fn release(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<()>> {
+                self.0.release(run_id, counter)
+            }
+            fn count(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<u64>> {
+                self.0.count(run_id, counter)
+            }
+            fn call_result(&self, key: &str, tool: &str) -> BoxFuture<'_, Result<Option<RecordedCall>>> {
+                self.0.call_result(key, tool)
+            }
+            fn take_call(
+                &self,
+                key: &str,
+                tool: &str,
+                fingerprint: &str,
+                owner: &str,
+                lease_ms: u64,
+            ) -> BoxFuture<'_, Result<CallSlot>> {
+                self.0.take_call(key, tool, fingerprint, owner, lease_ms)
+            }
             fn renew_call(&self, _: &str, _: &str, _: &str, _: u64) -> BoxFuture<'_, Result<bool>> {
                 Box::pin(async { Err(McpError::Storage("store: SQLite: database is locked".into())) })
             }
-            fn finish_call(&self, key: &str, tool: &str, fingerprint: &str, owner: &str, result: Option<&str>) -> BoxFuture<'_, Result<Option<RecordedCall>>> { self.0.finish_call(key, tool, fingerprint, owner, result) }
+            fn finish_call(
+                &self,
+                key: &str,
+                tool: &str,
+                fingerprint: &str,
+                owner: &str,
+                result: Option<&str>,
+            ) -> BoxFuture<'_, Result<Option<RecordedCall>>> {
+                self.0.finish_call(key, tool, fingerprint, owner, result)
+            }
         }
         let shared: Arc<dyn McpJournal> = Arc::new(NoRenewal(MemoryJournal::new()));
         let (a, host_a) = testing::server(Some(shared.clone()));
         let (b, host_b) = testing::server(Some(shared.clone()));
-        let first = tokio::spawn(async move { a.call("slow", Some(serde_json::json!({ "ms": CALL_LEASE_MS + 1_000 })), Some("order-5:call-1")).await });
+        let first = tokio::spawn(async move {
+            a.call("slow", Some(serde_json::json!({ "ms": CALL_LEASE_MS + 1_000 })), Some("order-5:call-1")).await
+        });
         tokio::time::sleep(Duration::from_millis(200)).await;
         // The successor's renewals would fail too: its run is shorter than a renewal tick.
         let second = b.call("slow", Some(serde_json::json!({ "ms": 0 })), Some("order-5:call-1")).await;
         let first = first.await.unwrap();
-        assert!(matches!(&first, Err(Refusal::Failed(McpError::Storage(m))) if m.contains("outcome is unknown")), "{first:?}");
+        assert!(
+            matches!(&first, Err(Refusal::Failed(McpError::Storage(m))) if m.contains("outcome is unknown")),
+            "{first:?}"
+        );
         assert!(second.is_ok(), "{second:?}");
         tokio::time::sleep(Duration::from_millis(CALL_LEASE_MS + 1_500)).await;
         let executions = host_a.executions.load(Ordering::SeqCst) + host_b.executions.load(Ordering::SeqCst);
         assert_eq!(executions, 1, "the call ran in both processes while its first owner was alive");
-        assert_eq!(shared.call_result("order-5:call-1", "slow").await.unwrap().map(|r| r.result), second.ok(), "the successor's result is the one recorded");
+        assert_eq!(
+            shared.call_result("order-5:call-1", "slow").await.unwrap().map(|r| r.result),
+            second.ok(),
+            "the successor's result is the one recorded"
+        );
     }
 
     /// A value nested deeper than serde_json's 128 levels fails the call with a typed error, instead of
@@ -672,13 +785,19 @@ mod tests {
         assert!(matches!(called, Err(Refusal::Failed(McpError::Timeout { after_ms: 20 }))), "{called:?}");
         assert_eq!(core.calls.permits.available_permits(), MAX_CONCURRENT_SERVER_CALLS, "the slot is given back");
         assert!(core.calls.in_flight.lock().is_empty());
-        let refused = McpServerCore::new(&serde_json::json!({ "tools": [], "callTimeoutMs": 0 }).to_string(), Arc::new(testing::server(None).1), None, &|_| None);
+        let refused = McpServerCore::new(
+            &serde_json::json!({ "tools": [], "callTimeoutMs": 0 }).to_string(),
+            Arc::new(testing::server(None).1),
+            None,
+            &|_| None,
+        );
         assert_eq!(refused.err().map(|e| e.code()), Some("mcp_config_invalid"));
     }
 
     #[test]
     fn values_become_call_results() {
-        let shaped = |json: &str, output: bool| serde_json::from_str::<Value>(&value_result(json, output).unwrap()).unwrap();
+        let shaped =
+            |json: &str, output: bool| serde_json::from_str::<Value>(&value_result(json, output).unwrap()).unwrap();
         assert_eq!(shaped(r#""hi""#, false), serde_json::json!({ "content": [{ "type": "text", "text": "hi" }] }));
         assert_eq!(shaped(r#"{"a":1}"#, false)["structuredContent"], serde_json::json!({ "a": 1 }));
         assert_eq!(shaped("3", true)["structuredContent"], 3);

@@ -44,7 +44,9 @@ pub fn claim_of(params: Option<&RawValue>) -> Claim {
     let Some(params) = params else { return Claim::None };
     let Ok(WithMeta { meta: Some(meta) }) = serde_json::from_str::<WithMeta>(params.get()) else { return Claim::None };
     let Some(version) = meta.get(META_PROTOCOL_VERSION) else { return Claim::None };
-    let Some(version) = version.as_str() else { return Claim::Malformed(format!("{META_PROTOCOL_VERSION} must be a string")) };
+    let Some(version) = version.as_str() else {
+        return Claim::Malformed(format!("{META_PROTOCOL_VERSION} must be a string"));
+    };
     let Some(version) = MODERN_PROTOCOL_VERSIONS.iter().copied().find(|v| *v == version) else {
         return Claim::Unsupported(version.to_owned());
     };
@@ -89,7 +91,8 @@ pub fn initialize(core: &McpServerCore, params: Option<&RawValue>) -> (&'static 
         #[serde(default)]
         protocol_version: Option<String>,
     }
-    let requested = params.and_then(|p| serde_json::from_str::<Requested>(p.get()).ok()).and_then(|r| r.protocol_version);
+    let requested =
+        params.and_then(|p| serde_json::from_str::<Requested>(p.get()).ok()).and_then(|r| r.protocol_version);
     let version = requested
         .and_then(|r| SUPPORTED_PROTOCOL_VERSIONS.iter().copied().find(|v| *v == r))
         .unwrap_or(LATEST_PROTOCOL_VERSION);
@@ -105,7 +108,12 @@ pub fn initialize(core: &McpServerCore, params: Option<&RawValue>) -> (&'static 
 }
 
 /// The answer to a request other than the 2025 handshake, in `era`.
-pub async fn answer(core: &Arc<McpServerCore>, method: &str, params: Option<&RawValue>, era: Era) -> Result<String, RpcError> {
+pub async fn answer(
+    core: &Arc<McpServerCore>,
+    method: &str,
+    params: Option<&RawValue>,
+    era: Era,
+) -> Result<String, RpcError> {
     let modern = matches!(era, Era::Modern(_));
     let result = match method {
         // 2026-07-28 removed ping with the handshake: a modern ping is an unknown method.
@@ -155,7 +163,8 @@ async fn call(core: &Arc<McpServerCore>, params: Option<&RawValue>) -> Result<St
         idempotency_key: Option<Value>,
     }
     let params = params.ok_or_else(|| RpcError::new(INVALID_PARAMS, "tools/call needs params"))?;
-    let params: CallParams = serde_json::from_str(params.get()).map_err(|e| RpcError::new(INVALID_PARAMS, format!("Invalid tools/call params: {e}")))?;
+    let params: CallParams = serde_json::from_str(params.get())
+        .map_err(|e| RpcError::new(INVALID_PARAMS, format!("Invalid tools/call params: {e}")))?;
     let key = match params.meta.and_then(|m| m.idempotency_key) {
         None | Some(Value::Null) => None,
         Some(Value::String(key)) => Some(key),
@@ -185,11 +194,19 @@ fn remote_message(error: &McpError) -> String {
 
 /// The answer to one request in whichever era its envelope claims; `initialize` without a claim is the
 /// 2025 handshake (a transport that keeps sessions handles it itself first).
-pub async fn reply_to(core: &Arc<McpServerCore>, method: &str, params: Option<&RawValue>, claim: Claim) -> Result<String, RpcError> {
+pub async fn reply_to(
+    core: &Arc<McpServerCore>,
+    method: &str,
+    params: Option<&RawValue>,
+    claim: Claim,
+) -> Result<String, RpcError> {
     match claim {
         Claim::Modern(version) => answer(core, method, params, Era::Modern(version)).await,
         Claim::Unsupported(requested) => Err(RpcError::unsupported_version(&requested)),
-        Claim::Malformed(why) => Err(RpcError::new(INVALID_PARAMS, format!("Invalid _meta envelope for protocol revision {}: {why}", MODERN_PROTOCOL_VERSIONS[0]))),
+        Claim::Malformed(why) => Err(RpcError::new(
+            INVALID_PARAMS,
+            format!("Invalid _meta envelope for protocol revision {}: {why}", MODERN_PROTOCOL_VERSIONS[0]),
+        )),
         Claim::None if method == "initialize" => Ok(initialize(core, params).1),
         Claim::None => answer(core, method, params, Era::Legacy).await,
     }
@@ -205,7 +222,11 @@ pub fn response(id: &RawValue, outcome: &Result<String, RpcError>) -> String {
 
 /// An error response; no `id` (a message that could not be read) answers with `null`.
 pub fn error_response(id: Option<&RawValue>, error: &RpcError) -> String {
-    let mut out = format!("{{\"jsonrpc\":\"2.0\",\"id\":{},\"error\":{{\"code\":{},\"message\":", id.map_or("null", RawValue::get), error.code);
+    let mut out = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{},\"error\":{{\"code\":{},\"message\":",
+        id.map_or("null", RawValue::get),
+        error.code
+    );
     push_json_string(&mut out, &error.message);
     if let Some(data) = &error.data {
         out.push_str(",\"data\":");
@@ -230,9 +251,18 @@ mod tests {
         assert_eq!(claim_of(Some(&raw(r#"{"name":"x","_meta":{"progressToken":1}}"#))), Claim::None);
         let modern = r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}"#;
         assert_eq!(claim_of(Some(&raw(modern))), Claim::Modern("2026-07-28"));
-        assert_eq!(claim_of(Some(&raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01"}}"#))), Claim::Unsupported("2099-01-01".into()));
-        assert!(matches!(claim_of(Some(&raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#))), Claim::Malformed(_)));
-        assert!(matches!(claim_of(Some(&raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":7}}"#))), Claim::Malformed(_)));
+        assert_eq!(
+            claim_of(Some(&raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01"}}"#))),
+            Claim::Unsupported("2099-01-01".into())
+        );
+        assert!(matches!(
+            claim_of(Some(&raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#))),
+            Claim::Malformed(_)
+        ));
+        assert!(matches!(
+            claim_of(Some(&raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":7}}"#))),
+            Claim::Malformed(_)
+        ));
     }
 
     #[tokio::test]
@@ -242,28 +272,42 @@ mod tests {
         assert_eq!(version, "2025-06-18");
         assert!(init.contains("\"tools\""));
         assert_eq!(initialize(&core, Some(&raw(r#"{"protocolVersion":"1999-01-01"}"#))).0, LATEST_PROTOCOL_VERSION);
-        let legacy: Value = serde_json::from_str(&answer(&core, "tools/list", None, Era::Legacy).await.unwrap()).unwrap();
+        let legacy: Value =
+            serde_json::from_str(&answer(&core, "tools/list", None, Era::Legacy).await.unwrap()).unwrap();
         assert!(legacy.get("resultType").is_none());
-        let modern: Value = serde_json::from_str(&answer(&core, "tools/list", None, Era::Modern("2026-07-28")).await.unwrap()).unwrap();
-        assert_eq!((modern["resultType"].as_str(), modern["tools"].as_array().map(Vec::len)), (Some("complete"), Some(4)));
+        let modern: Value =
+            serde_json::from_str(&answer(&core, "tools/list", None, Era::Modern("2026-07-28")).await.unwrap()).unwrap();
+        assert_eq!(
+            (modern["resultType"].as_str(), modern["tools"].as_array().map(Vec::len)),
+            (Some("complete"), Some(4))
+        );
         assert_eq!(answer(&core, "server/discover", None, Era::Legacy).await.unwrap_err().code, METHOD_NOT_FOUND);
         assert_eq!(answer(&core, "ping", None, Era::Modern("2026-07-28")).await.unwrap_err().code, METHOD_NOT_FOUND);
-        let discovered: Value = serde_json::from_str(&answer(&core, "server/discover", None, Era::Modern("2026-07-28")).await.unwrap()).unwrap();
+        let discovered: Value =
+            serde_json::from_str(&answer(&core, "server/discover", None, Era::Modern("2026-07-28")).await.unwrap())
+                .unwrap();
         assert_eq!(discovered["supportedVersions"][0], "2026-07-28");
         assert_eq!(discovered["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "unit");
         assert_eq!(complete("{}"), r#"{"resultType":"complete"}"#);
-        let called = answer(&core, "tools/call", Some(&raw(r#"{"name":"echo","arguments":{"a":1}}"#)), Era::Legacy).await.unwrap();
+        let called = answer(&core, "tools/call", Some(&raw(r#"{"name":"echo","arguments":{"a":1}}"#)), Era::Legacy)
+            .await
+            .unwrap();
         assert!(called.contains("\"structuredContent\":{\"a\":1}"), "{called}");
         let unknown = answer(&core, "tools/call", Some(&raw(r#"{"name":"nope"}"#)), Era::Legacy).await.unwrap_err();
         assert_eq!(unknown.code, INVALID_PARAMS);
-        let bad_key = answer(&core, "tools/call", Some(&raw(r#"{"name":"echo","_meta":{"idempotencyKey":5}}"#)), Era::Legacy).await.unwrap_err();
+        let bad_key =
+            answer(&core, "tools/call", Some(&raw(r#"{"name":"echo","_meta":{"idempotencyKey":5}}"#)), Era::Legacy)
+                .await
+                .unwrap_err();
         assert_eq!(bad_key.code, INVALID_PARAMS);
     }
 
     #[test]
     fn storage_and_internal_failures_reach_a_remote_client_in_general_terms() {
-        let storage = remote_message(&McpError::Storage("journal: cannot open /home/app/secret/journal.db: locked".into()));
-        let internal = remote_message(&McpError::Internal("the execute of \"x\" replied with malformed data: at line 1".into()));
+        let storage =
+            remote_message(&McpError::Storage("journal: cannot open /home/app/secret/journal.db: locked".into()));
+        let internal =
+            remote_message(&McpError::Internal("the execute of \"x\" replied with malformed data: at line 1".into()));
         assert!(!storage.contains("/home") && storage.contains("mcp_storage_error"), "{storage}");
         assert!(!internal.contains("malformed") && internal.contains("mcp_internal_error"), "{internal}");
         assert!(remote_message(&McpError::Timeout { after_ms: 5 }).contains("mcp_timeout"));
@@ -273,7 +317,8 @@ mod tests {
     fn responses_echo_the_id_and_carry_error_data() {
         let id = raw("\"a-1\"");
         assert_eq!(response(&id, &Ok("{}".into())), r#"{"jsonrpc":"2.0","id":"a-1","result":{}}"#);
-        let error: Value = serde_json::from_str(&error_response(None, &RpcError::unsupported_version("2099-01-01"))).unwrap();
+        let error: Value =
+            serde_json::from_str(&error_response(None, &RpcError::unsupported_version("2099-01-01"))).unwrap();
         assert_eq!(error["id"], Value::Null);
         assert_eq!(error["error"]["data"]["requested"], "2099-01-01");
     }

@@ -13,7 +13,10 @@
 //! number); every later request must carry it (400 without, 404 for one this server does not hold).
 
 use super::dispatch::{self, claim_of, Claim, RpcError, INVALID_REQUEST, PARSE_ERROR};
-use super::{McpServerCore, HTTP_HEADER_READ_TIMEOUT_MS, HTTP_SESSION_IDLE_MS, MAX_HTTP_CONNECTIONS, MAX_HTTP_SESSIONS, MAX_SERVER_MESSAGE_BYTES};
+use super::{
+    McpServerCore, HTTP_HEADER_READ_TIMEOUT_MS, HTTP_SESSION_IDLE_MS, MAX_HTTP_CONNECTIONS, MAX_HTTP_SESSIONS,
+    MAX_SERVER_MESSAGE_BYTES,
+};
 use crate::error::{McpError, Result};
 use crate::limits::SERVER_HTTP_BODY_READ_TIMEOUT_MS;
 use crate::protocol::era::{Era, HEADER_MISMATCH, MODERN_PROTOCOL_VERSIONS};
@@ -73,7 +76,8 @@ fn default_path() -> String {
 
 impl HttpOptions {
     pub fn parse(json: &str) -> Result<Self> {
-        let options: HttpOptions = serde_json::from_str(json).map_err(|e| McpError::config(format!("listen({{ http }}): {e}")))?;
+        let options: HttpOptions =
+            serde_json::from_str(json).map_err(|e| McpError::config(format!("listen({{ http }}): {e}")))?;
         if !options.path.starts_with('/') {
             return Err(McpError::config("listen({ http }): path must start with '/'"));
         }
@@ -114,7 +118,8 @@ pub async fn listen(core: Arc<McpServerCore>, options: HttpOptions) -> Result<Ht
     let listener = TcpListener::bind((options.host.as_str(), options.port))
         .await
         .map_err(|e| McpError::Transport(format!("cannot listen on {}:{}: {e}", options.host, options.port)))?;
-    let address = listener.local_addr().map_err(|e| McpError::Transport(format!("the listening socket has no address: {e}")))?;
+    let address =
+        listener.local_addr().map_err(|e| McpError::Transport(format!("the listening socket has no address: {e}")))?;
     let state = Arc::new(State {
         core,
         path: options.path.clone(),
@@ -190,42 +195,63 @@ impl<S> WriteDeadline<S> {
     }
 
     /// `Pending` from the socket arms the deadline; progress disarms it; the deadline passing is an error.
-    fn watch<T>(&mut self, cx: &mut std::task::Context<'_>, polled: std::task::Poll<std::io::Result<T>>) -> std::task::Poll<std::io::Result<T>> {
+    fn watch<T>(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        polled: std::task::Poll<std::io::Result<T>>,
+    ) -> std::task::Poll<std::io::Result<T>> {
         use std::task::Poll;
         if polled.is_ready() {
             self.stalled = None;
             return polled;
         }
-        let deadline = self
-            .stalled
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(Duration::from_millis(crate::limits::SERVER_HTTP_WRITE_STALL_TIMEOUT_MS))));
+        let deadline = self.stalled.get_or_insert_with(|| {
+            Box::pin(tokio::time::sleep(Duration::from_millis(crate::limits::SERVER_HTTP_WRITE_STALL_TIMEOUT_MS)))
+        });
         match std::future::Future::poll(deadline.as_mut(), cx) {
-            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "the client stopped reading its response"))),
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "the client stopped reading its response",
+            ))),
             Poll::Pending => Poll::Pending,
         }
     }
 }
 
 impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for WriteDeadline<S> {
-    fn poll_read(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &mut tokio::io::ReadBuf<'_>) -> std::task::Poll<std::io::Result<()>> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
         std::pin::Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
     }
 }
 
 impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteDeadline<S> {
-    fn poll_write(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &[u8]) -> std::task::Poll<std::io::Result<usize>> {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
         let this = self.get_mut();
         let polled = std::pin::Pin::new(&mut this.inner).poll_write(cx, buf);
         this.watch(cx, polled)
     }
 
-    fn poll_flush(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
         let this = self.get_mut();
         let polled = std::pin::Pin::new(&mut this.inner).poll_flush(cx);
         this.watch(cx, polled)
     }
 
-    fn poll_shutdown(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<()>> {
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
         let this = self.get_mut();
         let polled = std::pin::Pin::new(&mut this.inner).poll_shutdown(cx);
         this.watch(cx, polled)
@@ -257,7 +283,11 @@ const SESSION_NOT_FOUND: i64 = -32001;
 
 async fn handle(state: &Arc<State>, request: Request<Incoming>) -> Reply {
     if !state.host_allowed(request.headers()) {
-        return refuse(StatusCode::FORBIDDEN, TRANSPORT_ERROR, "Forbidden: the Host header is not one this server answers");
+        return refuse(
+            StatusCode::FORBIDDEN,
+            TRANSPORT_ERROR,
+            "Forbidden: the Host header is not one this server answers",
+        );
     }
     if let Some(origin) = request.headers().get(ORIGIN) {
         if !state.origin_allowed(origin) {
@@ -271,7 +301,11 @@ async fn handle(state: &Arc<State>, request: Request<Incoming>) -> Reply {
         Method::POST => post(state, request).await,
         Method::DELETE => delete(state, request.headers()),
         _ => {
-            let mut response = refuse(StatusCode::METHOD_NOT_ALLOWED, TRANSPORT_ERROR, "Method not allowed: this server answers POST (and DELETE to end a session)");
+            let mut response = refuse(
+                StatusCode::METHOD_NOT_ALLOWED,
+                TRANSPORT_ERROR,
+                "Method not allowed: this server answers POST (and DELETE to end a session)",
+            );
             response.headers_mut().insert(ALLOW, HeaderValue::from_static("POST, DELETE"));
             response
         }
@@ -287,19 +321,34 @@ async fn post(state: &Arc<State>, request: Request<Incoming>) -> Reply {
         .and_then(|t| t.split(';').next())
         .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
     if !json {
-        return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, TRANSPORT_ERROR, "Unsupported Media Type: the body must be application/json");
+        return refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            TRANSPORT_ERROR,
+            "Unsupported Media Type: the body must be application/json",
+        );
     }
     let (parts, body) = request.into_parts();
-    let reading = tokio::time::timeout(Duration::from_millis(SERVER_HTTP_BODY_READ_TIMEOUT_MS), Limited::new(body, MAX_SERVER_MESSAGE_BYTES).collect());
+    let reading = tokio::time::timeout(
+        Duration::from_millis(SERVER_HTTP_BODY_READ_TIMEOUT_MS),
+        Limited::new(body, MAX_SERVER_MESSAGE_BYTES).collect(),
+    );
     let Ok(read) = reading.await else {
-        let mut response = refuse(StatusCode::REQUEST_TIMEOUT, TRANSPORT_ERROR, "Request Timeout: the request body did not arrive in time");
+        let mut response = refuse(
+            StatusCode::REQUEST_TIMEOUT,
+            TRANSPORT_ERROR,
+            "Request Timeout: the request body did not arrive in time",
+        );
         response.headers_mut().insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
         return response;
     };
     let body = match read {
         Ok(collected) => collected.to_bytes(),
         Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-            return refuse(StatusCode::PAYLOAD_TOO_LARGE, INVALID_REQUEST, &format!("the request body is over the {MAX_SERVER_MESSAGE_BYTES} bytes this server reads"))
+            return refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                INVALID_REQUEST,
+                &format!("the request body is over the {MAX_SERVER_MESSAGE_BYTES} bytes this server reads"),
+            )
         }
         Err(_) => return refuse(StatusCode::BAD_REQUEST, PARSE_ERROR, "the request body could not be read"),
     };
@@ -334,10 +383,18 @@ async fn post(state: &Arc<State>, request: Request<Incoming>) -> Reply {
     }
 }
 
-async fn request_reply(state: &Arc<State>, headers: &HeaderMap, id: &RawValue, method: &str, params: Option<&RawValue>) -> Reply {
+async fn request_reply(
+    state: &Arc<State>,
+    headers: &HeaderMap,
+    id: &RawValue,
+    method: &str,
+    params: Option<&RawValue>,
+) -> Reply {
     let answered = |outcome: std::result::Result<String, RpcError>| {
         let status = match &outcome {
-            Err(e) if e.code == crate::protocol::era::UNSUPPORTED_PROTOCOL_VERSION || e.code == HEADER_MISMATCH => StatusCode::BAD_REQUEST,
+            Err(e) if e.code == crate::protocol::era::UNSUPPORTED_PROTOCOL_VERSION || e.code == HEADER_MISMATCH => {
+                StatusCode::BAD_REQUEST
+            }
             _ => StatusCode::OK,
         };
         reply(status, dispatch::response(id, &outcome))
@@ -360,7 +417,10 @@ async fn request_reply(state: &Arc<State>, headers: &HeaderMap, id: &RawValue, m
             // Headers are checked against the body before the version is judged.
             let error = RpcError::new(
                 HEADER_MISMATCH,
-                format!("the MCP-Protocol-Version header names {} but the body's envelope names {requested}", version_header.unwrap_or_default()),
+                format!(
+                    "the MCP-Protocol-Version header names {} but the body's envelope names {requested}",
+                    version_header.unwrap_or_default()
+                ),
             );
             reply(StatusCode::BAD_REQUEST, dispatch::response(id, &Err(error)))
         }
@@ -380,21 +440,37 @@ async fn request_reply(state: &Arc<State>, headers: &HeaderMap, id: &RawValue, m
             if method == "initialize" {
                 let (_, result) = dispatch::initialize(&state.core, params);
                 let Some(session) = state.open_session() else {
-                    return refuse(StatusCode::SERVICE_UNAVAILABLE, TRANSPORT_ERROR, "Service Unavailable: no session id could be made");
+                    return refuse(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        TRANSPORT_ERROR,
+                        "Service Unavailable: no session id could be made",
+                    );
                 };
                 let mut response = reply(StatusCode::OK, dispatch::response(id, &Ok(result)));
-                response.headers_mut().insert(SESSION_HEADER, HeaderValue::from_str(&session).expect("hex is a header value"));
+                response
+                    .headers_mut()
+                    .insert(SESSION_HEADER, HeaderValue::from_str(&session).expect("hex is a header value"));
                 return response;
             }
             match header(headers, SESSION_HEADER) {
-                None => return refuse(StatusCode::BAD_REQUEST, TRANSPORT_ERROR, "Bad Request: Mcp-Session-Id header is required"),
+                None => {
+                    return refuse(
+                        StatusCode::BAD_REQUEST,
+                        TRANSPORT_ERROR,
+                        "Bad Request: Mcp-Session-Id header is required",
+                    )
+                }
                 Some(session) => match state.sessions.lock().get_mut(session) {
                     Some(found) => found.last_used = Instant::now(),
                     None => return refuse(StatusCode::NOT_FOUND, SESSION_NOT_FOUND, "Session not found"),
                 },
             }
             if let Some(version) = version_header.filter(|v| !SUPPORTED_PROTOCOL_VERSIONS.contains(v)) {
-                return refuse(StatusCode::BAD_REQUEST, TRANSPORT_ERROR, &format!("Bad Request: unsupported protocol version {version}"));
+                return refuse(
+                    StatusCode::BAD_REQUEST,
+                    TRANSPORT_ERROR,
+                    &format!("Bad Request: unsupported protocol version {version}"),
+                );
             }
             answered(dispatch::answer(&state.core, method, params, Era::Legacy).await)
         }
@@ -402,12 +478,25 @@ async fn request_reply(state: &Arc<State>, headers: &HeaderMap, id: &RawValue, m
 }
 
 /// A 2026-07-28 request's headers must say what its body says.
-fn check_modern_headers(headers: &HeaderMap, version: &str, method: &str, params: Option<&RawValue>) -> std::result::Result<(), RpcError> {
+fn check_modern_headers(
+    headers: &HeaderMap,
+    version: &str,
+    method: &str,
+    params: Option<&RawValue>,
+) -> std::result::Result<(), RpcError> {
     let mismatch = |message: String| Err(RpcError::new(HEADER_MISMATCH, message));
     match header(headers, VERSION_HEADER) {
         Some(v) if v == version => {}
-        Some(v) => return mismatch(format!("the MCP-Protocol-Version header names {v} but the body's envelope names {version}")),
-        None => return mismatch(format!("the body's envelope names {version} but the MCP-Protocol-Version header is absent")),
+        Some(v) => {
+            return mismatch(format!(
+                "the MCP-Protocol-Version header names {v} but the body's envelope names {version}"
+            ))
+        }
+        None => {
+            return mismatch(format!(
+                "the body's envelope names {version} but the MCP-Protocol-Version header is absent"
+            ))
+        }
     }
     match header(headers, METHOD_HEADER) {
         Some(m) if m == method => {}
@@ -424,9 +513,13 @@ fn check_modern_headers(headers: &HeaderMap, version: &str, method: &str, params
         let header_name = header(headers, NAME_HEADER).map(crate::protocol::param_headers::decode_header_value);
         match (name, header_name) {
             (Some(name), Some(Some(given))) if given == name => {}
-            (Some(name), Some(Some(given))) => return mismatch(format!("the Mcp-Name header names {given:?} but the body calls {name:?}")),
+            (Some(name), Some(Some(given))) => {
+                return mismatch(format!("the Mcp-Name header names {given:?} but the body calls {name:?}"))
+            }
             (_, Some(None)) => return mismatch("the Mcp-Name header carries malformed Base64".to_owned()),
-            (Some(name), None) => return mismatch(format!("the body calls {name:?} but the Mcp-Name header is absent")),
+            (Some(name), None) => {
+                return mismatch(format!("the body calls {name:?} but the Mcp-Name header is absent"))
+            }
             (None, _) => {}
         }
     }
@@ -530,7 +623,10 @@ mod tests {
             String::from_utf8_lossy(&response).into_owned()
         })
         .await;
-        assert!(answered.as_deref().is_ok_and(|r| r.starts_with("HTTP/1.1 200")), "a well-behaved client got no answer: {answered:?}");
+        assert!(
+            answered.as_deref().is_ok_and(|r| r.starts_with("HTTP/1.1 200")),
+            "a well-behaved client got no answer: {answered:?}"
+        );
         drop(held);
         listener.close().await;
     }
@@ -558,7 +654,10 @@ mod tests {
         let newest = state.open_session().expect("a place is made");
         let sessions = state.sessions.lock();
         assert_eq!(sessions.len(), MAX_HTTP_SESSIONS);
-        assert!(sessions.contains_key(&newest) && sessions.contains_key(&first) && !sessions.contains_key(&second), "the least recently used one went");
+        assert!(
+            sessions.contains_key(&newest) && sessions.contains_key(&first) && !sessions.contains_key(&second),
+            "the least recently used one went"
+        );
     }
 
     /// A connection beyond the cap is told so (503) at once, not left waiting in the accept queue.
@@ -579,7 +678,11 @@ mod tests {
         let mut response = String::new();
         let mut stream = tokio::net::TcpStream::connect(listener.address).await.unwrap();
         // Bounded only so that a regression fails instead of hanging.
-        let _ = tokio::time::timeout(Duration::from_millis(SERVER_HTTP_BODY_READ_TIMEOUT_MS / 2), stream.read_to_string(&mut response)).await;
+        let _ = tokio::time::timeout(
+            Duration::from_millis(SERVER_HTTP_BODY_READ_TIMEOUT_MS / 2),
+            stream.read_to_string(&mut response),
+        )
+        .await;
         assert!(response.starts_with("HTTP/1.1 503"), "{response:?}");
         assert!(response.contains("too many connections"), "{response:?}");
         drop(held);
@@ -620,15 +723,24 @@ mod tests {
     fn modern_headers_must_match_the_body() {
         let params = RawValue::from_string(r#"{"name":"echo"}"#.to_owned()).unwrap();
         let mut headers = HeaderMap::new();
-        assert_eq!(check_modern_headers(&headers, "2026-07-28", "tools/call", Some(&params)).unwrap_err().code, HEADER_MISMATCH);
+        assert_eq!(
+            check_modern_headers(&headers, "2026-07-28", "tools/call", Some(&params)).unwrap_err().code,
+            HEADER_MISMATCH
+        );
         headers.insert(VERSION_HEADER, HeaderValue::from_static("2026-07-28"));
         headers.insert(METHOD_HEADER, HeaderValue::from_static("tools/call"));
-        assert!(check_modern_headers(&headers, "2026-07-28", "tools/call", Some(&params)).unwrap_err().message.contains("Mcp-Name"));
+        assert!(check_modern_headers(&headers, "2026-07-28", "tools/call", Some(&params))
+            .unwrap_err()
+            .message
+            .contains("Mcp-Name"));
         headers.insert(NAME_HEADER, HeaderValue::from_static("=?base64?ZWNobw==?="));
         check_modern_headers(&headers, "2026-07-28", "tools/call", Some(&params)).unwrap();
         headers.insert(NAME_HEADER, HeaderValue::from_static("other"));
         assert!(check_modern_headers(&headers, "2026-07-28", "tools/call", Some(&params)).is_err());
         headers.insert(METHOD_HEADER, HeaderValue::from_static("tools/list"));
-        assert!(check_modern_headers(&headers, "2026-07-28", "tools/call", Some(&params)).unwrap_err().message.contains("Mcp-Method"));
+        assert!(check_modern_headers(&headers, "2026-07-28", "tools/call", Some(&params))
+            .unwrap_err()
+            .message
+            .contains("Mcp-Method"));
     }
 }

@@ -140,9 +140,13 @@ impl McpServerCore {
         journal: Option<Arc<dyn McpJournal>>,
         compile: &dyn Fn(&Value) -> Option<ArgumentCheck>,
     ) -> Result<Arc<Self>> {
-        let spec: ServerSpec = serde_json::from_str(spec_json).map_err(|e| McpError::config(format!("createMcpServer: {e}")))?;
+        let spec: ServerSpec =
+            serde_json::from_str(spec_json).map_err(|e| McpError::config(format!("createMcpServer: {e}")))?;
         if spec.tools.len() > MAX_SERVER_TOOLS {
-            return Err(McpError::config(format!("createMcpServer: {} tools, over the {MAX_SERVER_TOOLS} one server may publish", spec.tools.len())));
+            return Err(McpError::config(format!(
+                "createMcpServer: {} tools, over the {MAX_SERVER_TOOLS} one server may publish",
+                spec.tools.len()
+            )));
         }
         let call_timeout_ms = spec.call_timeout_ms.unwrap_or(crate::limits::DEFAULT_SERVER_CALL_TIMEOUT_MS);
         if !(1..=crate::limits::MAX_SERVER_CALL_TIMEOUT_MS).contains(&call_timeout_ms) {
@@ -156,13 +160,22 @@ impl McpServerCore {
         for ToolSpec { tool, host_validates } in spec.tools {
             check_tool_name(&tool.name)?;
             if !crate::protocol::mcp::is_object_schema(&tool.input_schema) {
-                return Err(McpError::config(format!("createMcpServer: the input schema of {:?} must be an object schema (\"type\": \"object\")", tool.name)));
+                return Err(McpError::config(format!(
+                    "createMcpServer: the input schema of {:?} must be an object schema (\"type\": \"object\")",
+                    tool.name
+                )));
             }
             if tool.output_schema.as_ref().is_some_and(|s| !s.is_object()) {
-                return Err(McpError::config(format!("createMcpServer: the output schema of {:?} must be a JSON Schema object", tool.name)));
+                return Err(McpError::config(format!(
+                    "createMcpServer: the output schema of {:?} must be a JSON Schema object",
+                    tool.name
+                )));
             }
             let check = if host_validates { None } else { compile(&tool.input_schema) };
-            listed.push(serde_json::to_value(&tool).map_err(|e| McpError::Internal(format!("a tool definition did not serialize: {e}")))?);
+            listed.push(
+                serde_json::to_value(&tool)
+                    .map_err(|e| McpError::Internal(format!("a tool definition did not serialize: {e}")))?,
+            );
             let name = tool.name.clone();
             if tools.insert(name.clone(), PublishedTool { spec: tool, check }).is_some() {
                 return Err(McpError::config(format!("createMcpServer: two tools are named {name:?}")));
@@ -244,7 +257,8 @@ pub(crate) mod testing {
             ]
         });
         let compile = |schema: &Value| -> Option<ArgumentCheck> {
-            let required: Vec<String> = schema.get("required")?.as_array()?.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect();
+            let required: Vec<String> =
+                schema.get("required")?.as_array()?.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect();
             Some(Box::new(move |args: &Value| match required.iter().find(|r| args.get(r.as_str()).is_none()) {
                 Some(missing) => Err(format!("missing {missing}")),
                 None => Ok(()),
@@ -270,7 +284,8 @@ mod tests {
         assert!(refused(serde_json::json!({ "tools": [{ "name": "has space" }] })).contains("has space"));
         assert!(refused(serde_json::json!({ "tools": [{ "name": "" }] })).contains("tool name"));
         assert!(refused(serde_json::json!({ "tools": [{ "name": "a" }, { "name": "a" }] })).contains("two tools"));
-        assert!(refused(serde_json::json!({ "tools": [{ "name": "a", "inputSchema": { "type": "string" } }] })).contains("object schema"));
+        assert!(refused(serde_json::json!({ "tools": [{ "name": "a", "inputSchema": { "type": "string" } }] }))
+            .contains("object schema"));
     }
 
     #[test]

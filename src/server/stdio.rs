@@ -75,7 +75,8 @@ fn read_lines(mut input: impl BufRead, max_bytes: usize, mut deliver: impl FnMut
         }
         input.consume(taken + usize::from(ended));
         if ended {
-            let delivered = if std::mem::take(&mut skipping) { Line::TooLong } else { Line::Message(std::mem::take(&mut line)) };
+            let delivered =
+                if std::mem::take(&mut skipping) { Line::TooLong } else { Line::Message(std::mem::take(&mut line)) };
             if !deliver(delivered) {
                 return;
             }
@@ -86,7 +87,12 @@ fn read_lines(mut input: impl BufRead, max_bytes: usize, mut deliver: impl FnMut
 /// Serves `lines` until they end or `stop` is cancelled, answering on `output`.
 /// Serves `lines` until they end (`true`) or `stop` (`false`: `lines` stays usable, so a later serve
 /// reads on from the same reader and no line is taken by a reader nobody listens to).
-pub async fn serve(core: Arc<McpServerCore>, lines: &mut mpsc::Receiver<Line>, output: impl AsyncWrite + Unpin + Send + 'static, stop: CancellationToken) -> bool {
+pub async fn serve(
+    core: Arc<McpServerCore>,
+    lines: &mut mpsc::Receiver<Line>,
+    output: impl AsyncWrite + Unpin + Send + 'static,
+    stop: CancellationToken,
+) -> bool {
     let mut ended = false;
     let (responses, queued) = mpsc::channel::<String>(RESPONSES_QUEUED);
     let writer = tokio::spawn(write_responses(queued, output));
@@ -147,7 +153,13 @@ pub(crate) async fn handle_line(core: &Arc<McpServerCore>, line: Line) -> Option
     let bytes = match line {
         Line::Message(bytes) => bytes,
         Line::TooLong => {
-            return Some(dispatch::error_response(None, &RpcError::new(INVALID_REQUEST, format!("message over the {MAX_SERVER_MESSAGE_BYTES} bytes this server reads"))))
+            return Some(dispatch::error_response(
+                None,
+                &RpcError::new(
+                    INVALID_REQUEST,
+                    format!("message over the {MAX_SERVER_MESSAGE_BYTES} bytes this server reads"),
+                ),
+            ))
         }
     };
     let Ok(text) = std::str::from_utf8(&bytes) else {
@@ -158,16 +170,24 @@ pub(crate) async fn handle_line(core: &Arc<McpServerCore>, line: Line) -> Option
         return None;
     }
     if text.starts_with('[') {
-        return Some(dispatch::error_response(None, &RpcError::new(INVALID_REQUEST, "JSON-RPC batches are not supported")));
+        return Some(dispatch::error_response(
+            None,
+            &RpcError::new(INVALID_REQUEST, "JSON-RPC batches are not supported"),
+        ));
     }
     let message = match serde_json::from_str::<RawMessage>(text) {
         Ok(message) => message,
-        Err(e) => return Some(dispatch::error_response(None, &RpcError::new(PARSE_ERROR, format!("Parse error: {e}")))),
+        Err(e) => {
+            return Some(dispatch::error_response(None, &RpcError::new(PARSE_ERROR, format!("Parse error: {e}"))))
+        }
     };
     match message.classify() {
         Some(Message::Request { id, method, params }) => {
             if !is_echoable_id(id) {
-                return Some(dispatch::error_response(None, &RpcError::new(INVALID_REQUEST, "the request id must be a string or a number")));
+                return Some(dispatch::error_response(
+                    None,
+                    &RpcError::new(INVALID_REQUEST, "the request id must be a string or a number"),
+                ));
             }
             let outcome = dispatch::reply_to(core, &method, params, claim_of(params)).await;
             Some(dispatch::response(id, &outcome))
@@ -247,7 +267,8 @@ mod tests {
         assert_eq!(by_id(1.into())["result"]["protocolVersion"], "2025-11-25");
         assert_eq!(by_id("d".into())["result"]["resultType"], "complete");
         assert_eq!(by_id(3.into())["result"]["structuredContent"]["x"], 1);
-        let errors: Vec<i64> = replies.iter().filter(|r| r["id"].is_null()).map(|r| r["error"]["code"].as_i64().unwrap()).collect();
+        let errors: Vec<i64> =
+            replies.iter().filter(|r| r["id"].is_null()).map(|r| r["error"]["code"].as_i64().unwrap()).collect();
         assert_eq!(errors.len(), 2);
         assert!(errors.contains(&PARSE_ERROR) && errors.contains(&INVALID_REQUEST));
     }

@@ -45,9 +45,13 @@ struct CompleteResult {
 
 /// The caller's reference and argument (JSON), or `mcp_invalid_arguments`.
 pub fn parse_request(reference: &str, argument: &str) -> Result<(Reference, Argument)> {
-    let reference = serde_json::from_str(reference)
-        .map_err(|_| McpError::InvalidArguments("a completion's ref must be { type: 'ref/prompt', name } or { type: 'ref/resource', uri }".into()))?;
-    let argument = serde_json::from_str(argument).map_err(|_| McpError::InvalidArguments("a completion's argument must be { name, value } of strings".into()))?;
+    let reference = serde_json::from_str(reference).map_err(|_| {
+        McpError::InvalidArguments(
+            "a completion's ref must be { type: 'ref/prompt', name } or { type: 'ref/resource', uri }".into(),
+        )
+    })?;
+    let argument = serde_json::from_str(argument)
+        .map_err(|_| McpError::InvalidArguments("a completion's argument must be { name, value } of strings".into()))?;
     Ok((reference, argument))
 }
 
@@ -84,11 +88,18 @@ mod tests {
 
     #[test]
     fn references_and_arguments_are_parsed_strictly() {
-        let (reference, argument) = parse_request(r#"{"type":"ref/prompt","name":"p"}"#, r#"{"name":"a","value":"x"}"#).unwrap();
+        let (reference, argument) =
+            parse_request(r#"{"type":"ref/prompt","name":"p"}"#, r#"{"name":"a","value":"x"}"#).unwrap();
         assert_eq!(reference, Reference::Prompt { name: "p".into() });
         assert_eq!(argument.value, "x");
-        assert_eq!(serde_json::to_string(&Reference::Resource { uri: "a://{x}".into() }).unwrap(), r#"{"type":"ref/resource","uri":"a://{x}"}"#);
-        for (r, a) in [(r#"{"type":"ref/tool","name":"p"}"#, r#"{"name":"a","value":"x"}"#), (r#"{"type":"ref/prompt","name":"p"}"#, r#"{"name":"a","value":1}"#)] {
+        assert_eq!(
+            serde_json::to_string(&Reference::Resource { uri: "a://{x}".into() }).unwrap(),
+            r#"{"type":"ref/resource","uri":"a://{x}"}"#
+        );
+        for (r, a) in [
+            (r#"{"type":"ref/tool","name":"p"}"#, r#"{"name":"a","value":"x"}"#),
+            (r#"{"type":"ref/prompt","name":"p"}"#, r#"{"name":"a","value":1}"#),
+        ] {
             assert_eq!(parse_request(r, a).unwrap_err().code(), "mcp_invalid_arguments");
         }
     }

@@ -53,7 +53,12 @@ type Page<'a> = std::collections::HashMap<String, &'a RawValue>;
 /// `MAX_TOOLS_PER_SERVER` items, each page within the toolset's `maxResultBytes` (the transport's bound)
 /// and `MAX_JSON_DEPTH`. An item that does not parse is left out (and counted in `skipped`); one bad entry
 /// does not cost the rest.
-pub async fn list_all<T: DeserializeOwned>(connection: &Connection, method: &str, key: &str, opts: &RequestOptions<'_>) -> Result<Listed<T>> {
+pub async fn list_all<T: DeserializeOwned>(
+    connection: &Connection,
+    method: &str,
+    key: &str,
+    opts: &RequestOptions<'_>,
+) -> Result<Listed<T>> {
     let mut listed = Listed { items: Vec::new(), skipped: 0 };
     let mut cursors: HashSet<[u8; 32]> = HashSet::new();
     let mut cursor: Option<String> = None;
@@ -90,9 +95,10 @@ impl<T: DeserializeOwned> Listed<T> {
             Some(cursor) => serde_json::from_str(cursor.get()).map_err(|_| malformed())?,
             None => None,
         };
-        let items = page.get(key).ok_or_else(|| McpError::Protocol(format!("{method} returned a result without {key:?}")))?;
-        let items: Vec<&RawValue> =
-            serde_json::from_str(items.get()).map_err(|_| McpError::Protocol(format!("{method} returned {key:?} that is not an array")))?;
+        let items =
+            page.get(key).ok_or_else(|| McpError::Protocol(format!("{method} returned a result without {key:?}")))?;
+        let items: Vec<&RawValue> = serde_json::from_str(items.get())
+            .map_err(|_| McpError::Protocol(format!("{method} returned {key:?} that is not an array")))?;
         for item in items {
             if self.items.len() >= MAX_TOOLS_PER_SERVER {
                 self.skipped += 1;
@@ -109,7 +115,8 @@ impl<T: DeserializeOwned> Listed<T> {
 
 /// `{"k": v, …}` text as a JSON object of strings (prompt arguments, completion context), or why not.
 pub fn string_map(json: &str, what: &str) -> Result<serde_json::Map<String, serde_json::Value>> {
-    let value: serde_json::Value = serde_json::from_str(json).map_err(|_| McpError::InvalidArguments(format!("{what} are not JSON")))?;
+    let value: serde_json::Value =
+        serde_json::from_str(json).map_err(|_| McpError::InvalidArguments(format!("{what} are not JSON")))?;
     let serde_json::Value::Object(map) = value else {
         return Err(McpError::InvalidArguments(format!("{what} must be an object of strings")));
     };
@@ -132,10 +139,22 @@ mod tests {
             name: String,
         }
         let mut listed: Listed<Item> = Listed { items: Vec::new(), skipped: 0 };
-        let next = listed.accept("prompts/list", "prompts", r#"{"prompts":[{"name":"a"},{"name":null},{"name":"b"}],"nextCursor":"c2"}"#).unwrap();
+        let next = listed
+            .accept(
+                "prompts/list",
+                "prompts",
+                r#"{"prompts":[{"name":"a"},{"name":null},{"name":"b"}],"nextCursor":"c2"}"#,
+            )
+            .unwrap();
         assert_eq!((listed.items.len(), listed.skipped, next.as_deref()), (2, 1, Some("c2")));
-        assert_eq!(listed.accept("prompts/list", "prompts", r#"{"other":[]}"#).unwrap_err().code(), "mcp_protocol_error");
-        assert_eq!(listed.accept("prompts/list", "prompts", r#"{"prompts":{}}"#).unwrap_err().code(), "mcp_protocol_error");
+        assert_eq!(
+            listed.accept("prompts/list", "prompts", r#"{"other":[]}"#).unwrap_err().code(),
+            "mcp_protocol_error"
+        );
+        assert_eq!(
+            listed.accept("prompts/list", "prompts", r#"{"prompts":{}}"#).unwrap_err().code(),
+            "mcp_protocol_error"
+        );
     }
 
     #[test]

@@ -36,7 +36,10 @@ pub async fn list(connection: &Connection, opts: &RequestOptions<'_>) -> Result<
 pub fn validate(prompt: &Prompt, args: &Map<String, Value>) -> Result<()> {
     let name = &prompt.named.name;
     if let Some(missing) = prompt.arguments.iter().find(|a| a.required && !args.contains_key(&a.named.name)) {
-        return Err(McpError::InvalidArguments(format!("the prompt {name:?} requires the argument {:?}", missing.named.name)));
+        return Err(McpError::InvalidArguments(format!(
+            "the prompt {name:?} requires the argument {:?}",
+            missing.named.name
+        )));
     }
     if let Some(unknown) = args.keys().find(|k| !prompt.arguments.iter().any(|a| &a.named.name == *k)) {
         return Err(McpError::InvalidArguments(format!("the prompt {name:?} declares no argument {unknown:?}")));
@@ -62,7 +65,12 @@ pub struct GetPromptResult {
 }
 
 /// `prompts/get` with arguments already validated.
-pub async fn get(connection: &Connection, name: &str, args: &Map<String, Value>, opts: &RequestOptions<'_>) -> Result<GetPromptResult> {
+pub async fn get(
+    connection: &Connection,
+    name: &str,
+    args: &Map<String, Value>,
+    opts: &RequestOptions<'_>,
+) -> Result<GetPromptResult> {
     let params = serde_json::json!({ "name": name, "arguments": args }).to_string();
     let raw = connection.request_named("prompts/get", name, &params, opts).await?;
     parse_get(raw.get())
@@ -86,10 +94,14 @@ pub fn parse_get(text: &str) -> Result<GetPromptResult> {
     if nesting::exceeds_depth(text.as_bytes(), MAX_JSON_DEPTH) {
         return Err(McpError::ResultTooDeep { max_depth: MAX_JSON_DEPTH });
     }
-    let got: GetPromptResult = serde_json::from_str(text).map_err(|_| McpError::Protocol("prompts/get returned a malformed result".into()))?;
+    let got: GetPromptResult =
+        serde_json::from_str(text).map_err(|_| McpError::Protocol("prompts/get returned a malformed result".into()))?;
     for (at, message) in got.messages.iter().enumerate() {
-        let message: Message = serde_json::from_str(message.get())
-            .map_err(|_| McpError::Protocol(format!("prompts/get returned a malformed message (message {at}: it needs a role and a content with a type)")))?;
+        let message: Message = serde_json::from_str(message.get()).map_err(|_| {
+            McpError::Protocol(format!(
+                "prompts/get returned a malformed message (message {at}: it needs a role and a content with a type)"
+            ))
+        })?;
         if message.role != "user" && message.role != "assistant" {
             let role: String = message.role.chars().take(32).collect();
             return Err(McpError::Protocol(format!("prompts/get returned a message with role {role:?} (message {at}); MCP prompt messages are user or assistant")));
@@ -124,7 +136,9 @@ mod tests {
 
     #[test]
     fn results_keep_messages_as_written() {
-        let got = parse_get(r#"{"description":"d","messages":[{"role":"user","content":{"type":"text","text":"hi"}}]}"#).unwrap();
+        let got =
+            parse_get(r#"{"description":"d","messages":[{"role":"user","content":{"type":"text","text":"hi"}}]}"#)
+                .unwrap();
         assert_eq!(got.messages.len(), 1);
         assert_eq!(parse_get(r#"{"messages":{}}"#).unwrap_err().code(), "mcp_protocol_error");
     }

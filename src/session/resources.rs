@@ -137,7 +137,12 @@ pub async fn read(connection: &Connection, uri: &str, opts: &RequestOptions<'_>)
 }
 
 /// [`read`] begun now: `done` hears the outcome from the thread that reads the server's answer.
-pub fn start_read(connection: &Connection, uri: &str, opts: &RequestOptions<'_>, done: impl FnOnce(Result<ReadResult>) + Send + 'static) {
+pub fn start_read(
+    connection: &Connection,
+    uri: &str,
+    opts: &RequestOptions<'_>,
+    done: impl FnOnce(Result<ReadResult>) + Send + 'static,
+) {
     let at = uri.to_owned();
     let reply = crate::connection::Reply::Callback(Box::new(move |answer| done(read_answered(&at, answer))));
     connection.start_named("resources/read", uri, read_params(uri), opts, reply);
@@ -156,15 +161,21 @@ pub fn parse_read(text: &str) -> Result<ReadResult> {
     if nesting::exceeds_depth(text.as_bytes(), MAX_JSON_DEPTH) {
         return Err(McpError::ResultTooDeep { max_depth: MAX_JSON_DEPTH });
     }
-    let wire: WireRead = serde_json::from_str(text).map_err(|_| McpError::Protocol("resources/read returned a malformed result".into()))?;
+    let wire: WireRead = serde_json::from_str(text)
+        .map_err(|_| McpError::Protocol("resources/read returned a malformed result".into()))?;
     let mut contents = Vec::with_capacity(wire.contents.len());
     for item in wire.contents {
         let body = match (item.text, item.blob) {
             (Some(text), None) => Body::Text(text),
-            (None, Some(blob)) => Body::Blob(decode_blob(&blob).ok_or_else(|| {
-                McpError::Protocol("resources/read returned a blob that is not base64".into())
-            })?),
-            _ => return Err(McpError::Protocol("resources/read returned contents with neither (or both) text and blob".into())),
+            (None, Some(blob)) => Body::Blob(
+                decode_blob(&blob)
+                    .ok_or_else(|| McpError::Protocol("resources/read returned a blob that is not base64".into()))?,
+            ),
+            _ => {
+                return Err(McpError::Protocol(
+                    "resources/read returned contents with neither (or both) text and blob".into(),
+                ))
+            }
         };
         contents.push(Contents { uri: item.uri, mime_type: item.mime_type, body, meta: item.meta });
     }
@@ -175,7 +186,8 @@ pub fn parse_read(text: &str) -> Result<ReadResult> {
 fn decode_blob(blob: &str) -> Option<Vec<u8>> {
     let engine = base64::engine::GeneralPurpose::new(
         &base64::alphabet::STANDARD,
-        base64::engine::GeneralPurposeConfig::new().with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+        base64::engine::GeneralPurposeConfig::new()
+            .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
     );
     engine.decode(blob).ok()
 }
@@ -204,8 +216,12 @@ pub fn listen_filter(uri: &str) -> String {
 pub fn not_found(uri: &str, error: McpError) -> McpError {
     match &error {
         McpError::Rpc { code: RESOURCE_NOT_FOUND, .. } => McpError::ResourceNotFound(quoted(uri)),
-        McpError::Rpc { code: INVALID_PARAMS, data: Some(data), .. } if names_uri(data, uri) => McpError::ResourceNotFound(quoted(uri)),
-        McpError::Rpc { code: INVALID_PARAMS, data: None, message } if message.contains(uri) && message.to_ascii_lowercase().contains("not found") => {
+        McpError::Rpc { code: INVALID_PARAMS, data: Some(data), .. } if names_uri(data, uri) => {
+            McpError::ResourceNotFound(quoted(uri))
+        }
+        McpError::Rpc { code: INVALID_PARAMS, data: None, message }
+            if message.contains(uri) && message.to_ascii_lowercase().contains("not found") =>
+        {
             McpError::ResourceNotFound(quoted(uri))
         }
         _ => error,
@@ -213,7 +229,10 @@ pub fn not_found(uri: &str, error: McpError) -> McpError {
 }
 
 fn names_uri(data: &str, uri: &str) -> bool {
-    serde_json::from_str::<Value>(data).ok().and_then(|d| d.get("uri").and_then(Value::as_str).map(|u| u == uri)).unwrap_or(false)
+    serde_json::from_str::<Value>(data)
+        .ok()
+        .and_then(|d| d.get("uri").and_then(Value::as_str).map(|u| u == uri))
+        .unwrap_or(false)
 }
 
 /// The URI for an error message: without userinfo, query or fragment, cut short.
@@ -228,7 +247,15 @@ mod tests {
     #[test]
     fn text_and_blob_contents_are_read_and_blobs_decoded_once() {
         let read = parse_read(r#"{"contents":[{"uri":"a://t","mimeType":"text/plain","text":"hi"},{"uri":"a://b","blob":"AAEC/w=="},{"uri":"a://n","blob":"AAEC/w"}]}"#).unwrap();
-        assert_eq!(read.contents[0], Contents { uri: "a://t".into(), mime_type: Some("text/plain".into()), body: Body::Text("hi".into()), meta: None });
+        assert_eq!(
+            read.contents[0],
+            Contents {
+                uri: "a://t".into(),
+                mime_type: Some("text/plain".into()),
+                body: Body::Text("hi".into()),
+                meta: None
+            }
+        );
         assert_eq!(read.contents[1].body, Body::Blob(vec![0, 1, 2, 255]));
         assert_eq!(read.contents[2].body, Body::Blob(vec![0, 1, 2, 255]));
     }
@@ -236,23 +263,36 @@ mod tests {
     #[test]
     fn an_apps_meta_is_kept_as_written() {
         let meta = r#"{ "ui": {"csp": {"connectDomains": ["https://api.example"]}, "prefersBorder": true}, "z": 1 }"#;
-        let read = parse_read(&format!(r#"{{"contents":[{{"uri":"ui://v","mimeType":"text/html;profile=mcp-app","text":"<p>","_meta":{meta}}}]}}"#)).unwrap();
+        let read = parse_read(&format!(
+            r#"{{"contents":[{{"uri":"ui://v","mimeType":"text/html;profile=mcp-app","text":"<p>","_meta":{meta}}}]}}"#
+        ))
+        .unwrap();
         assert_eq!(serde_json::to_string(read.contents[0].meta.as_ref().unwrap()).unwrap(), meta);
-        assert_eq!(parse_read(r#"{"contents":[{"uri":"a","text":"x","_meta":[1]}]}"#).unwrap().contents[0].meta, None, "not an object: dropped");
+        assert_eq!(
+            parse_read(r#"{"contents":[{"uri":"a","text":"x","_meta":[1]}]}"#).unwrap().contents[0].meta,
+            None,
+            "not an object: dropped"
+        );
         let listed: Resource = serde_json::from_str(r#"{"uri":"a","name":"n","_meta":"x"}"#).unwrap();
         assert_eq!(listed.described.meta, None);
     }
 
     #[test]
     fn malformed_reads_are_protocol_errors() {
-        for bad in [r#"{"contents":[{"uri":"a"}]}"#, r#"{"contents":[{"uri":"a","text":"x","blob":"AA=="}]}"#, r#"{"contents":[{"uri":"a","blob":"!!"}]}"#, "{}"] {
+        for bad in [
+            r#"{"contents":[{"uri":"a"}]}"#,
+            r#"{"contents":[{"uri":"a","text":"x","blob":"AA=="}]}"#,
+            r#"{"contents":[{"uri":"a","blob":"!!"}]}"#,
+            "{}",
+        ] {
             assert_eq!(parse_read(bad).unwrap_err().code(), "mcp_protocol_error", "{bad}");
         }
     }
 
     #[test]
     fn not_found_in_either_era() {
-        let rpc = |code, data: Option<&str>| McpError::Rpc { code, message: "nope".into(), data: data.map(str::to_owned) };
+        let rpc =
+            |code, data: Option<&str>| McpError::Rpc { code, message: "nope".into(), data: data.map(str::to_owned) };
         assert_eq!(not_found("x://a", rpc(-32002, None)).code(), "mcp_resource_not_found");
         assert_eq!(not_found("x://a", rpc(-32602, Some(r#"{"uri":"x://a"}"#))).code(), "mcp_resource_not_found");
         assert_eq!(not_found("x://a", rpc(-32602, None)).code(), "mcp_protocol_error");

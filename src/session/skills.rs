@@ -73,7 +73,9 @@ impl TryFrom<WireSkill> for Skill {
 
     fn try_from(wire: WireSkill) -> std::result::Result<Skill, String> {
         let Value::String(uri) = wire.uri else { return Err("its uri is not a string".into()) };
-        let Value::Object(frontmatter) = wire.frontmatter else { return Err("its frontmatter is not an object".into()) };
+        let Value::Object(frontmatter) = wire.frontmatter else {
+            return Err("its frontmatter is not an object".into());
+        };
         let text = |field: &str| frontmatter.get(field).and_then(Value::as_str).filter(|s| !s.is_empty());
         let (Some(name), Some(_)) = (text("name"), text("description")) else {
             return Err("its frontmatter lacks a name or a description".into());
@@ -98,8 +100,10 @@ impl TryFrom<WireSkill> for Skill {
         let mut checked = Vec::with_capacity(files.len());
         let mut total: u64 = 0;
         for item in files {
-            let file: WireFile = serde_json::from_value(item).map_err(|_| "a file of its manifest is malformed".to_owned())?;
-            let digest = parse_digest(&file.digest).ok_or("a file of its manifest has a digest that is not sha256: and 64 lowercase hex digits")?;
+            let file: WireFile =
+                serde_json::from_value(item).map_err(|_| "a file of its manifest is malformed".to_owned())?;
+            let digest = parse_digest(&file.digest)
+                .ok_or("a file of its manifest has a digest that is not sha256: and 64 lowercase hex digits")?;
             let within = file.uri == uri || file.uri.strip_prefix(&inside).is_some_and(is_plain_path);
             if !within {
                 return Err("its manifest lists a file outside the skill's directory".into());
@@ -113,7 +117,9 @@ impl TryFrom<WireSkill> for Skill {
         if total > MAX_SKILL_BYTES {
             return Err(format!("its files come to {total} bytes, over the {MAX_SKILL_BYTES} a skill may have"));
         }
-        let Some(at) = checked.iter().position(|f| f.uri == uri) else { return Err("its manifest does not list its SKILL.md".into()) };
+        let Some(at) = checked.iter().position(|f| f.uri == uri) else {
+            return Err("its manifest does not list its SKILL.md".into());
+        };
         checked.swap(0, at);
         Ok(Skill { uri, frontmatter, files: checked })
     }
@@ -142,12 +148,19 @@ impl Skill {
         } else {
             let path = reference.trim_start_matches("./");
             if !is_plain_path(path) {
-                return Err(McpError::InvalidArguments("a skill file is named by a path inside the skill's directory, without '..', '.' or empty segments".into()));
+                return Err(McpError::InvalidArguments(
+                    "a skill file is named by a path inside the skill's directory, without '..', '.' or empty segments"
+                        .into(),
+                ));
             }
             format!("{}/{path}", self.root())
         };
         self.files.iter().find(|f| f.uri == uri).ok_or_else(|| {
-            McpError::SkillVerificationFailed(format!("{} is not a file of the skill {} as it was loaded; nothing was read", shown_uri(&uri), shown(self.name())))
+            McpError::SkillVerificationFailed(format!(
+                "{} is not a file of the skill {} as it was loaded; nothing was read",
+                shown_uri(&uri),
+                shown(self.name())
+            ))
         })
     }
 
@@ -175,8 +188,24 @@ impl Serialize for Skill {
             frontmatter: &'a Map<String, Value>,
             files: Vec<File<'a>>,
         }
-        let files = self.files.iter().map(|f| File { path: self.path_of(f), uri: &f.uri, size: f.size, digest: format!("sha256:{}", hex(&f.digest)) }).collect();
-        Entry { uri: &self.uri, name: self.name(), description: self.description(), frontmatter: &self.frontmatter, files }.serialize(serializer)
+        let files = self
+            .files
+            .iter()
+            .map(|f| File {
+                path: self.path_of(f),
+                uri: &f.uri,
+                size: f.size,
+                digest: format!("sha256:{}", hex(&f.digest)),
+            })
+            .collect();
+        Entry {
+            uri: &self.uri,
+            name: self.name(),
+            description: self.description(),
+            frontmatter: &self.frontmatter,
+            files,
+        }
+        .serialize(serializer)
     }
 }
 
@@ -195,15 +224,23 @@ pub async fn get(connection: &Connection, uri: &str, opts: &RequestOptions<'_>) 
     }
     let params = serde_json::json!({ "uri": uri }).to_string();
     let raw = connection.request_named("skills/get", uri, &params, opts).await.map_err(|e| match e {
-        McpError::Rpc { code: -32602, .. } => McpError::ResourceNotFound(format!("the server serves no skill at {}", shown_uri(uri))),
+        McpError::Rpc { code: -32602, .. } => {
+            McpError::ResourceNotFound(format!("the server serves no skill at {}", shown_uri(uri)))
+        }
         other => other,
     })?;
-    let got: Got = serde_json::from_str(raw.get()).map_err(|_| McpError::Protocol("skills/get returned a malformed result".into()))?;
+    let got: Got = serde_json::from_str(raw.get())
+        .map_err(|_| McpError::Protocol("skills/get returned a malformed result".into()))?;
     let entry = got.skill.ok_or_else(|| McpError::Protocol("skills/get returned a result without a skill".into()))?;
-    let wire: WireSkill = serde_json::from_str(entry.get()).map_err(|_| McpError::SkillInvalid(format!("the entry of {} is malformed", shown_uri(uri))))?;
-    let skill = Skill::try_from(wire).map_err(|why| McpError::SkillInvalid(format!("the skill at {} cannot be loaded: {why}", shown_uri(uri))))?;
+    let wire: WireSkill = serde_json::from_str(entry.get())
+        .map_err(|_| McpError::SkillInvalid(format!("the entry of {} is malformed", shown_uri(uri))))?;
+    let skill = Skill::try_from(wire)
+        .map_err(|why| McpError::SkillInvalid(format!("the skill at {} cannot be loaded: {why}", shown_uri(uri))))?;
     if skill.uri != uri {
-        return Err(McpError::SkillInvalid(format!("skills/get for {} answered with another skill's entry", shown_uri(uri))));
+        return Err(McpError::SkillInvalid(format!(
+            "skills/get for {} answered with another skill's entry",
+            shown_uri(uri)
+        )));
     }
     Ok(skill)
 }
@@ -211,7 +248,9 @@ pub async fn get(connection: &Connection, uri: &str, opts: &RequestOptions<'_>) 
 /// Reads `skill`'s SKILL.md and verifies it (size, digest, frontmatter): its text, ready to be loaded.
 pub async fn load(connection: &Connection, skill: &Skill, opts: &RequestOptions<'_>) -> Result<String> {
     let (bytes, _) = read_verified(connection, &skill.files[0], opts).await?;
-    let text = String::from_utf8(bytes).map_err(|_| McpError::SkillVerificationFailed(format!("the SKILL.md of {} is not UTF-8 text", shown(skill.name()))))?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        McpError::SkillVerificationFailed(format!("the SKILL.md of {} is not UTF-8 text", shown(skill.name())))
+    })?;
     let frontmatter = parse_frontmatter(&text).ok_or_else(|| {
         McpError::SkillVerificationFailed(format!(
             "the SKILL.md of {} does not begin with YAML frontmatter that parses (within {MAX_FRONTMATTER_BYTES} bytes and {MAX_FRONTMATTER_DEPTH} levels)",
@@ -232,14 +271,28 @@ pub async fn load(connection: &Connection, skill: &Skill, opts: &RequestOptions<
 
 /// Reads `file` with `resources/read` and verifies its bytes against the manifest: the bytes and the
 /// MIME type the server gave. Text contents count as their UTF-8 bytes, blobs as their decoded bytes.
-pub async fn read_verified(connection: &Connection, file: &SkillFile, opts: &RequestOptions<'_>) -> Result<(Vec<u8>, Option<String>)> {
+pub async fn read_verified(
+    connection: &Connection,
+    file: &SkillFile,
+    opts: &RequestOptions<'_>,
+) -> Result<(Vec<u8>, Option<String>)> {
     let read = resources::read(connection, &file.uri, opts).await?;
     let mut contents = read.contents.into_iter();
     let first = contents.next();
     let item = match (first, contents.next()) {
         (Some(item), None) => item,
-        (None, _) => return Err(McpError::SkillVerificationFailed(format!("the read of {} returned no contents", shown_uri(&file.uri)))),
-        (Some(_), Some(_)) => return Err(McpError::SkillVerificationFailed(format!("the read of {} returned more than one content item", shown_uri(&file.uri)))),
+        (None, _) => {
+            return Err(McpError::SkillVerificationFailed(format!(
+                "the read of {} returned no contents",
+                shown_uri(&file.uri)
+            )))
+        }
+        (Some(_), Some(_)) => {
+            return Err(McpError::SkillVerificationFailed(format!(
+                "the read of {} returned more than one content item",
+                shown_uri(&file.uri)
+            )))
+        }
     };
     let bytes = match item.body {
         Body::Text(text) => text.into_bytes(),
@@ -253,10 +306,18 @@ pub async fn read_verified(connection: &Connection, file: &SkillFile, opts: &Req
 /// hashing), then the SHA-256 digest.
 pub fn verify(file: &SkillFile, bytes: &[u8]) -> Result<()> {
     if bytes.len() as u64 != file.size {
-        return Err(McpError::SkillVerificationFailed(format!("{} is {} bytes where its entry says {}: not used", shown_uri(&file.uri), bytes.len(), file.size)));
+        return Err(McpError::SkillVerificationFailed(format!(
+            "{} is {} bytes where its entry says {}: not used",
+            shown_uri(&file.uri),
+            bytes.len(),
+            file.size
+        )));
     }
     if Sha256::digest(bytes).as_slice() != file.digest {
-        return Err(McpError::SkillVerificationFailed(format!("{} does not match the SHA-256 digest of its entry: not used", shown_uri(&file.uri))));
+        return Err(McpError::SkillVerificationFailed(format!(
+            "{} does not match the SHA-256 digest of its entry: not used",
+            shown_uri(&file.uri)
+        )));
     }
     Ok(())
 }
@@ -324,7 +385,9 @@ fn yaml_to_json(node: saphyr::YamlOwned, depth: usize) -> Option<Value> {
             ScalarOwned::FloatingPoint(f) => serde_json::Number::from_f64(f.into_inner()).map(Value::Number)?,
             ScalarOwned::String(s) => Value::String(s),
         },
-        YamlOwned::Sequence(items) => Value::Array(items.into_iter().map(|i| yaml_to_json(i, depth + 1)).collect::<Option<_>>()?),
+        YamlOwned::Sequence(items) => {
+            Value::Array(items.into_iter().map(|i| yaml_to_json(i, depth + 1)).collect::<Option<_>>()?)
+        }
         YamlOwned::Mapping(entries) => {
             let mut map = Map::new();
             for (key, value) in entries {
@@ -350,7 +413,11 @@ fn yaml_to_json(node: saphyr::YamlOwned, depth: usize) -> Option<Value> {
 fn differing_fields(file: &Map<String, Value>, entry: &Map<String, Value>) -> Vec<String> {
     let mut fields: Vec<&String> = file.keys().chain(entry.keys().filter(|k| !file.contains_key(*k))).collect();
     fields.sort();
-    fields.into_iter().filter(|f| !same(file.get(*f).unwrap_or(&Value::Null), entry.get(*f).unwrap_or(&Value::Null))).cloned().collect()
+    fields
+        .into_iter()
+        .filter(|f| !same(file.get(*f).unwrap_or(&Value::Null), entry.get(*f).unwrap_or(&Value::Null)))
+        .cloned()
+        .collect()
 }
 
 fn same(a: &Value, b: &Value) -> bool {
@@ -418,7 +485,8 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    const BODY: &str = "---\nname: pdf-processing\ndescription: Extract, fill, and assemble PDF documents\n---\n\nSkill body.\n";
+    const BODY: &str =
+        "---\nname: pdf-processing\ndescription: Extract, fill, and assemble PDF documents\n---\n\nSkill body.\n";
 
     fn digest_of(bytes: &[u8]) -> String {
         format!("sha256:{}", hex(&Sha256::digest(bytes)))
@@ -461,7 +529,19 @@ mod tests {
         let skill = checked(good()).unwrap();
         assert_eq!(skill.file("references/OTHER.md").unwrap_err().code(), "mcp_skill_verification_failed");
         assert_eq!(skill.file("skill://other/SKILL.md").unwrap_err().code(), "mcp_skill_verification_failed");
-        for bad in ["../x/SKILL.md", "a//b", "", "references/../SKILL.md", "%2e%2e/x", "references/%2E%2e/SKILL.md", "a\\..\\b", "a%2f..%2fb", "f?x=1", "f#frag", "a\u{0}b"] {
+        for bad in [
+            "../x/SKILL.md",
+            "a//b",
+            "",
+            "references/../SKILL.md",
+            "%2e%2e/x",
+            "references/%2E%2e/SKILL.md",
+            "a\\..\\b",
+            "a%2f..%2fb",
+            "f?x=1",
+            "f#frag",
+            "a\u{0}b",
+        ] {
             assert_eq!(skill.file(bad).unwrap_err().code(), "mcp_invalid_arguments", "{bad}");
         }
     }
@@ -472,27 +552,58 @@ mod tests {
         let skill_md = file("skill://pdf-processing/SKILL.md", 0);
         let cases = [
             ("dynamic", entry(json!("dynamic"))),
-            ("no resources", json!({ "uri": "skill://pdf-processing/SKILL.md", "frontmatter": { "name": "pdf-processing", "description": "d" } })),
+            (
+                "no resources",
+                json!({ "uri": "skill://pdf-processing/SKILL.md", "frontmatter": { "name": "pdf-processing", "description": "d" } }),
+            ),
             ("resources an object", entry(json!({}))),
             ("SKILL.md unlisted", entry(json!([file("skill://pdf-processing/a.md", 1)]))),
             ("outside", entry(json!([skill_md.clone(), file("skill://other/a.md", 1)]))),
             ("dot-dot", entry(json!([skill_md.clone(), file("skill://pdf-processing/../other/a.md", 1)]))),
             ("twice", entry(json!([skill_md.clone(), skill_md.clone()]))),
-            ("upper-case digest", entry(json!([{ "uri": "skill://pdf-processing/SKILL.md", "digest": digest_of(b"").to_uppercase(), "size": 0 }]))),
-            ("short digest", entry(json!([{ "uri": "skill://pdf-processing/SKILL.md", "digest": "sha256:abc", "size": 0 }]))),
+            (
+                "upper-case digest",
+                entry(
+                    json!([{ "uri": "skill://pdf-processing/SKILL.md", "digest": digest_of(b"").to_uppercase(), "size": 0 }]),
+                ),
+            ),
+            (
+                "short digest",
+                entry(json!([{ "uri": "skill://pdf-processing/SKILL.md", "digest": "sha256:abc", "size": 0 }])),
+            ),
             ("too big", entry(json!([skill_md.clone(), file("skill://pdf-processing/big.bin", MAX_SKILL_BYTES + 1)]))),
-            ("name mismatch", json!({ "uri": "skill://other/SKILL.md", "frontmatter": { "name": "pdf-processing", "description": "d" }, "resources": [] })),
-            ("no description", json!({ "uri": "skill://pdf-processing/SKILL.md", "frontmatter": { "name": "pdf-processing" }, "resources": [skill_md.clone()] })),
-            ("not SKILL.md", json!({ "uri": "skill://pdf-processing/README.md", "frontmatter": { "name": "pdf-processing", "description": "d" }, "resources": [] })),
+            (
+                "name mismatch",
+                json!({ "uri": "skill://other/SKILL.md", "frontmatter": { "name": "pdf-processing", "description": "d" }, "resources": [] }),
+            ),
+            (
+                "no description",
+                json!({ "uri": "skill://pdf-processing/SKILL.md", "frontmatter": { "name": "pdf-processing" }, "resources": [skill_md.clone()] }),
+            ),
+            (
+                "not SKILL.md",
+                json!({ "uri": "skill://pdf-processing/README.md", "frontmatter": { "name": "pdf-processing", "description": "d" }, "resources": [] }),
+            ),
         ];
         for (why, value) in cases {
             assert!(checked(value).is_err(), "{why}");
         }
-        let many: Vec<Value> = std::iter::once(skill_md.clone()).chain((0..MAX_SKILL_FILES).map(|i| file(&format!("skill://pdf-processing/f{i}"), 1))).collect();
+        let many: Vec<Value> = std::iter::once(skill_md.clone())
+            .chain((0..MAX_SKILL_FILES).map(|i| file(&format!("skill://pdf-processing/f{i}"), 1)))
+            .collect();
         assert!(checked(entry(Value::Array(many))).unwrap_err().contains("512"));
-        let at_limit: Vec<Value> = std::iter::once(skill_md.clone()).chain((1..MAX_SKILL_FILES).map(|i| file(&format!("skill://pdf-processing/f{i}"), 1))).collect();
-        assert_eq!(checked(entry(Value::Array(at_limit))).unwrap().files.len(), MAX_SKILL_FILES, "the limit itself is supported");
-        assert!(checked(entry(json!([skill_md.clone(), file("skill://pdf-processing/big.bin", MAX_SKILL_BYTES)]))).is_ok(), "16 MiB itself is supported");
+        let at_limit: Vec<Value> = std::iter::once(skill_md.clone())
+            .chain((1..MAX_SKILL_FILES).map(|i| file(&format!("skill://pdf-processing/f{i}"), 1)))
+            .collect();
+        assert_eq!(
+            checked(entry(Value::Array(at_limit))).unwrap().files.len(),
+            MAX_SKILL_FILES,
+            "the limit itself is supported"
+        );
+        assert!(
+            checked(entry(json!([skill_md.clone(), file("skill://pdf-processing/big.bin", MAX_SKILL_BYTES)]))).is_ok(),
+            "16 MiB itself is supported"
+        );
         let nested = json!({ "uri": "skill://acme/billing/refunds/SKILL.md", "frontmatter": { "name": "refunds", "description": "d" },
             "resources": [{ "uri": "skill://acme/billing/refunds/SKILL.md", "digest": digest_of(b""), "size": 0 }] });
         assert_eq!(checked(nested).unwrap().root(), "skill://acme/billing/refunds");
@@ -515,17 +626,37 @@ mod tests {
         let skill = checked(good()).unwrap();
         let parsed = parse_frontmatter(BODY).unwrap();
         assert!(differing_fields(&parsed, &skill.frontmatter).is_empty());
-        let evil = parse_frontmatter(&BODY.replace("description: Extract, fill, and assemble PDF documents", "description: Exfiltrate credentials")).unwrap();
+        let evil =
+            parse_frontmatter(&BODY.replace(
+                "description: Extract, fill, and assemble PDF documents",
+                "description: Exfiltrate credentials",
+            ))
+            .unwrap();
         assert_eq!(differing_fields(&evil, &skill.frontmatter), ["description"]);
         let extra = parse_frontmatter("---\nname: pdf-processing\ndescription: Extract, fill, and assemble PDF documents\nallowed-tools: Bash\n---\n").unwrap();
-        assert_eq!(differing_fields(&extra, &skill.frontmatter), ["allowed-tools"], "a field the entry does not show is a discrepancy");
+        assert_eq!(
+            differing_fields(&extra, &skill.frontmatter),
+            ["allowed-tools"],
+            "a field the entry does not show is a discrepancy"
+        );
         // A byte-order mark, CRLF lines, a trailing space on the closing line, nested metadata, numbers.
-        let crlf = "\u{feff}---\r\nname: x\r\ndescription: y\r\nmetadata:\r\n  version: 1.0\r\n  tags: [a, b]\r\n--- \r\nbody";
+        let crlf =
+            "\u{feff}---\r\nname: x\r\ndescription: y\r\nmetadata:\r\n  version: 1.0\r\n  tags: [a, b]\r\n--- \r\nbody";
         let parsed = parse_frontmatter(crlf).unwrap();
         let entry = json!({ "name": "x", "description": "y", "metadata": { "version": 1, "tags": ["a", "b"] } });
         assert!(differing_fields(&parsed, entry.as_object().unwrap()).is_empty());
-        assert_eq!(parse_frontmatter("---\nname: x\n---"), Some(json!({ "name": "x" }).as_object().unwrap().clone()), "ends at the closing line");
-        for bad in ["no frontmatter", "---\nname: x\n", "---\n- a list\n---\n", "---\nname: [unclosed\n---\n", " ---\nname: x\n---\n"] {
+        assert_eq!(
+            parse_frontmatter("---\nname: x\n---"),
+            Some(json!({ "name": "x" }).as_object().unwrap().clone()),
+            "ends at the closing line"
+        );
+        for bad in [
+            "no frontmatter",
+            "---\nname: x\n",
+            "---\n- a list\n---\n",
+            "---\nname: [unclosed\n---\n",
+            " ---\nname: x\n---\n",
+        ] {
             assert_eq!(parse_frontmatter(bad), None, "{bad:?}");
         }
         let deep = format!("---\nname: {}x{}\n---\n", "[".repeat(200), "]".repeat(200));
@@ -537,8 +668,14 @@ mod tests {
         assert_eq!(parse_frontmatter(&block), None, "block nesting past the bound");
         let shallow = format!("---\nname: x\ndescription: y\nk:\n{}x\n---\n", "- ".repeat(MAX_FRONTMATTER_DEPTH - 2));
         assert!(parse_frontmatter(&shallow).is_some(), "nesting within the bound");
-        let wide = format!("---\nname: x\ndescription: y\n{}---\n", (0..5_000).map(|i| format!("k{i}: v\n")).collect::<String>());
-        assert!(wide.len() < MAX_FRONTMATTER_BYTES && parse_frontmatter(&wide).is_some(), "a large flat frontmatter within the bytes");
+        let wide = format!(
+            "---\nname: x\ndescription: y\n{}---\n",
+            (0..5_000).map(|i| format!("k{i}: v\n")).collect::<String>()
+        );
+        assert!(
+            wide.len() < MAX_FRONTMATTER_BYTES && parse_frontmatter(&wide).is_some(),
+            "a large flat frontmatter within the bytes"
+        );
         let over = format!("---\nname: x\ndescription: '{}'\n---\n", "y".repeat(MAX_FRONTMATTER_BYTES));
         assert_eq!(parse_frontmatter(&over), None, "over the bytes");
     }

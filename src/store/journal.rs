@@ -31,7 +31,14 @@ pub trait McpJournal: Send + Sync {
     /// owner's lease on it is still running. The built-ins share this across processes; a journal that
     /// keeps results as claims answers only `Taken` or `Done` (exactly-once within one process).
     /// `fingerprint` is the call's [`call_fingerprint`], kept with it.
-    fn take_call(&self, key: &str, tool: &str, _fingerprint: &str, _owner: &str, _lease_ms: u64) -> BoxFuture<'_, Result<CallSlot>> {
+    fn take_call(
+        &self,
+        key: &str,
+        tool: &str,
+        _fingerprint: &str,
+        _owner: &str,
+        _lease_ms: u64,
+    ) -> BoxFuture<'_, Result<CallSlot>> {
         let found = self.call_result(key, tool);
         Box::pin(async move { Ok(found.await?.map_or(CallSlot::Taken, CallSlot::Done)) })
     }
@@ -42,11 +49,20 @@ pub trait McpJournal: Send + Sync {
     }
     /// Ends `owner`'s run of a call: `Some(result)` records it (first writer wins: the recorded result is
     /// returned), `None` gives the call up (it failed; a retry runs it again).
-    fn finish_call(&self, key: &str, tool: &str, fingerprint: &str, _owner: &str, result: Option<&str>) -> BoxFuture<'_, Result<Option<RecordedCall>>> {
+    fn finish_call(
+        &self,
+        key: &str,
+        tool: &str,
+        fingerprint: &str,
+        _owner: &str,
+        result: Option<&str>,
+    ) -> BoxFuture<'_, Result<Option<RecordedCall>>> {
         let (claim_key, value) = (call_claim_key(key, tool), result.map(|result| claim_value(fingerprint, result)));
         Box::pin(async move {
             match value {
-                Some(value) => self.claim(&claim_key, &value).await.map(|recorded| Some(RecordedCall::from_claim(&recorded))),
+                Some(value) => {
+                    self.claim(&claim_key, &value).await.map(|recorded| Some(RecordedCall::from_claim(&recorded)))
+                }
                 None => Ok(None),
             }
         })
@@ -77,7 +93,9 @@ impl RecordedCall {
             result: &'a serde_json::value::RawValue,
         }
         match serde_json::from_str::<Claimed>(value) {
-            Ok(claimed) => RecordedCall { result: claimed.result.get().to_owned(), fingerprint: Some(claimed.fingerprint) },
+            Ok(claimed) => {
+                RecordedCall { result: claimed.result.get().to_owned(), fingerprint: Some(claimed.fingerprint) }
+            }
             Err(_) => RecordedCall { result: value.to_owned(), fingerprint: None },
         }
     }
@@ -186,15 +204,25 @@ impl McpJournal for MemoryJournal {
         Box::pin(ready(Ok(done)))
     }
 
-    fn take_call(&self, key: &str, tool: &str, _fingerprint: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<CallSlot>> {
+    fn take_call(
+        &self,
+        key: &str,
+        tool: &str,
+        _fingerprint: &str,
+        owner: &str,
+        lease_ms: u64,
+    ) -> BoxFuture<'_, Result<CallSlot>> {
         let now = super::now_ms();
         let mut calls = self.calls.lock();
-        let slot = calls.entry((key.to_owned(), tool.to_owned())).or_insert_with(|| CallState::Running { owner: String::new(), lease_until_ms: i64::MIN });
+        let slot = calls
+            .entry((key.to_owned(), tool.to_owned()))
+            .or_insert_with(|| CallState::Running { owner: String::new(), lease_until_ms: i64::MIN });
         let taken = match slot {
             CallState::Done(result) => CallSlot::Done(result.clone()),
             CallState::Running { lease_until_ms, .. } if *lease_until_ms >= now => CallSlot::Running,
             CallState::Running { .. } => {
-                *slot = CallState::Running { owner: owner.to_owned(), lease_until_ms: now.saturating_add(lease_ms as i64) };
+                *slot =
+                    CallState::Running { owner: owner.to_owned(), lease_until_ms: now.saturating_add(lease_ms as i64) };
                 CallSlot::Taken
             }
         };
@@ -203,7 +231,9 @@ impl McpJournal for MemoryJournal {
 
     fn renew_call(&self, key: &str, tool: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<bool>> {
         let mut renewed = false;
-        if let Some(CallState::Running { owner: holder, lease_until_ms }) = self.calls.lock().get_mut(&(key.to_owned(), tool.to_owned())) {
+        if let Some(CallState::Running { owner: holder, lease_until_ms }) =
+            self.calls.lock().get_mut(&(key.to_owned(), tool.to_owned()))
+        {
             if holder == owner {
                 *lease_until_ms = super::now_ms().saturating_add(lease_ms as i64);
                 renewed = true;
@@ -212,7 +242,14 @@ impl McpJournal for MemoryJournal {
         Box::pin(ready(Ok(renewed)))
     }
 
-    fn finish_call(&self, key: &str, tool: &str, fingerprint: &str, owner: &str, result: Option<&str>) -> BoxFuture<'_, Result<Option<RecordedCall>>> {
+    fn finish_call(
+        &self,
+        key: &str,
+        tool: &str,
+        fingerprint: &str,
+        owner: &str,
+        result: Option<&str>,
+    ) -> BoxFuture<'_, Result<Option<RecordedCall>>> {
         let mut calls = self.calls.lock();
         let slot = (key.to_owned(), tool.to_owned());
         let ours = matches!(calls.get(&slot), Some(CallState::Running { owner: holder, .. }) if holder == owner);
@@ -268,12 +305,20 @@ pub(crate) mod contract {
         let (key, tool) = ("order-1:call-7", "charge");
         assert_eq!(journal.call_result(key, tool).await.unwrap(), None);
         assert_eq!(journal.take_call(key, tool, "f", "a", 60_000).await.unwrap(), CallSlot::Taken);
-        assert_eq!(journal.take_call(key, tool, "f", "b", 60_000).await.unwrap(), CallSlot::Running, "a's lease is live");
+        assert_eq!(
+            journal.take_call(key, tool, "f", "b", 60_000).await.unwrap(),
+            CallSlot::Running,
+            "a's lease is live"
+        );
         assert!(journal.renew_call(key, tool, "a", 60_000).await.unwrap());
         assert!(!journal.renew_call(key, tool, "b", 60_000).await.unwrap(), "not b's to renew");
         assert_eq!(journal.finish_call(key, tool, "f", "a", Some("{\"a\":1}")).await.unwrap(), Some(done("{\"a\":1}")));
         assert_eq!(journal.take_call(key, tool, "f", "b", 60_000).await.unwrap(), CallSlot::Done(done("{\"a\":1}")));
-        assert_eq!(journal.call_result(key, tool).await.unwrap(), Some(done("{\"a\":1}")), "kept with its arguments' fingerprint");
+        assert_eq!(
+            journal.call_result(key, tool).await.unwrap(),
+            Some(done("{\"a\":1}")),
+            "kept with its arguments' fingerprint"
+        );
         assert_eq!(journal.call_result(key, "refund").await.unwrap(), None, "per tool");
         // A failed run gives the call up; a lapsed lease (its owner died) may be taken over.
         assert_eq!(journal.take_call("k2", tool, "f", "a", 60_000).await.unwrap(), CallSlot::Taken);
@@ -281,8 +326,15 @@ pub(crate) mod contract {
         assert_eq!(journal.take_call("k2", tool, "f", "b", 0).await.unwrap(), CallSlot::Taken);
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         assert_eq!(journal.take_call("k2", tool, "f", "c", 60_000).await.unwrap(), CallSlot::Taken, "b's lease lapsed");
-        assert!(!journal.renew_call("k2", tool, "b", 60_000).await.unwrap(), "b's renewal tells it the call was taken over");
-        assert_eq!(journal.finish_call("k2", tool, "f", "b", Some("{\"late\":1}")).await.unwrap(), Some(done("{\"late\":1}")), "b lost it: nothing recorded yet");
+        assert!(
+            !journal.renew_call("k2", tool, "b", 60_000).await.unwrap(),
+            "b's renewal tells it the call was taken over"
+        );
+        assert_eq!(
+            journal.finish_call("k2", tool, "f", "b", Some("{\"late\":1}")).await.unwrap(),
+            Some(done("{\"late\":1}")),
+            "b lost it: nothing recorded yet"
+        );
         assert_eq!(journal.finish_call("k2", tool, "f", "c", Some("{}")).await.unwrap(), Some(done("{}")));
         assert_eq!(journal.call_result("k2", tool).await.unwrap(), Some(done("{}")));
     }

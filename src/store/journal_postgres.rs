@@ -30,7 +30,8 @@ CREATE TABLE mcp_run_counters (
 );
 CREATE INDEX mcp_run_counters_updated_at ON mcp_run_counters (updated_at);";
 
-const CLAIM: &str = "INSERT INTO mcp_journal (key, value, created_at) VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING RETURNING value";
+const CLAIM: &str =
+    "INSERT INTO mcp_journal (key, value, created_at) VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING RETURNING value";
 const READ: &str = "SELECT value FROM mcp_journal WHERE key = $1";
 const RESERVE: &str = "INSERT INTO mcp_run_counters (run_id, counter, count, updated_at) VALUES ($1, $2, 1, $4)
     ON CONFLICT (run_id, counter) DO UPDATE SET count = mcp_run_counters.count + 1, updated_at = excluded.updated_at
@@ -115,7 +116,11 @@ impl PostgresJournal {
             };
             let deadline = store.call_deadline();
             tokio::time::timeout(deadline, call).await.unwrap_or_else(|_| {
-                Err(store_error(format!("Postgres at {}: no answer within {} ms", store.target(), deadline.as_millis())))
+                Err(store_error(format!(
+                    "Postgres at {}: no answer within {} ms",
+                    store.target(),
+                    deadline.as_millis()
+                )))
             })
         })
     }
@@ -146,13 +151,17 @@ impl McpJournal for PostgresJournal {
                     return Ok(winner);
                 }
             }
-            Err(store_error(format!("the journal key {key:?} was deleted {CLAIM_ATTEMPTS} times while being claimed; try again")))
+            Err(store_error(format!(
+                "the journal key {key:?} was deleted {CLAIM_ATTEMPTS} times while being claimed; try again"
+            )))
         })
     }
 
     fn get(&self, key: &str) -> BoxFuture<'_, Result<Option<String>>> {
         let key = key.to_owned();
-        self.run("cannot read", move |client| async move { client.query_opt(READ, &[&key]).await?.map(|row| row.try_get(0)).transpose() })
+        self.run("cannot read", move |client| async move {
+            client.query_opt(READ, &[&key]).await?.map(|row| row.try_get(0)).transpose()
+        })
     }
 
     fn reserve(&self, run_id: &str, counter: &str, limit: u64) -> BoxFuture<'_, Result<Option<u64>>> {
@@ -166,7 +175,9 @@ impl McpJournal for PostgresJournal {
 
     fn release(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<()>> {
         let (run_id, counter) = (run_id.to_owned(), counter.to_owned());
-        self.run("cannot release a call", move |client| async move { client.execute(RELEASE, &[&run_id, &counter, &now_ms()]).await.map(drop) })
+        self.run("cannot release a call", move |client| async move {
+            client.execute(RELEASE, &[&run_id, &counter, &now_ms()]).await.map(drop)
+        })
     }
 
     fn count(&self, run_id: &str, counter: &str) -> BoxFuture<'_, Result<u64>> {

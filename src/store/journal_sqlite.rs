@@ -56,7 +56,8 @@ const TAKE_CALL: &str = "INSERT INTO mcp_call_results (idempotency_key, tool, st
         arguments_sha256 = excluded.arguments_sha256
         WHERE mcp_call_results.state = 'running' AND mcp_call_results.lease_until < ?5
     RETURNING owner";
-const DONE_RESULT: &str = "SELECT result, arguments_sha256 FROM mcp_call_results WHERE idempotency_key = ?1 AND tool = ?2 AND state = 'done'";
+const DONE_RESULT: &str =
+    "SELECT result, arguments_sha256 FROM mcp_call_results WHERE idempotency_key = ?1 AND tool = ?2 AND state = 'done'";
 
 /// One slot more while under the limit (`?3`); no row back at the ceiling.
 const RESERVE: &str = "INSERT INTO mcp_run_counters (run_id, counter, count, updated_at) VALUES (?1, ?2, 1, ?4)
@@ -114,13 +115,14 @@ fn open(path: &Path) -> Result<Connection> {
         return Err(store_error(format!("journal: {} cannot use WAL (journal mode is {mode})", path.display())));
     }
     // Under the write lock, so two processes opening a new file create the tables once.
-    let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| fail("cannot set up", e))?;
-    tx.execute_batch("CREATE TABLE IF NOT EXISTS mcpferry_schema (component TEXT PRIMARY KEY, version INTEGER NOT NULL)")
-        .map_err(|e| fail("cannot set up", e))?;
-    let found: Option<i64> = tx
-        .query_row(JOURNAL_VERSION_QUERY, [], |row| row.get(0))
-        .optional()
-        .map_err(|e| fail("cannot read", e))?;
+    let tx =
+        connection.transaction_with_behavior(TransactionBehavior::Immediate).map_err(|e| fail("cannot set up", e))?;
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS mcpferry_schema (component TEXT PRIMARY KEY, version INTEGER NOT NULL)",
+    )
+    .map_err(|e| fail("cannot set up", e))?;
+    let found: Option<i64> =
+        tx.query_row(JOURNAL_VERSION_QUERY, [], |row| row.get(0)).optional().map_err(|e| fail("cannot read", e))?;
     match found {
         Some(version) if version > JOURNAL_SCHEMA_VERSION => {
             return Err(store_error(format!(
@@ -183,8 +185,9 @@ impl McpJournal for SqliteJournal {
         let (run_id, counter) = (run_id.to_owned(), counter.to_owned());
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.run(move |connection| {
-            let count: Option<i64> =
-                connection.query_row(RESERVE, params![run_id, counter, limit, now_ms()], |row| row.get(0)).optional()?;
+            let count: Option<i64> = connection
+                .query_row(RESERVE, params![run_id, counter, limit, now_ms()], |row| row.get(0))
+                .optional()?;
             Ok(count.map(count_of))
         })
     }
@@ -204,7 +207,11 @@ impl McpJournal for SqliteJournal {
         let (run_id, counter) = (run_id.to_owned(), counter.to_owned());
         self.run(move |connection| {
             let count: Option<i64> = connection
-                .query_row("SELECT count FROM mcp_run_counters WHERE run_id = ?1 AND counter = ?2", [&run_id, &counter], |row| row.get(0))
+                .query_row(
+                    "SELECT count FROM mcp_run_counters WHERE run_id = ?1 AND counter = ?2",
+                    [&run_id, &counter],
+                    |row| row.get(0),
+                )
                 .optional()?;
             Ok(count.map_or(0, count_of))
         })
@@ -215,8 +222,16 @@ impl McpJournal for SqliteJournal {
         self.run(move |connection| connection.query_row(DONE_RESULT, [&key, &tool], recorded_call).optional())
     }
 
-    fn take_call(&self, key: &str, tool: &str, fingerprint: &str, owner: &str, lease_ms: u64) -> BoxFuture<'_, Result<CallSlot>> {
-        let (key, tool, owner, fingerprint) = (key.to_owned(), tool.to_owned(), owner.to_owned(), fingerprint.to_owned());
+    fn take_call(
+        &self,
+        key: &str,
+        tool: &str,
+        fingerprint: &str,
+        owner: &str,
+        lease_ms: u64,
+    ) -> BoxFuture<'_, Result<CallSlot>> {
+        let (key, tool, owner, fingerprint) =
+            (key.to_owned(), tool.to_owned(), owner.to_owned(), fingerprint.to_owned());
         let lease_ms = i64::try_from(lease_ms).unwrap_or(i64::MAX);
         self.run(move |connection| {
             let now = now_ms();
@@ -253,7 +268,14 @@ impl McpJournal for SqliteJournal {
         })
     }
 
-    fn finish_call(&self, key: &str, tool: &str, fingerprint: &str, owner: &str, result: Option<&str>) -> BoxFuture<'_, Result<Option<RecordedCall>>> {
+    fn finish_call(
+        &self,
+        key: &str,
+        tool: &str,
+        fingerprint: &str,
+        owner: &str,
+        result: Option<&str>,
+    ) -> BoxFuture<'_, Result<Option<RecordedCall>>> {
         let (key, tool, owner, result) = (key.to_owned(), tool.to_owned(), owner.to_owned(), result.map(str::to_owned));
         let fingerprint = fingerprint.to_owned();
         self.run(move |connection| {
@@ -289,10 +311,13 @@ mod tests {
         contract::calls_are_taken_once_and_recorded(&SqliteJournal::open_lazily(&path)).await;
         // Two handles (as two processes would) racing for one key: one value wins for both.
         let (a, b) = (Arc::new(SqliteJournal::open_lazily(&path)), Arc::new(SqliteJournal::open_lazily(&path)));
-        let racing = |journal: Arc<SqliteJournal>, value: &'static str| tokio::spawn(async move { journal.claim("race", value).await.unwrap() });
+        let racing = |journal: Arc<SqliteJournal>, value: &'static str| {
+            tokio::spawn(async move { journal.claim("race", value).await.unwrap() })
+        };
         let (first, second) = tokio::join!(racing(a.clone(), "a"), racing(b.clone(), "b"));
         assert_eq!(first.unwrap(), second.unwrap());
-        let mode: String = Connection::open(&path).unwrap().query_row("PRAGMA journal_mode", [], |row| row.get(0)).unwrap();
+        let mode: String =
+            Connection::open(&path).unwrap().query_row("PRAGMA journal_mode", [], |row| row.get(0)).unwrap();
         assert_eq!(mode, "wal");
     }
 
@@ -301,9 +326,17 @@ mod tests {
     }
 
     /// After a migration: a new call is taken and recorded, and the file says it is at the current schema.
-    async fn records_new_calls_at_the_current_schema(journal: &SqliteJournal, path: &std::path::Path, key: &str, fingerprint: &str) {
+    async fn records_new_calls_at_the_current_schema(
+        journal: &SqliteJournal,
+        path: &std::path::Path,
+        key: &str,
+        fingerprint: &str,
+    ) {
         assert_eq!(journal.take_call(key, "t", fingerprint, "o", 1_000).await.unwrap(), CallSlot::Taken);
-        assert_eq!(journal.finish_call(key, "t", fingerprint, "o", Some("{}")).await.unwrap(), Some(RecordedCall::new("{}", fingerprint)));
+        assert_eq!(
+            journal.finish_call(key, "t", fingerprint, "o", Some("{}")).await.unwrap(),
+            Some(RecordedCall::new("{}", fingerprint))
+        );
         assert_eq!(schema_version(path), JOURNAL_SCHEMA_VERSION);
     }
 
@@ -313,7 +346,10 @@ mod tests {
         let path = dir.path().join("journal.db");
         SqliteJournal::open_lazily(&path).claim("__mcp_pin__:s:t", "pinned").await.unwrap();
         let old = Connection::open(&path).unwrap();
-        old.execute_batch("DROP TABLE mcp_call_results; UPDATE mcpferry_schema SET version = 1 WHERE component = 'journal'").unwrap();
+        old.execute_batch(
+            "DROP TABLE mcp_call_results; UPDATE mcpferry_schema SET version = 1 WHERE component = 'journal'",
+        )
+        .unwrap();
         drop(old);
         let journal = SqliteJournal::open_lazily(&path);
         assert_eq!(journal.get("__mcp_pin__:s:t").await.unwrap().as_deref(), Some("pinned"), "kept");
@@ -334,7 +370,11 @@ mod tests {
             .unwrap();
         let journal = SqliteJournal::open_lazily(&path);
         let kept = RecordedCall { result: "{\"old\":1}".into(), fingerprint: None };
-        assert_eq!(journal.call_result("old", "t").await.unwrap(), Some(kept), "kept, with no fingerprint (any arguments match)");
+        assert_eq!(
+            journal.call_result("old", "t").await.unwrap(),
+            Some(kept),
+            "kept, with no fingerprint (any arguments match)"
+        );
         records_new_calls_at_the_current_schema(&journal, &path, "new", "g").await;
     }
 
@@ -343,7 +383,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal.db");
         SqliteJournal::open_lazily(&path).get("k").await.unwrap();
-        Connection::open(&path).unwrap().execute("UPDATE mcpferry_schema SET version = 99 WHERE component = 'journal'", []).unwrap();
+        Connection::open(&path)
+            .unwrap()
+            .execute("UPDATE mcpferry_schema SET version = 99 WHERE component = 'journal'", [])
+            .unwrap();
         let error = SqliteJournal::open_lazily(&path).get("k").await.unwrap_err();
         assert_eq!(error.code(), "mcp_storage_error");
         assert!(error.to_string().contains("newer"), "{error}");

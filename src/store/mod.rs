@@ -71,7 +71,9 @@ pub struct StoredServer {
 }
 
 /// `cacheScope` as a store written in JavaScript hands it back: read as the SQL stores read theirs.
-fn scope_from_json<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Option<CacheScope>, D::Error> {
+fn scope_from_json<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<Option<CacheScope>, D::Error> {
     let text: Option<String> = Option::deserialize(deserializer)?;
     Ok(scope_from_text(text.as_deref()))
 }
@@ -547,10 +549,17 @@ mod tests {
         assert_eq!(fingerprint(&t), sha256_hex(canonical.as_bytes()));
         assert_eq!(fingerprint(&t), "709f9fdd7c47446c0c48d3eaa47b810ae156e03678a23efb85c1db17baf98898");
         // An app's metadata leaves it alone; a tool taken away from the model does not.
-        let with_app = Tool { ui: crate::protocol::apps::ToolUi::of_meta(&json!({ "ui": { "resourceUri": "ui://echo" } })), ..t.clone() };
+        let with_app = Tool {
+            ui: crate::protocol::apps::ToolUi::of_meta(&json!({ "ui": { "resourceUri": "ui://echo" } })),
+            ..t.clone()
+        };
         assert_eq!(fingerprint(&with_app), fingerprint(&t));
-        let app_only = Tool { ui: crate::protocol::apps::ToolUi::of_meta(&json!({ "ui": { "visibility": ["app"] } })), ..t.clone() };
-        let app_canonical = r#"{"description":"Echoes","inputSchema":{"type":"object"},"modelVisible":false,"title":null}"#;
+        let app_only = Tool {
+            ui: crate::protocol::apps::ToolUi::of_meta(&json!({ "ui": { "visibility": ["app"] } })),
+            ..t.clone()
+        };
+        let app_canonical =
+            r#"{"description":"Echoes","inputSchema":{"type":"object"},"modelVisible":false,"title":null}"#;
         assert_eq!(fingerprint(&app_only), sha256_hex(app_canonical.as_bytes()));
     }
 
@@ -607,7 +616,10 @@ mod tests {
         let mut hinted = row.clone();
         (hinted.listed_at, hinted.ttl_ms, hinted.cache_scope) = (Some(1_000), Some(2_000), Some(CacheScope::Private));
         let value = serde_json::to_value(&hinted).unwrap();
-        assert_eq!((&value["listedAt"], &value["ttlMs"], &value["cacheScope"]), (&json!(1_000), &json!(2_000), &json!("private")));
+        assert_eq!(
+            (&value["listedAt"], &value["ttlMs"], &value["cacheScope"]),
+            (&json!(1_000), &json!(2_000), &json!("private"))
+        );
         assert_eq!(serde_json::from_value::<StoredServer>(value.clone()).unwrap(), hinted);
         let mut odd = value;
         odd["cacheScope"] = json!("team");
@@ -625,7 +637,10 @@ mod tests {
         assert!(!row.is_fresh_at(1_500));
         row.ttl_ms = None;
         assert!(!row.is_fresh_at(1_000));
-        assert_eq!(scope_from_text(scope_text(Some(CacheScope::Public)).map(str::to_owned).as_deref()), Some(CacheScope::Public));
+        assert_eq!(
+            scope_from_text(scope_text(Some(CacheScope::Public)).map(str::to_owned).as_deref()),
+            Some(CacheScope::Public)
+        );
         assert_eq!(scope_from_text(Some("someday")), Some(CacheScope::Private), "an unknown scope is not shared");
         assert_eq!(scope_from_text(None), None);
     }

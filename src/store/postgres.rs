@@ -338,11 +338,7 @@ impl PostgresStore {
             };
             let deadline = self.call_deadline();
             tokio::time::timeout(deadline, call).await.unwrap_or_else(|_| {
-                Err(store_error(format!(
-                    "Postgres at {}: no answer within {} ms",
-                    self.target,
-                    deadline.as_millis()
-                )))
+                Err(store_error(format!("Postgres at {}: no answer within {} ms", self.target, deadline.as_millis())))
             })
         })
     }

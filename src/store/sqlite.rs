@@ -387,7 +387,6 @@ pub(super) fn decode<T: serde::de::DeserializeOwned>(text: &str, id: &str, colum
     })
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::super::{contract, retrust, Fingerprints};
@@ -486,7 +485,18 @@ mod tests {
             .unwrap();
         assert_eq!(
             columns,
-            ["id", "name", "type", "url", "tools", "tool_fingerprints", "updated_at", "listed_at", "ttl_ms", "cache_scope"]
+            [
+                "id",
+                "name",
+                "type",
+                "url",
+                "tools",
+                "tool_fingerprints",
+                "updated_at",
+                "listed_at",
+                "ttl_ms",
+                "cache_scope"
+            ]
         );
         drop(store);
         // Reopening a current file changes nothing.
@@ -588,7 +598,10 @@ mod tests {
             .await
             .unwrap();
         raw(&dir.db())
-            .execute(UPSERT, params!["docs:1", "docs", "stdio", Option::<String>::None, "[]", r#"{"a":"2"}"#, 0, 1, 2, "public"])
+            .execute(
+                UPSERT,
+                params!["docs:1", "docs", "stdio", Option::<String>::None, "[]", r#"{"a":"2"}"#, 0, 1, 2, "public"],
+            )
             .unwrap();
         let stored: String = raw(&dir.db())
             .query_row("SELECT tool_fingerprints FROM mcp_servers WHERE id = 'docs:1'", [], |row| row.get(0))
@@ -659,8 +672,17 @@ mod tests {
         const SECRET_ENV: &str = "GITHUB_TOKEN=ghp_never-persisted";
 
         let row = contract::row("docs:1", "docs", vec![contract::tool("lookup", "Looks up a word")], None);
-        let StoredServer { id: _, name: _, kind: _, url: _, tools: _, tool_fingerprints: _, listed_at: _, ttl_ms: _, cache_scope: _ } =
-            &row;
+        let StoredServer {
+            id: _,
+            name: _,
+            kind: _,
+            url: _,
+            tools: _,
+            tool_fingerprints: _,
+            listed_at: _,
+            ttl_ms: _,
+            cache_scope: _,
+        } = &row;
 
         let dir = TempDir::new();
         let store = SqliteStore::open(&dir.db()).unwrap();

@@ -13,12 +13,12 @@ use super::Inner;
 use crate::connection::{tool_outcome, AbortHandle, Completion, Connection, HeaderMismatch, Headers, Reply, StartCall};
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
-use crate::limits::MAX_PARAM_HEADER_VALUE_BYTES;
 use crate::guard::policy;
+use crate::guard::server_text;
+use crate::limits::MAX_PARAM_HEADER_VALUE_BYTES;
 use crate::projection::{JsonText, ProjectedTool};
 use crate::protocol::call_context::CallContext;
 use crate::protocol::param_headers::{self, ParamHeader, ParamHeaders};
-use crate::guard::server_text;
 use crate::schema::SchemaError;
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::value::RawValue;
@@ -153,7 +153,8 @@ impl Drop for CallCompletion {
         let Some(done) = self.done.take() else { return };
         let doing = if std::thread::panicking() { "panicked" } else { "stopped" };
         let message = format!("the engine {doing} while handling this call; this is a bug in mcpferry");
-        let server = self.server.map_or_else(|| super::LOCAL_SERVER.to_owned(), |i| self.inner.servers[i].entry.name.clone());
+        let server =
+            self.server.map_or_else(|| super::LOCAL_SERVER.to_owned(), |i| self.inner.servers[i].entry.name.clone());
         self.inner.report(Diagnostic::InternalError { server, message: message.clone() });
         done(Err(McpError::Internal(message)));
     }
@@ -200,8 +201,10 @@ impl super::Toolset {
                     Err(error) => sink.complete(call.call_id, Err(error)),
                 }
             }
-            let aborts: Vec<Option<Arc<AbortHandle>>> =
-                ready.iter().map(|(call, ..)| (call.abort_id != 0).then(|| inner.register_abort(call.abort_id))).collect();
+            let aborts: Vec<Option<Arc<AbortHandle>>> = ready
+                .iter()
+                .map(|(call, ..)| (call.abort_id != 0).then(|| inner.register_abort(call.abort_id)))
+                .collect();
             let starts: Vec<StartCall> = ready
                 .iter_mut()
                 .zip(&aborts)
@@ -254,7 +257,9 @@ impl Inner {
         }
         if self.validation.arguments {
             let schema = route.definition.input_schema.get();
-            route.schemas.check_arguments(name, schema, call.arguments(), |error| self.schema_unusable(&route, "inputSchema", error))?;
+            route.schemas.check_arguments(name, schema, call.arguments(), |error| {
+                self.schema_unusable(&route, "inputSchema", error)
+            })?;
         }
         Ok(Admitted::Remote(route))
     }
@@ -315,7 +320,9 @@ impl Inner {
                     if let (Ok(result), Some((route, name))) = (&outcome, &output_check) {
                         let schema = route.definition.output_schema.as_ref().map_or("true", |s| s.get());
                         let expose = inner.validation.expose_server_errors;
-                        let checked = route.schemas.check_result(name, schema, result, expose, |e| inner.schema_unusable(route, "outputSchema", e));
+                        let checked = route.schemas.check_result(name, schema, result, expose, |e| {
+                            inner.schema_unusable(route, "outputSchema", e)
+                        });
                         if let Err(error) = checked {
                             outcome = Err(error);
                         }
@@ -346,8 +353,18 @@ impl Inner {
         })
     }
 
-    fn call_completion(self: &Arc<Self>, route: Option<&Route>, call: &CallRequest, sink: &Arc<dyn CallSink>) -> CallCompletion {
-        CallCompletion { done: Some(self.completion(route, call, sink)), inner: self.clone(), server: route.map(|r| r.server), sink: sink.clone() }
+    fn call_completion(
+        self: &Arc<Self>,
+        route: Option<&Route>,
+        call: &CallRequest,
+        sink: &Arc<dyn CallSink>,
+    ) -> CallCompletion {
+        CallCompletion {
+            done: Some(self.completion(route, call, sink)),
+            inner: self.clone(),
+            server: route.map(|r| r.server),
+            sink: sink.clone(),
+        }
     }
 
     /// `mcp__describe_tool` / `mcp__search_tools`, answered on the blocking pool: building the search
@@ -395,12 +412,25 @@ impl Inner {
     }
 
     /// A call that must wait first: for `policy.decide`, for `auth`, or for its server to be ready.
-    async fn call_gated(self: Arc<Self>, mut call: CallRequest, route: Route, abort: Option<Arc<AbortHandle>>, done: CallCompletion, gates: Gate) {
+    async fn call_gated(
+        self: Arc<Self>,
+        mut call: CallRequest,
+        route: Route,
+        abort: Option<Arc<AbortHandle>>,
+        done: CallCompletion,
+        gates: Gate,
+    ) {
         let index = route.server;
         let slot = &self.servers[index];
         let gate = async {
             if self.hooks.decide.is_some() && gates == Gate::All {
-                let request = policy::request_json(&call.name, &slot.entry.name, &route.remote_name, call.arguments(), call.context());
+                let request = policy::request_json(
+                    &call.name,
+                    &slot.entry.name,
+                    &route.remote_name,
+                    call.arguments(),
+                    call.context(),
+                );
                 policy::authorize(&self.hooks, &call.name, request).await?;
             }
             wait_live(slot, self.timeout).await?;
@@ -432,21 +462,22 @@ impl Inner {
                 let modern_http = slot.entry.is_http() && connection.is_modern();
                 let progress = self.progress_listener(&call, &route, &done.sink);
                 let reply = match (slot.entry.is_http(), gates) {
-                    (true, Gate::All) => Reply::Callback(self.unless_unreachable_then(&call, &route, abort.clone(), &connection, done)),
+                    (true, Gate::All) => {
+                        Reply::Callback(self.unless_unreachable_then(&call, &route, abort.clone(), &connection, done))
+                    }
                     _ => done.into_reply(),
                 };
-                let start =
-                    StartCall {
-                        remote_name: &route.remote_name,
-                        arguments: call.take_arguments(),
-                        abort: abort.clone(),
-                        reply,
-                        headers,
-                        on_header_mismatch: modern_http.then(|| Relister::new(&self, &call, &route)),
-                        idempotency_key: call.idempotency_key(),
-                        admitted: slot.entry.is_http().then(|| AdmittedRoute::new(&self, &call, &route)),
-                        progress,
-                    };
+                let start = StartCall {
+                    remote_name: &route.remote_name,
+                    arguments: call.take_arguments(),
+                    abort: abort.clone(),
+                    reply,
+                    headers,
+                    on_header_mismatch: modern_http.then(|| Relister::new(&self, &call, &route)),
+                    idempotency_key: call.idempotency_key(),
+                    admitted: slot.entry.is_http().then(|| AdmittedRoute::new(&self, &call, &route)),
+                    progress,
+                };
                 connection.start_calls([start], self.timeout);
             }
             Err(error) => done.finish(Err(error)),
@@ -487,7 +518,14 @@ impl Inner {
         })
     }
 
-    async fn after_unreachable(self: Arc<Self>, call: CallRequest, route: Route, abort: Option<Arc<AbortHandle>>, sent_on: Weak<Connection>, done: CallCompletion) {
+    async fn after_unreachable(
+        self: Arc<Self>,
+        call: CallRequest,
+        route: Route,
+        abort: Option<Arc<AbortHandle>>,
+        sent_on: Weak<Connection>,
+        done: CallCompletion,
+    ) {
         let slot = &self.servers[route.server];
         // The transport ends the connection right after failing the call: wait for the supervisor to take it.
         let mut state = slot.state.subscribe();
@@ -518,10 +556,16 @@ impl Inner {
     }
 
     /// The listener of a call's progress, if its caller listens.
-    fn progress_listener(&self, call: &CallRequest, route: &Route, sink: &Arc<dyn CallSink>) -> Option<Arc<dyn crate::progress::ProgressListener>> {
+    fn progress_listener(
+        &self,
+        call: &CallRequest,
+        route: &Route,
+        sink: &Arc<dyn CallSink>,
+    ) -> Option<Arc<dyn crate::progress::ProgressListener>> {
         call.progress.then(|| {
             let secrets = self.servers[route.server].secrets.clone();
-            Arc::new(CallProgress { call_id: call.call_id, secrets, sink: sink.clone() }) as Arc<dyn crate::progress::ProgressListener>
+            Arc::new(CallProgress { call_id: call.call_id, secrets, sink: sink.clone() })
+                as Arc<dyn crate::progress::ProgressListener>
         })
     }
 
@@ -541,10 +585,15 @@ pub(super) async fn wait_live(slot: &Supervisor, timeout: std::time::Duration) -
     let mut state = slot.state.subscribe();
     let wait = match *state.borrow_and_update() {
         State::Live => return Ok(()),
-        State::Reconnecting => slot.shared.reconnect.and_then(|r| r.wait_ms).map_or(timeout, |ms| timeout.min(std::time::Duration::from_millis(ms))),
+        State::Reconnecting => slot
+            .shared
+            .reconnect
+            .and_then(|r| r.wait_ms)
+            .map_or(timeout, |ms| timeout.min(std::time::Duration::from_millis(ms))),
         _ => timeout,
     };
-    let settled = tokio::time::timeout(wait, state.wait_for(|s| !s.is_pending())).await.ok().and_then(|s| s.ok().map(|s| *s));
+    let settled =
+        tokio::time::timeout(wait, state.wait_for(|s| !s.is_pending())).await.ok().and_then(|s| s.ok().map(|s| *s));
     match settled {
         Some(State::Live) => Ok(()),
         Some(State::Failed) => {
@@ -565,7 +614,13 @@ enum Gate {
 
 /// The current route of `name`, if it still reaches the same server tool, unquarantined and with the
 /// definition the call was admitted (and approved by policy) against.
-fn still_routed<'t>(table: &'t RouteTable, name: &str, server: usize, remote_name: &str, admitted: &Arc<ProjectedTool>) -> Result<&'t Route> {
+fn still_routed<'t>(
+    table: &'t RouteTable,
+    name: &str,
+    server: usize,
+    remote_name: &str,
+    admitted: &Arc<ProjectedTool>,
+) -> Result<&'t Route> {
     let current = table.routes.get(name).filter(|r| r.server == server && &*r.remote_name == remote_name);
     let Some(current) = current else { return Err(unavailable(name)) };
     if current.quarantined {
@@ -649,7 +704,8 @@ impl HeaderMismatch for Relister {
             let inner = self.inner.upgrade().ok_or(McpError::Closed)?;
             inner.servers[self.server].relist(self.sent_after_listing, self.sent_after_relist).await?;
             let table = inner.routes.load();
-            let current = table.routes.get(&self.name).filter(|r| r.server == self.server && r.remote_name == self.remote_name);
+            let current =
+                table.routes.get(&self.name).filter(|r| r.server == self.server && r.remote_name == self.remote_name);
             let Some(current) = current else { return Err(unavailable(&self.name)) };
             if current.quarantined {
                 return Err(quarantined(&self.name));
@@ -702,7 +758,11 @@ fn differs_only_in_param_headers(admitted: &ProjectedTool, current: &ProjectedTo
 
 /// The `Mcp-Param-*` headers of one call. Only HTTP sends headers; a tool without designated parameters
 /// costs nothing here.
-fn mirrored_params(http: bool, params: Option<&[ParamHeader]>, arguments: &RawValue) -> Result<Vec<(HeaderName, HeaderValue)>> {
+fn mirrored_params(
+    http: bool,
+    params: Option<&[ParamHeader]>,
+    arguments: &RawValue,
+) -> Result<Vec<(HeaderName, HeaderValue)>> {
     let headers = match params {
         Some(params) if http => param_headers::headers_for(arguments, params),
         _ => return Ok(Vec::new()),
@@ -735,7 +795,7 @@ pub(super) fn quarantined(name: &str) -> McpError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::toolset::{Toolset, ToolsChange, ToolsetEvents};
+    use crate::toolset::{ToolsChange, Toolset, ToolsetEvents};
     use parking_lot::Mutex;
 
     #[derive(Default)]
@@ -775,7 +835,12 @@ mod tests {
         assert!(mirrored_params(false, Some(&params), call.arguments()).unwrap().is_empty(), "stdio sends no headers");
         assert!(mirrored_params(true, None, call.arguments()).unwrap().is_empty());
         // A value too large for a header fails the call before anything is sent, naming the header.
-        let huge = CallRequest::new(2, 0, "srv__t".into(), format!(r#"{{"region":"{}"}}"#, "x".repeat(MAX_PARAM_HEADER_VALUE_BYTES + 1)).into());
+        let huge = CallRequest::new(
+            2,
+            0,
+            "srv__t".into(),
+            format!(r#"{{"region":"{}"}}"#, "x".repeat(MAX_PARAM_HEADER_VALUE_BYTES + 1)).into(),
+        );
         let refused = mirrored_params(true, Some(&params), huge.arguments()).unwrap_err();
         assert_eq!(refused.code(), "mcp_invalid_arguments");
         assert!(refused.to_string().contains("mcp-param-region"), "{refused}");

@@ -176,7 +176,8 @@ impl Toolset {
             let params = mcp::list_tools_params(cursor.as_deref());
             // Each page's request has what is left of the deadline, so the connection's own timeout
             // (which tells the server to cancel) fires rather than the listing's.
-            let timeout = deadline.map_or(inner.timeout, |at| at.saturating_duration_since(tokio::time::Instant::now()));
+            let timeout =
+                deadline.map_or(inner.timeout, |at| at.saturating_duration_since(tokio::time::Instant::now()));
             let opts = RequestOptions { timeout, abort };
             let raw = tokio::select! {
                 biased;
@@ -190,7 +191,9 @@ impl Toolset {
                 return Ok(listing);
             }
             if nesting::exceeds_depth(raw.get().as_bytes(), MAX_JSON_DEPTH + 2) {
-                return Err(McpError::Protocol(format!("tools/list returned tools nested deeper than {MAX_JSON_DEPTH} levels")));
+                return Err(McpError::Protocol(format!(
+                    "tools/list returned tools nested deeper than {MAX_JSON_DEPTH} levels"
+                )));
             }
             let page: ListToolsPage = serde_json::from_str(raw.get()).map_err(malformed_page)?;
             if listing.tools.len() + page.tools.len() > max_tools {
@@ -202,7 +205,11 @@ impl Toolset {
             let oversized = bounds.max_cursor_bytes.is_some_and(|max| next.len() > max);
             if next.is_empty() || oversized || !cursors.insert(sha2::Sha256::digest(next.as_bytes()).into()) {
                 let shown: String = next.chars().take(64).collect();
-                stop(&mut listing, "cursor", format!("tools/list repeated or sent an unusable cursor {shown:?}; refusing a pagination loop"))?;
+                stop(
+                    &mut listing,
+                    "cursor",
+                    format!("tools/list repeated or sent an unusable cursor {shown:?}; refusing a pagination loop"),
+                )?;
                 return Ok(listing);
             }
             if listing.pages >= max_pages {
@@ -249,7 +256,10 @@ fn malformed_page(error: serde_json::Error) -> McpError {
 /// Whether the caller's bounds, not the engine's, govern this kind of stop: any bound given makes every
 /// stop a verdict for the caller to judge (purra turns it into its own code).
 fn bounded(bounds: &ListBounds) -> bool {
-    bounds.max_pages.is_some() || bounds.max_tools.is_some() || bounds.max_bytes.is_some() || bounds.max_cursor_bytes.is_some()
+    bounds.max_pages.is_some()
+        || bounds.max_tools.is_some()
+        || bounds.max_bytes.is_some()
+        || bounds.max_cursor_bytes.is_some()
 }
 
 /// A client call's outcome: the result as the server sent it, `isError` included. Still refused: a

@@ -48,11 +48,17 @@ pub(crate) fn model_tools(expose_skills: bool, expose_resources: bool) -> Vec<Pr
 
 /// The disclosure budget the servers' tools share once the local tools the model is shown
 /// (`model_tools`) are counted: each server's tools must fit in what those leave.
-pub(crate) fn budget_left(mut disclosure: crate::config::DisclosureConfig, expose_skills: bool, expose_resources: bool) -> crate::config::DisclosureConfig {
+pub(crate) fn budget_left(
+    mut disclosure: crate::config::DisclosureConfig,
+    expose_skills: bool,
+    expose_resources: bool,
+) -> crate::config::DisclosureConfig {
     use crate::projection::disclosure::estimate_tokens;
     let used: usize = model_tools(expose_skills, expose_resources)
         .iter()
-        .map(|tool| estimate_tokens(&tool.name) + estimate_tokens(&tool.description) + estimate_tokens(tool.input_schema.get()))
+        .map(|tool| {
+            estimate_tokens(&tool.name) + estimate_tokens(&tool.description) + estimate_tokens(tool.input_schema.get())
+        })
         .sum();
     disclosure.budget_tokens = disclosure.budget_tokens.saturating_sub(used);
     disclosure
@@ -148,7 +154,9 @@ pub(crate) fn answer(table: &RouteTable, name: &str, arguments_json: &str) -> Re
     if name == MCP_DESCRIBE_TOOL {
         let wanted = args.get("name").and_then(|v| v.as_str()).unwrap_or_default();
         let Some(route) = table.routes.get(wanted) else {
-            return Err(McpError::Tool(format!("there is no MCP tool named {wanted:?}; use {MCP_SEARCH_TOOLS} to find one")));
+            return Err(McpError::Tool(format!(
+                "there is no MCP tool named {wanted:?}; use {MCP_SEARCH_TOOLS} to find one"
+            )));
         };
         let tool = &route.definition;
         return text_result(serde_json::json!({
@@ -159,13 +167,18 @@ pub(crate) fn answer(table: &RouteTable, name: &str, arguments_json: &str) -> Re
         }));
     }
     let query = args.get("query").and_then(|v| v.as_str()).unwrap_or_default();
-    let limit = args.get("limit").and_then(|v| v.as_u64()).map_or(DEFAULT_SEARCH_RESULTS, |n| (n as usize).clamp(1, MAX_SEARCH_RESULTS));
+    let limit = args
+        .get("limit")
+        .and_then(|v| v.as_u64())
+        .map_or(DEFAULT_SEARCH_RESULTS, |n| (n as usize).clamp(1, MAX_SEARCH_RESULTS));
     let search = table.search();
     let matches: Vec<serde_json::Value> = search
         .index
         .search(query, limit)
         .into_iter()
-        .map(|hit| serde_json::json!({ "name": search.names[hit.index], "description": search.descriptions[hit.index] }))
+        .map(
+            |hit| serde_json::json!({ "name": search.names[hit.index], "description": search.descriptions[hit.index] }),
+        )
         .collect();
     text_result(serde_json::json!({ "query": query, "matches": matches }))
 }
@@ -177,12 +190,19 @@ mod tests {
 
     #[test]
     fn the_tools_shown_to_the_model_are_counted_in_the_budget() {
-        let budget = |skills, resources| budget_left(DisclosureConfig { budget_tokens: 20_000, always_load: Vec::new() }, skills, resources).budget_tokens;
+        let budget = |skills, resources| {
+            budget_left(DisclosureConfig { budget_tokens: 20_000, always_load: Vec::new() }, skills, resources)
+                .budget_tokens
+        };
         assert_eq!(budget(false, false), 20_000);
-        let (skills, resources, both) = (20_000 - budget(true, false), 20_000 - budget(false, true), 20_000 - budget(true, true));
+        let (skills, resources, both) =
+            (20_000 - budget(true, false), 20_000 - budget(false, true), 20_000 - budget(true, true));
         assert!(skills > 50 && resources > 50, "{skills} {resources}");
         assert_eq!(both, skills + resources);
-        assert_eq!(budget_left(DisclosureConfig { budget_tokens: 10, always_load: Vec::new() }, true, true).budget_tokens, 0);
+        assert_eq!(
+            budget_left(DisclosureConfig { budget_tokens: 10, always_load: Vec::new() }, true, true).budget_tokens,
+            0
+        );
     }
 
     #[test]
@@ -191,6 +211,9 @@ mod tests {
             assert!(is_reserved(name), "{name}");
         }
         assert!(!is_reserved("mcp__other"));
-        assert_eq!(model_tools(true, true).iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), [MCP_SKILLS, MCP_RESOURCES]);
+        assert_eq!(
+            model_tools(true, true).iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            [MCP_SKILLS, MCP_RESOURCES]
+        );
     }
 }

@@ -25,8 +25,8 @@ mod recovery;
 mod refresh;
 mod routes;
 mod session;
-mod skills;
 mod shared;
+mod skills;
 mod spec;
 mod supervisor;
 
@@ -130,7 +130,10 @@ impl Toolset {
         let log_id = crate::logging::toolset_id();
         let auth_host = Arc::new(crate::auth::AuthHost {
             // No plaintext default: without a store given, tokens live in this toolset's memory only.
-            store: hooks.token_store.clone().unwrap_or_else(|| Arc::new(crate::auth::store::MemoryTokenStore::default())),
+            store: hooks
+                .token_store
+                .clone()
+                .unwrap_or_else(|| Arc::new(crate::auth::store::MemoryTokenStore::default())),
             present: hooks.authorization_url.clone(),
             login_timeout: Duration::from_millis(config.authorization_timeout_ms),
             flow_timeout: Duration::from_millis(config.connect_timeout_ms),
@@ -170,7 +173,9 @@ impl Toolset {
             .into_iter()
             .zip(labels)
             .enumerate()
-            .map(|(index, (entry, label))| Arc::new(Supervisor::new(shared.clone(), index, entry, label, cancel.child_token())))
+            .map(|(index, (entry, label))| {
+                Arc::new(Supervisor::new(shared.clone(), index, entry, label, cancel.child_token()))
+            })
             .collect();
         if config.logs_to_diagnostics {
             let sink: std::sync::Weak<dyn crate::logging::LogSink> = Arc::downgrade(&shared) as _;
@@ -196,20 +201,28 @@ impl Toolset {
         inner.report_name_collisions();
         // close() waits for this whole connect, not just the attempts: nothing is published after it.
         let _owned_by_close = inner.tasks.token();
-        let attempts: Vec<_> =
-            inner.servers.iter().filter(|s| s.entry.enabled).map(|s| (s.clone(), s.tasks.spawn(s.clone().attach()))).collect();
+        let attempts: Vec<_> = inner
+            .servers
+            .iter()
+            .filter(|s| s.entry.enabled)
+            .map(|s| (s.clone(), s.tasks.spawn(s.clone().attach())))
+            .collect();
         let mut table = RouteTable::empty(inner.servers.len());
         let mut attached = Vec::new();
         for (supervisor, attempt) in attempts {
             let outcome = attempt.await.unwrap_or_else(|e| {
                 let error = panic_error("connecting to the server", e);
-                inner.report(Diagnostic::InternalError { server: supervisor.entry.name.clone(), message: error.to_string() });
+                inner.report(Diagnostic::InternalError {
+                    server: supervisor.entry.name.clone(),
+                    message: error.to_string(),
+                });
                 Err((error, None))
             });
             match outcome {
                 Ok(server) => {
                     server.diagnostics.into_iter().for_each(|d| inner.report(d));
-                    let diagnostics = inner.project_into(&supervisor.identity_view(), server.listing, &server.vetting, &mut table);
+                    let diagnostics =
+                        inner.project_into(&supervisor.identity_view(), server.listing, &server.vetting, &mut table);
                     diagnostics.into_iter().for_each(|d| inner.report(d));
                     attached.push((supervisor, server.cycle));
                 }
@@ -225,7 +238,8 @@ impl Toolset {
         for (supervisor, _cycle) in attached {
             supervisor.go_live();
         }
-        let mut tools: Vec<ProjectedTool> = table.servers.iter().flat_map(|s| s.tools.iter().map(|t| (**t).clone())).collect();
+        let mut tools: Vec<ProjectedTool> =
+            table.servers.iter().flat_map(|s| s.tools.iter().map(|t| (**t).clone())).collect();
         tools.extend(local::virtual_tools(&table));
         tools.extend(local::model_tools(inner.expose_skills, inner.expose_resources));
         (tools, inner.take_startup_diagnostics())
@@ -236,11 +250,13 @@ impl Toolset {
     /// servers out. An empty store is an error: a cold start is `connect`, not a silent fallback.
     pub async fn rebuild(&self, stdio_allowed: bool) -> Result<(Vec<ProjectedTool>, Vec<Diagnostic>)> {
         let inner = &self.inner;
-        let store = inner.store.clone().ok_or_else(|| McpError::config("rebuilding from storage needs the storage option"))?;
+        let store =
+            inner.store.clone().ok_or_else(|| McpError::config("rebuilding from storage needs the storage option"))?;
         let rows = store.list().await?;
         if rows.is_empty() {
             return Err(McpError::Storage(
-                "the connection store is empty: nothing was persisted to rebuild from (use mcpTools for a cold start)".into(),
+                "the connection store is empty: nothing was persisted to rebuild from (use mcpTools for a cold start)"
+                    .into(),
             ));
         }
         let _owned_by_close = inner.tasks.token();
@@ -254,13 +270,21 @@ impl Toolset {
                 _ if !stdio_allowed && !slot.entry.is_http() => {
                     Some(McpError::config("stdio servers are not rebuilt here ({ stdio: false })"))
                 }
-                None => Some(McpError::Storage(format!("server {:?} was not persisted; it is not rebuilt", slot.entry.name))),
-                Some(row) if row.kind != slot.entry.kind_name() || row.url != slot.entry.url().map(|u| slot.secrets.redact(&u)) => Some(McpError::Storage(format!(
-                    "the stored row for server {:?} is a {} server at {}, not what is configured now; refused",
-                    slot.entry.name,
-                    row.kind,
-                    row.url.as_deref().map_or("(no url)".into(), stored_url)
+                None => Some(McpError::Storage(format!(
+                    "server {:?} was not persisted; it is not rebuilt",
+                    slot.entry.name
                 ))),
+                Some(row)
+                    if row.kind != slot.entry.kind_name()
+                        || row.url != slot.entry.url().map(|u| slot.secrets.redact(&u)) =>
+                {
+                    Some(McpError::Storage(format!(
+                        "the stored row for server {:?} is a {} server at {}, not what is configured now; refused",
+                        slot.entry.name,
+                        row.kind,
+                        row.url.as_deref().map_or("(no url)".into(), stored_url)
+                    )))
+                }
                 Some(_) => None,
             };
             if let Some(error) = refusal {
@@ -305,7 +329,8 @@ impl Toolset {
             to_reconcile.push(slot.clone());
         }
         let table = inner.finish_startup(table);
-        let mut tools: Vec<ProjectedTool> = table.servers.iter().flat_map(|s| s.tools.iter().map(|t| (**t).clone())).collect();
+        let mut tools: Vec<ProjectedTool> =
+            table.servers.iter().flat_map(|s| s.tools.iter().map(|t| (**t).clone())).collect();
         tools.extend(local::virtual_tools(&table));
         tools.extend(local::model_tools(inner.expose_skills, inner.expose_resources));
         let diagnostics = inner.take_startup_diagnostics();
@@ -329,15 +354,24 @@ impl Toolset {
                     name: slot.label.clone(),
                     tool_count: view.tools.len(),
                     tier: view.tier.unwrap_or(Tier::Full),
-                    degraded: view.tier.is_none() || matches!(slot.current_state(), supervisor::State::Failed | supervisor::State::Closed),
+                    degraded: view.tier.is_none()
+                        || matches!(slot.current_state(), supervisor::State::Failed | supervisor::State::Closed),
                 }
             })
             .collect();
         let abbreviated = table.any_abbreviated();
-        let mut text = prompt::compose_system_prompt(&servers, abbreviated.then_some(MCP_DESCRIBE_TOOL), abbreviated.then_some(MCP_SEARCH_TOOLS));
+        let mut text = prompt::compose_system_prompt(
+            &servers,
+            abbreviated.then_some(MCP_DESCRIBE_TOOL),
+            abbreviated.then_some(MCP_SEARCH_TOOLS),
+        );
         if inner.expose_skills {
-            let skills: Vec<(String, usize)> =
-                inner.servers.iter().filter(|slot| slot.entry.enabled).map(|slot| (slot.label.clone(), slot.skills.listed_count())).collect();
+            let skills: Vec<(String, usize)> = inner
+                .servers
+                .iter()
+                .filter(|slot| slot.entry.enabled)
+                .map(|slot| (slot.label.clone(), slot.skills.listed_count()))
+                .collect();
             if let Some(paragraph) = prompt::compose_skills_paragraph(&skills, local::MCP_SKILLS) {
                 append_paragraph(&mut text, &paragraph);
             }
@@ -348,7 +382,9 @@ impl Toolset {
                 .servers
                 .iter()
                 .filter(|slot| slot.entry.enabled)
-                .filter(|slot| slot.live_connection().is_some_and(|c| crate::session::declares(&c.session, "resources")))
+                .filter(|slot| {
+                    slot.live_connection().is_some_and(|c| crate::session::declares(&c.session, "resources"))
+                })
                 .map(|slot| slot.label.clone())
                 .collect();
             if let Some(paragraph) = prompt::compose_resources_paragraph(&offering, local::MCP_RESOURCES) {
@@ -430,8 +466,12 @@ impl Inner {
     fn report_name_collisions(&self) {
         let mut reported = HashSet::new();
         for slot in &self.servers {
-            let labels: Vec<String> =
-                self.servers.iter().filter(|other| other.entry.name == slot.entry.name).map(|other| other.label.clone()).collect();
+            let labels: Vec<String> = self
+                .servers
+                .iter()
+                .filter(|other| other.entry.name == slot.entry.name)
+                .map(|other| other.label.clone())
+                .collect();
             if labels.len() > 1 && reported.insert(slot.entry.name.clone()) {
                 self.report(Diagnostic::ServerNameCollision {
                     server: slot.entry.name.clone(),

@@ -37,7 +37,13 @@ fn showable_uri(uri: &str) -> bool {
 
 /// A listed entry as the model is shown it: its server (by its label, unique in the toolset), how to
 /// read it, and its own words, cut short.
-fn shown_entry(server: &str, key: &str, address: &str, named: &crate::session::Named, mime_type: Option<&str>) -> Value {
+fn shown_entry(
+    server: &str,
+    key: &str,
+    address: &str,
+    named: &crate::session::Named,
+    mime_type: Option<&str>,
+) -> Value {
     let mut entry = json!({ "server": server, key: address, "name": cut(&named.name, MAX_SHOWN_NAME_CHARS) });
     if let Some(description) = named.description.as_deref().or(named.title.as_deref()) {
         entry["description"] = Value::String(cut(description, MAX_SHOWN_DESCRIPTION_CHARS));
@@ -50,17 +56,24 @@ fn shown_entry(server: &str, key: &str, address: &str, named: &crate::session::N
 
 impl Toolset {
     /// `abort`: the call's, which ends its listing or read (and the requests they sent) at once.
-    pub(super) async fn answer_resources_tool(&self, arguments_json: &str, abort: Option<&AbortHandle>) -> Result<Box<str>> {
+    pub(super) async fn answer_resources_tool(
+        &self,
+        arguments_json: &str,
+        abort: Option<&AbortHandle>,
+    ) -> Result<Box<str>> {
         #[derive(serde::Deserialize)]
         struct Args {
             server: Option<String>,
             uri: Option<String>,
         }
-        let args: Args = serde_json::from_str(arguments_json).map_err(|_| McpError::InvalidArguments("mcp__resources takes { server?, uri? }, both strings".into()))?;
+        let args: Args = serde_json::from_str(arguments_json)
+            .map_err(|_| McpError::InvalidArguments("mcp__resources takes { server?, uri? }, both strings".into()))?;
         match (args.server.as_deref(), args.uri.as_deref()) {
             (server, None) => self.resources_for_model(server, abort).await,
             (Some(server), Some(uri)) => self.resource_for_model(server, uri, abort).await,
-            (None, Some(_)) => Err(McpError::Tool("give the server with the uri: a resource is read from the server that lists it".into())),
+            (None, Some(_)) => Err(McpError::Tool(
+                "give the server with the uri: a resource is read from the server that lists it".into(),
+            )),
         }
     }
 
@@ -82,8 +95,12 @@ impl Toolset {
         };
         let named = server.is_some();
         let (listed, templates) = futures_util::future::join(
-            self.list_slots(&slots, named, "resources", abort, |_, c, o| Box::pin(async move { resources::list(c, &o).await })),
-            self.list_slots(&slots, named, "resources", abort, |_, c, o| Box::pin(async move { resources::list_templates(c, &o).await })),
+            self.list_slots(&slots, named, "resources", abort, |_, c, o| {
+                Box::pin(async move { resources::list(c, &o).await })
+            }),
+            self.list_slots(&slots, named, "resources", abort, |_, c, o| {
+                Box::pin(async move { resources::list_templates(c, &o).await })
+            }),
         )
         .await;
         let (listed, templates) = (listed?, templates?);
@@ -114,7 +131,9 @@ impl Toolset {
             text.push_str(&format!("\n{more} more not shown: name a server to see only its resources."));
         }
         if unshowable > 0 {
-            text.push_str(&format!("\n{unshowable} left out: their URIs are too long or hold invisible or control characters."));
+            text.push_str(&format!(
+                "\n{unshowable} left out: their URIs are too long or hold invisible or control characters."
+            ));
         }
         Ok(json!({ "content": [{ "type": "text", "text": text }] }).to_string().into_boxed_str())
     }
@@ -133,7 +152,10 @@ impl Toolset {
         })];
         for item in read.contents {
             let mime_type = cut(item.mime_type.as_deref().unwrap_or_default(), MAX_SHOWN_NAME_CHARS);
-            let media = ["image/", "audio/"].iter().find(|kind| mime_type.starts_with(**kind)).map(|kind| kind.trim_end_matches('/'));
+            let media = ["image/", "audio/"]
+                .iter()
+                .find(|kind| mime_type.starts_with(**kind))
+                .map(|kind| kind.trim_end_matches('/'));
             content.push(match (item.body, media) {
                 (Body::Text(text), _) => json!({ "type": "text", "text": text }),
                 (Body::Blob(bytes), Some(kind)) => {
@@ -150,6 +172,8 @@ impl Toolset {
                 }),
             });
         }
-        Ok(json!({ "content": content, "structuredContent": { "server": slot.label, "uri": uri } }).to_string().into_boxed_str())
+        Ok(json!({ "content": content, "structuredContent": { "server": slot.label, "uri": uri } })
+            .to_string()
+            .into_boxed_str())
     }
 }

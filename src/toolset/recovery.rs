@@ -44,7 +44,9 @@ impl RecoveryState {
         let window = Duration::from_millis(config.crash_loop_window_ms);
         let mut ends = self.ends.lock();
         ends.push_back(now);
-        while ends.front().is_some_and(|at| now.duration_since(*at) > window) || ends.len() as u64 > config.crash_loop_exits {
+        while ends.front().is_some_and(|at| now.duration_since(*at) > window)
+            || ends.len() as u64 > config.crash_loop_exits
+        {
             ends.pop_front();
         }
         ends.len() as u64 >= config.crash_loop_exits
@@ -149,7 +151,12 @@ impl Supervisor {
         }
     }
 
-    async fn recover_run(self: Arc<Self>, config: ReconnectConfig, lost_at: Instant, mut failed: Option<(McpError, GaveUp)>) {
+    async fn recover_run(
+        self: Arc<Self>,
+        config: ReconnectConfig,
+        lost_at: Instant,
+        mut failed: Option<(McpError, GaveUp)>,
+    ) {
         // A run restarted for a loss another task noted may find the crash-loop bound reached already.
         if failed.is_none() && self.crash_looping(&config) {
             let error = self.last_error().unwrap_or_else(|| McpError::Transport("the server keeps exiting".into()));
@@ -239,7 +246,10 @@ impl Supervisor {
             true => Ok(()),
             false if self.cancel.is_cancelled() => Err((McpError::Closed, None)),
             // Lost again between its listing and going live: that loss was reported; try again.
-            false => Err((self.last_error().unwrap_or_else(|| McpError::Transport("the server was lost again at once".into())), None)),
+            false => Err((
+                self.last_error().unwrap_or_else(|| McpError::Transport("the server was lost again at once".into())),
+                None,
+            )),
         }
     }
 
@@ -292,7 +302,9 @@ impl Supervisor {
         let stderr_tail = self.recovery.stderr_tail.lock().clone();
         self.shared.report(Diagnostic::ServerFailed {
             server: name.clone(),
-            message: self.secrets.redact(&format!("gave up on MCP server {name:?} for now: {reason}{next}; last error: {error}")),
+            message: self
+                .secrets
+                .redact(&format!("gave up on MCP server {name:?} for now: {reason}{next}; last error: {error}")),
             error_code: error.code(),
             restarts: self.restarts(),
             retry_in_ms,
@@ -312,7 +324,10 @@ fn backoff(config: &ReconnectConfig, failures: u64) -> Duration {
 pub(super) fn jitter(wait_ms: u64, percent: u64) -> u64 {
     match wait_ms.saturating_mul(percent) / 100 {
         0 => 0,
-        spread => std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), std::time::Instant::now()) % spread,
+        spread => {
+            std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), std::time::Instant::now())
+                % spread
+        }
     }
 }
 
@@ -324,7 +339,10 @@ fn incurable(error: &McpError) -> bool {
 /// A refusal by a guard or by authorization (a hostile DNS answer, a captive portal's redirect, an `auth`
 /// callback or login that failed): not retried at once, but after a rest, as it may pass later.
 fn refused(error: &McpError) -> bool {
-    matches!(error, McpError::HostNotAllowed(_) | McpError::RedirectRefused(_) | McpError::Auth(_) | McpError::Reauthorized(_))
+    matches!(
+        error,
+        McpError::HostNotAllowed(_) | McpError::RedirectRefused(_) | McpError::Auth(_) | McpError::Reauthorized(_)
+    )
 }
 
 #[cfg(test)]
@@ -336,7 +354,10 @@ mod tests {
         let config = ReconnectConfig { initial_delay_ms: 500, max_delay_ms: 30_000, ..Default::default() };
         for (failures, base) in [(0, 500), (1, 1_000), (2, 2_000), (5, 16_000), (6, 30_000), (60, 30_000)] {
             let wait = backoff(&config, failures).as_millis() as u64;
-            assert!(wait >= base && wait <= base + base * RECONNECT_JITTER_PERCENT / 100, "{failures}: {wait} for {base}");
+            assert!(
+                wait >= base && wait <= base + base * RECONNECT_JITTER_PERCENT / 100,
+                "{failures}: {wait} for {base}"
+            );
         }
     }
 

@@ -9,7 +9,9 @@ use crate::config::ServerKind;
 use crate::connection::{Connection, RequestOptions};
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
-use crate::limits::{MAX_REVALIDATION_BACKOFF_MS, MIN_REFRESH_INTERVAL_MS, MIN_REVALIDATION_INTERVAL_MS, REVALIDATION_JITTER_PERCENT};
+use crate::limits::{
+    MAX_REVALIDATION_BACKOFF_MS, MIN_REFRESH_INTERVAL_MS, MIN_REVALIDATION_INTERVAL_MS, REVALIDATION_JITTER_PERCENT,
+};
 use crate::protocol::mcp::Tool;
 use crate::store::{self, StoredServer};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -96,7 +98,8 @@ impl Supervisor {
         let notifies = connection.session.tools_list_changed;
         self.refresh.freshness.send_modify(|f| f.notifies = notifies);
         if connection.is_modern() && notifies {
-            let (connection, cancel, freshness) = (connection.clone(), self.cancel.clone(), self.refresh.freshness.clone());
+            let (connection, cancel, freshness) =
+                (connection.clone(), self.cancel.clone(), self.refresh.freshness.clone());
             self.tasks.spawn(async move {
                 // Given up (not offered, or failing): the TTL is the only signal left.
                 if listen_for_tool_changes(connection, cancel).await == Listen::GivenUp {
@@ -193,7 +196,8 @@ impl Supervisor {
         let shared = &self.shared;
         let _ = shared.projected.subscribe().wait_for(|done| *done).await;
         // A first connection or a reconciliation under way lists by itself; wait for it, then look.
-        let settled = self.state.subscribe().wait_for(|s| !matches!(s, State::Connecting | State::Stale)).await.map(|s| *s);
+        let settled =
+            self.state.subscribe().wait_for(|s| !matches!(s, State::Connecting | State::Stale)).await.map(|s| *s);
         if !matches!(settled, Ok(State::Live)) {
             return Err(self.unavailable());
         }
@@ -265,7 +269,11 @@ impl Supervisor {
     }
 
     /// What the baseline says of `tools`, and the diagnostics that tell it.
-    pub(super) fn vet_against(&self, baseline: Option<&store::Fingerprints>, tools: &[Tool]) -> (Vetting, Vec<Diagnostic>) {
+    pub(super) fn vet_against(
+        &self,
+        baseline: Option<&store::Fingerprints>,
+        tools: &[Tool],
+    ) -> (Vetting, Vec<Diagnostic>) {
         let Some(baseline) = baseline else { return (Vetting::default(), Vec::new()) };
         let drift = store::compare(baseline, tools);
         let server = &self.entry.name;
@@ -291,7 +299,8 @@ impl Supervisor {
                 message: format!("tool {tool:?} of server {server:?} is no longer published"),
             });
         }
-        let vetting = Vetting { quarantined: drift.changed.into_iter().collect(), withheld: drift.added.into_iter().collect() };
+        let vetting =
+            Vetting { quarantined: drift.changed.into_iter().collect(), withheld: drift.added.into_iter().collect() };
         (vetting, diagnostics)
     }
 
@@ -312,7 +321,10 @@ impl Supervisor {
         let entry = &self.entry;
         match &entry.kind {
             ServerKind::StreamableHttp { headers, oauth, .. } | ServerKind::Sse { headers, oauth, .. } => {
-                self.shared.hooks.auth.is_some() || oauth.is_some() || !headers.is_empty() || !entry.headers_from_env.is_empty()
+                self.shared.hooks.auth.is_some()
+                    || oauth.is_some()
+                    || !headers.is_empty()
+                    || !entry.headers_from_env.is_empty()
             }
             ServerKind::Stdio { env, .. } => env.keys().any(|name| crate::guard::redact::looks_secret(name)),
         }

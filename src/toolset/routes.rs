@@ -7,9 +7,9 @@ use crate::catalog::Listing;
 use crate::config::DisclosureConfig;
 use crate::diagnostics::Diagnostic;
 use crate::guard::filter::ToolFilter;
+use crate::limits::MAX_REJECTION_DIAGNOSTICS;
 use crate::projection::disclosure::{self, Tier, ToolText};
 use crate::projection::search::{SearchDocument, SearchIndex};
-use crate::limits::MAX_REJECTION_DIAGNOSTICS;
 use crate::projection::{json_text, naming, ProjectedTool};
 use crate::protocol::mcp::Tool;
 use crate::protocol::param_headers::ParamHeaders;
@@ -66,12 +66,17 @@ pub(crate) struct ToolSearch {
 
 impl RouteTable {
     pub fn empty(server_count: usize) -> Self {
-        RouteTable { routes: HashMap::new(), servers: vec![ServerView::default(); server_count], search: OnceLock::new() }
+        RouteTable {
+            routes: HashMap::new(),
+            servers: vec![ServerView::default(); server_count],
+            search: OnceLock::new(),
+        }
     }
 
     /// A new table with `server`'s routes taken out, for that server to be projected again into it.
     pub fn without_server(&self, server: usize) -> Self {
-        let routes = self.routes.iter().filter(|(_, r)| r.server != server).map(|(k, r)| (k.clone(), r.clone())).collect();
+        let routes =
+            self.routes.iter().filter(|(_, r)| r.server != server).map(|(k, r)| (k.clone(), r.clone())).collect();
         RouteTable { routes, servers: self.servers.clone(), search: OnceLock::new() }
     }
 
@@ -79,7 +84,9 @@ impl RouteTable {
     /// definition is unchanged; a changed definition keeps its fresh, empty `ToolSchemas`.
     pub fn keep_compiled(&mut self, previous: &RouteTable, server: usize) {
         for (name, route) in self.routes.iter_mut().filter(|(_, r)| r.server == server) {
-            if let Some(old) = previous.routes.get(name).filter(|old| old.server == server && old.definition == route.definition) {
+            if let Some(old) =
+                previous.routes.get(name).filter(|old| old.server == server && old.definition == route.definition)
+            {
                 route.schemas = old.schemas.clone();
             }
         }
@@ -97,7 +104,8 @@ impl RouteTable {
                 let docs = entries
                     .iter()
                     .map(|(name, r)| {
-                        let schema: serde_json::Value = serde_json::from_str(r.definition.input_schema.get()).unwrap_or_default();
+                        let schema: serde_json::Value =
+                            serde_json::from_str(r.definition.input_schema.get()).unwrap_or_default();
                         SearchDocument::from_tool(name, &r.definition.description, &schema)
                     })
                     .collect();
@@ -163,7 +171,10 @@ pub(crate) fn project_server(
         diagnostics.push(Diagnostic::ToolRejected {
             server: server.name.to_owned(),
             tool: format!("({more} more)"),
-            message: format!("{more} more tools of server {:?} were left out for the same kinds of reasons", server.name),
+            message: format!(
+                "{more} more tools of server {:?} were left out for the same kinds of reasons",
+                server.name
+            ),
         });
     }
     let admitted: Vec<&Tool> = listing
@@ -232,14 +243,20 @@ pub(crate) fn project_server(
             shown
         })
         .collect();
-    table.servers[server.index] = ServerView { tools: Arc::new(shown), tier: Some(decision.tier), catalogue: listing.texts.clone() };
+    table.servers[server.index] =
+        ServerView { tools: Arc::new(shown), tier: Some(decision.tier), catalogue: listing.texts.clone() };
     table.search = OnceLock::new();
     diagnostics
 }
 
 /// The projected name for one remote tool: `label__tool`, made provider-safe, and disambiguated by the
 /// server's identity when another tool (or a local tool) already holds it; every candidate is checked.
-fn claim_name(server: &ServerIdentity<'_>, remote_name: &str, taken: &mut HashMap<String, Route>, diagnostics: &mut Vec<Diagnostic>) -> String {
+fn claim_name(
+    server: &ServerIdentity<'_>,
+    remote_name: &str,
+    taken: &mut HashMap<String, Route>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> String {
     let is_taken = |name: &str| {
         super::local::is_reserved(name)
             || taken.get(name).is_some_and(|r| r.server != server.index || &*r.remote_name != remote_name)
@@ -250,7 +267,10 @@ fn claim_name(server: &ServerIdentity<'_>, remote_name: &str, taken: &mut HashMa
             server: server.name.to_owned(),
             tool: remote_name.to_owned(),
             name: name.clone(),
-            message: format!("tool {remote_name:?} of server {:?} is projected as {name:?} (provider-safe name)", server.name),
+            message: format!(
+                "tool {remote_name:?} of server {:?} is projected as {name:?} (provider-safe name)",
+                server.name
+            ),
         });
     }
     name
@@ -289,11 +309,18 @@ mod tests {
 
     fn project_vetted(listing: Listing, vetting: &Vetting) -> (RouteTable, Vec<Diagnostic>) {
         let tools = Default::default();
-        let server = ServerIdentity { index: 0, name: "srv", label: "srv", identity: "id", always_load: false, tools: &tools };
+        let server =
+            ServerIdentity { index: 0, name: "srv", label: "srv", identity: "id", always_load: false, tools: &tools };
         let filter = ToolFilter::default();
         let disclosure = DisclosureConfig { budget_tokens: 1_000_000, always_load: Vec::new() };
         let mut table = RouteTable::empty(1);
-        let diagnostics = project_server(&server, listing, vetting, &ProjectionOptions { filter: &filter, disclosure: &disclosure }, &mut table);
+        let diagnostics = project_server(
+            &server,
+            listing,
+            vetting,
+            &ProjectionOptions { filter: &filter, disclosure: &disclosure },
+            &mut table,
+        );
         (table, diagnostics)
     }
 
@@ -309,7 +336,9 @@ mod tests {
         let listing = || {
             let mut address = crate::catalog::shared::ListingAddress::new("routes-test-server", false);
             address.page(&page);
-            let tools: Vec<Tool> = serde_json::from_value(serde_json::from_str::<serde_json::Value>(&page).unwrap()["tools"].clone()).unwrap();
+            let tools: Vec<Tool> =
+                serde_json::from_value(serde_json::from_str::<serde_json::Value>(&page).unwrap()["tools"].clone())
+                    .unwrap();
             let texts = crate::catalog::shared::texts_for(address, &tools);
             Listing { tools, texts: Some(texts), ..Listing::default() }
         };
@@ -319,14 +348,27 @@ mod tests {
         assert!(diagnostics.is_empty(), "{diagnostics:?}");
         let schema = |table: &RouteTable, name: &str| table.routes[name].definition.input_schema.get().as_ptr();
         assert_eq!(schema(&first, "srv__lookup"), schema(&second, "srv__lookup"), "one schema text for both");
-        assert!(first.servers[0].tools.iter().zip(second.servers[0].tools.iter()).any(|(a, b)| a.input_schema.get().as_ptr() == b.input_schema.get().as_ptr()));
-        assert!(second.routes["srv__define"].quarantined && !first.routes["srv__define"].quarantined, "the quarantine is the second's alone");
+        assert!(first.servers[0].tools.iter().zip(second.servers[0].tools.iter()).any(|(a, b)| a
+            .input_schema
+            .get()
+            .as_ptr()
+            == b.input_schema.get().as_ptr()));
+        assert!(
+            second.routes["srv__define"].quarantined && !first.routes["srv__define"].quarantined,
+            "the quarantine is the second's alone"
+        );
         assert_eq!(&*first.routes["srv__define"].definition.description, "Define a word.");
         assert!(second.routes["srv__define"].definition.description.starts_with("Unavailable"));
         // The projections are shared too, where shown alike.
-        assert!(Arc::ptr_eq(&first.routes["srv__lookup"].definition, &second.routes["srv__lookup"].definition), "one projection for both");
+        assert!(
+            Arc::ptr_eq(&first.routes["srv__lookup"].definition, &second.routes["srv__lookup"].definition),
+            "one projection for both"
+        );
         // The compiled schemas are shared like the texts, except a quarantined tool's (never called).
-        assert!(Arc::ptr_eq(&first.routes["srv__lookup"].schemas, &second.routes["srv__lookup"].schemas), "compiled once for both");
+        assert!(
+            Arc::ptr_eq(&first.routes["srv__lookup"].schemas, &second.routes["srv__lookup"].schemas),
+            "compiled once for both"
+        );
         assert!(!Arc::ptr_eq(&first.routes["srv__define"].schemas, &second.routes["srv__define"].schemas));
         // A listing with no shared texts (a rebuild from storage) compiles its own.
         let (third, _) = project(Listing { texts: None, ..listing() });
@@ -342,7 +384,10 @@ mod tests {
         let headers: ParamHeaders = param_headers_in(&annotated()).unwrap().into();
         let listing = Listing {
             tools: vec![tool("regional", annotated()), tool("plain", json!({ "type": "object" }))],
-            rejected: vec![Rejected { tool: "invalid_space_in_name".into(), reason: "the x-mcp-header annotation \"My Region\" …".into() }],
+            rejected: vec![Rejected {
+                tool: "invalid_space_in_name".into(),
+                reason: "the x-mcp-header annotation \"My Region\" …".into(),
+            }],
             param_headers: [("regional".to_owned(), headers.clone())].into(),
             cache: Default::default(),
             texts: None,
@@ -351,9 +396,14 @@ mod tests {
         assert_eq!(table.routes["srv__regional"].param_headers.as_deref(), Some(&*headers));
         assert!(table.routes["srv__plain"].param_headers.is_none());
         // The tool left out for its annotation is told as every rejected tool is.
-        let [Diagnostic::ToolRejected { tool, message, .. }] = diagnostics.as_slice() else { panic!("{diagnostics:?}") };
+        let [Diagnostic::ToolRejected { tool, message, .. }] = diagnostics.as_slice() else {
+            panic!("{diagnostics:?}")
+        };
         assert_eq!(tool, "invalid_space_in_name");
-        assert!(message.contains("\"invalid_space_in_name\" of server \"srv\" was left out: the x-mcp-header annotation"), "{message}");
+        assert!(
+            message.contains("\"invalid_space_in_name\" of server \"srv\" was left out: the x-mcp-header annotation"),
+            "{message}"
+        );
     }
 
     /// Before the 2026-07-28 era a listing has no designated parameters: the projection is what it was.
@@ -369,16 +419,23 @@ mod tests {
 
     #[test]
     fn compiled_schemas_outlive_a_relisting_only_while_the_definition_is_the_same() {
-        let listing = |schema: serde_json::Value| Listing { tools: vec![tool("kept", json!({ "type": "object" })), tool("changed", schema)], ..Listing::default() };
+        let listing = |schema: serde_json::Value| Listing {
+            tools: vec![tool("kept", json!({ "type": "object" })), tool("changed", schema)],
+            ..Listing::default()
+        };
         let (before, _) = project(listing(json!({ "type": "object", "properties": { "n": { "type": "integer" } } })));
         let (mut same, _) = project(listing(json!({ "type": "object", "properties": { "n": { "type": "integer" } } })));
-        let (mut changed, _) = project(listing(json!({ "type": "object", "properties": { "n": { "type": "string" } } })));
+        let (mut changed, _) =
+            project(listing(json!({ "type": "object", "properties": { "n": { "type": "string" } } })));
         same.keep_compiled(&before, 0);
         changed.keep_compiled(&before, 0);
         let schemas = |table: &RouteTable, name: &str| table.routes[name].schemas.clone();
         assert!(Arc::ptr_eq(&schemas(&same, "srv__changed"), &schemas(&before, "srv__changed")));
         assert!(Arc::ptr_eq(&schemas(&changed, "srv__kept"), &schemas(&before, "srv__kept")));
-        assert!(!Arc::ptr_eq(&schemas(&changed, "srv__changed"), &schemas(&before, "srv__changed")), "a new definition compiles afresh");
+        assert!(
+            !Arc::ptr_eq(&schemas(&changed, "srv__changed"), &schemas(&before, "srv__changed")),
+            "a new definition compiles afresh"
+        );
         // Another server's routes are not this server's to take.
         let (mut other, _) = project(listing(json!({ "type": "object" })));
         other.keep_compiled(&before, 1);

@@ -131,7 +131,12 @@ impl Toolset {
 
     /// The live connection to `slot`'s server once its gates are passed: `policy` (the label and request
     /// for `policy.decide`, when there is a decide), readiness, then `auth`.
-    pub(super) async fn gated(&self, slot: &Supervisor, decide: Option<(&str, String)>, abort: Option<&AbortHandle>) -> Result<Arc<Connection>> {
+    pub(super) async fn gated(
+        &self,
+        slot: &Supervisor,
+        decide: Option<(&str, String)>,
+        abort: Option<&AbortHandle>,
+    ) -> Result<Arc<Connection>> {
         let inner = &self.inner;
         let gate = async {
             if let (Some((label, request)), Some(_)) = (decide, &inner.hooks.decide) {
@@ -176,9 +181,18 @@ impl Toolset {
     /// are listed at once, in configuration order: one that is not reachable (failed, disabled) or does not
     /// declare the capability is left out, and one whose listing fails is left out with a
     /// `listing-failed` diagnostic, so one broken server does not cost the others' entries.
-    pub(super) async fn list_each<T, F>(&self, server: Option<&str>, capability: &str, list: F) -> Result<Vec<FromServer<T>>>
+    pub(super) async fn list_each<T, F>(
+        &self,
+        server: Option<&str>,
+        capability: &str,
+        list: F,
+    ) -> Result<Vec<FromServer<T>>>
     where
-        F: for<'c> Fn(&'c Supervisor, &'c Connection, RequestOptions<'c>) -> crate::transport::BoxFuture<'c, Result<Listed<T>>>,
+        F: for<'c> Fn(
+            &'c Supervisor,
+            &'c Connection,
+            RequestOptions<'c>,
+        ) -> crate::transport::BoxFuture<'c, Result<Listed<T>>>,
     {
         let slots: Vec<&Arc<Supervisor>> = match server {
             Some(name) => vec![self.slot(name)?],
@@ -199,7 +213,11 @@ impl Toolset {
         list: F,
     ) -> Result<Vec<(&'s Arc<Supervisor>, T)>>
     where
-        F: for<'c> Fn(&'c Supervisor, &'c Connection, RequestOptions<'c>) -> crate::transport::BoxFuture<'c, Result<Listed<T>>>,
+        F: for<'c> Fn(
+            &'c Supervisor,
+            &'c Connection,
+            RequestOptions<'c>,
+        ) -> crate::transport::BoxFuture<'c, Result<Listed<T>>>,
     {
         let list = &list;
         let listings = slots.iter().map(|slot| async move {
@@ -222,15 +240,29 @@ impl Toolset {
                 // Closed or aborted ends the whole listing, named or not.
                 Err(error @ (McpError::Closed | McpError::Aborted)) => return Err(error),
                 Err(error) if !named => {
-                    let message = format!("{}'s {capability} could not be listed and were left out: {error}", slot.entry.name);
-                    self.inner.report(Diagnostic::ListingFailed { server: slot.entry.name.clone(), list: capability_list(capability), error_code: error.code(), message });
+                    let message =
+                        format!("{}'s {capability} could not be listed and were left out: {error}", slot.entry.name);
+                    self.inner.report(Diagnostic::ListingFailed {
+                        server: slot.entry.name.clone(),
+                        list: capability_list(capability),
+                        error_code: error.code(),
+                        message,
+                    });
                     continue;
                 }
                 Err(error) => return Err(error),
             };
             if listed.skipped > 0 {
-                let message = format!("{} of {}'s {capability} entries were malformed or past the bound and were left out", listed.skipped, slot.entry.name);
-                self.inner.report(Diagnostic::ListingEntriesSkipped { server: slot.entry.name.clone(), list: capability_list(capability), skipped: listed.skipped, message });
+                let message = format!(
+                    "{} of {}'s {capability} entries were malformed or past the bound and were left out",
+                    listed.skipped, slot.entry.name
+                );
+                self.inner.report(Diagnostic::ListingEntriesSkipped {
+                    server: slot.entry.name.clone(),
+                    list: capability_list(capability),
+                    skipped: listed.skipped,
+                    message,
+                });
             }
             out.extend(listed.items.into_iter().map(|item| (*slot, item)));
         }
@@ -242,7 +274,8 @@ impl Toolset {
     }
 
     pub async fn list_resource_templates(&self, server: Option<&str>) -> Result<Vec<FromServer<ResourceTemplate>>> {
-        self.list_each(server, "resources", |_, c, o| Box::pin(async move { resources::list_templates(c, &o).await })).await
+        self.list_each(server, "resources", |_, c, o| Box::pin(async move { resources::list_templates(c, &o).await }))
+            .await
     }
 
     pub async fn list_prompts(&self, server: Option<&str>) -> Result<Vec<FromServer<Prompt>>> {
@@ -250,7 +283,12 @@ impl Toolset {
     }
 
     /// `resources/read` of `uri` on `server`, put to policy first (`kind: 'resource'`, `operation: 'read'`).
-    pub async fn read_resource(&self, server: &str, uri: &str, abort: Option<super::ListingAbort>) -> Result<ReadResult> {
+    pub async fn read_resource(
+        &self,
+        server: &str,
+        uri: &str,
+        abort: Option<super::ListingAbort>,
+    ) -> Result<ReadResult> {
         let slot = self.slot(server)?;
         let outcome = self.read_resource_in(slot, uri, abort.as_ref().map(|a| &*a.handle), None).await;
         drop(abort);
@@ -261,7 +299,13 @@ impl Toolset {
     /// `auth` to resolve, the server live and declaring resources — its outcome given to `done` from the
     /// thread that reads the answer: no task and no thread woken, as for a tool call. Otherwise nothing is
     /// done and `done` and `abort` come back, for [`Toolset::read_resource`].
-    pub fn start_read_resource<F>(&self, server: &str, uri: &str, abort: Option<super::ListingAbort>, done: F) -> std::result::Result<(), (F, Option<super::ListingAbort>)>
+    pub fn start_read_resource<F>(
+        &self,
+        server: &str,
+        uri: &str,
+        abort: Option<super::ListingAbort>,
+        done: F,
+    ) -> std::result::Result<(), (F, Option<super::ListingAbort>)>
     where
         F: FnOnce(Result<ReadResult>) + Send + 'static,
     {
@@ -291,12 +335,19 @@ impl Toolset {
 
     /// [`Toolset::read_resource`] on `slot`'s server; `origin` (`"model"`) is told to `policy.decide`
     /// when the read is not the host's own.
-    pub(super) async fn read_resource_in(&self, slot: &Supervisor, uri: &str, abort: Option<&AbortHandle>, origin: Option<&str>) -> Result<ReadResult> {
+    pub(super) async fn read_resource_in(
+        &self,
+        slot: &Supervisor,
+        uri: &str,
+        abort: Option<&AbortHandle>,
+        origin: Option<&str>,
+    ) -> Result<ReadResult> {
         let server = slot.entry.name.as_str();
         let outcome = async {
             let details = with_origin(format!("\"uri\":{}", json_string(uri)), origin);
             let request = policy::session_request_json("resource", "read", server, &details);
-            let connection = self.gated(slot, Some((&format!("the read of {}", shown_uri(uri)), request)), abort).await?;
+            let connection =
+                self.gated(slot, Some((&format!("the read of {}", shown_uri(uri)), request)), abort).await?;
             requests::require(&connection.session, "resources", server, "resources/read")?;
             resources::read(&connection, uri, &self.opts(abort)).await
         };
@@ -308,8 +359,10 @@ impl Toolset {
     pub async fn subscribe_resource(&self, server: &str, uri: &str) -> Result<u64> {
         let slot = self.slot(server)?;
         let outcome = async {
-            let request = policy::session_request_json("resource", "subscribe", server, &format!("\"uri\":{}", json_string(uri)));
-            let connection = self.gated(slot, Some((&format!("the subscription to {}", shown_uri(uri)), request)), None).await?;
+            let request =
+                policy::session_request_json("resource", "subscribe", server, &format!("\"uri\":{}", json_string(uri)));
+            let connection =
+                self.gated(slot, Some((&format!("the subscription to {}", shown_uri(uri)), request)), None).await?;
             requests::require(&connection.session, "resources", server, "resources/subscribe")?;
             if !connection.session.resources_subscribe {
                 return Err(McpError::NotSupported(format!("{server} does not declare resources.subscribe")));
@@ -326,7 +379,10 @@ impl Toolset {
                     subscriptions.ids.insert(id, (uri.to_owned(), id));
                     let stop = slot.cancel.child_token();
                     let (tell, first) = tokio::sync::watch::channel(None);
-                    subscriptions.kept.insert(uri.to_owned(), KeptEntry { holders: 1, stop: stop.clone(), task: id, first: first.clone() });
+                    subscriptions.kept.insert(
+                        uri.to_owned(),
+                        KeptEntry { holders: 1, stop: stop.clone(), task: id, first: first.clone() },
+                    );
                     subscriptions.wire.retain(|_, lock| lock.strong_count() > 0);
                     let wire = match subscriptions.wire.get(uri).and_then(std::sync::Weak::upgrade) {
                         Some(wire) => wire,
@@ -336,7 +392,14 @@ impl Toolset {
                             wire
                         }
                     };
-                    let kept = Kept { slot: slot.clone(), uri: uri.to_owned(), stop, task: id, wire, timeout: self.inner.timeout };
+                    let kept = Kept {
+                        slot: slot.clone(),
+                        uri: uri.to_owned(),
+                        stop,
+                        task: id,
+                        wire,
+                        timeout: self.inner.timeout,
+                    };
                     slot.tasks.spawn(keep(kept, connection, tell));
                     first
                 }
@@ -389,7 +452,8 @@ impl Toolset {
         let outcome = async {
             let args = requests::string_map(if args_json.is_empty() { "{}" } else { args_json }, "prompt arguments")?;
             // Policy first: a refused get sends nothing (not even the listing) and asks no `auth`.
-            let details = format!("\"name\":{},\"args\":{}", json_string(name), serde_json::Value::Object(args.clone()));
+            let details =
+                format!("\"name\":{},\"args\":{}", json_string(name), serde_json::Value::Object(args.clone()));
             let request = policy::session_request_json("prompt", "get", server, &details);
             let connection = self.gated(slot, Some((&format!("the prompt {}", shown(name)), request)), None).await?;
             requests::require(&connection.session, "prompts", server, "prompts/get")?;
@@ -403,15 +467,32 @@ impl Toolset {
     /// `completion/complete` for `reference_json` (`{type: 'ref/prompt', name}` or `{type: 'ref/resource',
     /// uri}`) and `argument_json` (`{name, value}`), with `context_json` (an object of strings) the values
     /// already chosen; put to policy (`kind: 'completion'`).
-    pub async fn complete(&self, server: &str, reference_json: &str, argument_json: &str, context_json: &str) -> Result<Completion> {
+    pub async fn complete(
+        &self,
+        server: &str,
+        reference_json: &str,
+        argument_json: &str,
+        context_json: &str,
+    ) -> Result<Completion> {
         let slot = self.slot(server)?;
         let outcome = async {
             let (reference, argument) = completion::parse_request(reference_json, argument_json)?;
-            let context = if context_json.is_empty() { None } else { Some(requests::string_map(context_json, "completion context arguments")?) };
-            let mut details = format!("\"ref\":{},\"argument\":{}", serde_json::to_string(&reference).unwrap_or_default(), serde_json::to_string(&argument).unwrap_or_default());
+            let context = if context_json.is_empty() {
+                None
+            } else {
+                Some(requests::string_map(context_json, "completion context arguments")?)
+            };
+            let mut details = format!(
+                "\"ref\":{},\"argument\":{}",
+                serde_json::to_string(&reference).unwrap_or_default(),
+                serde_json::to_string(&argument).unwrap_or_default()
+            );
             // The values already chosen go to the server too: policy sees them.
             if let Some(context) = &context {
-                details.push_str(&format!(",\"context\":{{\"arguments\":{}}}", serde_json::Value::Object(context.clone())));
+                details.push_str(&format!(
+                    ",\"context\":{{\"arguments\":{}}}",
+                    serde_json::Value::Object(context.clone())
+                ));
             }
             let request = policy::session_request_json("completion", "complete", server, &details);
             let connection = self.gated(slot, Some(("a completion", request)), None).await?;
@@ -553,7 +634,9 @@ async fn keep(kept: Kept, first: Arc<Connection>, subscribed: tokio::sync::watch
                 told.refused(error);
                 return;
             }
-            (None, Err(error)) => tracing::debug!(server = %slot.entry.name, code = error.code(), "resource re-subscription failed"),
+            (None, Err(error)) => {
+                tracing::debug!(server = %slot.entry.name, code = error.code(), "resource re-subscription failed")
+            }
             (None, Ok(())) => {}
         }
         // Session era: held until the connection is replaced (the server lost and recovered), its HTTP
@@ -620,7 +703,11 @@ mod tests {
         let subscriptions = Subscriptions::default();
         assert!(!subscriptions.updated("note://a"), "not kept: dropped");
         let (_tell, first) = tokio::sync::watch::channel(None);
-        subscriptions.inner.lock().kept.insert("note://a".into(), KeptEntry { holders: 1, stop: CancellationToken::new(), task: 0, first });
+        subscriptions
+            .inner
+            .lock()
+            .kept
+            .insert("note://a".into(), KeptEntry { holders: 1, stop: CancellationToken::new(), task: 0, first });
         assert!(subscriptions.updated("note://a"));
         assert!(!subscriptions.updated("note://a"), "one pending at a time");
         assert!(!subscriptions.updated("note://b"));

@@ -15,13 +15,13 @@
 //! in it (frontmatter fields included) is acted on here.
 
 use super::session::{json_string, with_origin, FromServer};
-use crate::connection::AbortHandle;
-use crate::guard::redact::shown_uri;
 use super::supervisor::Supervisor;
 use super::Toolset;
+use crate::connection::AbortHandle;
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
 use crate::guard::policy;
+use crate::guard::redact::shown_uri;
 use crate::limits::{MAX_HELD_SKILLS_PER_SERVER, MAX_LISTED_SKILLS_PER_SERVER};
 use crate::session::resources::{Body, Contents, ReadResult};
 use crate::session::skills::{self, Skill};
@@ -101,7 +101,10 @@ impl Toolset {
     /// same listing, or past `MAX_LISTED_SKILLS_PER_SERVER`, is left out and counted as skipped: what the
     /// host is shown is what a load uses.
     pub async fn list_skills(&self, server: Option<&str>) -> Result<Vec<FromServer<Arc<Skill>>>> {
-        self.list_each(server, "skills", |slot, c, o| Box::pin(async move { Ok(slot.skills.replace_listed(skills::list(c, &o).await?)) })).await
+        self.list_each(server, "skills", |slot, c, o| {
+            Box::pin(async move { Ok(slot.skills.replace_listed(skills::list(c, &o).await?)) })
+        })
+        .await
     }
 
     /// Load the skill at `uri` on `server`: policy, then its entry, then SKILL.md read and verified.
@@ -111,13 +114,24 @@ impl Toolset {
 
     /// [`Toolset::load_skill`] from `slot`'s server; `abort` ends its requests, `origin` (`"model"`) is
     /// told to `policy.decide` when the load is not the host's own.
-    pub(super) async fn load_skill_in(&self, slot: &Supervisor, uri: &str, abort: Option<&AbortHandle>, origin: Option<&str>) -> Result<LoadedSkill> {
+    pub(super) async fn load_skill_in(
+        &self,
+        slot: &Supervisor,
+        uri: &str,
+        abort: Option<&AbortHandle>,
+        origin: Option<&str>,
+    ) -> Result<LoadedSkill> {
         let server = slot.entry.name.as_str();
         let outcome = async {
             let known = slot.skills.listed.lock().get(uri).cloned();
             // The name is the URI's last skill-path segment (an entry whose name differs is refused), so a
             // policy deciding by name sees it for a skill never listed too.
-            let name = skills::name_in(uri).ok_or_else(|| McpError::InvalidArguments(format!("{} is not the URI of a SKILL.md under a skill path", shown_uri(uri))))?;
+            let name = skills::name_in(uri).ok_or_else(|| {
+                McpError::InvalidArguments(format!(
+                    "{} is not the URI of a SKILL.md under a skill path",
+                    shown_uri(uri)
+                ))
+            })?;
             let details = with_origin(format!("\"uri\":{},\"name\":{}", json_string(uri), json_string(name)), origin);
             let request = policy::session_request_json("skill", "load", server, &details);
             let connection = self.gated(slot, Some((&format!("the skill {}", shown_uri(uri)), request)), abort).await?;
@@ -140,17 +154,35 @@ impl Toolset {
     }
 
     /// [`Toolset::read_skill_file`] from `slot`'s server, as [`Toolset::load_skill_in`].
-    pub(super) async fn read_skill_file_in(&self, slot: &Supervisor, uri: &str, path: &str, abort: Option<&AbortHandle>, origin: Option<&str>) -> Result<ReadResult> {
+    pub(super) async fn read_skill_file_in(
+        &self,
+        slot: &Supervisor,
+        uri: &str,
+        path: &str,
+        abort: Option<&AbortHandle>,
+        origin: Option<&str>,
+    ) -> Result<ReadResult> {
         let server = slot.entry.name.as_str();
         let outcome = async {
-            let skill = slot
-                .skills
-                .held(uri)
-                .ok_or_else(|| McpError::InvalidArguments(format!("the skill {} is not loaded from {server}: load it first", shown_uri(uri))))?;
+            let skill = slot.skills.held(uri).ok_or_else(|| {
+                McpError::InvalidArguments(format!(
+                    "the skill {} is not loaded from {server}: load it first",
+                    shown_uri(uri)
+                ))
+            })?;
             let file = skill.file(path)?;
-            let details = with_origin(format!("\"uri\":{},\"name\":{},\"file\":{}", json_string(uri), json_string(skill.name()), json_string(&file.uri)), origin);
+            let details = with_origin(
+                format!(
+                    "\"uri\":{},\"name\":{},\"file\":{}",
+                    json_string(uri),
+                    json_string(skill.name()),
+                    json_string(&file.uri)
+                ),
+                origin,
+            );
             let request = policy::session_request_json("skill", "read", server, &details);
-            let connection = self.gated(slot, Some((&format!("the skill file {}", shown_uri(&file.uri)), request)), abort).await?;
+            let connection =
+                self.gated(slot, Some((&format!("the skill file {}", shown_uri(&file.uri)), request)), abort).await?;
             requests::require(&connection.session, "skills", server, "resources/read of a skill file")?;
             let (bytes, mime_type) = skills::read_verified(&connection, file, &self.opts(abort)).await?;
             // Verified bytes: text when they are UTF-8, else a blob.
@@ -179,27 +211,42 @@ impl Toolset {
     /// name on that server, or its URI) load one; `file` too reads one of the loaded skill's files.
     /// Names resolve within the server's own skills only; a name two of its skills share is refused
     /// with their URIs, never resolved to either.
-    pub(super) async fn answer_skills_tool(&self, arguments_json: &str, abort: Option<&AbortHandle>) -> Result<Box<str>> {
+    pub(super) async fn answer_skills_tool(
+        &self,
+        arguments_json: &str,
+        abort: Option<&AbortHandle>,
+    ) -> Result<Box<str>> {
         #[derive(serde::Deserialize)]
         struct Args {
             server: Option<String>,
             skill: Option<String>,
             file: Option<String>,
         }
-        let args: Args = serde_json::from_str(arguments_json).map_err(|_| McpError::InvalidArguments("mcp__skills takes { server?, skill?, file? }, all strings".into()))?;
+        let args: Args = serde_json::from_str(arguments_json).map_err(|_| {
+            McpError::InvalidArguments("mcp__skills takes { server?, skill?, file? }, all strings".into())
+        })?;
         let answer = |text: String, structured: serde_json::Value| -> Box<str> {
-            serde_json::json!({ "content": [{ "type": "text", "text": text }], "structuredContent": structured }).to_string().into_boxed_str()
+            serde_json::json!({ "content": [{ "type": "text", "text": text }], "structuredContent": structured })
+                .to_string()
+                .into_boxed_str()
         };
         let Some(skill) = args.skill.as_deref() else {
             if args.file.is_some() {
-                return Err(McpError::Tool("give server and skill with file (the file of a loaded skill to read)".into()));
+                return Err(McpError::Tool(
+                    "give server and skill with file (the file of a loaded skill to read)".into(),
+                ));
             }
             // A listing: every server's skills, or the named server's.
             if let Some(server) = args.server.as_deref() {
                 self.model_slot(server)?;
             }
             let (mut listed, mut more) = (Vec::new(), 0usize);
-            for slot in self.inner.servers.iter().filter(|s| s.entry.enabled && args.server.as_deref().is_none_or(|n| n == s.label)) {
+            for slot in self
+                .inner
+                .servers
+                .iter()
+                .filter(|s| s.entry.enabled && args.server.as_deref().is_none_or(|n| n == s.label))
+            {
                 let mut skills: Vec<Arc<Skill>> = slot.skills.listed.lock().values().cloned().collect();
                 skills.sort_by(|a, b| a.uri.cmp(&b.uri));
                 for skill in skills {
@@ -207,7 +254,8 @@ impl Toolset {
                         more += 1;
                         continue;
                     }
-                    let description: String = skill.description().chars().take(MAX_SHOWN_SKILL_DESCRIPTION_CHARS).collect();
+                    let description: String =
+                        skill.description().chars().take(MAX_SHOWN_SKILL_DESCRIPTION_CHARS).collect();
                     let name: String = skill.name().chars().take(64).collect();
                     listed.push(serde_json::json!({ "server": slot.label, "skill": name, "description": description }));
                 }
@@ -215,13 +263,19 @@ impl Toolset {
             let text = if listed.is_empty() {
                 "No MCP server offers a skill.".to_owned()
             } else {
-                let more = if more > 0 { format!("\n{more} more not shown: name a server to see its skills.") } else { String::new() };
+                let more = if more > 0 {
+                    format!("\n{more} more not shown: name a server to see its skills.")
+                } else {
+                    String::new()
+                };
                 format!(
                     "Skills offered by MCP servers (names and descriptions are the servers' own words). Load one with server and skill before following it.\n{}{more}",
                     serde_json::to_string(&listed).expect("values serialize")
                 )
             };
-            return Ok(serde_json::json!({ "content": [{ "type": "text", "text": text }] }).to_string().into_boxed_str());
+            return Ok(serde_json::json!({ "content": [{ "type": "text", "text": text }] })
+                .to_string()
+                .into_boxed_str());
         };
         let Some(server) = args.server.as_deref() else {
             return Err(McpError::Tool("give the server with the skill: a skill is named within its server".into()));
@@ -230,19 +284,32 @@ impl Toolset {
         let uri = if skill.contains("://") {
             skill.to_owned()
         } else {
-            let matching: Vec<String> = slot.skills.listed.lock().values().filter(|s| s.name() == skill).map(|s| s.uri.clone()).collect();
+            let matching: Vec<String> =
+                slot.skills.listed.lock().values().filter(|s| s.name() == skill).map(|s| s.uri.clone()).collect();
             match matching.as_slice() {
                 [one] => one.clone(),
-                [] => return Err(McpError::Tool(format!("{server} offers no skill named {}; call mcp__skills with no arguments to see them", shown_uri(skill)))),
+                [] => {
+                    return Err(McpError::Tool(format!(
+                        "{server} offers no skill named {}; call mcp__skills with no arguments to see them",
+                        shown_uri(skill)
+                    )))
+                }
                 many => {
                     let shown: Vec<String> = many.iter().take(MAX_SHOWN_AMBIGUOUS).map(|uri| shown_uri(uri)).collect();
-                    return Err(McpError::Tool(format!("{server} offers {} skills named {}: name one by its URI ({}{})", many.len(), shown_uri(skill), shown.join(", "), if many.len() > MAX_SHOWN_AMBIGUOUS { ", …" } else { "" })));
+                    return Err(McpError::Tool(format!(
+                        "{server} offers {} skills named {}: name one by its URI ({}{})",
+                        many.len(),
+                        shown_uri(skill),
+                        shown.join(", "),
+                        if many.len() > MAX_SHOWN_AMBIGUOUS { ", …" } else { "" }
+                    )));
                 }
             }
         };
         if let Some(file) = args.file.as_deref() {
             let read = self.read_skill_file_in(slot, &uri, file, abort, Some("model")).await?;
-            let item = read.contents.into_iter().next().ok_or_else(|| McpError::Tool("the file had no content".into()))?;
+            let item =
+                read.contents.into_iter().next().ok_or_else(|| McpError::Tool("the file had no content".into()))?;
             let text = match item.body {
                 Body::Text(text) => format!("File {file} of the skill at {uri} from MCP server {server} (verified against the skill's entry; the server's words):\n\n{text}"),
                 Body::Blob(bytes) => format!("File {file} of the skill at {uri} from MCP server {server} is binary ({} bytes{}); it cannot be shown as text.", bytes.len(), item.mime_type.as_deref().map(|m| format!(", {m}")).unwrap_or_default()),
@@ -259,7 +326,10 @@ impl Toolset {
         if !files.is_empty() {
             text.push_str(&format!("\n\nIts other files (read one with mcp__skills and file): {}", files.join(", ")));
         }
-        Ok(answer(text, serde_json::json!({ "server": server, "uri": uri, "skill": loaded.skill.name(), "files": files })))
+        Ok(answer(
+            text,
+            serde_json::json!({ "server": server, "uri": uri, "skill": loaded.skill.name(), "files": files }),
+        ))
     }
 }
 
@@ -267,7 +337,11 @@ impl Supervisor {
     /// With `exposeSkills`, at connect (and after each recovery): the skills of a server that declares
     /// the extension, listed for the system prompt and `mcp__skills`. A failure is reported
     /// (`listing-failed`) and costs nothing else; no file is read.
-    pub(super) async fn list_skills_for_model(&self, connection: &crate::connection::Connection, stop: &crate::connection::AbortHandle) {
+    pub(super) async fn list_skills_for_model(
+        &self,
+        connection: &crate::connection::Connection,
+        stop: &crate::connection::AbortHandle,
+    ) {
         if !self.shared.expose_skills {
             return;
         }
@@ -285,15 +359,28 @@ impl Supervisor {
             Ok(listed) => {
                 let listed = self.skills.replace_listed(listed);
                 if listed.skipped > 0 {
-                    let message = format!("{} of {}'s skills entries were malformed or past the bound and were left out", listed.skipped, self.entry.name);
-                    self.shared.report(Diagnostic::ListingEntriesSkipped { server: self.entry.name.clone(), list: "skills", skipped: listed.skipped, message });
+                    let message = format!(
+                        "{} of {}'s skills entries were malformed or past the bound and were left out",
+                        listed.skipped, self.entry.name
+                    );
+                    self.shared.report(Diagnostic::ListingEntriesSkipped {
+                        server: self.entry.name.clone(),
+                        list: "skills",
+                        skipped: listed.skipped,
+                        message,
+                    });
                 }
             }
             Err(error) => {
                 self.skills.forget_listed();
                 let error = error.redacted(&self.secrets);
                 let message = format!("{}'s skills could not be listed and were left out: {error}", self.entry.name);
-                self.shared.report(Diagnostic::ListingFailed { server: self.entry.name.clone(), list: "skills", error_code: error.code(), message });
+                self.shared.report(Diagnostic::ListingFailed {
+                    server: self.entry.name.clone(),
+                    list: "skills",
+                    error_code: error.code(),
+                    message,
+                });
             }
         }
     }

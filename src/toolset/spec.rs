@@ -62,7 +62,15 @@ impl Supervisor {
                 .map_err(|e| super::panic_error("resolving the server's command", e))??;
                 let reader_host = self.shared.hooks.stdio_reader.clone();
                 let on_stderr = (*stderr == StderrMode::Diagnostics).then(|| self.stderr_listener());
-                Ok(TransportSpec::Stdio(StdioSpec { program, args: args.clone(), env, cwd, reader_host, stderr: *stderr, on_stderr }))
+                Ok(TransportSpec::Stdio(StdioSpec {
+                    program,
+                    args: args.clone(),
+                    env,
+                    cwd,
+                    reader_host,
+                    stderr: *stderr,
+                    on_stderr,
+                }))
             }
             ServerKind::StreamableHttp { url, headers, oauth } | ServerKind::Sse { url, headers, oauth } => {
                 let guard = self.host_guard().await?;
@@ -128,10 +136,9 @@ impl Supervisor {
     async fn host_guard(&self) -> Result<Option<Arc<HostGuard>>> {
         if let Some(resolver) = &self.shared.hooks.allowed_hosts {
             let name = self.entry.name.clone();
-            let hosts = resolver
-                .call(name.clone())
-                .await
-                .map_err(|_| McpError::HostNotAllowed(format!("the allowedHosts resolver failed for server {name:?}; refusing")))?;
+            let hosts = resolver.call(name.clone()).await.map_err(|_| {
+                McpError::HostNotAllowed(format!("the allowedHosts resolver failed for server {name:?}; refusing"))
+            })?;
             return Ok(Some(Arc::new(HostGuard::new(&hosts)?)));
         }
         Ok(self.shared.allowed_hosts.clone())
@@ -142,7 +149,10 @@ impl Supervisor {
     pub(super) async fn authenticate(&self) -> Result<()> {
         let Some(auth) = &self.shared.hooks.auth else { return Ok(()) };
         let name = &self.entry.name;
-        let token = auth.call(name.clone()).await.map_err(|_| McpError::Auth(format!("the auth callback failed for server {name:?}")))?;
+        let token = auth
+            .call(name.clone())
+            .await
+            .map_err(|_| McpError::Auth(format!("the auth callback failed for server {name:?}")))?;
         if token.is_empty() {
             return Err(McpError::Auth(format!("the auth callback returned no token for server {name:?}")));
         }

@@ -166,7 +166,13 @@ pub(crate) struct Attached {
 pub(super) type Failure = (McpError, Option<String>);
 
 impl Supervisor {
-    pub fn new(shared: Arc<Shared>, index: usize, entry: ServerEntry, label: String, cancel: CancellationToken) -> Self {
+    pub fn new(
+        shared: Arc<Shared>,
+        index: usize,
+        entry: ServerEntry,
+        label: String,
+        cancel: CancellationToken,
+    ) -> Self {
         let secrets = Arc::new(Secrets::default());
         match &entry.kind {
             ServerKind::Stdio { env, args, .. } => secrets.add_stdio_entry(env, args),
@@ -305,7 +311,8 @@ impl Supervisor {
         let name = &self.entry.name;
         // The code only: the last error's text may quote the server (its stderr, a body), and this reaches
         // the model; the host reads the text in `servers()` and the diagnostics.
-        let why = self.status.lock().last_error.as_ref().map_or_else(String::new, |e| format!(" (last error: {})", e.code));
+        let why =
+            self.status.lock().last_error.as_ref().map_or_else(String::new, |e| format!(" (last error: {})", e.code));
         McpError::ServerUnavailable(format!("MCP server {name:?} is {}{why}; the call was not sent", state.name()))
     }
 
@@ -351,10 +358,14 @@ impl Supervisor {
             outcome = work => outcome,
             _ = trip => unreachable!("never completes"),
         };
-        outcome.map_err(|(error, tail)| if self.cancel.is_cancelled() { (McpError::Closed, tail) } else { (error, tail) })
+        outcome
+            .map_err(|(error, tail)| if self.cancel.is_cancelled() { (McpError::Closed, tail) } else { (error, tail) })
     }
 
-    async fn connect_server(self: &Arc<Self>, stop: &AbortHandle) -> std::result::Result<(Arc<Connection>, Arc<ServerListener>, Listing), Failure> {
+    async fn connect_server(
+        self: &Arc<Self>,
+        stop: &AbortHandle,
+    ) -> std::result::Result<(Arc<Connection>, Arc<ServerListener>, Listing), Failure> {
         let shared = &self.shared;
         // Nothing is running yet while the spec is prepared (callbacks, file system): simply dropped.
         let spec = tokio::select! {
@@ -364,9 +375,14 @@ impl Supervisor {
         }
         .map_err(|e| (e, None))?;
         let handshake = RequestOptions { timeout: shared.connect_timeout, abort: Some(stop) };
-        let options = TransportOptions { max_message_bytes: shared.max_result_bytes, idle_timeout: shared.timeout, secrets: self.secrets.clone() };
+        let options = TransportOptions {
+            max_message_bytes: shared.max_result_bytes,
+            idle_timeout: shared.timeout,
+            secrets: self.secrets.clone(),
+        };
         let elicitor = shared.hooks.elicit.clone().map(|callback| {
-            let (server, modes, timeout) = (self.entry.name.clone(), shared.elicitation_modes, Duration::from_millis(ELICITATION_TIMEOUT_MS));
+            let (server, modes, timeout) =
+                (self.entry.name.clone(), shared.elicitation_modes, Duration::from_millis(ELICITATION_TIMEOUT_MS));
             let events = Arc::downgrade(&shared.events);
             let withdrawn: Arc<dyn Fn(u64) + Send + Sync> = Arc::new(move |ask_id| {
                 if let Some(events) = events.upgrade() {
@@ -395,7 +411,16 @@ impl Supervisor {
                 renewal_vetted: tokio::sync::Mutex::new(0),
                 logs: Arc::new(parking_lot::Mutex::new(crate::server_log::RateWindow::default())),
             });
-            let opened = Connection::open(&spec, listener.clone(), options.clone(), &handshake, elicitor.clone(), shared.apps, &known).await;
+            let opened = Connection::open(
+                &spec,
+                listener.clone(),
+                options.clone(),
+                &handshake,
+                elicitor.clone(),
+                shared.apps,
+                &known,
+            )
+            .await;
             let connection = match opened {
                 Ok(connection) => {
                     let session = &connection.session;
@@ -457,7 +482,12 @@ impl Supervisor {
     /// that refuses `logging/setLevel` keeps working: the refusal is logged, and its logs below the level
     /// are still not delivered (`server_log::diagnostic`). Bounded by
     /// [`crate::limits::MAX_SET_LOG_LEVEL_WAIT_MS`]: a server that never answers it is not waited for.
-    pub(super) async fn ask_log_level(&self, connection: &Connection, level: crate::server_log::Level, stop: &AbortHandle) {
+    pub(super) async fn ask_log_level(
+        &self,
+        connection: &Connection,
+        level: crate::server_log::Level,
+        stop: &AbortHandle,
+    ) {
         let bound = Duration::from_millis(crate::limits::MAX_SET_LOG_LEVEL_WAIT_MS).min(self.shared.timeout);
         let opts = RequestOptions { timeout: bound, abort: Some(stop) };
         if let Err(error) = connection.ask_log_level(level, &opts).await {
@@ -468,7 +498,11 @@ impl Supervisor {
 
     /// A server's `notifications/message`, as a `server-log` diagnostic, delivered at once: bounded per
     /// second per connection (`window`), the drops of a second reported once when it ends.
-    fn server_log(&self, window: &Arc<parking_lot::Mutex<crate::server_log::RateWindow>>, params: &serde_json::value::RawValue) {
+    fn server_log(
+        &self,
+        window: &Arc<parking_lot::Mutex<crate::server_log::RateWindow>>,
+        params: &serde_json::value::RawValue,
+    ) {
         use crate::server_log::Admission;
         // Below the level asked (or no level at all): neither delivered nor counted against the bound.
         if !crate::server_log::wanted(params, self.shared.server_log_level) {
@@ -481,14 +515,17 @@ impl Supervisor {
                 if let Some(count) = report {
                     self.shared.events.diagnostic(&crate::server_log::dropped(name, count));
                 }
-                if let Some(diagnostic) = crate::server_log::diagnostic(name, params, self.shared.server_log_level, &self.secrets) {
+                if let Some(diagnostic) =
+                    crate::server_log::diagnostic(name, params, self.shared.server_log_level, &self.secrets)
+                {
                     self.shared.events.diagnostic(&diagnostic);
                 }
             }
             // The second's drops are reported when it ends, even if the server falls silent.
             Admission::Dropped { first: true } => {
                 let ends_at = window.lock().ends_at();
-                let (window, events, name) = (Arc::downgrade(window), Arc::downgrade(&self.shared.events), name.clone());
+                let (window, events, name) =
+                    (Arc::downgrade(window), Arc::downgrade(&self.shared.events), name.clone());
                 // On the supervisor's tracker, under its token: nothing reaches onDiagnostic after close().
                 let cancel = self.cancel.clone();
                 if tokio::runtime::Handle::try_current().is_err() {
@@ -514,7 +551,11 @@ impl Supervisor {
         let entry = &self.entry;
         tracing::debug!(toolset = self.shared.log_id, server = %entry.name, transport = entry.kind_name(), "connecting");
         let message = format!("connecting to MCP server {:?} ({})", entry.name, entry.kind_name());
-        self.shared.events.diagnostic(&Diagnostic::ServerConnecting { server: entry.name.clone(), transport: entry.kind_name(), message });
+        self.shared.events.diagnostic(&Diagnostic::ServerConnecting {
+            server: entry.name.clone(),
+            transport: entry.kind_name(),
+            message,
+        });
     }
 
     fn report_connected(&self, connection: &Connection, listing: &Listing, elapsed: Duration) {
@@ -529,13 +570,17 @@ impl Supervisor {
             tools = listing.tools.len(),
             "connected and listed"
         );
-        let message = format!("connected to MCP server {name:?} in {elapsed_ms} ms (protocol {})", session.protocol_version);
+        let message =
+            format!("connected to MCP server {name:?} in {elapsed_ms} ms (protocol {})", session.protocol_version);
         self.shared.events.diagnostic(&Diagnostic::ServerConnected {
             server: name.clone(),
             elapsed_ms,
             protocol_version: session.protocol_version,
             // The server's own words: redacted like anything else that leaves the engine.
-            server_info: ServerInfo { name: self.secrets.redact(&session.server_name), version: self.secrets.redact(&session.server_version) },
+            server_info: ServerInfo {
+                name: self.secrets.redact(&session.server_name),
+                version: self.secrets.redact(&session.server_version),
+            },
             capabilities: session.capabilities.clone(),
             tool_count: listing.tools.len(),
             message,
@@ -557,7 +602,11 @@ impl Supervisor {
 
     /// Make `connection` the server's live one (its state is left to [`Supervisor::go_live`]). Fails, with
     /// the connection closed, if it was lost before this or the toolset is closing.
-    async fn install(&self, connection: Arc<Connection>, listener: Arc<ServerListener>) -> std::result::Result<(), Failure> {
+    async fn install(
+        &self,
+        connection: Arc<Connection>,
+        listener: Arc<ServerListener>,
+    ) -> std::result::Result<(), Failure> {
         let refused = {
             let mut current = self.connection.lock();
             if self.cancel.is_cancelled() {
@@ -655,7 +704,9 @@ impl Supervisor {
 fn era_key(entry: &ServerEntry, proxy: Option<&url::Url>) -> String {
     let mut key = entry.identity();
     match &entry.kind {
-        ServerKind::Stdio { env, .. } => env.iter().for_each(|(name, value)| key.push_str(&format!("\n{name}={value}"))),
+        ServerKind::Stdio { env, .. } => {
+            env.iter().for_each(|(name, value)| key.push_str(&format!("\n{name}={value}")))
+        }
         ServerKind::StreamableHttp { headers, .. } | ServerKind::Sse { headers, .. } => {
             for (name, value) in headers {
                 key.push_str(&format!("\n{name}={}", String::from_utf8_lossy(value.as_bytes())));

@@ -167,7 +167,9 @@ impl EventStreamParser {
             if self.has_data && head.len() < OVERSIZED_HEAD_BYTES {
                 head.push(b'\n');
             }
-            head.extend_from_slice(&value[..value.len().min(OVERSIZED_HEAD_BYTES - head.len().min(OVERSIZED_HEAD_BYTES))]);
+            head.extend_from_slice(
+                &value[..value.len().min(OVERSIZED_HEAD_BYTES - head.len().min(OVERSIZED_HEAD_BYTES))],
+            );
         }
         let mut tail = TailWindow::default();
         tail.push(self.data.as_bytes());
@@ -176,7 +178,11 @@ impl EventStreamParser {
         }
         let reported = crate::protocol::jsonrpc::sniff_head(&head).id.is_some();
         if reported {
-            out.push(Event { event: std::mem::take(&mut self.event), data: String::new(), oversized: Some(Oversized { head: head.clone(), tail: None }) });
+            out.push(Event {
+                event: std::mem::take(&mut self.event),
+                data: String::new(),
+                oversized: Some(Oversized { head: head.clone(), tail: None }),
+            });
         }
         self.skipping = Some(Skipping {
             head,
@@ -350,7 +356,10 @@ mod tests {
     fn an_oversized_event_on_a_shared_stream_is_skipped_keeping_its_head_and_tail() {
         let id_last = format!("data: {{\"result\":\"{}\",\n\ndata: ok\n\n", "x".repeat(5000));
         let id_last = id_last.replacen(",\n\n", "\ndata: ,\"jsonrpc\":\"2.0\",\"id\":9}\nid: ev-3\n\n", 1);
-        let id_first = format!("data: {{\"jsonrpc\":\"2.0\",\"id\":4,\"result\":\"{}\"}}\r\n\r\ndata: ok\r\n\r\n", "x".repeat(5000));
+        let id_first = format!(
+            "data: {{\"jsonrpc\":\"2.0\",\"id\":4,\"result\":\"{}\"}}\r\n\r\ndata: ok\r\n\r\n",
+            "x".repeat(5000)
+        );
         for split in [1, 7, 100, 100_000] {
             let mut parser = EventStreamParser::skipping_oversized(1024);
             let mut out = Vec::new();

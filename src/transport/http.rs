@@ -6,14 +6,14 @@ use crate::egress::{self, Egress, EgressPolicy, Exchange};
 use crate::error::{McpError, Result};
 use crate::guard::hosts::HostGuard;
 use crate::limits::{
-    ERROR_BODY_READ_BYTES, ERROR_BODY_READ_TIMEOUT_MS, HTTP_CLOSE_GRACE_MS, HTTP_DEADLINE_SLACK_MS, MAX_CONCURRENT_SIDE_POSTS,
-    MAX_QUEUED_SIDE_POSTS,
+    ERROR_BODY_READ_BYTES, ERROR_BODY_READ_TIMEOUT_MS, HTTP_CLOSE_GRACE_MS, HTTP_DEADLINE_SLACK_MS,
+    MAX_CONCURRENT_SIDE_POSTS, MAX_QUEUED_SIDE_POSTS,
 };
+use parking_lot::Mutex;
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{Method, Response};
 use std::future::Future;
 use std::ops::ControlFlow;
-use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, Semaphore};
@@ -132,10 +132,12 @@ fn status_text(status: reqwest::StatusCode) -> String {
 pub fn refused_request(error: &McpError) -> bool {
     let McpError::Transport(text) = error else { return false };
     use reqwest::StatusCode as S;
-    [S::BAD_REQUEST, S::NOT_FOUND, S::METHOD_NOT_ALLOWED, S::NOT_ACCEPTABLE, S::UNSUPPORTED_MEDIA_TYPE].into_iter().any(|status| {
-        let opening = status_text(status);
-        text.strip_prefix(&opening).is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
-    })
+    [S::BAD_REQUEST, S::NOT_FOUND, S::METHOD_NOT_ALLOWED, S::NOT_ACCEPTABLE, S::UNSUPPORTED_MEDIA_TYPE].into_iter().any(
+        |status| {
+            let opening = status_text(status);
+            text.strip_prefix(&opening).is_some_and(|rest| rest.is_empty() || rest.starts_with(':'))
+        },
+    )
 }
 
 /// Every task a transport starts: cancelled together on close, then given a bounded time to finish.
@@ -299,7 +301,9 @@ pub async fn read_body(response: &mut Response, max_bytes: usize, deadline: Dura
         }
         Ok(body)
     };
-    tokio::time::timeout(deadline, reading).await.unwrap_or(Err(McpError::Timeout { after_ms: deadline.as_millis() as u64 }))
+    tokio::time::timeout(deadline, reading)
+        .await
+        .unwrap_or(Err(McpError::Timeout { after_ms: deadline.as_millis() as u64 }))
 }
 
 async fn next_chunk(response: &mut Response, idle: Option<Duration>) -> Result<Option<bytes::Bytes>> {
@@ -379,11 +383,18 @@ mod tests {
     #[test]
     fn refusals_of_a_requests_shape_are_told_by_the_status_their_error_opens_with() {
         use reqwest::StatusCode as S;
-        for status in [S::BAD_REQUEST, S::NOT_FOUND, S::METHOD_NOT_ALLOWED, S::NOT_ACCEPTABLE, S::UNSUPPORTED_MEDIA_TYPE] {
+        for status in
+            [S::BAD_REQUEST, S::NOT_FOUND, S::METHOD_NOT_ALLOWED, S::NOT_ACCEPTABLE, S::UNSUPPORTED_MEDIA_TYPE]
+        {
             assert!(refused_request(&McpError::Transport(status_text(status))));
-            assert!(refused_request(&McpError::Transport(format!("{}: {{\"error\":\"no session\"}}", status_text(status)))));
+            assert!(refused_request(&McpError::Transport(format!(
+                "{}: {{\"error\":\"no session\"}}",
+                status_text(status)
+            ))));
         }
-        for status in [S::UNAUTHORIZED, S::FORBIDDEN, S::TOO_MANY_REQUESTS, S::INTERNAL_SERVER_ERROR, S::SERVICE_UNAVAILABLE] {
+        for status in
+            [S::UNAUTHORIZED, S::FORBIDDEN, S::TOO_MANY_REQUESTS, S::INTERNAL_SERVER_ERROR, S::SERVICE_UNAVAILABLE]
+        {
             assert!(!refused_request(&McpError::Transport(status_text(status))));
         }
         // The status must be the whole number: 4000 is not 400.
@@ -411,7 +422,10 @@ mod tests {
             while let Ok((mut socket, _)) = listener.accept().await {
                 tokio::spawn(async move {
                     let _ = socket.read(&mut [0u8; 4096]).await;
-                    let head = format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                        body.len()
+                    );
                     let _ = socket.write_all(head.as_bytes()).await;
                     for byte in body {
                         tokio::time::sleep(gap).await;
@@ -431,7 +445,10 @@ mod tests {
         let get = |url: url::Url| egress.send(Exchange::new(Method::GET, url, Duration::from_secs(5)));
         // 200 bytes 25 ms apart: five seconds in all, no pause anywhere near the deadline.
         let mut response = get(dripping_server(&[b' '; 200], Duration::from_millis(25)).await).await.unwrap();
-        assert_eq!(read_body(&mut response, 1024, Duration::from_millis(300)).await, Err(McpError::Timeout { after_ms: 300 }));
+        assert_eq!(
+            read_body(&mut response, 1024, Duration::from_millis(300)).await,
+            Err(McpError::Timeout { after_ms: 300 })
+        );
         // A body that arrives whole within the deadline is read whole, however it is cut up.
         let mut response = get(dripping_server(b"{\"a\":1}", Duration::from_millis(5)).await).await.unwrap();
         assert_eq!(read_body(&mut response, 1024, Duration::from_secs(10)).await.unwrap(), b"{\"a\":1}");

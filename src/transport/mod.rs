@@ -102,11 +102,31 @@ pub struct ModernRequest {
 
 impl Outbound {
     pub fn request(id: RequestId, json: String, is_initialize: bool, resendable: bool) -> Self {
-        Outbound { json, request_id: Some(id), is_initialize, resendable, extra_headers: Vec::new(), modern: None, long_lived: false, tool: None, admitted: None }
+        Outbound {
+            json,
+            request_id: Some(id),
+            is_initialize,
+            resendable,
+            extra_headers: Vec::new(),
+            modern: None,
+            long_lived: false,
+            tool: None,
+            admitted: None,
+        }
     }
 
     pub fn other(json: String) -> Self {
-        Outbound { json, request_id: None, is_initialize: false, resendable: true, extra_headers: Vec::new(), modern: None, long_lived: false, tool: None, admitted: None }
+        Outbound {
+            json,
+            request_id: None,
+            is_initialize: false,
+            resendable: true,
+            extra_headers: Vec::new(),
+            modern: None,
+            long_lived: false,
+            tool: None,
+            admitted: None,
+        }
     }
 }
 
@@ -121,7 +141,11 @@ pub trait Transport: Send + Sync {
     fn request_ended(&self, _id: RequestId) {}
     /// Send `notifications/initialized` and finish the handshake at `protocol_version`. Nothing else is
     /// sent before this completes, so a server never sees a request ahead of the notification.
-    fn complete_handshake(&self, initialized: Outbound, _protocol_version: &'static str) -> BoxFuture<'static, Result<()>> {
+    fn complete_handshake(
+        &self,
+        initialized: Outbound,
+        _protocol_version: &'static str,
+    ) -> BoxFuture<'static, Result<()>> {
         let sent = self.send(initialized);
         Box::pin(std::future::ready(sent))
     }
@@ -186,7 +210,8 @@ pub fn quote_bytes(bytes: &[u8], secrets: &Secrets) -> String {
     let context = &bytes[..bytes.len().min(limit + secrets.longest_bytes())];
     let redacted = secrets.redact_window(context, 0..limit);
     let shown = crate::guard::redact::head_of(&redacted, limit);
-    let mut quoted: String = String::from_utf8_lossy(shown).chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let mut quoted: String =
+        String::from_utf8_lossy(shown).chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
     if shown.len() < redacted.len() || bytes.len() > limit {
         quoted.push('…');
     }

@@ -11,8 +11,8 @@
 
 use super::MessageSink;
 use crate::error::McpError;
-use crate::protocol::jsonrpc::{sniff_head, sniff_tail};
 pub use crate::limits::{OVERSIZED_HEAD_BYTES, OVERSIZED_TAIL_BYTES};
+use crate::protocol::jsonrpc::{sniff_head, sniff_tail};
 
 /// The head of an oversized message may already name its call: fail it now, before the rest arrives.
 /// True when it did.
@@ -36,7 +36,11 @@ pub fn refuse_at_end(sink: &dyn MessageSink, head: &[u8], tail: &[u8], limit_byt
     } else if !(at_head.names_method || at_tail.names_method) {
         let awaited = sink.awaited();
         if awaited.len() > 1 {
-            tracing::warn!(calls = awaited.len(), limit_bytes, "an oversized response names no request; every call in flight fails");
+            tracing::warn!(
+                calls = awaited.len(),
+                limit_bytes,
+                "an oversized response names no request; every call in flight fails"
+            );
         }
         for id in awaited {
             sink.on_request_failed(id, failed());

@@ -40,7 +40,11 @@ impl std::ops::Deref for Shared {
 impl SseTransport {
     pub fn open(spec: &HttpSpec, sink: Arc<dyn MessageSink>, options: TransportOptions) -> Result<Arc<Self>> {
         let (side_posts, side_queue) = side_queue();
-        let shared = Arc::new(Shared { base: HttpBase::new(spec, sink, options)?, endpoint: watch::channel(None).0, side_posts });
+        let shared = Arc::new(Shared {
+            base: HttpBase::new(spec, sink, options)?,
+            endpoint: watch::channel(None).0,
+            side_posts,
+        });
         let poster = shared.clone();
         side_queue.serve(&shared.tasks, shared.deadline(), move |body| {
             let shared = poster.clone();
@@ -77,7 +81,11 @@ impl Transport for SseTransport {
         Ok(())
     }
 
-    fn complete_handshake(&self, initialized: Outbound, _protocol_version: &'static str) -> BoxFuture<'static, Result<()>> {
+    fn complete_handshake(
+        &self,
+        initialized: Outbound,
+        _protocol_version: &'static str,
+    ) -> BoxFuture<'static, Result<()>> {
         let shared = self.shared.clone();
         Box::pin(async move { shared.post_within_deadline(bytes::Bytes::from(initialized.json), true).await })
     }
@@ -111,7 +119,8 @@ impl Shared {
 
     async fn post(&self, body: bytes::Bytes, resendable: bool) -> Result<()> {
         let mut endpoint = self.endpoint.subscribe();
-        let url = endpoint.wait_for(Option::is_some).await.map_err(|_| McpError::Closed)?.clone().expect("waited for it");
+        let url =
+            endpoint.wait_for(Option::is_some).await.map_err(|_| McpError::Closed)?.clone().expect("waited for it");
         // Every hop stays on the stream's origin, as the announced endpoint must.
         let post = |bearer| {
             self.exchange_as(Method::POST, url.clone(), bearer)
@@ -131,8 +140,14 @@ impl Shared {
     /// Send an exchange with the OAuth token in use (when the entry has `oauth`); after a refusal for
     /// authorization, get a new token and send it again once — unless it is a tool call, which fails
     /// saying a new token is in place.
-    async fn send_authorized(&self, exchange: impl Fn(Option<HeaderValue>) -> Exchange, resendable: bool) -> Result<reqwest::Response> {
-        let Some(authorizer) = &self.spec.authorizer else { return self.egress.send(exchange(self.spec.credential.current())).await };
+    async fn send_authorized(
+        &self,
+        exchange: impl Fn(Option<HeaderValue>) -> Exchange,
+        resendable: bool,
+    ) -> Result<reqwest::Response> {
+        let Some(authorizer) = &self.spec.authorizer else {
+            return self.egress.send(exchange(self.spec.credential.current())).await;
+        };
         authorizer.before_request().await?;
         let (bearer, sent_token) = self.spec.credential.snapshot();
         let response = self.egress.send(exchange(bearer)).await?;
@@ -158,32 +173,48 @@ impl Shared {
     }
 
     async fn stream_until_end(&self) -> McpError {
-        let open = |bearer| self.exchange_as(Method::GET, self.spec.url.clone(), bearer).protocol_header(ACCEPT, HeaderValue::from_static(EVENT_STREAM)).held_open();
+        let open = |bearer| {
+            self.exchange_as(Method::GET, self.spec.url.clone(), bearer)
+                .protocol_header(ACCEPT, HeaderValue::from_static(EVENT_STREAM))
+                .held_open()
+        };
         let mut response = match self.send_authorized(open, true).await {
             Ok(response) => response,
             Err(e) => return e,
         };
         if !response.status().is_success() || !http::is_event_stream(&response) {
-            return McpError::Transport(format!("the SSE stream could not be opened: {}", self.error_excerpt(response).await));
+            return McpError::Transport(format!(
+                "the SSE stream could not be opened: {}",
+                self.error_excerpt(response).await
+            ));
         }
         // The one stream carries every answer: an oversized one fails its call, not the stream.
         let mut parser = EventStreamParser::skipping_oversized(self.options.max_message_bytes);
         let limit = self.options.max_message_bytes;
-        let ended = http::read_events(&mut response, &mut parser, None, |event| {
-            if let Some(skipped) = &event.oversized {
-                super::oversized::refuse_event(&*self.sink, skipped, limit);
-            } else if event.event == ENDPOINT_EVENT {
-                match self.resolve_endpoint(&event.data) {
-                    Ok(url) => {
-                        self.endpoint.send_replace(Some(url));
+        let ended = http::read_events(
+            &mut response,
+            &mut parser,
+            None,
+            |event| {
+                if let Some(skipped) = &event.oversized {
+                    super::oversized::refuse_event(&*self.sink, skipped, limit);
+                } else if event.event == ENDPOINT_EVENT {
+                    match self.resolve_endpoint(&event.data) {
+                        Ok(url) => {
+                            self.endpoint.send_replace(Some(url));
+                        }
+                        Err(e) => return ControlFlow::Break(Err(e)),
                     }
-                    Err(e) => return ControlFlow::Break(Err(e)),
+                } else if event.event == DEFAULT_EVENT_TYPE && !self.sink.on_message(event.data.as_bytes()) {
+                    return ControlFlow::Break(Err(McpError::Protocol(describe_garbage(
+                        event.data.as_bytes(),
+                        &self.options.secrets,
+                    ))));
                 }
-            } else if event.event == DEFAULT_EVENT_TYPE && !self.sink.on_message(event.data.as_bytes()) {
-                return ControlFlow::Break(Err(McpError::Protocol(describe_garbage(event.data.as_bytes(), &self.options.secrets))));
-            }
-            ControlFlow::Continue(())
-        }, limit)
+                ControlFlow::Continue(())
+            },
+            limit,
+        )
         .await;
         match ended {
             Ok(_) => McpError::Transport("the server closed the SSE stream".into()),

@@ -15,20 +15,20 @@ use super::{describe_garbage, BoxFuture, MessageSink, Outbound, Transport, Trans
 use crate::error::{McpError, Result};
 use crate::guard::redact::Secrets;
 use crate::limits::{
-    MAX_QUOTED_BYTES, MAX_SKIPPED_LINE_BYTES, MAX_STDIO_PENDING_WRITE_BYTES, STDIO_CLOSE_MAX_MS, STDIO_EXIT_REPORT_WAIT_MS,
-    STDIO_TASK_JOIN_MS,
+    MAX_QUOTED_BYTES, MAX_SKIPPED_LINE_BYTES, MAX_STDIO_PENDING_WRITE_BYTES, STDIO_CLOSE_MAX_MS,
+    STDIO_EXIT_REPORT_WAIT_MS, STDIO_TASK_JOIN_MS,
 };
 #[cfg(unix)]
 use crate::limits::{STDIO_EXIT_GRACE_MS, STDIO_KILL_WAIT_MS, STDIO_TERM_GRACE_MS};
+use parking_lot::Mutex;
 use std::future::Future;
 #[cfg(unix)]
-use std::os::fd::{AsFd, AsRawFd, IntoRawFd};
-#[cfg(unix)]
 pub use std::os::fd::RawFd;
+#[cfg(unix)]
+use std::os::fd::{AsFd, AsRawFd, IntoRawFd};
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -66,7 +66,12 @@ pub struct StdioSpec {
 
 impl std::fmt::Debug for StdioSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StdioSpec").field("program", &self.program).field("args", &self.args).field("cwd", &self.cwd).field("stderr", &self.stderr).finish()
+        f.debug_struct("StdioSpec")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("cwd", &self.cwd)
+            .field("stderr", &self.stderr)
+            .finish()
     }
 }
 
@@ -157,7 +162,10 @@ impl StdioTransport {
             Ok(tree) => Arc::new(tree),
             Err(e) => {
                 let _ = child.start_kill();
-                return Err(McpError::Transport(format!("cannot contain {} in a job object: {e}", spec.program.display())));
+                return Err(McpError::Transport(format!(
+                    "cannot contain {} in a job object: {e}",
+                    spec.program.display()
+                )));
             }
         };
         let stdin = child.stdin.take().expect("stdin is piped");
@@ -181,7 +189,9 @@ impl StdioTransport {
         let (stderr_closed_tx, stderr_closed) = watch::channel(stderr.is_none());
         if let Some(stderr) = stderr {
             let lines = match (spec.stderr, &spec.on_stderr) {
-                (StderrMode::Diagnostics, Some(listener)) => Some(stderr::LineForwarder::new(listener.clone(), secrets.clone())),
+                (StderrMode::Diagnostics, Some(listener)) => {
+                    Some(stderr::LineForwarder::new(listener.clone(), secrets.clone()))
+                }
                 _ => None,
             };
             tasks.spawn(async move {
@@ -201,7 +211,10 @@ impl StdioTransport {
                 // we hold: a server spawned later must not inherit another server's stdout. Ours closes
                 // here, so end of file reaches the host alone.
                 let duplicate = stdout.as_fd().try_clone_to_owned().map_err(|e| {
-                    McpError::Transport(format!("cannot hand the stdout of {} to the host: {e}", spec.program.display()))
+                    McpError::Transport(format!(
+                        "cannot hand the stdout of {} to the host: {e}",
+                        spec.program.display()
+                    ))
                 });
                 drop(stdout);
                 let duplicate = match duplicate {
@@ -229,7 +242,16 @@ impl StdioTransport {
         }
 
         let closed = watch::channel(false).0;
-        Ok(Arc::new(StdioTransport { outbox, process_group, stderr_tail, secrets, exit: exit_rx, closing, closed, tasks }))
+        Ok(Arc::new(StdioTransport {
+            outbox,
+            process_group,
+            stderr_tail,
+            secrets,
+            exit: exit_rx,
+            closing,
+            closed,
+            tasks,
+        }))
     }
 }
 
@@ -560,7 +582,15 @@ impl LineReader {
 
     /// Like [`LineReader::new`], with the bound on an unterminated oversized line given.
     pub fn with_skip_limit(max_message_bytes: usize, max_skipped_bytes: usize, secrets: Arc<Secrets>) -> Self {
-        LineReader { line: Vec::new(), skipped: None, unattributed: None, tail: TailWindow::default(), max_message_bytes, max_skipped_bytes, secrets }
+        LineReader {
+            line: Vec::new(),
+            skipped: None,
+            unattributed: None,
+            tail: TailWindow::default(),
+            max_message_bytes,
+            max_skipped_bytes,
+            secrets,
+        }
     }
 
     /// Deliver every complete line in `bytes`. An error is fatal for the stream: a line that is not
@@ -677,7 +707,8 @@ async fn report_end(
     let reason = if closing.load(Ordering::SeqCst) {
         McpError::Closed
     } else {
-        let _ = tokio::time::timeout(Duration::from_millis(STDIO_EXIT_REPORT_WAIT_MS), exit.wait_for(|s| s.is_some())).await;
+        let _ = tokio::time::timeout(Duration::from_millis(STDIO_EXIT_REPORT_WAIT_MS), exit.wait_for(|s| s.is_some()))
+            .await;
         let how = match *exit.borrow() {
             Some(status) => describe_exit(status),
             None => "closed its stdout".to_owned(),
@@ -686,7 +717,11 @@ async fn report_end(
             Some(failure) => failure,
             None => {
                 // stderr ends with the process (unless a descendant holds it): its last bytes may still be in flight.
-                let _ = tokio::time::timeout(Duration::from_millis(STDIO_EXIT_REPORT_WAIT_MS), last_words.closed.wait_for(|c| *c)).await;
+                let _ = tokio::time::timeout(
+                    Duration::from_millis(STDIO_EXIT_REPORT_WAIT_MS),
+                    last_words.closed.wait_for(|c| *c),
+                )
+                .await;
                 let tail = last_words.tail.lock().text(&last_words.secrets);
                 match last_error_line(&tail) {
                     Some(line) => McpError::Transport(format!("MCP server process {how}: {line}")),
@@ -714,7 +749,9 @@ fn last_error_line(tail: &str) -> Option<String> {
     let lines: Vec<&str> = tail
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with("at ") && !l.starts_with("File \"") && l.chars().any(char::is_alphanumeric))
+        .filter(|l| {
+            !l.is_empty() && !l.starts_with("at ") && !l.starts_with("File \"") && l.chars().any(char::is_alphanumeric)
+        })
         .collect();
     let line = lines.iter().rev().find(|l| l.to_ascii_lowercase().contains("error")).or(lines.last())?;
     let mut end = line.len().min(MAX_QUOTED_BYTES);
@@ -826,10 +863,15 @@ mod tests {
     }
 
     fn failed_ids(sink: &Recorder) -> Vec<RequestId> {
-        let mut failed: Vec<RequestId> = sink.failed.lock().iter().map(|(id, code)| {
-            assert_eq!(code, "mcp_result_too_large");
-            *id
-        }).collect();
+        let mut failed: Vec<RequestId> = sink
+            .failed
+            .lock()
+            .iter()
+            .map(|(id, code)| {
+                assert_eq!(code, "mcp_result_too_large");
+                *id
+            })
+            .collect();
         failed.sort();
         failed
     }
@@ -853,7 +895,10 @@ mod tests {
     #[test]
     fn an_oversized_line_that_names_no_call_fails_the_calls_in_flight_and_a_notification_none() {
         let nameless = format!("{{\"result\":\"{}\",\"jsonrpc\":\"2.0\",\"id\":\"x\"}}\n", "x".repeat(5000));
-        let notification = format!("{{\"method\":\"notifications/message\",\"params\":{{\"data\":\"{}\"}},\"jsonrpc\":\"2.0\"}}\n", "x".repeat(5000));
+        let notification = format!(
+            "{{\"method\":\"notifications/message\",\"params\":{{\"data\":\"{}\"}},\"jsonrpc\":\"2.0\"}}\n",
+            "x".repeat(5000)
+        );
         for (line, awaited, failed) in [
             (&nameless, vec![4], vec![4]),
             (&nameless, vec![4, 5, 6], vec![4, 5, 6]),
@@ -963,7 +1008,8 @@ mod tests {
     #[cfg(unix)]
     #[tokio::test]
     async fn a_server_that_never_reads_its_input_makes_sends_fail_instead_of_queueing() {
-        let transport = StdioTransport::spawn(&spec("exec sleep 30"), Arc::new(Recorder::default()), options()).unwrap();
+        let transport =
+            StdioTransport::spawn(&spec("exec sleep 30"), Arc::new(Recorder::default()), options()).unwrap();
         let message = "x".repeat(1024 * 1024);
         let mut accepted = 0usize;
         let error = loop {
@@ -985,7 +1031,8 @@ mod tests {
     #[tokio::test]
     async fn a_close_under_way_survives_the_transport_being_dropped() {
         // The server exits as soon as its stdin ends; the close must see that, not escalate to signals.
-        let transport = StdioTransport::spawn(&spec("read line; exit 0"), Arc::new(Recorder::default()), options()).unwrap();
+        let transport =
+            StdioTransport::spawn(&spec("read line; exit 0"), Arc::new(Recorder::default()), options()).unwrap();
         let tasks = transport.tasks.tracker.clone();
         let started = std::time::Instant::now();
         let closing = tokio::spawn(transport.close());

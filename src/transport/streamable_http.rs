@@ -15,22 +15,24 @@
 
 use super::event_stream::{EventStreamParser, DEFAULT_EVENT_TYPE};
 use super::http::{
-    self, side_queue, HttpBase, HttpSpec, SideQueue, StreamEnd, ACCEPT_BOTH, APPLICATION_JSON, EVENT_STREAM, HEADER_LAST_EVENT_ID,
-    HEADER_PROTOCOL_VERSION, HEADER_SESSION_ID,
+    self, side_queue, HttpBase, HttpSpec, SideQueue, StreamEnd, ACCEPT_BOTH, APPLICATION_JSON, EVENT_STREAM,
+    HEADER_LAST_EVENT_ID, HEADER_PROTOCOL_VERSION, HEADER_SESSION_ID,
 };
 use super::{BoxFuture, MessageSink, ModernRequest, Outbound, Transport, TransportOptions};
 use crate::auth::challenge::Challenge;
 use crate::egress::Exchange;
 use crate::error::{McpError, Result};
-use crate::limits::{HTTP_REACHABILITY_PROBES, HTTP_REACHABILITY_PROBE_TIMEOUT_MS, HTTP_SESSION_DELETE_TIMEOUT_MS, MAX_SSE_RETRY_MS};
+use crate::limits::{
+    HTTP_REACHABILITY_PROBES, HTTP_REACHABILITY_PROBE_TIMEOUT_MS, HTTP_SESSION_DELETE_TIMEOUT_MS, MAX_SSE_RETRY_MS,
+};
 use crate::protocol::jsonrpc::{self, Message, RawMessage, RequestId};
 use crate::protocol::mcp::InitializeResult;
+use parking_lot::Mutex;
 use reqwest::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use reqwest::{Method, Response, StatusCode};
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::atomic::Ordering;
-use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::AbortHandle;
@@ -210,7 +212,11 @@ impl Transport for StreamableHttpTransport {
         }
     }
 
-    fn complete_handshake(&self, initialized: Outbound, protocol_version: &'static str) -> BoxFuture<'static, Result<()>> {
+    fn complete_handshake(
+        &self,
+        initialized: Outbound,
+        protocol_version: &'static str,
+    ) -> BoxFuture<'static, Result<()>> {
         let shared = self.shared.clone();
         Box::pin(async move {
             shared.session.lock().protocol_version = Some(protocol_version);
@@ -248,11 +254,16 @@ impl Transport for StreamableHttpTransport {
 
 /// The modern era's request headers: the version, the method and (for a call) the name it is about.
 fn modern_headers(mut exchange: Exchange, modern: &ModernRequest) -> Exchange {
-    exchange = exchange.protocol_header(HeaderName::from_static(HEADER_PROTOCOL_VERSION), HeaderValue::from_static(modern.version));
+    exchange = exchange
+        .protocol_header(HeaderName::from_static(HEADER_PROTOCOL_VERSION), HeaderValue::from_static(modern.version));
     if let Ok(method) = HeaderValue::from_str(&modern.method) {
         exchange = exchange.protocol_header(HeaderName::from_static(HEADER_MCP_METHOD), method);
     }
-    if let Some(name) = modern.name.as_deref().and_then(|n| HeaderValue::from_str(&crate::protocol::param_headers::encode_header_value(n)).ok()) {
+    if let Some(name) = modern
+        .name
+        .as_deref()
+        .and_then(|n| HeaderValue::from_str(&crate::protocol::param_headers::encode_header_value(n)).ok())
+    {
         exchange = exchange.origin_header(HeaderName::from_static(HEADER_MCP_NAME), name);
     }
     exchange
@@ -291,7 +302,8 @@ impl Shared {
             exchange = exchange.origin_header(HeaderName::from_static(HEADER_SESSION_ID), id.clone());
         }
         if let Some(version) = session.protocol_version {
-            exchange = exchange.protocol_header(HeaderName::from_static(HEADER_PROTOCOL_VERSION), HeaderValue::from_static(version));
+            exchange = exchange
+                .protocol_header(HeaderName::from_static(HEADER_PROTOCOL_VERSION), HeaderValue::from_static(version));
         }
         exchange
     }
@@ -379,19 +391,25 @@ impl Shared {
         let status = response.status();
         if let Some(authorizer) = &self.spec.authorizer {
             match Challenge::of_refusal(status, response.headers()) {
-                Some(challenge) => return self.reauthorize(authorizer, body, post, status, &challenge, sent_token).await,
+                Some(challenge) => {
+                    return self.reauthorize(authorizer, body, post, status, &challenge, sent_token).await
+                }
                 None if status.is_success() => authorizer.note_success(),
                 None => {}
             }
         }
         if status == StatusCode::NOT_FOUND && session.id.is_some() && !post.is_initialize {
             if !post.may_reinitialize {
-                return Err(McpError::Transport("the server expired the session again right after re-initializing".into()));
+                return Err(McpError::Transport(
+                    "the server expired the session again right after re-initializing".into(),
+                ));
             }
             // The server never processed this request: start a new session and send it again, once (a
             // call only once the tools were vetted again on it: see the top of this function).
             if let Err(error) = self.reinitialize(session.generation).await {
-                self.lost(McpError::Transport(format!("the server expired the session and a new one could not be started: {error}")));
+                self.lost(McpError::Transport(format!(
+                    "the server expired the session and a new one could not be started: {error}"
+                )));
                 return Err(error);
             }
             // A call's own renewal is vetted before it is sent (the top of this function); any other
@@ -403,7 +421,9 @@ impl Shared {
                 self.tasks.spawn(async move {
                     if let Err(error) = shared.sink.session_renewed(generation).await {
                         if error != McpError::Closed {
-                            shared.lost(McpError::Transport(format!("the tools of a new session could not be vetted: {error}")));
+                            shared.lost(McpError::Transport(format!(
+                                "the tools of a new session could not be vetted: {error}"
+                            )));
                         }
                     }
                 });
@@ -437,7 +457,10 @@ impl Shared {
         let is_call = post.tool.is_some();
         let sent = |error: McpError| if is_call { error.after_send() } else { error };
         if http::is_event_stream(&response) {
-            return self.consume_stream(response, request_id, post.modern.is_none(), post.long_lived).await.map_err(sent);
+            return self
+                .consume_stream(response, request_id, post.modern.is_none(), post.long_lived)
+                .await
+                .map_err(sent);
         }
         if status == StatusCode::ACCEPTED || !http::is_json(&response) {
             return match request_id {
@@ -447,7 +470,8 @@ impl Shared {
                 None => Ok(()),
             };
         }
-        let body = http::read_body(&mut response, self.options.max_message_bytes, self.deadline()).await.map_err(sent)?;
+        let body =
+            http::read_body(&mut response, self.options.max_message_bytes, self.deadline()).await.map_err(sent)?;
         if body.iter().all(u8::is_ascii_whitespace) && request_id.is_none() {
             return Ok(());
         }
@@ -495,7 +519,13 @@ impl Shared {
     }
 
     /// Deliver a response stream's events; resume it if it ends before the answer to `request_id`.
-    async fn consume_stream(&self, mut response: Response, request_id: Option<RequestId>, resumable: bool, long_lived: bool) -> Result<()> {
+    async fn consume_stream(
+        &self,
+        mut response: Response,
+        request_id: Option<RequestId>,
+        resumable: bool,
+        long_lived: bool,
+    ) -> Result<()> {
         let mut parser = EventStreamParser::new(self.options.max_message_bytes);
         let mut resumes = 0;
         loop {
@@ -504,7 +534,10 @@ impl Shared {
                 if event.event != DEFAULT_EVENT_TYPE || sink.on_message(event.data.as_bytes()) {
                     ControlFlow::Continue(())
                 } else {
-                    ControlFlow::Break(Err(McpError::Protocol(super::describe_garbage(event.data.as_bytes(), &self.options.secrets))))
+                    ControlFlow::Break(Err(McpError::Protocol(super::describe_garbage(
+                        event.data.as_bytes(),
+                        &self.options.secrets,
+                    ))))
                 }
             };
             let limit = self.options.max_message_bytes;
@@ -524,12 +557,18 @@ impl Shared {
             };
             resumes += 1;
             if resumes > MAX_STREAM_RESUMES {
-                return Err(McpError::Transport(format!("the response stream broke {MAX_STREAM_RESUMES} times; giving up")));
+                return Err(McpError::Transport(format!(
+                    "the response stream broke {MAX_STREAM_RESUMES} times; giving up"
+                )));
             }
             tokio::time::sleep(retry_delay(&parser)).await;
             response = match self.open_get_stream(Some(&last_event_id)).await? {
                 GetStream::Open(response) => response,
-                _ => return Err(McpError::Transport("the server does not offer a GET stream to resume the response on".into())),
+                _ => {
+                    return Err(McpError::Transport(
+                        "the server does not offer a GET stream to resume the response on".into(),
+                    ))
+                }
             };
             parser.reset_connection();
         }
@@ -539,7 +578,10 @@ impl Shared {
     async fn open_get_stream(&self, last_event_id: Option<&str>) -> Result<GetStream> {
         let session = self.session.lock().clone();
         // Held open for the session's life (the standalone stream) or a long call's (a resumed one).
-        let mut exchange = self.with_session(Method::GET, &session).protocol_header(ACCEPT, HeaderValue::from_static(EVENT_STREAM)).held_open();
+        let mut exchange = self
+            .with_session(Method::GET, &session)
+            .protocol_header(ACCEPT, HeaderValue::from_static(EVENT_STREAM))
+            .held_open();
         if let Some(value) = last_event_id.and_then(http::header_value) {
             exchange = exchange.origin_header(HeaderName::from_static(HEADER_LAST_EVENT_ID), value);
         }
@@ -578,7 +620,9 @@ impl Shared {
                 Ok(GetStream::SessionExpired(generation)) => {
                     // The session ended under the stream: renew it (once for everyone) and listen on the new one.
                     if let Err(error) = self.reinitialize(generation).await {
-                        self.lost(McpError::Transport(format!("the server expired the session and a new one could not be started: {error}")));
+                        self.lost(McpError::Transport(format!(
+                            "the server expired the session and a new one could not be started: {error}"
+                        )));
                         return;
                     }
                     let renewed = self.session.lock().generation;
@@ -586,7 +630,9 @@ impl Shared {
                     // A restarted server may publish other tools: vetted again, as after any recovery.
                     if let Err(error) = self.sink.session_renewed(renewed).await {
                         if error != McpError::Closed {
-                            self.lost(McpError::Transport(format!("the tools of a new session could not be vetted: {error}")));
+                            self.lost(McpError::Transport(format!(
+                                "the tools of a new session could not be vetted: {error}"
+                            )));
                         }
                         return;
                     }
@@ -607,17 +653,27 @@ impl Shared {
             parser.reset_connection();
             let sink = &self.sink;
             let limit = self.options.max_message_bytes;
-            let end = http::read_events(&mut response, &mut parser, None, |event| {
-                if let Some(skipped) = &event.oversized {
-                    super::oversized::refuse_event(&**sink, skipped, limit);
-                } else if event.event == DEFAULT_EVENT_TYPE {
-                    sink.on_message(event.data.as_bytes());
-                }
-                ControlFlow::Continue(())
-            }, limit)
+            let end = http::read_events(
+                &mut response,
+                &mut parser,
+                None,
+                |event| {
+                    if let Some(skipped) = &event.oversized {
+                        super::oversized::refuse_event(&**sink, skipped, limit);
+                    } else if event.event == DEFAULT_EVENT_TYPE {
+                        sink.on_message(event.data.as_bytes());
+                    }
+                    ControlFlow::Continue(())
+                },
+                limit,
+            )
             .await;
             // A stream that lived a while was healthy; one that keeps dying at once is not.
-            failures = if end == Ok(StreamEnd::Closed) && opened.elapsed() > Duration::from_secs(5) { 0 } else { failures + 1 };
+            failures = if end == Ok(StreamEnd::Closed) && opened.elapsed() > Duration::from_secs(5) {
+                0
+            } else {
+                failures + 1
+            };
             tokio::time::sleep(retry_delay(&parser)).await;
         }
     }
@@ -652,7 +708,11 @@ impl Shared {
                 self.error_excerpt(response).await
             )));
         }
-        let new_id = response.headers().get(HEADER_SESSION_ID).map(http::owned_header).filter(|_| response.url().origin() == self.spec.url.origin());
+        let new_id = response
+            .headers()
+            .get(HEADER_SESSION_ID)
+            .map(http::owned_header)
+            .filter(|_| response.url().origin() == self.spec.url.origin());
         let result = self.read_single_response(&mut response).await?;
         let init: InitializeResult = serde_json::from_str(&result)
             .map_err(|e| McpError::Protocol(format!("re-initialize returned a malformed result: {e}")))?;
@@ -679,10 +739,16 @@ impl Shared {
         let bodies = if http::is_event_stream(response) {
             let mut parser = EventStreamParser::new(limit);
             let mut found = None;
-            http::read_events(response, &mut parser, Some(self.deadline()), |event| {
-                found = Some(event.data);
-                ControlFlow::Break(Ok(()))
-            }, limit)
+            http::read_events(
+                response,
+                &mut parser,
+                Some(self.deadline()),
+                |event| {
+                    found = Some(event.data);
+                    ControlFlow::Break(Ok(()))
+                },
+                limit,
+            )
             .await?;
             found.map(String::into_bytes).unwrap_or_default()
         } else {

@@ -119,7 +119,11 @@ pub fn parse_events(max_event_bytes: usize, chunks: &[&[u8]]) -> ParsedEvents {
 /// Every event stays within the limit it was parsed under.
 pub fn check_events(parsed: &ParsedEvents, max_event_bytes: usize) {
     for event in &parsed.events {
-        assert!(event.data.len() <= max_event_bytes, "an event of {} bytes passed a {max_event_bytes}-byte limit", event.data.len());
+        assert!(
+            event.data.len() <= max_event_bytes,
+            "an event of {} bytes passed a {max_event_bytes}-byte limit",
+            event.data.len()
+        );
         assert!(!event.event.is_empty(), "an event without a type");
     }
 }
@@ -180,6 +184,9 @@ pub fn check_deferred(schema: &Value) {
     for budget in [0, 10, 1_000_000] {
         // Only the bare tier may exceed the budget: there is nothing left to shed.
         let decision = disclosure::decide(&[tool], budget, false);
-        assert!(decision.tier == disclosure::Tier::Bare || decision.schema_tokens <= budget, "{decision:?} over {budget}");
+        assert!(
+            decision.tier == disclosure::Tier::Bare || decision.schema_tokens <= budget,
+            "{decision:?} over {budget}"
+        );
     }
 }

@@ -121,7 +121,9 @@ impl FakeServer {
                         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nmcp-session-id: s1\r\ncontent-length: {}\r\n\r\n",
                         body.len()
                     );
-                    if socket.write_all(head.as_bytes()).await.is_err() || socket.write_all(body.as_bytes()).await.is_err() {
+                    if socket.write_all(head.as_bytes()).await.is_err()
+                        || socket.write_all(body.as_bytes()).await.is_err()
+                    {
                         return;
                     }
                 }
@@ -180,9 +182,15 @@ impl FakeServer {
                 }
                 json!({ "tools": *self.tools.lock() })
             }
-            "tools/call" => json!({ "content": [{ "type": "text", "text": format!("called {}", message["params"]["name"]) }] }),
+            "tools/call" => {
+                json!({ "content": [{ "type": "text", "text": format!("called {}", message["params"]["name"]) }] })
+            }
             "ping" => json!({}),
-            _ => return Reply::Json(json!({ "jsonrpc": "2.0", "id": id, "error": { "code": -32601, "message": "no such method" } })),
+            _ => {
+                return Reply::Json(
+                    json!({ "jsonrpc": "2.0", "id": id, "error": { "code": -32601, "message": "no such method" } }),
+                )
+            }
         };
         Reply::Json(json!({ "jsonrpc": "2.0", "id": id, "result": result }))
     }

@@ -43,7 +43,9 @@ impl ServedCluster {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("Postgres for the tests could not start: cannot run node {}: {e}", script.display()));
+            .unwrap_or_else(|e| {
+                panic!("Postgres for the tests could not start: cannot run node {}: {e}", script.display())
+            });
         let stdin = child.stdin.take();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut first = String::new();

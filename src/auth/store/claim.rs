@@ -61,7 +61,8 @@ pub async fn claim(store: &dyn TokenStore, key: &str, within: Duration) -> Resul
             within.as_millis()
         ))
     })?;
-    let across_processes = store.lock_across_processes(deadline.saturating_duration_since(tokio::time::Instant::now())).await?;
+    let across_processes =
+        store.lock_across_processes(deadline.saturating_duration_since(tokio::time::Instant::now())).await?;
     Ok(Claim { across_processes, _turn: turn, _entry: entry })
 }
 

@@ -32,8 +32,8 @@
 use super::{on_blocking_pool, TokenStore};
 use crate::error::{McpError, Result};
 use crate::limits::{
-    OAUTH_REQUEST_TIMEOUT_MS, TOKEN_CLAIM_POLL_MAX_MS, TOKEN_CLAIM_POLL_MIN_MS, TOKEN_FILE_MAX_BYTES, TOKEN_FILE_MIN_PASSPHRASE_CHARS,
-    TOKEN_FILE_PBKDF2_ITERATIONS, TOKEN_FILE_PBKDF2_MAX_ITERATIONS,
+    OAUTH_REQUEST_TIMEOUT_MS, TOKEN_CLAIM_POLL_MAX_MS, TOKEN_CLAIM_POLL_MIN_MS, TOKEN_FILE_MAX_BYTES,
+    TOKEN_FILE_MIN_PASSPHRASE_CHARS, TOKEN_FILE_PBKDF2_ITERATIONS, TOKEN_FILE_PBKDF2_MAX_ITERATIONS,
 };
 use crate::transport::BoxFuture;
 use parking_lot::Mutex;
@@ -185,13 +185,15 @@ impl EncryptedFileTokenStore {
             return Err(McpError::config("createEncryptedFileTokenStore needs a file path"));
         }
         // Fixed now: a later change of the process's working directory does not move the store.
-        let path = std::path::absolute(&path).map_err(|e| McpError::config(format!("createEncryptedFileTokenStore: {}: {e}", path.display())))?;
+        let path = std::path::absolute(&path)
+            .map_err(|e| McpError::config(format!("createEncryptedFileTokenStore: {}: {e}", path.display())))?;
         let key_kind = match key {
             TokenFileKey::Raw(_) => "raw key",
             TokenFileKey::Passphrase(_) => "passphrase",
         };
         let held = Arc::new(Mutex::new(HeldLock::default()));
-        let state = FileState { path: path.clone(), key, derived: None, random: SystemRandom::new(), held: held.clone() };
+        let state =
+            FileState { path: path.clone(), key, derived: None, random: SystemRandom::new(), held: held.clone() };
         Ok(Self { inner: Arc::new(Mutex::new(state)), held, path, key_kind })
     }
 
@@ -199,7 +201,11 @@ impl EncryptedFileTokenStore {
         &self.path
     }
 
-    fn run<T: Send + 'static>(&self, what: &'static str, work: impl FnOnce(&mut FileState) -> Result<T> + Send + 'static) -> BoxFuture<'static, Result<T>> {
+    fn run<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        work: impl FnOnce(&mut FileState) -> Result<T> + Send + 'static,
+    ) -> BoxFuture<'static, Result<T>> {
         let inner = self.inner.clone();
         Box::pin(on_blocking_pool(what, move || work(&mut inner.lock())))
     }
@@ -268,7 +274,9 @@ impl TokenStore for EncryptedFileTokenStore {
 /// Opens `<path>.lock` (created empty, 0600 on Unix; close-on-exec, as Rust opens every file) and tries
 /// its exclusive lock: `None` when another descriptor holds it.
 fn try_lock(path: &Path) -> Result<Option<std::fs::File>> {
-    let failed = |what: &str, e: std::io::Error| McpError::Storage(format!("token store {}: cannot {what} its lock file: {e}", path.display()));
+    let failed = |what: &str, e: std::io::Error| {
+        McpError::Storage(format!("token store {}: cannot {what} its lock file: {e}", path.display()))
+    };
     let mut name = path.to_path_buf().into_os_string();
     name.push(".lock");
     let mut options = std::fs::OpenOptions::new();
@@ -311,7 +319,9 @@ impl FileState {
         let sealed = self.seal(derivation, &entries)?;
         // Never write a file this store would refuse to read back.
         if sealed.len() as u64 > TOKEN_FILE_MAX_BYTES {
-            return Err(self.error(format_args!("would grow past {TOKEN_FILE_MAX_BYTES} bytes; the value was not stored")));
+            return Err(
+                self.error(format_args!("would grow past {TOKEN_FILE_MAX_BYTES} bytes; the value was not stored"))
+            );
         }
         self.write_atomically(&sealed)
     }
@@ -320,7 +330,9 @@ impl FileState {
         let bytes = match std::fs::File::open(&self.path) {
             Ok(file) => {
                 let mut bytes = Vec::new();
-                file.take(TOKEN_FILE_MAX_BYTES + 1).read_to_end(&mut bytes).map_err(|e| self.error(format_args!("cannot be read: {e}")))?;
+                file.take(TOKEN_FILE_MAX_BYTES + 1)
+                    .read_to_end(&mut bytes)
+                    .map_err(|e| self.error(format_args!("cannot be read: {e}")))?;
                 bytes
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Entries::new(), None)),
@@ -335,7 +347,8 @@ impl FileState {
         let opened = key
             .open_in_place(Nonce::assume_unique_for_key(sealed.nonce), Aad::from(sealed.header), &mut plaintext)
             .map_err(|_| self.error("cannot be decrypted: the key is wrong, or the file was altered"))?;
-        let entries = serde_json::from_slice(opened).map_err(|_| self.error("decrypted, but does not hold a token map"))?;
+        let entries =
+            serde_json::from_slice(opened).map_err(|_| self.error("decrypted, but does not hold a token map"))?;
         Ok((entries, Some(sealed.derivation)))
     }
 
@@ -346,7 +359,9 @@ impl FileState {
             return Err(damaged());
         }
         if bytes[MAGIC.len()] != FORMAT_VERSION {
-            return Err(self.error(format_args!("has format version {}, which this mcpferry cannot read", bytes[MAGIC.len()])));
+            return Err(
+                self.error(format_args!("has format version {}, which this mcpferry cannot read", bytes[MAGIC.len()]))
+            );
         }
         let (derivation, header_len) = match bytes[MAGIC.len() + 1] {
             KIND_RAW_KEY => (Derivation::RawKey, fixed),
@@ -363,7 +378,8 @@ impl FileState {
             }
             _ => return Err(damaged()),
         };
-        let nonce = bytes.get(header_len..header_len + NONCE_LEN).ok_or_else(damaged)?.try_into().expect("NONCE_LEN bytes");
+        let nonce =
+            bytes.get(header_len..header_len + NONCE_LEN).ok_or_else(damaged)?.try_into().expect("NONCE_LEN bytes");
         let ciphertext = &bytes[header_len + NONCE_LEN..];
         if ciphertext.len() < AES_256_GCM.tag_len() {
             return Err(damaged());
@@ -379,16 +395,26 @@ impl FileState {
             Derivation::Pbkdf2 { .. } => KIND_PASSPHRASE,
         };
         if kind != self.key.kind() {
-            let (file, given) = if kind == KIND_RAW_KEY { ("a 32-byte key", "a passphrase") } else { ("a passphrase", "a 32-byte key") };
-            return Err(self.error(format_args!("cannot be decrypted: it was encrypted with {file}, and {given} was given")));
+            let (file, given) = if kind == KIND_RAW_KEY {
+                ("a 32-byte key", "a passphrase")
+            } else {
+                ("a passphrase", "a 32-byte key")
+            };
+            return Err(
+                self.error(format_args!("cannot be decrypted: it was encrypted with {file}, and {given} was given"))
+            );
         }
         if self.derived.as_ref().map(|(known, _)| *known) != Some(derivation) {
             let mut key_bytes = [0u8; TOKEN_FILE_KEY_BYTES];
             match (&self.key, derivation) {
                 (TokenFileKey::Raw(raw), _) => key_bytes = *raw,
-                (TokenFileKey::Passphrase(text), Derivation::Pbkdf2 { iterations, salt }) => {
-                    ring::pbkdf2::derive(ring::pbkdf2::PBKDF2_HMAC_SHA256, iterations, &salt, text.as_bytes(), &mut key_bytes)
-                }
+                (TokenFileKey::Passphrase(text), Derivation::Pbkdf2 { iterations, salt }) => ring::pbkdf2::derive(
+                    ring::pbkdf2::PBKDF2_HMAC_SHA256,
+                    iterations,
+                    &salt,
+                    text.as_bytes(),
+                    &mut key_bytes,
+                ),
                 (TokenFileKey::Passphrase(_), Derivation::RawKey) => unreachable!("kinds compared above"),
             }
             let key = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &key_bytes).expect("32 bytes is an AES-256 key"));
@@ -434,7 +460,8 @@ impl FileState {
             _ => Path::new("."),
         };
         let fail = |e: std::io::Error| self.error(format_args!("cannot be written: {e}"));
-        let mut temporary = tempfile::Builder::new().prefix(".mcpferry-tokens-").suffix(".tmp").tempfile_in(directory).map_err(fail)?;
+        let mut temporary =
+            tempfile::Builder::new().prefix(".mcpferry-tokens-").suffix(".tmp").tempfile_in(directory).map_err(fail)?;
         temporary.write_all(bytes).map_err(fail)?;
         temporary.as_file().sync_all().map_err(fail)?;
         temporary.persist(&self.path).map_err(|e| fail(e.error))?;
@@ -534,7 +561,10 @@ mod tests {
         assert!(matches!(TokenFileKey::raw(&[1; 33]), Err(McpError::ConfigInvalid(_))));
         assert!(matches!(TokenFileKey::passphrase("elevenchars"), Err(McpError::ConfigInvalid(_))));
         assert!(TokenFileKey::passphrase("twelve chars").is_ok());
-        assert!(matches!(EncryptedFileTokenStore::open("", TokenFileKey::raw(&RAW).unwrap()), Err(McpError::ConfigInvalid(_))));
+        assert!(matches!(
+            EncryptedFileTokenStore::open("", TokenFileKey::raw(&RAW).unwrap()),
+            Err(McpError::ConfigInvalid(_))
+        ));
     }
 
     #[tokio::test]
@@ -594,7 +624,8 @@ mod tests {
         let mut bad = std::fs::read(&path).unwrap();
         bad[MAGIC.len() + 2 + 4] ^= 0x80; // the salt's first byte
         std::fs::write(&path, &bad).unwrap();
-        let message = storage_message(store(&dir, TokenFileKey::passphrase(PASSPHRASE).unwrap()).get("k").await.unwrap_err());
+        let message =
+            storage_message(store(&dir, TokenFileKey::passphrase(PASSPHRASE).unwrap()).get("k").await.unwrap_err());
         assert!(message.contains("the key is wrong, or the file was altered"), "{message}");
     }
 
@@ -611,7 +642,11 @@ mod tests {
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         let lock = dir.path().join("tokens.bin.lock");
         assert_eq!(std::fs::metadata(lock).unwrap().permissions().mode() & 0o777, 0o600);
-        let leftovers: Vec<_> = std::fs::read_dir(dir.path()).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().ends_with(".tmp")).collect();
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            .collect();
         assert!(leftovers.is_empty(), "temporary files left behind");
     }
 
@@ -642,12 +677,16 @@ mod tests {
         let (a, b) = (store(&dir, key.clone()), store(&dir, key));
         assert_eq!(a.identity().await.unwrap(), b.identity().await.unwrap());
         let held = a.lock_across_processes(Duration::from_secs(5)).await.unwrap().expect("a file store has a lock");
-        let again = a.lock_across_processes(Duration::from_secs(5)).await.unwrap().expect("this store's claims share its lock");
+        let again =
+            a.lock_across_processes(Duration::from_secs(5)).await.unwrap().expect("this store's claims share its lock");
         a.set("k", "written under the claim").await.unwrap();
         let refused = b.lock_across_processes(Duration::from_millis(30)).await.err().expect("the other store waits");
         assert!(storage_message(refused).contains("held its lock for longer than 30 ms"));
         drop(held);
-        assert!(b.lock_across_processes(Duration::from_millis(30)).await.is_err(), "held while any claim of the store holds it");
+        assert!(
+            b.lock_across_processes(Duration::from_millis(30)).await.is_err(),
+            "held while any claim of the store holds it"
+        );
         drop(again);
         let taken = b.lock_across_processes(Duration::from_secs(5)).await.unwrap();
         assert!(taken.is_some());
@@ -662,8 +701,15 @@ mod tests {
         let store = store(&dir, TokenFileKey::raw(&RAW).unwrap());
         let _held = store.lock_across_processes(Duration::from_secs(5)).await.unwrap().unwrap();
         let mine = std::fs::read_dir("/proc/self/fd").unwrap().filter_map(|e| std::fs::read_link(e.ok()?.path()).ok());
-        assert!(mine.into_iter().any(|target| target.ends_with("tokens.bin.lock")), "the claim holds the lock file open");
-        let child = std::process::Command::new("ls").args(["-l", "/proc/self/fd"]).stdin(std::process::Stdio::inherit()).output().unwrap();
+        assert!(
+            mine.into_iter().any(|target| target.ends_with("tokens.bin.lock")),
+            "the claim holds the lock file open"
+        );
+        let child = std::process::Command::new("ls")
+            .args(["-l", "/proc/self/fd"])
+            .stdin(std::process::Stdio::inherit())
+            .output()
+            .unwrap();
         let fds = String::from_utf8_lossy(&child.stdout);
         assert!(child.status.success() && fds.contains("->"), "{fds}");
         assert!(!fds.contains("tokens.bin.lock"), "the child inherited the lock: {fds}");
@@ -690,7 +736,11 @@ mod tests {
     #[test]
     fn debug_shows_neither_key_nor_value() {
         let dir = tempfile::tempdir().unwrap();
-        let shown = format!("{:?} {:?}", store(&dir, TokenFileKey::passphrase(PASSPHRASE).unwrap()), TokenFileKey::raw(&RAW).unwrap());
+        let shown = format!(
+            "{:?} {:?}",
+            store(&dir, TokenFileKey::passphrase(PASSPHRASE).unwrap()),
+            TokenFileKey::raw(&RAW).unwrap()
+        );
         assert!(!shown.contains("correct horse") && !shown.contains("7, 7"), "{shown}");
         assert!(shown.contains("passphrase"), "{shown}");
     }

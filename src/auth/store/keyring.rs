@@ -61,7 +61,10 @@ impl KeyringTokenStore {
     ) -> BoxFuture<'static, Result<T>> {
         let (os_store, service, key) = (self.os_store.clone(), self.service.clone(), key.to_owned());
         let operation = async move {
-            let os_store = os_store.get_or_try_init(|| on_blocking_pool("connecting to the OS secret store", connect)).await?.clone();
+            let os_store = os_store
+                .get_or_try_init(|| on_blocking_pool("connecting to the OS secret store", connect))
+                .await?
+                .clone();
             on_blocking_pool(what, move || {
                 let entry = Entry::new_in_store(&os_store, &service, &key).map_err(|e| failure(what, e))?;
                 work(entry).map_err(|e| failure(what, e))
@@ -86,8 +89,13 @@ fn connect() -> Result<Arc<CredentialStore>> {
     let opened = windows_native_keyring_store::Store::new().map(|s| s as Arc<CredentialStore>);
     #[cfg(all(unix, not(any(target_os = "macos", target_os = "ios", target_os = "android"))))]
     let opened = zbus_secret_service_keyring_store::Store::new().map(|s| s as Arc<CredentialStore>);
-    #[cfg(not(any(target_os = "macos", target_os = "windows", all(unix, not(any(target_os = "ios", target_os = "android"))))))]
-    let opened: keyring_core::Result<Arc<CredentialStore>> = Err(KeyringError::NotSupportedByStore("this operating system".to_owned()));
+    #[cfg(not(any(
+        target_os = "macos",
+        target_os = "windows",
+        all(unix, not(any(target_os = "ios", target_os = "android")))
+    )))]
+    let opened: keyring_core::Result<Arc<CredentialStore>> =
+        Err(KeyringError::NotSupportedByStore("this operating system".to_owned()));
     opened.map_err(|e| McpError::Storage(format!("token store: no OS secret store is available: {}", describe(&e))))
 }
 
@@ -161,7 +169,10 @@ mod tests {
                 assert!(message.contains("no OS secret store is available"), "{message}");
                 assert!(!message.contains("secret-value"), "{message}");
                 let again = store.get(&key).await.unwrap_err();
-                assert!(matches!(again, McpError::Storage(ref m) if m.contains("no OS secret store is available")), "{again:?}");
+                assert!(
+                    matches!(again, McpError::Storage(ref m) if m.contains("no OS secret store is available")),
+                    "{again:?}"
+                );
                 println!("keyring round trip skipped: {message}");
             }
             Err(other) => panic!("not a storage error: {other:?}"),

@@ -51,7 +51,10 @@ pub trait TokenStore: Send + Sync + 'static {
     /// The lock other processes sharing this store respect, taken within `within` and held until the
     /// returned guard drops; the store's own writes meanwhile go on under it. `None`: the store has no
     /// such lock (memory, the OS keyring, a JavaScript store).
-    fn lock_across_processes(&self, within: std::time::Duration) -> BoxFuture<'static, Result<Option<Box<dyn Send + Sync>>>> {
+    fn lock_across_processes(
+        &self,
+        within: std::time::Duration,
+    ) -> BoxFuture<'static, Result<Option<Box<dyn Send + Sync>>>> {
         let _ = within;
         Box::pin(async { Ok(None) })
     }
@@ -59,7 +62,12 @@ pub trait TokenStore: Send + Sync + 'static {
     /// Stores `value` under `key` only if the value there is still `expected` (`None`: no value),
     /// atomically for every holder of the store: `Some(true)` when stored, `Some(false)` when another
     /// value was there. `None`: the store cannot compare and set (and nothing was stored).
-    fn compare_and_set(&self, key: &str, expected: Option<&str>, value: &str) -> BoxFuture<'static, Result<Option<bool>>> {
+    fn compare_and_set(
+        &self,
+        key: &str,
+        expected: Option<&str>,
+        value: &str,
+    ) -> BoxFuture<'static, Result<Option<bool>>> {
         let _ = (key, expected, value);
         Box::pin(async { Ok(None) })
     }
@@ -67,7 +75,10 @@ pub trait TokenStore: Send + Sync + 'static {
 
 /// Runs blocking store work (a file, the OS secret store) on tokio's blocking pool; a task that died
 /// (a panic in the work) is a storage failure of this operation.
-async fn on_blocking_pool<T: Send + 'static>(what: &'static str, work: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+async fn on_blocking_pool<T: Send + 'static>(
+    what: &'static str,
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
     tokio::task::spawn_blocking(work)
         .await
         .map_err(|e| crate::error::McpError::Storage(format!("token store: {what} did not finish: {e}")))?

@@ -116,7 +116,15 @@ pub(super) struct LineForwarder {
 
 impl LineForwarder {
     pub(super) fn new(listener: StderrListener, secrets: Arc<Secrets>) -> Self {
-        LineForwarder { listener, secrets, line: Vec::new(), cut: false, window_start: Instant::now(), sent_in_window: 0, dropped: 0 }
+        LineForwarder {
+            listener,
+            secrets,
+            line: Vec::new(),
+            cut: false,
+            window_start: Instant::now(),
+            sent_in_window: 0,
+            dropped: 0,
+        }
     }
 
     pub(super) fn feed(&mut self, mut bytes: &[u8], now: Instant) {
@@ -181,7 +189,8 @@ impl LineForwarder {
         let shown = head_of(&redacted, MAX_STDERR_LINE_BYTES);
         let truncated = cut || body.len() > MAX_STDERR_LINE_BYTES;
         // Terminal control sequences stay out of the host's logs.
-        let text = String::from_utf8_lossy(shown).chars().map(|c| if c.is_control() && c != '\t' { ' ' } else { c }).collect();
+        let text =
+            String::from_utf8_lossy(shown).chars().map(|c| if c.is_control() && c != '\t' { ' ' } else { c }).collect();
         (self.listener)(StderrEvent::Line { text, truncated });
     }
 }
@@ -247,10 +256,13 @@ mod tests {
         }
         lines.finish(Instant::now());
         let got = events.lock().clone();
-        let texts: Vec<(&str, bool)> = got.iter().map(|e| match e {
-            StderrEvent::Line { text, truncated } => (text.as_str(), *truncated),
-            other => panic!("{other:?}"),
-        }).collect();
+        let texts: Vec<(&str, bool)> = got
+            .iter()
+            .map(|e| match e {
+                StderrEvent::Line { text, truncated } => (text.as_str(), *truncated),
+                other => panic!("{other:?}"),
+            })
+            .collect();
         assert_eq!(texts[0], ("token [redacted] ok", false));
         assert_eq!(texts[1], (" [31mred [0m", false));
         assert_eq!(texts[2].0, format!("{}{REDACTED}", "a".repeat(MAX_STDERR_LINE_BYTES - 5)));
@@ -270,10 +282,13 @@ mod tests {
         // The next second: the count of the last one first, then lines again.
         lines.feed(b"next\n", start + RATE_WINDOW);
         let got = events.lock().split_off(MAX_STDERR_LINES_PER_SECOND);
-        assert_eq!(got, [
-            StderrEvent::Dropped { lines: (10_000 - MAX_STDERR_LINES_PER_SECOND) as u64 },
-            StderrEvent::Line { text: "next".into(), truncated: false },
-        ]);
+        assert_eq!(
+            got,
+            [
+                StderrEvent::Dropped { lines: (10_000 - MAX_STDERR_LINES_PER_SECOND) as u64 },
+                StderrEvent::Line { text: "next".into(), truncated: false },
+            ]
+        );
         assert_eq!(lines.report_due(), None);
     }
 

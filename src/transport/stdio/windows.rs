@@ -25,7 +25,7 @@
 use super::Outbox;
 use crate::limits::{STDIO_EXIT_GRACE_MS, STDIO_KILL_WAIT_MS, STDIO_TERM_GRACE_MS};
 use std::io;
-use std::os::windows::io::{FromRawHandle, OwnedHandle, AsRawHandle};
+use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
 use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,7 +40,9 @@ use windows_sys::Win32::System::JobObjects::{
     QueryInformationJobObject, SetInformationJobObject, TerminateJobObject, JOBOBJECT_BASIC_ACCOUNTING_INFORMATION,
     JOBOBJECT_EXTENDED_LIMIT_INFORMATION, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
 };
-use windows_sys::Win32::System::Threading::{OpenThread, ResumeThread, CREATE_NO_WINDOW, CREATE_SUSPENDED, THREAD_SUSPEND_RESUME};
+use windows_sys::Win32::System::Threading::{
+    OpenThread, ResumeThread, CREATE_NO_WINDOW, CREATE_SUSPENDED, THREAD_SUSPEND_RESUME,
+};
 
 /// The exit code of every process in a terminated job: what `taskkill /F` gives.
 const TERMINATED_EXIT_CODE: u32 = 1;
@@ -158,7 +160,11 @@ fn resume_threads(pid: u32) -> io::Result<()> {
 /// console-less process, so stdin EOF gets the time Unix gives EOF and SIGTERM together, and the
 /// bound on close() is the same. Returns within STDIO_EXIT_GRACE_MS + STDIO_TERM_GRACE_MS +
 /// STDIO_KILL_WAIT_MS, even if the exit is never seen.
-pub(super) async fn stop_process(outbox: &Outbox, tree: Arc<ProcessTree>, mut exit: watch::Receiver<Option<ExitStatus>>) {
+pub(super) async fn stop_process(
+    outbox: &Outbox,
+    tree: Arc<ProcessTree>,
+    mut exit: watch::Receiver<Option<ExitStatus>>,
+) {
     outbox.close();
     if gone_within(&tree, &mut exit, STDIO_EXIT_GRACE_MS + STDIO_TERM_GRACE_MS).await {
         return;
@@ -225,7 +231,8 @@ mod tests {
             stderr: super::StderrMode::Pipe,
             on_stderr: None,
         };
-        let options = TransportOptions { max_message_bytes: 1024, idle_timeout: Duration::from_secs(5), secrets: Arc::default() };
+        let options =
+            TransportOptions { max_message_bytes: 1024, idle_timeout: Duration::from_secs(5), secrets: Arc::default() };
         let transport = StdioTransport::spawn(&spec, Arc::new(Ignore), options).unwrap();
         let tree = transport.process_group.clone();
         let mut running = None;
@@ -241,7 +248,10 @@ mod tests {
         transport.close().await;
         let took = started.elapsed();
         assert_eq!(tree.active_processes(), Some(0), "a process of the tree outlived close()");
-        assert!(took >= Duration::from_millis(STDIO_EXIT_GRACE_MS + STDIO_TERM_GRACE_MS), "stdin's end got its grace: {took:?}");
+        assert!(
+            took >= Duration::from_millis(STDIO_EXIT_GRACE_MS + STDIO_TERM_GRACE_MS),
+            "stdin's end got its grace: {took:?}"
+        );
         assert!(took <= Duration::from_millis(STDIO_CLOSE_MAX_MS), "close took {took:?}");
     }
 }
