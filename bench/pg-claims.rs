@@ -41,6 +41,7 @@ fn listing(server: usize) -> Vec<Tool> {
             input_schema: json!({ "type": "object", "properties": { "q": { "type": "string" } }, "required": ["q"] }),
             output_schema: None,
             annotations: None,
+            ui: None,
         })
         .collect()
 }
@@ -53,6 +54,9 @@ fn row(server: usize) -> StoredServer {
         url: Some(format!("https://mcp{server}.example.com/mcp")),
         tools: listing(server),
         tool_fingerprints: None,
+        listed_at: None,
+        ttl_ms: None,
+        cache_scope: None,
     }
 }
 

@@ -502,11 +502,14 @@ fn transport(entry: &Map<String, Value>, at: &str) -> Result<&'static str> {
 }
 
 /// What `${…}` in a JSON file resolves to besides the environment: the editors' predefined variables.
+/// Each `envFile` read during a load, by resolved path, with its variables in file order.
+type EnvFilesRead = RefCell<HashMap<PathBuf, Rc<Vec<(String, String)>>>>;
+
 struct Vars {
     /// The folder of the file, against which a relative `envFile` is read.
     folder: Option<PathBuf>,
     /// Each `envFile` read during this load, by resolved path: read once however many entries name it.
-    env_files: RefCell<HashMap<PathBuf, Rc<Vec<(String, String)>>>>,
+    env_files: EnvFilesRead,
     /// The `envFile` bytes applied so far, a file counted for every entry that uses it
     /// ([`MAX_ENV_FILE_BYTES_PER_LOAD`]).
     env_file_bytes: Cell<u64>,

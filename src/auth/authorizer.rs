@@ -961,7 +961,7 @@ mod tests {
         };
         let holders: Vec<Arc<Authorizer>> = (0..8).map(|_| holder()).collect();
         for holder in &holders {
-            holder.load(&mut *holder.lock().await.unwrap()).await; // all hold the same (due) tokens first
+            holder.load(&mut holder.lock().await.unwrap()).await; // all hold the same (due) tokens first
             holder.loaded.store(true, Ordering::Release);
         }
         let requests: Vec<_> =

@@ -271,6 +271,7 @@ impl NativeToolset {
 /// `logoutMcpServer`: `configJson` is `{"servers": [entry], "options": {tokenStore, allowedHosts?, proxy?}}`;
 /// the tokens kept for the entry are revoked where the authorization server offers it, then forgotten.
 #[napi(ts_return_type = "Promise<void>")]
+#[cfg_attr(test, allow(dead_code))] // Node calls it; napi registers no free function in a test build
 pub fn logout_server<'env>(
     env: &'env Env,
     config_json: String,

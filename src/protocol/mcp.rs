@@ -212,7 +212,7 @@ impl PageCacheHints<'_> {
     /// result is stale as soon as it arrives.
     pub fn ttl_ms(&self) -> Option<u64> {
         let ttl = self.ttl_ms?.as_f64()?;
-        (ttl.is_finite() && ttl >= 1.0).then(|| ttl as u64)
+        (ttl.is_finite() && ttl >= 1.0).then_some(ttl as u64)
     }
 
     /// The declared scope; anything but the two known words counts as none declared.

@@ -19,6 +19,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// A result that ran but is not recorded yet: its arguments' fingerprint and the result's JSON.
+type Unrecorded = (String, String);
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 /// What a call may fail with before `execute` is reached (a JSON-RPC error on the wire, a typed error
@@ -99,7 +102,7 @@ pub struct Calls {
     in_flight: Mutex<HashMap<(String, String), (String, Announced)>>,
     /// Results of calls that ran here but could not be recorded yet, by (key, tool): fingerprint and
     /// result, answered to repeats until the journal takes them.
-    unrecorded: Arc<Mutex<HashMap<(String, String), (String, String)>>>,
+    unrecorded: Arc<Mutex<HashMap<(String, String), Unrecorded>>>,
 }
 
 impl Calls {

@@ -25,6 +25,9 @@ use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
+/// One server's share of a batch of calls: its live connection and the calls admitted to it.
+type ServerBatch = (Arc<Connection>, Vec<(CallRequest, Route)>);
+
 /// One tool call as the caller hands it over.
 pub struct CallRequest {
     pub call_id: u32,
@@ -169,7 +172,7 @@ impl super::Toolset {
         // Held from admission to the write: the table admitted against is the one current at the write.
         let _no_publication = inner.publication.read();
         let table = inner.routes.load();
-        let mut by_server: HashMap<usize, (Arc<Connection>, Vec<(CallRequest, Route)>)> = HashMap::new();
+        let mut by_server: HashMap<usize, ServerBatch> = HashMap::new();
         for call in calls {
             match inner.admit(&table, &call) {
                 Ok(Admitted::Local) => inner.start_local(call, sink.clone()),
@@ -217,9 +220,9 @@ impl super::Toolset {
                     arguments: call.take_arguments(),
                     abort: abort.clone(),
                     headers: std::mem::take(headers),
-                    on_header_mismatch: modern_http.then(|| Relister::new(inner, call, route)),
+                    on_header_mismatch: modern_http.then(|| Relister::for_call(inner, call, route)),
                     idempotency_key: call.idempotency_key(),
-                    admitted: http.then(|| AdmittedRoute::new(inner, call, route)),
+                    admitted: http.then(|| AdmittedRoute::for_call(inner, call, route)),
                     progress: inner.progress_listener(call, route, sink),
                 })
                 .collect();
@@ -473,9 +476,9 @@ impl Inner {
                     abort: abort.clone(),
                     reply,
                     headers,
-                    on_header_mismatch: modern_http.then(|| Relister::new(&self, &call, &route)),
+                    on_header_mismatch: modern_http.then(|| Relister::for_call(&self, &call, &route)),
                     idempotency_key: call.idempotency_key(),
-                    admitted: slot.entry.is_http().then(|| AdmittedRoute::new(&self, &call, &route)),
+                    admitted: slot.entry.is_http().then(|| AdmittedRoute::for_call(&self, &call, &route)),
                     progress,
                 };
                 connection.start_calls([start], self.timeout);
@@ -647,7 +650,7 @@ struct AdmittedRoute {
 }
 
 impl AdmittedRoute {
-    fn new(inner: &Arc<Inner>, call: &CallRequest, route: &Route) -> Arc<dyn crate::transport::AdmittedCall> {
+    fn for_call(inner: &Arc<Inner>, call: &CallRequest, route: &Route) -> Arc<dyn crate::transport::AdmittedCall> {
         Arc::new(AdmittedRoute {
             inner: Arc::downgrade(inner),
             name: call.name.clone(),
@@ -685,7 +688,7 @@ struct Relister {
 }
 
 impl Relister {
-    fn new(inner: &Arc<Inner>, call: &CallRequest, route: &Route) -> Arc<dyn HeaderMismatch> {
+    fn for_call(inner: &Arc<Inner>, call: &CallRequest, route: &Route) -> Arc<dyn HeaderMismatch> {
         Arc::new(Relister {
             inner: Arc::downgrade(inner),
             name: call.name.clone(),
@@ -839,7 +842,7 @@ mod tests {
             2,
             0,
             "srv__t".into(),
-            format!(r#"{{"region":"{}"}}"#, "x".repeat(MAX_PARAM_HEADER_VALUE_BYTES + 1)).into(),
+            format!(r#"{{"region":"{}"}}"#, "x".repeat(MAX_PARAM_HEADER_VALUE_BYTES + 1)),
         );
         let refused = mirrored_params(true, Some(&params), huge.arguments()).unwrap_err();
         assert_eq!(refused.code(), "mcp_invalid_arguments");

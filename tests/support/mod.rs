@@ -207,16 +207,19 @@ pub fn tool(name: &str, description: &str) -> Value {
     json!({ "name": name, "description": description, "inputSchema": { "type": "object", "properties": { "text": { "type": "string" } } } })
 }
 
+/// A call's outcome as recorded: its result's JSON, or its error's code and message.
+pub type Outcome = Result<String, (&'static str, String)>;
+
 /// What a toolset reports: call outcomes by id, diagnostics, tool-map changes.
 #[derive(Default)]
 pub struct Recorder {
-    pub outcomes: Mutex<Vec<(u32, Result<String, (&'static str, String)>)>>,
+    pub outcomes: Mutex<Vec<(u32, Outcome)>>,
     pub diagnostics: Mutex<Vec<Diagnostic>>,
     pub changes: Mutex<Vec<ToolsChange>>,
 }
 
 impl Recorder {
-    pub fn outcome(&self, call_id: u32) -> Option<Result<String, (&'static str, String)>> {
+    pub fn outcome(&self, call_id: u32) -> Option<Outcome> {
         self.outcomes.lock().iter().find(|(id, _)| *id == call_id).map(|(_, o)| o.clone())
     }
 
