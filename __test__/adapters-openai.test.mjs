@@ -29,7 +29,7 @@ function scriptedModel(steps) {
       assert.ok(step, `the model was called ${seen.length} times, ${steps.length} scripted`);
       return { usage: new Usage(), output: await step(request) };
     },
-    async *getStreamedResponse() {
+    getStreamedResponse() {
       throw new Error('these tests run the agent unstreamed');
     },
   };

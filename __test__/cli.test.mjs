@@ -272,7 +272,7 @@ async function oauthProject(t) {
 }
 
 test('login and logout: the URL on stderr (--no-browser), tokens kept in the encrypted token file, then gone', async (t) => {
-  const { as, dir, env } = await oauthProject(t);
+  const { dir, env } = await oauthProject(t);
 
   // Not logged in: a command other than login does not wait for a person; the server is degraded, saying how.
   const before = await run(['tools', '--json'], { cwd: dir, env });

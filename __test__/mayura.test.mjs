@@ -56,7 +56,7 @@ function diagnosticsSink({ tellKey = true } = {}) {
 }
 
 test('the spec example, adapted: a write tool declared with zod, called through the official SDK Client', async (t) => {
-  const { mcp, client, received } = await sdkFixture(t);
+  const { mcp, received } = await sdkFixture(t);
   const IssueInput = z.object({ title: z.string().max(200), body: z.string().max(10_000) });
   const IssueOutput = z.object({ number: z.number().int(), url: z.string() });
 

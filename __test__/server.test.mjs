@@ -16,7 +16,7 @@ import { StreamableHTTPClientTransport as Http1 } from '@modelcontextprotocol/sd
 import { StdioClientTransport as Stdio1 } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { Client as Client2, StreamableHTTPClientTransport as Http2 } from '@modelcontextprotocol/client';
 import { StdioClientTransport as Stdio2 } from '@modelcontextprotocol/client/stdio';
-import { createMcpServer, createMemoryMcpJournal, createSqliteMcpJournal, mcpTools } from '../dist/index.js';
+import { createMcpServer, createMemoryMcpJournal, mcpTools } from '../dist/index.js';
 import { here, memoryJsJournal, pythonSdk, scratchFile } from './helpers.mjs';
 
 const SERVER = join(here, 'fixtures', 'mcp-server.mjs');

@@ -13,7 +13,6 @@ import { binding } from '../dist/binding.js';
 import { McpConfigError, McpStorageError } from '../dist/errors.js';
 import {
   createEncryptedFileTokenStore,
-  createKeyringTokenStore,
   createMemoryTokenStore,
   engineTokenStoreId,
   isTokenStore,

@@ -26,6 +26,7 @@ const JSON_SCHEMA_2020_12 = {
   },
   allOf: [{ anyOf: [{ required: ['phone'] }, { required: ['email'] }] }],
   if: { properties: { contactMethod: { const: 'phone' } }, required: ['contactMethod'] },
+  // oxlint-disable-next-line unicorn/no-thenable -- JSON Schema's if/then/else, never awaited
   then: { required: ['phone'] },
   else: { required: ['email'] },
   additionalProperties: false,

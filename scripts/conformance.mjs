@@ -373,7 +373,8 @@ console.log(`conformance: ${jobs.length} scenario runs, ${CONCURRENCY} at a time
 let passed = 0;
 const tally = (result) => {
   report(result);
-  result.problems.length ? failed++ : passed++;
+  if (result.problems.length) failed++;
+  else passed++;
 };
 const shared = jobs.filter((j) => !TIMING_SENSITIVE.has(j.scenario));
 await Promise.all(
