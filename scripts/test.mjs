@@ -23,6 +23,9 @@ const suites = readdirSync(join(root, '__test__'))
   .sort()
   .map((f) => join('__test__', f));
 
+/** The JavaScript and TypeScript the linter reads (the generated binding and build output are ignored). */
+const LINTED = ['lib', 'scripts', '__test__', 'bench', 'examples', 'entry', 'bin'];
+
 function run(label, command, args, env = {}) {
   console.log(`\n=== ${label}: ${command} ${args.join(' ')}`);
   return new Promise((resolve) => {
@@ -99,6 +102,11 @@ function startPostgres() {
 }
 
 const results = [];
+// The tidy state is kept by the run: formatting, Rust lints (every target, the napi glue included) and the
+// JS/TS linter (.oxlintrc.json) fail it like a test.
+results.push(await run('rustfmt', 'cargo', ['fmt', '--check']));
+results.push(await run('clippy', 'cargo', ['clippy', '--quiet', '--all-targets', '--', '-D', 'warnings']));
+results.push(await run('oxlint', process.execPath, [join(root, 'node_modules', 'oxlint', 'bin', 'oxlint'), '--deny-warnings', ...LINTED]));
 const postgres = startPostgres();
 if (postgres.error) {
   console.error(`\n=== Postgres could not start, so the Postgres store's tests fail:\n${postgres.error}`);
@@ -152,6 +160,11 @@ for (const { label, code, out } of results) {
 }
 console.log(`${passed} passed, ${failed} failed`);
 // Last, so a log cut to its tail still names every failure and why.
-const failures = results.flatMap(({ label, out }) => failuresIn(out).map((failure) => `${label}: ${failure}`));
+// A stage that failed without naming a test (a lint, a build, a crash) shows the end of its output.
+const failures = results.flatMap(({ label, code, out }) => {
+  const named = failuresIn(out).map((failure) => `${label}: ${failure}`);
+  if (named.length || code === 0) return named;
+  return [`${label}: exit ${code}\n    ${out.trim().split('\n').slice(-20).join('\n    ')}`];
+});
 if (failures.length) console.log(`\n=== failed tests\n${failures.join('\n')}`);
 process.exit(failed === 0 && results.every((r) => r.code === 0) ? 0 : 1);
