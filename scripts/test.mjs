@@ -28,6 +28,7 @@ const LINTED = ['lib', 'scripts', '__test__', 'bench', 'examples', 'entry', 'bin
 
 function run(label, command, args, env = {}) {
   console.log(`\n=== ${label}: ${command} ${args.join(' ')}`);
+  const started = Date.now();
   return new Promise((resolve) => {
     const child = spawn(command, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let out = '';
@@ -40,7 +41,7 @@ function run(label, command, args, env = {}) {
       out += chunk;
       process.stderr.write(chunk);
     });
-    child.on('close', (code) => resolve({ label, code, out }));
+    child.on('close', (code) => resolve({ label, code, out, seconds: Math.round((Date.now() - started) / 1000) }));
   });
 }
 
@@ -145,7 +146,7 @@ results.push(await run('install', process.execPath, ['--test-reporter=tap', join
 let passed = 0;
 let failed = 0;
 console.log('\n=== summary');
-for (const { label, code, out } of results) {
+for (const { label, code, out, seconds = 0 } of results) {
   const rust = label === 'cargo test' ? [...out.matchAll(/test result: \w+\. (\d+) passed; (\d+) failed/g)] : [];
   const plain = label.startsWith('conformance') ? out.match(/^(\d+) passed, (\d+) failed$/m) : null;
   const tally = plain
@@ -154,7 +155,8 @@ for (const { label, code, out } of results) {
     ? rust.reduce((t, m) => ({ pass: t.pass + Number(m[1]), fail: t.fail + Number(m[2]) }), { pass: 0, fail: 0 })
     : counts(out);
   const status = code === 0 ? 'ok' : `FAILED (exit ${code})`;
-  console.log(`${label.padEnd(20)} ${String(tally.pass).padStart(4)} passed ${String(tally.fail).padStart(3)} failed  ${status}`);
+  const took = `${String(seconds).padStart(4)} s`;
+  console.log(`${label.padEnd(20)} ${String(tally.pass).padStart(4)} passed ${String(tally.fail).padStart(3)} failed ${took}  ${status}`);
   passed += tally.pass;
   failed += tally.fail + (code !== 0 && tally.fail === 0 ? 1 : 0);
 }
