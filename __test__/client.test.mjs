@@ -224,7 +224,9 @@ test('2026-07-28: the TypeScript SDK 2.x fixture (stdio, HTTP) and the Python SD
   } else console.log(`# skipped the Python SDK servers: ${py.skip}`);
   for (const entry of entries) {
     await t.test(entry.name, async () => {
-      const client = await connectMcpServer(entry, { timeoutMs: 10_000 });
+      // A Python server imports pydantic and the SDK before it reads its first line: seconds on a loaded
+      // machine (a run with four suites and builds beside it took over 10 s). The bound is for a hang only.
+      const client = await connectMcpServer(entry, { timeoutMs: entry.name.startsWith('py') ? 30_000 : 10_000 });
       try {
         assert.equal(client.protocolVersion, MODERN);
         const names = (await client.listTools()).map((tool) => tool.name);
