@@ -279,6 +279,17 @@ test('streamable HTTP: the request arrives on the call\'s response stream and th
   }, { name: 'srv', type: 'streamable-http', url: http.url });
 });
 
+test('streamable HTTP: a tool call made at once waits for the GET stream the server asks on (a question sent before it opened is dropped by the SDK)', async (t) => {
+  const http = await startHttp({ getDelayMs: 600 });
+  t.after(http.close);
+  const onElicitation = () => ({ action: 'accept', content: { name: 'Ada' } });
+  // The call goes out as soon as the tool map is there, while the server still holds the GET back.
+  await withToolset({ onElicitation, timeoutMs: 5_000 }, async (toolset) => {
+    const { result } = await call(toolset, 'ask', { params: SEP1034 });
+    assert.equal(result.content.name, 'Ada');
+  }, { name: 'srv', type: 'streamable-http', url: http.url });
+});
+
 test('streamable HTTP: a response stream quiet while the person answers is not timed out', async (t) => {
   const http = await startHttp();
   t.after(http.close);

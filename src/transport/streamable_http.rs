@@ -23,7 +23,8 @@ use crate::auth::challenge::Challenge;
 use crate::egress::Exchange;
 use crate::error::{McpError, Result};
 use crate::limits::{
-    HTTP_REACHABILITY_PROBES, HTTP_REACHABILITY_PROBE_TIMEOUT_MS, HTTP_SESSION_DELETE_TIMEOUT_MS, MAX_SSE_RETRY_MS,
+    HTTP_REACHABILITY_PROBES, HTTP_REACHABILITY_PROBE_TIMEOUT_MS, HTTP_SESSION_DELETE_TIMEOUT_MS,
+    MAX_GET_STREAM_OPENING_WAIT_MS, MAX_SSE_RETRY_MS,
 };
 use crate::protocol::jsonrpc::{self, Message, RawMessage, RequestId};
 use crate::protocol::mcp::InitializeResult;
@@ -110,6 +111,19 @@ struct Shared {
     side_posts: SideQueue,
     /// Set while a reachability check runs (see `check_reachable`): one at a time.
     probing: std::sync::atomic::AtomicBool,
+    /// Where the standalone GET stream is: tool calls wait while it is `Opening` (see `wait_for_listening`).
+    listening: tokio::sync::watch::Sender<Listening>,
+}
+
+/// The standalone GET stream's first opening, as tool calls see it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Listening {
+    /// No stream asked for (before the handshake, or never in the 2026-07-28 era).
+    NotAsked,
+    /// Asked for, not answered yet.
+    Opening,
+    /// Answered: open, refused or failed. Later reopenings hold nothing up.
+    Answered,
 }
 
 impl std::ops::Deref for Shared {
@@ -147,6 +161,7 @@ impl StreamableHttpTransport {
             by_request: Mutex::new(HashMap::new()),
             side_posts,
             probing: false.into(),
+            listening: tokio::sync::watch::Sender::new(Listening::NotAsked),
         });
         let poster = shared.clone();
         side_queue.serve(&shared.tasks, shared.deadline(), move |body| {
@@ -182,6 +197,9 @@ impl Transport for StreamableHttpTransport {
             let shared = shared.clone();
             async move {
                 let _ = wait_filed.await;
+                if post.tool.is_some() {
+                    shared.wait_for_listening().await;
+                }
                 if shared.closed.load(Ordering::SeqCst) {
                     return;
                 }
@@ -225,6 +243,7 @@ impl Transport for StreamableHttpTransport {
             tokio::time::timeout(deadline, shared.post(&body, Post::notification()))
                 .await
                 .unwrap_or(Err(McpError::Timeout { after_ms: deadline.as_millis() as u64 }))?;
+            shared.listening.send_replace(Listening::Opening);
             shared.tasks.spawn(shared.clone().listen());
             Ok(())
         })
@@ -595,9 +614,27 @@ impl Shared {
         })
     }
 
+    /// A tool call waits (bounded) until the standalone stream's first opening was answered: a tool
+    /// that asks the client something sends the question there, and a server drops it while the stream
+    /// is not open yet (the conformance suite's elicitation server does; a call racing the GET on a
+    /// loaded machine then waited out its timeout).
+    async fn wait_for_listening(&self) {
+        let mut listening = self.listening.subscribe();
+        let answered = listening.wait_for(|state| *state != Listening::Opening);
+        let _ = tokio::time::timeout(Duration::from_millis(MAX_GET_STREAM_OPENING_WAIT_MS), answered).await;
+    }
+
     /// The standalone GET stream for server-initiated messages. Optional on the server's side: a 405
     /// (or any refusal) just means there is none.
     async fn listen(self: Arc<Self>) {
+        // However this ends, calls no longer wait for the first opening.
+        struct Answered<'a>(&'a tokio::sync::watch::Sender<Listening>);
+        impl Drop for Answered<'_> {
+            fn drop(&mut self) {
+                self.0.send_replace(Listening::Answered);
+            }
+        }
+        let mut answered = Some(Answered(&self.listening));
         // It may carry answers to several requests: an oversized one fails its call, not the stream.
         let mut parser = EventStreamParser::skipping_oversized(self.options.max_message_bytes);
         let mut failures = 0;
@@ -607,7 +644,9 @@ impl Shared {
         let mut was_open = false;
         while !self.closed.load(Ordering::SeqCst) && failures < MAX_GET_STREAM_FAILURES {
             let last_event_id = parser.last_event_id.clone();
-            let mut response = match self.open_get_stream(last_event_id.as_deref()).await {
+            let opened = self.open_get_stream(last_event_id.as_deref()).await;
+            answered.take();
+            let mut response = match opened {
                 Ok(GetStream::Open(response)) => {
                     renewed_here = None;
                     was_open = true;
