@@ -51,7 +51,7 @@ pub trait ConnectionEvents: Send + Sync + 'static {
     /// The server expired the HTTP session and a new one replaced it (session `generation`): a restarted
     /// server may publish other tools. Resolves once they were listed and vetted again (once per
     /// generation); until then no call goes on that session.
-    fn session_renewed(&self, _generation: u64) -> crate::transport::BoxFuture<'_, Result<()>> {
+    fn session_renewed(&self, _generation: u64) -> futures_util::future::BoxFuture<'_, Result<()>> {
         Box::pin(std::future::ready(Ok(())))
     }
     /// The server sent `notifications/message` (a log); `params` as sent, untrusted (see `server_log`).
@@ -524,7 +524,7 @@ pub type Headers = Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValu
 /// is out of date. The owner re-lists the server's tools and answers with the headers the call must
 /// carry now, or with why it must not be sent again (the tool is gone or failed vetting).
 pub trait HeaderMismatch: Send + Sync {
-    fn relisted<'a>(&'a self, arguments: &'a RawValue) -> transport::BoxFuture<'a, Result<Headers>>;
+    fn relisted<'a>(&'a self, arguments: &'a RawValue) -> futures_util::future::BoxFuture<'a, Result<Headers>>;
 }
 
 /// A modern-era call, kept to be sent again after a round of input (`input_required`).
@@ -1397,7 +1397,8 @@ impl Shared {
                     jsonrpc::result_response(id, "{}")
                 } else {
                     // This text goes back to the server that sent it, not out of the engine: nothing to redact.
-                    let method = transport::quote_bytes(method.as_bytes(), &crate::guard::redact::Secrets::default());
+                    let method =
+                        crate::guard::redact::quote_bytes(method.as_bytes(), &crate::guard::redact::Secrets::default());
                     jsonrpc::error_response(id, METHOD_NOT_FOUND, &format!("this client does not handle {method}"))
                 };
                 self.send(reply);
@@ -1692,7 +1693,7 @@ impl MessageSink for Shared {
         self.lose(reason);
     }
 
-    fn session_renewed(&self, generation: u64) -> crate::transport::BoxFuture<'_, Result<()>> {
+    fn session_renewed(&self, generation: u64) -> futures_util::future::BoxFuture<'_, Result<()>> {
         self.events.session_renewed(generation)
     }
 
@@ -1712,7 +1713,7 @@ impl MessageSink for Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::BoxFuture;
+    use futures_util::future::BoxFuture;
     use std::sync::atomic::AtomicUsize;
 
     /// A transport that records what the connection sends.

@@ -239,7 +239,7 @@ mod tests {
     use super::*;
     use crate::elicitation::Modes;
     use crate::hooks::Callback;
-    use crate::transport::BoxFuture;
+    use futures_util::future::BoxFuture;
     use parking_lot::Mutex;
     use serde_json::{json, Value};
     use std::sync::Arc;

@@ -10,7 +10,7 @@ use crate::guard::firewall::{Firewall, FirewallRequest};
 use crate::store::journal::{McpJournal, MemoryJournal};
 use crate::store::journal_postgres::PostgresJournal;
 use crate::store::journal_sqlite::SqliteJournal;
-use crate::store::BoxFuture;
+use futures_util::future::BoxFuture;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use std::sync::Arc;

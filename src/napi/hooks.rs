@@ -8,7 +8,7 @@
 use crate::diagnostics::Diagnostic;
 use crate::hooks::Callback;
 use crate::toolset::{ToolsChange, ToolsetEvents};
-use crate::transport::BoxFuture;
+use futures_util::future::BoxFuture;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use std::sync::Arc;

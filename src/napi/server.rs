@@ -9,7 +9,7 @@ use super::store::StoreDispatcher;
 use crate::error::{McpError, Result};
 use crate::server::http::{self, HttpListener, HttpOptions};
 use crate::server::{stdio, ArgumentCheck, Execution, McpServerCore, ToolHost};
-use crate::store::BoxFuture;
+use futures_util::future::BoxFuture;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use parking_lot::Mutex;

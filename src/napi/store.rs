@@ -9,9 +9,10 @@ use crate::error::McpError;
 type Result<T, E = McpError> = std::result::Result<T, E>;
 use crate::store::postgres::MAX_TIMEOUT;
 use crate::store::{
-    self, BoxFuture, ConnectionStore, Fingerprints, MemoryStore, PostgresOptions, PostgresStore, PostgresTls,
-    SqliteStore, StoredServer,
+    self, ConnectionStore, Fingerprints, MemoryStore, PostgresOptions, PostgresStore, PostgresTls, SqliteStore,
+    StoredServer,
 };
+use futures_util::future::BoxFuture;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;

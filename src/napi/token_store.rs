@@ -8,7 +8,7 @@ use super::errors::{guard, settle};
 use super::registry::Registry;
 use crate::auth::store::{EncryptedFileTokenStore, KeyringTokenStore, MemoryTokenStore, TokenFileKey, TokenStore};
 use crate::error::McpError;
-use crate::transport::BoxFuture;
+use futures_util::future::BoxFuture;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;

@@ -8,8 +8,8 @@ use super::token_store::{toolset_token_store, TokenStoreDispatcher};
 use super::wire::{parse_calls, CompletionWake, Completions};
 use crate::diagnostics::Diagnostic;
 use crate::error::McpError;
-use crate::hooks::Hooks;
 use crate::projection::ProjectedTool;
+use crate::toolset::Hooks;
 use crate::toolset::{CallSink, Toolset, ToolsetEvents, LOCAL_SERVER};
 use crate::transport::stdio::{ExternalReader, ReaderHost};
 use napi::bindgen_prelude::*;
@@ -280,13 +280,8 @@ pub fn logout_server<'env>(
     js_token_store: Option<TokenStoreDispatcher>,
 ) -> napi::Result<PromiseRaw<'env, ()>> {
     let logout = async move {
-        let config = crate::config::parse(&config_json)?;
-        let [entry] = <[_; 1]>::try_from(config.servers)
-            .map_err(|_| McpError::config("logoutMcpServer takes one server entry"))?;
-        let store = toolset_token_store(native_token_store_id, js_token_store)?
-            .ok_or_else(|| McpError::config("logoutMcpServer needs the tokenStore the server's tokens are kept in"))?;
-        let guard = config.allowed_hosts.as_deref().map(crate::guard::hosts::HostGuard::new).transpose()?.map(Arc::new);
-        crate::auth::logout(&entry, store, &crate::egress::EgressPolicy { guard, proxy: config.proxy }).await
+        let store = || toolset_token_store(native_token_store_id, js_token_store);
+        crate::toolset::logout_server(&config_json, store).await
     };
     settle(env, "logoutServer", logout, |()| ())
 }

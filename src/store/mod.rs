@@ -23,15 +23,11 @@ pub use sqlite::{LazySqliteStore, SqliteStore};
 
 use crate::error::{McpError, Result};
 use crate::protocol::mcp::{CacheScope, Tool};
+use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
-use std::pin::Pin;
-
-/// A boxed `Send` future, so [`ConnectionStore`] stays object-safe (`&dyn ConnectionStore`).
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Tool name → fingerprint (see [`fingerprint`]).
 pub type Fingerprints = BTreeMap<String, String>;

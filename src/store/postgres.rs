@@ -14,10 +14,11 @@
 
 use super::now_ms;
 use super::sqlite::{decode, encode, RawRow};
-use super::{store_error, unknown_row_error, BoxFuture, ConnectionStore, Fingerprints, StoredServer};
+use super::{store_error, unknown_row_error, ConnectionStore, Fingerprints, StoredServer};
 use crate::error::{McpError, Result};
 use crate::guard::redact::Secrets;
 use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use futures_util::future::BoxFuture;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use std::fmt;

@@ -434,7 +434,7 @@ impl Inner {
                     call.arguments(),
                     call.context(),
                 );
-                policy::authorize(&self.hooks, &call.name, request).await?;
+                policy::authorize(self.hooks.decide.as_deref(), self.hooks.ask.as_deref(), &call.name, request).await?;
             }
             wait_live(slot, self.timeout).await?;
             if slot.entry.is_http() && self.hooks.auth.is_some() {
@@ -702,7 +702,7 @@ impl Relister {
 }
 
 impl HeaderMismatch for Relister {
-    fn relisted<'a>(&'a self, arguments: &'a RawValue) -> crate::transport::BoxFuture<'a, Result<Headers>> {
+    fn relisted<'a>(&'a self, arguments: &'a RawValue) -> futures_util::future::BoxFuture<'a, Result<Headers>> {
         Box::pin(async move {
             let inner = self.inner.upgrade().ok_or(McpError::Closed)?;
             inner.servers[self.server].relist(self.sent_after_listing, self.sent_after_relist).await?;

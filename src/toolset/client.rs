@@ -70,10 +70,10 @@ impl Toolset {
 
     /// Untrusted text about this server (a result's error text that reached JavaScript) quoted as the
     /// engine quotes it in errors: the server's own secrets (configured headers and env, tokens) and
-    /// `extra` replaced, then cut to a few hundred bytes (`transport::quote_bytes`).
+    /// `extra` replaced, then cut to a few hundred bytes (`guard::redact::quote_bytes`).
     pub fn quote_server_text(&self, text: &str, extra: &crate::guard::redact::Secrets) -> String {
         let redacted = self.inner.servers[SERVER].secrets.redact(text);
-        crate::transport::quote_bytes(redacted.as_bytes(), extra)
+        crate::guard::redact::quote_bytes(redacted.as_bytes(), extra)
     }
 
     /// The connected server's negotiated version and identity; `None` before it connected or after close.

@@ -34,6 +34,7 @@ pub use calls::{CallRequest, CallSink};
 pub use client::{ClientSession, ListBounds, ListingAbort, RemoteListing};
 pub use local::LOCAL_SERVER;
 pub use session::FromServer;
+pub use shared::Hooks;
 pub use supervisor::{LastError, ServerStatus};
 
 use crate::config::ToolsetConfig;
@@ -41,7 +42,6 @@ use crate::connection::AbortHandle;
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
 use crate::guard::hosts::HostGuard;
-use crate::hooks::Hooks;
 use crate::limits::MAX_CLOSE_WAIT_MS;
 use crate::projection::disclosure::{Tier, MCP_DESCRIBE_TOOL, MCP_SEARCH_TOOLS};
 use crate::projection::prompt::{self, PromptServer};
@@ -532,4 +532,47 @@ fn append_paragraph(text: &mut String, paragraph: &str) {
         text.push_str("\n\n");
     }
     text.push_str(paragraph);
+}
+
+/// `logoutMcpServer`: `config_json` is `{"servers": [entry], "options": {tokenStore, allowedHosts?, proxy?}}`.
+/// The tokens kept in `store` for the entry are revoked (where the authorization server offers it) and
+/// forgotten. Its client registration stays: it is the application's, not the person's.
+/// `store` is asked for the host's token store once the configuration was read.
+pub async fn logout_server(
+    config_json: &str,
+    store: impl FnOnce() -> Result<Option<Arc<dyn crate::auth::store::TokenStore>>>,
+) -> Result<()> {
+    let config = crate::config::parse(config_json)?;
+    let [entry] =
+        <[_; 1]>::try_from(config.servers).map_err(|_| McpError::config("logoutMcpServer takes one server entry"))?;
+    let store = store()?
+        .ok_or_else(|| McpError::config("logoutMcpServer needs the tokenStore the server's tokens are kept in"))?;
+    let guard = config.allowed_hosts.as_deref().map(HostGuard::new).transpose()?.map(Arc::new);
+    let policy = crate::egress::EgressPolicy { guard, proxy: config.proxy };
+    let (crate::config::ServerKind::StreamableHttp { url, oauth: Some(settings), .. }
+    | crate::config::ServerKind::Sse { url, oauth: Some(settings), .. }) = &entry.kind
+    else {
+        return Err(McpError::config(format!("server {:?} has no oauth configuration to log out of", entry.name)));
+    };
+    if let Some(guard) = &policy.guard {
+        guard.check_url(url)?;
+    }
+    let host = Arc::new(crate::auth::AuthHost {
+        store,
+        present: None,
+        login_timeout: Duration::from_millis(crate::limits::DEFAULT_AUTHORIZATION_TIMEOUT_MS),
+        flow_timeout: Duration::from_millis(crate::limits::DEFAULT_CONNECT_TIMEOUT_MS),
+        logins: CancellationToken::new(),
+    });
+    let authorizer = crate::auth::Authorizer::new(
+        entry.name.clone(),
+        url.clone(),
+        settings.clone(),
+        host,
+        &policy,
+        Default::default(),
+        Default::default(),
+        CancellationToken::new(),
+    )?;
+    authorizer.logout().await
 }

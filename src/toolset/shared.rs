@@ -9,7 +9,6 @@ use crate::config::{DisclosureConfig, ReconnectConfig};
 use crate::diagnostics::Diagnostic;
 use crate::guard::filter::ToolFilter;
 use crate::guard::hosts::HostGuard;
-use crate::hooks::Hooks;
 use crate::projection::ProjectedTool;
 use crate::store::ConnectionStore;
 use arc_swap::ArcSwap;
@@ -18,6 +17,29 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
+
+/// The embedding application's callbacks and host objects a toolset was given. Each is optional and
+/// costs nothing when absent.
+#[derive(Default, Clone)]
+pub struct Hooks {
+    /// Server name → bearer token for that server.
+    pub auth: Option<Arc<dyn crate::hooks::Callback<String, String>>>,
+    /// Server name → the hosts that server may reach.
+    pub allowed_hosts: Option<Arc<dyn crate::hooks::Callback<String, Vec<String>>>>,
+    /// Policy request (JSON) → decision (JSON).
+    pub decide: Option<Arc<dyn crate::hooks::Callback<String, String>>>,
+    /// Policy request with the `ask` reason (JSON) → approved?
+    pub ask: Option<Arc<dyn crate::hooks::Callback<String, bool>>>,
+    /// `onAuthorizationUrl`: login prompt (JSON `{url, server, grant, userCode?, expiresAt?}`) → ignored.
+    pub authorization_url: Option<Arc<dyn crate::hooks::Callback<String, String>>>,
+    /// Where OAuth tokens and client registrations are kept (`tokenStore`); a memory store when absent.
+    pub token_store: Option<Arc<dyn crate::auth::store::TokenStore>>,
+    /// Elicitation request (JSON: `{"server", "request"}`, see `elicitation::host_request`) → the
+    /// host's result (JSON: `{"action", "content"?}`). Without it, no elicitation capability is declared.
+    pub elicit: Option<Arc<dyn crate::hooks::Callback<String, String>>>,
+    /// Reads stdio servers' stdout on the host's event loop when set (see `transport::stdio::ExternalReader`).
+    pub stdio_reader: Option<Arc<dyn crate::transport::stdio::ReaderHost>>,
+}
 
 pub(crate) struct Shared {
     pub hooks: Hooks,

@@ -775,7 +775,7 @@ impl ConnectionEvents for ServerListener {
         }
     }
 
-    fn session_renewed(&self, generation: u64) -> crate::transport::BoxFuture<'_, crate::error::Result<()>> {
+    fn session_renewed(&self, generation: u64) -> futures_util::future::BoxFuture<'_, crate::error::Result<()>> {
         Box::pin(async move {
             // A connection still opening is vetted by its own first listing.
             let supervisor = self.supervisor.upgrade().ok_or(McpError::Closed)?;

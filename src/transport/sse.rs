@@ -5,10 +5,10 @@
 
 use super::event_stream::{EventStreamParser, DEFAULT_EVENT_TYPE};
 use super::http::{self, side_queue, HttpBase, HttpSpec, SideQueue, APPLICATION_JSON, EVENT_STREAM};
-use super::{describe_garbage, BoxFuture, MessageSink, Outbound, Transport, TransportOptions};
-use crate::auth::challenge::Challenge;
+use super::{describe_garbage, MessageSink, Outbound, Transport, TransportOptions};
 use crate::egress::Exchange;
 use crate::error::{McpError, Result};
+use futures_util::future::BoxFuture;
 use reqwest::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use reqwest::Method;
 use std::ops::ControlFlow;
@@ -145,22 +145,18 @@ impl Shared {
         exchange: impl Fn(Option<HeaderValue>) -> Exchange,
         resendable: bool,
     ) -> Result<reqwest::Response> {
-        let Some(authorizer) = &self.spec.authorizer else {
+        let Some(authorization) = &self.spec.authorization else {
             return self.egress.send(exchange(self.spec.credential.current())).await;
         };
-        authorizer.before_request().await?;
+        authorization.before_request().await?;
         let (bearer, sent_token) = self.spec.credential.snapshot();
         let response = self.egress.send(exchange(bearer)).await?;
-        let status = response.status();
-        let Some(challenge) = Challenge::of_refusal(status, response.headers()) else {
-            if status.is_success() {
-                authorizer.note_success();
-            }
+        let Some(authorizing) = authorization.on_response(response.status(), response.headers(), sent_token) else {
             return Ok(response);
         };
-        authorizer.on_rejected(status.as_u16(), &challenge, sent_token).await?;
+        authorizing.await?;
         if !resendable {
-            return Err(crate::auth::call_not_resent());
+            return Err(http::call_not_resent());
         }
         self.egress.send(exchange(self.spec.credential.current())).await
     }
