@@ -654,7 +654,7 @@ function textsOf(wire: WireTool): SharedTexts {
   let texts = held && textsOfSchema.get(held);
   if (texts === undefined) {
     texts = deepFreeze(JSON.parse(wire.texts!) as SharedTexts);
-    // The engine sends an object schema only (src/catalog.rs).
+    // The engine sends an object schema only (src/session/catalog/mod.rs).
     const anchor: object = texts.inputSchema;
     textsOfSchema.set(anchor, texts);
     sharedSchemas.set(id, new WeakRef(anchor));

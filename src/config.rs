@@ -82,7 +82,7 @@ pub struct ToolsetConfig {
     /// How long a person has to finish a login.
     pub authorization_timeout_ms: u64,
     /// The elicitation modes declared when `onElicitation` is set (`elicitationModes`, default form).
-    pub elicitation_modes: crate::elicitation::Modes,
+    pub elicitation_modes: crate::session::elicitation::Modes,
     /// `validateArguments`, `validateResults`, `exposeServerErrors` (each default true).
     pub validation: crate::schema::tool::ValidationConfig,
     /// How a lost server is recovered (`reconnect`, on by default); `None` for `reconnect: false`.
@@ -520,16 +520,16 @@ fn flag(root: &Map<String, Value>, name: &str, default: bool) -> Result<bool> {
 }
 
 /// `elicitationModes`: a non-empty array of `"form"` and `"url"`; only with `onElicitation`.
-fn parse_elicitation_modes(root: &Map<String, Value>, elicit: bool) -> Result<crate::elicitation::Modes> {
+fn parse_elicitation_modes(root: &Map<String, Value>, elicit: bool) -> Result<crate::session::elicitation::Modes> {
     let Some(given) = root.get("elicitationModes").filter(|v| !v.is_null()) else {
-        return Ok(crate::elicitation::Modes::default());
+        return Ok(crate::session::elicitation::Modes::default());
     };
     if !elicit {
         return Err(McpError::config(
             "options.elicitationModes needs options.onElicitation, which answers the elicitations",
         ));
     }
-    let mut modes = crate::elicitation::Modes { form: false, url: false };
+    let mut modes = crate::session::elicitation::Modes { form: false, url: false };
     let names = given.as_array().filter(|names| !names.is_empty());
     for name in names.into_iter().flatten() {
         match name.as_str() {
@@ -1091,7 +1091,7 @@ mod callback_tests {
 
     #[test]
     fn elicitation_options_declare_the_callback_and_its_modes() {
-        use crate::elicitation::Modes;
+        use crate::session::elicitation::Modes;
         let f = r#"{"$mcpferry":"function"}"#;
         let modes = |extra: &str| parse(&format!(r#"{{"servers":[],"options":{{"onElicitation":{f}{extra}}}}}"#));
         let config = modes("").unwrap();

@@ -6,9 +6,9 @@
 //! `UnsupportedProtocolVersion` error naming a modern version we speak) means modern; an authorization
 //! refusal is no evidence either way, and so is no answer (a server may still be starting); anything else
 //! means a session-based server, which then gets `initialize` (over stdio, also once the server has been
-//! quiet for a while: see `connection.rs`). The answer is remembered per server ([`recall`]), so reconnections skip the probe: a
+//! quiet for a while: see `session/connection.rs`). The answer is remembered per server ([`recall`]), so reconnections skip the probe: a
 //! session-based server gets `initialize` at once, and a modern one's discovery answer is reused while
-//! it is fresh, so a connection sends no `server/discover` at all (over HTTP; see `connection.rs`).
+//! it is fresh, so a connection sends no `server/discover` at all (over HTTP; see `session/connection.rs`).
 
 use super::mcp::{Implementation, ServerCapabilities};
 use crate::error::McpError;

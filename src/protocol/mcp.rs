@@ -27,7 +27,7 @@ pub fn initialize_params(capabilities: &serde_json::Map<String, Value>) -> Strin
 /// The capabilities this client declares, in either era: only what it implements, and MCP Apps only
 /// when the host renders them.
 pub fn client_capabilities(
-    elicitation: Option<crate::elicitation::Modes>,
+    elicitation: Option<crate::session::elicitation::Modes>,
     apps: bool,
 ) -> serde_json::Map<String, Value> {
     let mut capabilities = serde_json::Map::new();
@@ -338,7 +338,7 @@ mod tests {
 
     #[test]
     fn elicitation_is_declared_only_with_a_host_handler() {
-        use crate::elicitation::Modes;
+        use crate::session::elicitation::Modes;
         let capabilities = |modes, apps| {
             serde_json::from_str::<Value>(&initialize_params(&client_capabilities(modes, apps))).unwrap()
                 ["capabilities"]

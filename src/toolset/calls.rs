@@ -10,7 +10,6 @@ use super::local;
 use super::routes::{Route, RouteTable};
 use super::supervisor::{State, Supervisor};
 use super::Inner;
-use crate::connection::{tool_outcome, AbortHandle, Completion, Connection, HeaderMismatch, Headers, Reply, StartCall};
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
 use crate::guard::policy;
@@ -20,6 +19,9 @@ use crate::projection::{JsonText, ProjectedTool};
 use crate::protocol::call_context::CallContext;
 use crate::protocol::param_headers::{self, ParamHeader, ParamHeaders};
 use crate::schema::SchemaError;
+use crate::session::connection::{
+    tool_outcome, AbortHandle, Completion, Connection, HeaderMismatch, Headers, Reply, StartCall,
+};
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::value::RawValue;
 use std::collections::HashMap;

@@ -7,11 +7,11 @@
 //! tool the current route table holds under its remote name, through the same gates as `mcpTools`).
 
 use super::Toolset;
-use crate::connection::{AbortHandle, RequestOptions};
 use crate::error::{McpError, Result};
 use crate::limits::{MAX_JSON_DEPTH, MAX_LIST_PAGES, MAX_TOOLS_PER_SERVER};
 use crate::protocol::mcp::{self, ListToolsPage};
 use crate::protocol::nesting;
+use crate::session::connection::{AbortHandle, RequestOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sha2::Digest;

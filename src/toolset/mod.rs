@@ -38,7 +38,6 @@ pub use shared::Hooks;
 pub use supervisor::{LastError, ServerStatus};
 
 use crate::config::ToolsetConfig;
-use crate::connection::AbortHandle;
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
 use crate::guard::hosts::HostGuard;
@@ -46,6 +45,7 @@ use crate::limits::MAX_CLOSE_WAIT_MS;
 use crate::projection::disclosure::{Tier, MCP_DESCRIBE_TOOL, MCP_SEARCH_TOOLS};
 use crate::projection::prompt::{self, PromptServer};
 use crate::projection::{naming, ProjectedTool};
+use crate::session::connection::AbortHandle;
 use crate::store::ConnectionStore;
 use parking_lot::Mutex;
 use routes::RouteTable;
@@ -321,8 +321,8 @@ impl Toolset {
             let (vetting, _) = slot.vet_against(row.tool_fingerprints.as_ref(), &row.tools);
             // Checked as a listing is (a row saved by an older version may hold a tool a listing now
             // leaves out); what that leaves out is reported by the reconciliation too.
-            let stored = crate::catalog::from_stored(row.tools.clone(), false, Default::default());
-            let listing = crate::catalog::Listing { tools: stored.tools, ..Default::default() };
+            let stored = crate::session::catalog::from_stored(row.tools.clone(), false, Default::default());
+            let listing = crate::session::catalog::Listing { tools: stored.tools, ..Default::default() };
             let diagnostics = inner.project_into(&slot.identity_view(), listing, &vetting, &mut table);
             diagnostics.into_iter().for_each(|d| inner.report(d));
             slot.set_state(supervisor::State::Stale);

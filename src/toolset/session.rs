@@ -12,12 +12,12 @@
 
 use super::supervisor::{State, Supervisor};
 use super::Toolset;
-use crate::connection::{AbortHandle, Connection, RequestOptions};
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
 use crate::guard::redact::shown_uri;
 use crate::guard::{policy, server_text};
 use crate::session::completion::{self, Completion};
+use crate::session::connection::{AbortHandle, Connection, RequestOptions};
 use crate::session::prompts::{self, GetPromptResult, Prompt};
 use crate::session::resources::{self, ReadResult, Resource, ResourceTemplate};
 use crate::session::{self as requests, Listed};

@@ -44,7 +44,7 @@ pub struct Hooks {
 pub(crate) struct Shared {
     pub hooks: Hooks,
     /// The elicitation modes declared to every server when `hooks.elicit` is set (`elicitationModes`).
-    pub elicitation_modes: crate::elicitation::Modes,
+    pub elicitation_modes: crate::session::elicitation::Modes,
     /// The static `allowedHosts` list, compiled once.
     pub allowed_hosts: Option<Arc<HostGuard>>,
     /// The `proxy` option, for every HTTP server.
@@ -102,7 +102,7 @@ impl Shared {
     pub fn project_into(
         &self,
         server: &ServerIdentity<'_>,
-        mut listing: crate::catalog::Listing,
+        mut listing: crate::session::catalog::Listing,
         vetting: &routes::Vetting,
         table: &mut RouteTable,
     ) -> Vec<Diagnostic> {
@@ -135,7 +135,12 @@ impl Shared {
     /// Replace one server's part of the map with a fresh listing and tell the owner what moved. The
     /// owner hears of changes in the order the tables were published (events are sent, without
     /// blocking, while the next writer waits).
-    pub fn apply(&self, server: &ServerIdentity<'_>, listing: crate::catalog::Listing, vetting: &routes::Vetting) {
+    pub fn apply(
+        &self,
+        server: &ServerIdentity<'_>,
+        listing: crate::session::catalog::Listing,
+        vetting: &routes::Vetting,
+    ) {
         let index = server.index;
         let _writer = self.projecting.lock();
         let current = self.routes.load_full();

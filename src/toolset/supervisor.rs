@@ -9,16 +9,16 @@
 
 use super::routes::{ServerIdentity, Vetting};
 use super::shared::Shared;
-use crate::catalog::{self, Listing};
 use crate::config::{ServerEntry, ServerKind};
-use crate::connection::{AbortHandle, Connection, ConnectionEvents, RequestOptions};
 use crate::diagnostics::{Diagnostic, ServerInfo};
-use crate::elicitation::Elicitor;
 use crate::error::McpError;
 use crate::guard::redact::Secrets;
 use crate::limits::ELICITATION_TIMEOUT_MS;
 use crate::protocol::era::{self, Era, Known};
 use crate::protocol::mcp::Tool;
+use crate::session::catalog::{self, Listing};
+use crate::session::connection::{AbortHandle, Connection, ConnectionEvents, RequestOptions};
+use crate::session::elicitation::Elicitor;
 use crate::store;
 use crate::transport::http::{self, Credential};
 use crate::transport::TransportOptions;

@@ -3,7 +3,7 @@
 //!
 //! | transport        | file                 | framing                                                   |
 //! |------------------|----------------------|-----------------------------------------------------------|
-//! | stdio            | `stdio.rs`           | newline-delimited JSON over a child's pipes                |
+//! | stdio            | `stdio/`             | newline-delimited JSON over a child's pipes (`windows.rs`: the Job Object; `stderr.rs`) |
 //! | Streamable HTTP  | `streamable_http.rs` | POST per message; JSON or SSE responses; GET stream; sessions, resumption |
 //! | HTTP+SSE (legacy)| `sse.rs`             | one GET event stream in, POSTs to its `endpoint` out       |
 //!

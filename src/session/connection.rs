@@ -10,7 +10,6 @@
 //! channel for the engine's own `async` requests. One sweeper task per connection owns every deadline,
 //! so a request costs no timer of its own.
 
-use crate::elicitation::{self, Elicitor};
 use crate::error::{McpError, Result};
 use crate::limits::{MAX_ELICITATIONS_IN_FLIGHT, MAX_JSON_DEPTH};
 use crate::progress::ProgressListener;
@@ -18,6 +17,7 @@ use crate::protocol::era::{self, Era};
 use crate::protocol::jsonrpc::{self, Message, RawMessage, RequestId, INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::protocol::mcp::{self, InitializeResult};
 use crate::protocol::nesting;
+use crate::session::elicitation::{self, Elicitor};
 use crate::transport::{self, MessageSink, ModernRequest, Outbound, Transport, TransportOptions, TransportSpec};
 // Locks that do not poison: a panic in one request's path must not turn every later lock into a panic.
 use parking_lot::Mutex;
@@ -559,13 +559,13 @@ fn rounds(shared: Weak<Shared>, call: Arc<CallAgain>, reply: Reply, round: usize
         if nesting::exceeds_depth(result.get().as_bytes(), MAX_JSON_DEPTH) {
             return reply.send(Ok(result));
         }
-        let required = match crate::mrtr::input_required(&result) {
+        let required = match crate::session::mrtr::input_required(&result) {
             Ok(None) => return reply.send(Ok(result)),
             Ok(Some(required)) => required,
             Err(e) => return reply.send(Err(e)),
         };
         if round >= crate::limits::MAX_INPUT_ROUNDS {
-            return reply.send(Err(crate::mrtr::too_many_rounds()));
+            return reply.send(Err(crate::session::mrtr::too_many_rounds()));
         }
         let Some(owner) = shared.upgrade() else { return reply.send(Err(McpError::Closed)) };
         let stop = owner.stop_rounds.clone();
@@ -585,7 +585,7 @@ fn rounds(shared: Weak<Shared>, call: Arc<CallAgain>, reply: Reply, round: usize
                     true => None,
                     false => Some(prompts.acquire_owned().await.map_err(|_| McpError::Closed)?),
                 };
-                crate::mrtr::fulfil(&required.requests, elicitor.as_deref()).await
+                crate::session::mrtr::fulfil(&required.requests, elicitor.as_deref()).await
             };
             let fulfilled = tokio::select! {
                 biased;
@@ -599,7 +599,7 @@ fn rounds(shared: Weak<Shared>, call: Arc<CallAgain>, reply: Reply, round: usize
             };
             let state = required.request_state.as_deref();
             let params = |id, meta: Option<&str>| {
-                Some(crate::mrtr::retry_params(
+                Some(crate::session::mrtr::retry_params(
                     &mcp::call_tool_params(&call.name, &call.arguments, id, meta, call.idempotency_key.as_deref()),
                     &responses,
                     state,

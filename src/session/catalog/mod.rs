@@ -11,7 +11,6 @@
 
 pub mod shared;
 
-use crate::connection::{Connection, RequestOptions};
 use crate::error::{McpError, Result};
 use crate::limits::{
     MAX_CATALOGUE_TTL_MS, MAX_JSON_DEPTH, MAX_LIST_PAGES, MAX_QUOTED_BYTES, MAX_REMOTE_TOOL_NAME_BYTES,
@@ -20,6 +19,7 @@ use crate::limits::{
 use crate::protocol::mcp::{self, CacheScope, ListToolsPage, PageCacheHints, ParsedToolsPage, Tool, ToolNameProbe};
 use crate::protocol::nesting;
 use crate::protocol::param_headers::{self, ParamHeaders};
+use crate::session::connection::{Connection, RequestOptions};
 use serde_json::value::RawValue;
 use sha2::Digest;
 use std::collections::{HashMap, HashSet};
