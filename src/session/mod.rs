@@ -4,10 +4,11 @@
 //!
 //! | file               | concern                                                                      |
 //! |--------------------|------------------------------------------------------------------------------|
-//! | `connection.rs`    | the connection: the pending map, negotiation, resends, the server's requests |
+//! | `connection/`      | the connection: the pending map, negotiation, resends, the server's requests |
 //! | `elicitation.rs`   | the server asking the person (`elicitation/create`): modes, checks, answers   |
 //! | `mrtr.rs`          | multi-round-trip requests (2026-07-28 `input_required` results)               |
 //! | `catalog/`         | tool listings: pages, cache hints, catalogues shared by content               |
+//! | `outcome.rs`       | what a `tools/call` result means (`isError`, depth), for every caller         |
 //! | `resources.rs`     | resources: list, templates, read, subscribe                                   |
 //! | `prompts.rs`       | prompts: list, get                                                            |
 //! | `completion.rs`    | argument completion                                                           |
@@ -21,6 +22,7 @@ pub mod completion;
 pub mod connection;
 pub mod elicitation;
 pub mod mrtr;
+pub mod outcome;
 pub mod prompts;
 pub mod resources;
 pub mod skills;

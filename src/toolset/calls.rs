@@ -19,9 +19,8 @@ use crate::projection::{JsonText, ProjectedTool};
 use crate::protocol::call_context::CallContext;
 use crate::protocol::param_headers::{self, ParamHeader, ParamHeaders};
 use crate::schema::SchemaError;
-use crate::session::connection::{
-    tool_outcome, AbortHandle, Completion, Connection, HeaderMismatch, Headers, Reply, StartCall,
-};
+use crate::session::connection::{AbortHandle, Completion, Connection, HeaderMismatch, Headers, Reply, StartCall};
+use crate::session::outcome::{raw_outcome, tool_outcome};
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::value::RawValue;
 use std::collections::HashMap;
@@ -321,7 +320,7 @@ impl Inner {
             // Local answers are ours: no `isError` to look for, no server secret to redact.
             let outcome = match server {
                 Some(index) => {
-                    let mut outcome = if raw { super::client::raw_outcome(outcome) } else { tool_outcome(outcome) };
+                    let mut outcome = if raw { raw_outcome(outcome) } else { tool_outcome(outcome) };
                     if let (Ok(result), Some((route, name))) = (&outcome, &output_check) {
                         let schema = route.definition.output_schema.as_ref().map_or("true", |s| s.get());
                         let expose = inner.validation.expose_server_errors;

@@ -262,33 +262,9 @@ fn bounded(bounds: &ListBounds) -> bool {
         || bounds.max_cursor_bytes.is_some()
 }
 
-/// A client call's outcome: the result as the server sent it, `isError` included. Still refused: a
-/// result that is not an object, or is nested past `MAX_JSON_DEPTH` (it would break the host's
-/// `JSON.parse`), as for `mcpTools`.
-pub(super) fn raw_outcome(outcome: Result<Box<RawValue>>) -> Result<Box<RawValue>> {
-    let result = outcome?;
-    if nesting::exceeds_depth(result.get().as_bytes(), MAX_JSON_DEPTH) {
-        return Err(McpError::ResultTooDeep { max_depth: MAX_JSON_DEPTH });
-    }
-    if !result.get().starts_with('{') {
-        return Err(McpError::Protocol("tools/call returned a result that is not an object".into()));
-    }
-    Ok(result)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn raw_outcomes_keep_is_error_results_and_refuse_what_mcp_tools_refuses() {
-        let result = |text: &str| Ok(RawValue::from_string(text.to_owned()).unwrap());
-        let failed = raw_outcome(result(r#"{"content":[{"type":"text","text":"no"}],"isError":true}"#)).unwrap();
-        assert!(failed.get().contains(r#""isError":true"#));
-        assert_eq!(raw_outcome(result("[1]")).unwrap_err().code(), "mcp_protocol_error");
-        let deep = "[".repeat(MAX_JSON_DEPTH + 1) + &"]".repeat(MAX_JSON_DEPTH + 1);
-        assert_eq!(raw_outcome(result(&format!(r#"{{"a":{deep}}}"#))).unwrap_err().code(), "mcp_result_too_deep");
-    }
 
     #[test]
     fn a_malformed_page_is_described_without_quoting_the_server() {
