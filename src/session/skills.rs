@@ -29,8 +29,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 
-/// The extension's identifier, under which a server declares it in `capabilities.extensions`.
-pub const SKILLS_EXTENSION: &str = "io.modelcontextprotocol/skills";
+pub use crate::protocol::mcp::SKILLS_EXTENSION;
 const SKILL_FILE: &str = "SKILL.md";
 
 /// A checked skill entry: loadable as far as the entry alone can tell.

@@ -89,9 +89,9 @@ impl StoredServer {
 
     /// The row's caching hints as a listing's, with the TTL trusted as far as it can be at `now_ms`;
     /// `None` for a row written before hints were stored.
-    pub fn cache_hints(&self, now_ms: i64) -> Option<crate::session::catalog::CacheHints> {
+    pub fn cache_hints(&self, now_ms: i64) -> Option<crate::protocol::mcp::CacheHints> {
         let listed_at_ms = self.listed_at?;
-        Some(crate::session::catalog::CacheHints {
+        Some(crate::protocol::mcp::CacheHints {
             listed_at_ms,
             ttl_ms: self.trusted_ttl_ms(now_ms),
             scope: self.cache_scope,

@@ -14,13 +14,12 @@ use crate::diagnostics::{Diagnostic, ServerInfo};
 use crate::error::McpError;
 use crate::guard::redact::Secrets;
 use crate::limits::ELICITATION_TIMEOUT_MS;
-use crate::protocol::era::{self, Era, Known};
 use crate::protocol::mcp::Tool;
 use crate::session::catalog::{self, Listing};
-use crate::session::connection::{AbortHandle, Connection, ConnectionEvents, RequestOptions};
+use crate::session::connection::{AbortHandle, Connection, ConnectionEvents, EraMemory, Known, RequestOptions};
 use crate::session::elicitation::Elicitor;
 use crate::store;
-use crate::transport::http::{self, Credential};
+use crate::transport::http::Credential;
 use crate::transport::TransportOptions;
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -392,17 +391,12 @@ impl Supervisor {
             Arc::new(Elicitor { server, modes, callback, timeout, withdrawn: Some(withdrawn) })
         });
         // What this server was found to be before (this process): a session-based one skips the probe, a
-        // modern one's fresh discovery answer replaces it. Held until what this connection finds is
-        // remembered: the claim on probing a stale answer again, if this connection took it.
-        let (mut known, _reprobe_claim) = era::recall(&self.era_key);
-        if let Known::Discovered(discovered) = &known {
-            // A stored catalogue will replace the listing: no first request would check a reused answer.
+        // modern one's fresh discovery answer replaces it, unless a stored catalogue will replace the
+        // listing or the toolset is a single server's client (see `EraMemory::recall`).
+        let mut memory = EraMemory::recall(&self.era_key, || {
             let stored = self.reusable.lock().as_ref().is_some_and(|(_, cache)| cache.is_fresh_at(store::now_ms()));
-            // A single server's client shows the server's own name and instructions, which are not reused.
-            if stored || shared.is_client() {
-                known = Known::Era(Era::Modern(discovered.version));
-            }
-        }
+            !stored && !shared.is_client()
+        });
         loop {
             let listener = Arc::new(ServerListener {
                 supervisor: Arc::downgrade(self),
@@ -418,7 +412,7 @@ impl Supervisor {
                 &handshake,
                 elicitor.clone(),
                 shared.apps,
-                &known,
+                memory.known(),
             )
             .await;
             let connection = match opened {
@@ -428,24 +422,16 @@ impl Supervisor {
                         toolset = shared.log_id,
                         server = %self.entry.name,
                         era = ?session.era,
-                        remembered = known != Known::Nothing,
+                        remembered = *memory.known() != Known::Nothing,
                         from_answer = session.era_evidence,
                         discovery = if session.discovery_reused { "reused" } else { "asked" },
                         "era negotiated"
                     );
-                    // A reused answer keeps the time it was fetched: only asking again refreshes it.
-                    if !session.discovery_reused {
-                        era::remember(&self.era_key, session.known());
-                    }
+                    memory.opened(session);
                     connection
                 }
                 Err(failure) => {
-                    // A server that changed its era fails under the old assumption: probe it afresh next time.
-                    // Other failures (authorization, a server down, limits) say nothing of its era, and the
-                    // memory is every session's: it is left as it is.
-                    if era::contradicts_memory(&failure.0, http::refused_request(&failure.0)) {
-                        era::forget(&self.era_key, &known);
-                    }
+                    memory.open_failed(&failure.0);
                     return Err(failure);
                 }
             };
@@ -465,16 +451,10 @@ impl Supervisor {
                 Err(e) => e,
             };
             connection.close().await;
-            let contradicted = connection.session.discovery_reused
-                && !connection.was_answered()
-                && era::contradicts_memory(&error, http::refused_request(&error));
-            if !contradicted {
+            if !memory.probe_again_after(&connection, &error) {
                 return Err((error, connection.stderr_tail()));
             }
-            // The server is not (or no longer) what was remembered: ask it, once. What it answers replaces
-            // the memory; a failure leaves it to the sessions it still serves.
             tracing::debug!(toolset = shared.log_id, server = %self.entry.name, code = error.code(), "the reused discovery answer did not hold; probing");
-            known = Known::Nothing;
         }
     }
 

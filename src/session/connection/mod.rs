@@ -14,7 +14,7 @@
 //! | file               | concern                                                                       |
 //! |--------------------|-------------------------------------------------------------------------------|
 //! | `mod.rs`           | the connection: ids, the pending map, the sweeper, what the server sends      |
-//! | `negotiation.rs`   | opening: the era and version, one budget for the whole handshake              |
+//! | `negotiation/`     | the era and version: the handshake, and each server's era remembered         |
 //! | `rounds.rs`        | a call sent again: after a round of input, or once after a `-32020`           |
 //! | `elicitations.rs`  | the server's `elicitation/create`, answered through the host in owned tasks   |
 //!
@@ -24,6 +24,7 @@ mod elicitations;
 mod negotiation;
 mod rounds;
 
+pub use negotiation::memory::{EraMemory, Known};
 use negotiation::{negotiate, with_meta, Budget, Negotiation};
 use rounds::{rounds, CallAgain};
 pub use rounds::{HeaderMismatch, Headers};
@@ -184,10 +185,10 @@ pub struct SessionInfo {
 }
 
 impl SessionInfo {
-    fn reusing(discovered: &era::Discovered) -> SessionInfo {
+    fn reusing(discovered: &negotiation::memory::DiscoveryAnswer) -> SessionInfo {
         SessionInfo {
             protocol_version: discovered.version,
-            // Not kept across connections (see `era::Discovered`): unknown to a connection that did not ask.
+            // Not kept across connections (see `negotiation::memory::DiscoveryAnswer`): unknown to a connection that did not ask.
             server_name: String::new(),
             server_version: String::new(),
             tools_list_changed: discovered.tools_list_changed,
@@ -225,17 +226,18 @@ impl SessionInfo {
 
     /// What is worth remembering of this server for the next connection to it (`Known::Nothing`: the
     /// era was assumed, not found).
-    pub fn known(&self) -> era::Known {
+    pub fn known(&self) -> Known {
         match self.era {
-            _ if !self.era_evidence => era::Known::Nothing,
-            Era::Legacy => era::Known::Era(Era::Legacy),
+            _ if !self.era_evidence => Known::Nothing,
+            Era::Legacy => Known::Era(Era::Legacy),
             Era::Modern(version) => {
-                let mut discovered = era::Discovered::of(version, &self.capabilities, self.tools_list_changed);
+                let mut discovered =
+                    negotiation::memory::DiscoveryAnswer::of(version, &self.capabilities, self.tools_list_changed);
                 discovered.resources_subscribe = self.resources_subscribe;
                 discovered.resources_list_changed = self.resources_list_changed;
                 discovered.prompts_list_changed = self.prompts_list_changed;
                 discovered.skills = self.skills;
-                era::Known::Discovered(Arc::new(discovered))
+                Known::Discovered(Arc::new(discovered))
             }
         }
     }
@@ -340,12 +342,12 @@ impl Connection {
         handshake: &RequestOptions<'_>,
         elicitor: Option<Arc<Elicitor>>,
         apps: bool,
-        known: &era::Known,
+        known: &Known,
     ) -> std::result::Result<Connection, (McpError, Option<String>)> {
         let (mut hint, reuse) = match known {
-            era::Known::Nothing => (None, None),
-            era::Known::Era(era) => (Some(*era), None),
-            era::Known::Discovered(discovered) => (Some(Era::Modern(discovered.version)), Some(discovered.as_ref())),
+            Known::Nothing => (None, None),
+            Known::Era(era) => (Some(*era), None),
+            Known::Discovered(discovered) => (Some(Era::Modern(discovered.version)), Some(discovered.as_ref())),
         };
         // `connectTimeoutMs` bounds the whole opening: the probe, `initialize`, a restart.
         let budget = Budget::new(handshake);
@@ -585,7 +587,7 @@ impl Shared {
 
     /// What this client declares to the server, in either era.
     fn capabilities(&self) -> serde_json::Map<String, serde_json::Value> {
-        mcp::client_capabilities(self.elicitations.as_ref().map(|e| e.elicitor.modes), self.apps)
+        mcp::client_capabilities(self.elicitations.as_ref().map(|e| e.elicitor.modes.capability()), self.apps)
     }
 
     /// Enter a request in the pending map and serialize it. `None` if it was answered at once

@@ -1,5 +1,9 @@
-//! Opening a connection: negotiating the protocol era and version (the modern era's `server/discover`,
-//! or `initialize`), within one budget for the whole handshake.
+//! Era negotiation, in one place: opening a connection (the modern era's `server/discover`, or
+//! `initialize`, within one budget for the whole handshake) here; what each server was found to be,
+//! remembered for the process, and when a reused answer sends an opening back to probe, in `memory.rs`.
+//! The wire side (what an answer means, `_meta`) is `protocol::era`'s.
+
+pub mod memory;
 
 use super::*;
 
@@ -54,7 +58,7 @@ pub(super) async fn negotiate(
     transport: &Arc<dyn Transport>,
     budget: &Budget<'_>,
     hint: Option<Era>,
-    reuse: Option<&era::Discovered>,
+    reuse: Option<&memory::DiscoveryAnswer>,
 ) -> std::result::Result<SessionInfo, Negotiation> {
     let capabilities = shared.capabilities();
     if let Some(discovered) = reuse.filter(|_| transport.may_be_modern() && !transport.is_stdio()) {
