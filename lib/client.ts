@@ -4,7 +4,7 @@
 
 import { binding, type NativeToolset } from './binding';
 import { createMcpError, fromEngine, McpError } from './errors';
-import { nativeToolsetOf, openToolset } from './index';
+import { nativeToolsetOf, openToolset } from './toolset';
 import { clientSessionRequests, nextAbortId } from './session';
 import type {
   McpCallToolRequest,

@@ -28,9 +28,8 @@ const platform = platformOf(target);
 const platformPackage = `${manifest.name}-${platform}`;
 const NODE22 = process.argv[2] ?? join(root, 'node_modules', '.cache', 'mcpferry', 'node22', 'package', 'bin', 'node');
 const TSC = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-/** Exported by dist/ (lib/index.ts re-exports all of lib/errors.ts, and hands lib/client.ts the toolset
- * internals connectMcpServer is built on) but not part of the package's API. */
-const INTERNAL = ['createMcpError', 'fromEngine', 'nativeToolsetOf', 'openToolset'];
+/** Exported by dist/ (lib/index.ts re-exports all of lib/errors.ts) but not part of the package's API. */
+const INTERNAL = ['createMcpError', 'fromEngine'];
 const RUN_TIMEOUT_MS = 60_000;
 
 const work = mkdtempSync(join(tmpdir(), 'mcpferry-install-'));
