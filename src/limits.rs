@@ -2,7 +2,7 @@
 
 /// Idle timeout of one request when the caller sets none. Progress notifications reset it.
 pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
-/// Largest single message (a stdio line, later an HTTP body or SSE event) accepted from a server.
+/// Largest single message (a stdio line, an HTTP body or an SSE event) accepted from a server.
 pub const DEFAULT_MAX_RESULT_BYTES: usize = 2 * 1024 * 1024;
 /// Pages of `tools/list` followed before discovery gives up.
 pub const MAX_LIST_PAGES: usize = 100;

@@ -188,7 +188,6 @@ impl NativeTokenStore {
 
 /// The token store a toolset is given: a native one by id, or a JavaScript one through its dispatcher;
 /// `None` when the host gave neither (the toolset then makes a fresh memory store).
-#[allow(dead_code)] // called by NativeToolset's constructor once the OAuth wiring lands
 pub(crate) fn toolset_token_store(
     native_id: Option<u32>,
     js: Option<TokenStoreDispatcher>,

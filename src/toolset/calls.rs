@@ -9,7 +9,7 @@
 use super::local;
 use super::routes::{Route, RouteTable};
 use super::supervisor::{State, Supervisor};
-use super::Inner;
+use super::ToolsetState;
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
 use crate::guard::policy;
@@ -136,7 +136,7 @@ enum Admitted {
 /// `mcp_internal_error`.
 struct CallCompletion {
     done: Option<Completion>,
-    inner: Arc<Inner>,
+    inner: Arc<ToolsetState>,
     server: Option<usize>,
     /// Where the call's outcome (and progress) goes.
     sink: Arc<dyn CallSink>,
@@ -232,7 +232,7 @@ impl super::Toolset {
     }
 }
 
-impl Inner {
+impl ToolsetState {
     /// The checks every call passes before anything is sent: open, known, not quarantined, arguments an object.
     fn admit(&self, table: &RouteTable, call: &CallRequest) -> Result<Admitted> {
         if self.cancel.is_cancelled() {
@@ -643,7 +643,7 @@ fn still_routed<'t>(
 /// an expired one (a restarted server's, whose tools were just vetted again): sent only if the tool is
 /// still what was approved.
 struct AdmittedRoute {
-    inner: Weak<Inner>,
+    inner: Weak<ToolsetState>,
     name: String,
     server: usize,
     remote_name: Arc<str>,
@@ -651,7 +651,11 @@ struct AdmittedRoute {
 }
 
 impl AdmittedRoute {
-    fn for_call(inner: &Arc<Inner>, call: &CallRequest, route: &Route) -> Arc<dyn crate::transport::AdmittedCall> {
+    fn for_call(
+        inner: &Arc<ToolsetState>,
+        call: &CallRequest,
+        route: &Route,
+    ) -> Arc<dyn crate::transport::AdmittedCall> {
         Arc::new(AdmittedRoute {
             inner: Arc::downgrade(inner),
             name: call.name.clone(),
@@ -676,7 +680,7 @@ impl crate::transport::AdmittedCall for AdmittedRoute {
 /// definition may differ from the one the call was admitted against, since new `x-mcp-header`
 /// annotations are the likely cause; a change that matters is what drift vetting quarantines.
 struct Relister {
-    inner: Weak<Inner>,
+    inner: Weak<ToolsetState>,
     name: String,
     server: usize,
     remote_name: Arc<str>,
@@ -689,7 +693,7 @@ struct Relister {
 }
 
 impl Relister {
-    fn for_call(inner: &Arc<Inner>, call: &CallRequest, route: &Route) -> Arc<dyn HeaderMismatch> {
+    fn for_call(inner: &Arc<ToolsetState>, call: &CallRequest, route: &Route) -> Arc<dyn HeaderMismatch> {
         Arc::new(Relister {
             inner: Arc::downgrade(inner),
             name: call.name.clone(),

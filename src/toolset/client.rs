@@ -223,7 +223,7 @@ impl Toolset {
 
 /// A listing's registration for [`Toolset::abort_listing`], removed when dropped.
 pub struct ListingAbort {
-    inner: Arc<super::Inner>,
+    inner: Arc<super::ToolsetState>,
     abort_id: u32,
     pub(super) handle: Arc<AbortHandle>,
 }

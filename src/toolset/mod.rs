@@ -50,7 +50,7 @@ use crate::store::ConnectionStore;
 use parking_lot::Mutex;
 use routes::RouteTable;
 use serde::Serialize;
-use shared::Shared;
+use shared::ToolsetContext;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -84,12 +84,12 @@ pub struct ToolsChange {
 }
 
 pub struct Toolset {
-    inner: Arc<Inner>,
+    inner: Arc<ToolsetState>,
 }
 
 /// The toolset: what its supervisors share, the supervisors, and the calls in flight.
-pub(crate) struct Inner {
-    shared: Arc<Shared>,
+pub(crate) struct ToolsetState {
+    shared: Arc<ToolsetContext>,
     /// One per configured server, in configuration order (a route's `server` is its index here).
     servers: Vec<Arc<Supervisor>>,
     aborts: Mutex<HashMap<u32, Arc<AbortHandle>>>,
@@ -105,9 +105,9 @@ pub(crate) struct Inner {
     schemas_reported: Mutex<Vec<(std::sync::Weak<crate::schema::tool::ToolSchemas>, &'static str, usize)>>,
 }
 
-impl std::ops::Deref for Inner {
-    type Target = Shared;
-    fn deref(&self) -> &Shared {
+impl std::ops::Deref for ToolsetState {
+    type Target = ToolsetContext;
+    fn deref(&self) -> &ToolsetContext {
         &self.shared
     }
 }
@@ -140,7 +140,7 @@ impl Toolset {
             logins: CancellationToken::new(),
         });
         let server_count = config.servers.len();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ToolsetContext {
             hooks,
             elicitation_modes: config.elicitation_modes,
             allowed_hosts,
@@ -181,7 +181,7 @@ impl Toolset {
             let sink: std::sync::Weak<dyn crate::logging::LogSink> = Arc::downgrade(&shared) as _;
             crate::logging::route(log_id, sink);
         }
-        let inner = Inner {
+        let inner = ToolsetState {
             shared,
             servers,
             aborts: Mutex::new(HashMap::new()),
@@ -462,7 +462,7 @@ impl Toolset {
     }
 }
 
-impl Inner {
+impl ToolsetState {
     fn report_name_collisions(&self) {
         let mut reported = HashSet::new();
         for slot in &self.servers {

@@ -41,7 +41,9 @@ pub struct Hooks {
     pub stdio_reader: Option<Arc<dyn crate::transport::stdio::ReaderHost>>,
 }
 
-pub(crate) struct Shared {
+/// What every supervisor of one toolset shares: the host's hooks and options, the route table, the
+/// store, the events owner. Each supervisor holds it; the toolset holds the supervisors.
+pub(crate) struct ToolsetContext {
     pub hooks: Hooks,
     /// The elicitation modes declared to every server when `hooks.elicit` is set (`elicitationModes`).
     pub elicitation_modes: crate::session::elicitation::Modes,
@@ -61,7 +63,7 @@ pub(crate) struct Shared {
     pub validation: crate::schema::tool::ValidationConfig,
     pub filter: ToolFilter,
     pub disclosure: DisclosureConfig,
-    /// The current route table. Read without locking; replaced whole by [`Shared::publish`].
+    /// The current route table. Read without locking; replaced whole by [`ToolsetContext::publish`].
     pub routes: ArcSwap<RouteTable>,
     /// Held for writing only for the instant a table is swapped in; a call holds it for reading from
     /// its last check to the write of its bytes, so no table is published between the two.
@@ -93,7 +95,7 @@ pub(crate) struct Shared {
     pub apps: bool,
 }
 
-impl Shared {
+impl ToolsetContext {
     pub fn is_client(&self) -> bool {
         self.client_mode.load(std::sync::atomic::Ordering::Relaxed)
     }
@@ -200,7 +202,7 @@ impl Shared {
 }
 
 /// `logs: 'diagnostics'`: log events go out as they happen, like progress (never held for startup).
-impl crate::logging::LogSink for Shared {
+impl crate::logging::LogSink for ToolsetContext {
     fn log(&self, diagnostic: Diagnostic) {
         self.events.diagnostic(&diagnostic);
     }

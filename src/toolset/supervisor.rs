@@ -1,14 +1,14 @@
 //! One supervisor per server, as an object: it owns that server's whole life — connecting, negotiating
 //! the era, vetting and installing a connection, noticing its loss, recovering it (`recovery.rs`),
 //! refreshing its catalogue (`refresh.rs`) and closing. What it needs of its toolset (settings, the
-//! route table, the way to the owner) it holds as [`Shared`]; the toolset holds its supervisors and never
+//! route table, the way to the owner) it holds as [`ToolsetContext`]; the toolset holds its supervisors and never
 //! does a server's work itself.
 //!
 //! Every task a supervisor starts is tracked by its own `TaskTracker` under its own cancellation token (a
 //! child of the toolset's), so `close()` ends them all and can wait for them.
 
 use super::routes::{ServerIdentity, Vetting};
-use super::shared::Shared;
+use super::shared::ToolsetContext;
 use crate::config::{ServerEntry, ServerKind};
 use crate::diagnostics::{Diagnostic, ServerInfo};
 use crate::error::McpError;
@@ -99,7 +99,7 @@ struct Status {
 }
 
 pub(crate) struct Supervisor {
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: Arc<ToolsetContext>,
     /// This server's place in the route table (and among the toolset's supervisors).
     pub(super) index: usize,
     pub entry: ServerEntry,
@@ -166,7 +166,7 @@ pub(super) type Failure = (McpError, Option<String>);
 
 impl Supervisor {
     pub fn new(
-        shared: Arc<Shared>,
+        shared: Arc<ToolsetContext>,
         index: usize,
         entry: ServerEntry,
         label: String,

@@ -20,17 +20,18 @@ use url::Url;
 pub const ENDPOINT_EVENT: &str = "endpoint";
 
 pub struct SseTransport {
-    shared: Arc<Shared>,
+    shared: Arc<SseCore>,
 }
 
-struct Shared {
+/// What the transport handle and its reading and posting tasks share.
+struct SseCore {
     base: HttpBase,
     endpoint: watch::Sender<Option<Url>>,
     /// Notifications and replies: bounded, see `http::SideQueue`.
     side_posts: SideQueue,
 }
 
-impl std::ops::Deref for Shared {
+impl std::ops::Deref for SseCore {
     type Target = HttpBase;
     fn deref(&self) -> &HttpBase {
         &self.base
@@ -40,7 +41,7 @@ impl std::ops::Deref for Shared {
 impl SseTransport {
     pub fn open(spec: &HttpSpec, sink: Arc<dyn MessageSink>, options: TransportOptions) -> Result<Arc<Self>> {
         let (side_posts, side_queue) = side_queue();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(SseCore {
             base: HttpBase::new(spec, sink, options)?,
             endpoint: watch::channel(None).0,
             side_posts,
@@ -108,7 +109,7 @@ impl Drop for SseTransport {
     }
 }
 
-impl Shared {
+impl SseCore {
     /// `post`, waiting for the endpoint included, within the transport's deadline.
     async fn post_within_deadline(&self, body: bytes::Bytes, resendable: bool) -> Result<()> {
         let deadline = self.deadline();

@@ -95,10 +95,11 @@ fn retry_delay(parser: &EventStreamParser) -> Duration {
 }
 
 pub struct StreamableHttpTransport {
-    shared: Arc<Shared>,
+    shared: Arc<StreamableHttpCore>,
 }
 
-struct Shared {
+/// What the transport handle and its tasks (posts, the GET stream, session renewal) share.
+struct StreamableHttpCore {
     base: HttpBase,
     session: Mutex<Session>,
     /// The `initialize` message, kept to start a new session if the server expires this one.
@@ -112,7 +113,7 @@ struct Shared {
     probing: std::sync::atomic::AtomicBool,
 }
 
-impl std::ops::Deref for Shared {
+impl std::ops::Deref for StreamableHttpCore {
     type Target = HttpBase;
     fn deref(&self) -> &HttpBase {
         &self.base
@@ -139,7 +140,7 @@ enum GetStream {
 impl StreamableHttpTransport {
     pub fn open(spec: &HttpSpec, sink: Arc<dyn MessageSink>, options: TransportOptions) -> Result<Arc<Self>> {
         let (side_posts, side_queue) = side_queue();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(StreamableHttpCore {
             base: HttpBase::new(spec, sink, options)?,
             session: Mutex::new(Session::default()),
             initialize: Mutex::new(None),
@@ -281,7 +282,7 @@ impl Drop for StreamableHttpTransport {
     }
 }
 
-impl Shared {
+impl StreamableHttpCore {
     /// The session can't be used any more (its server unreachable, a new session refused): end the
     /// connection, so every request waiting fails and the owner reconnects.
     fn lost(&self, reason: McpError) {

@@ -5,7 +5,7 @@
 use super::*;
 
 /// Elicitations: the host's answer is awaited in a task the connection owns, never inline.
-impl Shared {
+impl ConnectionCore {
     /// Answer `elicitation/create` through the host: refused at once (invalid params) when it asks for
     /// an undeclared mode or breaks the spec's schema rules, or (busy) when `MAX_ELICITATIONS_IN_FLIGHT`
     /// are open; otherwise the host is asked in a task, and its answer, checked, goes back to this

@@ -109,7 +109,7 @@ pub struct AbortHandle {
     aborted: AtomicBool,
     wake: Notify,
     /// The request this handle cancels, once started.
-    started: Mutex<Option<(Weak<Shared>, RequestId)>>,
+    started: Mutex<Option<(Weak<ConnectionCore>, RequestId)>>,
 }
 
 impl AbortHandle {
@@ -140,7 +140,7 @@ impl AbortHandle {
         }
     }
 
-    fn attach(&self, shared: &Arc<Shared>, id: RequestId) {
+    fn attach(&self, shared: &Arc<ConnectionCore>, id: RequestId) {
         *self.started.lock() = Some((Arc::downgrade(shared), id));
         // An abort that landed between the check and the attach still cancels.
         if self.is_aborted() {
@@ -244,12 +244,14 @@ impl SessionInfo {
 }
 
 pub struct Connection {
-    shared: Arc<Shared>,
+    shared: Arc<ConnectionCore>,
     transport: Arc<dyn Transport>,
     pub session: SessionInfo,
 }
 
-pub struct Shared {
+/// The connection itself, as its handle, its sweeper and its tasks, and its transport (through
+/// [`MessageSink`]) share it: the pending map, the ids, the events owner, the server's open requests.
+pub struct ConnectionCore {
     state: Mutex<State>,
     next_id: AtomicU64,
     transport: OnceLock<Weak<dyn Transport>>,
@@ -257,7 +259,7 @@ pub struct Shared {
     /// Wakes the sweeper when a request's deadline is earlier than the one it sleeps towards.
     sweep_wake: Notify,
     /// This connection, for the tasks it starts (elicitations).
-    me: Weak<Shared>,
+    me: Weak<ConnectionCore>,
     /// Set when the host answers elicitations (`onElicitation`).
     elicitations: Option<Elicitations>,
     /// The host renders MCP Apps: the extension is declared.
@@ -352,7 +354,7 @@ impl Connection {
         // `connectTimeoutMs` bounds the whole opening: the probe, `initialize`, a restart.
         let budget = Budget::new(handshake);
         loop {
-            let shared = Shared::new(events.clone(), elicitor.clone(), apps);
+            let shared = ConnectionCore::new(events.clone(), elicitor.clone(), apps);
             let transport = transport::open(spec, shared.clone(), options.clone()).map_err(|e| (e, None))?;
             let _ = shared.transport.set(Arc::downgrade(&transport));
             start_sweeper(&shared);
@@ -539,7 +541,7 @@ pub struct StartCall<'a> {
 
 /// An engine-internal request awaited in place (handshake, listings).
 async fn request(
-    shared: &Arc<Shared>,
+    shared: &Arc<ConnectionCore>,
     transport: &Arc<dyn Transport>,
     method: &str,
     name: Option<&str>,
@@ -557,9 +559,9 @@ async fn request(
     response.await.unwrap_or(Err(McpError::Closed))
 }
 
-impl Shared {
-    fn new(events: Arc<dyn ConnectionEvents>, elicitor: Option<Arc<Elicitor>>, apps: bool) -> Arc<Shared> {
-        Arc::new_cyclic(|me| Shared {
+impl ConnectionCore {
+    fn new(events: Arc<dyn ConnectionEvents>, elicitor: Option<Arc<Elicitor>>, apps: bool) -> Arc<ConnectionCore> {
+        Arc::new_cyclic(|me| ConnectionCore {
             state: Mutex::new(State::default()),
             next_id: AtomicU64::new(1),
             transport: OnceLock::new(),
@@ -884,7 +886,7 @@ fn request_key(id: &RawValue) -> String {
 
 /// Start the sweeper under a supervisor: if it ever panics, no timeout would fire again, so the
 /// connection ends with `McpError::Internal` and every pending request settles with it.
-fn start_sweeper(shared: &Arc<Shared>) {
+fn start_sweeper(shared: &Arc<ConnectionCore>) {
     let sweeper = tokio::spawn(sweep(shared.clone()));
     let owner = Arc::downgrade(shared);
     tokio::spawn(async move {
@@ -897,7 +899,7 @@ fn start_sweeper(shared: &Arc<Shared>) {
 
 /// The one timer of a connection: fails every request whose idle deadline has passed, then sleeps
 /// until the earliest remaining one (or until woken for an earlier one).
-async fn sweep(connection: Arc<Shared>) {
+async fn sweep(connection: Arc<ConnectionCore>) {
     loop {
         #[cfg(test)]
         if connection.sweep_fault.load(Ordering::SeqCst) {
@@ -942,7 +944,7 @@ async fn sweep(connection: Arc<Shared>) {
     }
 }
 
-impl Shared {
+impl ConnectionCore {
     /// One message (not a batch). Parsing keeps every payload (`params`, `result`, `error.data`) as raw
     /// text, which serde_json scans without recursion, so nesting depth cannot break the frame; a message
     /// that still does not decode fails only the request it answers, when its id can be read.
@@ -979,7 +981,7 @@ fn lost_request_error(reason: &McpError, dispatched: bool) -> McpError {
     }
 }
 
-impl MessageSink for Shared {
+impl MessageSink for ConnectionCore {
     fn on_message(&self, frame: &[u8]) -> bool {
         let delivered = std::panic::catch_unwind(AssertUnwindSafe(|| {
             let is_batch = frame.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');

@@ -33,7 +33,7 @@ pub(super) struct CallAgain {
 /// `input_required` is fulfilled through the host (in a task the connection owns, stopped with it or
 /// with the call's abort) and the call is sent again with a new id, the answers and the server's
 /// `requestState` byte for byte. Every path ends in `reply`, so no caller waits forever.
-pub(super) fn rounds(shared: Weak<Shared>, call: Arc<CallAgain>, reply: Reply, round: usize) -> Completion {
+pub(super) fn rounds(shared: Weak<ConnectionCore>, call: Arc<CallAgain>, reply: Reply, round: usize) -> Completion {
     Box::new(move |outcome| {
         let result = match outcome {
             Ok(result) => result,
@@ -100,7 +100,7 @@ pub(super) fn rounds(shared: Weak<Shared>, call: Arc<CallAgain>, reply: Reply, r
 
 /// Send a kept call again under a new id (the params say what it carries this time).
 fn send_again(
-    shared: &Arc<Shared>,
+    shared: &Arc<ConnectionCore>,
     call: &CallAgain,
     params: impl FnOnce(RequestId, Option<&str>) -> Option<String>,
     next: Reply,
@@ -127,7 +127,7 @@ fn send_again(
 /// `input_required` round's answers are not carried over: the server never saw them). A second
 /// refusal fails the call.
 fn resend_after_header_mismatch(
-    shared: Weak<Shared>,
+    shared: Weak<ConnectionCore>,
     call: Arc<CallAgain>,
     reply: Reply,
     round: usize,

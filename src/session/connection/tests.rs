@@ -34,7 +34,7 @@ impl ConnectionEvents for Events {
 }
 
 struct Harness {
-    shared: Arc<Shared>,
+    shared: Arc<ConnectionCore>,
     transport: Arc<dyn Transport>,
     recorder: Arc<Recorder>,
     events: Arc<Events>,
@@ -45,7 +45,7 @@ type Outcome = Result<String>;
 impl Harness {
     fn new() -> Harness {
         let events = Arc::new(Events::default());
-        let shared = Shared::new(events.clone(), None, false);
+        let shared = ConnectionCore::new(events.clone(), None, false);
         let recorder = Arc::new(Recorder::default());
         let transport: Arc<dyn Transport> = recorder.clone();
         let _ = shared.transport.set(Arc::downgrade(&transport));
@@ -293,7 +293,7 @@ fn elicitation_harness(
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let elicitor = Elicitor { server: "srv".into(), modes, callback: Arc::new(Host(tx)), timeout, withdrawn: None };
     let events = Arc::new(Events::default());
-    let shared = Shared::new(events.clone(), Some(Arc::new(elicitor)), false);
+    let shared = ConnectionCore::new(events.clone(), Some(Arc::new(elicitor)), false);
     let recorder = Arc::new(Recorder::default());
     let transport: Arc<dyn Transport> = recorder.clone();
     let _ = shared.transport.set(Arc::downgrade(&transport));

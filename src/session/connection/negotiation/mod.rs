@@ -54,7 +54,7 @@ impl<'a> Budget<'a> {
 /// session-based child may ignore or die of a request it does not expect without `initialize` (which
 /// the quiet period and the restart above are for), and asking a local pipe costs next to nothing.
 pub(super) async fn negotiate(
-    shared: &Arc<Shared>,
+    shared: &Arc<ConnectionCore>,
     transport: &Arc<dyn Transport>,
     budget: &Budget<'_>,
     hint: Option<Era>,
@@ -154,7 +154,7 @@ type Asked = Vec<(Probe, Option<Option<RequestId>>)>;
 ///   at that version, and whichever discovery answer comes first (the late one or the new) opens it;
 /// - an error or a session-based answer to `server/discover`: `initialize` is sent at once if it was not.
 async fn probe_stdio(
-    shared: &Arc<Shared>,
+    shared: &Arc<ConnectionCore>,
     transport: &Arc<dyn Transport>,
     budget: &Budget<'_>,
     version: &'static str,
@@ -328,7 +328,7 @@ async fn probe_stdio(
 }
 
 async fn handshake_with(
-    shared: &Arc<Shared>,
+    shared: &Arc<ConnectionCore>,
     transport: &Arc<dyn Transport>,
     opts: &RequestOptions<'_>,
 ) -> Result<SessionInfo> {
