@@ -222,6 +222,43 @@ impl CallbackOptions {
     }
 }
 
+/// Which of the host's callbacks and objects the binding handed the engine beside the configuration.
+/// Each must be there exactly when the options declare it (by a marker in the configuration JSON):
+/// a mismatch is a broken binding, refused before anything starts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HandedOver {
+    pub auth: bool,
+    pub allowed_hosts: bool,
+    pub decide: bool,
+    pub ask: bool,
+    pub authorization_url: bool,
+    pub elicit: bool,
+    pub storage: bool,
+    pub token_store: bool,
+}
+
+impl ToolsetConfig {
+    /// The callbacks handed over match the options (checked before any store is looked up).
+    pub fn check_callbacks_handed_over(&self, given: &HandedOver) -> Result<()> {
+        self.callbacks.check_given(given.auth, given.allowed_hosts, given.decide, given.ask)?;
+        if self.callbacks.authorization_url != given.authorization_url {
+            return Err(McpError::config("the callbacks handed to the engine do not match the options"));
+        }
+        self.callbacks.check_elicitation_given(given.elicit)
+    }
+
+    /// The stores handed over match the options (checked once they were looked up).
+    pub fn check_stores_handed_over(&self, given: &HandedOver) -> Result<()> {
+        if self.token_store != given.token_store {
+            return Err(McpError::config("options.tokenStore was not handed to the engine as a token store"));
+        }
+        if self.storage != given.storage {
+            return Err(McpError::config("options.storage was not handed to the engine as a store"));
+        }
+        Ok(())
+    }
+}
+
 /// `disclosure: { budget, alwaysLoad }` and `contextWindowTokens`, resolved.
 #[derive(Debug, Clone)]
 pub struct DisclosureConfig {
