@@ -1,10 +1,11 @@
 //! `NativeToolset`: one toolset behind the boundary, and the stdio readers JavaScript runs for it.
 
 use super::errors::{guard, settle};
+use super::hooks::JsDispatcher;
 use super::hooks::{hook, hosts_hook, EventCallback, JsCallback, JsEvents};
 use super::runtime::{release_freed_memory, within_runtime};
-use super::store::{toolset_store, StoreDispatcher};
-use super::token_store::{toolset_token_store, TokenStoreDispatcher};
+use super::store::toolset_store;
+use super::token_store::toolset_token_store;
 use super::wire::{parse_calls, CompletionWake, Completions};
 use crate::config::HandedOver;
 use crate::diagnostics::Diagnostic;
@@ -104,11 +105,11 @@ pub struct NativeToolsetOptions {
     /// `storage`: a native store by id, or one implemented in JavaScript.
     pub native_store_id: Option<u32>,
     #[napi(ts_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")]
-    pub js_store: Option<StoreDispatcher>,
+    pub js_store: Option<JsDispatcher>,
     /// `tokenStore`: a native token store by id, or one implemented in JavaScript.
     pub native_token_store_id: Option<u32>,
     #[napi(ts_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")]
-    pub js_token_store: Option<TokenStoreDispatcher>,
+    pub js_token_store: Option<JsDispatcher>,
     /// Stdio servers' stdout is read by JavaScript on its event loop (`stdio-reader` events).
     pub read_stdio_in_js: bool,
 }
@@ -305,7 +306,7 @@ pub fn logout_server<'env>(
     config_json: String,
     native_token_store_id: Option<u32>,
     #[napi(ts_arg_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")]
-    js_token_store: Option<TokenStoreDispatcher>,
+    js_token_store: Option<JsDispatcher>,
 ) -> napi::Result<PromiseRaw<'env, ()>> {
     let logout = async move {
         let store = || toolset_token_store(native_token_store_id, js_token_store);
