@@ -18,6 +18,7 @@ pub mod schema;
 pub mod server;
 pub mod server_log;
 pub mod session;
+pub mod shared_state;
 pub mod store;
 pub mod toolset;
 pub mod transport;
