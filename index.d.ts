@@ -128,14 +128,8 @@ export declare class NativeTokenStore {
 
 /** A set of MCP server connections behind one tool map. */
 export declare class NativeToolset {
-  /**
-   * `configJson` is the server list and options as JSON, validated by the engine (see `config.rs`);
-   * `onEvent(kind, payloadJson)` receives `diagnostic`, `tools` (tool-map change) and
-   * `stdio-reader` events. The optional callbacks are the application's `auth` (server → token),
-   * `allowedHosts` resolver (server → JSON array), `policy.decide` (request JSON → decision JSON)
-   * and `policy.ask` (question JSON → approved); `onElicitation` (request JSON → result JSON) is last.
-   */
-  constructor(configJson: string, onEvent: (kind: string, payloadJson: string) => void, onCompletions: () => void, auth: ((server: string) => Promise<string>) | undefined | null, allowedHosts: ((server: string) => Promise<string>) | undefined | null, decide: ((requestJson: string) => Promise<string>) | undefined | null, ask: ((questionJson: string) => Promise<boolean>) | undefined | null, nativeStoreId: number | undefined | null, readStdioInJs: boolean, jsStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null, onAuthorizationUrl?: ((promptJson: string) => Promise<string>) | undefined | null, nativeTokenStoreId?: number | undefined | null, jsTokenStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null, onElicitation?: ((requestJson: string) => Promise<string>) | undefined | null)
+  /** A toolset from its options (see [`NativeToolsetOptions`]). */
+  constructor(options: NativeToolsetOptions)
   /** Connect every enabled server; resolves to `{"tools": [...], "diagnostics": [...]}` as JSON. */
   connect(): Promise<string>
   /**
@@ -224,6 +218,39 @@ export declare function loadMcpConfig(text: string, source: string, format: stri
  * the tokens kept for the entry are revoked where the authorization server offers it, then forgotten.
  */
 export declare function logoutServer(configJson: string, nativeTokenStoreId?: number | undefined | null, jsTokenStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null): Promise<void>
+
+/**
+ * What `new NativeToolset(options)` takes: the configuration as JSON (validated by the engine, see
+ * `config.rs`), the two channels back to JavaScript, and the host's optional callbacks and objects, each
+ * handed over exactly when the configuration's markers say the options hold it.
+ */
+export interface NativeToolsetOptions {
+  configJson: string
+  /** Receives `diagnostic`, `tools` (tool-map change) and `stdio-reader` events. */
+  onEvent: (kind: string, payloadJson: string) => void
+  /** Says call outcomes are waiting to be drained. */
+  onCompletions: () => void
+  /** `auth`: server → bearer token. */
+  auth?: ((server: string) => Promise<string>) | undefined | null
+  /** The `allowedHosts` resolver: server → JSON array of hosts. */
+  allowedHosts?: ((server: string) => Promise<string>) | undefined | null
+  /** `policy.decide`: request JSON → decision JSON. */
+  decide?: ((requestJson: string) => Promise<string>) | undefined | null
+  /** `policy.ask`: question JSON → approved. */
+  ask?: ((questionJson: string) => Promise<boolean>) | undefined | null
+  /** `onAuthorizationUrl`: login prompt JSON. */
+  onAuthorizationUrl?: ((promptJson: string) => Promise<string>) | undefined | null
+  /** `onElicitation`: request JSON → result JSON. */
+  onElicitation?: ((requestJson: string) => Promise<string>) | undefined | null
+  /** `storage`: a native store by id, or one implemented in JavaScript. */
+  nativeStoreId?: number
+  jsStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null
+  /** `tokenStore`: a native token store by id, or one implemented in JavaScript. */
+  nativeTokenStoreId?: number
+  jsTokenStore?: ((op: string, argsJson: string) => Promise<string>) | undefined | null
+  /** Stdio servers' stdout is read by JavaScript on its event loop (`stdio-reader` events). */
+  readStdioInJs: boolean
+}
 
 /** The `purra.json-identity/v1` digest of `valueJson`; `null` when it is over the identity bounds. */
 export declare function purraIdentityDigest(valueJson: string): string | null

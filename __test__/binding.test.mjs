@@ -61,7 +61,7 @@ test('every engine error code has its own error class, and the public constants 
 
 test('the engine throws and rejects with its code in err.code, not inside the message', async () => {
   const noop = () => {};
-  assert.throws(() => new native.NativeToolset('{"servers":1}', noop, noop, null, null, null, null, null, false, null), (error) => {
+  assert.throws(() => new native.NativeToolset({ configJson: '{"servers":1}', onEvent: noop, onCompletions: noop, readStdioInJs: false }), (error) => {
     assert.equal(error.code, 'mcp_config_invalid');
     assert.equal(error.message, 'servers must be an array of server entries');
     return true;

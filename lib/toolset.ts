@@ -279,22 +279,22 @@ export async function openToolset(
     const tokenStore = isTokenStore(options.tokenStore) ? options.tokenStore : undefined;
     const tokenStoreId = tokenStore ? nativeTokenStoreId(tokenStore) : undefined;
     const jsTokenStore = tokenStore && tokenStoreId === undefined ? tokenStoreDispatcher(tokenStore) : undefined;
-    native = new binding.NativeToolset(
-      config,
+    native = new binding.NativeToolset({
+      configJson: config,
       onEvent,
-      calls.drain,
-      hooks.auth,
-      hooks.allowedHosts,
-      hooks.decide,
-      hooks.ask,
-      storeId,
-      READ_STDIO_IN_JS,
+      onCompletions: calls.drain,
+      auth: hooks.auth,
+      allowedHosts: hooks.allowedHosts,
+      decide: hooks.decide,
+      ask: hooks.ask,
+      onAuthorizationUrl: hooks.authorizationUrl,
+      onElicitation: hooks.elicit,
+      nativeStoreId: storeId,
       jsStore,
-      hooks.authorizationUrl,
-      tokenStoreId,
+      nativeTokenStoreId: tokenStoreId,
       jsTokenStore,
-      hooks.elicit,
-    );
+      readStdioInJs: READ_STDIO_IN_JS,
+    });
   } catch (error) {
     throw engineFailure(error);
   }

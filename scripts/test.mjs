@@ -107,11 +107,12 @@ function startPostgres() {
 }
 
 const results = [];
-// The tidy state is kept by the run: formatting, Rust lints (every target, the napi glue included) and the
-// JS/TS linter (.oxlintrc.json) fail it like a test.
+// The tidy state is kept by the run: formatting, Rust lints (every target, the napi glue included), the
+// JS/TS linter (.oxlintrc.json) and an import cycle between modules of src/ or lib/ fail it like a test.
 results.push(await run('rustfmt', 'cargo', ['fmt', '--check']));
 results.push(await run('clippy', 'cargo', ['clippy', '--quiet', '--all-targets', '--', '-D', 'warnings']));
 results.push(await run('oxlint', process.execPath, [join(root, 'node_modules', 'oxlint', 'bin', 'oxlint'), '--deny-warnings', ...LINTED]));
+results.push(await run('module-cycles', process.execPath, [join(root, 'scripts', 'module-cycles.mjs')]));
 const postgres = startPostgres();
 if (postgres.error) {
   console.error(`\n=== Postgres could not start, so the Postgres store's tests fail:\n${postgres.error}`);

@@ -82,7 +82,7 @@ pub struct ToolsetConfig {
     /// How long a person has to finish a login.
     pub authorization_timeout_ms: u64,
     /// The elicitation modes declared when `onElicitation` is set (`elicitationModes`, default form).
-    pub elicitation_modes: crate::elicitation::Modes,
+    pub elicitation_modes: crate::session::elicitation::Modes,
     /// `validateArguments`, `validateResults`, `exposeServerErrors` (each default true).
     pub validation: crate::schema::tool::ValidationConfig,
     /// How a lost server is recovered (`reconnect`, on by default); `None` for `reconnect: false`.
@@ -217,6 +217,43 @@ impl CallbackOptions {
     pub fn check_elicitation_given(&self, elicit: bool) -> Result<()> {
         if self.elicit != elicit {
             return Err(McpError::config("the onElicitation callback handed to the engine does not match the options"));
+        }
+        Ok(())
+    }
+}
+
+/// Which of the host's callbacks and objects the binding handed the engine beside the configuration.
+/// Each must be there exactly when the options declare it (by a marker in the configuration JSON):
+/// a mismatch is a broken binding, refused before anything starts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HandedOver {
+    pub auth: bool,
+    pub allowed_hosts: bool,
+    pub decide: bool,
+    pub ask: bool,
+    pub authorization_url: bool,
+    pub elicit: bool,
+    pub storage: bool,
+    pub token_store: bool,
+}
+
+impl ToolsetConfig {
+    /// The callbacks handed over match the options (checked before any store is looked up).
+    pub fn check_callbacks_handed_over(&self, given: &HandedOver) -> Result<()> {
+        self.callbacks.check_given(given.auth, given.allowed_hosts, given.decide, given.ask)?;
+        if self.callbacks.authorization_url != given.authorization_url {
+            return Err(McpError::config("the callbacks handed to the engine do not match the options"));
+        }
+        self.callbacks.check_elicitation_given(given.elicit)
+    }
+
+    /// The stores handed over match the options (checked once they were looked up).
+    pub fn check_stores_handed_over(&self, given: &HandedOver) -> Result<()> {
+        if self.token_store != given.token_store {
+            return Err(McpError::config("options.tokenStore was not handed to the engine as a token store"));
+        }
+        if self.storage != given.storage {
+            return Err(McpError::config("options.storage was not handed to the engine as a store"));
         }
         Ok(())
     }
@@ -520,16 +557,16 @@ fn flag(root: &Map<String, Value>, name: &str, default: bool) -> Result<bool> {
 }
 
 /// `elicitationModes`: a non-empty array of `"form"` and `"url"`; only with `onElicitation`.
-fn parse_elicitation_modes(root: &Map<String, Value>, elicit: bool) -> Result<crate::elicitation::Modes> {
+fn parse_elicitation_modes(root: &Map<String, Value>, elicit: bool) -> Result<crate::session::elicitation::Modes> {
     let Some(given) = root.get("elicitationModes").filter(|v| !v.is_null()) else {
-        return Ok(crate::elicitation::Modes::default());
+        return Ok(crate::session::elicitation::Modes::default());
     };
     if !elicit {
         return Err(McpError::config(
             "options.elicitationModes needs options.onElicitation, which answers the elicitations",
         ));
     }
-    let mut modes = crate::elicitation::Modes { form: false, url: false };
+    let mut modes = crate::session::elicitation::Modes { form: false, url: false };
     let names = given.as_array().filter(|names| !names.is_empty());
     for name in names.into_iter().flatten() {
         match name.as_str() {
@@ -1091,7 +1128,7 @@ mod callback_tests {
 
     #[test]
     fn elicitation_options_declare_the_callback_and_its_modes() {
-        use crate::elicitation::Modes;
+        use crate::session::elicitation::Modes;
         let f = r#"{"$mcpferry":"function"}"#;
         let modes = |extra: &str| parse(&format!(r#"{{"servers":[],"options":{{"onElicitation":{f}{extra}}}}}"#));
         let config = modes("").unwrap();

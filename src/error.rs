@@ -1,4 +1,10 @@
 //! One error type for the whole engine. Every variant has a stable `code` that crosses to JavaScript.
+//!
+//! Why no `thiserror` and no `#[source]` chain: an error here is a value, not a chain. It is cloned to
+//! every request a lost connection fails, compared in tests, and its text is the one the JavaScript
+//! error shows — written when it is made, with secrets and URL queries already left out. A source kept
+//! alongside (a `reqwest::Error` names its URL, query included; an `io::Error` is not `Clone`) would be
+//! a second text that can leak and cannot be cloned; the cause that matters is said in the message.
 
 use std::fmt;
 

@@ -2,7 +2,7 @@
 
 /// Idle timeout of one request when the caller sets none. Progress notifications reset it.
 pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
-/// Largest single message (a stdio line, later an HTTP body or SSE event) accepted from a server.
+/// Largest single message (a stdio line, an HTTP body or an SSE event) accepted from a server.
 pub const DEFAULT_MAX_RESULT_BYTES: usize = 2 * 1024 * 1024;
 /// Pages of `tools/list` followed before discovery gives up.
 pub const MAX_LIST_PAGES: usize = 100;
@@ -60,7 +60,7 @@ pub const MAX_QUOTED_BYTES: usize = 200;
 /// resolves anyway and reports an `internal-error` diagnostic.
 pub const MAX_CLOSE_WAIT_MS: u64 = 5_000;
 
-// Outbound HTTP (src/egress.rs and the HTTP transports).
+// Outbound HTTP (src/egress/ and the HTTP transports).
 
 /// How long a TCP (and TLS) connection to a server or proxy may take to open.
 pub const HTTP_CONNECT_TIMEOUT_MS: u64 = 10_000;
@@ -259,7 +259,7 @@ pub const MAX_DID_YOU_MEAN_KEYS: usize = 50;
 pub const TOKEN_FILE_PBKDF2_MAX_ITERATIONS: u32 = 10_000_000;
 /// Shortest passphrase accepted for an encrypted token file, in characters.
 pub const TOKEN_FILE_MIN_PASSPHRASE_CHARS: usize = 12;
-// Elicitation (src/elicitation.rs and the server-request path in src/connection.rs).
+// Elicitation (src/session/elicitation.rs and the server-request path in src/session/connection.rs).
 
 /// `elicitation/create` requests of one server waiting for the host at once; more are refused at once
 /// with a JSON-RPC error, so a server cannot pile up prompts (or tasks) on the host.
@@ -274,7 +274,7 @@ pub const MAX_ELICITATION_OPTIONS: usize = 1_000;
 /// Largest answer (its JSON) accepted from the host's `onElicitation`; a larger one is sent as `decline`.
 pub const MAX_ELICITATION_ANSWER_BYTES: usize = 256 * 1024;
 
-// Multi round-trip requests (src/mrtr.rs: MCP 2026-07-28 `input_required` results).
+// Multi round-trip requests (src/session/mrtr.rs: MCP 2026-07-28 `input_required` results).
 
 /// Retries of one request that the server may answer `input_required` again; one more fails the request
 /// with `mcp_protocol_error` (the official TypeScript SDK's default cap, too).

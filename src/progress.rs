@@ -3,7 +3,7 @@
 //!
 //! Every `tools/call` carries `_meta.progressToken` (its request id, both eras), so a server may report
 //! progress for any call; the notification always restarts the call's idle timeout
-//! (`connection::Shared::keep_waiting`). Only a call whose caller gave `onProgress` has a
+//! (`session::connection::ConnectionCore::keep_waiting`). Only a call whose caller gave `onProgress` has a
 //! [`ProgressListener`]: for the others nothing more is parsed or sent than before.
 //!
 //! The server's values are untrusted: `progress` must be a finite number, `total` (optional) a finite

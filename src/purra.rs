@@ -1,6 +1,8 @@
-//! Explicit read-only bindings (`mcpferry/purra`, after purra-mcp): the engine's half of the contract.
-//! The TypeScript half (lib/purra.ts) holds the bindings and the host's callbacks; every judgement of
-//! what a server sent is made here:
+//! Read-only tools the host binds by name, one server at a time: the engine's half of `mcpferry/purra`
+//! (the name is that of the purra-mcp contract it implements, kept as the subpath's name). The host
+//! names each remote tool it exposes, under its own local name; nothing the server says grants anything,
+//! and what it sends back is checked before the host sees it. The TypeScript half (lib/purra.ts) holds
+//! the bindings and the host's callbacks; every judgement of what a server sent is made here:
 //!
 //! | function          | judges                                                                         |
 //! |-------------------|--------------------------------------------------------------------------------|

@@ -4,11 +4,11 @@
 
 mod support;
 
+use futures_util::future::BoxFuture;
 use mcpferry::diagnostics::Diagnostic;
-use mcpferry::hooks::{Callback, Hooks};
+use mcpferry::hooks::Callback;
 use mcpferry::store::memory::MemoryStore;
-use mcpferry::toolset::{CallRequest, CallSink, ToolsChange, Toolset, ToolsetEvents};
-use mcpferry::transport::BoxFuture;
+use mcpferry::toolset::{CallRequest, CallSink, Hooks, ToolsChange, Toolset, ToolsetEvents};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -12,7 +12,7 @@ mod support;
 use libfuzzer_sys::fuzz_target;
 use support::{pieces, read_lines, Seen};
 
-/// Above the head an oversized line keeps (`OVERSIZED_HEAD_BYTES` in transport/stdio.rs).
+/// Above the head an oversized line keeps (`OVERSIZED_HEAD_BYTES` in transport/stdio/mod.rs).
 const SMALLEST_LIMIT_BYTES: usize = 4097;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,6 +1,7 @@
 //! One server's authorization state: the token in use, how it is refreshed, and the flows that obtain a
-//! new one. The Streamable HTTP transport asks it before each request ([`Authorizer::before_request`])
-//! and hands it every 401 and `insufficient_scope` 403 ([`Authorizer::on_rejected`]).
+//! new one. The HTTP transports ask it through the trait they define (`transport::http::Authorization`):
+//! before each request ([`Authorizer::before_request`]), and with every answer, whose 401 or
+//! `insufficient_scope` 403 starts a new token ([`Authorizer::on_rejected`]).
 //!
 //! Flows run one at a time per server (a tokio mutex held across the flow, on purpose): concurrent
 //! requests that were refused with the same token wait for the one flow and then use its token. A flow
@@ -30,8 +31,8 @@ use crate::limits::{
     MAX_AUTHORIZATIONS_IN_A_ROW, OAUTH_REQUEST_TIMEOUT_MS, TOKEN_CLAIM_POLL_MAX_MS, TOKEN_CLAIM_POLL_MIN_MS,
     TOKEN_REFRESH_MARGIN_MS,
 };
-use crate::transport::http::Credential;
-use crate::transport::BoxFuture;
+use crate::transport::http::{Authorization, Credential};
+use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -115,6 +116,28 @@ pub struct Authorizer {
     refresh_due_ms: AtomicU64,
     /// Authorizations since a request last succeeded.
     in_a_row: AtomicU32,
+}
+
+/// The transports' questions, answered (see the module doc).
+impl Authorization for Authorizer {
+    fn before_request(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(Authorizer::before_request(self))
+    }
+
+    fn on_response(
+        &self,
+        status: reqwest::StatusCode,
+        headers: &reqwest::header::HeaderMap,
+        sent: u64,
+    ) -> Option<BoxFuture<'_, Result<()>>> {
+        let Some(challenge) = Challenge::of_refusal(status, headers) else {
+            if status.is_success() {
+                self.note_success();
+            }
+            return None;
+        };
+        Some(Box::pin(async move { self.on_rejected(status.as_u16(), &challenge, sent).await }))
+    }
 }
 
 /// When a token that lives `expires_in` seconds from now expires (ms since the epoch).

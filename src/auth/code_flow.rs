@@ -7,7 +7,7 @@ use super::loopback::Loopback;
 use super::pkce::{self, Pkce};
 use super::token::{request_token, ClientCredentials, TokenResponse};
 use crate::error::{McpError, Result};
-use crate::transport::BoxFuture;
+use futures_util::future::BoxFuture;
 use std::time::Duration;
 
 /// Everything one run of the grant needs.
@@ -87,7 +87,7 @@ impl CodeGrant<'_> {
         if let Some(error) = param("error") {
             return Err(McpError::Auth(format!(
                 "the authorization server refused the login: {}",
-                crate::transport::quote_bytes(error.as_bytes(), &Default::default())
+                crate::guard::redact::quote_bytes(error.as_bytes(), &Default::default())
             )));
         }
         // RFC 9207: required when advertised; compared whenever present (a mix-up defence).
@@ -95,7 +95,7 @@ impl CodeGrant<'_> {
             Some(iss) if iss != metadata.issuer => {
                 return Err(McpError::Auth(format!(
                     "the login response names issuer {:?}, not {:?}: refusing it",
-                    crate::transport::quote_bytes(iss.as_bytes(), &Default::default()),
+                    crate::guard::redact::quote_bytes(iss.as_bytes(), &Default::default()),
                     metadata.issuer
                 )))
             }

@@ -20,7 +20,7 @@ use crate::limits::{
     OAUTH_DEVICE_MAX_INTERVAL_SECS, OAUTH_DEVICE_MIN_INTERVAL_SECS, OAUTH_DEVICE_POLL_TIMEOUT_SECS,
     OAUTH_DEVICE_SLOW_DOWN_SECS,
 };
-use crate::transport::BoxFuture;
+use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use std::fmt;
 use std::future::Future;

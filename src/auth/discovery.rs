@@ -240,7 +240,7 @@ fn checked_resource(prm: &ProtectedResource, server_url: &Url) -> Result<String>
     if !matches {
         return Err(McpError::Auth(format!(
             "the protected-resource metadata is for {:?}, not for this server ({}): refusing to authorize",
-            crate::transport::quote_bytes(resource.as_bytes(), &Default::default()),
+            crate::guard::redact::quote_bytes(resource.as_bytes(), &Default::default()),
             display_url(server_url)
         )));
     }
@@ -310,7 +310,7 @@ pub async fn fetch_json<T: serde::de::DeserializeOwned>(
         if !response.status().is_success() || response.status() == StatusCode::NO_CONTENT {
             return Ok(None);
         }
-        let body = crate::transport::http::read_body(&mut response, MAX_OAUTH_METADATA_BYTES, deadline).await?;
+        let body = crate::egress::read_body(&mut response, MAX_OAUTH_METADATA_BYTES, deadline).await?;
         serde_json::from_slice(&body)
             .map(Some)
             .map_err(|e| McpError::Auth(format!("the metadata at {} is malformed: {e}", display_url(url))))

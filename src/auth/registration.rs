@@ -151,14 +151,14 @@ async fn register(
     let (status, read) = request_in_time("dynamic client registration", endpoint, deadline, async {
         let mut response = egress.send(exchange).await?;
         let status = response.status();
-        Ok((status, crate::transport::http::read_body(&mut response, MAX_OAUTH_METADATA_BYTES, deadline).await?))
+        Ok((status, crate::egress::read_body(&mut response, MAX_OAUTH_METADATA_BYTES, deadline).await?))
     })
     .await?;
     if !status.is_success() {
         let error = serde_json::from_slice::<serde_json::Value>(&read).ok().and_then(|v| {
             v.get("error")
                 .and_then(|e| e.as_str())
-                .map(|e| crate::transport::quote_bytes(e.as_bytes(), &Default::default()))
+                .map(|e| crate::guard::redact::quote_bytes(e.as_bytes(), &Default::default()))
         });
         return Err(McpError::Auth(format!(
             "dynamic client registration at {} failed: HTTP {status}{}",

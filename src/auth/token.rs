@@ -12,12 +12,12 @@
 
 use crate::auth::budget::{in_time, timed_out};
 use crate::auth::jwt::SigningKey;
+use crate::egress::read_body;
 use crate::egress::{display_url, Egress, Exchange};
 use crate::error::McpError;
+use crate::guard::redact::quote_bytes;
 use crate::guard::redact::{Secrets, REDACTED};
 use crate::limits::OAUTH_TOKEN_RESPONSE_MAX_BYTES;
-use crate::transport::http::read_body;
-use crate::transport::quote_bytes;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};

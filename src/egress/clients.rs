@@ -34,9 +34,8 @@
 use crate::error::{McpError, Result};
 use crate::guard::hosts::{GuardedResolver, HostGuard};
 use crate::limits::{HTTP_CONNECT_TIMEOUT_MS, HTTP_POOL_IDLE_TIMEOUT_MS};
-use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::sync::{Arc, OnceLock, Weak};
+use crate::shared_state::WeakRegistry;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use url::Url;
 
@@ -58,7 +57,7 @@ pub enum ClientKind {
 }
 
 /// Live clients by policy; an entry whose last holder is gone is dropped on the next insertion.
-static CLIENTS: OnceLock<Mutex<HashMap<ClientKey, Weak<reqwest::Client>>>> = OnceLock::new();
+static CLIENTS: WeakRegistry<ClientKey, reqwest::Client> = WeakRegistry::new();
 
 /// The client for this policy: the one already in use when there is one, else a new one.
 pub fn shared_client(
@@ -76,20 +75,9 @@ pub fn shared_client(
         proxy: proxy.map(|p| p.as_str().to_owned()),
         guard: guard.map(|g| g.identity()),
     };
-    let clients = CLIENTS.get_or_init(Default::default);
-    if let Some(client) = clients.lock().get(&key).and_then(Weak::upgrade) {
-        return Ok(client);
-    }
     // Built outside the lock; two toolsets racing for a new policy may each build one, and the first
     // one filed is the one later toolsets get.
-    let built = Arc::new(build(kind, guard, proxy)?);
-    let mut clients = clients.lock();
-    if let Some(client) = clients.get(&key).and_then(Weak::upgrade) {
-        return Ok(client);
-    }
-    clients.retain(|_, weak| weak.strong_count() > 0);
-    clients.insert(key, Arc::downgrade(&built));
-    Ok(built)
+    CLIENTS.get_or_make(key, || build(kind, guard, proxy).map(Arc::new))
 }
 
 fn build(kind: ClientKind, guard: Option<&Arc<HostGuard>>, proxy: Option<&Url>) -> Result<reqwest::Client> {

@@ -3,7 +3,7 @@
 //! annotations are not part of the request: a server can lie in them.
 
 use crate::error::{McpError, Result};
-use crate::hooks::Hooks;
+use crate::hooks::Callback;
 use crate::protocol::call_context::CallContext;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -64,9 +64,15 @@ pub fn session_request_json(kind: &str, operation: &str, server: &str, details: 
     )
 }
 
-/// Ok when the call may go ahead. Fails closed.
-pub async fn authorize(hooks: &Hooks, tool_name: &str, request: String) -> Result<()> {
-    let Some(decide) = &hooks.decide else { return Ok(()) };
+/// Ok when the call may go ahead, as the host's `policy.decide` (and `policy.ask`, for an `ask`) says.
+/// Fails closed.
+pub async fn authorize(
+    decide: Option<&dyn Callback<String, String>>,
+    ask: Option<&dyn Callback<String, bool>>,
+    tool_name: &str,
+    request: String,
+) -> Result<()> {
+    let Some(decide) = decide else { return Ok(()) };
     let decision = match decide.call(request.clone()).await {
         Ok(answer) => serde_json::from_str::<Decision>(&answer).map_err(|_| {
             McpError::PolicyDenied(format!(
@@ -85,7 +91,7 @@ pub async fn authorize(hooks: &Hooks, tool_name: &str, request: String) -> Resul
         Decision::Ask { reason } => {
             let refused =
                 || McpError::ApprovalRequired(with_reason(format!("{tool_name} needs approval"), reason.clone()));
-            let Some(ask) = &hooks.ask else { return Err(refused()) };
+            let Some(ask) = ask else { return Err(refused()) };
             let question = match &reason {
                 Some(r) => {
                     format!("{{\"request\":{request},\"reason\":{}}}", serde_json::to_string(r).unwrap_or_default())
@@ -110,8 +116,7 @@ fn with_reason(message: String, reason: Option<String>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hooks::Callback;
-    use crate::transport::BoxFuture;
+    use futures_util::future::BoxFuture;
     use std::sync::Arc;
 
     struct Fixed<R: Clone + Send + 'static>(std::result::Result<R, String>);
@@ -122,16 +127,22 @@ mod tests {
         }
     }
 
+    /// The host's two policy callbacks.
+    #[derive(Default)]
+    struct Hooks {
+        decide: Option<Arc<dyn Callback<String, String>>>,
+        ask: Option<Arc<dyn Callback<String, bool>>>,
+    }
+
     fn hooks(decide: std::result::Result<&str, &str>, ask: Option<bool>) -> Hooks {
         Hooks {
             decide: Some(Arc::new(Fixed(decide.map(str::to_owned).map_err(str::to_owned)))),
             ask: ask.map(|a| Arc::new(Fixed(Ok(a))) as Arc<dyn Callback<String, bool>>),
-            ..Hooks::default()
         }
     }
 
     async fn run(h: &Hooks) -> Result<()> {
-        authorize(h, "s__t", "{}".to_owned()).await
+        authorize(h.decide.as_deref(), h.ask.as_deref(), "s__t", "{}".to_owned()).await
     }
 
     #[test]

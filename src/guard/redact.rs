@@ -493,6 +493,21 @@ impl std::fmt::Debug for Secrets {
     }
 }
 
+/// Quote at most a few hundred bytes of untrusted text in an error message, secrets redacted. The
+/// redaction sees the text past the cut, so a secret the cut would split is replaced whole.
+pub fn quote_bytes(bytes: &[u8], secrets: &Secrets) -> String {
+    let limit = crate::limits::MAX_QUOTED_BYTES;
+    let context = &bytes[..bytes.len().min(limit + secrets.longest_bytes())];
+    let redacted = secrets.redact_window(context, 0..limit);
+    let shown = head_of(&redacted, limit);
+    let mut quoted: String =
+        String::from_utf8_lossy(shown).chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    if shown.len() < redacted.len() || bytes.len() > limit {
+        quoted.push('…');
+    }
+    quoted
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,21 +3,22 @@
 //! by id. Decisions cross as JSON (`{ kind, reason? }`); every journal failure is `mcp_storage_error`.
 
 use super::errors::{guard, settle};
+use super::hooks::{ask_storage, JsDispatcher};
 use super::registry::Registry;
-use super::store::{postgres_options, StoreDispatcher};
 use crate::error::{McpError, Result};
 use crate::guard::firewall::{Firewall, FirewallRequest};
 use crate::store::journal::{McpJournal, MemoryJournal};
 use crate::store::journal_postgres::PostgresJournal;
 use crate::store::journal_sqlite::SqliteJournal;
-use crate::store::BoxFuture;
+use crate::store::PostgresOptions;
+use futures_util::future::BoxFuture;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use std::sync::Arc;
 
 /// A journal implemented in JavaScript: `(op, argsJson) => Promise<resultJson>`, ops `claim`, `get`,
 /// `reserve`, `release`, `count` with their arguments as a JSON array.
-struct JsJournal(Arc<StoreDispatcher>);
+struct JsJournal(Arc<JsDispatcher>);
 
 impl JsJournal {
     fn call<T: serde::de::DeserializeOwned + Send + 'static>(
@@ -25,13 +26,9 @@ impl JsJournal {
         op: &'static str,
         args: serde_json::Value,
     ) -> BoxFuture<'static, Result<T>> {
-        let dispatcher = self.0.clone();
+        let reply = ask_storage(&self.0, "journal", op, args);
         Box::pin(async move {
-            let failed = |e: napi::Error| McpError::Storage(format!("journal: {op} failed: {}", e.reason));
-            let promise =
-                dispatcher.call_async_catch((op.to_owned(), args.to_string()).into()).await.map_err(failed)?;
-            let reply = promise.await.map_err(failed)?;
-            serde_json::from_str(&reply)
+            serde_json::from_str(&reply.await?)
                 .map_err(|e| McpError::Storage(format!("journal: {op} returned malformed data: {e}")))
         })
     }
@@ -95,7 +92,7 @@ impl NativeJournal {
     pub fn postgres(options_json: String) -> napi::Result<Self, String> {
         guard("NativeJournal.postgres", || {
             let postgres =
-                Arc::new(PostgresJournal::new(postgres_options(&options_json, "createPostgresMcpJournal")?)?);
+                Arc::new(PostgresJournal::new(PostgresOptions::from_json(&options_json, "createPostgresMcpJournal")?)?);
             let mut native = Self::register(postgres.clone());
             native.postgres = Some(postgres);
             Ok(native)
@@ -115,7 +112,7 @@ impl NativeJournal {
     }
 
     #[napi(factory, ts_args_type = "dispatcher: (op: string, argsJson: string) => Promise<string>")]
-    pub fn from_dispatcher(dispatcher: StoreDispatcher) -> napi::Result<Self, String> {
+    pub fn from_dispatcher(dispatcher: JsDispatcher) -> napi::Result<Self, String> {
         guard("NativeJournal.fromDispatcher", || Ok(Self::register(Arc::new(JsJournal(Arc::new(dispatcher))))))
     }
 

@@ -8,7 +8,7 @@
 use crate::diagnostics::Diagnostic;
 use crate::hooks::Callback;
 use crate::toolset::{ToolsChange, ToolsetEvents};
-use crate::transport::BoxFuture;
+use futures_util::future::BoxFuture;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use std::sync::Arc;
@@ -30,6 +30,28 @@ impl<R: FromNapiValue + Send + 'static> Callback<String, R> for JsHook<R> {
             promise.await.map_err(|e| e.reason.clone())
         })
     }
+}
+
+/// An object implemented in JavaScript, reached through one function `(op, argsJson) => Promise<resultJson>`:
+/// a connection store, a token store, a journal, a server's `execute` host. Weak, like every callback.
+pub(crate) type JsDispatcher =
+    ThreadsafeFunction<FnArgs<(String, String)>, Promise<String>, FnArgs<(String, String)>, Status, false, true>;
+
+/// Asks a storage object implemented in JavaScript (`what`: `store`, `token store`, `journal`) for `op`
+/// with `args`. A throw, a rejection or a released function is `mcp_storage_error` with the JS error's
+/// own message (the host's code; the engine never puts a value in it).
+pub(crate) fn ask_storage(
+    dispatcher: &Arc<JsDispatcher>,
+    what: &'static str,
+    op: &'static str,
+    args: serde_json::Value,
+) -> BoxFuture<'static, crate::error::Result<String>> {
+    let dispatcher = dispatcher.clone();
+    Box::pin(async move {
+        let failed = |e: napi::Error| crate::error::McpError::Storage(format!("{what}: {op} failed: {}", e.reason));
+        let promise = dispatcher.call_async_catch((op.to_owned(), args.to_string()).into()).await.map_err(failed)?;
+        promise.await.map_err(failed)
+    })
 }
 
 pub(crate) fn hook<R: FromNapiValue + Send + 'static>(

@@ -15,6 +15,9 @@
 //! | `session.rs`  | resources, prompts, completions, skills of a `NativeToolset`; blobs as bytes    |
 //! | `registry.rs` | engine objects JavaScript holds (stores, token stores), by id, held weakly      |
 //! | `schema.rs`   | `JsonSchemaValidator`: a JSON Schema compiled once, validating JSON text         |
+//! | `client.rs`   | `connectMcpServer`: a `NativeToolset` of one entry used as a single-server client |
+//! | `firewall.rs` | `NativeJournal` (memory, SQLite, Postgres, JavaScript) and the firewall's decisions |
+//! | `purra.rs`    | `mcpferry/purra`'s engine half: verdicts on bound tools and results, as JSON     |
 //!
 //! JSON crosses as strings, never as napi objects (a string crosses in under a microsecond, an object
 //! graph in tens). Every failure crosses as a JS `Error` whose `code` is the `McpError` code.

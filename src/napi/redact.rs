@@ -1,5 +1,5 @@
 //! `quoteUntrustedText` and `clientQuoteText`: the engine's quoting of untrusted text
-//! (`transport::quote_bytes`: secrets replaced before the cut, at most `MAX_QUOTED_BYTES` shown, control
+//! (`guard::redact::quote_bytes`: secrets replaced before the cut, at most `MAX_QUOTED_BYTES` shown, control
 //! characters blanked) for text that reached JavaScript some other way, such as the error of an MCP client the application brought
 //! (`defineMcpTool`'s diagnostics); for a `connectMcpServer` client, with its server's secrets too.
 //! `secrets` are values to replace, read like configured header values (a scheme's credential and cookie
@@ -25,7 +25,7 @@ fn secrets_of(values: &[String]) -> Secrets {
 #[allow(dead_code)] // called from JavaScript only
 pub fn quote_untrusted_text(text: String, secrets: Vec<String>) -> napi::Result<String, String> {
     super::errors::guard("quoteUntrustedText", || {
-        Ok(crate::transport::quote_bytes(text.as_bytes(), &secrets_of(&secrets)))
+        Ok(crate::guard::redact::quote_bytes(text.as_bytes(), &secrets_of(&secrets)))
     })
 }
 

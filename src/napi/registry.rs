@@ -3,13 +3,12 @@
 //! JavaScript released resolves to an error, not to a store kept alive by the registry.
 
 use crate::error::{McpError, Result};
-use parking_lot::Mutex;
-use std::collections::HashMap;
+use crate::shared_state::WeakRegistry;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 pub(crate) struct Registry<T: ?Sized> {
-    entries: Mutex<Option<HashMap<u32, Weak<T>>>>,
+    entries: WeakRegistry<u32, T>,
     next_id: AtomicU32,
     /// The error when an id no longer resolves.
     released: &'static str,
@@ -17,21 +16,17 @@ pub(crate) struct Registry<T: ?Sized> {
 
 impl<T: ?Sized> Registry<T> {
     pub(crate) const fn new(released: &'static str) -> Self {
-        Registry { entries: Mutex::new(None), next_id: AtomicU32::new(1), released }
+        Registry { entries: WeakRegistry::new(), next_id: AtomicU32::new(1), released }
     }
 
     pub(crate) fn register(&self, item: &Arc<T>) -> u32 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut entries = self.entries.lock();
-        let entries = entries.get_or_insert_with(HashMap::new);
-        // Forget what JavaScript has released, so the registry stays as small as the live set.
-        entries.retain(|_, item| item.strong_count() > 0);
-        entries.insert(id, Arc::downgrade(item));
+        // What JavaScript has released is forgotten, so the registry stays as small as the live set.
+        self.entries.insert(id, item);
         id
     }
 
     pub(crate) fn get(&self, id: u32) -> Result<Arc<T>> {
-        let found = self.entries.lock().as_ref().and_then(|entries| entries.get(&id)?.upgrade());
-        found.ok_or_else(|| McpError::config(self.released))
+        self.entries.get(&id).ok_or_else(|| McpError::config(self.released))
     }
 }

@@ -5,26 +5,20 @@
 
 use super::errors::{guard, settle};
 use super::firewall::JOURNALS;
-use super::store::StoreDispatcher;
+use super::hooks::JsDispatcher;
 use crate::error::{McpError, Result};
 use crate::server::http::{self, HttpListener, HttpOptions};
 use crate::server::{stdio, ArgumentCheck, Execution, McpServerCore, ToolHost};
-use crate::store::BoxFuture;
+use futures_util::future::BoxFuture;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
 
-/// This process has one stdin: at most one server serves it at a time.
-static STDIO_SERVING: AtomicBool = AtomicBool::new(false);
-/// This process's stdin reader, between one stdio serving stopped by close() and the next.
-static STDIN_LINES: Mutex<Option<tokio::sync::mpsc::Receiver<stdio::Line>>> = parking_lot::const_mutex(None);
-
-struct JsHost(Arc<StoreDispatcher>);
+struct JsHost(Arc<JsDispatcher>);
 
 #[derive(Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -44,7 +38,7 @@ static NEXT_CALL_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 /// While a call's execute runs: dropped before it settles (its lease was lost, the engine stopped
 /// waiting), it aborts the execute's signal in JavaScript.
 struct AbortUnlessSettled {
-    dispatcher: Arc<StoreDispatcher>,
+    dispatcher: Arc<JsDispatcher>,
     call_id: u64,
     settled: bool,
 }
@@ -96,28 +90,7 @@ impl ToolHost for JsHost {
 #[derive(Default)]
 struct Listeners {
     http: Vec<HttpListener>,
-    stdio: Option<StdioServing>,
-}
-
-/// The claim on this process's stdin a serving holds: let go when dropped, however the serving ends
-/// (finished, stopped, or its future dropped), so the next listen() finds stdin free.
-struct StdinClaim {
-    release: Option<tokio::sync::oneshot::Sender<()>>,
-}
-
-impl Drop for StdinClaim {
-    fn drop(&mut self) {
-        STDIO_SERVING.store(false, Ordering::SeqCst);
-        if let Some(release) = self.release.take() {
-            let _ = release.send(());
-        }
-    }
-}
-
-/// A stdio serving this server started: how to stop it, and word that it has let stdin go.
-struct StdioServing {
-    stop: CancellationToken,
-    released: tokio::sync::oneshot::Receiver<()>,
+    stdio: Option<stdio::StdinServing>,
 }
 
 #[napi]
@@ -141,7 +114,7 @@ impl NativeServer {
         factory,
         ts_args_type = "specJson: string, journalId: number | undefined | null, execute: (tool: string, requestJson: string) => Promise<string>"
     )]
-    pub fn create(spec_json: String, journal_id: Option<u32>, execute: StoreDispatcher) -> napi::Result<Self, String> {
+    pub fn create(spec_json: String, journal_id: Option<u32>, execute: JsDispatcher) -> napi::Result<Self, String> {
         guard("NativeServer.create", || {
             let journal = journal_id.map(|id| JOURNALS.get(id)).transpose()?;
             let core = McpServerCore::new(&spec_json, Arc::new(JsHost(Arc::new(execute))), journal, &compile)?;
@@ -187,28 +160,12 @@ impl NativeServer {
     /// Serves this process's stdin/stdout; resolves when stdin ends or the server is closed.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn serve_stdio<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
-        // Claimed and registered now, not when the runtime first polls the serving: a close() right
-        // after listen() must find it, and a listen() right after close() must find stdin free.
-        let claimed = if STDIO_SERVING.swap(true, Ordering::SeqCst) {
-            Err(McpError::config("listen({ stdio: true }): this process's stdin is already being served"))
-        } else {
-            let (stop, (release, released)) = (CancellationToken::new(), tokio::sync::oneshot::channel());
-            self.listeners.lock().stdio = Some(StdioServing { stop: stop.clone(), released });
-            Ok((stop, StdinClaim { release: Some(release) }))
-        };
-        let core = self.core.clone();
-        let serving = async move {
-            let (stop, claim) = claimed?;
-            // One reader of stdin for the process: a blocking read cannot be interrupted, so a reader
-            // left behind by close() would take the next line from the next listen. It is kept instead.
-            let kept = STDIN_LINES.lock().take();
-            let mut lines = kept.unwrap_or_else(|| stdio::read_on_thread(std::io::BufReader::new(std::io::stdin())));
-            if !stdio::serve(core, &mut lines, tokio::io::stdout(), stop).await {
-                *STDIN_LINES.lock() = Some(lines);
-            }
-            drop(claim);
-            Ok(())
-        };
+        // Claimed and registered now (see `stdio::serve_process_stdin`); a refusal rejects the promise.
+        let claimed = stdio::serve_process_stdin(self.core.clone()).map(|(handle, serving)| {
+            self.listeners.lock().stdio = Some(handle);
+            serving
+        });
+        let serving = async move { claimed?.await };
         settle(env, "NativeServer.serveStdio", serving, drop)
     }
 

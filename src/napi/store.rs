@@ -4,38 +4,27 @@
 //! Every failure of either kind crosses as `mcp_storage_error`.
 
 use super::errors::{guard, settle};
+use super::hooks::{ask_storage, JsDispatcher};
 use super::registry::Registry;
 use crate::error::McpError;
 type Result<T, E = McpError> = std::result::Result<T, E>;
-use crate::store::postgres::MAX_TIMEOUT;
 use crate::store::{
-    self, BoxFuture, ConnectionStore, Fingerprints, MemoryStore, PostgresOptions, PostgresStore, PostgresTls,
-    SqliteStore, StoredServer,
+    self, ConnectionStore, Fingerprints, MemoryStore, PostgresOptions, PostgresStore, SqliteStore, StoredServer,
 };
+use futures_util::future::BoxFuture;
 use napi::bindgen_prelude::*;
-use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 use std::sync::Arc;
 
-/// A store implemented in JavaScript: `(op, argsJson) => Promise<resultJson>`. Weak, like every callback.
-pub(crate) type StoreDispatcher =
-    ThreadsafeFunction<FnArgs<(String, String)>, Promise<String>, FnArgs<(String, String)>, Status, false, true>;
-
-pub(crate) struct JsStore(Arc<StoreDispatcher>);
+pub(crate) struct JsStore(Arc<JsDispatcher>);
 
 impl JsStore {
-    pub(crate) fn new(dispatcher: StoreDispatcher) -> Self {
+    pub(crate) fn new(dispatcher: JsDispatcher) -> Self {
         JsStore(Arc::new(dispatcher))
     }
 
     fn call(&self, op: &'static str, args: serde_json::Value) -> BoxFuture<'static, Result<String>> {
-        let dispatcher = self.0.clone();
-        Box::pin(async move {
-            let failed = |e: napi::Error| McpError::Storage(format!("store: {op} failed: {}", e.reason));
-            let promise =
-                dispatcher.call_async_catch((op.to_owned(), args.to_string()).into()).await.map_err(failed)?;
-            promise.await.map_err(failed)
-        })
+        ask_storage(&self.0, "store", op, args)
     }
 }
 
@@ -95,83 +84,6 @@ pub struct NativeStore {
 
 const POSTGRES_FACTORY: &str = "createPostgresMcpConnectionStore";
 
-/// `createPostgresMcpConnectionStore`'s (or `createPostgresMcpJournal`'s, named by `factory`) options
-/// (camelCase JSON) as the engine's. Messages name the option and what it must be, never the value
-/// given: a misplaced connection string is not echoed.
-pub(crate) fn postgres_options(json: &str, factory: &str) -> Result<PostgresOptions> {
-    let invalid = |what: String| McpError::config(format!("{factory}: {what}"));
-    let value: serde_json::Value =
-        serde_json::from_str(json).map_err(|_| invalid("takes a connection string or an options object".into()))?;
-    let serde_json::Value::Object(fields) = value else {
-        return Err(invalid("takes a connection string or an options object".into()));
-    };
-    let Some(serde_json::Value::String(connection_string)) = fields.get("connectionString") else {
-        return Err(invalid("`connectionString` is required and must be a string".into()));
-    };
-    let mut options = PostgresOptions::new(connection_string.clone());
-    let milliseconds = |name: &str, value: &serde_json::Value| -> Result<std::time::Duration> {
-        match value.as_u64() {
-            Some(ms) if ms >= 1 && u128::from(ms) <= MAX_TIMEOUT.as_millis() => {
-                Ok(std::time::Duration::from_millis(ms))
-            }
-            _ => Err(invalid(format!(
-                "`{name}` must be a whole number of milliseconds from 1 to {}",
-                MAX_TIMEOUT.as_millis()
-            ))),
-        }
-    };
-    for (name, value) in &fields {
-        match name.as_str() {
-            "connectionString" => {}
-            "poolSize" => {
-                options.pool_size = value
-                    .as_u64()
-                    .filter(|size| *size >= 1 && *size <= store::postgres::MAX_POOL_SIZE as u64)
-                    .ok_or_else(|| {
-                        invalid(format!(
-                            "`poolSize` must be a whole number from 1 to {}",
-                            store::postgres::MAX_POOL_SIZE
-                        ))
-                    })? as usize;
-            }
-            "connectTimeoutMs" => options.connect_timeout = milliseconds(name, value)?,
-            "statementTimeoutMs" => options.statement_timeout = milliseconds(name, value)?,
-            "poolWaitTimeoutMs" => options.pool_wait_timeout = milliseconds(name, value)?,
-            "tls" => {
-                options.tls = Some(match value.as_str() {
-                    Some("disable") => PostgresTls::Disable,
-                    Some("prefer") => PostgresTls::Prefer,
-                    Some("require") => PostgresTls::Require,
-                    _ => return Err(invalid("`tls` must be \"disable\", \"prefer\" or \"require\"".into())),
-                });
-            }
-            "caCertificatesPem" => {
-                options.ca_certificates_pem = Some(
-                    value
-                        .as_str()
-                        .ok_or_else(|| invalid("`caCertificatesPem` must be a string of PEM certificates".into()))?
-                        .to_owned(),
-                );
-            }
-            other => return Err(invalid(format!("unknown option {}", option_name(other)))),
-        }
-    }
-    Ok(options)
-}
-
-/// An unknown option's name as quoted in an error: only when it looks like a name at all.
-fn option_name(name: &str) -> String {
-    const LONGEST_NAME_CHARS: usize = 40;
-    let plain = !name.is_empty()
-        && name.len() <= LONGEST_NAME_CHARS
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if plain {
-        format!("{name:?}")
-    } else {
-        "(a key that is not an option name)".to_owned()
-    }
-}
-
 fn to_json<T: serde::Serialize>(value: &T) -> String {
     serde_json::to_string(value).expect("rows and maps serialize")
 }
@@ -213,7 +125,7 @@ impl NativeStore {
     #[napi(factory)]
     pub fn postgres(options_json: String) -> napi::Result<Self, String> {
         guard("NativeStore.postgres", || {
-            let postgres = Arc::new(PostgresStore::new(postgres_options(&options_json, POSTGRES_FACTORY)?)?);
+            let postgres = Arc::new(PostgresStore::new(PostgresOptions::from_json(&options_json, POSTGRES_FACTORY)?)?);
             let label = format!("postgres {}", postgres.target());
             let mut native = Self::register(postgres.clone(), label);
             native.postgres = Some(postgres);
@@ -305,7 +217,7 @@ impl NativeStore {
 /// The store a toolset is given: a native one by id, or a JavaScript one through its dispatcher.
 pub(crate) fn toolset_store(
     native_id: Option<u32>,
-    js: Option<StoreDispatcher>,
+    js: Option<JsDispatcher>,
 ) -> Result<Option<Arc<dyn ConnectionStore>>> {
     Ok(match (native_id, js) {
         (Some(id), _) => Some(native_store(id)?),

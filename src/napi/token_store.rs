@@ -5,12 +5,12 @@
 //! as `mcp_storage_error` whose text holds no value.
 
 use super::errors::{guard, settle};
+use super::hooks::{ask_storage, JsDispatcher};
 use super::registry::Registry;
 use crate::auth::store::{EncryptedFileTokenStore, KeyringTokenStore, MemoryTokenStore, TokenFileKey, TokenStore};
 use crate::error::McpError;
-use crate::transport::BoxFuture;
+use futures_util::future::BoxFuture;
 use napi::bindgen_prelude::*;
-use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
 use std::sync::Arc;
 
@@ -19,31 +19,20 @@ type Result<T, E = McpError> = std::result::Result<T, E>;
 /// A token store implemented in JavaScript: `(op, argsJson) => Promise<resultJson>`, with op `get`
 /// (`[key]` → a string or null), `set` (`[key, value]`), `delete` (`[key]`), `identity` (`[]` → a
 /// string naming the JS object, or null) or `compareAndSet` (`[key, expected, value]` → true or false,
-/// or null when the store has no `compareAndSet`). Weak, like every callback.
-pub(crate) type TokenStoreDispatcher =
-    ThreadsafeFunction<FnArgs<(String, String)>, Promise<String>, FnArgs<(String, String)>, Status, false, true>;
-
+/// or null when the store has no `compareAndSet`), through a [`JsDispatcher`].
 pub(crate) struct JsTokenStore {
-    dispatcher: Arc<TokenStoreDispatcher>,
+    dispatcher: Arc<JsDispatcher>,
     /// The JS object's identity, asked once: each toolset gets its own dispatcher for one object.
     identity: Arc<tokio::sync::OnceCell<String>>,
 }
 
 impl JsTokenStore {
-    pub(crate) fn new(dispatcher: TokenStoreDispatcher) -> Self {
+    pub(crate) fn new(dispatcher: JsDispatcher) -> Self {
         JsTokenStore { dispatcher: Arc::new(dispatcher), identity: Arc::default() }
     }
 
-    /// Calls the dispatcher; a throw, a rejection or a released function is a storage failure. Its
-    /// message is the JS error's own (the host's code; the engine never puts a value in it).
     fn call(&self, op: &'static str, args: serde_json::Value) -> BoxFuture<'static, Result<String>> {
-        let dispatcher = self.dispatcher.clone();
-        Box::pin(async move {
-            let failed = |e: napi::Error| McpError::Storage(format!("token store: {op} failed: {}", e.reason));
-            let promise =
-                dispatcher.call_async_catch((op.to_owned(), args.to_string()).into()).await.map_err(failed)?;
-            promise.await.map_err(failed)
-        })
+        ask_storage(&self.dispatcher, "token store", op, args)
     }
 }
 
@@ -158,7 +147,7 @@ impl NativeTokenStore {
     /// A store implemented in JavaScript, reached through `dispatcher`, registered like a native one:
     /// the engine's half of a JS store can be exercised directly and handed to a toolset by id.
     #[napi(factory, ts_args_type = "dispatcher: (op: string, argsJson: string) => Promise<string>")]
-    pub fn from_dispatcher(dispatcher: TokenStoreDispatcher) -> napi::Result<Self, String> {
+    pub fn from_dispatcher(dispatcher: JsDispatcher) -> napi::Result<Self, String> {
         guard("NativeTokenStore.fromDispatcher", || Ok(Self::register(Arc::new(JsTokenStore::new(dispatcher)))))
     }
 
@@ -188,10 +177,9 @@ impl NativeTokenStore {
 
 /// The token store a toolset is given: a native one by id, or a JavaScript one through its dispatcher;
 /// `None` when the host gave neither (the toolset then makes a fresh memory store).
-#[allow(dead_code)] // called by NativeToolset's constructor once the OAuth wiring lands
 pub(crate) fn toolset_token_store(
     native_id: Option<u32>,
-    js: Option<TokenStoreDispatcher>,
+    js: Option<JsDispatcher>,
 ) -> Result<Option<Arc<dyn TokenStore>>> {
     Ok(match (native_id, js) {
         (Some(id), _) => Some(NATIVE_TOKEN_STORES.get(id)?),

@@ -1,15 +1,17 @@
 //! `NativeToolset`: one toolset behind the boundary, and the stdio readers JavaScript runs for it.
 
 use super::errors::{guard, settle};
+use super::hooks::JsDispatcher;
 use super::hooks::{hook, hosts_hook, EventCallback, JsCallback, JsEvents};
 use super::runtime::{release_freed_memory, within_runtime};
-use super::store::{toolset_store, StoreDispatcher};
-use super::token_store::{toolset_token_store, TokenStoreDispatcher};
+use super::store::toolset_store;
+use super::token_store::toolset_token_store;
 use super::wire::{parse_calls, CompletionWake, Completions};
+use crate::config::HandedOver;
 use crate::diagnostics::Diagnostic;
 use crate::error::McpError;
-use crate::hooks::Hooks;
 use crate::projection::ProjectedTool;
+use crate::toolset::Hooks;
 use crate::toolset::{CallSink, Toolset, ToolsetEvents, LOCAL_SERVER};
 use crate::transport::stdio::{ExternalReader, ReaderHost};
 use napi::bindgen_prelude::*;
@@ -70,58 +72,85 @@ impl NativeToolset {
     }
 }
 
+/// What `new NativeToolset(options)` takes: the configuration as JSON (validated by the engine, see
+/// `config.rs`), the two channels back to JavaScript, and the host's optional callbacks and objects, each
+/// handed over exactly when the configuration's markers say the options hold it.
+#[napi(object, object_to_js = false)]
+pub struct NativeToolsetOptions {
+    pub config_json: String,
+    /// Receives `diagnostic`, `tools` (tool-map change) and `stdio-reader` events.
+    #[napi(ts_type = "(kind: string, payloadJson: string) => void")]
+    pub on_event: EventCallback,
+    /// Says call outcomes are waiting to be drained.
+    #[napi(ts_type = "() => void")]
+    pub on_completions: CompletionWake,
+    /// `auth`: server → bearer token.
+    #[napi(ts_type = "((server: string) => Promise<string>) | undefined | null")]
+    pub auth: Option<JsCallback<String>>,
+    /// The `allowedHosts` resolver: server → JSON array of hosts.
+    #[napi(ts_type = "((server: string) => Promise<string>) | undefined | null")]
+    pub allowed_hosts: Option<JsCallback<String>>,
+    /// `policy.decide`: request JSON → decision JSON.
+    #[napi(ts_type = "((requestJson: string) => Promise<string>) | undefined | null")]
+    pub decide: Option<JsCallback<String>>,
+    /// `policy.ask`: question JSON → approved.
+    #[napi(ts_type = "((questionJson: string) => Promise<boolean>) | undefined | null")]
+    pub ask: Option<JsCallback<bool>>,
+    /// `onAuthorizationUrl`: login prompt JSON.
+    #[napi(ts_type = "((promptJson: string) => Promise<string>) | undefined | null")]
+    pub on_authorization_url: Option<JsCallback<String>>,
+    /// `onElicitation`: request JSON → result JSON.
+    #[napi(ts_type = "((requestJson: string) => Promise<string>) | undefined | null")]
+    pub on_elicitation: Option<JsCallback<String>>,
+    /// `storage`: a native store by id, or one implemented in JavaScript.
+    pub native_store_id: Option<u32>,
+    #[napi(ts_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")]
+    pub js_store: Option<JsDispatcher>,
+    /// `tokenStore`: a native token store by id, or one implemented in JavaScript.
+    pub native_token_store_id: Option<u32>,
+    #[napi(ts_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")]
+    pub js_token_store: Option<JsDispatcher>,
+    /// Stdio servers' stdout is read by JavaScript on its event loop (`stdio-reader` events).
+    pub read_stdio_in_js: bool,
+}
+
 #[napi]
 impl NativeToolset {
-    /// `configJson` is the server list and options as JSON, validated by the engine (see `config.rs`);
-    /// `onEvent(kind, payloadJson)` receives `diagnostic`, `tools` (tool-map change) and
-    /// `stdio-reader` events. The optional callbacks are the application's `auth` (server → token),
-    /// `allowedHosts` resolver (server → JSON array), `policy.decide` (request JSON → decision JSON)
-    /// and `policy.ask` (question JSON → approved); `onElicitation` (request JSON → result JSON) is last.
+    /// A toolset from its options (see [`NativeToolsetOptions`]).
     #[napi(constructor)]
-    #[allow(clippy::too_many_arguments)] // each optional callback is its own argument so JS passes plain functions
-    pub fn new(
-        config_json: String,
-        #[napi(ts_arg_type = "(kind: string, payloadJson: string) => void")] on_event: EventCallback,
-        #[napi(ts_arg_type = "() => void")] on_completions: CompletionWake,
-        #[napi(ts_arg_type = "((server: string) => Promise<string>) | undefined | null")] auth: Option<
-            JsCallback<String>,
-        >,
-        #[napi(ts_arg_type = "((server: string) => Promise<string>) | undefined | null")] allowed_hosts: Option<
-            JsCallback<String>,
-        >,
-        #[napi(ts_arg_type = "((requestJson: string) => Promise<string>) | undefined | null")] decide: Option<
-            JsCallback<String>,
-        >,
-        #[napi(ts_arg_type = "((questionJson: string) => Promise<boolean>) | undefined | null")] ask: Option<
-            JsCallback<bool>,
-        >,
-        native_store_id: Option<u32>,
-        read_stdio_in_js: bool,
-        #[napi(ts_arg_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")]
-        js_store: Option<StoreDispatcher>,
-        #[napi(ts_arg_type = "((promptJson: string) => Promise<string>) | undefined | null")]
-        on_authorization_url: Option<JsCallback<String>>,
-        native_token_store_id: Option<u32>,
-        #[napi(ts_arg_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")] js_token_store: Option<TokenStoreDispatcher>,
-        #[napi(ts_arg_type = "((requestJson: string) => Promise<string>) | undefined | null")] on_elicitation: Option<
-            JsCallback<String>,
-        >,
-    ) -> Result<Self, String> {
+    pub fn new(options: NativeToolsetOptions) -> Result<Self, String> {
         guard("NativeToolset.new", || {
+            let NativeToolsetOptions {
+                config_json,
+                on_event,
+                on_completions,
+                auth,
+                allowed_hosts,
+                decide,
+                ask,
+                on_authorization_url,
+                on_elicitation,
+                native_store_id,
+                js_store,
+                native_token_store_id,
+                js_token_store,
+                read_stdio_in_js,
+            } = options;
             let config = crate::config::parse(&config_json)?;
-            config.callbacks.check_given(auth.is_some(), allowed_hosts.is_some(), decide.is_some(), ask.is_some())?;
-            if config.callbacks.authorization_url != on_authorization_url.is_some() {
-                return Err(McpError::config("the callbacks handed to the engine do not match the options"));
-            }
-            config.callbacks.check_elicitation_given(on_elicitation.is_some())?;
+            let handed_over = HandedOver {
+                auth: auth.is_some(),
+                allowed_hosts: allowed_hosts.is_some(),
+                decide: decide.is_some(),
+                ask: ask.is_some(),
+                authorization_url: on_authorization_url.is_some(),
+                elicit: on_elicitation.is_some(),
+                storage: native_store_id.is_some() || js_store.is_some(),
+                token_store: native_token_store_id.is_some() || js_token_store.is_some(),
+            };
+            config.check_callbacks_handed_over(&handed_over)?;
             let store = toolset_store(native_store_id, js_store)?;
             let token_store = toolset_token_store(native_token_store_id, js_token_store)?;
-            if config.token_store != token_store.is_some() {
-                return Err(McpError::config("options.tokenStore was not handed to the engine as a token store"));
-            }
-            if config.storage != store.is_some() {
-                return Err(McpError::config("options.storage was not handed to the engine as a store"));
-            }
+            config.check_stores_handed_over(&handed_over)?;
             let events = Arc::new(JsEvents::new(on_event));
             let events_for_panics = events.clone();
             let readers = read_stdio_in_js.then(|| {
@@ -278,16 +307,11 @@ pub fn logout_server<'env>(
     config_json: String,
     native_token_store_id: Option<u32>,
     #[napi(ts_arg_type = "((op: string, argsJson: string) => Promise<string>) | undefined | null")]
-    js_token_store: Option<TokenStoreDispatcher>,
+    js_token_store: Option<JsDispatcher>,
 ) -> napi::Result<PromiseRaw<'env, ()>> {
     let logout = async move {
-        let config = crate::config::parse(&config_json)?;
-        let [entry] = <[_; 1]>::try_from(config.servers)
-            .map_err(|_| McpError::config("logoutMcpServer takes one server entry"))?;
-        let store = toolset_token_store(native_token_store_id, js_token_store)?
-            .ok_or_else(|| McpError::config("logoutMcpServer needs the tokenStore the server's tokens are kept in"))?;
-        let guard = config.allowed_hosts.as_deref().map(crate::guard::hosts::HostGuard::new).transpose()?.map(Arc::new);
-        crate::auth::logout(&entry, store, &crate::egress::EgressPolicy { guard, proxy: config.proxy }).await
+        let store = || toolset_token_store(native_token_store_id, js_token_store);
+        crate::toolset::logout_server(&config_json, store).await
     };
     settle(env, "logoutServer", logout, |()| ())
 }

@@ -4,8 +4,9 @@
 //! argumentsJson` (names are provider-safe and compact JSON has no raw tabs or newlines; `contextJson`,
 //! the call's `{ runId, toolCallId, idempotencyKey }`, is empty when it has none). An `abortId` ending in
 //! `p` (`0p`, `7p`) marks a call whose caller listens to its progress. Outcomes come back as a JSON
-//! array of `[callId, errorCode, resultOrMessage]` (`errorCode` empty on success; the result is the
-//! server's JSON, embedded verbatim, never re-serialized); progress updates of listening calls come in
+//! array of `[callId, errorCode, resultOrMessage, properties?]` (`errorCode` empty on success; the result
+//! is the server's JSON, embedded verbatim, never re-serialized; `properties`, on some failures, are the
+//! JS error's extra fields such as `{"sent":true}`, see `McpError::js_properties`); progress updates of listening calls come in
 //! the same array, before the outcomes, as `[callId, "progress", {progress, total?, message?}]`.
 
 use crate::error::{McpError, Result};

@@ -24,15 +24,17 @@ pub fn initialize_params(capabilities: &serde_json::Map<String, Value>) -> Strin
     .to_string()
 }
 
+/// The Skills extension's identifier (SEP-2640), under which a server declares it in
+/// `capabilities.extensions`.
+pub const SKILLS_EXTENSION: &str = "io.modelcontextprotocol/skills";
+
 /// The capabilities this client declares, in either era: only what it implements, and MCP Apps only
 /// when the host renders them.
-pub fn client_capabilities(
-    elicitation: Option<crate::elicitation::Modes>,
-    apps: bool,
-) -> serde_json::Map<String, Value> {
+/// `elicitation`: the `elicitation` capability (the modes declared, see `session::elicitation::Modes`).
+pub fn client_capabilities(elicitation: Option<Value>, apps: bool) -> serde_json::Map<String, Value> {
     let mut capabilities = serde_json::Map::new();
     if let Some(modes) = elicitation {
-        capabilities.insert("elicitation".into(), modes.capability());
+        capabilities.insert("elicitation".into(), modes);
     }
     if apps {
         capabilities
@@ -81,10 +83,7 @@ impl ServerCapabilities {
     /// Whether it declared the Skills extension (SEP-2640): an object under
     /// `extensions["io.modelcontextprotocol/skills"]`.
     pub fn skills(&self) -> bool {
-        self.others
-            .get("extensions")
-            .and_then(|e| e.get(crate::session::skills::SKILLS_EXTENSION))
-            .is_some_and(Value::is_object)
+        self.others.get("extensions").and_then(|e| e.get(SKILLS_EXTENSION)).is_some_and(Value::is_object)
     }
 
     /// Whether it declared `resources: { subscribe: true }`.
@@ -225,6 +224,46 @@ impl PageCacheHints<'_> {
     }
 }
 
+/// A catalogue's caching hints (2026-07-28 `ttlMs`/`cacheScope`, per page; older servers send none).
+/// Each page has its own TTL, so the catalogue is fresh only while every page is: until the earliest
+/// expiry. A page without a positive TTL makes the whole catalogue not cacheable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheHints {
+    /// When the first page arrived, in milliseconds since the Unix epoch (0 for a listing not read
+    /// from a server).
+    pub listed_at_ms: i64,
+    /// How long after `listed_at_ms` the catalogue stays fresh (capped at `MAX_CATALOGUE_TTL_MS`);
+    /// `None`: stale at once, as without hints.
+    pub ttl_ms: Option<u64>,
+    /// `Private` if any page said so, `Public` if every page said so, else `None` (see [`CacheHints::scope_for`]).
+    pub scope: Option<CacheScope>,
+}
+
+impl CacheHints {
+    /// When the catalogue stops being fresh, in ms since the epoch; `None` if it never was.
+    pub fn fresh_until_ms(&self) -> Option<i64> {
+        self.ttl_ms.map(|ttl| self.listed_at_ms.saturating_add(i64::try_from(ttl).unwrap_or(i64::MAX)))
+    }
+
+    pub fn is_fresh_at(&self, now_ms: i64) -> bool {
+        self.fresh_until_ms().is_some_and(|until| now_ms < until)
+    }
+
+    /// The scope to act on. A declared one stands. A 2026-07-28 server must declare it, so a missing
+    /// one is a server's omission: reusing a listing that may hold per-user tools across users is the
+    /// harmful mistake, so it counts as private when the server is reached with credentials (auth,
+    /// headers, OAuth: the listing may depend on who asks) and public otherwise (everyone reaching it
+    /// sees the same). Before 2026-07-28 there are no hints at all: `None`, which stores and rebuilds
+    /// treat as they always did.
+    pub fn scope_for(&self, modern: bool, authorized: bool) -> Option<CacheScope> {
+        match self.scope {
+            Some(scope) => Some(scope),
+            None if modern => Some(if authorized { CacheScope::Private } else { CacheScope::Public }),
+            None => None,
+        }
+    }
+}
+
 /// One `tools/list` page parsed in one pass: the fast path for a page whose every tool is well formed.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -338,10 +377,10 @@ mod tests {
 
     #[test]
     fn elicitation_is_declared_only_with_a_host_handler() {
-        use crate::elicitation::Modes;
-        let capabilities = |modes, apps| {
-            serde_json::from_str::<Value>(&initialize_params(&client_capabilities(modes, apps))).unwrap()
-                ["capabilities"]
+        use crate::session::elicitation::Modes;
+        let capabilities = |modes: Option<Modes>, apps| {
+            serde_json::from_str::<Value>(&initialize_params(&client_capabilities(modes.map(Modes::capability), apps)))
+                .unwrap()["capabilities"]
                 .clone()
         };
         assert_eq!(capabilities(None, false), serde_json::json!({}));

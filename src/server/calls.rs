@@ -654,7 +654,7 @@ mod tests {
     /// cannot be cancelled and keeps running: hang-ups run any number of executions at once.
     #[tokio::test]
     async fn hang_ups_do_not_lift_the_concurrency_bound() {
-        use crate::store::BoxFuture;
+        use futures_util::future::BoxFuture;
         use std::sync::atomic::AtomicUsize;
         struct Detached {
             running: Arc<AtomicUsize>,
@@ -698,7 +698,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_live_owner_whose_renewals_fail_stops_instead_of_running_beside_its_successor() {
         use crate::store::journal::RecordedCall;
-        use crate::store::BoxFuture;
+        use futures_util::future::BoxFuture;
         struct NoRenewal(MemoryJournal);
         impl McpJournal for NoRenewal {
             fn claim(&self, key: &str, value: &str) -> BoxFuture<'_, Result<String>> {

@@ -23,7 +23,7 @@ pub mod stdio;
 use crate::error::{McpError, Result};
 use crate::protocol::mcp::Tool;
 use crate::store::journal::McpJournal;
-use crate::store::BoxFuture;
+use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashMap;

@@ -9,11 +9,14 @@
 
 use super::dispatch::{self, claim_of, RpcError, INVALID_REQUEST, PARSE_ERROR};
 use super::{McpServerCore, MAX_CONCURRENT_SERVER_CALLS, MAX_SERVER_MESSAGE_BYTES};
+use crate::error::{McpError, Result};
 use crate::protocol::jsonrpc::{is_echoable_id, Message, RawMessage};
+use parking_lot::Mutex;
 use std::io::BufRead;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -82,6 +85,60 @@ fn read_lines(mut input: impl BufRead, max_bytes: usize, mut deliver: impl FnMut
             }
         }
     }
+}
+
+/// This process has one stdin: at most one server serves it at a time.
+static STDIO_SERVING: AtomicBool = AtomicBool::new(false);
+/// This process's stdin reader, between one stdio serving stopped by its handle and the next.
+static STDIN_LINES: Mutex<Option<mpsc::Receiver<Line>>> = parking_lot::const_mutex(None);
+
+/// A serving of this process's stdin, from its owner's side: how to stop it, and word that it has let
+/// stdin go.
+pub struct StdinServing {
+    pub stop: CancellationToken,
+    pub released: oneshot::Receiver<()>,
+}
+
+/// The claim on this process's stdin a serving holds: let go when dropped, however the serving ends
+/// (finished, stopped, or its future dropped), so the next one finds stdin free.
+struct StdinClaim {
+    release: Option<oneshot::Sender<()>>,
+}
+
+impl Drop for StdinClaim {
+    fn drop(&mut self) {
+        STDIO_SERVING.store(false, Ordering::SeqCst);
+        if let Some(release) = self.release.take() {
+            let _ = release.send(());
+        }
+    }
+}
+
+/// Claims this process's stdin for `core` now (not when the serving is first polled: a stop right after
+/// must find it, and a claim right after a stop must find stdin free), and returns its handle and the
+/// serving, which ends when stdin ends or the handle's `stop` is cancelled. Fails with
+/// `mcp_config_invalid` while another serving holds stdin.
+pub fn serve_process_stdin(
+    core: Arc<McpServerCore>,
+) -> Result<(StdinServing, impl std::future::Future<Output = Result<()>> + Send)> {
+    if STDIO_SERVING.swap(true, Ordering::SeqCst) {
+        return Err(McpError::config("listen({ stdio: true }): this process's stdin is already being served"));
+    }
+    let (stop, (release, released)) = (CancellationToken::new(), oneshot::channel());
+    let claim = StdinClaim { release: Some(release) };
+    let handle = StdinServing { stop: stop.clone(), released };
+    let serving = async move {
+        // One reader of stdin for the process: a blocking read cannot be interrupted, so a reader left
+        // behind by a stop would take the next line from the next serving. It is kept instead.
+        let kept = STDIN_LINES.lock().take();
+        let mut lines = kept.unwrap_or_else(|| read_on_thread(std::io::BufReader::new(std::io::stdin())));
+        if !serve(core, &mut lines, tokio::io::stdout(), stop).await {
+            *STDIN_LINES.lock() = Some(lines);
+        }
+        drop(claim);
+        Ok(())
+    };
+    Ok((handle, serving))
 }
 
 /// Serves `lines` until they end or `stop` is cancelled, answering on `output`.

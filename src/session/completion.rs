@@ -1,8 +1,8 @@
 //! `completion/complete`: suggestions for a prompt's argument (`ref/prompt`) or a resource template's
 //! variable (`ref/resource`), with the values already chosen as `context.arguments`.
 
-use crate::connection::{Connection, RequestOptions};
 use crate::error::{McpError, Result};
+use crate::session::connection::{Connection, RequestOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

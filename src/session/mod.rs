@@ -1,18 +1,36 @@
-//! Requests a live session makes beyond tools: resources (list, templates, read, subscribe), prompts
-//! (list, get), completions and skills (SEP-2640), in both eras. Each file turns one concern into requests on a
-//! [`Connection`] and interprets the answers; the gates (policy, auth, readiness) are the toolset's
-//! (`toolset::session`). `connection.rs`, `elicitation.rs`, `mrtr.rs` and `catalog.rs` join this
-//! folder in issue 29.
+//! One live session with one MCP server: the connection and everything spoken over it, in both eras.
+//! The toolset (`toolset/`) owns sessions — it opens, supervises, gates (policy, auth, readiness) and
+//! closes them; a transport (`transport/`) only moves bytes. One file per concern:
+//!
+//! | file               | concern                                                                      |
+//! |--------------------|------------------------------------------------------------------------------|
+//! | `connection/`      | the connection: the pending map, negotiation, resends, the server's requests |
+//! | `elicitation.rs`   | the server asking the person (`elicitation/create`): modes, checks, answers   |
+//! | `mrtr.rs`          | multi-round-trip requests (2026-07-28 `input_required` results)               |
+//! | `catalog/`         | tool listings: pages, cache hints, catalogues shared by content               |
+//! | `outcome.rs`       | what a `tools/call` result means (`isError`, depth), for every caller         |
+//! | `resources.rs`     | resources: list, templates, read, subscribe                                   |
+//! | `prompts.rs`       | prompts: list, get                                                            |
+//! | `completion.rs`    | argument completion                                                           |
+//! | `skills.rs`        | skills (SEP-2640)                                                             |
+//!
+//! The request files (resources to skills) each turn one concern into requests on a [`Connection`] and
+//! interpret the answers; what they share (capability checks, listing bounds) is below.
 
+pub mod catalog;
 pub mod completion;
+pub mod connection;
+pub mod elicitation;
+pub mod mrtr;
+pub mod outcome;
 pub mod prompts;
 pub mod resources;
 pub mod skills;
 
-use crate::connection::{Connection, RequestOptions, SessionInfo};
 use crate::error::{McpError, Result};
 use crate::limits::{MAX_JSON_DEPTH, MAX_TOOLS_PER_SERVER};
 use crate::protocol::nesting;
+use crate::session::connection::{Connection, RequestOptions, SessionInfo};
 use serde::de::DeserializeOwned;
 use serde_json::value::RawValue;
 use std::collections::HashSet;
@@ -49,7 +67,7 @@ pub fn declares(session: &SessionInfo, capability: &str) -> bool {
 type Page<'a> = std::collections::HashMap<String, &'a RawValue>;
 
 /// Every item of a paginated listing (`method` answers with its items under `key`), under the bounds
-/// tool listings have: `MAX_LIST_PAGES` pages (a repeated cursor refused, see [`crate::catalog::next_cursor`]),
+/// tool listings have: `MAX_LIST_PAGES` pages (a repeated cursor refused, see [`crate::session::catalog::next_cursor`]),
 /// `MAX_TOOLS_PER_SERVER` items, each page within the toolset's `maxResultBytes` (the transport's bound)
 /// and `MAX_JSON_DEPTH`. An item that does not parse is left out (and counted in `skipped`); one bad entry
 /// does not cost the rest.
@@ -69,7 +87,7 @@ pub async fn list_all<T: DeserializeOwned>(
         pages += 1;
         let next = listed.accept(method, key, raw.get())?;
         match next {
-            Some(next) => cursor = Some(crate::catalog::next_cursor(method, &mut cursors, pages, next)?),
+            Some(next) => cursor = Some(crate::session::catalog::next_cursor(method, &mut cursors, pages, next)?),
             None => return Ok(listed),
         }
     }

@@ -3,10 +3,10 @@
 //! answered with the prompt's messages as the server wrote them.
 
 use super::{list_all, Listed, Named};
-use crate::connection::{Connection, RequestOptions};
 use crate::error::{McpError, Result};
 use crate::limits::MAX_JSON_DEPTH;
 use crate::protocol::nesting;
+use crate::session::connection::{Connection, RequestOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};

@@ -1,17 +1,17 @@
 //! Resources: `resources/list`, `resources/templates/list`, `resources/read`, and subscriptions —
 //! `resources/subscribe`/`unsubscribe` in the session era (2025-11-25), `subscriptions/listen` with
 //! `resourceSubscriptions` in 2026-07-28, whose `notifications/resources/updated` arrive through
-//! [`crate::connection::ConnectionEvents::resource_updated`].
+//! [`crate::session::connection::ConnectionEvents::resource_updated`].
 //!
 //! A read's contents are text (kept as the server's string) or a blob, decoded from base64 once, here,
 //! and handed on as bytes. The client never dereferences a URI itself (`http:`, `file:` or any other):
 //! every read is a request to the server that listed it.
 
 use super::{list_all, Listed};
-use crate::connection::{Connection, RequestOptions};
 use crate::error::{McpError, Result};
 use crate::limits::MAX_JSON_DEPTH;
 use crate::protocol::nesting;
+use crate::session::connection::{Connection, RequestOptions};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -144,7 +144,7 @@ pub fn start_read(
     done: impl FnOnce(Result<ReadResult>) + Send + 'static,
 ) {
     let at = uri.to_owned();
-    let reply = crate::connection::Reply::Callback(Box::new(move |answer| done(read_answered(&at, answer))));
+    let reply = crate::session::connection::Reply::Callback(Box::new(move |answer| done(read_answered(&at, answer))));
     connection.start_named("resources/read", uri, read_params(uri), opts, reply);
 }
 

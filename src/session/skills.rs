@@ -20,17 +20,16 @@
 
 use super::resources::{self, Body};
 use super::{list_all, Listed};
-use crate::connection::{Connection, RequestOptions};
 use crate::error::{McpError, Result};
 use crate::guard::redact::shown_uri;
 use crate::limits::{MAX_FRONTMATTER_BYTES, MAX_FRONTMATTER_DEPTH, MAX_SKILL_BYTES, MAX_SKILL_FILES};
+use crate::session::connection::{Connection, RequestOptions};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
 
-/// The extension's identifier, under which a server declares it in `capabilities.extensions`.
-pub const SKILLS_EXTENSION: &str = "io.modelcontextprotocol/skills";
+pub use crate::protocol::mcp::SKILLS_EXTENSION;
 const SKILL_FILE: &str = "SKILL.md";
 
 /// A checked skill entry: loadable as far as the entry alone can tell.

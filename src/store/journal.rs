@@ -4,8 +4,8 @@
 //! step and given back when the call fails. Built-ins: memory (one process) and SQLite (one file shared
 //! by processes, `journal_sqlite.rs`); JavaScript journals implement the same five operations.
 
-use super::BoxFuture;
 use crate::error::Result;
+use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::future::ready;

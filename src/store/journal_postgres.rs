@@ -7,8 +7,9 @@
 
 use super::journal::McpJournal;
 use super::postgres::{PostgresOptions, PostgresStore, CLAIM_ATTEMPTS, CREATE_VERSION_TABLE, SCHEMA_LOCK_KEY};
-use super::{now_ms, store_error, BoxFuture};
+use super::{now_ms, store_error};
 use crate::error::Result;
+use futures_util::future::BoxFuture;
 use tokio::sync::OnceCell;
 
 /// The journal tables' schema this build writes (row `journal` of `mcpferry_schema`).

@@ -7,8 +7,9 @@
 
 use super::journal::{CallSlot, McpJournal, RecordedCall};
 use super::sqlite::{enable_wal, sql_error, BUSY_TIMEOUT};
-use super::{now_ms, store_error, BoxFuture};
+use super::{now_ms, store_error};
 use crate::error::Result;
+use futures_util::future::BoxFuture;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -1,8 +1,9 @@
 //! A store that lives as long as the process: for tests, and for callers who want drift detection
 //! within one long-running process without a file.
 
-use super::{unknown_row_error, BoxFuture, ConnectionStore, Fingerprints, StoredServer};
+use super::{unknown_row_error, ConnectionStore, Fingerprints, StoredServer};
 use crate::error::Result;
+use futures_util::future::BoxFuture;
 use std::collections::BTreeMap;
 use std::future::ready;
 use std::sync::{Mutex, MutexGuard};

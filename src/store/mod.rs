@@ -23,15 +23,11 @@ pub use sqlite::{LazySqliteStore, SqliteStore};
 
 use crate::error::{McpError, Result};
 use crate::protocol::mcp::{CacheScope, Tool};
+use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
-use std::pin::Pin;
-
-/// A boxed `Send` future, so [`ConnectionStore`] stays object-safe (`&dyn ConnectionStore`).
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Tool name → fingerprint (see [`fingerprint`]).
 pub type Fingerprints = BTreeMap<String, String>;
@@ -93,9 +89,13 @@ impl StoredServer {
 
     /// The row's caching hints as a listing's, with the TTL trusted as far as it can be at `now_ms`;
     /// `None` for a row written before hints were stored.
-    pub fn cache_hints(&self, now_ms: i64) -> Option<crate::catalog::CacheHints> {
+    pub fn cache_hints(&self, now_ms: i64) -> Option<crate::protocol::mcp::CacheHints> {
         let listed_at_ms = self.listed_at?;
-        Some(crate::catalog::CacheHints { listed_at_ms, ttl_ms: self.trusted_ttl_ms(now_ms), scope: self.cache_scope })
+        Some(crate::protocol::mcp::CacheHints {
+            listed_at_ms,
+            ttl_ms: self.trusted_ttl_ms(now_ms),
+            scope: self.cache_scope,
+        })
     }
 
     /// The catalogue is still fresh at `now_ms` by its server's TTL.

@@ -14,10 +14,11 @@
 
 use super::now_ms;
 use super::sqlite::{decode, encode, RawRow};
-use super::{store_error, unknown_row_error, BoxFuture, ConnectionStore, Fingerprints, StoredServer};
+use super::{store_error, unknown_row_error, ConnectionStore, Fingerprints, StoredServer};
 use crate::error::{McpError, Result};
 use crate::guard::redact::Secrets;
 use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use futures_util::future::BoxFuture;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use std::fmt;
@@ -160,6 +161,78 @@ impl fmt::Debug for PostgresOptions {
             .field("pool_wait_timeout", &self.pool_wait_timeout)
             .field("tls", &self.tls)
             .finish_non_exhaustive()
+    }
+}
+
+impl PostgresOptions {
+    /// `createPostgresMcpConnectionStore`'s (or `createPostgresMcpJournal`'s, named by `factory`) options
+    /// (camelCase JSON) as the engine's. Messages name the option and what it must be, never the value
+    /// given: a misplaced connection string is not echoed.
+    pub fn from_json(json: &str, factory: &str) -> Result<PostgresOptions> {
+        let invalid = |what: String| McpError::config(format!("{factory}: {what}"));
+        let value: serde_json::Value =
+            serde_json::from_str(json).map_err(|_| invalid("takes a connection string or an options object".into()))?;
+        let serde_json::Value::Object(fields) = value else {
+            return Err(invalid("takes a connection string or an options object".into()));
+        };
+        let Some(serde_json::Value::String(connection_string)) = fields.get("connectionString") else {
+            return Err(invalid("`connectionString` is required and must be a string".into()));
+        };
+        let mut options = PostgresOptions::new(connection_string.clone());
+        let milliseconds = |name: &str, value: &serde_json::Value| -> Result<Duration> {
+            match value.as_u64() {
+                Some(ms) if ms >= 1 && u128::from(ms) <= MAX_TIMEOUT.as_millis() => Ok(Duration::from_millis(ms)),
+                _ => Err(invalid(format!(
+                    "`{name}` must be a whole number of milliseconds from 1 to {}",
+                    MAX_TIMEOUT.as_millis()
+                ))),
+            }
+        };
+        for (name, value) in &fields {
+            match name.as_str() {
+                "connectionString" => {}
+                "poolSize" => {
+                    options.pool_size =
+                        value.as_u64().filter(|size| *size >= 1 && *size <= MAX_POOL_SIZE as u64).ok_or_else(|| {
+                            invalid(format!("`poolSize` must be a whole number from 1 to {}", MAX_POOL_SIZE))
+                        })? as usize;
+                }
+                "connectTimeoutMs" => options.connect_timeout = milliseconds(name, value)?,
+                "statementTimeoutMs" => options.statement_timeout = milliseconds(name, value)?,
+                "poolWaitTimeoutMs" => options.pool_wait_timeout = milliseconds(name, value)?,
+                "tls" => {
+                    options.tls = Some(match value.as_str() {
+                        Some("disable") => PostgresTls::Disable,
+                        Some("prefer") => PostgresTls::Prefer,
+                        Some("require") => PostgresTls::Require,
+                        _ => return Err(invalid("`tls` must be \"disable\", \"prefer\" or \"require\"".into())),
+                    });
+                }
+                "caCertificatesPem" => {
+                    options.ca_certificates_pem = Some(
+                        value
+                            .as_str()
+                            .ok_or_else(|| invalid("`caCertificatesPem` must be a string of PEM certificates".into()))?
+                            .to_owned(),
+                    );
+                }
+                other => return Err(invalid(format!("unknown option {}", option_name(other)))),
+            }
+        }
+        Ok(options)
+    }
+}
+
+/// An unknown option's name as quoted in an error: only when it looks like a name at all.
+fn option_name(name: &str) -> String {
+    const LONGEST_NAME_CHARS: usize = 40;
+    let plain = !name.is_empty()
+        && name.len() <= LONGEST_NAME_CHARS
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain {
+        format!("{name:?}")
+    } else {
+        "(a key that is not an option name)".to_owned()
     }
 }
 

@@ -5,8 +5,9 @@
 //! lock up front so a read-then-write can never be invalidated by another process's commit. SQLite
 //! calls block, so each one runs on tokio's blocking pool.
 
-use super::{now_ms, store_error, unknown_row_error, BoxFuture, ConnectionStore, Fingerprints, StoredServer};
+use super::{now_ms, store_error, unknown_row_error, ConnectionStore, Fingerprints, StoredServer};
 use crate::error::Result;
+use futures_util::future::BoxFuture;
 use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

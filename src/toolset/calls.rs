@@ -9,8 +9,7 @@
 use super::local;
 use super::routes::{Route, RouteTable};
 use super::supervisor::{State, Supervisor};
-use super::Inner;
-use crate::connection::{tool_outcome, AbortHandle, Completion, Connection, HeaderMismatch, Headers, Reply, StartCall};
+use super::ToolsetState;
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
 use crate::guard::policy;
@@ -20,6 +19,8 @@ use crate::projection::{JsonText, ProjectedTool};
 use crate::protocol::call_context::CallContext;
 use crate::protocol::param_headers::{self, ParamHeader, ParamHeaders};
 use crate::schema::SchemaError;
+use crate::session::connection::{AbortHandle, Completion, Connection, HeaderMismatch, Headers, Reply, StartCall};
+use crate::session::outcome::{raw_outcome, tool_outcome};
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::value::RawValue;
 use std::collections::HashMap;
@@ -135,7 +136,7 @@ enum Admitted {
 /// `mcp_internal_error`.
 struct CallCompletion {
     done: Option<Completion>,
-    inner: Arc<Inner>,
+    inner: Arc<ToolsetState>,
     server: Option<usize>,
     /// Where the call's outcome (and progress) goes.
     sink: Arc<dyn CallSink>,
@@ -231,7 +232,7 @@ impl super::Toolset {
     }
 }
 
-impl Inner {
+impl ToolsetState {
     /// The checks every call passes before anything is sent: open, known, not quarantined, arguments an object.
     fn admit(&self, table: &RouteTable, call: &CallRequest) -> Result<Admitted> {
         if self.cancel.is_cancelled() {
@@ -319,7 +320,7 @@ impl Inner {
             // Local answers are ours: no `isError` to look for, no server secret to redact.
             let outcome = match server {
                 Some(index) => {
-                    let mut outcome = if raw { super::client::raw_outcome(outcome) } else { tool_outcome(outcome) };
+                    let mut outcome = if raw { raw_outcome(outcome) } else { tool_outcome(outcome) };
                     if let (Ok(result), Some((route, name))) = (&outcome, &output_check) {
                         let schema = route.definition.output_schema.as_ref().map_or("true", |s| s.get());
                         let expose = inner.validation.expose_server_errors;
@@ -434,7 +435,7 @@ impl Inner {
                     call.arguments(),
                     call.context(),
                 );
-                policy::authorize(&self.hooks, &call.name, request).await?;
+                policy::authorize(self.hooks.decide.as_deref(), self.hooks.ask.as_deref(), &call.name, request).await?;
             }
             wait_live(slot, self.timeout).await?;
             if slot.entry.is_http() && self.hooks.auth.is_some() {
@@ -642,7 +643,7 @@ fn still_routed<'t>(
 /// an expired one (a restarted server's, whose tools were just vetted again): sent only if the tool is
 /// still what was approved.
 struct AdmittedRoute {
-    inner: Weak<Inner>,
+    inner: Weak<ToolsetState>,
     name: String,
     server: usize,
     remote_name: Arc<str>,
@@ -650,7 +651,11 @@ struct AdmittedRoute {
 }
 
 impl AdmittedRoute {
-    fn for_call(inner: &Arc<Inner>, call: &CallRequest, route: &Route) -> Arc<dyn crate::transport::AdmittedCall> {
+    fn for_call(
+        inner: &Arc<ToolsetState>,
+        call: &CallRequest,
+        route: &Route,
+    ) -> Arc<dyn crate::transport::AdmittedCall> {
         Arc::new(AdmittedRoute {
             inner: Arc::downgrade(inner),
             name: call.name.clone(),
@@ -675,7 +680,7 @@ impl crate::transport::AdmittedCall for AdmittedRoute {
 /// definition may differ from the one the call was admitted against, since new `x-mcp-header`
 /// annotations are the likely cause; a change that matters is what drift vetting quarantines.
 struct Relister {
-    inner: Weak<Inner>,
+    inner: Weak<ToolsetState>,
     name: String,
     server: usize,
     remote_name: Arc<str>,
@@ -688,7 +693,7 @@ struct Relister {
 }
 
 impl Relister {
-    fn for_call(inner: &Arc<Inner>, call: &CallRequest, route: &Route) -> Arc<dyn HeaderMismatch> {
+    fn for_call(inner: &Arc<ToolsetState>, call: &CallRequest, route: &Route) -> Arc<dyn HeaderMismatch> {
         Arc::new(Relister {
             inner: Arc::downgrade(inner),
             name: call.name.clone(),
@@ -702,7 +707,7 @@ impl Relister {
 }
 
 impl HeaderMismatch for Relister {
-    fn relisted<'a>(&'a self, arguments: &'a RawValue) -> crate::transport::BoxFuture<'a, Result<Headers>> {
+    fn relisted<'a>(&'a self, arguments: &'a RawValue) -> futures_util::future::BoxFuture<'a, Result<Headers>> {
         Box::pin(async move {
             let inner = self.inner.upgrade().ok_or(McpError::Closed)?;
             inner.servers[self.server].relist(self.sent_after_listing, self.sent_after_relist).await?;

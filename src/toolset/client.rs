@@ -7,11 +7,11 @@
 //! tool the current route table holds under its remote name, through the same gates as `mcpTools`).
 
 use super::Toolset;
-use crate::connection::{AbortHandle, RequestOptions};
 use crate::error::{McpError, Result};
 use crate::limits::{MAX_JSON_DEPTH, MAX_LIST_PAGES, MAX_TOOLS_PER_SERVER};
 use crate::protocol::mcp::{self, ListToolsPage};
 use crate::protocol::nesting;
+use crate::session::connection::{AbortHandle, RequestOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sha2::Digest;
@@ -70,10 +70,10 @@ impl Toolset {
 
     /// Untrusted text about this server (a result's error text that reached JavaScript) quoted as the
     /// engine quotes it in errors: the server's own secrets (configured headers and env, tokens) and
-    /// `extra` replaced, then cut to a few hundred bytes (`transport::quote_bytes`).
+    /// `extra` replaced, then cut to a few hundred bytes (`guard::redact::quote_bytes`).
     pub fn quote_server_text(&self, text: &str, extra: &crate::guard::redact::Secrets) -> String {
         let redacted = self.inner.servers[SERVER].secrets.redact(text);
-        crate::transport::quote_bytes(redacted.as_bytes(), extra)
+        crate::guard::redact::quote_bytes(redacted.as_bytes(), extra)
     }
 
     /// The connected server's negotiated version and identity; `None` before it connected or after close.
@@ -223,7 +223,7 @@ impl Toolset {
 
 /// A listing's registration for [`Toolset::abort_listing`], removed when dropped.
 pub struct ListingAbort {
-    inner: Arc<super::Inner>,
+    inner: Arc<super::ToolsetState>,
     abort_id: u32,
     pub(super) handle: Arc<AbortHandle>,
 }
@@ -262,33 +262,9 @@ fn bounded(bounds: &ListBounds) -> bool {
         || bounds.max_cursor_bytes.is_some()
 }
 
-/// A client call's outcome: the result as the server sent it, `isError` included. Still refused: a
-/// result that is not an object, or is nested past `MAX_JSON_DEPTH` (it would break the host's
-/// `JSON.parse`), as for `mcpTools`.
-pub(super) fn raw_outcome(outcome: Result<Box<RawValue>>) -> Result<Box<RawValue>> {
-    let result = outcome?;
-    if nesting::exceeds_depth(result.get().as_bytes(), MAX_JSON_DEPTH) {
-        return Err(McpError::ResultTooDeep { max_depth: MAX_JSON_DEPTH });
-    }
-    if !result.get().starts_with('{') {
-        return Err(McpError::Protocol("tools/call returned a result that is not an object".into()));
-    }
-    Ok(result)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn raw_outcomes_keep_is_error_results_and_refuse_what_mcp_tools_refuses() {
-        let result = |text: &str| Ok(RawValue::from_string(text.to_owned()).unwrap());
-        let failed = raw_outcome(result(r#"{"content":[{"type":"text","text":"no"}],"isError":true}"#)).unwrap();
-        assert!(failed.get().contains(r#""isError":true"#));
-        assert_eq!(raw_outcome(result("[1]")).unwrap_err().code(), "mcp_protocol_error");
-        let deep = "[".repeat(MAX_JSON_DEPTH + 1) + &"]".repeat(MAX_JSON_DEPTH + 1);
-        assert_eq!(raw_outcome(result(&format!(r#"{{"a":{deep}}}"#))).unwrap_err().code(), "mcp_result_too_deep");
-    }
 
     #[test]
     fn a_malformed_page_is_described_without_quoting_the_server() {

@@ -34,23 +34,23 @@ pub use calls::{CallRequest, CallSink};
 pub use client::{ClientSession, ListBounds, ListingAbort, RemoteListing};
 pub use local::LOCAL_SERVER;
 pub use session::FromServer;
+pub use shared::Hooks;
 pub use supervisor::{LastError, ServerStatus};
 
 use crate::config::ToolsetConfig;
-use crate::connection::AbortHandle;
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
 use crate::guard::hosts::HostGuard;
-use crate::hooks::Hooks;
 use crate::limits::MAX_CLOSE_WAIT_MS;
 use crate::projection::disclosure::{Tier, MCP_DESCRIBE_TOOL, MCP_SEARCH_TOOLS};
 use crate::projection::prompt::{self, PromptServer};
 use crate::projection::{naming, ProjectedTool};
+use crate::session::connection::AbortHandle;
 use crate::store::ConnectionStore;
 use parking_lot::Mutex;
 use routes::RouteTable;
 use serde::Serialize;
-use shared::Shared;
+use shared::ToolsetContext;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -84,12 +84,12 @@ pub struct ToolsChange {
 }
 
 pub struct Toolset {
-    inner: Arc<Inner>,
+    inner: Arc<ToolsetState>,
 }
 
 /// The toolset: what its supervisors share, the supervisors, and the calls in flight.
-pub(crate) struct Inner {
-    shared: Arc<Shared>,
+pub(crate) struct ToolsetState {
+    shared: Arc<ToolsetContext>,
     /// One per configured server, in configuration order (a route's `server` is its index here).
     servers: Vec<Arc<Supervisor>>,
     aborts: Mutex<HashMap<u32, Arc<AbortHandle>>>,
@@ -105,9 +105,9 @@ pub(crate) struct Inner {
     schemas_reported: Mutex<Vec<(std::sync::Weak<crate::schema::tool::ToolSchemas>, &'static str, usize)>>,
 }
 
-impl std::ops::Deref for Inner {
-    type Target = Shared;
-    fn deref(&self) -> &Shared {
+impl std::ops::Deref for ToolsetState {
+    type Target = ToolsetContext;
+    fn deref(&self) -> &ToolsetContext {
         &self.shared
     }
 }
@@ -140,7 +140,7 @@ impl Toolset {
             logins: CancellationToken::new(),
         });
         let server_count = config.servers.len();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ToolsetContext {
             hooks,
             elicitation_modes: config.elicitation_modes,
             allowed_hosts,
@@ -181,7 +181,7 @@ impl Toolset {
             let sink: std::sync::Weak<dyn crate::logging::LogSink> = Arc::downgrade(&shared) as _;
             crate::logging::route(log_id, sink);
         }
-        let inner = Inner {
+        let inner = ToolsetState {
             shared,
             servers,
             aborts: Mutex::new(HashMap::new()),
@@ -321,8 +321,8 @@ impl Toolset {
             let (vetting, _) = slot.vet_against(row.tool_fingerprints.as_ref(), &row.tools);
             // Checked as a listing is (a row saved by an older version may hold a tool a listing now
             // leaves out); what that leaves out is reported by the reconciliation too.
-            let stored = crate::catalog::from_stored(row.tools.clone(), false, Default::default());
-            let listing = crate::catalog::Listing { tools: stored.tools, ..Default::default() };
+            let stored = crate::session::catalog::from_stored(row.tools.clone(), false, Default::default());
+            let listing = crate::session::catalog::Listing { tools: stored.tools, ..Default::default() };
             let diagnostics = inner.project_into(&slot.identity_view(), listing, &vetting, &mut table);
             diagnostics.into_iter().for_each(|d| inner.report(d));
             slot.set_state(supervisor::State::Stale);
@@ -462,7 +462,7 @@ impl Toolset {
     }
 }
 
-impl Inner {
+impl ToolsetState {
     fn report_name_collisions(&self) {
         let mut reported = HashSet::new();
         for slot in &self.servers {
@@ -532,4 +532,47 @@ fn append_paragraph(text: &mut String, paragraph: &str) {
         text.push_str("\n\n");
     }
     text.push_str(paragraph);
+}
+
+/// `logoutMcpServer`: `config_json` is `{"servers": [entry], "options": {tokenStore, allowedHosts?, proxy?}}`.
+/// The tokens kept in `store` for the entry are revoked (where the authorization server offers it) and
+/// forgotten. Its client registration stays: it is the application's, not the person's.
+/// `store` is asked for the host's token store once the configuration was read.
+pub async fn logout_server(
+    config_json: &str,
+    store: impl FnOnce() -> Result<Option<Arc<dyn crate::auth::store::TokenStore>>>,
+) -> Result<()> {
+    let config = crate::config::parse(config_json)?;
+    let [entry] =
+        <[_; 1]>::try_from(config.servers).map_err(|_| McpError::config("logoutMcpServer takes one server entry"))?;
+    let store = store()?
+        .ok_or_else(|| McpError::config("logoutMcpServer needs the tokenStore the server's tokens are kept in"))?;
+    let guard = config.allowed_hosts.as_deref().map(HostGuard::new).transpose()?.map(Arc::new);
+    let policy = crate::egress::EgressPolicy { guard, proxy: config.proxy };
+    let (crate::config::ServerKind::StreamableHttp { url, oauth: Some(settings), .. }
+    | crate::config::ServerKind::Sse { url, oauth: Some(settings), .. }) = &entry.kind
+    else {
+        return Err(McpError::config(format!("server {:?} has no oauth configuration to log out of", entry.name)));
+    };
+    if let Some(guard) = &policy.guard {
+        guard.check_url(url)?;
+    }
+    let host = Arc::new(crate::auth::AuthHost {
+        store,
+        present: None,
+        login_timeout: Duration::from_millis(crate::limits::DEFAULT_AUTHORIZATION_TIMEOUT_MS),
+        flow_timeout: Duration::from_millis(crate::limits::DEFAULT_CONNECT_TIMEOUT_MS),
+        logins: CancellationToken::new(),
+    });
+    let authorizer = crate::auth::Authorizer::new(
+        entry.name.clone(),
+        url.clone(),
+        settings.clone(),
+        host,
+        &policy,
+        Default::default(),
+        Default::default(),
+        CancellationToken::new(),
+    )?;
+    authorizer.logout().await
 }

@@ -8,10 +8,10 @@
 
 use super::supervisor::Supervisor;
 use super::Toolset;
-use crate::connection::AbortHandle;
 use crate::error::{McpError, Result};
 use crate::guard::redact::shown_uri;
 use crate::guard::server_text::{is_format, steers};
+use crate::session::connection::AbortHandle;
 use crate::session::resources::{self, Body};
 use base64::Engine as _;
 use serde_json::{json, Value};

@@ -4,15 +4,15 @@
 
 use super::routes::Vetting;
 use super::supervisor::{State, Supervisor};
-use crate::catalog::{self, Listing};
 use crate::config::ServerKind;
-use crate::connection::{Connection, RequestOptions};
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
 use crate::limits::{
     MAX_REVALIDATION_BACKOFF_MS, MIN_REFRESH_INTERVAL_MS, MIN_REVALIDATION_INTERVAL_MS, REVALIDATION_JITTER_PERCENT,
 };
 use crate::protocol::mcp::Tool;
+use crate::session::catalog::{self, Listing};
+use crate::session::connection::{Connection, RequestOptions};
 use crate::store::{self, StoredServer};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -181,7 +181,7 @@ impl Supervisor {
             // A new session knows nothing of the old one's: the log level is asked again, as on connect
             // (before the listing), and the subscriptions are kept again once it is vetted.
             if let (Some(level), Some(connection)) = (self.shared.server_log_level, self.connection()) {
-                self.ask_log_level(&connection, level, &crate::connection::AbortHandle::default()).await;
+                self.ask_log_level(&connection, level, &crate::session::connection::AbortHandle::default()).await;
             }
             self.refresh_catalogue().await?;
             *vetted = generation;

@@ -3,7 +3,6 @@
 //! outside any lock the call path takes, then published whole. A call reads the snapshot current at
 //! the moment it is sent; a reader never waits for a writer to finish projecting.
 
-use crate::catalog::Listing;
 use crate::config::DisclosureConfig;
 use crate::diagnostics::Diagnostic;
 use crate::guard::filter::ToolFilter;
@@ -14,6 +13,7 @@ use crate::projection::{json_text, naming, ProjectedTool};
 use crate::protocol::mcp::Tool;
 use crate::protocol::param_headers::ParamHeaders;
 use crate::schema::tool::ToolSchemas;
+use crate::session::catalog::Listing;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, OnceLock};
 
@@ -44,7 +44,7 @@ pub(crate) struct ServerView {
     /// The shared texts the projection points into, kept alive for the next toolset listing the same
     /// catalogue (see `catalog::shared`). Held, never read.
     #[allow(dead_code)]
-    pub catalogue: Option<Arc<crate::catalog::shared::SharedTexts>>,
+    pub catalogue: Option<Arc<crate::session::catalog::shared::SharedTexts>>,
 }
 
 /// One published state of the whole map.
@@ -295,8 +295,8 @@ pub(crate) fn diff(server: &str, before: &[Arc<ProjectedTool>], after: &[Arc<Pro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Rejected;
     use crate::protocol::param_headers::param_headers_in;
+    use crate::session::catalog::Rejected;
     use serde_json::json;
 
     fn tool(name: &str, schema: serde_json::Value) -> Tool {
@@ -334,12 +334,12 @@ mod tests {
         ] })
         .to_string();
         let listing = || {
-            let mut address = crate::catalog::shared::ListingAddress::new("routes-test-server", false);
+            let mut address = crate::session::catalog::shared::ListingAddress::new("routes-test-server", false);
             address.page(&page);
             let tools: Vec<Tool> =
                 serde_json::from_value(serde_json::from_str::<serde_json::Value>(&page).unwrap()["tools"].clone())
                     .unwrap();
-            let texts = crate::catalog::shared::texts_for(address, &tools);
+            let texts = crate::session::catalog::shared::texts_for(address, &tools);
             Listing { tools, texts: Some(texts), ..Listing::default() }
         };
         let (first, _) = project(listing());

@@ -12,12 +12,12 @@
 
 use super::supervisor::{State, Supervisor};
 use super::Toolset;
-use crate::connection::{AbortHandle, Connection, RequestOptions};
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
 use crate::guard::redact::shown_uri;
 use crate::guard::{policy, server_text};
 use crate::session::completion::{self, Completion};
+use crate::session::connection::{AbortHandle, Connection, RequestOptions};
 use crate::session::prompts::{self, GetPromptResult, Prompt};
 use crate::session::resources::{self, ReadResult, Resource, ResourceTemplate};
 use crate::session::{self as requests, Listed};
@@ -140,7 +140,7 @@ impl Toolset {
         let inner = &self.inner;
         let gate = async {
             if let (Some((label, request)), Some(_)) = (decide, &inner.hooks.decide) {
-                policy::authorize(&inner.hooks, label, request).await?;
+                policy::authorize(inner.hooks.decide.as_deref(), inner.hooks.ask.as_deref(), label, request).await?;
             }
             super::calls::wait_live(slot, inner.timeout).await?;
             if slot.entry.is_http() && inner.hooks.auth.is_some() {
@@ -192,7 +192,7 @@ impl Toolset {
             &'c Supervisor,
             &'c Connection,
             RequestOptions<'c>,
-        ) -> crate::transport::BoxFuture<'c, Result<Listed<T>>>,
+        ) -> futures_util::future::BoxFuture<'c, Result<Listed<T>>>,
     {
         let slots: Vec<&Arc<Supervisor>> = match server {
             Some(name) => vec![self.slot(name)?],
@@ -217,7 +217,7 @@ impl Toolset {
             &'c Supervisor,
             &'c Connection,
             RequestOptions<'c>,
-        ) -> crate::transport::BoxFuture<'c, Result<Listed<T>>>,
+        ) -> futures_util::future::BoxFuture<'c, Result<Listed<T>>>,
     {
         let list = &list;
         let listings = slots.iter().map(|slot| async move {

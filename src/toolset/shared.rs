@@ -9,7 +9,6 @@ use crate::config::{DisclosureConfig, ReconnectConfig};
 use crate::diagnostics::Diagnostic;
 use crate::guard::filter::ToolFilter;
 use crate::guard::hosts::HostGuard;
-use crate::hooks::Hooks;
 use crate::projection::ProjectedTool;
 use crate::store::ConnectionStore;
 use arc_swap::ArcSwap;
@@ -19,10 +18,35 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-pub(crate) struct Shared {
+/// The embedding application's callbacks and host objects a toolset was given. Each is optional and
+/// costs nothing when absent.
+#[derive(Default, Clone)]
+pub struct Hooks {
+    /// Server name → bearer token for that server.
+    pub auth: Option<Arc<dyn crate::hooks::Callback<String, String>>>,
+    /// Server name → the hosts that server may reach.
+    pub allowed_hosts: Option<Arc<dyn crate::hooks::Callback<String, Vec<String>>>>,
+    /// Policy request (JSON) → decision (JSON).
+    pub decide: Option<Arc<dyn crate::hooks::Callback<String, String>>>,
+    /// Policy request with the `ask` reason (JSON) → approved?
+    pub ask: Option<Arc<dyn crate::hooks::Callback<String, bool>>>,
+    /// `onAuthorizationUrl`: login prompt (JSON `{url, server, grant, userCode?, expiresAt?}`) → ignored.
+    pub authorization_url: Option<Arc<dyn crate::hooks::Callback<String, String>>>,
+    /// Where OAuth tokens and client registrations are kept (`tokenStore`); a memory store when absent.
+    pub token_store: Option<Arc<dyn crate::auth::store::TokenStore>>,
+    /// Elicitation request (JSON: `{"server", "request"}`, see `elicitation::host_request`) → the
+    /// host's result (JSON: `{"action", "content"?}`). Without it, no elicitation capability is declared.
+    pub elicit: Option<Arc<dyn crate::hooks::Callback<String, String>>>,
+    /// Reads stdio servers' stdout on the host's event loop when set (see `transport::stdio::ExternalReader`).
+    pub stdio_reader: Option<Arc<dyn crate::transport::stdio::ReaderHost>>,
+}
+
+/// What every supervisor of one toolset shares: the host's hooks and options, the route table, the
+/// store, the events owner. Each supervisor holds it; the toolset holds the supervisors.
+pub(crate) struct ToolsetContext {
     pub hooks: Hooks,
     /// The elicitation modes declared to every server when `hooks.elicit` is set (`elicitationModes`).
-    pub elicitation_modes: crate::elicitation::Modes,
+    pub elicitation_modes: crate::session::elicitation::Modes,
     /// The static `allowedHosts` list, compiled once.
     pub allowed_hosts: Option<Arc<HostGuard>>,
     /// The `proxy` option, for every HTTP server.
@@ -39,7 +63,7 @@ pub(crate) struct Shared {
     pub validation: crate::schema::tool::ValidationConfig,
     pub filter: ToolFilter,
     pub disclosure: DisclosureConfig,
-    /// The current route table. Read without locking; replaced whole by [`Shared::publish`].
+    /// The current route table. Read without locking; replaced whole by [`ToolsetContext::publish`].
     pub routes: ArcSwap<RouteTable>,
     /// Held for writing only for the instant a table is swapped in; a call holds it for reading from
     /// its last check to the write of its bytes, so no table is published between the two.
@@ -71,7 +95,7 @@ pub(crate) struct Shared {
     pub apps: bool,
 }
 
-impl Shared {
+impl ToolsetContext {
     pub fn is_client(&self) -> bool {
         self.client_mode.load(std::sync::atomic::Ordering::Relaxed)
     }
@@ -80,7 +104,7 @@ impl Shared {
     pub fn project_into(
         &self,
         server: &ServerIdentity<'_>,
-        mut listing: crate::catalog::Listing,
+        mut listing: crate::session::catalog::Listing,
         vetting: &routes::Vetting,
         table: &mut RouteTable,
     ) -> Vec<Diagnostic> {
@@ -113,7 +137,12 @@ impl Shared {
     /// Replace one server's part of the map with a fresh listing and tell the owner what moved. The
     /// owner hears of changes in the order the tables were published (events are sent, without
     /// blocking, while the next writer waits).
-    pub fn apply(&self, server: &ServerIdentity<'_>, listing: crate::catalog::Listing, vetting: &routes::Vetting) {
+    pub fn apply(
+        &self,
+        server: &ServerIdentity<'_>,
+        listing: crate::session::catalog::Listing,
+        vetting: &routes::Vetting,
+    ) {
         let index = server.index;
         let _writer = self.projecting.lock();
         let current = self.routes.load_full();
@@ -173,7 +202,7 @@ impl Shared {
 }
 
 /// `logs: 'diagnostics'`: log events go out as they happen, like progress (never held for startup).
-impl crate::logging::LogSink for Shared {
+impl crate::logging::LogSink for ToolsetContext {
     fn log(&self, diagnostic: Diagnostic) {
         self.events.diagnostic(&diagnostic);
     }

@@ -17,12 +17,12 @@
 use super::session::{json_string, with_origin, FromServer};
 use super::supervisor::Supervisor;
 use super::Toolset;
-use crate::connection::AbortHandle;
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
 use crate::guard::policy;
 use crate::guard::redact::shown_uri;
 use crate::limits::{MAX_HELD_SKILLS_PER_SERVER, MAX_LISTED_SKILLS_PER_SERVER};
+use crate::session::connection::AbortHandle;
 use crate::session::resources::{Body, Contents, ReadResult};
 use crate::session::skills::{self, Skill};
 use crate::session::{self as requests};
@@ -339,8 +339,8 @@ impl Supervisor {
     /// (`listing-failed`) and costs nothing else; no file is read.
     pub(super) async fn list_skills_for_model(
         &self,
-        connection: &crate::connection::Connection,
-        stop: &crate::connection::AbortHandle,
+        connection: &crate::session::connection::Connection,
+        stop: &crate::session::connection::AbortHandle,
     ) {
         if !self.shared.expose_skills {
             return;
@@ -350,7 +350,7 @@ impl Supervisor {
             return;
         }
         let bound = Duration::from_millis(MAX_SKILLS_LIST_AT_CONNECT_MS).min(self.shared.timeout);
-        let opts = crate::connection::RequestOptions { timeout: self.shared.timeout, abort: Some(stop) };
+        let opts = crate::session::connection::RequestOptions { timeout: self.shared.timeout, abort: Some(stop) };
         let listing = match tokio::time::timeout(bound, skills::list(connection, &opts)).await {
             Ok(listing) => listing,
             Err(_) => Err(McpError::Timeout { after_ms: bound.as_millis() as u64 }),

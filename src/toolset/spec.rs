@@ -9,7 +9,7 @@ use crate::error::{McpError, Result};
 use crate::guard::containment;
 use crate::guard::hosts::HostGuard;
 use crate::limits::MAX_STDERR_LINES_PER_SECOND;
-use crate::transport::http::HttpSpec;
+use crate::transport::http::{Authorization, HttpSpec};
 use crate::transport::stdio::{StderrEvent, StderrListener, StderrMode, StdioSpec};
 use crate::transport::TransportSpec;
 use std::sync::Arc;
@@ -80,7 +80,7 @@ impl Supervisor {
                 if self.shared.hooks.auth.is_some() {
                     self.authenticate().await?;
                 }
-                let authorizer = match oauth {
+                let authorization: Option<Arc<dyn Authorization>> = match oauth {
                     Some(settings) => Some(self.authorizer(url, settings, &guard)?),
                     None => None,
                 };
@@ -97,7 +97,7 @@ impl Supervisor {
                     guard,
                     proxy: self.shared.proxy.clone(),
                     credential: self.credential.clone(),
-                    authorizer,
+                    authorization,
                 };
                 Ok(match self.entry.kind {
                     ServerKind::Sse { .. } => TransportSpec::Sse(spec),

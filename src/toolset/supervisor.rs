@@ -1,26 +1,25 @@
 //! One supervisor per server, as an object: it owns that server's whole life — connecting, negotiating
 //! the era, vetting and installing a connection, noticing its loss, recovering it (`recovery.rs`),
 //! refreshing its catalogue (`refresh.rs`) and closing. What it needs of its toolset (settings, the
-//! route table, the way to the owner) it holds as [`Shared`]; the toolset holds its supervisors and never
+//! route table, the way to the owner) it holds as [`ToolsetContext`]; the toolset holds its supervisors and never
 //! does a server's work itself.
 //!
 //! Every task a supervisor starts is tracked by its own `TaskTracker` under its own cancellation token (a
 //! child of the toolset's), so `close()` ends them all and can wait for them.
 
 use super::routes::{ServerIdentity, Vetting};
-use super::shared::Shared;
-use crate::catalog::{self, Listing};
+use super::shared::ToolsetContext;
 use crate::config::{ServerEntry, ServerKind};
-use crate::connection::{AbortHandle, Connection, ConnectionEvents, RequestOptions};
 use crate::diagnostics::{Diagnostic, ServerInfo};
-use crate::elicitation::Elicitor;
 use crate::error::McpError;
 use crate::guard::redact::Secrets;
 use crate::limits::ELICITATION_TIMEOUT_MS;
-use crate::protocol::era::{self, Era, Known};
 use crate::protocol::mcp::Tool;
+use crate::session::catalog::{self, Listing};
+use crate::session::connection::{AbortHandle, Connection, ConnectionEvents, EraMemory, Known, RequestOptions};
+use crate::session::elicitation::Elicitor;
 use crate::store;
-use crate::transport::http::{self, Credential};
+use crate::transport::http::Credential;
 use crate::transport::TransportOptions;
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -100,7 +99,7 @@ struct Status {
 }
 
 pub(crate) struct Supervisor {
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: Arc<ToolsetContext>,
     /// This server's place in the route table (and among the toolset's supervisors).
     pub(super) index: usize,
     pub entry: ServerEntry,
@@ -167,7 +166,7 @@ pub(super) type Failure = (McpError, Option<String>);
 
 impl Supervisor {
     pub fn new(
-        shared: Arc<Shared>,
+        shared: Arc<ToolsetContext>,
         index: usize,
         entry: ServerEntry,
         label: String,
@@ -392,17 +391,12 @@ impl Supervisor {
             Arc::new(Elicitor { server, modes, callback, timeout, withdrawn: Some(withdrawn) })
         });
         // What this server was found to be before (this process): a session-based one skips the probe, a
-        // modern one's fresh discovery answer replaces it. Held until what this connection finds is
-        // remembered: the claim on probing a stale answer again, if this connection took it.
-        let (mut known, _reprobe_claim) = era::recall(&self.era_key);
-        if let Known::Discovered(discovered) = &known {
-            // A stored catalogue will replace the listing: no first request would check a reused answer.
+        // modern one's fresh discovery answer replaces it, unless a stored catalogue will replace the
+        // listing or the toolset is a single server's client (see `EraMemory::recall`).
+        let mut memory = EraMemory::recall(&self.era_key, || {
             let stored = self.reusable.lock().as_ref().is_some_and(|(_, cache)| cache.is_fresh_at(store::now_ms()));
-            // A single server's client shows the server's own name and instructions, which are not reused.
-            if stored || shared.is_client() {
-                known = Known::Era(Era::Modern(discovered.version));
-            }
-        }
+            !stored && !shared.is_client()
+        });
         loop {
             let listener = Arc::new(ServerListener {
                 supervisor: Arc::downgrade(self),
@@ -418,7 +412,7 @@ impl Supervisor {
                 &handshake,
                 elicitor.clone(),
                 shared.apps,
-                &known,
+                memory.known(),
             )
             .await;
             let connection = match opened {
@@ -428,24 +422,16 @@ impl Supervisor {
                         toolset = shared.log_id,
                         server = %self.entry.name,
                         era = ?session.era,
-                        remembered = known != Known::Nothing,
+                        remembered = *memory.known() != Known::Nothing,
                         from_answer = session.era_evidence,
                         discovery = if session.discovery_reused { "reused" } else { "asked" },
                         "era negotiated"
                     );
-                    // A reused answer keeps the time it was fetched: only asking again refreshes it.
-                    if !session.discovery_reused {
-                        era::remember(&self.era_key, session.known());
-                    }
+                    memory.opened(session);
                     connection
                 }
                 Err(failure) => {
-                    // A server that changed its era fails under the old assumption: probe it afresh next time.
-                    // Other failures (authorization, a server down, limits) say nothing of its era, and the
-                    // memory is every session's: it is left as it is.
-                    if era::contradicts_memory(&failure.0, http::refused_request(&failure.0)) {
-                        era::forget(&self.era_key, &known);
-                    }
+                    memory.open_failed(&failure.0);
                     return Err(failure);
                 }
             };
@@ -465,16 +451,10 @@ impl Supervisor {
                 Err(e) => e,
             };
             connection.close().await;
-            let contradicted = connection.session.discovery_reused
-                && !connection.was_answered()
-                && era::contradicts_memory(&error, http::refused_request(&error));
-            if !contradicted {
+            if !memory.probe_again_after(&connection, &error) {
                 return Err((error, connection.stderr_tail()));
             }
-            // The server is not (or no longer) what was remembered: ask it, once. What it answers replaces
-            // the memory; a failure leaves it to the sessions it still serves.
             tracing::debug!(toolset = shared.log_id, server = %self.entry.name, code = error.code(), "the reused discovery answer did not hold; probing");
-            known = Known::Nothing;
         }
     }
 
@@ -775,7 +755,7 @@ impl ConnectionEvents for ServerListener {
         }
     }
 
-    fn session_renewed(&self, generation: u64) -> crate::transport::BoxFuture<'_, crate::error::Result<()>> {
+    fn session_renewed(&self, generation: u64) -> futures_util::future::BoxFuture<'_, crate::error::Result<()>> {
         Box::pin(async move {
             // A connection still opening is vetted by its own first listing.
             let supervisor = self.supervisor.upgrade().ok_or(McpError::Closed)?;

@@ -9,9 +9,10 @@ use crate::limits::{
     ERROR_BODY_READ_BYTES, ERROR_BODY_READ_TIMEOUT_MS, HTTP_CLOSE_GRACE_MS, HTTP_DEADLINE_SLACK_MS,
     MAX_CONCURRENT_SIDE_POSTS, MAX_QUEUED_SIDE_POSTS,
 };
+use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
-use reqwest::{Method, Response};
+use reqwest::{Method, Response, StatusCode};
 use std::future::Future;
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -31,8 +32,29 @@ pub struct HttpSpec {
     /// The `proxy` option; `None` means direct connections (proxy variables in the environment are ignored).
     pub proxy: Option<url::Url>,
     pub credential: Credential,
-    /// The server's OAuth authorizer, when its entry has `oauth`.
-    pub authorizer: Option<Arc<crate::auth::Authorizer>>,
+    /// Who keeps the bearer fresh and answers refusals: the server's OAuth authorizer, when its entry
+    /// has `oauth`.
+    pub authorization: Option<Arc<dyn Authorization>>,
+}
+
+/// What an HTTP transport asks about authorization. The transport knows nothing of OAuth: it asks before
+/// each request, sends the bearer in [`Credential`], and hands every answer's status and headers over.
+/// The OAuth authorizer of an entry with `oauth` (`auth::Authorizer`) answers.
+pub trait Authorization: Send + Sync {
+    /// Before a request: the token it will carry is loaded and, if about to expire, refreshed.
+    fn before_request(&self) -> BoxFuture<'_, Result<()>>;
+    /// The answer to a request sent with token generation `sent` (see [`Credential::snapshot`]): `None`
+    /// when it is no refusal a new token may cure; otherwise the work that puts a new token in place,
+    /// which starts when it is awaited.
+    fn on_response(&self, status: StatusCode, headers: &HeaderMap, sent: u64) -> Option<BoxFuture<'_, Result<()>>>;
+}
+
+/// A tool call the server refused for authorization, once a new token is in place: never sent again.
+pub fn call_not_resent() -> McpError {
+    McpError::Reauthorized(
+        "the server refused the tool call for authorization; a new token is in place and the call was not sent again"
+            .into(),
+    )
 }
 
 /// The URL without its query (it may carry a key); header names without their values.
@@ -113,7 +135,7 @@ impl HttpBase {
     pub fn excerpt_of(&self, status: reqwest::StatusCode, head: &[u8]) -> String {
         let head = &head[..head.len().min(self.excerpt_read_bytes())];
         let body = egress::scrub_url_secrets(&String::from_utf8_lossy(head), &self.spec.url);
-        let body = super::quote_bytes(body.as_bytes(), &self.options.secrets);
+        let body = crate::guard::redact::quote_bytes(body.as_bytes(), &self.options.secrets);
         if body.is_empty() {
             status_text(status)
         } else {
@@ -284,38 +306,6 @@ pub fn owned_header(value: &HeaderValue) -> HeaderValue {
     owned
 }
 
-/// Read a whole body within `deadline`, one bound for all of it (a body that drips a byte at a time
-/// ends there as a silent one does), refusing it as soon as it passes `max_bytes`. Event streams, whose
-/// bound is the silence between events, are read with [`read_events`].
-pub async fn read_body(response: &mut Response, max_bytes: usize, deadline: Duration) -> Result<Vec<u8>> {
-    if response.content_length().is_some_and(|n| n as usize > max_bytes) {
-        return Err(McpError::ResultTooLarge { limit_bytes: max_bytes });
-    }
-    let reading = async {
-        let mut body = Vec::new();
-        while let Some(chunk) = next_chunk(response, None).await? {
-            if body.len() + chunk.len() > max_bytes {
-                return Err(McpError::ResultTooLarge { limit_bytes: max_bytes });
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body)
-    };
-    tokio::time::timeout(deadline, reading)
-        .await
-        .unwrap_or(Err(McpError::Timeout { after_ms: deadline.as_millis() as u64 }))
-}
-
-async fn next_chunk(response: &mut Response, idle: Option<Duration>) -> Result<Option<bytes::Bytes>> {
-    let chunk = match idle {
-        Some(idle) => tokio::time::timeout(idle, response.chunk())
-            .await
-            .map_err(|_| McpError::Timeout { after_ms: idle.as_millis() as u64 })?,
-        None => response.chunk().await,
-    };
-    chunk.map_err(|e| egress::request_error(e, response.url()))
-}
-
 /// How an event stream ended, when it did not fail.
 #[derive(Debug, PartialEq, Eq)]
 pub enum StreamEnd {
@@ -336,7 +326,7 @@ pub async fn read_events(
 ) -> Result<StreamEnd> {
     let mut events = Vec::new();
     loop {
-        let chunk = match next_chunk(response, idle).await {
+        let chunk = match egress::next_chunk(response, idle).await {
             Ok(Some(chunk)) => chunk,
             Ok(None) | Err(McpError::Transport(_)) => return Ok(StreamEnd::Closed),
             Err(e) => return Err(e),
@@ -411,47 +401,6 @@ mod tests {
         let kept = owned_header(&parsed);
         assert_eq!(kept, parsed);
         assert_ne!(kept.as_bytes().as_ptr(), buffer.as_ptr(), "the kept one is a copy");
-    }
-
-    /// A server that sends its headers at once, then `body` one byte every `gap`.
-    async fn dripping_server(body: &'static [u8], gap: Duration) -> url::Url {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = url::Url::parse(&format!("http://{}/", listener.local_addr().unwrap())).unwrap();
-        tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
-                tokio::spawn(async move {
-                    let _ = socket.read(&mut [0u8; 4096]).await;
-                    let head = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-                        body.len()
-                    );
-                    let _ = socket.write_all(head.as_bytes()).await;
-                    for byte in body {
-                        tokio::time::sleep(gap).await;
-                        if socket.write_all(std::slice::from_ref(byte)).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        url
-    }
-
-    #[tokio::test]
-    async fn a_body_that_drips_ends_at_its_deadline_however_short_each_pause() {
-        let egress = Egress::new(&EgressPolicy::default()).unwrap();
-        let get = |url: url::Url| egress.send(Exchange::new(Method::GET, url, Duration::from_secs(5)));
-        // 200 bytes 25 ms apart: five seconds in all, no pause anywhere near the deadline.
-        let mut response = get(dripping_server(&[b' '; 200], Duration::from_millis(25)).await).await.unwrap();
-        assert_eq!(
-            read_body(&mut response, 1024, Duration::from_millis(300)).await,
-            Err(McpError::Timeout { after_ms: 300 })
-        );
-        // A body that arrives whole within the deadline is read whole, however it is cut up.
-        let mut response = get(dripping_server(b"{\"a\":1}", Duration::from_millis(5)).await).await.unwrap();
-        assert_eq!(read_body(&mut response, 1024, Duration::from_secs(10)).await.unwrap(), b"{\"a\":1}");
     }
 
     #[tokio::test]

@@ -3,7 +3,7 @@
 //!
 //! | transport        | file                 | framing                                                   |
 //! |------------------|----------------------|-----------------------------------------------------------|
-//! | stdio            | `stdio.rs`           | newline-delimited JSON over a child's pipes                |
+//! | stdio            | `stdio/`             | newline-delimited JSON over a child's pipes (`windows.rs`: the Job Object; `stderr.rs`) |
 //! | Streamable HTTP  | `streamable_http.rs` | POST per message; JSON or SSE responses; GET stream; sessions, resumption |
 //! | HTTP+SSE (legacy)| `sse.rs`             | one GET event stream in, POSTs to its `endpoint` out       |
 //!
@@ -21,12 +21,9 @@ pub mod streamable_http;
 use crate::error::{McpError, Result};
 use crate::guard::redact::Secrets;
 use crate::protocol::jsonrpc::RequestId;
-use std::future::Future;
-use std::pin::Pin;
+use futures_util::future::BoxFuture;
 use std::sync::Arc;
 use std::time::Duration;
-
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Receives what a transport reads. Called from the transport's tasks.
 pub trait MessageSink: Send + Sync + 'static {
@@ -203,23 +200,8 @@ pub fn open(spec: &TransportSpec, sink: Arc<dyn MessageSink>, options: Transport
     })
 }
 
-/// Quote at most a few hundred bytes of untrusted text in an error message, secrets redacted. The
-/// redaction sees the text past the cut, so a secret the cut would split is replaced whole.
-pub fn quote_bytes(bytes: &[u8], secrets: &Secrets) -> String {
-    let limit = crate::limits::MAX_QUOTED_BYTES;
-    let context = &bytes[..bytes.len().min(limit + secrets.longest_bytes())];
-    let redacted = secrets.redact_window(context, 0..limit);
-    let shown = crate::guard::redact::head_of(&redacted, limit);
-    let mut quoted: String =
-        String::from_utf8_lossy(shown).chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
-    if shown.len() < redacted.len() || bytes.len() > limit {
-        quoted.push('…');
-    }
-    quoted
-}
-
 pub fn describe_garbage(frame: &[u8], secrets: &Secrets) -> String {
-    format!("MCP server sent a message that is not JSON-RPC: {}", quote_bytes(frame, secrets))
+    format!("MCP server sent a message that is not JSON-RPC: {}", crate::guard::redact::quote_bytes(frame, secrets))
 }
 
 impl From<std::io::Error> for McpError {

@@ -5,10 +5,10 @@
 
 use super::event_stream::{EventStreamParser, DEFAULT_EVENT_TYPE};
 use super::http::{self, side_queue, HttpBase, HttpSpec, SideQueue, APPLICATION_JSON, EVENT_STREAM};
-use super::{describe_garbage, BoxFuture, MessageSink, Outbound, Transport, TransportOptions};
-use crate::auth::challenge::Challenge;
+use super::{describe_garbage, MessageSink, Outbound, Transport, TransportOptions};
 use crate::egress::Exchange;
 use crate::error::{McpError, Result};
+use futures_util::future::BoxFuture;
 use reqwest::header::{HeaderValue, ACCEPT, CONTENT_TYPE};
 use reqwest::Method;
 use std::ops::ControlFlow;
@@ -20,17 +20,18 @@ use url::Url;
 pub const ENDPOINT_EVENT: &str = "endpoint";
 
 pub struct SseTransport {
-    shared: Arc<Shared>,
+    shared: Arc<SseCore>,
 }
 
-struct Shared {
+/// What the transport handle and its reading and posting tasks share.
+struct SseCore {
     base: HttpBase,
     endpoint: watch::Sender<Option<Url>>,
     /// Notifications and replies: bounded, see `http::SideQueue`.
     side_posts: SideQueue,
 }
 
-impl std::ops::Deref for Shared {
+impl std::ops::Deref for SseCore {
     type Target = HttpBase;
     fn deref(&self) -> &HttpBase {
         &self.base
@@ -40,7 +41,7 @@ impl std::ops::Deref for Shared {
 impl SseTransport {
     pub fn open(spec: &HttpSpec, sink: Arc<dyn MessageSink>, options: TransportOptions) -> Result<Arc<Self>> {
         let (side_posts, side_queue) = side_queue();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(SseCore {
             base: HttpBase::new(spec, sink, options)?,
             endpoint: watch::channel(None).0,
             side_posts,
@@ -108,7 +109,7 @@ impl Drop for SseTransport {
     }
 }
 
-impl Shared {
+impl SseCore {
     /// `post`, waiting for the endpoint included, within the transport's deadline.
     async fn post_within_deadline(&self, body: bytes::Bytes, resendable: bool) -> Result<()> {
         let deadline = self.deadline();
@@ -145,22 +146,18 @@ impl Shared {
         exchange: impl Fn(Option<HeaderValue>) -> Exchange,
         resendable: bool,
     ) -> Result<reqwest::Response> {
-        let Some(authorizer) = &self.spec.authorizer else {
+        let Some(authorization) = &self.spec.authorization else {
             return self.egress.send(exchange(self.spec.credential.current())).await;
         };
-        authorizer.before_request().await?;
+        authorization.before_request().await?;
         let (bearer, sent_token) = self.spec.credential.snapshot();
         let response = self.egress.send(exchange(bearer)).await?;
-        let status = response.status();
-        let Some(challenge) = Challenge::of_refusal(status, response.headers()) else {
-            if status.is_success() {
-                authorizer.note_success();
-            }
+        let Some(authorizing) = authorization.on_response(response.status(), response.headers(), sent_token) else {
             return Ok(response);
         };
-        authorizer.on_rejected(status.as_u16(), &challenge, sent_token).await?;
+        authorizing.await?;
         if !resendable {
-            return Err(crate::auth::call_not_resent());
+            return Err(http::call_not_resent());
         }
         self.egress.send(exchange(self.spec.credential.current())).await
     }

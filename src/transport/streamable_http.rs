@@ -18,8 +18,7 @@ use super::http::{
     self, side_queue, HttpBase, HttpSpec, SideQueue, StreamEnd, ACCEPT_BOTH, APPLICATION_JSON, EVENT_STREAM,
     HEADER_LAST_EVENT_ID, HEADER_PROTOCOL_VERSION, HEADER_SESSION_ID,
 };
-use super::{BoxFuture, MessageSink, ModernRequest, Outbound, Transport, TransportOptions};
-use crate::auth::challenge::Challenge;
+use super::{MessageSink, ModernRequest, Outbound, Transport, TransportOptions};
 use crate::egress::Exchange;
 use crate::error::{McpError, Result};
 use crate::limits::{
@@ -28,6 +27,7 @@ use crate::limits::{
 };
 use crate::protocol::jsonrpc::{self, Message, RawMessage, RequestId};
 use crate::protocol::mcp::InitializeResult;
+use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
 use reqwest::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use reqwest::{Method, Response, StatusCode};
@@ -96,10 +96,11 @@ fn retry_delay(parser: &EventStreamParser) -> Duration {
 }
 
 pub struct StreamableHttpTransport {
-    shared: Arc<Shared>,
+    shared: Arc<StreamableHttpCore>,
 }
 
-struct Shared {
+/// What the transport handle and its tasks (posts, the GET stream, session renewal) share.
+struct StreamableHttpCore {
     base: HttpBase,
     session: Mutex<Session>,
     /// The `initialize` message, kept to start a new session if the server expires this one.
@@ -126,7 +127,7 @@ enum Listening {
     Answered,
 }
 
-impl std::ops::Deref for Shared {
+impl std::ops::Deref for StreamableHttpCore {
     type Target = HttpBase;
     fn deref(&self) -> &HttpBase {
         &self.base
@@ -153,7 +154,7 @@ enum GetStream {
 impl StreamableHttpTransport {
     pub fn open(spec: &HttpSpec, sink: Arc<dyn MessageSink>, options: TransportOptions) -> Result<Arc<Self>> {
         let (side_posts, side_queue) = side_queue();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(StreamableHttpCore {
             base: HttpBase::new(spec, sink, options)?,
             session: Mutex::new(Session::default()),
             initialize: Mutex::new(None),
@@ -300,7 +301,7 @@ impl Drop for StreamableHttpTransport {
     }
 }
 
-impl Shared {
+impl StreamableHttpCore {
     /// The session can't be used any more (its server unreachable, a new session refused): end the
     /// connection, so every request waiting fails and the owner reconnects.
     fn lost(&self, reason: McpError) {
@@ -381,8 +382,8 @@ impl Shared {
                 admitted.still_admitted()?;
             }
         }
-        if let Some(authorizer) = &self.spec.authorizer {
-            authorizer.before_request().await?;
+        if let Some(authorization) = &self.spec.authorization {
+            authorization.before_request().await?;
         }
         let (bearer, sent_token) = self.spec.credential.snapshot();
         let mut exchange = Self::json_post(self.with_session_as(Method::POST, &session, bearer), body);
@@ -408,13 +409,9 @@ impl Shared {
             }
         };
         let status = response.status();
-        if let Some(authorizer) = &self.spec.authorizer {
-            match Challenge::of_refusal(status, response.headers()) {
-                Some(challenge) => {
-                    return self.reauthorize(authorizer, body, post, status, &challenge, sent_token).await
-                }
-                None if status.is_success() => authorizer.note_success(),
-                None => {}
+        if let Some(authorization) = &self.spec.authorization {
+            if let Some(authorizing) = authorization.on_response(status, response.headers(), sent_token) {
+                return self.reauthorize(authorizing, body, post, status).await;
             }
         }
         if status == StatusCode::NOT_FOUND && session.id.is_some() && !post.is_initialize {
@@ -459,7 +456,8 @@ impl Shared {
             // The modern era answers a refused request with its JSON-RPC error (an unsupported version,
             // an unknown method): delivered as that request's answer.
             if let (Some(_), Some(id), true) = (&post.modern, post.request_id, http::is_json(&response)) {
-                let body = http::read_body(&mut response, self.options.max_message_bytes, self.deadline()).await?;
+                let body =
+                    crate::egress::read_body(&mut response, self.options.max_message_bytes, self.deadline()).await?;
                 let answers_with_error = matches!(
                     serde_json::from_slice::<RawMessage>(&body).ok().and_then(RawMessage::classify),
                     Some(Message::Response { id: Some(answered), outcome: Err(_) }) if answered == id
@@ -489,8 +487,9 @@ impl Shared {
                 None => Ok(()),
             };
         }
-        let body =
-            http::read_body(&mut response, self.options.max_message_bytes, self.deadline()).await.map_err(sent)?;
+        let body = crate::egress::read_body(&mut response, self.options.max_message_bytes, self.deadline())
+            .await
+            .map_err(sent)?;
         if body.iter().all(u8::is_ascii_whitespace) && request_id.is_none() {
             return Ok(());
         }
@@ -506,17 +505,14 @@ impl Shared {
     /// which fails instead, saying a new token is in place.
     async fn reauthorize(
         self: &Arc<Self>,
-        authorizer: &crate::auth::Authorizer,
+        authorizing: BoxFuture<'_, Result<()>>,
         body: &bytes::Bytes,
         post: Post,
         status: StatusCode,
-        challenge: &Challenge,
-        sent_token: u64,
     ) -> Result<()> {
         if !post.may_reauthorize {
             return Err(McpError::Auth(format!("the server refused a freshly issued token (HTTP {status})")));
         }
-        let authorizing = authorizer.on_rejected(status.as_u16(), challenge, sent_token);
         match post.request_id {
             Some(id) => {
                 let sink = self.sink.clone();
@@ -532,7 +528,7 @@ impl Shared {
             None => authorizing.await?,
         }
         if !post.resendable {
-            return Err(crate::auth::call_not_resent());
+            return Err(http::call_not_resent());
         }
         Box::pin(self.post(body, Post { may_reauthorize: false, ..post })).await
     }
@@ -791,7 +787,7 @@ impl Shared {
             .await?;
             found.map(String::into_bytes).unwrap_or_default()
         } else {
-            http::read_body(response, limit, self.deadline()).await?
+            crate::egress::read_body(response, limit, self.deadline()).await?
         };
         match serde_json::from_slice::<RawMessage>(&bodies).ok().and_then(RawMessage::classify) {
             Some(Message::Response { outcome: Ok(result), .. }) => Ok(result.get().to_owned()),

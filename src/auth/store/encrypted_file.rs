@@ -35,7 +35,7 @@ use crate::limits::{
     OAUTH_REQUEST_TIMEOUT_MS, TOKEN_CLAIM_POLL_MAX_MS, TOKEN_CLAIM_POLL_MIN_MS, TOKEN_FILE_MAX_BYTES,
     TOKEN_FILE_MIN_PASSPHRASE_CHARS, TOKEN_FILE_PBKDF2_ITERATIONS, TOKEN_FILE_PBKDF2_MAX_ITERATIONS,
 };
-use crate::transport::BoxFuture;
+use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
 use ring::rand::{SecureRandom, SystemRandom};

@@ -14,7 +14,7 @@
 use super::{on_blocking_pool, TokenStore};
 use crate::error::{McpError, Result};
 use crate::limits::KEYRING_OPERATION_TIMEOUT_MS;
-use crate::transport::BoxFuture;
+use futures_util::future::BoxFuture;
 use keyring_core::api::CredentialStore;
 use keyring_core::{Entry, Error as KeyringError};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 
 use super::TokenStore;
 use crate::error::Result;
-use crate::transport::BoxFuture;
+use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;

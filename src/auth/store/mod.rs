@@ -28,7 +28,7 @@ pub use keyring::KeyringTokenStore;
 pub use memory::MemoryTokenStore;
 
 use crate::error::Result;
-use crate::transport::BoxFuture;
+use futures_util::future::BoxFuture;
 
 /// Async get/set/delete of secret values by key. Every failure is `McpError::Storage`, whose text
 /// never holds a value.

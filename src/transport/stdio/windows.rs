@@ -2,7 +2,7 @@
 //! Object instead of a process group, it is stopped without signals, and its stdin is written only
 //! by the writer task.
 //!
-//! | Unix (stdio.rs)                                   | Windows (here)                                             |
+//! | Unix (mod.rs)                                     | Windows (here)                                             |
 //! |---------------------------------------------------|------------------------------------------------------------|
 //! | own process group (`process_group(0)`)            | a Job Object with `JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE`; the child is created suspended, assigned, then resumed, so nothing it starts escapes the job |
 //! | terminal's Ctrl+C does not reach the server       | `CREATE_NO_WINDOW`: no console, so no console Ctrl events  |

@@ -10,10 +10,10 @@
 //! The input requests are third-party text: they go to the host's callback and nowhere else, and the
 //! errors built here name only what kind of input was asked for, never the server's words.
 
-use crate::elicitation::{self, Elicitor};
 use crate::error::McpError;
 use crate::limits::{MAX_INPUT_KEY_BYTES, MAX_INPUT_REQUESTS_PER_ROUND, MAX_INPUT_ROUNDS, MAX_REQUEST_STATE_BYTES};
 use crate::protocol::jsonrpc::push_json_string;
+use crate::session::elicitation::{self, Elicitor};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -237,9 +237,9 @@ impl<'de, K: Deserialize<'de>, V: Deserialize<'de>> Deserialize<'de> for Members
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::elicitation::Modes;
     use crate::hooks::Callback;
-    use crate::transport::BoxFuture;
+    use crate::session::elicitation::Modes;
+    use futures_util::future::BoxFuture;
     use parking_lot::Mutex;
     use serde_json::{json, Value};
     use std::sync::Arc;

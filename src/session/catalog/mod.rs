@@ -11,15 +11,16 @@
 
 pub mod shared;
 
-use crate::connection::{Connection, RequestOptions};
 use crate::error::{McpError, Result};
 use crate::limits::{
     MAX_CATALOGUE_TTL_MS, MAX_JSON_DEPTH, MAX_LIST_PAGES, MAX_QUOTED_BYTES, MAX_REMOTE_TOOL_NAME_BYTES,
     MAX_TOOLS_PER_SERVER, MAX_TOOL_DESCRIPTION_BYTES,
 };
+pub use crate::protocol::mcp::CacheHints;
 use crate::protocol::mcp::{self, CacheScope, ListToolsPage, PageCacheHints, ParsedToolsPage, Tool, ToolNameProbe};
 use crate::protocol::nesting;
 use crate::protocol::param_headers::{self, ParamHeaders};
+use crate::session::connection::{Connection, RequestOptions};
 use serde_json::value::RawValue;
 use sha2::Digest;
 use std::collections::{HashMap, HashSet};
@@ -45,46 +46,6 @@ pub struct Listing {
     /// The tools' texts, shared with every toolset that listed the same bytes from the same server
     /// (see `shared`); `None` for a listing not read from a server.
     pub texts: Option<std::sync::Arc<shared::SharedTexts>>,
-}
-
-/// A catalogue's caching hints (2026-07-28 `ttlMs`/`cacheScope`, per page; older servers send none).
-/// Each page has its own TTL, so the catalogue is fresh only while every page is: until the earliest
-/// expiry. A page without a positive TTL makes the whole catalogue not cacheable.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CacheHints {
-    /// When the first page arrived, in milliseconds since the Unix epoch (0 for a listing not read
-    /// from a server).
-    pub listed_at_ms: i64,
-    /// How long after `listed_at_ms` the catalogue stays fresh (capped at `MAX_CATALOGUE_TTL_MS`);
-    /// `None`: stale at once, as without hints.
-    pub ttl_ms: Option<u64>,
-    /// `Private` if any page said so, `Public` if every page said so, else `None` (see [`CacheHints::scope_for`]).
-    pub scope: Option<CacheScope>,
-}
-
-impl CacheHints {
-    /// When the catalogue stops being fresh, in ms since the epoch; `None` if it never was.
-    pub fn fresh_until_ms(&self) -> Option<i64> {
-        self.ttl_ms.map(|ttl| self.listed_at_ms.saturating_add(i64::try_from(ttl).unwrap_or(i64::MAX)))
-    }
-
-    pub fn is_fresh_at(&self, now_ms: i64) -> bool {
-        self.fresh_until_ms().is_some_and(|until| now_ms < until)
-    }
-
-    /// The scope to act on. A declared one stands. A 2026-07-28 server must declare it, so a missing
-    /// one is a server's omission: reusing a listing that may hold per-user tools across users is the
-    /// harmful mistake, so it counts as private when the server is reached with credentials (auth,
-    /// headers, OAuth: the listing may depend on who asks) and public otherwise (everyone reaching it
-    /// sees the same). Before 2026-07-28 there are no hints at all: `None`, which stores and rebuilds
-    /// treat as they always did.
-    pub fn scope_for(&self, modern: bool, authorized: bool) -> Option<CacheScope> {
-        match self.scope {
-            Some(scope) => Some(scope),
-            None if modern => Some(if authorized { CacheScope::Private } else { CacheScope::Public }),
-            None => None,
-        }
-    }
 }
 
 /// List every tool of a server. A repeated cursor or too many pages is an error: a server that does that

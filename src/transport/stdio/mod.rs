@@ -11,7 +11,7 @@
 //! transport's tracker and token, and close() ends within `STDIO_CLOSE_MAX_MS` with none left running.
 
 use super::oversized::{self, TailWindow, OVERSIZED_HEAD_BYTES, OVERSIZED_TAIL_BYTES};
-use super::{describe_garbage, BoxFuture, MessageSink, Outbound, Transport, TransportOptions};
+use super::{describe_garbage, MessageSink, Outbound, Transport, TransportOptions};
 use crate::error::{McpError, Result};
 use crate::guard::redact::Secrets;
 use crate::limits::{
@@ -20,6 +20,7 @@ use crate::limits::{
 };
 #[cfg(unix)]
 use crate::limits::{STDIO_EXIT_GRACE_MS, STDIO_KILL_WAIT_MS, STDIO_TERM_GRACE_MS};
+use futures_util::future::BoxFuture;
 use parking_lot::Mutex;
 use std::future::Future;
 #[cfg(unix)]

@@ -319,6 +319,39 @@ pub fn proxy_url(text: &str) -> Result<Url> {
     Ok(url)
 }
 
+/// Read a whole body within `deadline`, one bound for all of it (a body that drips a byte at a time
+/// ends there as a silent one does), refusing it as soon as it passes `max_bytes`. Event streams, whose
+/// bound is the silence between events, are read with `transport::http::read_events`.
+pub async fn read_body(response: &mut Response, max_bytes: usize, deadline: Duration) -> Result<Vec<u8>> {
+    if response.content_length().is_some_and(|n| n as usize > max_bytes) {
+        return Err(McpError::ResultTooLarge { limit_bytes: max_bytes });
+    }
+    let reading = async {
+        let mut body = Vec::new();
+        while let Some(chunk) = next_chunk(response, None).await? {
+            if body.len() + chunk.len() > max_bytes {
+                return Err(McpError::ResultTooLarge { limit_bytes: max_bytes });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    };
+    tokio::time::timeout(deadline, reading)
+        .await
+        .unwrap_or(Err(McpError::Timeout { after_ms: deadline.as_millis() as u64 }))
+}
+
+/// The next chunk of a body, waiting at most `idle` for it when given; errors without the URL.
+pub(crate) async fn next_chunk(response: &mut Response, idle: Option<Duration>) -> Result<Option<bytes::Bytes>> {
+    let chunk = match idle {
+        Some(idle) => tokio::time::timeout(idle, response.chunk())
+            .await
+            .map_err(|_| McpError::Timeout { after_ms: idle.as_millis() as u64 })?,
+        None => response.chunk().await,
+    };
+    chunk.map_err(|e| request_error(e, response.url()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,5 +398,46 @@ mod tests {
         assert!(!redirect_drops_body(StatusCode::TEMPORARY_REDIRECT, &Method::POST));
         assert!(!redirect_drops_body(StatusCode::PERMANENT_REDIRECT, &Method::POST));
         assert!(!redirect_drops_body(StatusCode::MOVED_PERMANENTLY, &Method::GET));
+    }
+
+    /// A server that sends its headers at once, then `body` one byte every `gap`.
+    async fn dripping_server(body: &'static [u8], gap: Duration) -> url::Url {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = url::Url::parse(&format!("http://{}/", listener.local_addr().unwrap())).unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let _ = socket.read(&mut [0u8; 4096]).await;
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = socket.write_all(head.as_bytes()).await;
+                    for byte in body {
+                        tokio::time::sleep(gap).await;
+                        if socket.write_all(std::slice::from_ref(byte)).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        url
+    }
+
+    #[tokio::test]
+    async fn a_body_that_drips_ends_at_its_deadline_however_short_each_pause() {
+        let egress = Egress::new(&EgressPolicy::default()).unwrap();
+        let get = |url: url::Url| egress.send(Exchange::new(Method::GET, url, Duration::from_secs(5)));
+        // 200 bytes 25 ms apart: five seconds in all, no pause anywhere near the deadline.
+        let mut response = get(dripping_server(&[b' '; 200], Duration::from_millis(25)).await).await.unwrap();
+        assert_eq!(
+            read_body(&mut response, 1024, Duration::from_millis(300)).await,
+            Err(McpError::Timeout { after_ms: 300 })
+        );
+        // A body that arrives whole within the deadline is read whole, however it is cut up.
+        let mut response = get(dripping_server(b"{\"a\":1}", Duration::from_millis(5)).await).await.unwrap();
+        assert_eq!(read_body(&mut response, 1024, Duration::from_secs(10)).await.unwrap(), b"{\"a\":1}");
     }
 }

@@ -14,11 +14,12 @@
 
 use crate::projection::{ProjectedTool, ToolTexts};
 use crate::protocol::mcp::Tool;
+use crate::shared_state::WeakRegistry;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, Weak};
 
 /// One catalogue's texts, by tool name.
 pub struct SharedTexts {
@@ -100,27 +101,20 @@ impl ListingAddress {
     }
 }
 
-static SHARED: OnceLock<Mutex<HashMap<[u8; 32], Weak<SharedTexts>>>> = OnceLock::new();
+/// The catalogues' texts in use, by address (see `shared_state`).
+static SHARED: WeakRegistry<[u8; 32], SharedTexts> = WeakRegistry::new();
 
 /// The texts of the catalogue at `address`, whose tools (as this listing parsed them) are `tools`: the
 /// entry another toolset made already, or a new one.
 pub fn texts_for(address: ListingAddress, tools: &[Tool]) -> Arc<SharedTexts> {
-    let key = address.finish();
-    let registry = SHARED.get_or_init(Default::default);
-    if let Some(found) = registry.lock().get(&key).and_then(Weak::upgrade) {
-        return found;
-    }
-    let made = Arc::new(SharedTexts {
-        by_name: tools.iter().map(|t| (t.name.clone(), ToolTexts::shared(t))).collect(),
-        shown: Mutex::default(),
-    });
-    let mut registry = registry.lock();
-    if let Some(found) = registry.get(&key).and_then(Weak::upgrade) {
-        return found;
-    }
-    registry.retain(|_, weak| weak.strong_count() > 0);
-    registry.insert(key, Arc::downgrade(&made));
-    made
+    let made = || -> Result<_, std::convert::Infallible> {
+        Ok(Arc::new(SharedTexts {
+            by_name: tools.iter().map(|t| (t.name.clone(), ToolTexts::shared(t))).collect(),
+            shown: Mutex::default(),
+        }))
+    };
+    let Ok(texts) = SHARED.get_or_make(address.finish(), made);
+    texts
 }
 
 #[cfg(test)]
