@@ -5,6 +5,7 @@
 import { binding, engine, type NativeToolset } from './binding';
 import { createMcpError, fromEngine, McpError, type McpErrorCode } from './errors';
 import { OpenQuestions } from './questions';
+import { ClientTelemetry, type CallRecording, type EngineReport } from './telemetry';
 import { ResourceSubscribers, sessionRequests } from './session';
 import { isStore, nativeStoreId, storeDispatcher, storeFactories, type PostgresMcpConnectionStore, type PostgresMcpConnectionStoreOptions } from './stores';
 import { isTokenStore, nativeTokenStoreId, tokenStoreDispatcher, type McpTokenStore as McpTokenStoreType } from './token-stores';
@@ -359,6 +360,8 @@ class CallChannel {
   private readonly settle = new Map<number, { resolve(r: McpToolResult): void; reject(e: unknown): void }>();
   /** The `onProgress` of the calls that have one, removed when they settle: a late update finds none. */
   private readonly progress = new Map<number, (progress: McpProgress) => void | Promise<void>>();
+  /** The calls being recorded (lib/telemetry.ts), ended when they settle. Empty with no tracer or meter. */
+  private readonly recordings = new Map<number, CallRecording>();
   /** Calls made since the last flush, by id: `callId \t abortId[p] \t name \t contextJson \t argumentsJson`. */
   private readonly unflushed = new Map<number, string>();
   // Calls in flight keep the process alive (the engine's wake-up callback is weak on purpose).
@@ -367,7 +370,11 @@ class CallChannel {
   /** A drain failed: outcomes may sit in the engine, which wakes us only when its batch was empty. */
   private undrained = false;
 
-  constructor(private readonly native: () => NativeToolset) {}
+  constructor(
+    private readonly native: () => NativeToolset,
+    /** Starts a call's span and metric when a tracer or meter provider is registered. */
+    readonly telemetry?: ClientTelemetry,
+  ) {}
 
   call(
     name: string,
@@ -375,8 +382,12 @@ class CallChannel {
     signal: AbortSignal | undefined,
     contextJson = '',
     onProgress?: (progress: McpProgress) => void | Promise<void>,
+    recording?: CallRecording,
   ): Promise<McpToolResult> {
-    if (this.closed) return Promise.reject(createMcpError('mcp_connection_closed', CLOSED_MESSAGE));
+    if (this.closed) {
+      recording?.end('mcp_connection_closed');
+      return Promise.reject(createMcpError('mcp_connection_closed', CLOSED_MESSAGE));
+    }
     const callId = this.nextCallId;
     this.nextCallId = this.nextCallId >= 0xffff_fff0 ? 1 : this.nextCallId + 1;
     return new Promise<McpToolResult>((resolve, reject) => {
@@ -391,6 +402,11 @@ class CallChannel {
         this.settle.set(callId, { resolve, reject });
       }
       if (onProgress) this.progress.set(callId, onProgress);
+      if (recording) {
+        this.recordings.set(callId, recording);
+        // The trace context and "report this call's time" go to the engine with the call's context.
+        contextJson = contextJson === '' ? `{${recording.members}}` : `${contextJson.slice(0, -1)},${recording.members}}`;
+      }
       if (this.unflushed.size === 0) queueMicrotask(() => this.flush());
       // `p` after the abort id: the engine delivers this call's progress (src/napi/wire.rs).
       const abortId = `${signal ? callId : 0}${onProgress ? 'p' : ''}`;
@@ -444,13 +460,13 @@ class CallChannel {
     this.accept(outcomes);
   };
 
-  /** Outcomes in the engine's `[[callId, errorCode, payload, properties?], ...]` form. */
+  /** Outcomes in the engine's `[[callId, errorCode, payload, properties?, report?], ...]` form. */
   accept(outcomesJson: string): void {
     if (outcomesJson === '[]') return;
-    const outcomes: [number, string, unknown, Record<string, unknown>?][] = JSON.parse(outcomesJson);
-    for (const [callId, code, payload, properties] of outcomes) {
+    const outcomes: [number, string, unknown, (Record<string, unknown> | null)?, EngineReport?][] = JSON.parse(outcomesJson);
+    for (const [callId, code, payload, properties, report] of outcomes) {
       if (code === 'progress') this.progressed(callId, payload as McpProgress);
-      else this.complete(callId, code, payload, properties);
+      else this.complete(callId, code, payload, properties ?? undefined, report);
     }
   }
 
@@ -467,13 +483,26 @@ class CallChannel {
     }
   }
 
-  private complete(callId: number, code: string, payload: unknown, properties?: Record<string, unknown>): void {
+  private complete(callId: number, code: string, payload: unknown, properties?: Record<string, unknown>, report?: EngineReport): void {
+    if (this.recordings.size) this.endRecording(callId, code, report, code === '' && (payload as { isError?: unknown })?.isError === true);
     if (code === '') this.settleCall(callId, (waiting) => waiting.resolve(payload as McpToolResult));
     else this.fail(callId, Object.assign(createMcpError(code as McpErrorCode, String(payload)), properties));
   }
 
   private fail(callId: number, error: McpError): void {
+    if (this.recordings.size) this.endRecording(callId, error.code);
     this.settleCall(callId, (waiting) => waiting.reject(error));
+  }
+
+  private endRecording(callId: number, code: string, report?: EngineReport, isError?: boolean): void {
+    const recording = this.recordings.get(callId);
+    if (!recording) return;
+    this.recordings.delete(callId);
+    try {
+      recording.end(code, report, isError);
+    } catch {
+      // A failing exporter or SDK must not change the call's outcome.
+    }
   }
 
   private settleCall(callId: number, how: (waiting: { resolve(r: McpToolResult): void; reject(e: unknown): void }) => void): void {
@@ -674,9 +703,14 @@ function projectedTool(wire: WireTool): ProjectedTool {
   return tool;
 }
 
+/** The server name of mcpferry's own tools (src/toolset/local.rs `LOCAL_SERVER`). */
+const LOCAL_SERVER = 'mcpferry';
+
 function makeTool(calls: CallChannel, wire: WireTool, record?: RecordOutcome): McpTool {
   const projected = projectedTool(wire);
   const name = projected.name;
+  // mcpferry's own tools (mcp__describe_tool, …) are no MCP request: no span.
+  const remote = projected.server !== LOCAL_SERVER;
   // One object per tool: `execute` is added to the projection (the closure keeps it alive either way).
   return Object.assign(projected, {
     execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult> {
@@ -705,7 +739,8 @@ function makeTool(calls: CallChannel, wire: WireTool, record?: RecordOutcome): M
         // BigInt, cycles, functions: not JSON, so not arguments a server could receive.
         return Promise.reject(createMcpError('mcp_invalid_arguments', `tool arguments are not JSON: ${(error as Error).message}`));
       }
-      const pending = calls.call(name, json, signal, callContextJson(ctx), onProgress);
+      const recording = remote ? calls.telemetry?.start({ method: 'tools/call', server: projected.server, target: projected.remoteName }) : undefined;
+      const pending = calls.call(name, json, signal, callContextJson(ctx), onProgress, recording);
       if (!record) return pending;
       // Settled only after the policy has heard: a next call's decide sees this one counted.
       return pending.then(
@@ -759,7 +794,7 @@ export async function openToolset(
   const options: McpOptions = opts !== null && typeof opts === 'object' ? opts : {};
   const report = diagnosticSink(options);
   const tools: Record<string, McpTool> = {};
-  const calls = new CallChannel(() => native);
+  const calls = new CallChannel(() => native, new ClientTelemetry(Array.isArray(servers) ? servers : [], options.telemetry));
   const record = outcomeRecorder(options);
   // The stdout streams read here; ended by close() if a server's stray descendants keep them open.
   const readers = new Set<() => void>();

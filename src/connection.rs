@@ -430,7 +430,7 @@ impl Connection {
                     timeout,
                     on_header_mismatch: call.on_header_mismatch,
                     resent_after_mismatch: false,
-                    idempotency_key: call.idempotency_key.clone(),
+                    caller_meta: call.caller_meta.clone(),
                     progress: call.progress.clone(),
                 });
                 (Reply::Callback(rounds(Arc::downgrade(&self.shared), again.clone(), call.reply, 0)), Some(again), None)
@@ -442,9 +442,10 @@ impl Connection {
                 (None, Some(arguments)) => arguments,
                 (None, None) => unreachable!("one of the two holds the arguments"),
             };
-            let key = call.idempotency_key.as_deref();
-            let params =
-                |id, meta: Option<&str>| Some(mcp::call_tool_params(call.remote_name, arguments, id, meta, key));
+            let caller_meta = call.caller_meta.as_deref();
+            let params = |id, meta: Option<&str>| {
+                Some(mcp::call_tool_params(call.remote_name, arguments, id, meta, caller_meta))
+            };
             if let Some(mut message) = self.shared.register(
                 "tools/call",
                 Some(call.remote_name),
@@ -509,8 +510,9 @@ pub struct StartCall<'a> {
     pub headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
     /// Asked once if the server refuses the call's headers (`-32020`, 2026-07-28 only).
     pub on_header_mismatch: Option<Arc<dyn HeaderMismatch>>,
-    /// `params._meta.idempotencyKey`, on every sending of this call (input rounds and resends too).
-    pub idempotency_key: Option<Box<str>>,
+    /// The caller's `params._meta` members (idempotency key, trace context: `CallContext::meta_members`),
+    /// on every sending of this call (input rounds and resends too).
+    pub caller_meta: Option<Box<str>>,
     /// Asked before the call goes on an HTTP session that replaced an expired one (see `Outbound::admitted`).
     pub admitted: Option<Arc<dyn crate::transport::AdmittedCall>>,
     /// Hears the call's progress notifications (every round of it); `None`: nobody listens.
@@ -538,7 +540,7 @@ struct CallAgain {
     on_header_mismatch: Option<Arc<dyn HeaderMismatch>>,
     /// This is that second sending.
     resent_after_mismatch: bool,
-    idempotency_key: Option<Box<str>>,
+    caller_meta: Option<Box<str>>,
     progress: Option<Arc<dyn ProgressListener>>,
 }
 
@@ -600,7 +602,7 @@ fn rounds(shared: Weak<Shared>, call: Arc<CallAgain>, reply: Reply, round: usize
             let state = required.request_state.as_deref();
             let params = |id, meta: Option<&str>| {
                 Some(crate::mrtr::retry_params(
-                    &mcp::call_tool_params(&call.name, &call.arguments, id, meta, call.idempotency_key.as_deref()),
+                    &mcp::call_tool_params(&call.name, &call.arguments, id, meta, call.caller_meta.as_deref()),
                     &responses,
                     state,
                 ))
@@ -680,11 +682,11 @@ fn resend_after_header_mismatch(
             timeout: call.timeout,
             on_header_mismatch: None,
             resent_after_mismatch: true,
-            idempotency_key: call.idempotency_key.clone(),
+            caller_meta: call.caller_meta.clone(),
             progress: call.progress.clone(),
         });
         let params = |id, meta: Option<&str>| {
-            Some(mcp::call_tool_params(&again.name, &again.arguments, id, meta, again.idempotency_key.as_deref()))
+            Some(mcp::call_tool_params(&again.name, &again.arguments, id, meta, again.caller_meta.as_deref()))
         };
         let next = Reply::Callback(rounds(Arc::downgrade(&shared), again.clone(), reply, round));
         send_again(&shared, &again, params, next);

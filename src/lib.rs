@@ -23,6 +23,7 @@ pub mod server;
 pub mod server_log;
 pub mod session;
 pub mod store;
+pub mod telemetry;
 pub mod toolset;
 pub mod transport;
 

@@ -1,0 +1,285 @@
+// OpenTelemetry with the real JS SDK: a parent span's trace context reaches each server's `params._meta`
+// (stdio, Streamable HTTP in both eras, legacy SSE), the client span has the conventions' name, kind,
+// attributes and parent, failures and aborts end their spans with `error.type`, `createMcpServer`'s span
+// is a child of the client's across the wire, and nothing secret reaches the exporter.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { context, metrics, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
+import { createMcpServer, mcpTools } from '../entry/index.mjs';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fixture, scratchFile, until } from './helpers.mjs';
+import { startLegacySseFixture, startStreamableFixture } from './fixtures/http-server.mjs';
+import { startTs2Http } from './eras-servers.mjs';
+
+const exporter = new InMemorySpanExporter();
+const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+class TestReader extends MetricReader {
+  async onForceFlush() {}
+  async onShutdown() {}
+}
+const reader = new TestReader();
+const meterProvider = new MeterProvider({ readers: [reader] });
+const contextManager = new AsyncLocalStorageContextManager().enable();
+
+function register() {
+  context.setGlobalContextManager(contextManager);
+  trace.setGlobalTracerProvider(tracerProvider);
+  metrics.setGlobalMeterProvider(meterProvider);
+}
+function unregister() {
+  trace.disable();
+  metrics.disable();
+}
+
+const parentTracer = () => trace.getTracer('telemetry-test');
+/** Runs `work` under a fresh parent span; resolves to `{ parent, value }` (the parent's span context). */
+async function underParent(work) {
+  return parentTracer().startActiveSpan('agent step', async (span) => {
+    try {
+      return { parent: span.spanContext(), value: await work() };
+    } finally {
+      span.end();
+    }
+  });
+}
+const clientSpans = () => exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.CLIENT);
+const parentIdOf = (span) => span.parentSpanContext?.spanId ?? span.parentSpanId;
+const traceparentOf = (span) => `00-${span.spanContext().traceId}-${span.spanContext().spanId}-01`;
+
+test('with no tracer or meter registered, nothing is sent or made', async () => {
+  unregister();
+  const server = fixture('otel-off');
+  const toolset = await mcpTools([server.entry], { warnings: false });
+  try {
+    await toolset.tools['otel-off__echo'].execute({ text: 'hi' });
+    const call = server.received().find((m) => m.method === 'tools/call');
+    assert.deepEqual(Object.keys(call.params._meta), ['progressToken']);
+    assert.equal(exporter.getFinishedSpans().length, 0);
+  } finally {
+    await toolset.close();
+  }
+});
+
+test('stdio: the client span is the parent the server receives, with the conventions\' attributes', async () => {
+  register();
+  exporter.reset();
+  const server = fixture('otel-stdio');
+  const toolset = await mcpTools([server.entry], { warnings: false });
+  try {
+    const { parent } = await underParent(() => toolset.tools['otel-stdio__echo'].execute({ text: 'hi' }));
+    const [span] = clientSpans();
+    assert.equal(span.name, 'tools/call echo');
+    assert.equal(span.spanContext().traceId, parent.traceId);
+    assert.equal(parentIdOf(span), parent.spanId);
+    assert.deepEqual(span.attributes, {
+      'mcp.method.name': 'tools/call',
+      'gen_ai.tool.name': 'echo',
+      'gen_ai.operation.name': 'execute_tool',
+      'network.transport': 'pipe',
+      'mcp.protocol.version': '2025-11-25',
+    });
+    assert.equal(span.status.code, SpanStatusCode.UNSET);
+    const call = server.received().find((m) => m.method === 'tools/call');
+    assert.equal(call.params._meta.traceparent, traceparentOf(span));
+    assert.equal(call.params._meta.baggage, undefined, 'baggage only when configured');
+
+    // A JSON-RPC error: error.type and the status code are the server's code.
+    exporter.reset();
+    await assert.rejects(underParent(() => toolset.tools['otel-stdio__protocol_error'].execute({})), { code: 'mcp_protocol_error' });
+    const [failed] = clientSpans();
+    assert.equal(failed.attributes['error.type'], '-32602');
+    assert.equal(failed.attributes['rpc.response.status_code'], '-32602');
+    assert.equal(failed.status.code, SpanStatusCode.ERROR);
+    assert.ok(!JSON.stringify([failed.attributes, failed.status, failed.events]).includes('bad params'), 'the server\'s error text stays out of the span');
+
+    // An isError result: tool_error.
+    exporter.reset();
+    await assert.rejects(toolset.tools['otel-stdio__fail'].execute({}), { code: 'mcp_tool_error' });
+    assert.equal(clientSpans()[0].attributes['error.type'], 'tool_error');
+
+    // An aborted call ends its span, as aborted.
+    exporter.reset();
+    const controller = new AbortController();
+    const slow = toolset.tools['otel-stdio__slow'].execute({ ms: 60_000 }, { signal: controller.signal });
+    await until(() => server.received().some((m) => m.method === 'tools/call' && m.params.name === 'slow'));
+    controller.abort();
+    await assert.rejects(slow, { code: 'mcp_aborted' });
+    const [aborted] = clientSpans();
+    assert.equal(aborted.attributes['error.type'], 'mcp_aborted');
+    assert.ok(aborted.ended);
+  } finally {
+    await toolset.close();
+  }
+});
+
+test('the operation duration histogram: the conventions\' attributes, bounded, in seconds', async () => {
+  register();
+  const server = fixture('otel-metrics');
+  const toolset = await mcpTools([server.entry], { warnings: false });
+  try {
+    await toolset.tools['otel-metrics__echo'].execute({ text: 'a' });
+    await toolset.tools['otel-metrics__echo'].execute({ text: 'b' });
+    const { resourceMetrics } = await reader.collect();
+    const metric = resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).find((m) => m.descriptor.name === 'mcp.client.operation.duration');
+    assert.equal(metric.descriptor.unit, 's');
+    const point = metric.dataPoints.find((p) => p.attributes['gen_ai.tool.name'] === 'echo' && p.attributes['network.transport'] === 'pipe');
+    assert.ok(point.value.count >= 2);
+    assert.ok(point.value.sum > 0 && point.value.sum < 60);
+    assert.deepEqual(Object.keys(point.attributes).sort(), ['gen_ai.operation.name', 'gen_ai.tool.name', 'mcp.method.name', 'mcp.protocol.version', 'network.transport']);
+  } finally {
+    await toolset.close();
+  }
+});
+
+test('Streamable HTTP, 2025 era, and legacy SSE: traceparent in _meta; propagateTraceContext: false keeps it home', async () => {
+  register();
+  exporter.reset();
+  const streamable = await startStreamableFixture();
+  const sse = await startLegacySseFixture();
+  const quiet = await startStreamableFixture();
+  const toolset = await mcpTools(
+    [
+      { name: 'sh', type: 'streamable-http', url: streamable.url },
+      { name: 'sse', type: 'sse', url: sse.url },
+      { name: 'quiet', type: 'streamable-http', url: quiet.url, propagateTraceContext: false },
+    ],
+    { warnings: false },
+  );
+  try {
+    const { parent } = await underParent(async () => {
+      await toolset.tools.sh__echo.execute({ text: 'x' });
+      await toolset.tools.sse__echo.execute({ text: 'x' });
+      await toolset.tools.quiet__echo.execute({ text: 'x' });
+    });
+    const spans = clientSpans();
+    assert.equal(spans.length, 3);
+    for (const span of spans) {
+      assert.equal(span.name, 'tools/call echo');
+      assert.equal(parentIdOf(span), parent.spanId);
+      assert.equal(span.attributes['network.transport'], 'tcp');
+      assert.equal(span.attributes['server.address'], '127.0.0.1');
+      assert.equal(typeof span.attributes['server.port'], 'number');
+    }
+    const byPort = (url) => spans.find((s) => s.attributes['server.port'] === Number(new URL(url).port));
+    const sent = (log) => log.find((r) => r.body?.method === 'tools/call').body.params._meta;
+    assert.equal(sent(streamable.log).traceparent, traceparentOf(byPort(streamable.url)));
+    assert.equal(sent(sse.log).traceparent, traceparentOf(byPort(sse.url)));
+    assert.equal(byPort(sse.url).attributes['mcp.protocol.version'], '2024-11-05');
+    assert.equal(sent(quiet.log).traceparent, undefined, 'the server opted out learns nothing');
+    assert.ok(byPort(quiet.url), 'its call is still recorded here');
+  } finally {
+    await toolset.close();
+    await Promise.all([streamable.close(), sse.close(), quiet.close()]);
+  }
+});
+
+test('Streamable HTTP, 2026-07-28 era (TypeScript SDK 2.x): traceparent and baggage (configured) in _meta', async () => {
+  register();
+  exporter.reset();
+  const ts2 = await startTs2Http();
+  const toolset = await mcpTools([{ name: 'ts2', type: 'streamable-http', url: ts2.url }], { warnings: false, telemetry: { baggage: true } });
+  try {
+    const withBaggage = propagation.setBaggage(context.active(), propagation.createBaggage({ tenant: { value: 'blue team' } }));
+    await context.with(withBaggage, () => underParent(() => toolset.tools.ts2__echo.execute({ text: 'x' })));
+    const [span] = clientSpans();
+    assert.equal(span.attributes['mcp.protocol.version'], '2026-07-28');
+    const call = (await ts2.seen()).find((r) => r.body?.method === 'tools/call');
+    assert.equal(call.body.params._meta.traceparent, traceparentOf(span));
+    assert.equal(call.body.params._meta.baggage, 'tenant=blue%20team');
+  } finally {
+    await toolset.close();
+    ts2.stop();
+  }
+});
+
+test('createMcpServer: its span is a child of the client\'s across the wire, and execute runs inside it', async () => {
+  register();
+  exporter.reset();
+  const server = createMcpServer({
+    tools: {
+      lookup: {
+        inputSchema: { type: 'object' },
+        async execute() {
+          // The host's own instrumentation, nested under the server span.
+          parentTracer().startSpan('db query').end();
+          return { ok: true };
+        },
+      },
+    },
+  });
+  const { http } = await server.listen({ http: {} });
+  const toolset = await mcpTools([{ name: 'own', type: 'streamable-http', url: http.url }], { warnings: false });
+  try {
+    const { parent } = await underParent(() => toolset.tools.own__lookup.execute({}));
+    const spans = exporter.getFinishedSpans();
+    const client = spans.find((s) => s.kind === SpanKind.CLIENT);
+    const served = spans.find((s) => s.kind === SpanKind.SERVER);
+    const inner = spans.find((s) => s.name === 'db query');
+    assert.equal(client.spanContext().traceId, parent.traceId);
+    assert.equal(served.name, 'tools/call lookup');
+    assert.equal(served.spanContext().traceId, parent.traceId);
+    assert.equal(parentIdOf(served), client.spanContext().spanId);
+    assert.equal(parentIdOf(inner), served.spanContext().spanId);
+    assert.equal(served.attributes['gen_ai.tool.name'], 'lookup');
+    const { resourceMetrics } = await reader.collect();
+    const names = resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).map((m) => m.descriptor.name);
+    assert.ok(names.includes('mcp.server.operation.duration'));
+  } finally {
+    await toolset.close();
+    await server.close();
+  }
+});
+
+test('the exporter never sees a configured header value, token or query string', async () => {
+  register();
+  exporter.reset();
+  const streamable = await startStreamableFixture();
+  const toolset = await mcpTools(
+    [{ name: 'sec', type: 'streamable-http', url: `${streamable.url}?api_key=QUERY-SECRET-1`, headers: { 'X-Api-Key': 'HEADER-SECRET-2' } }],
+    { warnings: false, session: { user: 'u' }, auth: async () => ({ token: 'TOKEN-SECRET-3' }) },
+  );
+  try {
+    await underParent(() => toolset.tools.sec__echo.execute({ text: 'ARGUMENT-SECRET-4' }));
+    await assert.rejects(toolset.tools.sec__fail.execute({}));
+    const { resourceMetrics } = await reader.collect();
+    const exported = JSON.stringify(exporter.getFinishedSpans().map((s) => ({ name: s.name, attributes: s.attributes, status: s.status, events: s.events })));
+    const measured = JSON.stringify(resourceMetrics.scopeMetrics.flatMap((s) => s.metrics.map((m) => m.dataPoints.map((p) => p.attributes))));
+    assert.ok(exported.includes('tools/call echo'));
+    for (const secret of ['QUERY-SECRET-1', 'HEADER-SECRET-2', 'TOKEN-SECRET-3', 'ARGUMENT-SECRET-4', 'api_key']) {
+      assert.ok(!exported.includes(secret), `${secret} in a span`);
+      assert.ok(!measured.includes(secret), `${secret} in a metric`);
+    }
+    const sessionId = streamable.log.find((r) => r.headers['mcp-session-id'])?.headers['mcp-session-id'];
+    if (sessionId) assert.ok(!exported.includes(`"${sessionId}"`) && !measured.includes(`"${sessionId}"`), 'no session id');
+  } finally {
+    await toolset.close();
+    await streamable.close();
+  }
+});
+
+test('the CLI prints the trace id of its call with --json when a tracer is registered', async () => {
+  register();
+  exporter.reset();
+  const { main } = await import('../dist/cli.js');
+  const streamable = await startStreamableFixture();
+  const dir = scratchFile('otel-cli');
+  mkdirSync(dir);
+  writeFileSync(join(dir, 'mcp.json'), JSON.stringify({ mcpServers: { web: { url: streamable.url } } }));
+  let stdout = '';
+  const io = { stdout: (text) => (stdout += text), stderr: () => {}, cwd: dir, env: { ...process.env, MCPFERRY_TRUST_FILE: scratchFile('trust.json') } };
+  try {
+    assert.equal(await main(['--json', 'call', 'web__echo', '{"text":"x"}'], io), 0);
+    const { traceId } = JSON.parse(stdout);
+    assert.match(traceId, /^[0-9a-f]{32}$/);
+    const client = clientSpans()[0];
+    assert.equal(client.spanContext().traceId, traceId);
+    assert.equal(streamable.log.find((r) => r.body?.method === 'tools/call').body.params._meta.traceparent.split('-')[1], traceId);
+  } finally {
+    await streamable.close();
+  }
+});
