@@ -136,6 +136,34 @@ test('the operation duration histogram: the conventions\' attributes, bounded, i
   }
 });
 
+test('the session duration histogram: a lost session with its error.type, a closed one without', async () => {
+  register();
+  await reader.collect(); // what earlier tests recorded is collected (cumulative): compare counts
+  const sessionPoints = async () =>
+    (await reader.collect()).resourceMetrics.scopeMetrics
+      .flatMap((s) => s.metrics)
+      .filter((m) => m.descriptor.name === 'mcp.client.session.duration')
+      .flatMap((m) => m.dataPoints);
+  const lost = fixture('otel-lost');
+  const kept = fixture('otel-kept');
+  const diagnostics = [];
+  const toolset = await mcpTools([lost.entry, kept.entry], { onDiagnostic: (d) => diagnostics.push(d), reconnect: false });
+  try {
+    await assert.rejects(toolset.tools['otel-lost__crash'].execute({}));
+    await until(() => diagnostics.some((d) => d.code === 'server-lost' && d.server === 'otel-lost'));
+    const whileOpen = await sessionPoints();
+    const lostPoint = whileOpen.find((p) => p.attributes['error.type'] !== undefined && p.attributes['network.transport'] === 'pipe');
+    assert.ok(lostPoint, 'the lost session is recorded when it is lost');
+    assert.equal(lostPoint.attributes['mcp.protocol.version'], '2025-11-25');
+  } finally {
+    await toolset.close();
+  }
+  const closed = (await sessionPoints()).find((p) => p.attributes['error.type'] === undefined);
+  assert.ok(closed, 'the session open at close is recorded then');
+  assert.deepEqual(Object.keys(closed.attributes).sort(), ['mcp.protocol.version', 'network.transport']);
+  assert.ok(closed.value.sum > 0);
+});
+
 test('Streamable HTTP, 2025 era, and legacy SSE: traceparent in _meta; propagateTraceContext: false keeps it home', async () => {
   register();
   exporter.reset();

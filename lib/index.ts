@@ -805,6 +805,7 @@ export async function openToolset(
     try {
       const payload = JSON.parse(payloadJson);
       if (kind === 'diagnostic') {
+        calls.telemetry?.observe(payload);
         report(payload);
       } else if (kind === 'stdio-reader') {
         readStdout(native, calls, payload.readerId, payload.fd, readers);
@@ -882,10 +883,12 @@ export async function openToolset(
       () => {
         endStreams();
         calls.shutdown();
+        calls.telemetry?.closed();
       },
       (error) => {
         endStreams();
         calls.shutdown();
+        calls.telemetry?.closed();
         throw engineFailure(error);
       },
     ));
@@ -900,6 +903,7 @@ export async function openToolset(
   const degraded = connected.diagnostics.filter((d): d is DegradedDiagnostic => d.code === 'server-degraded');
   const throwing = options.onDegraded === 'throw' && degraded.length > 0;
   for (const diagnostic of connected.diagnostics) {
+    calls.telemetry?.observe(diagnostic);
     // When they are thrown, degraded servers are not also printed.
     if (!(throwing && diagnostic.code === 'server-degraded' && typeof options.onDiagnostic !== 'function')) report(diagnostic);
   }

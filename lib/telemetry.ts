@@ -59,6 +59,7 @@ function activeTracer(a: Api): OtelApi.Tracer | undefined {
 interface Instruments {
   provider: unknown;
   clientOperation: OtelApi.Histogram;
+  clientSession: OtelApi.Histogram;
   serverOperation: OtelApi.Histogram;
 }
 let instrumentsCache: Instruments | undefined;
@@ -73,6 +74,7 @@ function activeInstruments(a: Api): Instruments | undefined {
     instrumentsCache = {
       provider,
       clientOperation: histogram('mcp.client.operation.duration', 'The duration of the MCP request as observed on the sender from the time it was sent until the response is received.'),
+      clientSession: histogram('mcp.client.session.duration', 'The duration of the MCP session as observed on the MCP client.'),
       serverOperation: histogram('mcp.server.operation.duration', 'MCP request duration as observed on the receiver from the time it was received until the result is sent.'),
     };
   }
@@ -149,6 +151,43 @@ export class ClientTelemetry {
     for (const server of servers) {
       if (server && typeof server === 'object' && typeof server.name === 'string') this.facts.set(server.name, serverFacts(server));
     }
+  }
+
+  /** Each server's session since its handshake ended (`server-connected`), until it is lost or closed. */
+  private readonly sessions = new Map<string, { startedAt: number; protocolVersion: string }>();
+
+  /**
+   * Follows the engine's diagnostics for `mcp.client.session.duration`: a session starts when a server is
+   * connected (or reconnected) and ends when it is lost (`error.type`: the loss's code) or the toolset closes.
+   */
+  observe(diagnostic: { code: string; server?: string; elapsedMs?: number; protocolVersion?: string; errorCode?: string }): void {
+    if (!this.enabled || typeof diagnostic?.server !== 'string') return;
+    const { code, server } = diagnostic;
+    if (code === 'server-connected' || code === 'server-reconnected') {
+      // `elapsedMs` of a first connect covers the handshake; of a reconnect, the time it was lost.
+      const handshake = code === 'server-connected' ? (diagnostic.elapsedMs ?? 0) : 0;
+      if (!this.sessions.has(server)) this.sessions.set(server, { startedAt: performance.now() - handshake, protocolVersion: String(diagnostic.protocolVersion ?? '') });
+    } else if (code === 'server-lost') {
+      this.endSession(server, diagnostic.errorCode ?? '_OTHER');
+    }
+  }
+
+  /** The toolset closed: every session still open ends, without error. */
+  closed(): void {
+    for (const server of [...this.sessions.keys()]) this.endSession(server);
+  }
+
+  private endSession(server: string, errorType?: string): void {
+    const session = this.sessions.get(server);
+    if (!session) return;
+    this.sessions.delete(server);
+    const a = api === undefined ? loadApi() : api;
+    const instruments = a ? activeInstruments(a) : undefined;
+    if (!instruments) return;
+    const attributes: Attributes = { ...this.facts.get(server) };
+    if (session.protocolVersion) attributes['mcp.protocol.version'] = session.protocolVersion;
+    if (errorType) attributes['error.type'] = errorType;
+    instruments.clientSession.record((performance.now() - session.startedAt) / 1000, attributes);
   }
 
   start(call: CallTarget): CallRecording | undefined {

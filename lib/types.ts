@@ -331,7 +331,8 @@ export interface McpOptions {
   /**
    * OpenTelemetry (docs/observability.md). With `@opentelemetry/api` installed and a tracer or meter
    * provider registered, every tool call gets a CLIENT span (a child of the active context) and an
-   * `mcp.client.operation.duration` measurement; `enabled: false` turns that off. `baggage: true` also sends the active W3C baggage to servers in `params._meta`.
+   * `mcp.client.operation.duration` measurement, and each server session an `mcp.client.session.duration`
+   * one; `enabled: false` turns that off. `baggage: true` also sends the active W3C baggage to servers in `params._meta`.
    */
   telemetry?: { enabled?: boolean; baggage?: boolean };
   /**
