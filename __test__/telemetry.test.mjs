@@ -238,6 +238,12 @@ test('createMcpServer: its span is a child of the client\'s across the wire, and
           return { ok: true };
         },
       },
+      broken: {
+        inputSchema: { type: 'object' },
+        async execute() {
+          throw Object.assign(new Error('connect ECONNREFUSED 10.0.0.7:5432 password=hunter2'), { code: 'ECONNREFUSED' });
+        },
+      },
     },
   });
   const { http } = await server.listen({ http: {} });
@@ -254,6 +260,14 @@ test('createMcpServer: its span is a child of the client\'s across the wire, and
     assert.equal(parentIdOf(served), client.spanContext().spanId);
     assert.equal(parentIdOf(inner), served.spanContext().spanId);
     assert.equal(served.attributes['gen_ai.tool.name'], 'lookup');
+
+    // A thrown error: its code is the server span's error.type, its text nowhere.
+    exporter.reset();
+    await assert.rejects(toolset.tools.own__broken.execute({}));
+    const failed = exporter.getFinishedSpans().find((s) => s.kind === SpanKind.SERVER);
+    assert.equal(failed.attributes['error.type'], 'ECONNREFUSED');
+    assert.equal(failed.status.code, SpanStatusCode.ERROR);
+    assert.ok(!JSON.stringify(exporter.getFinishedSpans().map((s) => [s.attributes, s.status, s.events])).includes('hunter2'));
     const { resourceMetrics } = await reader.collect();
     const names = resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).map((m) => m.descriptor.name);
     assert.ok(names.includes('mcp.server.operation.duration'));

@@ -98,13 +98,6 @@ function serverFacts(server: McpServer): ServerFacts {
   return facts;
 }
 
-/** A `resources/read` URI as a span may show it: no query, fragment or credentials. */
-export function spanSafeUri(uri: string): string {
-  const cut = uri.search(/[?#]/);
-  const bare = cut === -1 ? uri : uri.slice(0, cut);
-  return bare.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/@]*@/i, '$1');
-}
-
 /** The engine's report of a measured call (src/telemetry/mod.rs `CallReport`). */
 export interface EngineReport {
   us: number;
@@ -122,12 +115,10 @@ export interface CallRecording {
 
 /** What one call is, for its span name and attributes. */
 export interface CallTarget {
-  method: 'tools/call' | 'resources/read' | 'prompts/get';
+  method: 'tools/call';
   server: string;
-  /** The tool's remote name or the prompt's name (`{method} {target}`); a resource read names none. */
-  target?: string;
-  /** `resources/read`'s URI, shown without its query. */
-  uri?: string;
+  /** The tool's remote name (the span is `{method} {target}`). */
+  target: string;
 }
 
 export interface ClientTelemetryOptions {
@@ -197,7 +188,12 @@ export class ClientTelemetry {
     const tracer = activeTracer(a);
     const instruments = activeInstruments(a);
     if (!tracer && !instruments) return undefined;
-    return startCall(a, tracer, instruments, call, this.facts.get(call.server), this.baggage);
+    try {
+      return startCall(a, tracer, instruments, call, this.facts.get(call.server), this.baggage);
+    } catch {
+      // A failing SDK must not fail the call: it goes unrecorded.
+      return undefined;
+    }
   }
 }
 
@@ -210,21 +206,12 @@ function startCall(
   withBaggage: boolean,
 ): CallRecording {
   const startedAt = performance.now();
-  const common: Attributes = { 'mcp.method.name': call.method, ...facts };
-  if (call.method === 'tools/call') {
-    common['gen_ai.tool.name'] = call.target;
-    common['gen_ai.operation.name'] = 'execute_tool';
-  } else if (call.method === 'prompts/get') {
-    common['gen_ai.prompt.name'] = call.target;
-  }
+  const common: Attributes = { 'mcp.method.name': call.method, 'gen_ai.tool.name': call.target, 'gen_ai.operation.name': 'execute_tool', ...facts };
   let members = '"measured":true';
   let span: OtelApi.Span | undefined;
   if (tracer) {
     const parent = a.context.active();
-    const attributes: Attributes = { ...common };
-    if (call.uri !== undefined) attributes['mcp.resource.uri'] = spanSafeUri(call.uri);
-    const name = call.target === undefined ? call.method : `${call.method} ${call.target}`;
-    span = tracer.startSpan(name, { kind: a.SpanKind.CLIENT, attributes, startTime: startedAt }, parent);
+    span = tracer.startSpan(`${call.method} ${call.target}`, { kind: a.SpanKind.CLIENT, attributes: common, startTime: startedAt }, parent);
     const ids = span.spanContext();
     if (a.isSpanContextValid(ids)) {
       const flags = (ids.traceFlags & 0xff).toString(16).padStart(2, '0');
@@ -302,12 +289,17 @@ export async function serveCall<T>(toolName: string, incoming: IncomingTrace, ru
   const startedAt = performance.now();
   const attributes: Attributes = { 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': toolName, 'gen_ai.operation.name': 'execute_tool' };
   let parent = a.context.active();
-  if (incoming.traceparent) {
-    // Extracted with the W3C format by hand, not the configured propagator: SEP-414 names these keys.
-    const remote = parseTraceparent(incoming.traceparent, incoming.tracestate, a);
-    if (remote) parent = a.trace.setSpanContext(parent, remote);
+  let span: OtelApi.Span | undefined;
+  try {
+    if (incoming.traceparent) {
+      // Read as W3C trace context (the engine checked its form), not with the configured propagator: SEP-414 names these keys.
+      const remote = parseTraceparent(incoming.traceparent, incoming.tracestate, a);
+      if (remote) parent = a.trace.setSpanContext(parent, remote);
+    }
+    span = tracer?.startSpan(`tools/call ${toolName}`, { kind: a.SpanKind.SERVER, attributes, startTime: startedAt }, parent);
+  } catch {
+    // A failing SDK must not fail the call: it runs unrecorded.
   }
-  const span = tracer?.startSpan(`tools/call ${toolName}`, { kind: a.SpanKind.SERVER, attributes, startTime: startedAt }, parent);
   const active = span ? a.trace.setSpan(parent, span) : parent;
   let errorType: string | undefined;
   try {
@@ -315,16 +307,22 @@ export async function serveCall<T>(toolName: string, incoming: IncomingTrace, ru
     errorType = failed(value);
     return value;
   } catch (error) {
-    errorType = (error as { code?: unknown })?.code === undefined ? '_OTHER' : String((error as { code: unknown }).code);
+    // The thrown error's `code` when it is a short identifier (`mcp_timeout`, `ECONNREFUSED`): bounded, and no text.
+    const code = (error as { code?: unknown } | null)?.code;
+    errorType = typeof code === 'string' && /^[A-Za-z0-9_.-]{1,64}$/.test(code) ? code : '_OTHER';
     throw error;
   } finally {
-    const outcome: Attributes = errorType === undefined ? {} : { 'error.type': errorType };
-    if (span) {
-      span.setAttributes(outcome);
-      if (errorType !== undefined) span.setStatus({ code: a.SpanStatusCode.ERROR, message: errorType });
-      span.end();
+    try {
+      const outcome: Attributes = errorType === undefined ? {} : { 'error.type': errorType };
+      if (span) {
+        span.setAttributes(outcome);
+        if (errorType !== undefined) span.setStatus({ code: a.SpanStatusCode.ERROR, message: errorType });
+        span.end();
+      }
+      instruments?.serverOperation.record((performance.now() - startedAt) / 1000, { ...attributes, ...outcome });
+    } catch {
+      // A failing exporter or SDK must not change the call's outcome.
     }
-    instruments?.serverOperation.record((performance.now() - startedAt) / 1000, { ...attributes, ...outcome });
   }
 }
 

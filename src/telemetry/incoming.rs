@@ -4,7 +4,6 @@
 //! is not a W3C trace context is ignored, not refused: tracing never fails a call.
 
 use super::TraceContext;
-use serde_json::Value;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -12,10 +11,9 @@ tokio::task_local! {
     static INCOMING: Option<Arc<TraceContext>>;
 }
 
-/// The trace context in a request's `_meta` object, if it carries a well-formed one.
-pub fn from_meta(meta: &serde_json::Map<String, Value>) -> Option<TraceContext> {
-    let text = |key: &str| meta.get(key).and_then(Value::as_str).map(str::to_owned);
-    TraceContext::new(text("traceparent")?, text("tracestate"), text("baggage")).ok()
+/// The trace context of a request's `_meta` members, if they make a well-formed one.
+pub fn read(traceparent: Option<String>, tracestate: Option<String>, baggage: Option<String>) -> Option<TraceContext> {
+    TraceContext::new(traceparent?, tracestate, baggage).ok()
 }
 
 /// Runs `work` with `context` as the request's trace context.
@@ -39,13 +37,11 @@ mod tests {
 
     #[tokio::test]
     async fn the_context_reaches_spawned_work_and_nothing_else() {
-        let meta = serde_json::json!({
-            "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-            "tracestate": "a=b",
-        });
-        let context = from_meta(meta.as_object().unwrap());
+        let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned();
+        let context = read(Some(parent), Some("a=b".into()), None);
         assert!(context.is_some());
-        assert!(from_meta(serde_json::json!({ "traceparent": "junk" }).as_object().unwrap()).is_none());
+        assert!(read(Some("junk".into()), None, None).is_none());
+        assert!(read(None, Some("a=b".into()), None).is_none());
         let seen = scope(context, async { tokio::spawn(inherit(async { current() })).await.unwrap() }).await;
         assert_eq!(seen.unwrap().traceparent(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
         assert!(current().is_none());
