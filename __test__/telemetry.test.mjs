@@ -47,7 +47,7 @@ async function underParent(work) {
     }
   });
 }
-const clientSpans = () => exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.CLIENT);
+const clientSpans = () => exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.CLIENT && s.name.startsWith('tools/call'));
 const parentIdOf = (span) => span.parentSpanContext?.spanId ?? span.parentSpanId;
 const traceparentOf = (span) => `00-${span.spanContext().traceId}-${span.spanContext().spanId}-01`;
 
@@ -112,6 +112,32 @@ test('stdio: the client span is the parent the server receives, with the convent
     const [aborted] = clientSpans();
     assert.equal(aborted.attributes['error.type'], 'mcp_aborted');
     assert.ok(aborted.ended);
+  } finally {
+    await toolset.close();
+  }
+});
+
+test('connecting: an initialize span per server under the context the toolset was made in, a failed one with error.type', async () => {
+  register();
+  exporter.reset();
+  const good = fixture('otel-connect');
+  let toolset;
+  const { parent } = await underParent(async () => {
+    toolset = await mcpTools([good.entry, { name: 'otel-missing', type: 'stdio', command: 'surely-not-a-command-otel' }], { warnings: false });
+  });
+  try {
+    const connects = exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.CLIENT && s.name === 'initialize');
+    assert.equal(connects.length, 2);
+    for (const span of connects) {
+      assert.equal(span.spanContext().traceId, parent.traceId);
+      assert.equal(parentIdOf(span), parent.spanId);
+      assert.equal(span.attributes['network.transport'], 'pipe');
+    }
+    const ok = connects.find((s) => s.attributes['error.type'] === undefined);
+    assert.equal(ok.attributes['mcp.protocol.version'], '2025-11-25');
+    const failed = connects.find((s) => s.attributes['error.type'] !== undefined);
+    assert.equal(failed.attributes['error.type'], 'mcp_transport_error');
+    assert.equal(failed.status.code, SpanStatusCode.ERROR);
   } finally {
     await toolset.close();
   }
@@ -251,7 +277,7 @@ test('createMcpServer: its span is a child of the client\'s across the wire, and
   try {
     const { parent } = await underParent(() => toolset.tools.own__lookup.execute({}));
     const spans = exporter.getFinishedSpans();
-    const client = spans.find((s) => s.kind === SpanKind.CLIENT);
+    const client = spans.find((s) => s.kind === SpanKind.CLIENT && s.name === 'tools/call lookup');
     const served = spans.find((s) => s.kind === SpanKind.SERVER);
     const inner = spans.find((s) => s.name === 'db query');
     assert.equal(client.spanContext().traceId, parent.traceId);

@@ -24,6 +24,8 @@ const VERSION: string | undefined = (() => {
   }
 })();
 
+/** The protocol revision whose handshake is `server/discover` (src/protocol/era.rs). */
+const MODERN_PROTOCOL_VERSION = '2026-07-28';
 /** `mcp.*.operation.duration` buckets the conventions advise, in seconds. */
 const DURATION_BUCKETS = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300];
 
@@ -135,6 +137,10 @@ export class ClientTelemetry {
   private readonly baggage: boolean;
   private readonly enabled: boolean;
 
+  /** When the toolset was made, and the caller's context then: its servers' connect spans start and nest there. */
+  private readonly openedAt = performance.now();
+  private readonly openContext: OtelApi.Context | undefined;
+
   constructor(servers: readonly McpServer[], options: ClientTelemetryOptions | undefined) {
     this.enabled = options?.enabled !== false;
     this.baggage = options?.baggage === true;
@@ -142,6 +148,7 @@ export class ClientTelemetry {
     for (const server of servers) {
       if (server && typeof server === 'object' && typeof server.name === 'string') this.facts.set(server.name, serverFacts(server));
     }
+    this.openContext = loadApi()?.context.active();
   }
 
   /** Each server's session since its handshake ended (`server-connected`), until it is lost or closed. */
@@ -154,12 +161,42 @@ export class ClientTelemetry {
   observe(diagnostic: { code: string; server?: string; elapsedMs?: number; protocolVersion?: string; errorCode?: string }): void {
     if (!this.enabled || typeof diagnostic?.server !== 'string') return;
     const { code, server } = diagnostic;
+    if (code === 'server-connected') this.connected(server, performance.now() - (diagnostic.elapsedMs ?? 0), diagnostic.protocolVersion);
+    else if (code === 'server-degraded') this.connected(server, this.openedAt, undefined, diagnostic.errorCode ?? '_OTHER');
     if (code === 'server-connected' || code === 'server-reconnected') {
       // `elapsedMs` of a first connect covers the handshake; of a reconnect, the time it was lost.
       const handshake = code === 'server-connected' ? (diagnostic.elapsedMs ?? 0) : 0;
       if (!this.sessions.has(server)) this.sessions.set(server, { startedAt: performance.now() - handshake, protocolVersion: String(diagnostic.protocolVersion ?? '') });
     } else if (code === 'server-lost') {
       this.endSession(server, diagnostic.errorCode ?? '_OTHER');
+    }
+  }
+
+  /**
+   * A first connect ended (`server-connected`, or `server-degraded` when it failed): a CLIENT span named for
+   * its handshake (`initialize`, or `server/discover` in the 2026-07-28 era) from `startedAt` to now, a
+   * child of the context the toolset was made in, and an operation duration. Made after the fact: the
+   * engine connects on its own, so these requests carry no trace context (docs/observability.md).
+   */
+  private connected(server: string, startedAt: number, protocolVersion?: string, errorType?: string): void {
+    const a = api === undefined ? loadApi() : api;
+    if (!a) return;
+    try {
+      const tracer = activeTracer(a);
+      const instruments = activeInstruments(a);
+      const method = protocolVersion === MODERN_PROTOCOL_VERSION ? 'server/discover' : 'initialize';
+      const attributes: Attributes = { 'mcp.method.name': method, ...this.facts.get(server) };
+      if (protocolVersion) attributes['mcp.protocol.version'] = protocolVersion;
+      if (errorType) attributes['error.type'] = errorType;
+      const endedAt = performance.now();
+      if (tracer) {
+        const span = tracer.startSpan(method, { kind: a.SpanKind.CLIENT, attributes, startTime: startedAt }, this.openContext ?? a.context.active());
+        if (errorType) span.setStatus({ code: a.SpanStatusCode.ERROR, message: errorType });
+        span.end(endedAt);
+      }
+      instruments?.clientOperation.record((endedAt - startedAt) / 1000, attributes);
+    } catch {
+      // A failing SDK must not disturb the toolset.
     }
   }
 
