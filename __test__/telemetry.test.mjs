@@ -12,7 +12,7 @@ import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { createMcpServer, mcpTools } from '../entry/index.mjs';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fixture, scratchFile, until } from './helpers.mjs';
+import { fixture, here, scratchFile, startHttpFixture, until } from './helpers.mjs';
 import { startLegacySseFixture, startStreamableFixture } from './fixtures/http-server.mjs';
 import { startTs2Http } from './eras-servers.mjs';
 
@@ -248,6 +248,36 @@ test('Streamable HTTP, 2026-07-28 era (TypeScript SDK 2.x): traceparent and bagg
   } finally {
     await toolset.close();
     ts2.stop();
+  }
+});
+
+test('resources/read and prompts/get: a span each, its traceparent in the request\'s _meta, the URI without its query', async () => {
+  register();
+  exporter.reset();
+  const server = await startHttpFixture(join(here, 'fixtures', 'resources-server.mjs'));
+  const toolset = await mcpTools([{ name: 'res', type: 'streamable-http', url: server.url }], { warnings: false });
+  try {
+    const { parent } = await underParent(async () => {
+      await toolset.readResource('res', 'note://hello');
+      await toolset.getPrompt('res', 'greet', { name: 'Ada' });
+      await assert.rejects(toolset.readResource('res', 'note://nothing?token=QUERY-SECRET-5'));
+    });
+    const spans = exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.CLIENT && /^(resources|prompts)\//.test(s.name));
+    assert.deepEqual(spans.map((s) => s.name), ['resources/read', 'prompts/get greet', 'resources/read']);
+    for (const span of spans) assert.equal(parentIdOf(span), parent.spanId);
+    const [read, prompt, missing] = spans;
+    assert.equal(read.attributes['mcp.resource.uri'], 'note://hello');
+    assert.equal(prompt.attributes['gen_ai.prompt.name'], 'greet');
+    assert.equal(missing.attributes['mcp.resource.uri'], 'note://nothing');
+    assert.equal(missing.attributes['error.type'], 'mcp_resource_not_found');
+    const seen = await server.seen();
+    const sent = (method, which) => seen.filter((m) => m?.method === method)[which].params._meta.traceparent;
+    assert.equal(sent('resources/read', 0), traceparentOf(read));
+    assert.equal(sent('prompts/get', 0), traceparentOf(prompt));
+    assert.ok(!JSON.stringify(spans.map((s) => s.attributes)).includes('QUERY-SECRET-5'));
+  } finally {
+    await toolset.close();
+    server.stop();
   }
 });
 

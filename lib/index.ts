@@ -915,7 +915,7 @@ export async function openToolset(
 
   const toolset: McpToolset = {
     tools,
-    ...sessionRequests(() => native, subscribers, () => closing !== undefined),
+    ...sessionRequests(() => native, subscribers, () => closing !== undefined, calls.telemetry),
     close,
     reconciled: reconciles ? native.reconciled().catch((error) => Promise.reject(engineFailure(error))) : Promise.resolve(),
     servers: () => {

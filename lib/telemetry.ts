@@ -109,18 +109,26 @@ export interface EngineReport {
 
 /** One call being recorded: its `_meta` trace members for the engine, and how it ends. */
 export interface CallRecording {
-  /** JSON object members (`"traceparent":…,"measured":true`) for the call's context. */
+  /** JSON object members (`"traceparent":…,"measured":true`) for a tool call's context. */
   readonly members: string;
+  /** `{"traceparent",…}` for a read's or a prompt get's `_meta`; `undefined` when there is no span. */
+  readonly trace: string | undefined;
   /** The call ended: `code` empty on success; `report` from the engine when it timed the call. */
   end(code: string, report?: EngineReport, isError?: boolean): void;
 }
 
 /** What one call is, for its span name and attributes. */
-export interface CallTarget {
-  method: 'tools/call';
-  server: string;
-  /** The tool's remote name (the span is `{method} {target}`). */
-  target: string;
+export type CallTarget =
+  /** `target`: the tool's remote name, or the prompt's name (the span is `{method} {target}`). */
+  | { method: 'tools/call' | 'prompts/get'; server: string; target: string }
+  /** A read's span is named for its method alone; its URI is an attribute of the span (not of the metric). */
+  | { method: 'resources/read'; server: string; uri: string };
+
+/** A resource URI as a span may show it: no query, fragment or userinfo. */
+function spanSafeUri(uri: string): string {
+  const cut = uri.search(/[?#]/);
+  const bare = cut === -1 ? uri : uri.slice(0, cut);
+  return bare.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/@]*@/i, '$1');
 }
 
 export interface ClientTelemetryOptions {
@@ -243,28 +251,37 @@ function startCall(
   withBaggage: boolean,
 ): CallRecording {
   const startedAt = performance.now();
-  const common: Attributes = { 'mcp.method.name': call.method, 'gen_ai.tool.name': call.target, 'gen_ai.operation.name': 'execute_tool', ...facts };
-  let members = '"measured":true';
+  const common: Attributes = { 'mcp.method.name': call.method, ...facts };
+  if (call.method === 'tools/call') {
+    common['gen_ai.tool.name'] = call.target;
+    common['gen_ai.operation.name'] = 'execute_tool';
+  } else if (call.method === 'prompts/get') {
+    common['gen_ai.prompt.name'] = call.target;
+  }
+  let trace = '';
   let span: OtelApi.Span | undefined;
   if (tracer) {
     const parent = a.context.active();
-    span = tracer.startSpan(`${call.method} ${call.target}`, { kind: a.SpanKind.CLIENT, attributes: common, startTime: startedAt }, parent);
+    const name = call.method === 'resources/read' ? call.method : `${call.method} ${call.target}`;
+    const attributes = call.method === 'resources/read' ? { ...common, 'mcp.resource.uri': spanSafeUri(call.uri) } : common;
+    span = tracer.startSpan(name, { kind: a.SpanKind.CLIENT, attributes, startTime: startedAt }, parent);
     const ids = span.spanContext();
     if (a.isSpanContextValid(ids)) {
       const flags = (ids.traceFlags & 0xff).toString(16).padStart(2, '0');
-      members += `,"traceparent":"00-${ids.traceId}-${ids.spanId}-${flags}"`;
+      trace = `"traceparent":"00-${ids.traceId}-${ids.spanId}-${flags}"`;
       const state = ids.traceState?.serialize();
-      if (state) members += `,"tracestate":${JSON.stringify(state)}`;
+      if (state) trace += `,"tracestate":${JSON.stringify(state)}`;
       if (withBaggage) {
         const baggage = a.propagation.getBaggage(parent);
         const text = baggage ? serializeBaggage(baggage) : '';
-        if (text) members += `,"baggage":${JSON.stringify(text)}`;
+        if (text) trace += `,"baggage":${JSON.stringify(text)}`;
       }
     }
   }
   let ended = false;
   return {
-    members,
+    members: trace === '' ? '"measured":true' : `"measured":true,${trace}`,
+    trace: trace === '' ? undefined : `{${trace}}`,
     end(code, report, isError) {
       if (ended) return;
       ended = true;

@@ -330,8 +330,8 @@ export interface McpOptions {
   onDiagnostic?: (diagnostic: Diagnostic) => void;
   /**
    * OpenTelemetry (docs/observability.md). With `@opentelemetry/api` installed and a tracer or meter
-   * provider registered, every tool call gets a CLIENT span (a child of the active context) and an
-   * `mcp.client.operation.duration` measurement, and each server session an `mcp.client.session.duration`
+   * provider registered, every tool call, resource read and prompt get gets a CLIENT span (a child of
+   * the active context) and an `mcp.client.operation.duration` measurement, and each server session an `mcp.client.session.duration`
    * one; `enabled: false` turns that off. `baggage: true` also sends the active W3C baggage to servers in `params._meta`.
    */
   telemetry?: { enabled?: boolean; baggage?: boolean };

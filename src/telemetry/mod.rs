@@ -44,6 +44,33 @@ impl TraceContext {
         &self.traceparent
     }
 
+    /// From `{"traceparent", "tracestate"?, "baggage"?}` (JSON), as JavaScript hands it with a read or a
+    /// prompt get (`lib/telemetry.ts`).
+    pub fn from_json(json: &str) -> Result<Self> {
+        #[derive(serde::Deserialize)]
+        struct Given {
+            traceparent: String,
+            tracestate: Option<String>,
+            baggage: Option<String>,
+        }
+        let given: Given = serde_json::from_str(json).map_err(|_| {
+            McpError::InvalidArguments("the trace context must be {traceparent, tracestate?}".to_owned())
+        })?;
+        TraceContext::new(given.traceparent, given.tracestate, given.baggage)
+    }
+
+    /// As a request's `_meta` object (for params built as JSON values).
+    pub fn meta_value(&self) -> serde_json::Value {
+        let mut meta = serde_json::Map::new();
+        meta.insert("traceparent".into(), self.traceparent.clone().into());
+        for (key, value) in [("tracestate", &self.tracestate), ("baggage", &self.baggage)] {
+            if let Some(value) = value {
+                meta.insert(key.into(), value.clone().into());
+            }
+        }
+        serde_json::Value::Object(meta)
+    }
+
     /// As JSON object members for the host (`"traceparent":…,` and the others present).
     pub fn members(&self) -> String {
         let mut out = String::new();
