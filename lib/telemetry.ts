@@ -103,7 +103,6 @@ function serverFacts(server: McpServer): ServerFacts {
 /** The engine's report of a measured call (src/telemetry/mod.rs `CallReport`). */
 export interface EngineReport {
   us: number;
-  protocolVersion?: string;
   rpcCode?: number;
 }
 
@@ -234,7 +233,9 @@ export class ClientTelemetry {
     const instruments = activeInstruments(a);
     if (!tracer && !instruments) return undefined;
     try {
-      return startCall(a, tracer, instruments, call, this.facts.get(call.server), this.baggage);
+      // The version the server's session negotiated, as its `server-connected` said (see `observe`).
+      const protocolVersion = this.sessions.get(call.server)?.protocolVersion;
+      return startCall(a, tracer, instruments, call, this.facts.get(call.server), protocolVersion, this.baggage);
     } catch {
       // A failing SDK must not fail the call: it goes unrecorded.
       return undefined;
@@ -248,10 +249,12 @@ function startCall(
   instruments: Instruments | undefined,
   call: CallTarget,
   facts: ServerFacts | undefined,
+  protocolVersion: string | undefined,
   withBaggage: boolean,
 ): CallRecording {
   const startedAt = performance.now();
   const common: Attributes = { 'mcp.method.name': call.method, ...facts };
+  if (protocolVersion) common['mcp.protocol.version'] = protocolVersion;
   if (call.method === 'tools/call') {
     common['gen_ai.tool.name'] = call.target;
     common['gen_ai.operation.name'] = 'execute_tool';
@@ -287,7 +290,6 @@ function startCall(
       ended = true;
       const elapsedMs = report ? report.us / 1000 : performance.now() - startedAt;
       const outcome: Attributes = {};
-      if (report?.protocolVersion) outcome['mcp.protocol.version'] = report.protocolVersion;
       const errorType = errorTypeOf(code, report, isError);
       if (errorType !== undefined) outcome['error.type'] = errorType;
       if (report?.rpcCode !== undefined) outcome['rpc.response.status_code'] = String(report.rpcCode);

@@ -6,11 +6,11 @@
 //! | piece | what | why in the engine |
 //! | --- | --- | --- |
 //! | [`TraceContext`] | the W3C trace context a call was given, validated, written into the request's `params._meta` (`traceparent`, `tracestate`, `baggage`: SEP-414, the OpenTelemetry MCP conventions) | the engine builds every request; the context crosses once, with the call |
-//! | [`CallReport`] | a measured call's time on the engine's clock, from taking the call to its outcome, with what only the engine knows (negotiated protocol version, JSON-RPC error code) | a span's duration is the wire time, not the time the promise took to be seen |
+//! | [`CallReport`] | a measured call's time on the engine's clock, from taking the call to its outcome, and the JSON-RPC error code the server answered with | a span's duration is the wire time, not the time the promise took to be seen |
 //! | [`incoming`] | the trace context a request to `createMcpServer` carries, validated | the host's server span is a child of the caller's |
 //!
-//! Nothing secret passes here: trace and span ids, vendor trace state the caller's own SDK made, a
-//! protocol version and a numeric error code. No header value, token, URL, argument or result.
+//! Nothing secret passes here: trace and span ids, vendor trace state the caller's own SDK made, and a
+//! numeric error code. No header value, token, URL, argument or result.
 
 pub mod incoming;
 
@@ -129,20 +129,14 @@ fn check_header_text(field: &str, value: Option<&str>, max: usize) -> Result<()>
 pub struct CallReport {
     /// From the engine taking the call to its outcome, on the engine's monotonic clock.
     pub elapsed: Duration,
-    /// The protocol version the server's connection negotiated, if it was live at the end.
-    pub protocol_version: Option<&'static str>,
     /// The JSON-RPC error code the server answered with, if it answered with one.
     pub rpc_code: Option<i64>,
 }
 
 impl CallReport {
-    /// `{"us":…,"protocolVersion":…,"rpcCode":…}` (absent members left out).
+    /// `{"us":…,"rpcCode":…}` (`rpcCode` left out when there is none).
     pub fn to_json(&self) -> String {
         let mut out = format!("{{\"us\":{}", self.elapsed.as_micros());
-        if let Some(version) = self.protocol_version {
-            out.push_str(",\"protocolVersion\":");
-            crate::protocol::jsonrpc::push_json_string(&mut out, version);
-        }
         if let Some(code) = self.rpc_code {
             out.push_str(&format!(",\"rpcCode\":{code}"));
         }
@@ -199,10 +193,10 @@ mod tests {
 
     #[test]
     fn a_report_names_only_what_it_knows() {
-        let report = CallReport { elapsed: Duration::from_micros(1500), protocol_version: None, rpc_code: None };
+        let report = CallReport { elapsed: Duration::from_micros(1500), rpc_code: None };
         assert_eq!(report.to_json(), r#"{"us":1500}"#);
-        let report = CallReport { protocol_version: Some("2025-11-25"), rpc_code: Some(-32602), ..report };
-        assert_eq!(report.to_json(), r#"{"us":1500,"protocolVersion":"2025-11-25","rpcCode":-32602}"#);
+        let report = CallReport { rpc_code: Some(-32602), ..report };
+        assert_eq!(report.to_json(), r#"{"us":1500,"rpcCode":-32602}"#);
         let rpc = McpError::Rpc { code: -32601, message: "no".into(), data: None };
         assert_eq!(rpc_code(&McpError::Sent(Box::new(rpc))), Some(-32601));
         assert_eq!(rpc_code(&McpError::Aborted), None);

@@ -365,12 +365,10 @@ impl Inner {
                 let elapsed_us = started.elapsed().as_micros() as u64;
                 tracing::debug!(toolset = inner.log_id, server = %server_name, tool = %tool, call_id, code, elapsed_us, "call ended");
             }
+            // No lock is taken here: this runs on whichever thread read the answer, or ended the connection.
             match measured {
                 Some(started) => {
-                    let protocol_version =
-                        server.and_then(|i| inner.servers[i].live_connection()).map(|c| c.session.protocol_version);
-                    let report =
-                        crate::telemetry::CallReport { elapsed: started.elapsed(), protocol_version, rpc_code };
+                    let report = crate::telemetry::CallReport { elapsed: started.elapsed(), rpc_code };
                     sink.complete_measured(call_id, outcome, &report);
                 }
                 None => sink.complete(call_id, outcome),
