@@ -245,6 +245,14 @@ test('Streamable HTTP, 2026-07-28 era (TypeScript SDK 2.x): traceparent and bagg
     const call = (await ts2.seen()).find((r) => r.body?.method === 'tools/call');
     assert.equal(call.body.params._meta.traceparent, traceparentOf(span));
     assert.equal(call.body.params._meta.baggage, 'tenant=blue%20team');
+
+    // Baggage past the W3C bound is left out; the call goes on.
+    const huge = propagation.setBaggage(context.active(), propagation.createBaggage({ big: { value: 'x'.repeat(9000) } }));
+    await context.with(huge, () => underParent(() => toolset.tools.ts2__echo.execute({ text: 'y' })));
+    const calls = (await ts2.seen()).filter((r) => r.body?.method === 'tools/call');
+    assert.equal(calls.length, 2);
+    assert.equal(calls[1].body.params._meta.baggage, undefined);
+    assert.match(calls[1].body.params._meta.traceparent, /^00-/);
   } finally {
     await toolset.close();
     ts2.stop();

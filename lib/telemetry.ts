@@ -272,12 +272,13 @@ function startCall(
     if (a.isSpanContextValid(ids)) {
       const flags = (ids.traceFlags & 0xff).toString(16).padStart(2, '0');
       trace = `"traceparent":"00-${ids.traceId}-${ids.spanId}-${flags}"`;
+      // Within what the engine accepts (W3C bounds, printable ASCII): over them they are left out, never a failed call.
       const state = ids.traceState?.serialize();
-      if (state) trace += `,"tracestate":${JSON.stringify(state)}`;
+      if (state && fits(state, MAX_TRACESTATE_LENGTH)) trace += `,"tracestate":${JSON.stringify(state)}`;
       if (withBaggage) {
         const baggage = a.propagation.getBaggage(parent);
         const text = baggage ? serializeBaggage(baggage) : '';
-        if (text) trace += `,"baggage":${JSON.stringify(text)}`;
+        if (text && fits(text, MAX_BAGGAGE_LENGTH)) trace += `,"baggage":${JSON.stringify(text)}`;
       }
     }
   }
@@ -311,6 +312,14 @@ function errorTypeOf(code: string, report: EngineReport | undefined, isError: bo
   if (report?.rpcCode !== undefined) return String(report.rpcCode);
   if (code === 'mcp_tool_error' || (code === '' && isError)) return 'tool_error';
   return code === '' ? undefined : code;
+}
+
+/** The engine's bounds on `tracestate` and `baggage` (src/limits.rs `MAX_TRACESTATE_BYTES`, `MAX_BAGGAGE_BYTES`). */
+const MAX_TRACESTATE_LENGTH = 512;
+const MAX_BAGGAGE_LENGTH = 8192;
+
+function fits(text: string, max: number): boolean {
+  return text.length <= max && /^[\x20-\x7e]*$/.test(text);
 }
 
 /** W3C Baggage header text of `baggage`, entries percent-encoded. */
