@@ -33,6 +33,20 @@ let api: Api | null | undefined;
 /** The API's no-op providers, to tell "nothing registered" apart from a real SDK. */
 let noopTracerProvider: unknown;
 
+/**
+ * Where every copy of `@opentelemetry/api` 1.x keeps what the application registered (its global
+ * registry). Nothing there: no provider, so the API is not even loaded (requiring it takes tens of
+ * milliseconds, and many applications have it installed without using it).
+ */
+const OTEL_GLOBALS = Symbol.for('opentelemetry.js.api.1');
+
+/** The API, when the application registered a tracer or meter provider; else `null`. */
+function otel(): Api | null {
+  const registered = (globalThis as { [OTEL_GLOBALS]?: { trace?: unknown; metrics?: unknown } })[OTEL_GLOBALS];
+  if (registered === undefined || (registered.trace === undefined && registered.metrics === undefined)) return null;
+  return api === undefined ? loadApi() : api;
+}
+
 function loadApi(): Api | null {
   if (api !== undefined) return api;
   try {
@@ -155,7 +169,7 @@ export class ClientTelemetry {
     for (const server of servers) {
       if (server && typeof server === 'object' && typeof server.name === 'string') this.facts.set(server.name, serverFacts(server));
     }
-    this.openContext = loadApi()?.context.active();
+    this.openContext = otel()?.context.active();
   }
 
   /** Each server's session since its handshake ended (`server-connected`), until it is lost or closed. */
@@ -186,7 +200,7 @@ export class ClientTelemetry {
    * engine connects on its own, so these requests carry no trace context (docs/observability.md).
    */
   private connected(server: string, startedAt: number, protocolVersion?: string, errorType?: string): void {
-    const a = api === undefined ? loadApi() : api;
+    const a = otel();
     if (!a) return;
     try {
       const tracer = activeTracer(a);
@@ -216,7 +230,7 @@ export class ClientTelemetry {
     const session = this.sessions.get(server);
     if (!session) return;
     this.sessions.delete(server);
-    const a = api === undefined ? loadApi() : api;
+    const a = otel();
     const instruments = a ? activeInstruments(a) : undefined;
     if (!instruments) return;
     const attributes: Attributes = { ...this.facts.get(server) };
@@ -227,7 +241,7 @@ export class ClientTelemetry {
 
   start(call: CallTarget): CallRecording | undefined {
     if (!this.enabled) return undefined;
-    const a = api === undefined ? loadApi() : api;
+    const a = otel();
     if (a === null) return undefined;
     const tracer = activeTracer(a);
     const instruments = activeInstruments(a);
@@ -346,7 +360,7 @@ export interface IncomingTrace {
  * under it; and `mcp.server.operation.duration`. With nothing registered, `run` is called as is.
  */
 export async function serveCall<T>(toolName: string, incoming: IncomingTrace, run: () => Promise<T>, failed: (value: T) => string | undefined): Promise<T> {
-  const a = api === undefined ? loadApi() : api;
+  const a = otel();
   if (!a) return run();
   const tracer = activeTracer(a);
   const instruments = activeInstruments(a);
@@ -401,7 +415,7 @@ function parseTraceparent(traceparent: string, tracestate: string | undefined, a
 
 /** Runs `work` inside a span named `name` when a tracer is registered (the CLI's one command). */
 export async function withSpan<T>(name: string, work: (traceId: string | undefined) => Promise<T>): Promise<T> {
-  const a = api === undefined ? loadApi() : api;
+  const a = otel();
   const tracer = a ? activeTracer(a) : undefined;
   if (!a || !tracer) return work(undefined);
   return tracer.startActiveSpan(name, async (span) => {
