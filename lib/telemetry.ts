@@ -3,10 +3,11 @@
 // makes none (src/telemetry/): it carries the trace context into `params._meta` and times each measured
 // call on its own clock, reported with the outcome, so a span lasts the engine's wire time.
 //
-// With the package absent, or no tracer and no meter provider registered, nothing is made and a call
-// pays one check of the global providers. What is recorded follows the OpenTelemetry semantic
-// conventions for MCP (gen-ai/mcp.md); nothing secret goes in: no header value, token, query string,
-// session id, argument or result, and an error's text stays out (its stable code is `error.type`).
+// With the package absent, or no tracer and no meter provider registered, nothing is made, the package is
+// not loaded, and a call pays one lookup of the API's global registry. What is recorded follows the
+// OpenTelemetry semantic conventions for MCP (gen-ai/mcp.md); nothing secret goes in: no header value,
+// token, query string, session id, argument or result, and an error's text stays out (its stable code
+// is `error.type`).
 
 import type * as OtelApi from '@opentelemetry/api';
 import type { McpServer } from './types';
@@ -151,7 +152,7 @@ export interface ClientTelemetryOptions {
 
 /**
  * The client side of one toolset. `start` is the only thing a call pays for, and with nothing
- * registered it returns `undefined` after one check of the global providers.
+ * registered it returns `undefined` after one lookup of the API's global registry.
  */
 export class ClientTelemetry {
   private readonly facts = new Map<string, ServerFacts>();
