@@ -263,7 +263,13 @@ test('resources/read and prompts/get: a span each, its traceparent in the reques
   register();
   exporter.reset();
   const server = await startHttpFixture(join(here, 'fixtures', 'resources-server.mjs'));
-  const toolset = await mcpTools([{ name: 'res', type: 'streamable-http', url: server.url }], { warnings: false });
+  const toolset = await mcpTools(
+    [
+      { name: 'res', type: 'streamable-http', url: server.url },
+      { name: 'quiet', type: 'streamable-http', url: server.url, propagateTraceContext: false },
+    ],
+    { warnings: false },
+  );
   try {
     const { parent } = await underParent(async () => {
       await toolset.readResource('res', 'note://hello');
@@ -283,6 +289,17 @@ test('resources/read and prompts/get: a span each, its traceparent in the reques
     assert.equal(sent('resources/read', 0), traceparentOf(read));
     assert.equal(sent('prompts/get', 0), traceparentOf(prompt));
     assert.ok(!JSON.stringify(spans.map((s) => s.attributes)).includes('QUERY-SECRET-5'));
+
+    // The entry that opted out: its read and prompt get carry no trace context.
+    await underParent(async () => {
+      await toolset.readResource('quiet', 'note://hello');
+      await toolset.getPrompt('quiet', 'greet', { name: 'Bo' });
+    });
+    const after = await server.seen();
+    const last = (method) => after.filter((m) => m?.method === method).at(-1).params;
+    assert.equal(last('resources/read')._meta?.traceparent, undefined);
+    assert.equal(last('prompts/get')._meta?.traceparent, undefined);
+    assert.equal(last('prompts/get').arguments.name, 'Bo');
   } finally {
     await toolset.close();
     server.stop();
@@ -339,6 +356,13 @@ test('createMcpServer: its span is a child of the client\'s across the wire, and
     await toolset.close();
     await server.close();
   }
+});
+
+test('the options are checked like every other: telemetry flags and propagateTraceContext must be booleans', async () => {
+  await assert.rejects(mcpTools([], { telemetry: { baggage: 'yes' } }), { code: 'mcp_config_invalid', message: /options\.telemetry\.baggage must be a boolean/ });
+  await assert.rejects(mcpTools([], { telemetry: { sampler: true } }), { code: 'mcp_config_invalid', message: /options\.telemetry has an unknown field "sampler"/ });
+  const entry = { ...fixture('otel-config').entry, propagateTraceContext: 'no' };
+  await assert.rejects(mcpTools([entry]), { code: 'mcp_config_invalid', message: /propagateTraceContext must be a boolean/ });
 });
 
 test('the exporter never sees a configured header value, token or query string', async () => {
