@@ -114,7 +114,7 @@ export declare class NativeTokenStore {
    * An encrypted file at `path`, under `key`: a Buffer of exactly 32 bytes, or a passphrase string.
    * Returns at once; the file is read by the first operation, which rejects on a wrong key.
    */
-  static encryptedFile(path: string, key: Buffer | string): NativeTokenStore
+  static encryptedFile(path: string, key: Uint8Array | string): NativeTokenStore
   /**
    * A store implemented in JavaScript, reached through `dispatcher`, registered like a native one:
    * the engine's half of a JS store can be exercised directly and handed to a toolset by id.
@@ -158,9 +158,10 @@ export declare class NativeToolset {
   drainCompletions(): string
   /**
    * Bytes a stdio server wrote, read by JavaScript. Returns the call outcomes they completed, in the
-   * `drainCompletions` format, so a response costs no wake-up at all.
+   * `drainCompletions` format, so a response costs no wake-up at all. (Typed `Uint8Array`, which a
+   * Buffer is, so the generated types need no @types/node.)
    */
-  feedStdout(readerId: number, chunk: Buffer): string
+  feedStdout(readerId: number, chunk: Uint8Array): string
   /** The stdout JavaScript was reading ended (`error` set if it failed). */
   stdoutEnded(readerId: number, error?: string | undefined | null): void
   /** Abort the call started with `abortId`. */
@@ -258,7 +259,7 @@ export declare function redactStdioArguments(args: Array<string>, env: Record<st
  */
 export interface ResourceRead {
   json: string
-  blobs: Array<Buffer>
+  blobs: Array<Uint8Array>
 }
 
 /** `completion/complete`; resolves to `{values, total?, hasMore?}` as JSON. */

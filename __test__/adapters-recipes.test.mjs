@@ -1,4 +1,4 @@
-// The README's framework recipes (examples/recipes/*.mjs, pasted into the README verbatim) and what
+// The framework recipes of docs/frameworks.md (examples/recipes/*.mjs, pasted into the guide verbatim) and what
 // users write with each adapter (fixtures/adapters-types/typed.mts) type-check against the frameworks'
 // own types through the package's subpath exports: on ai 7, and again with `ai` resolved to ai 6. The
 // OpenAI and Anthropic recipes also run as pasted against server-everything (`npx -y`, found in this
@@ -42,12 +42,12 @@ test('the AI SDK recipe and typed usage type-check with `ai` resolved to ai 6', 
   assert.ok(resolved.every((path) => path === ai6), `every import of ai is ai 6 (${ai6}): ${resolved.join(', ')}`);
 });
 
-test('the README shows each recipe as it is type-checked', () => {
-  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+test('the Frameworks guide shows each recipe as it is type-checked', () => {
+  const guide = readFileSync(join(root, 'docs', 'frameworks.md'), 'utf8');
   const recipes = readdirSync(RECIPES).filter((file) => file.endsWith('.mjs'));
   assert.deepEqual(recipes.sort(), ['ai-sdk.mjs', 'anthropic.mjs', 'openai-agents.mjs', 'openai-responses.mjs']);
   for (const file of recipes) {
-    assert.ok(readme.includes('```js\n' + readFileSync(join(RECIPES, file), 'utf8') + '```'), `README.md shows examples/recipes/${file} verbatim`);
+    assert.ok(guide.includes('```js\n' + readFileSync(join(RECIPES, file), 'utf8') + '```'), `docs/frameworks.md shows examples/recipes/${file} verbatim`);
   }
 });
 

@@ -116,6 +116,50 @@ test("results are the server's own, not checked against the outputSchema (mcpToo
   }
 });
 
+// A listing's errors carry none of the entry's secrets: a malformed page is described without quoting the
+// server (serde's message quotes its strings whole), and any other error (a JSON-RPC error quoting the
+// secret) is redacted with the entry's secrets.
+test('a listTools error never carries the server entry\u2019s own secrets', async (t) => {
+  const secret = 'sk-live-0123456789abcdef';
+  const client = await connectMcpServer({ name: 'e', type: 'stdio', command: process.execPath, args: [join(here, 'fixtures', 'echo-secret-list-server.mjs')], env: { API_TOKEN: secret } });
+  t.after(() => client.close());
+  const error = await client.listTools().then(() => undefined, (e) => e);
+  assert.equal(error?.code, 'mcp_protocol_error');
+  assert.ok(!error.message.includes(secret), error.message);
+  const rpc = await client.listTools().then(() => undefined, (e) => e);
+  assert.ok(rpc?.code, 'the server\u2019s JSON-RPC error rejects');
+  assert.ok(rpc.message.includes('refused for') && !rpc.message.includes(secret), rpc.message);
+});
+
+// `timeoutMs` is one deadline for the whole listing, not one per page, and the caller's signal stops the
+// engine's listing (no further page is asked for), not only the promise. purra's discovery lists the same way.
+const SLOW_PAGES_SERVER = join(here, 'fixtures', 'slow-pages-server.mjs');
+const connectSlowPages = (env) => connectMcpServer({ name: 'p', type: 'stdio', command: process.execPath, args: [SLOW_PAGES_SERVER], env });
+const pagesAsked = async (client) => Number((await client.callTool({ name: 'count', arguments: {} })).content[0].text);
+
+test('listTools timeoutMs bounds the whole listing: 5 pages of 300 ms each overrun 1 000 ms', async (t) => {
+  const client = await connectSlowPages({ PAGES: '5', PAGE_DELAY_MS: '300' });
+  t.after(() => client.close());
+  // Every page alone is well within the deadline; all of them together are not.
+  await assert.rejects(client.listTools({ timeoutMs: 1000 }), (e) => e.code === 'mcp_timeout');
+  assert.ok((await pagesAsked(client)) < 5, 'the listing stopped at its deadline');
+  // Without a deadline it completes.
+  assert.equal((await client.listTools()).length, 5);
+});
+
+test('listTools signal: the engine asks for no further page once it fires', async (t) => {
+  const client = await connectSlowPages({ PAGES: '10', PAGE_DELAY_MS: '200' });
+  t.after(() => client.close());
+  const controller = new AbortController();
+  const listing = client.listTools({ signal: controller.signal });
+  // Aborted while the first slow page is outstanding.
+  setTimeout(() => controller.abort(), 100);
+  await assert.rejects(listing, (e) => e.code === 'mcp_aborted');
+  // Long enough for the 10 pages an abandoned listing would go on to ask for.
+  await new Promise((resolve) => setTimeout(resolve, 2500));
+  assert.equal(await pagesAsked(client), 1);
+});
+
 test('a server that crashes mid-call fails that call with a typed error; with reconnect: false later calls too', async () => {
   const server = fixture('crashing');
   const client = await connectMcpServer(server.entry, { timeoutMs: 5000, warnings: false, reconnect: false });
@@ -224,7 +268,9 @@ test('2026-07-28: the TypeScript SDK 2.x fixture (stdio, HTTP) and the Python SD
   } else console.log(`# skipped the Python SDK servers: ${py.skip}`);
   for (const entry of entries) {
     await t.test(entry.name, async () => {
-      const client = await connectMcpServer(entry, { timeoutMs: 10_000 });
+      // A Python server imports pydantic and the SDK before it reads its first line: seconds on a loaded
+      // machine (a run with four suites and builds beside it took over 10 s). The bound is for a hang only.
+      const client = await connectMcpServer(entry, { timeoutMs: entry.name.startsWith('py') ? 30_000 : 10_000 });
       try {
         assert.equal(client.protocolVersion, MODERN);
         const names = (await client.listTools()).map((tool) => tool.name);

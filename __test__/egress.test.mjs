@@ -1,14 +1,18 @@
 // The egress rules every outbound HTTP request follows: proxies only when configured (and then the
-// proxy passes allowedHosts too), redirects that never carry an origin's credentials elsewhere, the
-// legacy SSE endpoint kept on its origin on every hop, deadlines on every request, a bounded close(),
-// bounded notification/reply traffic, and error text that never carries a URL's query.
+// proxy passes allowedHosts too), redirects that never carry an origin's credentials elsewhere (and a
+// refused hop that says the request was delivered), the legacy SSE endpoint kept on its origin on every
+// hop, deadlines on every request, a bounded close(), bounded notification/reply traffic, and error text
+// that never carries a URL's query.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
-import { mcpTools } from '../dist/index.js';
+import { z } from 'zod';
+import { connectMcpServer, mcpTools, McpHostNotAllowedError } from '../dist/index.js';
+import { defineMcpTool, McpOutcomeUnknownError } from '../dist/mayura.js';
+import { startStreamableFixture } from './fixtures/http-server.mjs';
 import { startMcpServer, startRedirectingLegacyServer, startProxy, sseEvent } from './fixtures/egress-servers.mjs';
 import { here, until } from './helpers.mjs';
 
@@ -176,6 +180,44 @@ test('legacy SSE: a redirect of the endpoint POST to another origin is refused; 
   }
 });
 
+// A redirect hop refused by allowedHosts comes after the first request was delivered: the error says so
+// (`redirected: true` on mcp_host_not_allowed), `exposeServerErrors: false` withholds the target the server
+// chose, and mayura counts such a call as sent (outcome unknown for a tool with effects), not as refused.
+/** A server that answers everything but redirects tools/call to a host outside allowedHosts ['127.0.0.1']. */
+async function redirectingCalls(t) {
+  let target;
+  const server = await startStreamableFixture({ redirectTo: (body) => (body?.method === 'tools/call' ? target : undefined) });
+  t.after(server.close);
+  target = `http://localhost:${new URL(server.url).port}/elsewhere-chosen-by-the-server`;
+  return server;
+}
+
+test('exposeServerErrors: false withholds a refused redirect hop\u2019s target; the error says the request was delivered', async (t) => {
+  const server = await redirectingCalls(t);
+  const withheld = [];
+  const toolset = await mcpTools([{ name: 'web', type: 'streamable-http', url: server.url }], {
+    allowedHosts: ['127.0.0.1'],
+    exposeServerErrors: false,
+    onDiagnostic: (d) => d.code === 'server-error-withheld' && withheld.push(d),
+  });
+  t.after(() => toolset.close());
+  const error = await toolset.tools.web__echo.execute({ text: 'hi' }).then(() => undefined, (e) => e);
+  assert.ok(error instanceof McpHostNotAllowedError, String(error));
+  assert.equal(error.redirected, true);
+  assert.ok(!/localhost|elsewhere/.test(error.message), error.message);
+  assert.ok(server.log.some((r) => r.body?.method === 'tools/call'), 'the call reached the server');
+  assert.ok(withheld.some((d) => /localhost/.test(d.message ?? '')), `the host hears the withheld text: ${JSON.stringify(withheld)}`);
+});
+
+test('mayura: a call whose redirect hop is refused was sent, so a tool with effects ends outcome unknown', async (t) => {
+  const server = await redirectingCalls(t);
+  const client = await connectMcpServer({ name: 'web', type: 'streamable-http', url: server.url }, { allowedHosts: ['127.0.0.1'] });
+  t.after(() => client.close());
+  const Anything = z.object({}).passthrough();
+  const write = defineMcpTool({ id: 'web.echo', version: '1', description: 'Echo.', remoteName: 'echo', input: Anything, output: Anything, effects: 'write', client });
+  await assert.rejects(write.execute({ text: 'hi' }), (e) => e instanceof McpOutcomeUnknownError && e.reason === 'mcp_host_not_allowed');
+});
+
 test('close() is bounded while a re-initialize POST stalls (GET 404, second initialize never answered)', async (t) => {
   const server = await startMcpServer({
     route(req, res, body, ctx) {
@@ -259,46 +301,4 @@ test('a URL query carrying a credential appears in no error or diagnostic', asyn
   assert.equal(error.code, 'mcp_transport_error');
   assert.match(error.message, /500/);
   assert.doesNotMatch(`${error.message}\n${error.stack}`, /sk-query-secret/);
-});
-
-test('hostile bodies end in typed errors: endless chunked body, endless SSE event, redirect loop', async (t) => {
-  const server = await startMcpServer({
-    route(req, res, body) {
-      if (req.url.startsWith('/loop')) return void res.writeHead(307, { location: '/loop' }).end(), true;
-      if (body?.method !== 'tools/call') return false;
-      const mode = body.params.arguments?.mode;
-      const timers = [];
-      res.on('close', () => timers.forEach(clearInterval));
-      if (mode === 'flood-json') {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.write(`{"jsonrpc":"2.0","id":${body.id},"result":{"content":[{"type":"text","text":"`);
-        timers.push(setInterval(() => res.write('x'.repeat(16 * 1024)), 5));
-      } else if (mode === 'drip-json') {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        timers.push(setInterval(() => res.write(' '), 50));
-      } else if (mode === 'endless-event') {
-        res.writeHead(200, { 'content-type': 'text/event-stream' });
-        res.write('event: message\ndata: ');
-        timers.push(setInterval(() => res.write('y'.repeat(16 * 1024)), 5));
-      }
-      return true;
-    },
-  });
-  t.after(server.close);
-  const { tools, close } = await open([{ name: 'web', type: 'streamable-http', url: server.url }], { timeoutMs: 1500, maxResultBytes: 256 * 1024 });
-  for (const [mode, code, boundMs] of [
-    ['flood-json', 'mcp_result_too_large', 1000],
-    ['endless-event', 'mcp_result_too_large', 1000],
-    ['drip-json', 'mcp_timeout', 3000],
-  ]) {
-    const started = Date.now();
-    await assert.rejects(tools.web__echo.execute({ mode }), { code }, mode);
-    assert.ok(Date.now() - started < boundMs, `${mode} took ${Date.now() - started} ms`);
-  }
-  await close();
-
-  const loop = await open([{ name: 'loop', type: 'streamable-http', url: server.url.replace('/mcp', '/loop') }]);
-  await loop.close();
-  assert.equal(loop.diagnostics[0].errorCode, 'mcp_transport_error');
-  assert.match(loop.diagnostics[0].message, /redirect/);
 });

@@ -55,7 +55,7 @@ function deepFrozen(value) {
   return value === null || typeof value !== 'object' || (Object.isFrozen(value) && Object.values(value).every(deepFrozen));
 }
 
-test('the README example, adapted: a host-asserted read binding with a scope check', async () => {
+test('the Bindings guide\'s example, adapted: a host-asserted read binding with a scope check', async () => {
   const { client, calls } = await purraServer();
   try {
     const catalog = await discoverMcpTools(client, 'documents', {

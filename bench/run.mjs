@@ -394,6 +394,14 @@ lines.push(
 );
 lines.push('');
 
+/** The `## Earlier runs` section of the report at `path` (to its end), or '' when there is none. */
+function earlierRuns(path) {
+  if (!existsSync(path)) return '';
+  const report = readFileSync(path, 'utf8');
+  const at = report.indexOf('\n## Earlier runs\n');
+  return at < 0 ? '' : report.slice(at);
+}
+
 lines.push('<details><summary>Every round</summary>');
 lines.push('');
 lines.push('| Round | Workload | Client | Seconds | Result |');
@@ -408,7 +416,9 @@ lines.push('');
 lines.push('</details>');
 lines.push('');
 
-writeFileSync(config.out, lines.join('\n'));
+// The hand-kept history below the generated report (`## Earlier runs`: past runs with their dates, machines and
+// commits) is carried over, so a new run never erases the record the docs quote.
+writeFileSync(config.out, lines.join('\n') + earlierRuns(config.out));
 console.log('');
 console.log(lines.slice(0, lines.indexOf('## What is measured')).join('\n'));
 console.log(`Wrote ${relative(process.cwd(), config.out) || config.out} in ${elapsed.toFixed(0)} s.`);

@@ -1,7 +1,7 @@
 'use strict';
 // The package's CommonJS entry. It loads the native engine through binding.cjs first, so a missing
-// platform package fails with an error that names it, then exposes only the documented API of dist/:
-// dist's internal helpers (createMcpError, fromEngine) stay out. index.d.cts lists the same names; index.mjs
+// platform package fails with an error that names it, then exposes dist/index.js's API (the public one
+// only; the install test checks they are the same). index.d.cts lists the same names; index.mjs
 // re-exports these (Node's CommonJS lexer reads the `exports.name =` lines statically).
 
 require('./binding.cjs');

@@ -2,9 +2,9 @@
 // guards, bounds, diagnostics and call router), whose calls answer with the server's result as sent
 // (src/toolset/client.rs). This file converts and forwards; the engine does the protocol work.
 
-import { binding, type NativeToolset } from './binding';
+import { binding } from './binding';
 import { createMcpError, fromEngine, McpError } from './errors';
-import { nativeToolsetOf, openToolset } from './index';
+import { nativeToolsetOf, openToolset } from './toolset';
 import { clientSessionRequests, nextAbortId } from './session';
 import type {
   McpCallToolRequest,
@@ -20,14 +20,7 @@ import type {
 } from './types';
 
 /** The engine's client entry points (src/napi/client.rs). */
-interface ClientBinding {
-  clientMode(toolset: NativeToolset): void;
-  clientSession(toolset: NativeToolset): string | null;
-  clientListTools(toolset: NativeToolset, boundsJson: string, abortId: number): Promise<string>;
-  clientAbortListing(toolset: NativeToolset, abortId: number): void;
-  clientQuoteText(toolset: NativeToolset, text: string, secrets: string[]): string;
-}
-const native = binding as unknown as ClientBinding;
+const native = binding;
 
 /** A listing with the caller's lower bounds: what stopped it early, if anything did. */
 export interface BoundedListing {

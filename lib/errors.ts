@@ -178,3 +178,10 @@ export function engineCall<T>(make: () => T): T {
     throw fromEngine(error);
   }
 }
+
+/** A failure of the engine itself, as the error every affected call rejects with. */
+export function engineFailure(error: unknown): McpError {
+  const typed = fromEngine(error);
+  if (typed instanceof McpError) return typed;
+  return createMcpError('mcp_internal_error', `mcpferry engine failure: ${typed instanceof Error ? typed.message : String(typed)}`);
+}

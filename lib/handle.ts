@@ -55,10 +55,11 @@ export interface McpHandle<Tools> {
 export interface HandleRuntime {
   mcpTools(servers: readonly McpServer[], opts?: McpOptions): Promise<McpToolset>;
   error(code: McpErrorCode, message: string): Error;
+  /** Between a server's name and its tool's in the tool map's keys (the engine's). */
+  toolNameSeparator: string;
 }
 
 const DEFAULT_SERVER_NAME = 'mcp';
-const SEPARATOR = '__';
 const PROVIDER_SAFE_PREFIX = /^[a-zA-Z0-9_-]*$/;
 
 /** The package's main entry, loaded when a handle first needs it: creating a handle loads no engine. */
@@ -67,7 +68,9 @@ function mainEntry(): HandleRuntime {
   const main = require('../entry/index.cjs') as { mcpTools: HandleRuntime['mcpTools'] };
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { createMcpError } = require('./errors') as typeof import('./errors');
-  return { mcpTools: main.mcpTools, error: createMcpError };
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { engine } = require('./binding') as typeof import('./binding');
+  return { mcpTools: main.mcpTools, error: createMcpError, toolNameSeparator: engine.toolNameSeparator };
 }
 
 /** Binds `createMcpHandle` to an AI SDK adapter (the runtime is the main entry's, loaded on first use). */
@@ -98,7 +101,7 @@ export function bindCreateMcpHandle<Tools>(
     const opened = async () => {
       const toolset = await open();
       if (!named) {
-        const renamed = prefix === undefined ? toolset : prefixedToolset(toolset, name, prefix);
+        const renamed = prefix === undefined ? toolset : prefixedToolset(toolset, `${name}${runtime().toolNameSeparator}`, prefix);
         named = { toolset: renamed, tools: toAiTools(renamed, { runId, preliminaryProgress }) };
       }
       return named;
@@ -133,8 +136,7 @@ export function bindCreateMcpHandle<Tools>(
  * The toolset under the handle's names, live: `${server}__${tool}` becomes `${prefix}${tool}`; a name
  * without the server part (`mcp__describe_tool`) just gains the prefix.
  */
-function prefixedToolset(toolset: McpToolset, server: string, prefix: string): McpToolset {
-  const serverPart = `${server}${SEPARATOR}`;
+function prefixedToolset(toolset: McpToolset, serverPart: string, prefix: string): McpToolset {
   const own = (key: string): McpTool | undefined => (Object.prototype.hasOwnProperty.call(toolset.tools, key) ? toolset.tools[key] : undefined);
   const lookup = (key: string | symbol): McpTool | undefined => {
     if (typeof key !== 'string' || !key.startsWith(prefix)) return undefined;

@@ -20,6 +20,8 @@ import { clientInternals } from './client';
 import { createMcpError, McpError, type McpErrorCode, type McpOutcomeUnknownError } from './errors';
 import { compileJsonSchema } from './schema';
 import type { JsonSchema } from './types';
+import { deepFreeze } from './frozen';
+import { isStandardSchema, type StandardSchemaResult, type StandardSchemaV1 } from './standard-schema';
 
 export { McpOutcomeUnknownError, McpResultInvalidError } from './errors';
 
@@ -39,20 +41,7 @@ export interface McpClient {
   callTool(request: McpToolCallRequest): unknown;
 }
 
-/** A Standard Schema validator (https://standardschema.dev): zod, valibot, arktype and others. */
-export interface StandardSchemaV1<Input = unknown, Output = Input> {
-  readonly '~standard': {
-    readonly version: 1;
-    readonly vendor: string;
-    readonly validate: (value: unknown) => StandardResult<Output> | Promise<StandardResult<Output>>;
-    readonly types?: { readonly input: Input; readonly output: Output };
-    /** Standard JSON Schema: the validator describes itself (zod ≥ 4.2). */
-    readonly jsonSchema?: { readonly input: (options: { target: string }) => Record<string, unknown> };
-  };
-}
-type StandardResult<Output> =
-  | { readonly value: Output; readonly issues?: undefined }
-  | { readonly issues: ReadonlyArray<{ readonly message: string; readonly path?: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }> }> };
+export type { StandardSchemaV1 } from './standard-schema';
 
 /** A validator: a Standard Schema object, or a JSON Schema (2020-12) the engine validates against. */
 export type McpToolValidator<T = unknown> = StandardSchemaV1<unknown, T> | JsonSchema | boolean;
@@ -345,7 +334,7 @@ function validator(given: unknown, which: 'input' | 'output', fail: (message: st
   if (isStandardSchema(given)) {
     const standard = given['~standard'];
     return async (value) => {
-      let result: StandardResult<unknown>;
+      let result: StandardSchemaResult<unknown>;
       try {
         result = await standard.validate(value);
       } catch (error) {
@@ -394,11 +383,6 @@ function modelSchema(o: DefineMcpToolOptions<McpToolValidator, McpToolValidator>
   }
 }
 
-function isStandardSchema(value: unknown): value is StandardSchemaV1 {
-  const props = (value as { '~standard'?: { validate?: unknown; version?: unknown } } | null)?.['~standard'];
-  return (typeof value === 'object' || typeof value === 'function') && value !== null && typeof props === 'object' && props !== null && typeof props.validate === 'function';
-}
-
 function isJsonObject(value: unknown): value is Record<string, unknown> {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
 }
@@ -412,10 +396,3 @@ function pointer(path: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }
   return path.map((segment) => `/${String(typeof segment === 'object' && segment !== null ? segment.key : segment).replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
 }
 
-function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const child of Object.values(value)) deepFreeze(child);
-  }
-  return value;
-}

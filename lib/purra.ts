@@ -10,6 +10,7 @@
 import { binding } from './binding';
 import { clientInternals, type ClientInternals } from './client';
 import { McpError } from './errors';
+import { deepFreeze } from './frozen';
 import { compileJsonSchema, type CompiledJsonSchema } from './schema';
 import type {
   McpAdapterErrorCode,
@@ -27,13 +28,7 @@ import type {
 } from './types';
 
 /** The engine's purra entry points (src/napi/purra.rs): verdicts as JSON. */
-interface PurraBinding {
-  purraLimits(limitsJson: string): string;
-  purraVetTool(toolJson: string, limitsJson: string): string;
-  purraShapeResult(resultJson: string, limitsJson: string): string;
-  purraIdentityDigest(valueJson: string): string | null;
-}
-const engine = binding as unknown as PurraBinding;
+const engine = binding;
 type Verdict<T> = { ok: true; value: T } | { ok: false; code: string };
 
 /** Discovery refused; the message is fixed, whatever the server said. */
@@ -60,14 +55,6 @@ const MAX_CURSOR_BYTES = 512;
 /** Deepest arguments accepted, in levels. */
 const MAX_ARGUMENT_DEPTH = 64;
 
-/** A deep, frozen copy of plain JSON. */
-function frozen<T>(value: T): T {
-  if (value !== null && typeof value === 'object') {
-    for (const item of Object.values(value)) frozen(item);
-    Object.freeze(value);
-  }
-  return value;
-}
 
 /** Whether `value` is JSON as it stands (nothing JSON.stringify would drop or change). */
 function isJson(value: unknown, depth = 0, seen = new Set<object>()): boolean {
@@ -139,8 +126,8 @@ function callCode(error: McpError): McpBindingErrorCode {
   }
 }
 
-const EMPTY = frozen({ text: [] as string[], structured: null });
-const failed = (errorCode: McpBindingErrorCode): McpBindingResult => frozen({ content: EMPTY, effectState: 'not_started', errorCode });
+const EMPTY = deepFreeze({ text: [] as string[], structured: null });
+const failed = (errorCode: McpBindingErrorCode): McpBindingResult => deepFreeze({ content: EMPTY, effectState: 'not_started', errorCode });
 
 /** A binding checked and copied: what the host gave can no longer change it. */
 interface Bound {
@@ -195,7 +182,7 @@ export async function discoverMcpTools(
   if (given === null || typeof given !== 'object' || Array.isArray(given)) fail('mcp_binding_invalid');
   const checked = JSON.parse(engine.purraLimits(JSON.stringify(given))) as Verdict<McpToolLimits>;
   if (!checked.ok) fail('mcp_binding_invalid');
-  const limits = frozen(checked.value);
+  const limits = deepFreeze(checked.value);
   const limitsJson = JSON.stringify(limits);
   const internals = clientInternals(client);
   if (!internals || typeof serverId !== 'string' || !SERVER_ID.test(serverId)) fail('mcp_binding_invalid');
@@ -268,7 +255,7 @@ async function discover(
     }>;
     if (!vetted.ok) fail(vetted.code as McpAdapterErrorCode);
     const { remoteName, description, inputSchema, outputSchema } = vetted.value;
-    const entry: McpToolEntry = frozen({
+    const entry: McpToolEntry = deepFreeze({
       remoteName,
       localName: binding.localName,
       description,
@@ -284,7 +271,7 @@ async function discover(
   const ordered = [...found.values()].sort((a, b) => (a.entry.localName < b.entry.localName ? -1 : 1));
   const identity = { schemaVersion: 1 as const, serverId, protocolVersion, entries: ordered.map((row) => row.entry) };
   const revisionDigest = engine.purraIdentityDigest(JSON.stringify(identity)) ?? fail('mcp_catalog_limit_exceeded');
-  const snapshot: McpToolSnapshot = frozen({ ...identity, entries: [...identity.entries], revisionDigest });
+  const snapshot: McpToolSnapshot = deepFreeze({ ...identity, entries: [...identity.entries], revisionDigest });
 
   const registrations = ordered.map(({ entry, bound: binding }) => {
     let input: CompiledJsonSchema;
@@ -383,7 +370,7 @@ function registration(
       if (!shaped.ok) return failed(shaped.code as McpBindingErrorCode);
       // An output schema needs structuredContent that passes it; text that looks like JSON does not count.
       if (output && (shaped.value.structured === null || !output.validate(shaped.value.structured).ok)) return failed('mcp_result_invalid');
-      return frozen({ content: shaped.value, effectState: 'not_started' });
+      return deepFreeze({ content: shaped.value, effectState: 'not_started' });
     },
   });
 }

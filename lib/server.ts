@@ -4,26 +4,14 @@
 // own schema (Standard Schema: zod, valibot, …) runs first and nothing it throws reaches the engine but
 // its message.
 
-import { binding, type NativeServerHandle } from './binding';
+import { binding, engine, type NativeServerHandle } from './binding';
 import { createMcpError, engineCall, typedEngine } from './errors';
 import { nativeJournal, type McpJournal } from './firewall';
 import { serveCall, type IncomingTrace } from './telemetry';
 import type { ContentBlock, JsonSchema } from './types';
+import { isStandardSchema, type StandardSchemaV1 } from './standard-schema';
 
-/** The part of Standard Schema v1 (https://standardschema.dev) this uses: zod 4, valibot, arktype… */
-export interface StandardSchemaV1<Output = unknown> {
-  readonly '~standard': {
-    readonly version: 1;
-    readonly vendor: string;
-    readonly validate: (value: unknown) => StandardSchemaResult<Output> | Promise<StandardSchemaResult<Output>>;
-    /** Standard JSON Schema (zod ≥ 4.2 and others): how the tool's schema is published. */
-    readonly jsonSchema?: { input(options: { target: string }): Record<string, unknown>; output?(options: { target: string }): Record<string, unknown> };
-  };
-}
-
-type StandardSchemaResult<Output> =
-  | { readonly value: Output; readonly issues?: undefined }
-  | { readonly issues: ReadonlyArray<{ readonly message: string; readonly path?: ReadonlyArray<PropertyKey | { key: PropertyKey }> }> };
+export type { StandardSchemaV1 } from './standard-schema';
 
 /** What a tool's `execute` is told besides its arguments. */
 export interface McpServerToolContext {
@@ -112,10 +100,6 @@ export interface McpServerHandle {
 }
 
 const HELD_JOURNAL = Symbol('mcpferry.serverJournal');
-/** The engine's reserved name for "abort the signal of call `callId`" (src/napi/server.rs). */
-const ABORT_CALL = '\0abort';
-/** `callTimeoutMs` when not given (the engine's `DEFAULT_SERVER_CALL_TIMEOUT_MS`). */
-const DEFAULT_CALL_TIMEOUT_MS = 60_000;
 
 type Check = (value: unknown) => Promise<{ value: unknown } | { invalid: string }>;
 
@@ -134,16 +118,12 @@ interface Prepared {
   execute: McpServerTool['execute'];
 }
 
-function isStandard(schema: unknown): schema is StandardSchemaV1 {
-  return typeof schema === 'object' && schema !== null && typeof (schema as StandardSchemaV1)['~standard']?.validate === 'function';
-}
-
 const JSON_SCHEMA_TARGET = 'draft-2020-12';
 
 /** A schema as JSON Schema, and the check it brings when it is executable. */
 function schemaOf(tool: string, schema: unknown, io: 'input' | 'output'): { json?: JsonSchema; check?: Check } {
   if (schema === undefined) return {};
-  if (isStandard(schema)) {
+  if (isStandardSchema(schema)) {
     const convert = schema['~standard'].jsonSchema?.[io];
     if (typeof convert !== 'function') {
       throw createMcpError('mcp_config_invalid', `createMcpServer: the ${io} schema of ${tool} (${schema['~standard'].vendor}) has no Standard JSON Schema converter; pass a JSON Schema`);
@@ -233,12 +213,12 @@ export function createMcpServer(options: McpServerOptions): McpServerHandle {
     tools: [...prepared.values()].map((p) => p.declaration),
   });
   // The engine checks the bound; the same value (or its default) times each execute out here.
-  const callTimeoutMs = options.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+  const callTimeoutMs = options.callTimeoutMs ?? engine.defaultServerCallTimeoutMs;
   const running = new Map<number, AbortController>();
   // The engine's only way into the tools: every outcome is a reply, never a rejection.
   const execute = async (toolName: string, requestJson: string): Promise<string> => {
     try {
-      if (toolName === ABORT_CALL) {
+      if (toolName === engine.serverAbortCall) {
         // The engine stopped waiting for a call (its journal lease was lost): its execute is told.
         const { callId } = JSON.parse(requestJson) as { callId: number };
         running.get(callId)?.abort(createMcpError('mcp_aborted', 'the server stopped the call: its outcome is unknown and it will not be recorded'));

@@ -23,19 +23,7 @@ import type {
 } from './types';
 
 /** The engine's session entry points (src/napi/session.rs). */
-interface SessionBinding {
-  sessionList(toolset: NativeToolset, what: 'resources' | 'templates' | 'prompts' | 'skills', server: string | undefined | null): Promise<string>;
-  sessionLoadSkill(toolset: NativeToolset, server: string, uri: string): Promise<string>;
-  sessionReadSkillFile(toolset: NativeToolset, server: string, uri: string, path: string): Promise<{ json: string; blobs: Uint8Array[] }>;
-  sessionReadResource(toolset: NativeToolset, server: string, uri: string, abortId: number, traceJson: string | undefined): Promise<{ json: string; blobs: Uint8Array[] }>;
-  sessionSubscribe(toolset: NativeToolset, server: string, uri: string): Promise<number>;
-  sessionUnsubscribe(toolset: NativeToolset, id: number): void;
-  sessionUpdateDelivered(toolset: NativeToolset, server: string, uri: string): void;
-  sessionGetPrompt(toolset: NativeToolset, server: string, name: string, argsJson: string, traceJson: string | undefined): Promise<string>;
-  sessionComplete(toolset: NativeToolset, server: string, refJson: string, argumentJson: string, contextJson: string): Promise<string>;
-  clientAbortListing(toolset: NativeToolset, abortId: number): void;
-}
-const native = binding as unknown as SessionBinding;
+const native = binding;
 
 let requestIds = 0;
 /** Ids for listings and reads a signal may stop (never 0, which means none); unique per process. */

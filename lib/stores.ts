@@ -2,7 +2,7 @@
 // live in the engine; any object with the same five async methods works too (a shared database for a
 // fleet of workers, say).
 
-import type { NativeStoreHandle } from './binding';
+import type { binding, NativeStoreHandle } from './binding';
 import { createMcpError, engineCall, McpError, typedEngine } from './errors';
 
 export interface StoredServer {
@@ -77,11 +77,7 @@ export interface PostgresMcpConnectionStore extends McpConnectionStore {
   close(): void;
 }
 
-interface NativeStoreFactory {
-  memory(): NativeStoreHandle;
-  sqlite(path: string): NativeStoreHandle;
-  postgres(optionsJson: string): NativeStoreHandle;
-}
+type NativeStoreFactory = typeof binding.NativeStore;
 
 const NATIVE = Symbol('mcpferry.nativeStore');
 

@@ -28,9 +28,6 @@ const platform = platformOf(target);
 const platformPackage = `${manifest.name}-${platform}`;
 const NODE22 = process.argv[2] ?? join(root, 'node_modules', '.cache', 'mcpferry', 'node22', 'package', 'bin', 'node');
 const TSC = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
-/** Exported by dist/ (lib/index.ts re-exports all of lib/errors.ts, and hands lib/client.ts the toolset
- * internals connectMcpServer is built on) but not part of the package's API. */
-const INTERNAL = ['createMcpError', 'fromEngine', 'nativeToolsetOf', 'openToolset'];
 const RUN_TIMEOUT_MS = 60_000;
 
 const work = mkdtempSync(join(tmpdir(), 'mcpferry-install-'));
@@ -90,7 +87,7 @@ try {
 }
 `;
 
-// Both entries, and what dist/ exports: the package must expose exactly dist's API minus INTERNAL.
+// Both entries, and what dist/ exports: lib/index.ts holds the public API only, so the package exposes exactly dist's.
 const API_MJS = `import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import * as esm from 'mcpferry';
@@ -364,11 +361,11 @@ for (const [runtime, binary] of runtimes) {
   }
 }
 
-test('require and import expose the same documented API: dist minus its internal helpers', () => {
+test('require and import expose the same documented API: exactly what dist/index.js exports', () => {
   const { stdout } = ok(process.execPath, ['api.mjs'], app);
   const api = JSON.parse(stdout);
   assert.deepEqual(api.esm, api.cjs);
-  assert.deepEqual(api.cjs, api.dist.filter((name) => !INTERNAL.includes(name)));
+  assert.deepEqual(api.cjs, api.dist);
   assert.equal(api.sameClasses, true, 'one set of error classes for both module systems');
   assert.equal(api.engine, manifest.version);
 });

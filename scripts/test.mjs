@@ -18,10 +18,14 @@ const root = new URL('..', import.meta.url).pathname;
  * threefold. Every suite must hold under that load: a test that needs a quiet machine is a bug.
  */
 const FILES_AT_ONCE = 4;
-const suites = readdirSync(join(root, '__test__'))
-  .filter((f) => f.endsWith('.test.mjs'))
-  .sort()
-  .map((f) => join('__test__', f));
+/** The suites: `__test__/*.test.mjs` and, one folder deep, a behaviour's own folder (`__test__/hostile/`). */
+const TEST_FOLDERS = ['__test__', join('__test__', 'hostile')];
+const suites = TEST_FOLDERS.flatMap((folder) =>
+  readdirSync(join(root, folder))
+    .filter((f) => f.endsWith('.test.mjs'))
+    .sort()
+    .map((f) => join(folder, f)),
+);
 
 /** The JavaScript and TypeScript the linter reads (the generated binding and build output are ignored). */
 const LINTED = ['lib', 'scripts', '__test__', 'bench', 'examples', 'entry', 'bin'];

@@ -49,7 +49,9 @@ pub fn engine_version() -> String {
 #[napi]
 #[allow(dead_code)] // called from JavaScript only
 pub fn engine_constants() -> String {
-    use crate::limits::{DEFAULT_MAX_RESULT_BYTES, DEFAULT_TIMEOUT_MS, MAX_CONFIG_FILE_BYTES};
+    use crate::limits::{
+        DEFAULT_MAX_RESULT_BYTES, DEFAULT_SERVER_CALL_TIMEOUT_MS, DEFAULT_TIMEOUT_MS, MAX_CONFIG_FILE_BYTES,
+    };
     use crate::projection::disclosure as d;
     serde_json::json!({
         "errorCodes": crate::error::McpError::codes(),
@@ -58,10 +60,13 @@ pub fn engine_constants() -> String {
         "charsPerToken": d::CHARS_PER_TOKEN,
         "describeTool": d::MCP_DESCRIBE_TOOL,
         "searchTools": d::MCP_SEARCH_TOOLS,
+        "toolNameSeparator": crate::projection::naming::SEPARATOR,
         "defaultTimeoutMs": DEFAULT_TIMEOUT_MS,
         "defaultMaxResultBytes": DEFAULT_MAX_RESULT_BYTES,
         "configMarkerKey": crate::config::MARKER_KEY,
         "maxConfigFileBytes": MAX_CONFIG_FILE_BYTES,
+        "defaultServerCallTimeoutMs": DEFAULT_SERVER_CALL_TIMEOUT_MS,
+        "serverAbortCall": server::ABORT_CALL,
     })
     .to_string()
 }

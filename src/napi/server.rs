@@ -38,7 +38,7 @@ enum Reply {
 
 /// The dispatcher's reserved "tool" that aborts a running execute's signal (`{"callId": n}`); tool
 /// names cannot contain NUL, so no published tool has it.
-const ABORT_CALL: &str = "\0abort";
+pub(crate) const ABORT_CALL: &str = "\0abort";
 static NEXT_CALL_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// While a call's execute runs: dropped before it settles (its lease was lost, the engine stopped

@@ -14,6 +14,8 @@ use napi_derive::napi;
 #[napi(object)]
 pub struct ResourceRead {
     pub json: String,
+    // Buffers, typed as what they are to JavaScript: the generated types must not need @types/node.
+    #[napi(ts_type = "Array<Uint8Array>")]
     pub blobs: Vec<Buffer>,
 }
 

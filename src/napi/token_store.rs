@@ -139,7 +139,7 @@ impl NativeTokenStore {
 
     /// An encrypted file at `path`, under `key`: a Buffer of exactly 32 bytes, or a passphrase string.
     /// Returns at once; the file is read by the first operation, which rejects on a wrong key.
-    #[napi(factory, ts_args_type = "path: string, key: Buffer | string")]
+    #[napi(factory, ts_args_type = "path: string, key: Uint8Array | string")]
     pub fn encrypted_file(path: String, key: Option<Either<Buffer, String>>) -> napi::Result<Self, String> {
         guard("NativeTokenStore.encryptedFile", || {
             let key = match &key {

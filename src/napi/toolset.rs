@@ -213,8 +213,9 @@ impl NativeToolset {
     }
 
     /// Bytes a stdio server wrote, read by JavaScript. Returns the call outcomes they completed, in the
-    /// `drainCompletions` format, so a response costs no wake-up at all.
-    #[napi]
+    /// `drainCompletions` format, so a response costs no wake-up at all. (Typed `Uint8Array`, which a
+    /// Buffer is, so the generated types need no @types/node.)
+    #[napi(ts_args_type = "readerId: number, chunk: Uint8Array")]
     pub fn feed_stdout(&self, reader_id: u32, chunk: Buffer) -> Result<String, String> {
         self.guarded("NativeToolset.feedStdout", || {
             let reader = self.readers.as_ref().and_then(|r| r.readers.lock().get(&reader_id).cloned());

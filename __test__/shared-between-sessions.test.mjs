@@ -1,5 +1,7 @@
-// One HTTP client per engine: toolsets of different users share the process's connection pool, and
-// nothing that identifies a session crosses from one to another on a shared connection.
+// What the toolsets of one process (a backend with one per user session) share, and what they don't: one
+// HTTP client per engine, so users ride the process's connection pool (HTTP/2 multiplexed, with the held-open
+// event streams kept off its stream slots) and nothing that identifies a session crosses from one to another
+// on a shared connection; and one frozen copy of a shared catalogue's texts.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -7,11 +9,11 @@ import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createMemoryTokenStore, mcpTools } from '../dist/index.js';
+import { createMemoryTokenStore, MCP_DESCRIBE_TOOL, mcpTools } from '../dist/index.js';
 import { startStreamableFixture } from './fixtures/http-server.mjs';
 import { startHostileHttp } from './fixtures/hostile/http-server.mjs';
 import { startOAuthFixture } from './fixtures/oauth-server.mjs';
-import { here, until } from './helpers.mjs';
+import { collectGarbage, fixture, here, until } from './helpers.mjs';
 
 /** A toolset for one user: its own bearer (through `auth`) and, optionally, its own configured header. */
 async function userToolset(url, user, headers) {
@@ -136,6 +138,29 @@ test('over https the shared client verifies the server against the system roots 
   assert.ok([...usersOn.values()].some((users) => users.size === 2), `both users rode one HTTP/2 connection: ${JSON.stringify([...usersOn].map(([k, v]) => [k, [...v]]))}`);
 });
 
+// Each session holds its standalone GET stream open for its whole life, and hyper never opens a second HTTP/2
+// connection when the server's SETTINGS_MAX_CONCURRENT_STREAMS is reached: requests wait for a free stream. So the
+// held-open streams ride HTTP/1.1 connections of their own, or once the sessions outnumbered the server's limit,
+// every further request (a new session's initialize, every user's calls) would wait until its deadline.
+test('sessions beyond the server\u2019s HTTP/2 stream limit still connect and call', async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'mcpferry-h2-limit-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const certs = makeCertificates(dir);
+  if (!certs) return t.skip('no openssl CLI to make a certificate with');
+  const server = await startStreamableFixture({ tls: { key: certs.key, cert: certs.cert }, getStream: 'sse', h2Settings: { maxConcurrentStreams: 3 } });
+  t.after(server.close);
+  const { stdout, stderr } = await new Promise((resolve) => {
+    execFile(process.execPath, [join(here, 'fixtures', 'h2-streams-child.mjs'), server.url], { env: { ...process.env, SSL_CERT_FILE: certs.ca }, timeout: 60_000 }, (error, stdout, stderr) =>
+      resolve({ error, stdout, stderr }));
+  });
+  const { outcome, timings } = JSON.parse(stdout.trim().split('\n').at(-1) || '{}');
+  const gets = server.log.filter((r) => r.method === 'GET');
+  // The held-open GET streams each ride an HTTP/1.1 connection of their own; the requests stay on HTTP/2.
+  assert.ok(gets.length >= 4 && gets.every((r) => r.httpVersion === '1.1'), `GET streams: ${gets.map((r) => r.httpVersion)}; connect times ${JSON.stringify(timings)}`);
+  assert.ok(server.log.filter((r) => r.method === 'POST').every((r) => r.httpVersion === '2.0'), 'POSTs multiplexed on HTTP/2');
+  assert.deepEqual(outcome, { u1: 'echo: u1', u2: 'echo: u2', u3: 'echo: u3', u4: 'echo: u4' }, `${JSON.stringify(outcome)}; GET streams opened: ${gets.length} on ${[...new Set(server.log.map((r) => r.socket))]}; ${stderr.slice(-500)}`);
+});
+
 test('a closed toolset that logged in with OAuth lets go of the shared client: no pooled connection outlives the last open toolset', async (t) => {
   const as = await startOAuthFixture();
   t.after(as.close);
@@ -158,4 +183,115 @@ test('a closed toolset that logged in with OAuth lets go of the shared client: n
   await until(() => server.openSockets() === 0, { timeoutMs: 2000 }).catch(() =>
     assert.fail(`${server.openSockets()} pooled connections still open with every toolset closed (the OAuth one still referenced: ${Object.keys(loggedIn.tools).length} tools)`),
   );
+});
+
+// Tool texts: sessions that list the same catalogue from the same server point at one frozen copy of every
+// description and schema, and nothing one session does to it reaches another.
+function isDeeplyFrozen(value) {
+  if (value === null || typeof value !== 'object') return true;
+  return Object.isFrozen(value) && Object.values(value).every(isDeeplyFrozen);
+}
+
+test('two sessions on the same catalogue share one frozen copy of each schema and description', async (t) => {
+  const server = fixture('shared');
+  const alice = await mcpTools([server.entry]);
+  t.after(alice.close);
+  const bob = await mcpTools([server.entry]);
+  t.after(bob.close);
+
+  const a = alice.tools.shared__echo;
+  const b = bob.tools.shared__echo;
+  assert.notEqual(a, b, 'each session has its own tool object');
+  assert.equal(a.inputSchema, b.inputSchema, 'one schema object for both sessions');
+  assert.equal(a.description, 'Echo the text back.');
+  assert.deepEqual(a.inputSchema, { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] });
+  assert.ok(isDeeplyFrozen(a.inputSchema), 'frozen all the way down');
+
+  // A change by one session fails loudly instead of reaching the other's model.
+  assert.throws(() => {
+    a.inputSchema.properties.text.type = 'number';
+  }, TypeError);
+  assert.throws(() => {
+    a.inputSchema.required.push('other');
+  }, TypeError);
+  assert.equal(b.inputSchema.properties.text.type, 'string');
+  // The tool object itself stays the caller's: replacing a schema is that session's own business.
+  a.inputSchema = { type: 'object' };
+  assert.deepEqual(b.inputSchema.required, ['text']);
+
+  assert.match((await b.execute({ text: 'from bob' })).content[0].text, /echo: from bob/);
+});
+
+test('a collection between two sessions starting on one catalogue does not cost them the sharing', async (t) => {
+  // A tool holds its texts' members, not the object they were parsed into: the sessions' cache held that
+  // object weakly, so a collection in between (any, under load or with other suites in the process) gave
+  // the second session copies of its own while the first still used the originals.
+  const server = fixture('shared');
+  const first = await mcpTools([server.entry]);
+  t.after(first.close);
+  await collectGarbage();
+  const second = await mcpTools([server.entry]);
+  t.after(second.close);
+  for (const name of ['shared__echo', 'shared__big']) {
+    assert.equal(first.tools[name].inputSchema, second.tools[name].inputSchema, `${name}: one schema object for both sessions`);
+  }
+});
+
+test('a session whose server lists a different catalogue gets texts of its own', async (t) => {
+  const plain = fixture('shared');
+  const other = fixture('shared', { FIXTURE_ECHO_DESCRIPTION: 'Echo, for this user only.' });
+  const first = await mcpTools([plain.entry]);
+  t.after(first.close);
+  const second = await mcpTools([other.entry]);
+  t.after(second.close);
+  assert.equal(first.tools.shared__echo.description, 'Echo the text back.');
+  assert.equal(second.tools.shared__echo.description, 'Echo, for this user only.');
+  assert.notEqual(first.tools.shared__echo.inputSchema, second.tools.shared__echo.inputSchema);
+  assert.deepEqual(first.tools.shared__echo.inputSchema, second.tools.shared__echo.inputSchema);
+});
+
+test('texts outlive a closed session for the sessions still using them, and come back after all are gone', async (t) => {
+  const server = fixture('shared');
+  const first = await mcpTools([server.entry]);
+  const second = await mcpTools([server.entry]);
+  t.after(second.close);
+  const schema = second.tools.shared__echo.inputSchema;
+  await first.close();
+  await collectGarbage();
+  assert.deepEqual(second.tools.shared__echo.inputSchema, schema);
+  assert.match((await second.tools.shared__echo.execute({ text: 'still here' })).content[0].text, /still here/);
+
+  await second.close();
+  await collectGarbage();
+  const third = await mcpTools([server.entry]);
+  t.after(third.close);
+  assert.deepEqual(third.tools.shared__echo.inputSchema, { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] });
+  assert.ok(isDeeplyFrozen(third.tools.shared__echo.inputSchema));
+});
+
+test('a tool changed by its server gets the new texts; the unchanged keep theirs', async (t) => {
+  const server = fixture('shared');
+  const watcher = await mcpTools([server.entry]);
+  t.after(watcher.close);
+  const before = watcher.tools.shared__big.inputSchema;
+  await watcher.tools.shared__mutate.execute({});
+  await until(() => watcher.tools.shared__added_tool);
+  assert.equal(watcher.tools.shared__echo.description, 'Echo, now with a changed description.');
+  assert.ok(isDeeplyFrozen(watcher.tools.shared__echo.inputSchema));
+  assert.deepEqual(watcher.tools.shared__big.inputSchema, before);
+});
+
+test('schemas cut down by the disclosure budget and local tools are frozen too', async (t) => {
+  const server = fixture('shared', { FIXTURE_TOOLS: '10' });
+  const small = await mcpTools([server.entry], { disclosure: { budget: 50 }, onDiagnostic: () => {} });
+  t.after(small.close);
+  const tools = Object.values(small.tools);
+  assert.ok(small.tools[MCP_DESCRIBE_TOOL], 'the schemas are abbreviated: the describe tool is shown');
+  for (const tool of tools) assert.ok(isDeeplyFrozen(tool.inputSchema), `${tool.name}'s schema is frozen`);
+  // A session with room for full schemas next to it: each sees its own tier, not the other's.
+  const roomy = await mcpTools([server.entry]);
+  t.after(roomy.close);
+  assert.deepEqual(small.tools.shared__echo.inputSchema, { type: 'object' });
+  assert.deepEqual(roomy.tools.shared__echo.inputSchema.required, ['text']);
+  assert.equal(small.tools.shared__echo.description, roomy.tools.shared__echo.description);
 });

@@ -4,11 +4,12 @@
 
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startHostileHttp } from './fixtures/hostile/http-server.mjs';
-import { open, assertFails, assertAnswers, closeWithin, rss, assertRssBounded, timed, testConfinedToOneCall, stillServes, MIB, exitWhenDone } from './fixtures/hostile/harness.mjs';
+import { startMcpServer } from '../fixtures/egress-servers.mjs';
+import { startHostileHttp } from '../fixtures/hostile/http-server.mjs';
+import { open, assertFails, assertAnswers, closeWithin, rss, assertRssBounded, timed, testConfinedToOneCall, stillServes, MIB, exitWhenDone } from '../fixtures/hostile/harness.mjs';
+import { until } from '../helpers.mjs';
 
 exitWhenDone(after);
-import { until } from './helpers.mjs';
 
 /** timeoutMs for calls that must fail sooner than it. */
 const LONG_TIMEOUT_MS = 5000;
@@ -191,3 +192,45 @@ for (const mode of ['deep-schema', 'null-name']) {
     });
   });
 }
+
+test('hostile bodies end in typed errors: endless chunked body, endless SSE event, redirect loop', async (t) => {
+  const server = await startMcpServer({
+    route(req, res, body) {
+      if (req.url.startsWith('/loop')) return void res.writeHead(307, { location: '/loop' }).end(), true;
+      if (body?.method !== 'tools/call') return false;
+      const mode = body.params.arguments?.mode;
+      const timers = [];
+      res.on('close', () => timers.forEach(clearInterval));
+      if (mode === 'flood-json') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write(`{"jsonrpc":"2.0","id":${body.id},"result":{"content":[{"type":"text","text":"`);
+        timers.push(setInterval(() => res.write('x'.repeat(16 * 1024)), 5));
+      } else if (mode === 'drip-json') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        timers.push(setInterval(() => res.write(' '), 50));
+      } else if (mode === 'endless-event') {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write('event: message\ndata: ');
+        timers.push(setInterval(() => res.write('y'.repeat(16 * 1024)), 5));
+      }
+      return true;
+    },
+  });
+  t.after(server.close);
+  const { tools, close } = await open([{ name: 'web', type: 'streamable-http', url: server.url }], { timeoutMs: 1500, maxResultBytes: 256 * 1024 });
+  for (const [mode, code, boundMs] of [
+    ['flood-json', 'mcp_result_too_large', 1000],
+    ['endless-event', 'mcp_result_too_large', 1000],
+    ['drip-json', 'mcp_timeout', 3000],
+  ]) {
+    const started = Date.now();
+    await assert.rejects(tools.web__echo.execute({ mode }), { code }, mode);
+    assert.ok(Date.now() - started < boundMs, `${mode} took ${Date.now() - started} ms`);
+  }
+  await close();
+
+  const loop = await open([{ name: 'loop', type: 'streamable-http', url: server.url.replace('/mcp', '/loop') }]);
+  await loop.close();
+  assert.equal(loop.diagnostics[0].errorCode, 'mcp_transport_error');
+  assert.match(loop.diagnostics[0].message, /redirect/);
+});

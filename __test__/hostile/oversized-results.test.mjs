@@ -9,9 +9,9 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ENGINE_READS, here, rerunWithEngineReader, scratchFile } from './helpers.mjs';
-import { hostileStdio, open, assertFails, assertAnswers, closeWithin, stillServes, MIB, exitWhenDone } from './fixtures/hostile/harness.mjs';
-import { startHttp, startSse } from './fixtures/ts1-files-server.mjs';
+import { ENGINE_READS, here, rerunWithEngineReader, scratchFile } from '../helpers.mjs';
+import { hostileStdio, open, assertFails, assertAnswers, closeWithin, stillServes, MIB, exitWhenDone } from '../fixtures/hostile/harness.mjs';
+import { startHttp, startSse } from '../fixtures/ts1-files-server.mjs';
 
 exitWhenDone(after);
 

@@ -6,8 +6,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { mcpTools, MCP_DESCRIBE_TOOL } from '../dist/index.js';
-import { fixture, here } from './helpers.mjs';
+import { mcpTools, MCP_DESCRIBE_TOOL } from '../../dist/index.js';
+import { fixture, here } from '../helpers.mjs';
 
 const HOSTILE = join(here, 'fixtures', 'hostile.mjs');
 

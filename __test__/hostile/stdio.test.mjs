@@ -4,12 +4,14 @@
 
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { connectMcpServer } from '../../dist/index.js';
 import {
   hostileStdio, open, assertFails, assertAnswers, assertAllGone, closeWithin, rss, assertRssBounded, testConfinedToOneCall, stillServes, MIB, exitWhenDone,
-} from './fixtures/hostile/harness.mjs';
+} from '../fixtures/hostile/harness.mjs';
+import { here, until } from '../helpers.mjs';
 
 exitWhenDone(after);
-import { until } from './helpers.mjs';
 
 /** timeoutMs for calls that must fail sooner than it: a result arriving near it is the defect. */
 const LONG_TIMEOUT_MS = 5000;
@@ -218,6 +220,25 @@ test('a flood of 1 000 list_changed notifications is coalesced into a couple of 
     assert.ok(relists <= 3, `${relists} tools/list requests for one burst of 1 000 notifications`);
     await stillServes(tools);
   });
+});
+
+// connectMcpServer's announcements (`tools-announced`, onToolsChanged) are coalesced as the engine's re-listings
+// are: once per re-listing cycle, not one per notification (an unbounded threadsafe-function queue, and one
+// tools/list per notification from a listener that re-lists).
+test('a flood of list_changed reaches onToolsChanged coalesced', async (t) => {
+  const client = await connectMcpServer({ name: 'f', type: 'stdio', command: process.execPath, args: [join(here, 'fixtures', 'announce-flood-server.mjs')] });
+  t.after(() => client.close());
+  let announced = 0;
+  client.onToolsChanged(() => void announced++);
+  const settle = () => new Promise((resolve) => setTimeout(resolve, 2000));
+  await client.callTool({ name: 'flood', arguments: {} });
+  await settle();
+  assert.ok(announced >= 1 && announced <= 100, `200 000 notifications, ${announced} listener calls`);
+  // Coalescing holds back repeats until the engine's next re-listing, not for good: a later flood is heard.
+  const first = announced;
+  await client.callTool({ name: 'flood', arguments: {} });
+  await settle();
+  assert.ok(announced > first && announced <= first + 100, `a second flood: ${announced - first} listener calls`);
 });
 
 test('a flood of 10 000 server-to-client pings is answered in bounded memory; calls go on', async () => {

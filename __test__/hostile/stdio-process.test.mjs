@@ -9,8 +9,8 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { mcpTools } from '../dist/index.js';
-import { ENGINE_READS, here, rerunWithEngineReader, until } from './helpers.mjs';
+import { mcpTools } from '../../dist/index.js';
+import { ENGINE_READS, here, rerunWithEngineReader, until } from '../helpers.mjs';
 
 const SERVER = join(here, 'fixtures', 'stdio-hardening.mjs');
 const MiB = 1024 * 1024;

@@ -4,10 +4,10 @@
 
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mcpTools, composeMcpSystemPrompt } from '../dist/index.js';
+import { mcpTools, composeMcpSystemPrompt } from '../../dist/index.js';
 import {
   hostileStdio, open, assertFails, assertAnswers, assertAllGone, closeWithin, timed, loopHoldingTimers, exitWhenDone,
-} from './fixtures/hostile/harness.mjs';
+} from '../fixtures/hostile/harness.mjs';
 
 exitWhenDone(after);
 
