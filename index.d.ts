@@ -292,8 +292,11 @@ export interface ResourceRead {
 /** `completion/complete`; resolves to `{values, total?, hasMore?}` as JSON. */
 export declare function sessionComplete(toolset: NativeToolset, server: string, refJson: string, argumentJson: string, contextJson: string): Promise<string>
 
-/** `prompts/get`; `argsJson` an object of strings (or empty). Resolves to `{description?, messages}` as JSON. */
-export declare function sessionGetPrompt(toolset: NativeToolset, server: string, name: string, argsJson: string): Promise<string>
+/**
+ * `prompts/get`; `argsJson` an object of strings (or empty); `traceJson` as for `sessionReadResource`.
+ * Resolves to `{description?, messages}` as JSON.
+ */
+export declare function sessionGetPrompt(toolset: NativeToolset, server: string, name: string, argsJson: string, traceJson?: string | undefined | null): Promise<string>
 
 /** `what`: `resources`, `templates`, `prompts` or `skills`; every server's, or `server`'s. Resolves to a JSON array. */
 export declare function sessionList(toolset: NativeToolset, what: string, server?: string | undefined | null): Promise<string>
@@ -304,8 +307,11 @@ export declare function sessionList(toolset: NativeToolset, what: string, server
  */
 export declare function sessionLoadSkill(toolset: NativeToolset, server: string, uri: string): Promise<string>
 
-/** `resources/read`; `abortId` (not 0) names it for `clientAbortListing`. */
-export declare function sessionReadResource(toolset: NativeToolset, server: string, uri: string, abortId: number): Promise<ResourceRead>
+/**
+ * `resources/read`; `abortId` (not 0) names it for `clientAbortListing`; `traceJson` the caller's trace
+ * context (`{traceparent, tracestate?, baggage?}`), sent in `params._meta`.
+ */
+export declare function sessionReadResource(toolset: NativeToolset, server: string, uri: string, abortId: number, traceJson?: string | undefined | null): Promise<ResourceRead>
 
 /** Read a file of a loaded skill, verified against its entry; crosses as a resource read does. */
 export declare function sessionReadSkillFile(toolset: NativeToolset, server: string, uri: string, path: string): Promise<ResourceRead>

@@ -3,6 +3,7 @@
 
 import { type NativeToolset } from './binding';
 import { createMcpError, engineFailure, type McpError, type McpErrorCode } from './errors';
+import type { CallRecording, ClientTelemetry, EngineReport } from './telemetry';
 import type { McpProgress, McpToolResult } from './types';
 
 const CLOSED_MESSAGE = 'MCP connection closed';
@@ -17,6 +18,8 @@ export class CallChannel {
   private readonly settle = new Map<number, { resolve(r: McpToolResult): void; reject(e: unknown): void }>();
   /** The `onProgress` of the calls that have one, removed when they settle: a late update finds none. */
   private readonly progress = new Map<number, (progress: McpProgress) => void | Promise<void>>();
+  /** The calls being recorded (lib/telemetry.ts), ended when they settle. Empty with no tracer or meter. */
+  private readonly recordings = new Map<number, CallRecording>();
   /** Calls made since the last flush, by id: `callId \t abortId[p] \t name \t contextJson \t argumentsJson`. */
   private readonly unflushed = new Map<number, string>();
   // Calls in flight keep the process alive (the engine's wake-up callback is weak on purpose).
@@ -25,7 +28,11 @@ export class CallChannel {
   /** A drain failed: outcomes may sit in the engine, which wakes us only when its batch was empty. */
   private undrained = false;
 
-  constructor(private readonly native: () => NativeToolset) {}
+  constructor(
+    private readonly native: () => NativeToolset,
+    /** Starts a call's span and metric when a tracer or meter provider is registered. */
+    readonly telemetry?: ClientTelemetry,
+  ) {}
 
   call(
     name: string,
@@ -33,8 +40,12 @@ export class CallChannel {
     signal: AbortSignal | undefined,
     contextJson = '',
     onProgress?: (progress: McpProgress) => void | Promise<void>,
+    recording?: CallRecording,
   ): Promise<McpToolResult> {
-    if (this.closed) return Promise.reject(createMcpError('mcp_connection_closed', CLOSED_MESSAGE));
+    if (this.closed) {
+      recording?.end('mcp_connection_closed');
+      return Promise.reject(createMcpError('mcp_connection_closed', CLOSED_MESSAGE));
+    }
     const callId = this.nextCallId;
     this.nextCallId = this.nextCallId >= 0xffff_fff0 ? 1 : this.nextCallId + 1;
     return new Promise<McpToolResult>((resolve, reject) => {
@@ -49,6 +60,11 @@ export class CallChannel {
         this.settle.set(callId, { resolve, reject });
       }
       if (onProgress) this.progress.set(callId, onProgress);
+      if (recording) {
+        this.recordings.set(callId, recording);
+        // The trace context and "report this call's time" go to the engine with the call's context.
+        contextJson = contextJson === '' ? `{${recording.members}}` : `${contextJson.slice(0, -1)},${recording.members}}`;
+      }
       if (this.unflushed.size === 0) queueMicrotask(() => this.flush());
       // `p` after the abort id: the engine delivers this call's progress (src/napi/wire.rs).
       const abortId = `${signal ? callId : 0}${onProgress ? 'p' : ''}`;
@@ -102,13 +118,13 @@ export class CallChannel {
     this.accept(outcomes);
   };
 
-  /** Outcomes in the engine's `[[callId, errorCode, payload, properties?], ...]` form. */
+  /** Outcomes in the engine's `[[callId, errorCode, payload, properties?, report?], ...]` form. */
   accept(outcomesJson: string): void {
     if (outcomesJson === '[]') return;
-    const outcomes: [number, string, unknown, Record<string, unknown>?][] = JSON.parse(outcomesJson);
-    for (const [callId, code, payload, properties] of outcomes) {
+    const outcomes: [number, string, unknown, (Record<string, unknown> | null)?, EngineReport?][] = JSON.parse(outcomesJson);
+    for (const [callId, code, payload, properties, report] of outcomes) {
       if (code === 'progress') this.progressed(callId, payload as McpProgress);
-      else this.complete(callId, code, payload, properties);
+      else this.complete(callId, code, payload, properties ?? undefined, report);
     }
   }
 
@@ -125,13 +141,26 @@ export class CallChannel {
     }
   }
 
-  private complete(callId: number, code: string, payload: unknown, properties?: Record<string, unknown>): void {
+  private complete(callId: number, code: string, payload: unknown, properties?: Record<string, unknown>, report?: EngineReport): void {
+    if (this.recordings.size) this.endRecording(callId, code, report, code === '' && (payload as { isError?: unknown })?.isError === true);
     if (code === '') this.settleCall(callId, (waiting) => waiting.resolve(payload as McpToolResult));
     else this.fail(callId, Object.assign(createMcpError(code as McpErrorCode, String(payload)), properties));
   }
 
   private fail(callId: number, error: McpError): void {
+    if (this.recordings.size) this.endRecording(callId, error.code);
     this.settleCall(callId, (waiting) => waiting.reject(error));
+  }
+
+  private endRecording(callId: number, code: string, report?: EngineReport, isError?: boolean): void {
+    const recording = this.recordings.get(callId);
+    if (!recording) return;
+    this.recordings.delete(callId);
+    try {
+      recording.end(code, report, isError);
+    } catch {
+      // A failing exporter or SDK must not change the call's outcome.
+    }
   }
 
   private settleCall(callId: number, how: (waiting: { resolve(r: McpToolResult): void; reject(e: unknown): void }) => void): void {

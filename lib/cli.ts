@@ -21,6 +21,7 @@ import {
   type McpConfig,
 } from './index';
 import { binding } from './binding';
+import { withSpan } from './telemetry';
 import { loadConfigText, type Unresolved } from './config-file';
 import { readConfigFile } from './config-read';
 import type { ContentBlock, Diagnostic, McpAuthorizationPrompt, McpResourceContents, McpOptions, McpServer, McpServerStatus, McpToolset } from './types';
@@ -700,16 +701,19 @@ class Cli {
         const guesses = didYouMean(toolName, Object.values(toolset.tools));
         throw new RefusedError(`no tool ${quoted(toolName)}${guesses.length ? ` — did you mean ${guesses.map(printable).join(' or ')}?` : ' (see: mcpferry tools)'}`);
       }
+      // With a tracer registered (e.g. `node --import ./otel.mjs`), the call runs in a span whose trace id
+      // `--json` prints, so the call can be found in the tracing backend.
+      let traceId: string | undefined;
       try {
-        const result = await tool.execute(args);
+        const result = await withSpan('mcpferry call', (id) => ((traceId = id), tool.execute(args)));
         // The server's text as it is, but for what would steer the terminal (its lines and tabs are kept).
         const text = result.content.map((block) => (block.type === 'text' ? printableLines(block.text) : `[${printable(block.type)}]`)).join('\n');
-        this.out(result, `${text}\n`);
+        this.out(traceId === undefined ? result : { ...result, traceId }, `${text}\n`);
         return EXIT.ok;
       } catch (error) {
         const code = error instanceof McpError ? error.code : 'mcp_internal_error';
         const message = error instanceof Error ? error.message : String(error);
-        if (this.json) this.io.stdout(toJson({ error: { code, message } }));
+        if (this.json) this.io.stdout(toJson({ error: { code, message }, ...(traceId !== undefined && { traceId }) }));
         this.io.stderr(`mcpferry: ${printable(message)}\n`);
         return EXIT.toolError;
       }

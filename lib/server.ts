@@ -7,6 +7,7 @@
 import { binding, engine, type NativeServerHandle } from './binding';
 import { createMcpError, engineCall, typedEngine } from './errors';
 import { nativeJournal, type McpJournal } from './firewall';
+import { serveCall, type IncomingTrace } from './telemetry';
 import type { ContentBlock, JsonSchema } from './types';
 import { isStandardSchema, type StandardSchemaV1 } from './standard-schema';
 
@@ -225,7 +226,8 @@ export function createMcpServer(options: McpServerOptions): McpServerHandle {
       }
       const tool = prepared.get(toolName);
       if (!tool) return JSON.stringify({ error: `no tool named ${toolName}` });
-      const request = JSON.parse(requestJson) as { callId: number; arguments: unknown; idempotencyKey: string | null };
+      // With the caller's trace context when the request carried one (src/telemetry/incoming.rs).
+      const request = JSON.parse(requestJson) as { callId: number; arguments: unknown; idempotencyKey: string | null } & IncomingTrace;
       let args = request.arguments;
       if (tool.check) {
         const checked = await tool.check(args);
@@ -246,16 +248,24 @@ export function createMcpServer(options: McpServerOptions): McpServerHandle {
         ...(request.idempotencyKey != null && { idempotencyKey: request.idempotencyKey }),
         signal: controller.signal,
       };
-      const executed = (async () => {
-        const value = await tool.execute(args, context);
-        return JSON.stringify({ value: value === undefined ? null : value });
-      })();
+      let executed: Promise<string> | undefined;
+      let isError = false;
+      // `execute` runs with the server span active (when a tracer is registered): the host's spans nest under it.
+      const run = () => {
+        executed = (async () => {
+          const value = await tool.execute(args, context);
+          isError = (value as { isError?: unknown } | null)?.isError === true;
+          return JSON.stringify({ value: value === undefined ? null : value });
+        })();
+        return Promise.race([executed, timedOut]);
+      };
+      const failure = (outcome: string) => (outcome.startsWith('{"timeout"') ? 'mcp_timeout' : isError ? 'tool_error' : undefined);
       try {
-        return await Promise.race([executed, timedOut]);
+        return await serveCall(toolName, request, run, failure);
       } finally {
         clearTimeout(timer);
         running.delete(request.callId);
-        executed.catch(() => {});
+        executed?.catch(() => {});
       }
     } catch (error) {
       return JSON.stringify({ error: messageOf(error) });

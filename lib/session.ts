@@ -5,6 +5,7 @@
 
 import { binding, type NativeToolset } from './binding';
 import { createMcpError, fromEngine } from './errors';
+import type { CallRecording, ClientTelemetry } from './telemetry';
 import type {
   McpClientSessionRequests,
   McpCompleteResult,
@@ -91,8 +92,23 @@ function stringRecord(value: unknown, what: string): Record<string, string> | un
   return value as Record<string, string>;
 }
 
-/** The session requests of the toolset `engine()` (`closed()`: after close, every one rejects). */
-export function sessionRequests(engine: () => NativeToolset, subscribers: ResourceSubscribers, closed: () => boolean): McpSessionRequests {
+/** `request()`, its recording (a span, a measurement) ended when it settles: with its error's code if it fails. */
+async function recorded<T>(recording: CallRecording | undefined, request: () => Promise<T>): Promise<T> {
+  if (!recording) return request();
+  try {
+    const value = await request();
+    recording.end('');
+    return value;
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    recording.end(typeof code === 'string' && code.startsWith('mcp_') ? code : '_OTHER');
+    throw error;
+  }
+}
+
+/** The session requests of the toolset `engine()` (`closed()`: after close, every one rejects); `telemetry`
+ * records reads and prompt gets (their end is when the engine's promise settles). */
+export function sessionRequests(engine: () => NativeToolset, subscribers: ResourceSubscribers, closed: () => boolean, telemetry?: ClientTelemetry): McpSessionRequests {
   const run = async <T>(work: () => Promise<T>): Promise<T> => {
     if (closed()) throw createMcpError('mcp_connection_closed', 'the toolset was closed');
     try {
@@ -134,7 +150,8 @@ export function sessionRequests(engine: () => NativeToolset, subscribers: Resour
         };
         signal?.addEventListener('abort', stop, { once: true });
         try {
-          return fromRead(await native.sessionReadResource(engine(), target, at, abortId));
+          const recording = telemetry?.start({ method: 'resources/read', server: target, uri: at });
+          return fromRead(await recorded(recording, () => native.sessionReadResource(engine(), target, at, abortId, recording?.trace)));
         } finally {
           signal?.removeEventListener('abort', stop);
         }
@@ -167,7 +184,9 @@ export function sessionRequests(engine: () => NativeToolset, subscribers: Resour
     getPrompt: (name, prompt, args) =>
       run(async () => {
         const given = stringRecord(args, 'prompt arguments');
-        const json = await native.sessionGetPrompt(engine(), server(name), text(prompt, 'the prompt name'), given === undefined ? '' : JSON.stringify(given));
+        const [target, promptName] = [server(name), text(prompt, 'the prompt name')];
+        const recording = telemetry?.start({ method: 'prompts/get', server: target, target: promptName });
+        const json = await recorded(recording, () => native.sessionGetPrompt(engine(), target, promptName, given === undefined ? '' : JSON.stringify(given), recording?.trace));
         return JSON.parse(json) as McpGetPromptResult;
       }),
     complete: (name, ref, argument, context) =>

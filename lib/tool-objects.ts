@@ -120,9 +120,14 @@ function projectedTool(wire: WireTool): ProjectedTool {
   return tool;
 }
 
+/** The server name of mcpferry's own tools (src/toolset/local.rs `LOCAL_SERVER`). */
+const LOCAL_SERVER = 'mcpferry';
+
 export function makeTool(calls: CallChannel, wire: WireTool, record?: RecordOutcome): McpTool {
   const projected = projectedTool(wire);
   const name = projected.name;
+  // mcpferry's own tools (mcp__describe_tool, …) are no MCP request: no span.
+  const remote = projected.server !== LOCAL_SERVER;
   // One object per tool: `execute` is added to the projection (the closure keeps it alive either way).
   return Object.assign(projected, {
     execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult> {
@@ -151,7 +156,8 @@ export function makeTool(calls: CallChannel, wire: WireTool, record?: RecordOutc
         // BigInt, cycles, functions: not JSON, so not arguments a server could receive.
         return Promise.reject(createMcpError('mcp_invalid_arguments', `tool arguments are not JSON: ${(error as Error).message}`));
       }
-      const pending = calls.call(name, json, signal, callContextJson(ctx), onProgress);
+      const recording = remote ? calls.telemetry?.start({ method: 'tools/call', server: projected.server, target: projected.remoteName }) : undefined;
+      const pending = calls.call(name, json, signal, callContextJson(ctx), onProgress, recording);
       if (!record) return pending;
       // Settled only after the policy has heard: a next call's decide sees this one counted.
       return pending.then(

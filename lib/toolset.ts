@@ -7,6 +7,7 @@ import { CallChannel } from './call-channel';
 import { createMcpError, engineFailure, McpError, type McpErrorCode } from './errors';
 import { OpenQuestions } from './questions';
 import { ResourceSubscribers, sessionRequests } from './session';
+import { ClientTelemetry } from './telemetry';
 import { READ_STDIO_IN_JS, readStdout } from './stdout-reader';
 import { isStore, nativeStoreId, storeDispatcher } from './stores';
 import { isTokenStore, nativeTokenStoreId, tokenStoreDispatcher } from './token-stores';
@@ -239,7 +240,7 @@ export async function openToolset(
   const options: McpOptions = opts !== null && typeof opts === 'object' ? opts : {};
   const report = diagnosticSink(options);
   const tools: Record<string, McpTool> = {};
-  const calls = new CallChannel(() => native);
+  const calls = new CallChannel(() => native, new ClientTelemetry(Array.isArray(servers) ? servers : [], options.telemetry));
   const record = outcomeRecorder(options);
   // The stdout streams read here; ended by close() if a server's stray descendants keep them open.
   const readers = new Set<() => void>();
@@ -250,6 +251,7 @@ export async function openToolset(
     try {
       const payload = JSON.parse(payloadJson);
       if (kind === 'diagnostic') {
+        calls.telemetry?.observe(payload);
         report(payload);
       } else if (kind === 'stdio-reader') {
         readStdout(native, calls, payload.readerId, payload.fd, readers);
@@ -327,10 +329,12 @@ export async function openToolset(
       () => {
         endStreams();
         calls.shutdown();
+        calls.telemetry?.closed();
       },
       (error) => {
         endStreams();
         calls.shutdown();
+        calls.telemetry?.closed();
         throw engineFailure(error);
       },
     ));
@@ -345,6 +349,7 @@ export async function openToolset(
   const degraded = connected.diagnostics.filter((d): d is DegradedDiagnostic => d.code === 'server-degraded');
   const throwing = options.onDegraded === 'throw' && degraded.length > 0;
   for (const diagnostic of connected.diagnostics) {
+    calls.telemetry?.observe(diagnostic);
     // When they are thrown, degraded servers are not also printed.
     if (!(throwing && diagnostic.code === 'server-degraded' && typeof options.onDiagnostic !== 'function')) report(diagnostic);
   }
@@ -356,7 +361,7 @@ export async function openToolset(
 
   const toolset: McpToolset = {
     tools,
-    ...sessionRequests(() => native, subscribers, () => closing !== undefined),
+    ...sessionRequests(() => native, subscribers, () => closing !== undefined, calls.telemetry),
     close,
     reconciled: reconciles ? native.reconciled().catch((error) => Promise.reject(engineFailure(error))) : Promise.resolve(),
     servers: () => {

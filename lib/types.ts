@@ -21,6 +21,12 @@ export type McpServer =
       stderr?: 'pipe' | 'diagnostics' | 'inherit' | 'ignore';
       enabled?: boolean;
       tools?: McpServerToolFilter;
+      /**
+       * Put the caller's trace context (`traceparent`, `tracestate`; `baggage` with `telemetry.baggage`)
+       * into each request's `params._meta`, so the server's spans join the caller's trace. Default true;
+       * false keeps a third-party server from learning your trace ids (spans are still recorded here).
+       */
+      propagateTraceContext?: boolean;
     }
   | {
       name: string;
@@ -44,6 +50,12 @@ export type McpServer =
       bearerTokenEnv?: string;
       enabled?: boolean;
       tools?: McpServerToolFilter;
+      /**
+       * Put the caller's trace context (`traceparent`, `tracestate`; `baggage` with `telemetry.baggage`)
+       * into each request's `params._meta`, so the server's spans join the caller's trace. Default true;
+       * false keeps a third-party server from learning your trace ids (spans are still recorded here).
+       */
+      propagateTraceContext?: boolean;
     };
 
 /**
@@ -316,6 +328,13 @@ export interface McpOptions {
   exposeServerErrors?: boolean;
   /** Receives everything the engine reports: degraded servers, name collisions, tool-list changes. */
   onDiagnostic?: (diagnostic: Diagnostic) => void;
+  /**
+   * OpenTelemetry (docs/observability.md). With `@opentelemetry/api` installed and a tracer or meter
+   * provider registered, every tool call, resource read and prompt get gets a CLIENT span (a child of
+   * the active context) and an `mcp.client.operation.duration` measurement, and each server session an `mcp.client.session.duration`
+   * one; `enabled: false` turns that off. `baggage: true` also sends the active W3C baggage to servers in `params._meta`.
+   */
+  telemetry?: { enabled?: boolean; baggage?: boolean };
   /**
    * Where OAuth tokens and client registrations are kept: `createKeyringTokenStore()` (the OS secret
    * store), `createEncryptedFileTokenStore(path, { key })`, or your own. Default: this toolset's memory.

@@ -50,6 +50,7 @@ pub const OPTION_KEYS: &[&str] = &[
     "exposeSkills",
     "exposeResources",
     "apps",
+    "telemetry",
 ];
 
 /// The key of a marker standing for a value JSON cannot carry: `{"$mcpferry": "function"}` (also
@@ -277,6 +278,9 @@ pub struct ServerEntry {
     /// HTTP headers whose values are read from environment variables when the server is connected
     /// (`headersFromEnv`, `bearerTokenEnv`), so the values are never part of the configuration.
     pub headers_from_env: Vec<EnvHeader>,
+    /// `propagateTraceContext` (default true): a call's trace context goes into its `params._meta`.
+    /// False keeps a third-party server from learning the caller's trace ids.
+    pub propagate_trace_context: bool,
 }
 
 /// One header taken from the environment at connect time: `prefix` + the variable's value.
@@ -405,6 +409,7 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
     if let Some(key) = root.keys().find(|k| !OPTION_KEYS.contains(&k.as_str())) {
         return Err(McpError::config(format!("unknown option {key:?}")));
     }
+    check_telemetry(root)?;
     let callbacks = parse_callbacks(root)?;
     let storage = match root.get("storage") {
         None | Some(Value::Null) => false,
@@ -634,6 +639,18 @@ fn parse_callbacks(root: &Map<String, Value>) -> Result<CallbackOptions> {
     Ok(CallbackOptions { on_diagnostic, auth, allowed_hosts_resolver, decide, ask, authorization_url, elicit })
 }
 
+/// `telemetry: { enabled?, baggage? }`: read by the TypeScript layer (`lib/telemetry.ts`), which makes
+/// the spans and metrics; checked here like every option.
+fn check_telemetry(root: &Map<String, Value>) -> Result<()> {
+    let Some(telemetry) = root.get("telemetry").filter(|v| !v.is_null()) else { return Ok(()) };
+    let telemetry = object(telemetry, "options.telemetry")?;
+    allow_keys(telemetry, "options.telemetry", &["enabled", "baggage"])?;
+    match telemetry.iter().find(|(_, v)| !matches!(v, Value::Null | Value::Bool(_))) {
+        Some((key, _)) => Err(McpError::config(format!("options.telemetry.{key} must be a boolean"))),
+        None => Ok(()),
+    }
+}
+
 fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> {
     let at = format!("servers[{index}]");
     let entry = object(value, &at)?;
@@ -658,7 +675,19 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
             allow_keys(
                 entry,
                 &at,
-                &["name", "type", "enabled", "command", "args", "env", "cwd", "root", "tools", "stderr"],
+                &[
+                    "name",
+                    "type",
+                    "enabled",
+                    "command",
+                    "args",
+                    "env",
+                    "cwd",
+                    "root",
+                    "tools",
+                    "stderr",
+                    "propagateTraceContext",
+                ],
             )?;
             let command = match entry.get("command") {
                 Some(Value::String(s)) if !s.is_empty() => s.clone(),
@@ -704,7 +733,18 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
             allow_keys(
                 entry,
                 &at,
-                &["name", "type", "enabled", "url", "headers", "oauth", "tools", "headersFromEnv", "bearerTokenEnv"],
+                &[
+                    "name",
+                    "type",
+                    "enabled",
+                    "url",
+                    "headers",
+                    "oauth",
+                    "tools",
+                    "headersFromEnv",
+                    "bearerTokenEnv",
+                    "propagateTraceContext",
+                ],
             )?;
             let url = match entry.get("url") {
                 Some(Value::String(s)) => parse_url(s, &at)?,
@@ -757,7 +797,12 @@ fn parse_server(index: usize, value: &Value, auth: bool) -> Result<ServerEntry> 
         }
     };
     let headers_from_env = parse_env_headers(entry, &at, &kind, auth)?;
-    Ok(ServerEntry { name, enabled, kind, tools, headers_from_env })
+    let propagate_trace_context = match entry.get("propagateTraceContext") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(McpError::config(format!("{at}.propagateTraceContext must be a boolean"))),
+    };
+    Ok(ServerEntry { name, enabled, kind, tools, headers_from_env, propagate_trace_context })
 }
 
 /// `headersFromEnv: { header: VARIABLE }` and `bearerTokenEnv: VARIABLE` of an HTTP entry: checked

@@ -20,6 +20,7 @@ pub mod server_log;
 pub mod session;
 pub mod shared_state;
 pub mod store;
+pub mod telemetry;
 pub mod toolset;
 pub mod transport;
 

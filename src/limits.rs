@@ -292,6 +292,10 @@ pub const MAX_REQUEST_STATE_BYTES: usize = 1024 * 1024;
 /// Longest idempotency key (bytes) a tool call may carry in `params._meta.idempotencyKey`, explicit
 /// or formed as `${runId}:${toolCallId}`; a longer one fails the call with `mcp_invalid_arguments`.
 pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 512;
+/// Longest `tracestate` (bytes) a call carries into `params._meta` (W3C Trace Context: 512 characters).
+pub const MAX_TRACESTATE_BYTES: usize = 512;
+/// Longest `baggage` (bytes) a call carries into `params._meta` (W3C Baggage: 8192 bytes in all).
+pub const MAX_BAGGAGE_BYTES: usize = 8192;
 
 // JSON Schema validation (src/schema/): tool arguments and results against a tool's schemas.
 

@@ -19,7 +19,8 @@
 //   BENCH_SESSIONS_ERA     `modern`: W9/W10's HTTP servers also speak 2026-07-28 (server/discover, stateless
 //                          requests; initialize still answered for clients of the 2025 era). Default `legacy`:
 //                          2025-11-25 only, as the recorded rows were measured
-//   BENCH_CLIENTS          comma-separated subset of mcpferry,sdk,aisdk,raw
+//   BENCH_CLIENTS          comma-separated subset of mcpferry,sdk,aisdk,raw,mcpferry-otel (default: all but
+//                          mcpferry-otel, mcpferry with OpenTelemetry providers registered)
 //   BENCH_WORKLOADS        comma-separated subset of W1, W2, W1V, W2V, W3..W11, R1, R2
 //   BENCH_OUT              where to write the markdown report
 //   BENCH_CHILD_TIMEOUT_MS a client process taking longer is killed and its result recorded as failed
@@ -49,15 +50,15 @@ function choice(name, allowed, fallback) {
   return raw;
 }
 
-function list(name, all) {
+function list(name, all, fallback = all) {
   const raw = process.env[name];
-  if (!raw) return all;
+  if (!raw) return fallback;
   const picked = raw.split(',').map((s) => s.trim()).filter(Boolean);
   for (const p of picked) if (!all.includes(p)) throw new Error(`${name}: unknown ${JSON.stringify(p)} (known: ${all.join(', ')})`);
   return all.filter((x) => picked.includes(x)); // keep the canonical order
 }
 
-export const ALL_CLIENTS = ['mcpferry', 'sdk', 'aisdk', 'raw'];
+export const ALL_CLIENTS = ['mcpferry', 'sdk', 'aisdk', 'raw', 'mcpferry-otel'];
 export const ALL_WORKLOADS = ['W1', 'W2', 'W1V', 'W2V', 'W3', 'W4', 'W5', 'W6', 'W7', 'W8', 'W9', 'W10', 'W11', 'R1', 'R2'];
 
 // The raw pipe is a floor for the stdio path only: the call path (W1, W2), a big catalogue (W5) and
@@ -71,6 +72,8 @@ export const SUPPORTED = {
   sdk: COMMON_WORKLOADS,
   aisdk: COMMON_WORKLOADS,
   raw: ['W1', 'W2', 'W5', 'W11'], // no schemas to validate on a raw pipe: not in W1V/W2V
+  // What OpenTelemetry costs a call (spans and metrics recorded): asked for by name, not in a default run.
+  'mcpferry-otel': ['W1', 'W2', 'W3'],
 };
 
 export const config = {
@@ -98,7 +101,7 @@ export const config = {
   resourceBytes: count('BENCH_RESOURCE_BYTES', 4096, 4096),
   rSamples: count('BENCH_R_SAMPLES', 8, 3),
   sessionsEra: choice('BENCH_SESSIONS_ERA', ['legacy', 'modern'], 'legacy'),
-  clients: list('BENCH_CLIENTS', ALL_CLIENTS),
+  clients: list('BENCH_CLIENTS', ALL_CLIENTS, ALL_CLIENTS.filter((c) => c !== 'mcpferry-otel')),
   workloads: list('BENCH_WORKLOADS', ALL_WORKLOADS),
   out: process.env.BENCH_OUT || join(BENCH_DIR, quick ? 'results-quick.md' : 'results.md'),
   childTimeoutMs: count('BENCH_CHILD_TIMEOUT_MS', 180_000, 120_000),

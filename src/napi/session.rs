@@ -2,9 +2,10 @@
 //! convert and delegate. Listings and results cross as JSON; a read's blobs cross as bytes, decoded
 //! once by the engine and never base64 again.
 
-use super::errors::{guard, settle};
+use super::errors::{guard, rejection, settle};
 use super::toolset::NativeToolset;
 use crate::session::resources::{Body, ReadResult};
+use crate::telemetry::TraceContext;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
@@ -80,7 +81,8 @@ pub fn session_list<'env>(
     settle(env, "sessionList", listed, |json| json)
 }
 
-/// `resources/read`; `abortId` (not 0) names it for `clientAbortListing`.
+/// `resources/read`; `abortId` (not 0) names it for `clientAbortListing`; `traceJson` the caller's trace
+/// context (`{traceparent, tracestate?, baggage?}`), sent in `params._meta`.
 #[napi(ts_return_type = "Promise<ResourceRead>")]
 #[allow(dead_code)] // called from JavaScript only
 pub fn session_read_resource<'env>(
@@ -89,7 +91,9 @@ pub fn session_read_resource<'env>(
     server: String,
     uri: String,
     abort_id: u32,
+    trace_json: Option<String>,
 ) -> napi::Result<PromiseRaw<'env, ResourceRead>> {
+    let trace = trace_json.as_deref().map(TraceContext::from_json).transpose().map_err(|e| rejection(env, e))?;
     let inner = toolset.inner.clone();
     let abort = (abort_id != 0).then(|| inner.listing_abort(abort_id));
     // Begun here when nothing gates it, settled from the thread that reads the answer (no task, no
@@ -100,12 +104,12 @@ pub fn session_read_resource<'env>(
     let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         super::errors::panic_if_armed("sessionReadResource");
         super::runtime::within_runtime(|| {
-            inner.start_read_resource(&server, &uri, abort, move |outcome| settling.settle(outcome))
+            inner.start_read_resource(&server, &uri, abort, trace.as_ref(), move |outcome| settling.settle(outcome))
         })
     }));
     // Started, or a panic: the settling it dropped rejected the promise with `mcp_internal_error`.
     let Ok(Err((done, abort))) = started else { return Ok(promise) };
-    let read = async move { inner.read_resource(&server, &uri, abort).await };
+    let read = async move { inner.read_resource(&server, &uri, abort, trace.as_ref()).await };
     // Inside the unwind guard too: a panic here drops `done`, whose settling rejects.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         super::runtime::within_runtime(|| drop(tokio::spawn(async move { done(read.await) })));
@@ -213,7 +217,8 @@ pub fn session_update_delivered(toolset: &NativeToolset, server: String, uri: St
     })
 }
 
-/// `prompts/get`; `argsJson` an object of strings (or empty). Resolves to `{description?, messages}` as JSON.
+/// `prompts/get`; `argsJson` an object of strings (or empty); `traceJson` as for `sessionReadResource`.
+/// Resolves to `{description?, messages}` as JSON.
 #[napi(ts_return_type = "Promise<string>")]
 #[allow(dead_code)] // called from JavaScript only
 pub fn session_get_prompt<'env>(
@@ -222,11 +227,13 @@ pub fn session_get_prompt<'env>(
     server: String,
     name: String,
     args_json: String,
+    trace_json: Option<String>,
 ) -> napi::Result<PromiseRaw<'env, String>> {
     let inner = toolset.inner.clone();
     let got = async move {
+        let trace = trace_json.as_deref().map(TraceContext::from_json).transpose()?;
         inner
-            .get_prompt(&server, &name, &args_json)
+            .get_prompt(&server, &name, &args_json, trace.as_ref())
             .await
             .map(|r| serde_json::to_string(&r).expect("a prompt serializes"))
     };

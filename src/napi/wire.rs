@@ -4,9 +4,11 @@
 //! argumentsJson` (names are provider-safe and compact JSON has no raw tabs or newlines; `contextJson`,
 //! the call's `{ runId, toolCallId, idempotencyKey }`, is empty when it has none). An `abortId` ending in
 //! `p` (`0p`, `7p`) marks a call whose caller listens to its progress. Outcomes come back as a JSON
-//! array of `[callId, errorCode, resultOrMessage, properties?]` (`errorCode` empty on success; the result
-//! is the server's JSON, embedded verbatim, never re-serialized; `properties`, on some failures, are the
-//! JS error's extra fields such as `{"sent":true}`, see `McpError::js_properties`); progress updates of listening calls come in
+//! array of `[callId, errorCode, resultOrMessage, properties?, report?]` (`errorCode` empty on success;
+//! the result is the server's JSON, embedded verbatim, never re-serialized; `properties`, on some
+//! failures, are the JS error's extra fields such as `{"sent":true}`, see `McpError::js_properties`, and
+//! `null` when a report follows; a measured call's outcome has the engine's report of it fifth:
+//! `crate::telemetry::CallReport`); progress updates of listening calls come in
 //! the same array, before the outcomes, as `[callId, "progress", {progress, total?, message?}]`.
 
 use crate::error::{McpError, Result};
@@ -208,6 +210,18 @@ impl CallSink for Completions {
     }
 
     fn complete(&self, call_id: u32, outcome: Result<Box<str>>) {
+        self.push_outcome(call_id, outcome, None);
+    }
+
+    fn complete_measured(&self, call_id: u32, outcome: Result<Box<str>>, report: &crate::telemetry::CallReport) {
+        self.push_outcome(call_id, outcome, Some(report));
+    }
+}
+
+impl Completions {
+    /// `[callId, code, payload, properties?]`; a measured call's has its report fifth, `properties` then
+    /// `null` when there are none.
+    fn push_outcome(&self, call_id: u32, outcome: Result<Box<str>>, report: Option<&crate::telemetry::CallReport>) {
         let first = {
             let mut guard = self.batch.lock();
             let first = guard.is_empty();
@@ -221,15 +235,26 @@ impl CallSink for Completions {
                 Ok(result) => {
                     batch.push_str(&format!("[{call_id},\"\","));
                     batch.push_str(&result);
+                    if report.is_some() {
+                        batch.push_str(",null");
+                    }
                 }
                 Err(error) => {
                     batch.push_str(&format!("[{call_id},\"{}\",", error.code()));
                     batch.push_str(&serde_json::to_string(&error.to_string()).expect("strings serialize"));
-                    if let Some(properties) = error.js_properties() {
-                        batch.push(',');
-                        batch.push_str(properties);
+                    match (error.js_properties(), report) {
+                        (Some(properties), _) => {
+                            batch.push(',');
+                            batch.push_str(properties);
+                        }
+                        (None, Some(_)) => batch.push_str(",null"),
+                        (None, None) => {}
                     }
                 }
+            }
+            if let Some(report) = report {
+                batch.push(',');
+                batch.push_str(&report.to_json());
             }
             batch.push(']');
             first

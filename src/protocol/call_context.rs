@@ -1,9 +1,11 @@
 //! What a caller says about one tool call besides its arguments: the durable run and the model's
 //! tool call it belongs to, or an explicit idempotency key. The key travels to the server in
-//! `params._meta.idempotencyKey`, so a server with a journal runs the side effect once.
+//! `params._meta.idempotencyKey`, so a server with a journal runs the side effect once. The caller's
+//! trace context (`lib/telemetry.ts`) travels in the same `_meta` (see `crate::telemetry`).
 
 use crate::error::{McpError, Result};
 use crate::limits::MAX_IDEMPOTENCY_KEY_BYTES;
+use crate::telemetry::TraceContext;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -14,6 +16,10 @@ pub struct CallContext {
     pub tool_call_id: Option<String>,
     /// Explicit, or `${runId}:${toolCallId}` when both are given.
     pub idempotency_key: Option<String>,
+    /// The caller's span, to be the parent of the server's (`traceparent`, `tracestate`, `baggage`).
+    pub trace: Option<TraceContext>,
+    /// The caller records this call (a span or a metric): the engine reports its time with the outcome.
+    pub measured: bool,
 }
 
 #[derive(Deserialize)]
@@ -22,6 +28,11 @@ struct Given {
     run_id: Option<Value>,
     tool_call_id: Option<Value>,
     idempotency_key: Option<Value>,
+    traceparent: Option<Value>,
+    tracestate: Option<Value>,
+    baggage: Option<Value>,
+    #[serde(default)]
+    measured: bool,
 }
 
 impl CallContext {
@@ -46,7 +57,34 @@ impl CallContext {
         if let Some(key) = &idempotency_key {
             check_key(key)?;
         }
-        Ok(CallContext { run_id, tool_call_id, idempotency_key })
+        let trace = match string_field(given.traceparent, "traceparent")? {
+            Some(traceparent) => Some(TraceContext::new(
+                traceparent,
+                string_field(given.tracestate, "tracestate")?,
+                string_field(given.baggage, "baggage")?,
+            )?),
+            None => None,
+        };
+        Ok(CallContext { run_id, tool_call_id, idempotency_key, trace, measured: given.measured })
+    }
+
+    /// What this call adds to its request's `params._meta`, as members each followed by a comma:
+    /// the idempotency key, and the trace context unless its server is not to learn it. `None`: nothing.
+    pub fn meta_members(&self, propagate_trace: bool) -> Option<Box<str>> {
+        let trace = self.trace.as_ref().filter(|_| propagate_trace);
+        if self.idempotency_key.is_none() && trace.is_none() {
+            return None;
+        }
+        let mut out = String::new();
+        if let Some(key) = &self.idempotency_key {
+            out.push_str("\"idempotencyKey\":");
+            crate::protocol::jsonrpc::push_json_string(&mut out, key);
+            out.push(',');
+        }
+        if let Some(trace) = trace {
+            trace.push_meta(&mut out);
+        }
+        Some(out.into())
     }
 }
 
@@ -89,6 +127,23 @@ mod tests {
         assert_eq!(key(r#"{"toolCallId":"c"}"#).unwrap(), None, "the AI SDK's toolCallId alone forms no key");
         assert_eq!(key(r#"{"runId":null,"toolCallId":"c"}"#).unwrap(), None);
         assert_eq!(key("{}").unwrap(), None);
+    }
+
+    #[test]
+    fn the_trace_context_goes_to_meta_unless_its_server_opted_out() {
+        let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let context =
+            CallContext::parse(&format!(r#"{{"idempotencyKey":"k","traceparent":"{parent}","measured":true}}"#))
+                .unwrap();
+        assert!(context.measured);
+        assert_eq!(
+            context.meta_members(true).as_deref(),
+            Some(format!(r#""idempotencyKey":"k","traceparent":"{parent}","#).as_str())
+        );
+        assert_eq!(context.meta_members(false).as_deref(), Some(r#""idempotencyKey":"k","#));
+        assert_eq!(CallContext::parse(r#"{"measured":true}"#).unwrap().meta_members(true), None);
+        let error = CallContext::parse(r#"{"traceparent":"00-nope"}"#).unwrap_err();
+        assert_eq!(error.code(), "mcp_invalid_arguments");
     }
 
     #[test]

@@ -310,18 +310,17 @@ pub fn tool_error_text(view: &CallResultView<'_>) -> String {
     }
 }
 
-/// `params` of a `tools/call`, built without re-serializing the caller's arguments.
-/// `tools/call` params; `meta` adds the modern era's `_meta` members (the arguments are never re-parsed).
-/// `tools/call` params. `meta` is the era's own `_meta` members (2026-07-28), `idempotency_key` the
-/// call's key if it has one (sent next to them as `idempotencyKey`, and not at all otherwise).
+/// `tools/call` params, built without re-serializing the caller's arguments. `meta` is the era's own
+/// `_meta` members (2026-07-28), `caller_meta` the call's own (its idempotency key, its trace context:
+/// `CallContext::meta_members`, each member followed by a comma).
 pub fn call_tool_params(
     remote_name: &str,
     arguments: &RawValue,
     progress_token: u64,
     meta: Option<&str>,
-    idempotency_key: Option<&str>,
+    caller_meta: Option<&str>,
 ) -> String {
-    let extra = meta.map_or(0, str::len) + idempotency_key.map_or(0, |k| k.len() + 24);
+    let extra = meta.map_or(0, str::len) + caller_meta.map_or(0, str::len);
     let mut out = String::with_capacity(64 + remote_name.len() + arguments.get().len() + extra);
     out.push_str("{\"name\":");
     super::jsonrpc::push_json_string(&mut out, remote_name);
@@ -332,10 +331,8 @@ pub fn call_tool_params(
         out.push_str(meta);
         out.push(',');
     }
-    if let Some(key) = idempotency_key {
-        out.push_str("\"idempotencyKey\":");
-        super::jsonrpc::push_json_string(&mut out, key);
-        out.push(',');
+    if let Some(members) = caller_meta {
+        out.push_str(members);
     }
     out.push_str("\"progressToken\":");
     out.push_str(&progress_token.to_string());
@@ -413,8 +410,14 @@ mod tests {
         assert_eq!(v["arguments"]["x"][1], 2);
         assert_eq!(v["_meta"]["progressToken"], 9);
         assert!(v["_meta"].get("idempotencyKey").is_none(), "no key, no member");
-        let keyed: Value =
-            serde_json::from_str(&call_tool_params("a", args, 9, Some("\"era\":1"), Some("run:\"7\""))).unwrap();
+        let keyed: Value = serde_json::from_str(&call_tool_params(
+            "a",
+            args,
+            9,
+            Some("\"era\":1"),
+            Some(r#""idempotencyKey":"run:\"7\"","#),
+        ))
+        .unwrap();
         assert_eq!(keyed["_meta"], serde_json::json!({ "era": 1, "idempotencyKey": "run:\"7\"", "progressToken": 9 }));
     }
 }

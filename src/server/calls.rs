@@ -193,7 +193,7 @@ impl McpServerCore {
                         let leader = Leader { core: self.clone(), slot: slot.clone(), announce };
                         let (journal, arguments, fingerprint) =
                             (journal.clone(), arguments.clone(), fingerprint.clone());
-                        tokio::spawn(async move {
+                        tokio::spawn(crate::telemetry::incoming::inherit(async move {
                             let _place = place;
                             let Ok(permit) = leader.core.calls.permits.clone().acquire_owned().await else {
                                 return leader.announce(Err(McpError::Closed));
@@ -206,7 +206,7 @@ impl McpServerCore {
                                 .execute_and_record(&journal, &leader.slot, &fingerprint, arguments, permit)
                                 .await;
                             leader.announce(outcome);
-                        });
+                        }));
                         receiver
                     }
                 }
@@ -351,7 +351,11 @@ impl McpServerCore {
         key: Option<&str>,
         lease_lost: Option<tokio::sync::oneshot::Receiver<String>>,
     ) -> Result<String> {
-        let request = serde_json::json!({ "arguments": arguments, "idempotencyKey": key }).to_string();
+        let mut request = serde_json::json!({ "arguments": arguments, "idempotencyKey": key }).to_string();
+        // The caller's trace context, for the host's server span (`lib/telemetry.ts`).
+        if let Some(trace) = crate::telemetry::incoming::current() {
+            request.insert_str(1, &trace.members());
+        }
         let running = self.host.execute(name, request);
         // The host aborts `execute` at the timeout and answers `TimedOut`; past the margin the engine
         // stops waiting for it, so neither the slot nor a journal lease outlives timeout + margin.

@@ -161,16 +161,28 @@ async fn call(core: &Arc<McpServerCore>, params: Option<&RawValue>) -> Result<St
     struct CallMeta {
         #[serde(default, rename = "idempotencyKey")]
         idempotency_key: Option<Value>,
+        /// The caller's trace context (SEP-414); ignored when it is not well formed.
+        #[serde(default)]
+        traceparent: Option<Value>,
+        #[serde(default)]
+        tracestate: Option<Value>,
+        #[serde(default)]
+        baggage: Option<Value>,
     }
     let params = params.ok_or_else(|| RpcError::new(INVALID_PARAMS, "tools/call needs params"))?;
     let params: CallParams = serde_json::from_str(params.get())
         .map_err(|e| RpcError::new(INVALID_PARAMS, format!("Invalid tools/call params: {e}")))?;
+    let trace = params.meta.as_ref().and_then(|m| {
+        let text = |v: &Option<Value>| v.as_ref().and_then(Value::as_str).map(str::to_owned);
+        crate::telemetry::incoming::read(text(&m.traceparent), text(&m.tracestate), text(&m.baggage))
+    });
     let key = match params.meta.and_then(|m| m.idempotency_key) {
         None | Some(Value::Null) => None,
         Some(Value::String(key)) => Some(key),
         Some(_) => return Err(RpcError::new(INVALID_PARAMS, "_meta.idempotencyKey must be a string")),
     };
-    core.call(&params.name, params.arguments, key.as_deref()).await.map_err(|refusal| match refusal {
+    let calling = core.call(&params.name, params.arguments, key.as_deref());
+    crate::telemetry::incoming::scope(trace, calling).await.map_err(|refusal| match refusal {
         Refusal::UnknownTool(name) => RpcError::new(INVALID_PARAMS, format!("Unknown tool: {name}")),
         Refusal::BadArguments(why) => RpcError::new(INVALID_PARAMS, why),
         Refusal::KeyReused => RpcError::new(INVALID_PARAMS, super::calls::KEY_REUSED_MESSAGE),

@@ -64,14 +64,19 @@ pub struct GetPromptResult {
     pub messages: Vec<Box<RawValue>>,
 }
 
-/// `prompts/get` with arguments already validated.
+/// `prompts/get` with arguments already validated; `trace`: the caller's trace context, sent in `params._meta`.
 pub async fn get(
     connection: &Connection,
     name: &str,
     args: &Map<String, Value>,
+    trace: Option<&crate::telemetry::TraceContext>,
     opts: &RequestOptions<'_>,
 ) -> Result<GetPromptResult> {
-    let params = serde_json::json!({ "name": name, "arguments": args }).to_string();
+    let mut params = serde_json::json!({ "name": name, "arguments": args });
+    if let Some(trace) = trace {
+        params["_meta"] = trace.meta_value();
+    }
+    let params = params.to_string();
     let raw = connection.request_named("prompts/get", name, &params, opts).await?;
     parse_get(raw.get())
 }

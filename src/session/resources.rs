@@ -12,6 +12,7 @@ use crate::error::{McpError, Result};
 use crate::limits::MAX_JSON_DEPTH;
 use crate::protocol::nesting;
 use crate::session::connection::{Connection, RequestOptions};
+use crate::telemetry::TraceContext;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -132,24 +133,34 @@ struct WireRead {
 
 /// Read `uri`. A resource the server does not have is `mcp_resource_not_found`; a result over
 /// `maxResultBytes` is refused by the transport (`mcp_result_too_large`) and the connection goes on.
-pub async fn read(connection: &Connection, uri: &str, opts: &RequestOptions<'_>) -> Result<ReadResult> {
-    read_answered(uri, connection.request_named("resources/read", uri, &read_params(uri), opts).await)
+/// `trace`: the caller's trace context, sent in `params._meta`.
+pub async fn read(
+    connection: &Connection,
+    uri: &str,
+    trace: Option<&TraceContext>,
+    opts: &RequestOptions<'_>,
+) -> Result<ReadResult> {
+    read_answered(uri, connection.request_named("resources/read", uri, &read_params(uri, trace), opts).await)
 }
 
 /// [`read`] begun now: `done` hears the outcome from the thread that reads the server's answer.
 pub fn start_read(
     connection: &Connection,
     uri: &str,
+    trace: Option<&TraceContext>,
     opts: &RequestOptions<'_>,
     done: impl FnOnce(Result<ReadResult>) + Send + 'static,
 ) {
     let at = uri.to_owned();
     let reply = crate::session::connection::Reply::Callback(Box::new(move |answer| done(read_answered(&at, answer))));
-    connection.start_named("resources/read", uri, read_params(uri), opts, reply);
+    connection.start_named("resources/read", uri, read_params(uri, trace), opts, reply);
 }
 
-fn read_params(uri: &str) -> String {
-    serde_json::json!({ "uri": uri }).to_string()
+fn read_params(uri: &str, trace: Option<&TraceContext>) -> String {
+    match trace {
+        Some(trace) => serde_json::json!({ "uri": uri, "_meta": trace.meta_value() }).to_string(),
+        None => serde_json::json!({ "uri": uri }).to_string(),
+    }
 }
 
 fn read_answered(uri: &str, answer: Result<Box<serde_json::value::RawValue>>) -> Result<ReadResult> {

@@ -275,7 +275,7 @@ pub async fn read_verified(
     file: &SkillFile,
     opts: &RequestOptions<'_>,
 ) -> Result<(Vec<u8>, Option<String>)> {
-    let read = resources::read(connection, &file.uri, opts).await?;
+    let read = resources::read(connection, &file.uri, None, opts).await?;
     let mut contents = read.contents.into_iter();
     let first = contents.next();
     let item = match (first, contents.next()) {

@@ -66,8 +66,14 @@ impl CallRequest {
         self.context.as_ref().expect("admitted calls have a valid context")
     }
 
-    fn idempotency_key(&self) -> Option<Box<str>> {
-        self.context().idempotency_key.as_deref().map(Box::from)
+    /// Its `params._meta` members (idempotency key, trace context unless `propagate_trace` is false).
+    fn caller_meta(&self, propagate_trace: bool) -> Option<Box<str>> {
+        self.context().meta_members(propagate_trace)
+    }
+
+    /// The caller records it: the moment the engine took it, to report its time with the outcome.
+    fn measured_from(&self) -> Option<std::time::Instant> {
+        self.context.as_ref().is_ok_and(|c| c.measured).then(std::time::Instant::now)
     }
 
     fn arguments(&self) -> &RawValue {
@@ -96,6 +102,10 @@ impl CallRequest {
 /// Receives every call's outcome: the raw result JSON, or the error.
 pub trait CallSink: Send + Sync + 'static {
     fn complete(&self, call_id: u32, outcome: Result<Box<str>>);
+    /// The outcome of a call its caller measures (`CallContext::measured`), with the engine's report.
+    fn complete_measured(&self, call_id: u32, outcome: Result<Box<str>>, _report: &crate::telemetry::CallReport) {
+        self.complete(call_id, outcome);
+    }
     /// A progress update of a call whose caller listens (`{"progress", "total"?, "message"?}` as JSON,
     /// validated, redacted and bounded: `progress::Progress::to_json`). Not after its completion was handed
     /// over, but for a race between two of an HTTP session's streams (JavaScript drops such a late one).
@@ -222,7 +232,7 @@ impl super::Toolset {
                     abort: abort.clone(),
                     headers: std::mem::take(headers),
                     on_header_mismatch: modern_http.then(|| Relister::for_call(inner, call, route)),
-                    idempotency_key: call.idempotency_key(),
+                    caller_meta: call.caller_meta(inner.servers[route.server].entry.propagate_trace_context),
                     admitted: http.then(|| AdmittedRoute::for_call(inner, call, route)),
                     progress: inner.progress_listener(call, route, sink),
                 })
@@ -313,10 +323,13 @@ impl ToolsetState {
             tracing::debug!(toolset = self.log_id, server = %server_name, tool = %call.name, call_id, "call started");
             (std::time::Instant::now(), call.name.clone())
         });
+        let measured = call.measured_from();
         Box::new(move |outcome| {
             if abort_id != 0 {
                 inner.aborts.lock().remove(&abort_id);
             }
+            // Read before the error is withheld or redacted: the code is the server's, a number.
+            let rpc_code = measured.and(outcome.as_ref().err()).and_then(crate::telemetry::rpc_code);
             // Local answers are ours: no `isError` to look for, no server secret to redact.
             let outcome = match server {
                 Some(index) => {
@@ -353,7 +366,14 @@ impl ToolsetState {
                 let elapsed_us = started.elapsed().as_micros() as u64;
                 tracing::debug!(toolset = inner.log_id, server = %server_name, tool = %tool, call_id, code, elapsed_us, "call ended");
             }
-            sink.complete(call_id, outcome);
+            // No lock is taken here: this runs on whichever thread read the answer, or ended the connection.
+            match measured {
+                Some(started) => {
+                    let report = crate::telemetry::CallReport { elapsed: started.elapsed(), rpc_code };
+                    sink.complete_measured(call_id, outcome, &report);
+                }
+                None => sink.complete(call_id, outcome),
+            }
         })
     }
 
@@ -478,7 +498,7 @@ impl ToolsetState {
                     reply,
                     headers,
                     on_header_mismatch: modern_http.then(|| Relister::for_call(&self, &call, &route)),
-                    idempotency_key: call.idempotency_key(),
+                    caller_meta: call.caller_meta(slot.entry.propagate_trace_context),
                     admitted: slot.entry.is_http().then(|| AdmittedRoute::for_call(&self, &call, &route)),
                     progress,
                 };

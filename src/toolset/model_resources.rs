@@ -140,7 +140,7 @@ impl Toolset {
 
     async fn resource_for_model(&self, server: &str, uri: &str, abort: Option<&AbortHandle>) -> Result<Box<str>> {
         let slot = self.model_slot(server)?;
-        let read = self.read_resource_in(slot, uri, abort, Some("model")).await?;
+        let read = self.read_resource_in(slot, uri, abort, Some("model"), None).await?;
         let mut content = vec![json!({
             "type": "text",
             "text": format!(

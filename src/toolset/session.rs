@@ -21,6 +21,7 @@ use crate::session::connection::{AbortHandle, Connection, RequestOptions};
 use crate::session::prompts::{self, GetPromptResult, Prompt};
 use crate::session::resources::{self, ReadResult, Resource, ResourceTemplate};
 use crate::session::{self as requests, Listed};
+use crate::telemetry::TraceContext;
 use parking_lot::Mutex;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -283,14 +284,16 @@ impl Toolset {
     }
 
     /// `resources/read` of `uri` on `server`, put to policy first (`kind: 'resource'`, `operation: 'read'`).
+    /// `trace`: the caller's trace context, for `params._meta` unless the server's entry opted out.
     pub async fn read_resource(
         &self,
         server: &str,
         uri: &str,
         abort: Option<super::ListingAbort>,
+        trace: Option<&TraceContext>,
     ) -> Result<ReadResult> {
         let slot = self.slot(server)?;
-        let outcome = self.read_resource_in(slot, uri, abort.as_ref().map(|a| &*a.handle), None).await;
+        let outcome = self.read_resource_in(slot, uri, abort.as_ref().map(|a| &*a.handle), None, trace).await;
         drop(abort);
         outcome
     }
@@ -304,6 +307,7 @@ impl Toolset {
         server: &str,
         uri: &str,
         abort: Option<super::ListingAbort>,
+        trace: Option<&TraceContext>,
         done: F,
     ) -> std::result::Result<(), (F, Option<super::ListingAbort>)>
     where
@@ -325,7 +329,8 @@ impl Toolset {
         let toolset = Toolset { inner: self.inner.clone() };
         let handle = abort.as_ref().map(|a| a.handle.clone());
         let opts = self.opts(handle.as_deref());
-        resources::start_read(&connection, uri, &opts, move |outcome| {
+        let trace = trace.filter(|_| slot.entry.propagate_trace_context);
+        resources::start_read(&connection, uri, trace, &opts, move |outcome| {
             // The abort stays registered until the read ends.
             drop(abort);
             done(outcome.map_err(|e| toolset.caller_error(&slot, "resources/read", e)));
@@ -341,6 +346,7 @@ impl Toolset {
         uri: &str,
         abort: Option<&AbortHandle>,
         origin: Option<&str>,
+        trace: Option<&TraceContext>,
     ) -> Result<ReadResult> {
         let server = slot.entry.name.as_str();
         let outcome = async {
@@ -349,7 +355,8 @@ impl Toolset {
             let connection =
                 self.gated(slot, Some((&format!("the read of {}", shown_uri(uri)), request)), abort).await?;
             requests::require(&connection.session, "resources", server, "resources/read")?;
-            resources::read(&connection, uri, &self.opts(abort)).await
+            let trace = trace.filter(|_| slot.entry.propagate_trace_context);
+            resources::read(&connection, uri, trace, &self.opts(abort)).await
         };
         outcome.await.map_err(|e| self.caller_error(slot, "resources/read", e))
     }
@@ -447,7 +454,14 @@ impl Toolset {
     /// `prompts/get` of `name` with `args_json` (an object of strings): checked against the prompt as
     /// the server lists it now (required present, none undeclared), after it was put to policy (`kind:
     /// 'prompt'`); a refusal sends nothing, not even the listing.
-    pub async fn get_prompt(&self, server: &str, name: &str, args_json: &str) -> Result<GetPromptResult> {
+    /// `trace`: the caller's trace context, for `params._meta` unless the server's entry opted out.
+    pub async fn get_prompt(
+        &self,
+        server: &str,
+        name: &str,
+        args_json: &str,
+        trace: Option<&TraceContext>,
+    ) -> Result<GetPromptResult> {
         let slot = self.slot(server)?;
         let outcome = async {
             let args = requests::string_map(if args_json.is_empty() { "{}" } else { args_json }, "prompt arguments")?;
@@ -459,7 +473,8 @@ impl Toolset {
             requests::require(&connection.session, "prompts", server, "prompts/get")?;
             let listed = prompts::list(&connection, &self.opts(None)).await?;
             prompts::validate(prompts::find(&listed.items, name)?, &args)?;
-            prompts::get(&connection, name, &args, &self.opts(None)).await
+            let trace = trace.filter(|_| slot.entry.propagate_trace_context);
+            prompts::get(&connection, name, &args, trace, &self.opts(None)).await
         };
         outcome.await.map_err(|e| self.caller_error(slot, "prompts/get", e))
     }

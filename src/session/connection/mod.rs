@@ -452,7 +452,7 @@ impl Connection {
                     timeout,
                     on_header_mismatch: call.on_header_mismatch,
                     resent_after_mismatch: false,
-                    idempotency_key: call.idempotency_key.clone(),
+                    caller_meta: call.caller_meta.clone(),
                     progress: call.progress.clone(),
                 });
                 (Reply::Callback(rounds(Arc::downgrade(&self.shared), again.clone(), call.reply, 0)), Some(again), None)
@@ -464,9 +464,10 @@ impl Connection {
                 (None, Some(arguments)) => arguments,
                 (None, None) => unreachable!("one of the two holds the arguments"),
             };
-            let key = call.idempotency_key.as_deref();
-            let params =
-                |id, meta: Option<&str>| Some(mcp::call_tool_params(call.remote_name, arguments, id, meta, key));
+            let caller_meta = call.caller_meta.as_deref();
+            let params = |id, meta: Option<&str>| {
+                Some(mcp::call_tool_params(call.remote_name, arguments, id, meta, caller_meta))
+            };
             if let Some(mut message) = self.shared.register(
                 "tools/call",
                 Some(call.remote_name),
@@ -531,8 +532,9 @@ pub struct StartCall<'a> {
     pub headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
     /// Asked once if the server refuses the call's headers (`-32020`, 2026-07-28 only).
     pub on_header_mismatch: Option<Arc<dyn HeaderMismatch>>,
-    /// `params._meta.idempotencyKey`, on every sending of this call (input rounds and resends too).
-    pub idempotency_key: Option<Box<str>>,
+    /// The caller's `params._meta` members (idempotency key, trace context: `CallContext::meta_members`),
+    /// on every sending of this call (input rounds and resends too).
+    pub caller_meta: Option<Box<str>>,
     /// Asked before the call goes on an HTTP session that replaced an expired one (see `Outbound::admitted`).
     pub admitted: Option<Arc<dyn crate::transport::AdmittedCall>>,
     /// Hears the call's progress notifications (every round of it); `None`: nobody listens.

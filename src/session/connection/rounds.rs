@@ -25,7 +25,7 @@ pub(super) struct CallAgain {
     pub(super) on_header_mismatch: Option<Arc<dyn HeaderMismatch>>,
     /// This is that second sending.
     pub(super) resent_after_mismatch: bool,
-    pub(super) idempotency_key: Option<Box<str>>,
+    pub(super) caller_meta: Option<Box<str>>,
     pub(super) progress: Option<Arc<dyn ProgressListener>>,
 }
 
@@ -87,7 +87,7 @@ pub(super) fn rounds(shared: Weak<ConnectionCore>, call: Arc<CallAgain>, reply: 
             let state = required.request_state.as_deref();
             let params = |id, meta: Option<&str>| {
                 Some(crate::session::mrtr::retry_params(
-                    &mcp::call_tool_params(&call.name, &call.arguments, id, meta, call.idempotency_key.as_deref()),
+                    &mcp::call_tool_params(&call.name, &call.arguments, id, meta, call.caller_meta.as_deref()),
                     &responses,
                     state,
                 ))
@@ -167,11 +167,11 @@ fn resend_after_header_mismatch(
             timeout: call.timeout,
             on_header_mismatch: None,
             resent_after_mismatch: true,
-            idempotency_key: call.idempotency_key.clone(),
+            caller_meta: call.caller_meta.clone(),
             progress: call.progress.clone(),
         });
         let params = |id, meta: Option<&str>| {
-            Some(mcp::call_tool_params(&again.name, &again.arguments, id, meta, again.idempotency_key.as_deref()))
+            Some(mcp::call_tool_params(&again.name, &again.arguments, id, meta, again.caller_meta.as_deref()))
         };
         let next = Reply::Callback(rounds(Arc::downgrade(&shared), again.clone(), reply, round));
         send_again(&shared, &again, params, next);

@@ -1,0 +1,415 @@
+// OpenTelemetry with the real JS SDK: a parent span's trace context reaches each server's `params._meta`
+// (stdio, Streamable HTTP in both eras, legacy SSE), the client span has the conventions' name, kind,
+// attributes and parent, failures and aborts end their spans with `error.type`, `createMcpServer`'s span
+// is a child of the client's across the wire, and nothing secret reaches the exporter.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { context, metrics, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
+import { createMcpServer, mcpTools } from '../entry/index.mjs';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fixture, here, scratchFile, startHttpFixture, until } from './helpers.mjs';
+import { startLegacySseFixture, startStreamableFixture } from './fixtures/http-server.mjs';
+import { startTs2Http } from './eras-servers.mjs';
+
+const exporter = new InMemorySpanExporter();
+const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+class TestReader extends MetricReader {
+  async onForceFlush() {}
+  async onShutdown() {}
+}
+const reader = new TestReader();
+const meterProvider = new MeterProvider({ readers: [reader] });
+const contextManager = new AsyncLocalStorageContextManager().enable();
+
+function register() {
+  context.setGlobalContextManager(contextManager);
+  trace.setGlobalTracerProvider(tracerProvider);
+  metrics.setGlobalMeterProvider(meterProvider);
+}
+function unregister() {
+  trace.disable();
+  metrics.disable();
+}
+
+const parentTracer = () => trace.getTracer('telemetry-test');
+/** Runs `work` under a fresh parent span; resolves to `{ parent, value }` (the parent's span context). */
+async function underParent(work) {
+  return parentTracer().startActiveSpan('agent step', async (span) => {
+    try {
+      return { parent: span.spanContext(), value: await work() };
+    } finally {
+      span.end();
+    }
+  });
+}
+const clientSpans = () => exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.CLIENT && s.name.startsWith('tools/call'));
+const parentIdOf = (span) => span.parentSpanContext?.spanId ?? span.parentSpanId;
+const traceparentOf = (span) => `00-${span.spanContext().traceId}-${span.spanContext().spanId}-01`;
+
+test('with no tracer or meter registered, nothing is sent or made', async () => {
+  unregister();
+  const server = fixture('otel-off');
+  const toolset = await mcpTools([server.entry], { warnings: false });
+  try {
+    await toolset.tools['otel-off__echo'].execute({ text: 'hi' });
+    const call = server.received().find((m) => m.method === 'tools/call');
+    assert.deepEqual(Object.keys(call.params._meta), ['progressToken']);
+    assert.equal(exporter.getFinishedSpans().length, 0);
+  } finally {
+    await toolset.close();
+  }
+});
+
+test('stdio: the client span is the parent the server receives, with the conventions\' attributes', async () => {
+  register();
+  exporter.reset();
+  const server = fixture('otel-stdio');
+  const toolset = await mcpTools([server.entry], { warnings: false });
+  try {
+    const { parent } = await underParent(() => toolset.tools['otel-stdio__echo'].execute({ text: 'hi' }));
+    const [span] = clientSpans();
+    assert.equal(span.name, 'tools/call echo');
+    assert.equal(span.spanContext().traceId, parent.traceId);
+    assert.equal(parentIdOf(span), parent.spanId);
+    assert.deepEqual(span.attributes, {
+      'mcp.method.name': 'tools/call',
+      'gen_ai.tool.name': 'echo',
+      'gen_ai.operation.name': 'execute_tool',
+      'network.transport': 'pipe',
+      'mcp.protocol.version': '2025-11-25',
+    });
+    assert.equal(span.status.code, SpanStatusCode.UNSET);
+    const call = server.received().find((m) => m.method === 'tools/call');
+    assert.equal(call.params._meta.traceparent, traceparentOf(span));
+    assert.equal(call.params._meta.baggage, undefined, 'baggage only when configured');
+
+    // A JSON-RPC error: error.type and the status code are the server's code.
+    exporter.reset();
+    await assert.rejects(underParent(() => toolset.tools['otel-stdio__protocol_error'].execute({})), { code: 'mcp_protocol_error' });
+    const [failed] = clientSpans();
+    assert.equal(failed.attributes['error.type'], '-32602');
+    assert.equal(failed.attributes['rpc.response.status_code'], '-32602');
+    assert.equal(failed.status.code, SpanStatusCode.ERROR);
+    assert.ok(!JSON.stringify([failed.attributes, failed.status, failed.events]).includes('bad params'), 'the server\'s error text stays out of the span');
+
+    // An isError result: tool_error.
+    exporter.reset();
+    await assert.rejects(toolset.tools['otel-stdio__fail'].execute({}), { code: 'mcp_tool_error' });
+    assert.equal(clientSpans()[0].attributes['error.type'], 'tool_error');
+
+    // An aborted call ends its span, as aborted.
+    exporter.reset();
+    const controller = new AbortController();
+    const slow = toolset.tools['otel-stdio__slow'].execute({ ms: 60_000 }, { signal: controller.signal });
+    await until(() => server.received().some((m) => m.method === 'tools/call' && m.params.name === 'slow'));
+    controller.abort();
+    await assert.rejects(slow, { code: 'mcp_aborted' });
+    const [aborted] = clientSpans();
+    assert.equal(aborted.attributes['error.type'], 'mcp_aborted');
+    assert.ok(aborted.ended);
+  } finally {
+    await toolset.close();
+  }
+});
+
+test('connecting: an initialize span per server under the context the toolset was made in, a failed one with error.type', async () => {
+  register();
+  exporter.reset();
+  const good = fixture('otel-connect');
+  let toolset;
+  const { parent } = await underParent(async () => {
+    toolset = await mcpTools([good.entry, { name: 'otel-missing', type: 'stdio', command: 'surely-not-a-command-otel' }], { warnings: false });
+  });
+  try {
+    const connects = exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.CLIENT && s.name === 'initialize');
+    assert.equal(connects.length, 2);
+    for (const span of connects) {
+      assert.equal(span.spanContext().traceId, parent.traceId);
+      assert.equal(parentIdOf(span), parent.spanId);
+      assert.equal(span.attributes['network.transport'], 'pipe');
+    }
+    const ok = connects.find((s) => s.attributes['error.type'] === undefined);
+    assert.equal(ok.attributes['mcp.protocol.version'], '2025-11-25');
+    const failed = connects.find((s) => s.attributes['error.type'] !== undefined);
+    assert.equal(failed.attributes['error.type'], 'mcp_transport_error');
+    assert.equal(failed.status.code, SpanStatusCode.ERROR);
+  } finally {
+    await toolset.close();
+  }
+});
+
+test('the operation duration histogram: the conventions\' attributes, bounded, in seconds', async () => {
+  register();
+  const server = fixture('otel-metrics');
+  const toolset = await mcpTools([server.entry], { warnings: false });
+  try {
+    await toolset.tools['otel-metrics__echo'].execute({ text: 'a' });
+    await toolset.tools['otel-metrics__echo'].execute({ text: 'b' });
+    const { resourceMetrics } = await reader.collect();
+    const metric = resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).find((m) => m.descriptor.name === 'mcp.client.operation.duration');
+    assert.equal(metric.descriptor.unit, 's');
+    const point = metric.dataPoints.find((p) => p.attributes['gen_ai.tool.name'] === 'echo' && p.attributes['network.transport'] === 'pipe');
+    assert.ok(point.value.count >= 2);
+    assert.ok(point.value.sum > 0 && point.value.sum < 60);
+    assert.deepEqual(Object.keys(point.attributes).sort(), ['gen_ai.operation.name', 'gen_ai.tool.name', 'mcp.method.name', 'mcp.protocol.version', 'network.transport']);
+  } finally {
+    await toolset.close();
+  }
+});
+
+test('the session duration histogram: a lost session with its error.type, a closed one without', async () => {
+  register();
+  await reader.collect(); // what earlier tests recorded is collected (cumulative): compare counts
+  const sessionPoints = async () =>
+    (await reader.collect()).resourceMetrics.scopeMetrics
+      .flatMap((s) => s.metrics)
+      .filter((m) => m.descriptor.name === 'mcp.client.session.duration')
+      .flatMap((m) => m.dataPoints);
+  const lost = fixture('otel-lost');
+  const kept = fixture('otel-kept');
+  const diagnostics = [];
+  const toolset = await mcpTools([lost.entry, kept.entry], { onDiagnostic: (d) => diagnostics.push(d), reconnect: false });
+  try {
+    await assert.rejects(toolset.tools['otel-lost__crash'].execute({}));
+    await until(() => diagnostics.some((d) => d.code === 'server-lost' && d.server === 'otel-lost'));
+    const whileOpen = await sessionPoints();
+    const lostPoint = whileOpen.find((p) => p.attributes['error.type'] !== undefined && p.attributes['network.transport'] === 'pipe');
+    assert.ok(lostPoint, 'the lost session is recorded when it is lost');
+    assert.equal(lostPoint.attributes['mcp.protocol.version'], '2025-11-25');
+  } finally {
+    await toolset.close();
+  }
+  const closed = (await sessionPoints()).find((p) => p.attributes['error.type'] === undefined);
+  assert.ok(closed, 'the session open at close is recorded then');
+  assert.deepEqual(Object.keys(closed.attributes).sort(), ['mcp.protocol.version', 'network.transport']);
+  assert.ok(closed.value.sum > 0);
+});
+
+test('Streamable HTTP, 2025 era, and legacy SSE: traceparent in _meta; propagateTraceContext: false keeps it home', async () => {
+  register();
+  exporter.reset();
+  const streamable = await startStreamableFixture();
+  const sse = await startLegacySseFixture();
+  const quiet = await startStreamableFixture();
+  const toolset = await mcpTools(
+    [
+      { name: 'sh', type: 'streamable-http', url: streamable.url },
+      { name: 'sse', type: 'sse', url: sse.url },
+      { name: 'quiet', type: 'streamable-http', url: quiet.url, propagateTraceContext: false },
+    ],
+    { warnings: false },
+  );
+  try {
+    const { parent } = await underParent(async () => {
+      await toolset.tools.sh__echo.execute({ text: 'x' });
+      await toolset.tools.sse__echo.execute({ text: 'x' });
+      await toolset.tools.quiet__echo.execute({ text: 'x' });
+    });
+    const spans = clientSpans();
+    assert.equal(spans.length, 3);
+    for (const span of spans) {
+      assert.equal(span.name, 'tools/call echo');
+      assert.equal(parentIdOf(span), parent.spanId);
+      assert.equal(span.attributes['network.transport'], 'tcp');
+      assert.equal(span.attributes['server.address'], '127.0.0.1');
+      assert.equal(typeof span.attributes['server.port'], 'number');
+    }
+    const byPort = (url) => spans.find((s) => s.attributes['server.port'] === Number(new URL(url).port));
+    const sent = (log) => log.find((r) => r.body?.method === 'tools/call').body.params._meta;
+    assert.equal(sent(streamable.log).traceparent, traceparentOf(byPort(streamable.url)));
+    assert.equal(sent(sse.log).traceparent, traceparentOf(byPort(sse.url)));
+    assert.equal(byPort(sse.url).attributes['mcp.protocol.version'], '2024-11-05');
+    assert.equal(sent(quiet.log).traceparent, undefined, 'the server opted out learns nothing');
+    assert.ok(byPort(quiet.url), 'its call is still recorded here');
+  } finally {
+    await toolset.close();
+    await Promise.all([streamable.close(), sse.close(), quiet.close()]);
+  }
+});
+
+test('Streamable HTTP, 2026-07-28 era (TypeScript SDK 2.x): traceparent and baggage (configured) in _meta', async () => {
+  register();
+  exporter.reset();
+  const ts2 = await startTs2Http();
+  const toolset = await mcpTools([{ name: 'ts2', type: 'streamable-http', url: ts2.url }], { warnings: false, telemetry: { baggage: true } });
+  try {
+    const withBaggage = propagation.setBaggage(context.active(), propagation.createBaggage({ tenant: { value: 'blue team' } }));
+    await context.with(withBaggage, () => underParent(() => toolset.tools.ts2__echo.execute({ text: 'x' })));
+    const [span] = clientSpans();
+    assert.equal(span.attributes['mcp.protocol.version'], '2026-07-28');
+    const call = (await ts2.seen()).find((r) => r.body?.method === 'tools/call');
+    assert.equal(call.body.params._meta.traceparent, traceparentOf(span));
+    assert.equal(call.body.params._meta.baggage, 'tenant=blue%20team');
+
+    // Baggage past the W3C bound is left out; the call goes on.
+    const huge = propagation.setBaggage(context.active(), propagation.createBaggage({ big: { value: 'x'.repeat(9000) } }));
+    await context.with(huge, () => underParent(() => toolset.tools.ts2__echo.execute({ text: 'y' })));
+    const calls = (await ts2.seen()).filter((r) => r.body?.method === 'tools/call');
+    assert.equal(calls.length, 2);
+    assert.equal(calls[1].body.params._meta.baggage, undefined);
+    assert.match(calls[1].body.params._meta.traceparent, /^00-/);
+  } finally {
+    await toolset.close();
+    ts2.stop();
+  }
+});
+
+test('resources/read and prompts/get: a span each, its traceparent in the request\'s _meta, the URI without its query', async () => {
+  register();
+  exporter.reset();
+  const server = await startHttpFixture(join(here, 'fixtures', 'resources-server.mjs'));
+  const toolset = await mcpTools(
+    [
+      { name: 'res', type: 'streamable-http', url: server.url },
+      { name: 'quiet', type: 'streamable-http', url: server.url, propagateTraceContext: false },
+    ],
+    { warnings: false },
+  );
+  try {
+    const { parent } = await underParent(async () => {
+      await toolset.readResource('res', 'note://hello');
+      await toolset.getPrompt('res', 'greet', { name: 'Ada' });
+      await assert.rejects(toolset.readResource('res', 'note://nothing?token=QUERY-SECRET-5'));
+    });
+    const spans = exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.CLIENT && /^(resources|prompts)\//.test(s.name));
+    assert.deepEqual(spans.map((s) => s.name), ['resources/read', 'prompts/get greet', 'resources/read']);
+    for (const span of spans) assert.equal(parentIdOf(span), parent.spanId);
+    const [read, prompt, missing] = spans;
+    assert.equal(read.attributes['mcp.resource.uri'], 'note://hello');
+    assert.equal(prompt.attributes['gen_ai.prompt.name'], 'greet');
+    assert.equal(missing.attributes['mcp.resource.uri'], 'note://nothing');
+    assert.equal(missing.attributes['error.type'], 'mcp_resource_not_found');
+    const seen = await server.seen();
+    const sent = (method, which) => seen.filter((m) => m?.method === method)[which].params._meta.traceparent;
+    assert.equal(sent('resources/read', 0), traceparentOf(read));
+    assert.equal(sent('prompts/get', 0), traceparentOf(prompt));
+    assert.ok(!JSON.stringify(spans.map((s) => s.attributes)).includes('QUERY-SECRET-5'));
+
+    // The entry that opted out: its read and prompt get carry no trace context.
+    await underParent(async () => {
+      await toolset.readResource('quiet', 'note://hello');
+      await toolset.getPrompt('quiet', 'greet', { name: 'Bo' });
+    });
+    const after = await server.seen();
+    const last = (method) => after.filter((m) => m?.method === method).at(-1).params;
+    assert.equal(last('resources/read')._meta?.traceparent, undefined);
+    assert.equal(last('prompts/get')._meta?.traceparent, undefined);
+    assert.equal(last('prompts/get').arguments.name, 'Bo');
+  } finally {
+    await toolset.close();
+    server.stop();
+  }
+});
+
+test('createMcpServer: its span is a child of the client\'s across the wire, and execute runs inside it', async () => {
+  register();
+  exporter.reset();
+  const server = createMcpServer({
+    tools: {
+      lookup: {
+        inputSchema: { type: 'object' },
+        async execute() {
+          // The host's own instrumentation, nested under the server span.
+          parentTracer().startSpan('db query').end();
+          return { ok: true };
+        },
+      },
+      broken: {
+        inputSchema: { type: 'object' },
+        async execute() {
+          throw Object.assign(new Error('connect ECONNREFUSED 10.0.0.7:5432 password=hunter2'), { code: 'ECONNREFUSED' });
+        },
+      },
+    },
+  });
+  const { http } = await server.listen({ http: {} });
+  const toolset = await mcpTools([{ name: 'own', type: 'streamable-http', url: http.url }], { warnings: false });
+  try {
+    const { parent } = await underParent(() => toolset.tools.own__lookup.execute({}));
+    const spans = exporter.getFinishedSpans();
+    const client = spans.find((s) => s.kind === SpanKind.CLIENT && s.name === 'tools/call lookup');
+    const served = spans.find((s) => s.kind === SpanKind.SERVER);
+    const inner = spans.find((s) => s.name === 'db query');
+    assert.equal(client.spanContext().traceId, parent.traceId);
+    assert.equal(served.name, 'tools/call lookup');
+    assert.equal(served.spanContext().traceId, parent.traceId);
+    assert.equal(parentIdOf(served), client.spanContext().spanId);
+    assert.equal(parentIdOf(inner), served.spanContext().spanId);
+    assert.equal(served.attributes['gen_ai.tool.name'], 'lookup');
+
+    // A thrown error: its code is the server span's error.type, its text nowhere.
+    exporter.reset();
+    await assert.rejects(toolset.tools.own__broken.execute({}));
+    const failed = exporter.getFinishedSpans().find((s) => s.kind === SpanKind.SERVER);
+    assert.equal(failed.attributes['error.type'], 'ECONNREFUSED');
+    assert.equal(failed.status.code, SpanStatusCode.ERROR);
+    assert.ok(!JSON.stringify(exporter.getFinishedSpans().map((s) => [s.attributes, s.status, s.events])).includes('hunter2'));
+    const { resourceMetrics } = await reader.collect();
+    const names = resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).map((m) => m.descriptor.name);
+    assert.ok(names.includes('mcp.server.operation.duration'));
+  } finally {
+    await toolset.close();
+    await server.close();
+  }
+});
+
+test('the options are checked like every other: telemetry flags and propagateTraceContext must be booleans', async () => {
+  await assert.rejects(mcpTools([], { telemetry: { baggage: 'yes' } }), { code: 'mcp_config_invalid', message: /options\.telemetry\.baggage must be a boolean/ });
+  await assert.rejects(mcpTools([], { telemetry: { sampler: true } }), { code: 'mcp_config_invalid', message: /options\.telemetry has an unknown field "sampler"/ });
+  const entry = { ...fixture('otel-config').entry, propagateTraceContext: 'no' };
+  await assert.rejects(mcpTools([entry]), { code: 'mcp_config_invalid', message: /propagateTraceContext must be a boolean/ });
+});
+
+test('the exporter never sees a configured header value, token or query string', async () => {
+  register();
+  exporter.reset();
+  const streamable = await startStreamableFixture();
+  const toolset = await mcpTools(
+    [{ name: 'sec', type: 'streamable-http', url: `${streamable.url}?api_key=QUERY-SECRET-1`, headers: { 'X-Api-Key': 'HEADER-SECRET-2' } }],
+    { warnings: false, session: { user: 'u' }, auth: async () => ({ token: 'TOKEN-SECRET-3' }) },
+  );
+  try {
+    await underParent(() => toolset.tools.sec__echo.execute({ text: 'ARGUMENT-SECRET-4' }));
+    await assert.rejects(toolset.tools.sec__fail.execute({}));
+    const { resourceMetrics } = await reader.collect();
+    const exported = JSON.stringify(exporter.getFinishedSpans().map((s) => ({ name: s.name, attributes: s.attributes, status: s.status, events: s.events })));
+    const measured = JSON.stringify(resourceMetrics.scopeMetrics.flatMap((s) => s.metrics.map((m) => m.dataPoints.map((p) => p.attributes))));
+    assert.ok(exported.includes('tools/call echo'));
+    for (const secret of ['QUERY-SECRET-1', 'HEADER-SECRET-2', 'TOKEN-SECRET-3', 'ARGUMENT-SECRET-4', 'api_key']) {
+      assert.ok(!exported.includes(secret), `${secret} in a span`);
+      assert.ok(!measured.includes(secret), `${secret} in a metric`);
+    }
+    const sessionId = streamable.log.find((r) => r.headers['mcp-session-id'])?.headers['mcp-session-id'];
+    if (sessionId) assert.ok(!exported.includes(`"${sessionId}"`) && !measured.includes(`"${sessionId}"`), 'no session id');
+  } finally {
+    await toolset.close();
+    await streamable.close();
+  }
+});
+
+test('the CLI prints the trace id of its call with --json when a tracer is registered', async () => {
+  register();
+  exporter.reset();
+  const { main } = await import('../dist/cli.js');
+  const streamable = await startStreamableFixture();
+  const dir = scratchFile('otel-cli');
+  mkdirSync(dir);
+  writeFileSync(join(dir, 'mcp.json'), JSON.stringify({ mcpServers: { web: { url: streamable.url } } }));
+  let stdout = '';
+  const io = { stdout: (text) => (stdout += text), stderr: () => {}, cwd: dir, env: { ...process.env, MCPFERRY_TRUST_FILE: scratchFile('trust.json') } };
+  try {
+    assert.equal(await main(['--json', 'call', 'web__echo', '{"text":"x"}'], io), 0);
+    const { traceId } = JSON.parse(stdout);
+    assert.match(traceId, /^[0-9a-f]{32}$/);
+    const client = clientSpans()[0];
+    assert.equal(client.spanContext().traceId, traceId);
+    assert.equal(streamable.log.find((r) => r.body?.method === 'tools/call').body.params._meta.traceparent.split('-')[1], traceId);
+  } finally {
+    await streamable.close();
+  }
+});
