@@ -290,6 +290,20 @@ test('streamable HTTP: a tool call made at once waits for the GET stream the ser
   }, { name: 'srv', type: 'streamable-http', url: http.url });
 });
 
+test('streamable HTTP: a server that holds its GET stream back delays only the calls of the first 2 s after the handshake', async (t) => {
+  const http = await startHttp({ getDelayMs: 60_000 });
+  t.after(http.close);
+  // timeoutMs long enough that the held GET is still pending (its deadline is timeoutMs + 1 s) for the whole test.
+  await withToolset({ timeoutMs: 20_000 }, async (toolset) => {
+    await new Promise((resolve) => setTimeout(resolve, 2_200));
+    // Past the bound (counted from the handshake), a call goes at once: it used to wait the whole 2 s each time.
+    for (let i = 0; i < 3; i++) {
+      const result = await toolset.tools.srv__capabilities.execute({}, { signal: AbortSignal.timeout(1_900) });
+      assert.deepEqual(JSON.parse(result.content[0].text), {});
+    }
+  }, { name: 'srv', type: 'streamable-http', url: http.url });
+});
+
 test('streamable HTTP: a response stream quiet while the person answers is not timed out', async (t) => {
   const http = await startHttp();
   t.after(http.close);

@@ -82,8 +82,8 @@ pub const MAX_SSE_RETRY_MS: u64 = 30_000;
 /// How long a session's first tool calls wait for its standalone GET stream to be answered, in ms. A
 /// server sends requests not tied to a call (an SDK's `elicitInput` from a tool) on that stream and
 /// drops them while it is not open yet, so a call racing the stream's opening could wait forever for an
-/// answer to a question it never got. Bounded: a server that holds the stream's headers back costs this
-/// once per session, not a hang.
+/// answer to a question it never got. Counted from the stream's asking, right after the handshake: a
+/// server that holds the stream's headers back delays only the calls made in that window, never a later one.
 pub const MAX_GET_STREAM_OPENING_WAIT_MS: u64 = 2_000;
 /// After `close()` cancels an HTTP transport's tasks, how long it waits for them to finish.
 pub const HTTP_CLOSE_GRACE_MS: u64 = 500;

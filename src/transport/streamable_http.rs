@@ -121,8 +121,8 @@ struct StreamableHttpCore {
 enum Listening {
     /// No stream asked for (before the handshake, or never in the 2026-07-28 era).
     NotAsked,
-    /// Asked for, not answered yet.
-    Opening,
+    /// Asked for at this instant, not answered yet.
+    Opening(Instant),
     /// Answered: open, refused or failed. Later reopenings hold nothing up.
     Answered,
 }
@@ -244,7 +244,7 @@ impl Transport for StreamableHttpTransport {
             tokio::time::timeout(deadline, shared.post(&body, Post::notification()))
                 .await
                 .unwrap_or(Err(McpError::Timeout { after_ms: deadline.as_millis() as u64 }))?;
-            shared.listening.send_replace(Listening::Opening);
+            shared.listening.send_replace(Listening::Opening(Instant::now()));
             shared.tasks.spawn(shared.clone().listen());
             Ok(())
         })
@@ -614,10 +614,17 @@ impl StreamableHttpCore {
     /// that asks the client something sends the question there, and a server drops it while the stream
     /// is not open yet (the conformance suite's elicitation server does; a call racing the GET on a
     /// loaded machine then waited out its timeout).
+    /// The bound runs from the stream's asking, not from each call: a server that holds the stream's
+    /// headers back delays the session's first calls by at most that much, never a later one.
     async fn wait_for_listening(&self) {
+        let Listening::Opening(since) = *self.listening.borrow() else { return };
+        let left = Duration::from_millis(MAX_GET_STREAM_OPENING_WAIT_MS).saturating_sub(since.elapsed());
+        if left.is_zero() {
+            return;
+        }
         let mut listening = self.listening.subscribe();
-        let answered = listening.wait_for(|state| *state != Listening::Opening);
-        let _ = tokio::time::timeout(Duration::from_millis(MAX_GET_STREAM_OPENING_WAIT_MS), answered).await;
+        let answered = listening.wait_for(|state| !matches!(state, Listening::Opening(_)));
+        let _ = tokio::time::timeout(left, answered).await;
     }
 
     /// The standalone GET stream for server-initiated messages. Optional on the server's side: a 405
