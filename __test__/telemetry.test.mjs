@@ -162,6 +162,28 @@ test('the operation duration histogram: the conventions\' attributes, bounded, i
   }
 });
 
+test('a server answering with ever new error codes adds no metric series: codes outside JSON-RPC and MCP\'s own are _OTHER (the span keeps them)', async () => {
+  register();
+  exporter.reset();
+  const server = fixture('otel-codes');
+  const toolset = await mcpTools([server.entry], { warnings: false });
+  try {
+    for (let i = 1; i <= 20; i++) {
+      await assert.rejects(toolset.tools['otel-codes__protocol_error'].execute({ code: 1_000_000 + i }), { code: 'mcp_protocol_error' });
+    }
+    await assert.rejects(toolset.tools['otel-codes__protocol_error'].execute({}), { code: 'mcp_protocol_error' });
+    const { resourceMetrics } = await reader.collect();
+    const metric = resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).find((m) => m.descriptor.name === 'mcp.client.operation.duration');
+    const points = metric.dataPoints.filter((p) => p.attributes['gen_ai.tool.name'] === 'protocol_error' && p.attributes['network.transport'] === 'pipe');
+    assert.deepEqual(points.map((p) => [p.attributes['rpc.response.status_code'], p.attributes['error.type']]).sort(), [['-32602', '-32602'], ['_OTHER', '_OTHER']]);
+    assert.equal(points.find((p) => p.attributes['error.type'] === '_OTHER').value.count, 20);
+    // The span is not a metric: it shows the code as the server sent it.
+    assert.ok(clientSpans().some((span) => span.attributes['rpc.response.status_code'] === '1000007'));
+  } finally {
+    await toolset.close();
+  }
+});
+
 test('the session duration histogram: a lost session with its error.type, a closed one without', async () => {
   register();
   await reader.collect(); // what earlier tests recorded is collected (cumulative): compare counts

@@ -142,7 +142,8 @@ export type CallTarget =
 function spanSafeUri(uri: string): string {
   const cut = uri.search(/[?#]/);
   const bare = cut === -1 ? uri : uri.slice(0, cut);
-  return bare.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/@]*@/i, '$1');
+  // Greedy up to the authority's last `@`: a password may hold a raw `@` of its own.
+  return bare.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/]*@/i, '$1');
 }
 
 export interface ClientTelemetryOptions {
@@ -232,12 +233,16 @@ export class ClientTelemetry {
     if (!session) return;
     this.sessions.delete(server);
     const a = otel();
-    const instruments = a ? activeInstruments(a) : undefined;
-    if (!instruments) return;
-    const attributes: Attributes = { ...this.facts.get(server) };
-    if (session.protocolVersion) attributes['mcp.protocol.version'] = session.protocolVersion;
-    if (errorType) attributes['error.type'] = errorType;
-    instruments.clientSession.record((performance.now() - session.startedAt) / 1000, attributes);
+    try {
+      const instruments = a ? activeInstruments(a) : undefined;
+      if (!instruments) return;
+      const attributes: Attributes = { ...this.facts.get(server) };
+      if (session.protocolVersion) attributes['mcp.protocol.version'] = session.protocolVersion;
+      if (errorType) attributes['error.type'] = errorType;
+      instruments.clientSession.record((performance.now() - session.startedAt) / 1000, attributes);
+    } catch {
+      // A failing meter must not disturb the toolset: the diagnostic is still reported, close() still resolves.
+    }
   }
 
   start(call: CallTarget): CallRecording | undefined {
@@ -314,9 +319,23 @@ function startCall(
         if (errorType !== undefined) span.setStatus({ code: a.SpanStatusCode.ERROR, message: errorType });
         span.end(startedAt + elapsedMs);
       }
-      instruments?.clientOperation.record(elapsedMs / 1000, { ...common, ...outcome });
+      // The span keeps the server's code as sent; a metric's attributes must stay few, whatever a server answers.
+      const bounded: Attributes = { ...outcome };
+      if (report?.rpcCode !== undefined) {
+        const shown = metricRpcCode(report.rpcCode);
+        bounded['rpc.response.status_code'] = shown;
+        if (bounded['error.type'] === String(report.rpcCode)) bounded['error.type'] = shown;
+      }
+      instruments?.clientOperation.record(elapsedMs / 1000, { ...common, ...bounded });
     },
   };
+}
+
+/** The JSON-RPC error codes a metric shows as themselves; any other code a server sends is `_OTHER`. */
+const STANDARD_RPC_CODES: ReadonlySet<number> = new Set([-32700, -32600, -32601, -32602, -32603, -32002, -32042]);
+
+function metricRpcCode(code: number): string {
+  return STANDARD_RPC_CODES.has(code) ? String(code) : '_OTHER';
 }
 
 /**

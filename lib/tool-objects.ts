@@ -156,8 +156,10 @@ export function makeTool(calls: CallChannel, wire: WireTool, record?: RecordOutc
         // BigInt, cycles, functions: not JSON, so not arguments a server could receive.
         return Promise.reject(createMcpError('mcp_invalid_arguments', `tool arguments are not JSON: ${(error as Error).message}`));
       }
+      // The context first: a getter that throws there must not leave a span started and never ended.
+      const contextJson = callContextJson(ctx);
       const recording = remote ? calls.telemetry?.start({ method: 'tools/call', server: projected.server, target: projected.remoteName }) : undefined;
-      const pending = calls.call(name, json, signal, callContextJson(ctx), onProgress, recording);
+      const pending = calls.call(name, json, signal, contextJson, onProgress, recording);
       if (!record) return pending;
       // Settled only after the policy has heard: a next call's decide sees this one counted.
       return pending.then(
