@@ -769,6 +769,12 @@ impl ConnectionCore {
 
     /// End the connection: every pending request fails with `reason`. Returns false if already ended.
     fn end(&self, reason: McpError) -> bool {
+        self.end_then(reason, |_| {})
+    }
+
+    /// [`Self::end`], with `before_replies` run once the connection is marked ended and before any
+    /// pending request hears of it (told whether the connection was open).
+    fn end_then(&self, reason: McpError, before_replies: impl FnOnce(bool)) -> bool {
         let pending = {
             let mut state = self.state.lock();
             if state.ended.is_some() {
@@ -784,6 +790,7 @@ impl ConnectionCore {
         self.stop_rounds.cancel();
         // Before the connection is open only its handshake is out, and its failure is the opening's to read.
         let opened = self.open.load(Ordering::SeqCst);
+        before_replies(opened);
         for (_, p) in pending {
             p.reply.send(Err(lost_request_error(&reason, opened && p.dispatched)));
         }
@@ -795,9 +802,13 @@ impl ConnectionCore {
         // The transport is closed by the connection's owner, whose close() is awaited and tracked (the
         // toolset's supervisor), not by a task nobody waits for. Before the connection is open, its
         // opening reports the failure (a probe that killed a stdio child is not the server's loss).
-        if self.end(reason.clone()) && self.open.load(Ordering::SeqCst) {
-            self.events.connection_lost(&reason);
-        }
+        // The owner hears of the loss before the calls do: a caller reacting to its failed call finds the
+        // server no longer live (purra's catalogue stale at once), never a call sent towards what comes back.
+        self.end_then(reason.clone(), |opened| {
+            if opened {
+                self.events.connection_lost(&reason);
+            }
+        });
     }
 
     /// The connection is open: from now on a loss is reported to the owner (one that happened just
