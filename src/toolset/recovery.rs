@@ -237,9 +237,7 @@ impl Supervisor {
     /// One attempt: connect, list, vet and publish as a first connect does; live once published.
     pub(super) async fn reconnect_once(self: Arc<Self>) -> Result<(), Failure> {
         let attached = self.clone().attach().await?;
-        self.shared.apply(&self.identity_view(), attached.listing, &attached.vetting);
-        // After publishing, as on a re-listing: what the vetting reports is in force when it is heard.
-        attached.diagnostics.into_iter().for_each(|d| self.shared.report(d));
+        self.shared.apply(&self.identity_view(), attached.listing, &attached.vetting, attached.diagnostics);
         let live = self.go_live();
         drop(attached.cycle);
         match live {

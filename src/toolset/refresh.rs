@@ -214,9 +214,7 @@ impl Supervisor {
         match vetted {
             Ok((listing, (vetting, diagnostics))) => {
                 self.catalogue_listed(&listing);
-                shared.apply(&self.identity_view(), listing, &vetting);
-                // Told once in force: an owner that acts on `tool-quarantined` finds the tool quarantined.
-                diagnostics.into_iter().for_each(|d| shared.report(d));
+                shared.apply(&self.identity_view(), listing, &vetting, diagnostics);
                 Ok(())
             }
             Err(e) => {

@@ -136,12 +136,16 @@ impl ToolsetContext {
 
     /// Replace one server's part of the map with a fresh listing and tell the owner what moved. The
     /// owner hears of changes in the order the tables were published (events are sent, without
-    /// blocking, while the next writer waits).
+    /// blocking, while the next writer waits). The vetting's own diagnostics (quarantined, withheld,
+    /// removed) go out once the table is published, so they are in force when heard, and before the
+    /// `tools-changed` that sums the change up: an owner acting on that one already knows which tools
+    /// were held back.
     pub fn apply(
         &self,
         server: &ServerIdentity<'_>,
         listing: crate::session::catalog::Listing,
         vetting: &routes::Vetting,
+        vetting_diagnostics: Vec<Diagnostic>,
     ) {
         let index = server.index;
         let _writer = self.projecting.lock();
@@ -152,7 +156,7 @@ impl ToolsetContext {
         let change = routes::diff(server.name, &current.servers[index].tools, &next.servers[index].tools);
         let (virtual_before, virtual_after) = (local::virtual_tools(&current), local::virtual_tools(&next));
         self.publish(next);
-        diagnostics.into_iter().for_each(|d| self.report(d));
+        diagnostics.into_iter().chain(vetting_diagnostics).for_each(|d| self.report(d));
         if virtual_before.len() != virtual_after.len() {
             self.events.tools_changed(&ToolsChange {
                 server: LOCAL_SERVER.to_owned(),
