@@ -1,4 +1,10 @@
-//! Every bound the engine enforces, named with its unit.
+//! Every bound the engine enforces, named with its unit: sizes, counts, waits and timeouts a server,
+//! a host or a configuration file could otherwise push without end, on the client and in
+//! `createMcpServer`.
+//!
+//! Not here, on purpose: lengths a format or cryptography fixes (a `jti`'s, a salt's or a key's bytes,
+//! JavaScript's largest safe integer), read-buffer sizes and polling cadences that tune the engine
+//! without bounding anything, and the heuristics of secret redaction (`guard::redact`).
 
 /// Idle timeout of one request when the caller sets none. Progress notifications reset it.
 pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
@@ -403,3 +409,122 @@ pub const MAX_FRONTMATTER_BYTES: usize = 64 * 1024;
 /// Skill entries kept from one server's listing (what a later load starts from); the rest are listed as
 /// skipped. Each holds at most `MAX_SKILL_FILES` files.
 pub const MAX_LISTED_SKILLS_PER_SERVER: usize = 1_000;
+
+// Tool schemas vetted at discovery (src/schema/profile.rs).
+/// Deepest nesting of a profile schema, in levels of JSON (the root object is level 0).
+pub const MAX_PROFILE_SCHEMA_DEPTH_LEVELS: usize = 32;
+/// Most JSON values (keys included) in one profile schema.
+pub const MAX_PROFILE_SCHEMA_NODES: usize = 4_096;
+
+// createMcpServer (src/server/): messages, calls, HTTP sessions.
+/// The largest JSON-RPC message accepted, in bytes: an HTTP request body, a stdio line.
+pub const MAX_SERVER_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+/// Tool calls executing at once per server (in-process and every listener together); more wait.
+pub const MAX_CONCURRENT_SERVER_CALLS: usize = 64;
+/// HTTP connections open at once per listener; one more is answered 503 and closed. A request body
+/// must arrive within `limits::SERVER_HTTP_BODY_READ_TIMEOUT_MS` and no response write may stall past
+/// `limits::SERVER_HTTP_WRITE_STALL_TIMEOUT_MS`, so idle clients cannot hold these for long.
+pub const MAX_HTTP_CONNECTIONS: usize = 256;
+/// 2025-era HTTP sessions held at once per listener; an `initialize` beyond it takes the place of the
+/// sessions idle for `HTTP_SESSION_IDLE_MS`, or else of the least recently used one.
+pub const MAX_HTTP_SESSIONS: usize = 1_024;
+/// How long a 2025-era HTTP session may go unused before it is dropped for a new one, in ms.
+pub const HTTP_SESSION_IDLE_MS: u64 = 30 * 60 * 1_000;
+/// How long a client may take to send a request's headers, in ms.
+pub const HTTP_HEADER_READ_TIMEOUT_MS: u64 = 10_000;
+/// Tools one `createMcpServer` may publish.
+pub const MAX_SERVER_TOOLS: usize = MAX_TOOLS_PER_SERVER;
+/// A tool name's length, in characters (MCP 2025-11-25: 1 to 128 of `A-Z a-z 0-9 _ - .`).
+pub const MAX_SERVER_TOOL_NAME_CHARS: usize = 128;
+/// An error message from `execute` kept in an `isError` result, in bytes.
+pub const MAX_TOOL_ERROR_MESSAGE_BYTES: usize = 16 * 1024;
+/// Requests a stdio `createMcpServer` has read and not yet answered, at most (calls beyond the server's call bound wait there, and
+/// `ping`s and listings are answered meanwhile).
+pub const MAX_STDIO_REQUESTS_IN_FLIGHT: usize = 2 * MAX_CONCURRENT_SERVER_CALLS;
+/// Keyed calls (with a journal) started or waiting for an execution slot at once; one more is refused
+/// with `Refusal::Busy` instead of queuing its arguments without bound.
+pub const MAX_QUEUED_KEYED_CALLS: usize = 2 * MAX_CONCURRENT_SERVER_CALLS;
+/// How long a keyed call is held in the journal by its running owner without renewal, in ms: another
+/// process takes it over only after that. Renewed every third of it while `execute` runs; a renewal
+/// that fails or finds the call no longer its own stops the owner's run (its outcome is then unknown,
+/// and it is not recorded). Shorter in unit tests, which wait for a lease to lapse.
+pub const CALL_LEASE_MS: u64 = if cfg!(test) { 1_500 } else { 30_000 };
+
+// OAuth device flow (src/auth/device.rs).
+/// The longest user code shown (RFC 8628 suggests 8 characters; some servers group them).
+pub const MAX_USER_CODE_CHARS: usize = 64;
+
+// What the tool map and its local tools show, and what the engine remembers per process.
+/// Characters of a server name shown in the disclosure prompt; the rest is cut so a name cannot crowd
+/// out the prompt.
+pub const MAX_PROMPT_SERVER_NAME_CHARS: usize = 64;
+/// The longest MCP Apps `resourceUri` kept from a tool's metadata, in bytes: it is server text the host
+/// will act on.
+pub const MAX_RESOURCE_URI_BYTES: usize = 2048;
+/// Matches `mcp__search_tools` returns at most (the model's `limit` is clamped to it).
+pub const MAX_SEARCH_RESULTS: usize = 20;
+/// Entries (resources, then templates) shown by one `mcp__resources` listing; the rest are counted.
+pub const MAX_SHOWN_RESOURCES: usize = 100;
+/// Longest resource name (and MIME type) shown to the model, in characters: listings are the servers' words.
+pub const MAX_SHOWN_RESOURCE_NAME_CHARS: usize = 128;
+/// Longest resource description shown to the model, in characters.
+pub const MAX_SHOWN_RESOURCE_DESCRIPTION_CHARS: usize = 512;
+/// Longest URI (or URI template) listed, in bytes: a longer one is left out, not cut (a cut URI names
+/// another resource).
+pub const MAX_SHOWN_RESOURCE_URI_BYTES: usize = 2048;
+/// The spec's bound on a completion's values: a server must send at most this many.
+pub const MAX_COMPLETION_VALUES: usize = 100;
+/// Servers whose protocol era this process remembers, at most; past it the memory starts over (a probe
+/// each is all that costs).
+pub const MAX_REMEMBERED_SERVERS: usize = 4_096;
+
+// Skills shown to the model (src/toolset/skills.rs).
+/// Longest skill description shown by `mcp__skills`, in characters.
+pub const MAX_SHOWN_SKILL_DESCRIPTION_CHARS: usize = 512;
+/// Skills shown by one `mcp__skills` listing; the rest are counted (name a `server` to see only its own).
+pub const MAX_SHOWN_SKILLS: usize = 100;
+/// Skill URIs named in an error about a name several skills of a server share.
+pub const MAX_SHOWN_AMBIGUOUS_SKILLS: usize = 5;
+/// The longest wait for a server's `skills/list` at connect (or the call timeout, if shorter): a server
+/// that is slow to list its skills delays its tools by this at most, and is then listed without skills.
+pub const MAX_SKILLS_LIST_AT_CONNECT_MS: u64 = 5_000;
+
+// Streams a server holds open, and configured headers (src/transport/streamable_http.rs,
+// src/toolset/refresh.rs, src/guard/headers.rs).
+/// Modern-era `subscriptions/listen` attempts in a row that end within `LISTEN_STREAM_HEALTHY_MS` before
+/// listening for tool-list changes is given up.
+pub const MAX_LISTEN_STREAM_FAILURES: u32 = 5;
+/// A `subscriptions/listen` stream that lived this long was healthy, in ms.
+pub const LISTEN_STREAM_HEALTHY_MS: u64 = 5_000;
+/// The wait before opening `subscriptions/listen` again, in ms (times the failures in a row).
+pub const LISTEN_STREAM_RETRY_MS: u64 = 1_000;
+/// The wait when a resumable stream breaks and the server named no `retry` delay, in ms.
+pub const DEFAULT_STREAM_RETRY_MS: u64 = 1_000;
+/// Resumptions of one response stream before its call fails.
+pub const MAX_STREAM_RESUMES: u32 = 5;
+/// Consecutive failed or empty GET streams before the transport stops reopening it.
+pub const MAX_GET_STREAM_FAILURES: u32 = 5;
+/// Longest configured header value (`headers`, `headersFromEnv`), in bytes.
+pub const MAX_HEADER_VALUE_BYTES: usize = 16 * 1024;
+/// All configured header names and values of one server together, in bytes.
+pub const MAX_HEADER_BYTES_PER_SERVER: usize = 64 * 1024;
+
+// purra idempotent calls (src/purra.rs).
+/// The longest `timeoutMs` a host may set for a purra call, in ms.
+pub const MAX_PURRA_TIMEOUT_MS: u64 = 300_000;
+/// Bounds of a value that is digested: levels of nesting, values (keys included), bytes of strings.
+pub const MAX_PURRA_IDENTITY_DEPTH_LEVELS: usize = 64;
+pub const MAX_PURRA_IDENTITY_NODES: usize = 65_536;
+pub const MAX_PURRA_IDENTITY_BYTES: usize = 1_048_576;
+
+// The Postgres connection store (src/store/postgres.rs).
+/// The largest pool `createPostgresMcpConnectionStore` accepts: far above any useful size (see
+/// `store::postgres::DEFAULT_POOL_SIZE`), low enough that a typo cannot ask for more connections than a server allows.
+pub const MAX_POSTGRES_POOL_SIZE: usize = 1024;
+/// The longest timeout accepted: Postgres's own bound for `statement_timeout` (2^31 - 1 ms, ~24.8 days).
+pub const MAX_POSTGRES_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(i32::MAX as u64);
+
+// stdio transport writes (src/transport/stdio/).
+/// Bytes of queued requests written to a stdio server in one go; a larger burst is written in more than
+/// one, so one huge burst is not held twice in memory.
+pub const MAX_COALESCED_WRITE_BYTES: usize = 1024 * 1024;

@@ -13,13 +13,16 @@
 //!
 //! A refusal is one of purra's stable codes (`mcp_schema_unsupported`, …), never the server's text.
 
+use crate::limits::{
+    MAX_PURRA_IDENTITY_BYTES, MAX_PURRA_IDENTITY_DEPTH_LEVELS, MAX_PURRA_IDENTITY_NODES, MAX_PURRA_TIMEOUT_MS,
+};
 use crate::schema::profile;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 /// Limits when the host sets none, and the most it may set (the timeout may be raised to
-/// [`MAX_TIMEOUT_MS`]).
+/// [`MAX_PURRA_TIMEOUT_MS`]).
 pub const DEFAULT_LIMITS: Limits = Limits {
     max_pages: 32,
     max_tools: 256,
@@ -30,14 +33,8 @@ pub const DEFAULT_LIMITS: Limits = Limits {
     max_content_blocks: 128,
     timeout_ms: 30_000,
 };
-/// The longest `timeoutMs` a host may set.
-pub const MAX_TIMEOUT_MS: u64 = 300_000;
 /// The identity profile the digest follows, hashed in as its first line.
 pub const JSON_IDENTITY_PROFILE: &str = "purra.json-identity/v1";
-/// Bounds of a value that is digested: levels of nesting, values (keys included), bytes of strings.
-const MAX_IDENTITY_DEPTH_LEVELS: usize = 64;
-const MAX_IDENTITY_NODES: usize = 65_536;
-const MAX_IDENTITY_BYTES: usize = 1_048_576;
 
 /// A stable refusal code of purra's list.
 pub type Code = &'static str;
@@ -64,7 +61,7 @@ pub fn limits(given: &str) -> Result<Limits, Code> {
     let defaults = merged.as_object_mut().expect("an object");
     for (key, value) in given {
         let cap = match defaults.get(&key).and_then(Value::as_u64) {
-            Some(_) if key == "timeoutMs" => MAX_TIMEOUT_MS,
+            Some(_) if key == "timeoutMs" => MAX_PURRA_TIMEOUT_MS,
             Some(default) => default,
             None => return Err(invalid),
         };
@@ -175,13 +172,13 @@ pub fn identity_digest(value: &Value) -> Option<String> {
     let mut out = String::with_capacity(256);
     out.push_str(JSON_IDENTITY_PROFILE);
     out.push('\n');
-    let mut budget = (MAX_IDENTITY_NODES, MAX_IDENTITY_BYTES);
+    let mut budget = (MAX_PURRA_IDENTITY_NODES, MAX_PURRA_IDENTITY_BYTES);
     encode(value, 0, &mut budget, &mut out)?;
     Some(hex(&Sha256::digest(out.as_bytes())))
 }
 
 fn encode(value: &Value, depth: usize, budget: &mut (usize, usize), out: &mut String) -> Option<()> {
-    if depth > MAX_IDENTITY_DEPTH_LEVELS {
+    if depth > MAX_PURRA_IDENTITY_DEPTH_LEVELS {
         return None;
     }
     budget.0 = budget.0.checked_sub(1)?;
@@ -322,7 +319,7 @@ mod tests {
         assert_eq!(identity_digest(&json!(-0.0)), identity_digest(&json!(0)));
         assert_ne!(identity_digest(&json!("1")), identity_digest(&json!(1)));
         let mut deep = json!(1);
-        for _ in 0..=MAX_IDENTITY_DEPTH_LEVELS {
+        for _ in 0..=MAX_PURRA_IDENTITY_DEPTH_LEVELS {
             deep = json!([deep]);
         }
         assert_eq!(identity_digest(&deep), None);

@@ -16,9 +16,9 @@ use crate::egress::Egress;
 use crate::error::{McpError, Result};
 use crate::guard::redact::REDACTED;
 use crate::limits::{
-    OAUTH_DEVICE_DEFAULT_EXPIRES_SECS, OAUTH_DEVICE_DEFAULT_INTERVAL_SECS, OAUTH_DEVICE_MAX_EXPIRES_SECS,
-    OAUTH_DEVICE_MAX_INTERVAL_SECS, OAUTH_DEVICE_MIN_INTERVAL_SECS, OAUTH_DEVICE_POLL_TIMEOUT_SECS,
-    OAUTH_DEVICE_SLOW_DOWN_SECS,
+    MAX_USER_CODE_CHARS, OAUTH_DEVICE_DEFAULT_EXPIRES_SECS, OAUTH_DEVICE_DEFAULT_INTERVAL_SECS,
+    OAUTH_DEVICE_MAX_EXPIRES_SECS, OAUTH_DEVICE_MAX_INTERVAL_SECS, OAUTH_DEVICE_MIN_INTERVAL_SECS,
+    OAUTH_DEVICE_POLL_TIMEOUT_SECS, OAUTH_DEVICE_SLOW_DOWN_SECS,
 };
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
@@ -261,9 +261,6 @@ impl DeviceFlow<'_> {
         }
     }
 }
-
-/// The longest user code shown (RFC 8628 suggests 8 characters; some servers group them).
-const MAX_USER_CODE_CHARS: usize = 64;
 
 fn expired() -> TokenError {
     McpError::Auth("the device code expired before the person approved it; the sign-in has to start again".to_owned())

@@ -2,11 +2,9 @@
 //! header values are where credentials live.
 
 use crate::error::{McpError, Result};
+use crate::limits::{MAX_HEADER_BYTES_PER_SERVER, MAX_HEADER_VALUE_BYTES};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
-
-pub const MAX_HEADER_VALUE_BYTES: usize = 16 * 1024;
-pub const MAX_HEADER_BYTES_PER_SERVER: usize = 64 * 1024;
 
 /// Headers the transport owns. Letting configuration set them would break the session or the framing.
 pub const PROTOCOL_OWNED_HEADERS: &[&str] = &[

@@ -5,9 +5,7 @@
 //! plugin file supplies, are reduced to the characters a tool name may hold.
 
 use super::disclosure::Tier;
-
-/// Characters of a server name shown; the rest is cut so a name cannot crowd out the prompt.
-pub const MAX_PROMPT_SERVER_NAME_CHARS: usize = 64;
+use crate::limits::MAX_PROMPT_SERVER_NAME_CHARS;
 
 /// What the prompt says about one configured server.
 #[derive(Debug, Clone, PartialEq, Eq)]

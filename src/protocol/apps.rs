@@ -3,6 +3,7 @@
 //! may call it. This client only carries that to the host: it declares the extension when the host
 //! says it renders apps, reads `ui://` resources like any other, and never renders or fetches anything.
 
+use crate::limits::MAX_RESOURCE_URI_BYTES;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -11,9 +12,6 @@ pub const APPS_EXTENSION: &str = "io.modelcontextprotocol/ui";
 
 /// The MIME type of an app's HTML resource.
 pub const APP_MIME_TYPE: &str = "text/html;profile=mcp-app";
-
-/// The longest `resourceUri` kept: a tool's metadata is server text the host will act on.
-const MAX_RESOURCE_URI_BYTES: usize = 2048;
 
 /// What the client declares under `capabilities.extensions` when the host renders apps.
 pub fn capability() -> Value {

@@ -12,6 +12,7 @@
 //!
 //! A pure function of the schema: no reference is followed, nothing is fetched.
 
+use crate::limits::{MAX_PROFILE_SCHEMA_DEPTH_LEVELS, MAX_PROFILE_SCHEMA_NODES};
 use serde_json::{Map, Value};
 
 /// The only `$schema` a bound tool's schema may declare, and only at its root.
@@ -42,10 +43,6 @@ pub const PROFILE_KEYWORDS: [&str; 18] = [
 
 /// The types `type` may name.
 const TYPES: [&str; 7] = ["array", "boolean", "integer", "null", "number", "object", "string"];
-/// Deepest nesting of a profile schema, in levels of JSON (the root object is level 0).
-pub const MAX_PROFILE_SCHEMA_DEPTH_LEVELS: usize = 32;
-/// Most JSON values (keys included) in one profile schema.
-pub const MAX_PROFILE_SCHEMA_NODES: usize = 4_096;
 /// The largest integer JSON carries exactly between runtimes (2^53 - 1).
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 

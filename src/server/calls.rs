@@ -10,7 +10,7 @@
 //! lapses (its owner died). A successful result is recorded; an `isError` result or a failure gives the
 //! call up, so a retry runs again.
 
-use super::{Execution, McpServerCore, MAX_CONCURRENT_SERVER_CALLS, MAX_TOOL_ERROR_MESSAGE_BYTES};
+use super::{Execution, McpServerCore};
 use crate::error::{McpError, Result};
 use crate::store::journal::{call_fingerprint, CallSlot, McpJournal, RecordedCall};
 use parking_lot::Mutex;
@@ -22,6 +22,7 @@ use std::time::Duration;
 
 /// A result that ran but is not recorded yet: its arguments' fingerprint and the result's JSON.
 type Unrecorded = (String, String);
+use crate::limits::{CALL_LEASE_MS, MAX_CONCURRENT_SERVER_CALLS, MAX_QUEUED_KEYED_CALLS, MAX_TOOL_ERROR_MESSAGE_BYTES};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 /// What a call may fail with before `execute` is reached (a JSON-RPC error on the wire, a typed error
@@ -57,9 +58,6 @@ pub const SERVER_BUSY: i64 = -32000;
 pub const BUSY_MESSAGE: &str = "Server busy: too many calls are running or waiting; retry later";
 /// [`Refusal::KeyReused`]'s text (JSON-RPC invalid params on the wire; `mcp_invalid_arguments` in process).
 pub const KEY_REUSED_MESSAGE: &str = "Idempotency key reused: it was first used with other arguments (or another tool), so this call is refused; use a new key for a new call";
-/// Keyed calls (with a journal) started or waiting for an execution slot at once; one more is refused
-/// with [`Refusal::Busy`] instead of queuing its arguments without bound.
-pub const MAX_QUEUED_KEYED_CALLS: usize = 2 * MAX_CONCURRENT_SERVER_CALLS;
 
 /// A keyed call whose key was recorded (or is running) with other arguments.
 #[derive(Debug, Clone, Copy)]
@@ -72,11 +70,6 @@ type Shared = std::result::Result<std::result::Result<Arc<str>, KeyReused>, Arc<
 /// Where one keyed call's result is announced: `None` until it is known.
 type Announced = watch::Receiver<Option<Shared>>;
 
-/// How long a keyed call is held in the journal by its running owner without renewal, in ms: another
-/// process takes it over only after that. Renewed every third of it while `execute` runs; a renewal
-/// that fails or finds the call no longer its own stops the owner's run (its outcome is then unknown,
-/// and it is not recorded). Shorter in unit tests, which wait for a lease to lapse.
-pub const CALL_LEASE_MS: u64 = if cfg!(test) { 1_500 } else { 30_000 };
 /// Words of the error a keyed call ends with when its lease is lost (matched by the wire's error text).
 pub(crate) const OUTCOME_UNKNOWN: &str = "outcome is unknown";
 /// Attempts at recording a finished call's result before it is kept in memory (answering repeats in

@@ -13,12 +13,12 @@
 //! number); every later request must carry it (400 without, 404 for one this server does not hold).
 
 use super::dispatch::{self, claim_of, Claim, RpcError, INVALID_REQUEST, PARSE_ERROR};
-use super::{
-    McpServerCore, HTTP_HEADER_READ_TIMEOUT_MS, HTTP_SESSION_IDLE_MS, MAX_HTTP_CONNECTIONS, MAX_HTTP_SESSIONS,
-    MAX_SERVER_MESSAGE_BYTES,
-};
+use super::McpServerCore;
 use crate::error::{McpError, Result};
-use crate::limits::SERVER_HTTP_BODY_READ_TIMEOUT_MS;
+use crate::limits::{
+    HTTP_HEADER_READ_TIMEOUT_MS, HTTP_SESSION_IDLE_MS, MAX_HTTP_CONNECTIONS, MAX_HTTP_SESSIONS,
+    MAX_SERVER_MESSAGE_BYTES, SERVER_HTTP_BODY_READ_TIMEOUT_MS,
+};
 use crate::protocol::era::{Era, HEADER_MISMATCH, MODERN_PROTOCOL_VERSIONS};
 use crate::protocol::jsonrpc::{is_echoable_id, Message, RawMessage, INVALID_PARAMS};
 use crate::protocol::mcp::SUPPORTED_PROTOCOL_VERSIONS;

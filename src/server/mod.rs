@@ -21,6 +21,7 @@ pub mod http;
 pub mod stdio;
 
 use crate::error::{McpError, Result};
+use crate::limits::{MAX_SERVER_TOOLS, MAX_SERVER_TOOL_NAME_CHARS};
 use crate::protocol::mcp::Tool;
 use crate::store::journal::McpJournal;
 use futures_util::future::BoxFuture;
@@ -28,28 +29,6 @@ use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
-
-/// The largest JSON-RPC message accepted, in bytes: an HTTP request body, a stdio line.
-pub const MAX_SERVER_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
-/// Tool calls executing at once per server (in-process and every listener together); more wait.
-pub const MAX_CONCURRENT_SERVER_CALLS: usize = 64;
-/// HTTP connections open at once per listener; one more is answered 503 and closed. A request body
-/// must arrive within `limits::SERVER_HTTP_BODY_READ_TIMEOUT_MS` and no response write may stall past
-/// `limits::SERVER_HTTP_WRITE_STALL_TIMEOUT_MS`, so idle clients cannot hold these for long.
-pub const MAX_HTTP_CONNECTIONS: usize = 256;
-/// 2025-era HTTP sessions held at once per listener; an `initialize` beyond it takes the place of the
-/// sessions idle for `HTTP_SESSION_IDLE_MS`, or else of the least recently used one.
-pub const MAX_HTTP_SESSIONS: usize = 1_024;
-/// How long a 2025-era HTTP session may go unused before it is dropped for a new one, in ms.
-pub const HTTP_SESSION_IDLE_MS: u64 = 30 * 60 * 1_000;
-/// How long a client may take to send a request's headers, in ms.
-pub const HTTP_HEADER_READ_TIMEOUT_MS: u64 = 10_000;
-/// Tools one server may publish.
-pub const MAX_SERVER_TOOLS: usize = crate::limits::MAX_TOOLS_PER_SERVER;
-/// A tool name's length, in characters (MCP 2025-11-25: 1 to 128 of `A-Z a-z 0-9 _ - .`).
-pub const MAX_SERVER_TOOL_NAME_CHARS: usize = 128;
-/// An error message from `execute` kept in an `isError` result, in bytes.
-pub const MAX_TOOL_ERROR_MESSAGE_BYTES: usize = 16 * 1024;
 
 /// What `execute` made of one call.
 #[derive(Debug, Clone, PartialEq)]

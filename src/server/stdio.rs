@@ -8,8 +8,9 @@
 //! write and flush for whatever is ready. End of input ends serving once every request read is answered.
 
 use super::dispatch::{self, claim_of, RpcError, INVALID_REQUEST, PARSE_ERROR};
-use super::{McpServerCore, MAX_CONCURRENT_SERVER_CALLS, MAX_SERVER_MESSAGE_BYTES};
+use super::McpServerCore;
 use crate::error::{McpError, Result};
+use crate::limits::{MAX_SERVER_MESSAGE_BYTES, MAX_STDIO_REQUESTS_IN_FLIGHT};
 use crate::protocol::jsonrpc::{is_echoable_id, Message, RawMessage};
 use parking_lot::Mutex;
 use std::io::BufRead;
@@ -20,9 +21,6 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// Requests read and not yet answered, at most (calls beyond the server's call bound wait there, and
-/// `ping`s and listings are answered meanwhile).
-pub const MAX_STDIO_REQUESTS_IN_FLIGHT: usize = 2 * MAX_CONCURRENT_SERVER_CALLS;
 /// Lines read ahead of the requests being handled.
 const LINES_READ_AHEAD: usize = 64;
 /// Responses waiting for the writer.

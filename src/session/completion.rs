@@ -2,12 +2,10 @@
 //! variable (`ref/resource`), with the values already chosen as `context.arguments`.
 
 use crate::error::{McpError, Result};
+use crate::limits::MAX_COMPLETION_VALUES;
 use crate::session::connection::{Connection, RequestOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-
-/// The spec's bound on a completion's values: a server must send at most this many.
-pub const MAX_COMPLETION_VALUES: usize = 100;
 
 /// What is being completed, as the caller names it (`{type: 'ref/prompt', name}` or
 /// `{type: 'ref/resource', uri}`).

@@ -17,6 +17,8 @@ use super::sqlite::{decode, encode, RawRow};
 use super::{store_error, unknown_row_error, ConnectionStore, Fingerprints, StoredServer};
 use crate::error::{McpError, Result};
 use crate::guard::redact::Secrets;
+
+use crate::limits::{MAX_POSTGRES_POOL_SIZE, MAX_POSTGRES_TIMEOUT};
 use deadpool_postgres::{Hook, HookError, Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
 use futures_util::future::BoxFuture;
 use rustls::pki_types::pem::PemObject;
@@ -43,11 +45,6 @@ pub const SCHEMA_LOCK_KEY: i64 = 0x6d63_7066_6572_7279;
 /// fleet's connections add up (workers × pool ≤ the server's max_connections); bench/pg-claims.md
 /// measured more claims per second with pools of 1-4 than of 8-16 when 16 workers claim at once.
 pub const DEFAULT_POOL_SIZE: usize = 4;
-/// The largest pool `createPostgresMcpConnectionStore` accepts: far above any useful size (see
-/// DEFAULT_POOL_SIZE), low enough that a typo cannot ask for more connections than a server allows.
-pub const MAX_POOL_SIZE: usize = 1024;
-/// The longest timeout accepted: Postgres's own bound for `statement_timeout` (2^31 - 1 ms, ~24.8 days).
-pub const MAX_TIMEOUT: Duration = Duration::from_millis(i32::MAX as u64);
 /// How long opening a connection (TCP, TLS, authentication) may take.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one statement may run on the server before it cancels it (`statement_timeout`).
@@ -181,10 +178,12 @@ impl PostgresOptions {
         let mut options = PostgresOptions::new(connection_string.clone());
         let milliseconds = |name: &str, value: &serde_json::Value| -> Result<Duration> {
             match value.as_u64() {
-                Some(ms) if ms >= 1 && u128::from(ms) <= MAX_TIMEOUT.as_millis() => Ok(Duration::from_millis(ms)),
+                Some(ms) if ms >= 1 && u128::from(ms) <= MAX_POSTGRES_TIMEOUT.as_millis() => {
+                    Ok(Duration::from_millis(ms))
+                }
                 _ => Err(invalid(format!(
                     "`{name}` must be a whole number of milliseconds from 1 to {}",
-                    MAX_TIMEOUT.as_millis()
+                    MAX_POSTGRES_TIMEOUT.as_millis()
                 ))),
             }
         };
@@ -192,9 +191,11 @@ impl PostgresOptions {
             match name.as_str() {
                 "connectionString" => {}
                 "poolSize" => {
-                    options.pool_size =
-                        value.as_u64().filter(|size| *size >= 1 && *size <= MAX_POOL_SIZE as u64).ok_or_else(|| {
-                            invalid(format!("`poolSize` must be a whole number from 1 to {}", MAX_POOL_SIZE))
+                    options.pool_size = value
+                        .as_u64()
+                        .filter(|size| *size >= 1 && *size <= MAX_POSTGRES_POOL_SIZE as u64)
+                        .ok_or_else(|| {
+                            invalid(format!("`poolSize` must be a whole number from 1 to {}", MAX_POSTGRES_POOL_SIZE))
                         })? as usize;
                 }
                 "connectTimeoutMs" => options.connect_timeout = milliseconds(name, value)?,

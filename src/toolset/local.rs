@@ -6,13 +6,13 @@
 
 use super::routes::RouteTable;
 use crate::error::{McpError, Result};
+use crate::limits::MAX_SEARCH_RESULTS;
 use crate::projection::disclosure::{MCP_DESCRIBE_TOOL, MCP_SEARCH_TOOLS};
 use crate::projection::{json_text, ProjectedTool};
 
 /// The `server` of the tools mcpferry answers itself.
 pub const LOCAL_SERVER: &str = "mcpferry";
 const DEFAULT_SEARCH_RESULTS: usize = 5;
-const MAX_SEARCH_RESULTS: usize = 20;
 
 /// The local tool of skills (`exposeSkills`).
 pub const MCP_SKILLS: &str = "mcp__skills";

@@ -11,20 +11,16 @@ use super::Toolset;
 use crate::error::{McpError, Result};
 use crate::guard::redact::shown_uri;
 use crate::guard::server_text::{is_format, steers};
+
+use crate::limits::{
+    MAX_SHOWN_RESOURCES, MAX_SHOWN_RESOURCE_DESCRIPTION_CHARS, MAX_SHOWN_RESOURCE_NAME_CHARS,
+    MAX_SHOWN_RESOURCE_URI_BYTES,
+};
 use crate::session::connection::AbortHandle;
 use crate::session::resources::{self, Body};
 use base64::Engine as _;
 use serde_json::{json, Value};
 use std::sync::Arc;
-
-/// Entries (resources, then templates) shown by one listing; the rest are counted.
-const MAX_SHOWN_RESOURCES: usize = 100;
-/// Longest name and description shown, in characters: listings are the servers' words.
-const MAX_SHOWN_NAME_CHARS: usize = 128;
-const MAX_SHOWN_DESCRIPTION_CHARS: usize = 512;
-/// Longest URI (or URI template) listed, in bytes: a longer one is left out, not cut (a cut URI names
-/// another resource).
-const MAX_SHOWN_URI_BYTES: usize = 2048;
 
 fn cut(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
@@ -32,7 +28,7 @@ fn cut(text: &str, max: usize) -> String {
 
 /// A URI the model may be shown and give back: bounded, with nothing that steers or hides text.
 fn showable_uri(uri: &str) -> bool {
-    uri.len() <= MAX_SHOWN_URI_BYTES && !uri.chars().any(|c| steers(c) || is_format(c))
+    uri.len() <= MAX_SHOWN_RESOURCE_URI_BYTES && !uri.chars().any(|c| steers(c) || is_format(c))
 }
 
 /// A listed entry as the model is shown it: its server (by its label, unique in the toolset), how to
@@ -44,12 +40,12 @@ fn shown_entry(
     named: &crate::session::Named,
     mime_type: Option<&str>,
 ) -> Value {
-    let mut entry = json!({ "server": server, key: address, "name": cut(&named.name, MAX_SHOWN_NAME_CHARS) });
+    let mut entry = json!({ "server": server, key: address, "name": cut(&named.name, MAX_SHOWN_RESOURCE_NAME_CHARS) });
     if let Some(description) = named.description.as_deref().or(named.title.as_deref()) {
-        entry["description"] = Value::String(cut(description, MAX_SHOWN_DESCRIPTION_CHARS));
+        entry["description"] = Value::String(cut(description, MAX_SHOWN_RESOURCE_DESCRIPTION_CHARS));
     }
     if let Some(mime_type) = mime_type {
-        entry["mimeType"] = Value::String(cut(mime_type, MAX_SHOWN_NAME_CHARS));
+        entry["mimeType"] = Value::String(cut(mime_type, MAX_SHOWN_RESOURCE_NAME_CHARS));
     }
     entry
 }
@@ -151,7 +147,7 @@ impl Toolset {
             ),
         })];
         for item in read.contents {
-            let mime_type = cut(item.mime_type.as_deref().unwrap_or_default(), MAX_SHOWN_NAME_CHARS);
+            let mime_type = cut(item.mime_type.as_deref().unwrap_or_default(), MAX_SHOWN_RESOURCE_NAME_CHARS);
             let media = ["image/", "audio/"]
                 .iter()
                 .find(|kind| mime_type.starts_with(**kind))

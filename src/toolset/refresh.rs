@@ -7,8 +7,10 @@ use super::supervisor::{State, Supervisor};
 use crate::config::ServerKind;
 use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
+
 use crate::limits::{
-    MAX_REVALIDATION_BACKOFF_MS, MIN_REFRESH_INTERVAL_MS, MIN_REVALIDATION_INTERVAL_MS, REVALIDATION_JITTER_PERCENT,
+    LISTEN_STREAM_HEALTHY_MS, LISTEN_STREAM_RETRY_MS, MAX_LISTEN_STREAM_FAILURES, MAX_REVALIDATION_BACKOFF_MS,
+    MIN_REFRESH_INTERVAL_MS, MIN_REVALIDATION_INTERVAL_MS, REVALIDATION_JITTER_PERCENT,
 };
 use crate::protocol::mcp::Tool;
 use crate::session::catalog::{self, Listing};
@@ -379,10 +381,10 @@ impl Supervisor {
 
 /// The modern era's replacement for the GET stream: `subscriptions/listen` for tool-list changes, opened
 /// again when the server ends it, until the connection ends; given up after
-/// `MAX_LISTEN_FAILURES` short-lived attempts in a row, or at once if the server doesn't offer it.
+/// `MAX_LISTEN_STREAM_FAILURES` short-lived attempts in a row, or at once if the server doesn't offer it.
 async fn listen_for_tool_changes(connection: Arc<Connection>, cancel: tokio_util::sync::CancellationToken) -> Listen {
     let mut failures = 0u32;
-    while failures < MAX_LISTEN_FAILURES {
+    while failures < MAX_LISTEN_STREAM_FAILURES {
         let opened = std::time::Instant::now();
         let ended = tokio::select! {
             _ = cancel.cancelled() => return Listen::Ended,
@@ -391,12 +393,12 @@ async fn listen_for_tool_changes(connection: Arc<Connection>, cancel: tokio_util
         match ended {
             Err(McpError::Closed) => return Listen::Ended,
             Err(McpError::Rpc { .. }) => return Listen::GivenUp,
-            _ if opened.elapsed() >= Duration::from_millis(LISTEN_HEALTHY_MS) => failures = 0,
+            _ if opened.elapsed() >= Duration::from_millis(LISTEN_STREAM_HEALTHY_MS) => failures = 0,
             _ => failures += 1,
         }
         tokio::select! {
             _ = cancel.cancelled() => return Listen::Ended,
-            _ = tokio::time::sleep(Duration::from_millis(LISTEN_RETRY_MS * u64::from(failures.max(1)))) => {}
+            _ = tokio::time::sleep(Duration::from_millis(LISTEN_STREAM_RETRY_MS * u64::from(failures.max(1)))) => {}
         }
     }
     Listen::GivenUp
@@ -433,13 +435,6 @@ fn revalidation_due(
     let wait = base.saturating_duration_since(now);
     base + Duration::from_millis(super::recovery::jitter(wait.as_millis() as u64, REVALIDATION_JITTER_PERCENT))
 }
-
-/// Attempts in a row that end within `LISTEN_HEALTHY_MS` before the subscription is given up.
-const MAX_LISTEN_FAILURES: u32 = 5;
-/// A subscription that lived this long was healthy.
-const LISTEN_HEALTHY_MS: u64 = 5_000;
-/// The wait before opening it again (times the failures in a row).
-const LISTEN_RETRY_MS: u64 = 1_000;
 
 /// The refresh task's claim on `running`: released explicitly, or on drop while still owned.
 struct RunningFlag<'a> {

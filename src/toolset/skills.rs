@@ -21,7 +21,10 @@ use crate::diagnostics::Diagnostic;
 use crate::error::{McpError, Result};
 use crate::guard::policy;
 use crate::guard::redact::shown_uri;
-use crate::limits::{MAX_HELD_SKILLS_PER_SERVER, MAX_LISTED_SKILLS_PER_SERVER};
+use crate::limits::{
+    MAX_HELD_SKILLS_PER_SERVER, MAX_LISTED_SKILLS_PER_SERVER, MAX_SHOWN_AMBIGUOUS_SKILLS, MAX_SHOWN_SKILLS,
+    MAX_SHOWN_SKILL_DESCRIPTION_CHARS, MAX_SKILLS_LIST_AT_CONNECT_MS,
+};
 use crate::session::connection::AbortHandle;
 use crate::session::resources::{Body, Contents, ReadResult};
 use crate::session::skills::{self, Skill};
@@ -196,16 +199,6 @@ impl Toolset {
     }
 }
 
-/// Longest skill description shown by `mcp__skills`, in characters.
-const MAX_SHOWN_SKILL_DESCRIPTION_CHARS: usize = 512;
-/// Skills shown by one `mcp__skills` listing; the rest are counted (name a `server` to see only its own).
-const MAX_SHOWN_SKILLS: usize = 100;
-/// Skill URIs named in an error about a name several skills of a server share.
-const MAX_SHOWN_AMBIGUOUS: usize = 5;
-/// The longest wait for a server's `skills/list` at connect (or the call timeout, if shorter): a server
-/// that is slow to list its skills delays its tools by this at most, and is then listed without skills.
-const MAX_SKILLS_LIST_AT_CONNECT_MS: u64 = 5_000;
-
 impl Toolset {
     /// `mcp__skills` (`exposeSkills`): no arguments lists the skills listed; `server` and `skill` (its
     /// name on that server, or its URI) load one; `file` too reads one of the loaded skill's files.
@@ -295,13 +288,14 @@ impl Toolset {
                     )))
                 }
                 many => {
-                    let shown: Vec<String> = many.iter().take(MAX_SHOWN_AMBIGUOUS).map(|uri| shown_uri(uri)).collect();
+                    let shown: Vec<String> =
+                        many.iter().take(MAX_SHOWN_AMBIGUOUS_SKILLS).map(|uri| shown_uri(uri)).collect();
                     return Err(McpError::Tool(format!(
                         "{server} offers {} skills named {}: name one by its URI ({}{})",
                         many.len(),
                         shown_uri(skill),
                         shown.join(", "),
-                        if many.len() > MAX_SHOWN_AMBIGUOUS { ", …" } else { "" }
+                        if many.len() > MAX_SHOWN_AMBIGUOUS_SKILLS { ", …" } else { "" }
                     )));
                 }
             }

@@ -21,9 +21,11 @@ use super::http::{
 use super::{MessageSink, ModernRequest, Outbound, Transport, TransportOptions};
 use crate::egress::Exchange;
 use crate::error::{McpError, Result};
+
 use crate::limits::{
-    HTTP_REACHABILITY_PROBES, HTTP_REACHABILITY_PROBE_TIMEOUT_MS, HTTP_SESSION_DELETE_TIMEOUT_MS,
-    MAX_GET_STREAM_OPENING_WAIT_MS, MAX_SSE_RETRY_MS,
+    DEFAULT_STREAM_RETRY_MS, HTTP_REACHABILITY_PROBES, HTTP_REACHABILITY_PROBE_TIMEOUT_MS,
+    HTTP_SESSION_DELETE_TIMEOUT_MS, MAX_GET_STREAM_FAILURES, MAX_GET_STREAM_OPENING_WAIT_MS, MAX_SSE_RETRY_MS,
+    MAX_STREAM_RESUMES,
 };
 use crate::protocol::jsonrpc::{self, Message, RawMessage, RequestId};
 use crate::protocol::mcp::InitializeResult;
@@ -37,13 +39,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::AbortHandle;
-
-/// Used when a resumable stream breaks and the server named no `retry` delay.
-const DEFAULT_RETRY_MS: u64 = 1_000;
-/// Resumptions of one response stream before its call fails.
-const MAX_STREAM_RESUMES: u32 = 5;
-/// Consecutive failed or empty GET streams before the transport stops reopening it.
-const MAX_GET_STREAM_FAILURES: u32 = 5;
 
 /// How often a request waiting on a login has its idle timeout restarted.
 const AUTHORIZATION_KEEPALIVE_MS: u64 = 1_000;
@@ -92,7 +87,7 @@ impl Post {
 
 /// The server's `retry` delay, capped: a hostile value must not park a stream for days.
 fn retry_delay(parser: &EventStreamParser) -> Duration {
-    Duration::from_millis(parser.retry_ms.unwrap_or(DEFAULT_RETRY_MS).min(MAX_SSE_RETRY_MS))
+    Duration::from_millis(parser.retry_ms.unwrap_or(DEFAULT_STREAM_RETRY_MS).min(MAX_SSE_RETRY_MS))
 }
 
 pub struct StreamableHttpTransport {
@@ -680,14 +675,14 @@ impl StreamableHttpCore {
                     }
                     failures += 1;
                     parser = EventStreamParser::skipping_oversized(self.options.max_message_bytes);
-                    tokio::time::sleep(Duration::from_millis(DEFAULT_RETRY_MS)).await;
+                    tokio::time::sleep(Duration::from_millis(DEFAULT_STREAM_RETRY_MS)).await;
                     continue;
                 }
                 // The stream's server is gone (nothing listens where it was): the owner reconnects.
                 Err(error @ McpError::Unreachable(_)) if was_open => return self.lost(error),
                 Err(_) => {
                     failures += 1;
-                    tokio::time::sleep(Duration::from_millis(DEFAULT_RETRY_MS)).await;
+                    tokio::time::sleep(Duration::from_millis(DEFAULT_STREAM_RETRY_MS)).await;
                     continue;
                 }
             };

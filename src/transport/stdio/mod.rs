@@ -15,8 +15,8 @@ use super::{describe_garbage, MessageSink, Outbound, Transport, TransportOptions
 use crate::error::{McpError, Result};
 use crate::guard::redact::Secrets;
 use crate::limits::{
-    MAX_QUOTED_BYTES, MAX_SKIPPED_LINE_BYTES, MAX_STDIO_PENDING_WRITE_BYTES, STDIO_CLOSE_MAX_MS,
-    STDIO_EXIT_REPORT_WAIT_MS, STDIO_TASK_JOIN_MS,
+    MAX_COALESCED_WRITE_BYTES, MAX_QUOTED_BYTES, MAX_SKIPPED_LINE_BYTES, MAX_STDIO_PENDING_WRITE_BYTES,
+    STDIO_CLOSE_MAX_MS, STDIO_EXIT_REPORT_WAIT_MS, STDIO_TASK_JOIN_MS,
 };
 #[cfg(unix)]
 use crate::limits::{STDIO_EXIT_GRACE_MS, STDIO_KILL_WAIT_MS, STDIO_TERM_GRACE_MS};
@@ -77,12 +77,13 @@ impl std::fmt::Debug for StdioSpec {
 }
 
 const READ_BUFFER_BYTES: usize = 16 * 1024;
-/// A burst larger than this is written in more than one go, so one huge burst can't hog memory twice.
-const MAX_COALESCED_WRITE_BYTES: usize = 1024 * 1024;
 /// How long one scan of /proc for live members of a server's process group may take before close()
 /// assumes the group is still alive and escalates.
 #[cfg(unix)]
 const GROUP_SCAN_MS: u64 = 200;
+/// How often a stopping server's exit and process group are looked at, in ms.
+#[cfg(unix)]
+const EXIT_POLL_MS: u64 = 10;
 
 /// Every task of one transport runs under its tracker and stops at its token: close() cancels the
 /// token and joins the tracker, so no task outlives it.
@@ -344,24 +345,27 @@ async fn stop_process(outbox: &Outbox, group: i32, mut exit: watch::Receiver<Opt
     }
     // The whole group: a server's own children must not outlive it.
     signal_group(group, libc::SIGTERM);
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(STDIO_TERM_GRACE_MS);
-    while tokio::time::Instant::now() < deadline {
-        if exit.borrow().is_some() && !group_alive(group).await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    if group_gone_within(group, &exit, STDIO_TERM_GRACE_MS).await {
+        return;
     }
     signal_group(group, libc::SIGKILL);
     // Until the whole group is gone, not just the server: a killed grandchild on a loaded machine can
     // still be running for a moment. Bounded: a process stuck in uninterruptible sleep (or an exit we
     // never get to see) must not hold close() forever; tokio reaps an orphan later.
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(STDIO_KILL_WAIT_MS);
+    group_gone_within(group, &exit, STDIO_KILL_WAIT_MS).await;
+}
+
+/// Whether, within `within_ms`, the server's exit was seen and no member of its group is left alive.
+#[cfg(unix)]
+async fn group_gone_within(group: i32, exit: &watch::Receiver<Option<ExitStatus>>, within_ms: u64) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(within_ms);
     while tokio::time::Instant::now() < deadline {
         if exit.borrow().is_some() && !group_alive(group).await {
-            return;
+            return true;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(Duration::from_millis(EXIT_POLL_MS)).await;
     }
+    false
 }
 
 #[cfg(unix)]

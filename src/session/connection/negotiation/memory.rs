@@ -5,7 +5,7 @@
 //! the connection's [`SessionInfo::known`]; bounded by `MAX_REMEMBERED_SERVERS`.
 
 use crate::error::McpError;
-use crate::limits::MODERN_DISCOVERY_FRESH_MS;
+use crate::limits::{MAX_REMEMBERED_SERVERS, MODERN_DISCOVERY_FRESH_MS};
 use crate::protocol::era::{Era, UNSUPPORTED_PROTOCOL_VERSION};
 use crate::session::connection::{Connection, SessionInfo};
 use parking_lot::Mutex;
@@ -82,8 +82,6 @@ pub enum Known {
 /// discovery answer while it is fresh (`MODERN_DISCOVERY_FRESH_MS`). Keyed by a hash of the identity (a
 /// URL may carry a key in its query, headers are secrets), bounded.
 static REMEMBERED: Mutex<Option<Memory>> = Mutex::new(None);
-/// Servers remembered at most; past it the memory starts over (a probe each is all that costs).
-const MAX_REMEMBERED_SERVERS: usize = 4_096;
 
 /// The memory behind [`recall`] and [`remember`], with the clock passed in (so it is tested without one).
 #[derive(Default)]
