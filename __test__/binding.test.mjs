@@ -57,6 +57,7 @@ test('every engine error code has its own error class, and the public constants 
   assert.equal(MCP_DESCRIBE_TOOL, 'mcp__describe_tool');
   assert.equal(MCP_SEARCH_TOOLS, engine.searchTools);
   assert.equal(engine.defaultTimeoutMs, 60_000);
+  assert.equal(engine.localServer, 'mcpferry');
 });
 
 test('the engine throws and rejects with its code in err.code, not inside the message', async () => {

@@ -39,6 +39,8 @@ export interface EngineConstants {
   defaultServerCallTimeoutMs: number;
   /** The reserved tool name with which the engine aborts a running `execute`'s signal (no tool name has NUL). */
   serverAbortCall: string;
+  /** The server name of mcpferry's own tools (`mcp__describe_tool`, …), which are no MCP request. */
+  localServer: string;
 }
 
 export const engine: EngineConstants = JSON.parse(binding.engineConstants());

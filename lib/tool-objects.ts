@@ -1,6 +1,7 @@
 // The tool map's entries: each tool the engine projected, as the object an agent framework holds, with
 // its `execute`. Texts of catalogues shared between toolsets are one frozen copy.
 
+import { engine } from './binding';
 import type { CallChannel } from './call-channel';
 import { createMcpError } from './errors';
 import { deepFreeze } from './frozen';
@@ -120,14 +121,11 @@ function projectedTool(wire: WireTool): ProjectedTool {
   return tool;
 }
 
-/** The server name of mcpferry's own tools (src/toolset/local.rs `LOCAL_SERVER`). */
-const LOCAL_SERVER = 'mcpferry';
-
 export function makeTool(calls: CallChannel, wire: WireTool, record?: RecordOutcome): McpTool {
   const projected = projectedTool(wire);
   const name = projected.name;
   // mcpferry's own tools (mcp__describe_tool, …) are no MCP request: no span.
-  const remote = projected.server !== LOCAL_SERVER;
+  const remote = projected.server !== engine.localServer;
   // One object per tool: `execute` is added to the projection (the closure keeps it alive either way).
   return Object.assign(projected, {
     execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult> {

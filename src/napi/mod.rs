@@ -70,6 +70,7 @@ pub fn engine_constants() -> String {
         "maxConfigFileBytes": MAX_CONFIG_FILE_BYTES,
         "defaultServerCallTimeoutMs": DEFAULT_SERVER_CALL_TIMEOUT_MS,
         "serverAbortCall": server::ABORT_CALL,
+        "localServer": crate::toolset::LOCAL_SERVER,
     })
     .to_string()
 }
