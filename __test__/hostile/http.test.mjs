@@ -22,22 +22,36 @@ const TIMEOUT_SLACK_MS = 1500;
 /** close() with requests still open (a bounded grace period, whatever the server does). */
 const CLOSE_MS = 3000;
 
-/** Start a hostile server in `mode`, connect, run `body`, close; no socket of ours may stay open. */
-async function withServer(mode, opts, body) {
+/** Start a hostile server in `mode`, run `body` with it, stop it; no socket of ours may stay open after `body`. */
+async function onServer(mode, body) {
   const server = await startHostileHttp({ mode });
   try {
-    const toolset = await open([{ name: 'h', type: 'streamable-http', url: server.url }], opts);
-    try {
-      await body(toolset, server);
-    } finally {
-      await closeWithin(toolset, CLOSE_MS);
-    }
+    await body(server);
     await until(() => server.openSockets() === 0, { timeoutMs: 1000 }).catch(() =>
       assert.fail(`${server.openSockets()} connections to the server still open after close()`),
     );
   } finally {
     await server.close();
   }
+}
+
+/** Connect to a hostile server in `mode`, run `body` with the toolset, close within the bound. */
+async function withServer(mode, opts, body) {
+  await onServer(mode, async (server) => {
+    const toolset = await open([{ name: 'h', type: 'streamable-http', url: server.url }], opts);
+    try {
+      await body(toolset, server);
+    } finally {
+      await closeWithin(toolset, CLOSE_MS);
+    }
+  });
+}
+
+/** Connect to a hostile server in `mode` as far as it lets us: the toolset (mcpTools must resolve) and how long that took. */
+async function timedOpen(server, opts) {
+  const { value: toolset, error, ms } = await timed(() => open([{ name: 'h', type: 'streamable-http', url: server.url }], opts));
+  assert.ifError(error);
+  return { toolset, ms };
 }
 
 test('a garbage body with invalid UTF-8 fails the call as a protocol error at once', async () => {
@@ -95,8 +109,10 @@ test('a flood of 50 000 notifications on a call\'s stream: the call completes in
 });
 
 test('a flood of 1 000 pings: every one answered', async () => {
-  await withServer('', { timeoutMs: LONG_TIMEOUT_MS }, async ({ tools }) => {
-    assert.equal(await assertAnswers(() => tools.h__ping_flood.execute({ count: 1000, waitMs: 10_000 }), 15_000), '1000');
+  // What is asserted is that all are answered, not how fast: the call's idle timeout counts the flood as silence (a
+  // ping is no progress), and 1 000 reply POSTs took over 5 s on a 2-core machine at load 10, so it is not the bound.
+  await withServer('', { timeoutMs: 30_000 }, async ({ tools }) => {
+    assert.equal(await assertAnswers(() => tools.h__ping_flood.execute({ count: 1000, waitMs: 25_000 }), 30_000), '1000');
   });
 });
 
@@ -127,9 +143,8 @@ test('a call the server never answers times out; close() then completes within i
 });
 
 test('close() while calls are stalled settles them as closed, within the close bound', async () => {
-  const server = await startHostileHttp();
-  try {
-    const toolset = await open([{ name: 'h', type: 'streamable-http', url: server.url }], { timeoutMs: 30_000 });
+  await onServer('', async (server) => {
+    const { toolset } = await timedOpen(server, { timeoutMs: 30_000 });
     const pending = Promise.all([1, 2, 3].map(() => timed(() => toolset.tools.h__stall.execute({}))));
     await until(() => server.log.filter((r) => r.rpc === 'tools/call').length === 3);
     await closeWithin(toolset, CLOSE_MS);
@@ -137,40 +152,28 @@ test('close() while calls are stalled settles them as closed, within the close b
       assert.equal(error?.code, 'mcp_connection_closed');
       assert.ok(ms < CLOSE_MS + 500, `settled after ${ms} ms`);
     }
-    await until(() => server.openSockets() === 0, { timeoutMs: 1000 });
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 test('an initialize that is never answered ends in a timeout diagnostic within the bound', async () => {
-  const server = await startHostileHttp({ mode: 'never-init' });
-  try {
-    const { value: toolset, error, ms } = await timed(() => open([{ name: 'h', type: 'streamable-http', url: server.url }], { timeoutMs: SHORT_TIMEOUT_MS }));
-    assert.ifError(error);
+  await onServer('never-init', async (server) => {
+    const { toolset, ms } = await timedOpen(server, { timeoutMs: SHORT_TIMEOUT_MS });
     assert.ok(ms < SHORT_TIMEOUT_MS + TIMEOUT_SLACK_MS, `mcpTools took ${ms} ms`);
     assert.equal(toolset.diagnostics.find((d) => d.code === 'server-degraded')?.errorCode, 'mcp_timeout');
     await closeWithin(toolset, CLOSE_MS);
-    await until(() => server.openSockets() === 0, { timeoutMs: 1000 });
-  } finally {
-    await server.close();
-  }
+  });
 });
 
 for (const mode of ['redirect-loop', 'redirect-ping-pong']) {
   test(`a ${mode} degrades the server with a typed error after a bounded number of hops`, async () => {
-    const server = await startHostileHttp({ mode });
-    try {
-      const { value: toolset, error, ms } = await timed(() => open([{ name: 'h', type: 'streamable-http', url: server.url }], { timeoutMs: LONG_TIMEOUT_MS }));
-      assert.ifError(error);
+    await onServer(mode, async (server) => {
+      const { toolset, ms } = await timedOpen(server, { timeoutMs: LONG_TIMEOUT_MS });
       assert.ok(ms < PROMPT_MS, `mcpTools took ${ms} ms`);
       const degraded = toolset.diagnostics.find((d) => d.code === 'server-degraded');
       assert.ok(['mcp_transport_error', 'mcp_protocol_error', 'mcp_host_not_allowed'].includes(degraded?.errorCode), JSON.stringify(toolset.diagnostics));
       assert.ok(server.log.length <= 25, `${server.log.length} requests followed`);
       await closeWithin(toolset, CLOSE_MS);
-    } finally {
-      await server.close();
-    }
+    });
   });
 }
 
