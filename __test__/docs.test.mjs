@@ -1,6 +1,7 @@
 // The docs hold together: the README stays a landing page, every guide in docs/ is listed and linked, every
-// relative link and #anchor points at something, the test files the docs name exist, the Installing guide shows
-// the install commands the install test runs from the README, and dated run tables stay in bench/results.md.
+// relative link and #anchor points at something, the test files the docs name exist and so do the tests SECURITY.md
+// cites by title, the Installing guide shows the install commands the install test runs from the README, and dated
+// run tables stay in bench/results.md.
 // (The framework recipes in docs/frameworks.md are checked against examples/recipes/ in adapters-recipes.test.mjs.)
 
 import { test } from 'node:test';
@@ -83,6 +84,44 @@ test('every test file the README, SECURITY.md and the guides name exists under _
     }
   }
   assert.deepEqual(missing, []);
+});
+
+/** The titles of a JS test file's tests: the first argument of each `test(…)`, quoted or a template. */
+function testTitles(file) {
+  const text = readFileSync(join(here, file), 'utf8');
+  return [...text.matchAll(/\btest\(\s*(['"`])((?:\\.|(?!\1)[^\\])*)\1/g)].map((m) => m[2].replace(/\\(.)/g, '$1'));
+}
+
+/**
+ * Whether a cited name (`*a test's title…*`, its parts cut with `…`) names this title: every part is in one of the
+ * title's literal pieces, or holds a whole long piece of it (a template's `${…}` stands for what the citation spells out).
+ */
+function cites(citation, title) {
+  const pieces = title.split(/\$\{[^}]*\}/).map((p) => p.trim());
+  const parts = citation.replace(/\\(.)/g, '$1').split('…').map((p) => p.trim()).filter(Boolean);
+  return parts.every((part) => pieces.some((piece) => piece.includes(part) || (piece.length >= 12 && part.includes(piece))));
+}
+
+test('every test SECURITY.md cites by title is a test of the file it names', () => {
+  const titles = new Map();
+  const titlesOf = (file) => titles.get(file) ?? titles.set(file, testTitles(file)).get(file);
+  const allFiles = ['.', 'hostile'].flatMap((dir) => readdirSync(join(here, dir)).filter((f) => f.endsWith('.test.mjs')).map((f) => (dir === '.' ? f : `${dir}/${f}`)));
+  const unknown = [];
+  for (const row of read('SECURITY.md').split('\n').filter((line) => line.startsWith('| ') && !line.startsWith('| Guarantee'))) {
+    const proof = row.split('|').at(-2);
+    // A cited title belongs to the last test file named before it in the cell; after a Rust file, it is a Rust test.
+    let file;
+    for (const [, named, rust, citation] of proof.matchAll(/`(?:__test__\/)?((?:[\w-]+\/)?[\w-]+\.test\.mjs)`|`[^`]*(\.rs)`|\*([^*]+)\*/g)) {
+      if (named || rust) {
+        file = named ?? null;
+        continue;
+      }
+      if (file === null) continue;
+      const files = file === undefined ? allFiles : [file];
+      if (!files.some((f) => titlesOf(f).some((title) => cites(citation, title)))) unknown.push(`${file ?? '(any file)'} › ${citation}`);
+    }
+  }
+  assert.deepEqual(unknown, []);
 });
 
 test('the Installing guide shows the install commands the install test runs from the README, as written', () => {
