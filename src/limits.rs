@@ -218,6 +218,13 @@ pub const MAX_LOOPBACK_CONNECTIONS: usize = 8;
 /// Bytes of a token endpoint's (or device authorization endpoint's) response body read, success or
 /// error. Tokens are JWTs of a few KiB at most; more is refused, not buffered.
 pub const OAUTH_TOKEN_RESPONSE_MAX_BYTES: usize = 64 * 1024;
+/// Workload identity: the largest assertion file read, in bytes (a service-account JWT is a few KiB).
+pub const WORKLOAD_ASSERTION_MAX_BYTES: usize = 64 * 1024;
+/// Workload identity: an assertion this close to its `exp` (seconds) is fetched again from its source
+/// before the next token request.
+pub const WORKLOAD_ASSERTION_REFRESH_MARGIN_SECS: u64 = 60;
+/// DPoP (RFC 9449): origins whose last `DPoP-Nonce` is remembered per server; the oldest is forgotten past it.
+pub const DPOP_MAX_NONCE_ORIGINS: usize = 16;
 /// Lifetime of a `private_key_jwt` client assertion (`exp - iat`), in seconds: one request's worth.
 pub const OAUTH_CLIENT_ASSERTION_LIFETIME_SECS: u64 = 60;
 /// Device flow: the polling interval when the server names none (RFC 8628 §3.2), in seconds.

@@ -17,12 +17,14 @@
 use super::budget::LoginBudget;
 use super::challenge::{split_scopes, Challenge};
 use super::discovery::{discover, Discovered};
+use super::dpop::{Dpop, DpopKey};
 use super::keys;
 use super::loopback::Loopback;
 use super::registration;
 use super::settings::{Grant, OAuthSettings};
 use super::store::{claim, TokenStore};
 use super::token::{request_token, AuthMethod, ClientCredentials, ClientSecret, TokenResponse};
+use super::workload::WorkloadAssertion;
 use crate::egress::{Egress, EgressPolicy};
 use crate::error::{McpError, Result};
 use crate::guard::redact::Secrets;
@@ -31,7 +33,7 @@ use crate::limits::{
     MAX_AUTHORIZATIONS_IN_A_ROW, OAUTH_REQUEST_TIMEOUT_MS, TOKEN_CLAIM_POLL_MAX_MS, TOKEN_CLAIM_POLL_MIN_MS,
     TOKEN_REFRESH_MARGIN_MS,
 };
-use crate::transport::http::{Authorization, Credential};
+use crate::transport::http::{Authorization, Credential, RequestProof};
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use std::future::Future;
@@ -46,6 +48,8 @@ pub struct AuthHost {
     pub store: Arc<dyn TokenStore>,
     /// `onAuthorizationUrl`: sends a person to a login URL (JSON `{url, server, grant, userCode?, expiresAt?}`).
     pub present: Option<Arc<dyn Callback<String, String>>>,
+    /// `oauth.assertion` callbacks, asked with the server's name (grant `workload_identity`).
+    pub workload_assertion: Option<Arc<dyn Callback<String, String>>>,
     pub login_timeout: Duration,
     /// `connectTimeoutMs`: the most a login's automated part (discovery, registration, the token
     /// requests) takes in all, the person's time aside; and the most any one such request takes.
@@ -77,11 +81,22 @@ struct Tokens {
     /// since when (ms since the epoch). Another holder that finds it waits for that one's tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     refreshing_since_ms: Option<u64>,
+    /// DPoP (RFC 9449): the key these tokens were obtained with (base64url PKCS#8), which every request
+    /// with them, and their refresh, must prove. Kept here so a restarted process proves the same key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dpop_key: Option<String>,
+    /// The access token is DPoP-bound (`token_type: DPoP`): sent as `Authorization: DPoP`, with a proof.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    dpop_bound: bool,
 }
 
 impl std::fmt::Debug for Tokens {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tokens").field("issuer", &self.issuer).field("scope", &self.scope).finish_non_exhaustive()
+        f.debug_struct("Tokens")
+            .field("issuer", &self.issuer)
+            .field("scope", &self.scope)
+            .field("dpop_bound", &self.dpop_bound)
+            .finish_non_exhaustive()
     }
 }
 
@@ -116,6 +131,11 @@ pub struct Authorizer {
     refresh_due_ms: AtomicU64,
     /// Authorizations since a request last succeeded.
     in_a_row: AtomicU32,
+    /// The DPoP key in use (from the stored tokens, or made for this server's first DPoP token) and the
+    /// nonces its origins gave.
+    dpop: parking_lot::Mutex<Option<Dpop>>,
+    /// Grant `workload_identity`: where the workload's assertion comes from.
+    workload: Option<WorkloadAssertion>,
 }
 
 /// The transports' questions, answered (see the module doc).
@@ -136,7 +156,33 @@ impl Authorization for Authorizer {
             }
             return None;
         };
+        if challenge.is_dpop_nonce() {
+            return None; // a new proof cures it, not a new token (the transport retried once already)
+        }
         Some(Box::pin(async move { self.on_rejected(status.as_u16(), &challenge, sent).await }))
+    }
+}
+
+/// A DPoP-bound access token as the transport presents it: a fresh proof per request (`ath` binding it to
+/// the token, the origin's last nonce), and every answer's `DPoP-Nonce` kept.
+struct DpopBinding {
+    dpop: Dpop,
+    access_token: String,
+}
+
+impl RequestProof for DpopBinding {
+    fn header(
+        &self,
+        method: &reqwest::Method,
+        url: &Url,
+    ) -> Option<(reqwest::header::HeaderName, reqwest::header::HeaderValue)> {
+        let value = self.dpop.header(method.as_str(), url, Some(&self.access_token)).ok()?;
+        Some((reqwest::header::HeaderName::from_static(super::dpop::DPOP_HEADER), value))
+    }
+
+    fn on_answer(&self, url: &Url, status: reqwest::StatusCode, headers: &reqwest::header::HeaderMap) -> bool {
+        let new_nonce = self.dpop.nonces.note(url, headers);
+        new_nonce && status == reqwest::StatusCode::UNAUTHORIZED && Challenge::from_headers(headers).is_dpop_nonce()
     }
 }
 
@@ -162,7 +208,12 @@ impl Authorizer {
         cancel: CancellationToken,
     ) -> Result<Authorizer> {
         settings.secrets().into_iter().for_each(|s| secrets.add(s));
+        let workload = settings
+            .assertion
+            .clone()
+            .map(|source| WorkloadAssertion::new(&server, source, host.workload_assertion.clone()));
         Ok(Authorizer {
+            workload,
             server,
             server_url,
             settings,
@@ -176,6 +227,7 @@ impl Authorizer {
             loaded: AtomicBool::new(false),
             refresh_due_ms: AtomicU64::new(0),
             in_a_row: AtomicU32::new(0),
+            dpop: parking_lot::Mutex::new(None),
         })
     }
 
@@ -209,7 +261,17 @@ impl Authorizer {
         }
         if self.refresh_due() {
             // A failed refresh leaves the request to go out with what there is; its 401 starts a flow.
-            let _ = self.refresh(&mut state).await;
+            if self.settings.grant == Grant::WorkloadIdentity
+                && state.tokens.as_ref().is_some_and(|t| t.refresh_token.is_none())
+            {
+                self.refresh_due_ms.store(0, Ordering::Release);
+                let renewed = self.until_closed(self.authorize(&mut state, &Challenge::default(), false)).await?;
+                if let Err(error) = renewed {
+                    tracing::warn!(server = %self.server, error = %error, "renewing the workload's token failed");
+                }
+            } else {
+                let _ = self.refresh(&mut state).await;
+            }
         }
         Ok(())
     }
@@ -320,12 +382,18 @@ impl Authorizer {
         if let Some(refresh) = &tokens.refresh_token {
             self.secrets.set_rotating("oauth-refresh", refresh.as_bytes());
         }
-        self.credential.set_bearer(&tokens.access_token)?;
-        // Refreshed a minute before expiry, or halfway through a shorter life.
-        let due = match (&tokens.refresh_token, tokens.expires_at_ms) {
-            (Some(_), Some(at)) => {
-                at.saturating_sub(TOKEN_REFRESH_MARGIN_MS.min(at.saturating_sub(now_ms()) / 2)).max(1)
+        match self.dpop_of(&tokens) {
+            Some(dpop) if tokens.dpop_bound => {
+                let binding = DpopBinding { dpop, access_token: tokens.access_token.clone() };
+                self.credential.set_bound(&tokens.access_token, Arc::new(binding))?
             }
+            _ => self.credential.set_bearer(&tokens.access_token)?,
+        }
+        // Refreshed a minute before expiry, or halfway through a shorter life.
+        // A workload's token has no refresh token: the grant itself runs again, as near the expiry.
+        let renewable = tokens.refresh_token.is_some() || self.settings.grant == Grant::WorkloadIdentity;
+        let due = match (renewable, tokens.expires_at_ms) {
+            (true, Some(at)) => at.saturating_sub(TOKEN_REFRESH_MARGIN_MS.min(at.saturating_sub(now_ms()) / 2)).max(1),
             _ => 0,
         };
         self.refresh_due_ms.store(due, Ordering::Release);
@@ -377,11 +445,23 @@ impl Authorizer {
         client: &ClientCredentials,
         scope: Option<String>,
     ) -> Result<Tokens> {
-        if !response.token_type.eq_ignore_ascii_case("bearer") {
+        let dpop_bound = response.token_type.eq_ignore_ascii_case("dpop");
+        if dpop_bound && client.dpop.is_none() {
+            return Err(McpError::Auth(
+                "the authorization server issued a DPoP token to a request without a DPoP proof".into(),
+            ));
+        }
+        if !dpop_bound && !response.token_type.eq_ignore_ascii_case("bearer") {
             return Err(McpError::Auth(format!(
-                "the authorization server issued a {:?} token; only Bearer is supported",
+                "the authorization server issued a {:?} token; only Bearer and DPoP are supported",
                 response.token_type
             )));
+        }
+        if !dpop_bound && discovered.dpop_required {
+            return Err(McpError::Auth(
+                "the authorization server issued a Bearer token, but the resource accepts DPoP-bound tokens only"
+                    .into(),
+            ));
         }
         Ok(Tokens {
             issuer: discovered.metadata.issuer.clone(),
@@ -395,7 +475,55 @@ impl Authorizer {
             scope: response.scope.or(scope),
             rotates: None,
             refreshing_since_ms: None,
+            dpop_key: client.dpop.as_ref().map(|d| d.key.stored()),
+            dpop_bound,
         })
+    }
+
+    /// The DPoP key stored with `tokens`, put in use (and registered as a secret); `None` for tokens
+    /// obtained without DPoP, or a stored key that cannot be read.
+    fn dpop_of(&self, tokens: &Tokens) -> Option<Dpop> {
+        let stored = tokens.dpop_key.as_deref()?;
+        let mut slot = self.dpop.lock();
+        if let Some(dpop) = slot.as_ref().filter(|d| d.key.stored() == stored) {
+            return Some(dpop.clone());
+        }
+        let key = DpopKey::from_stored(stored).ok()?;
+        self.secrets.add(stored);
+        // The nonces an origin gave are the server's, not the key's: kept across keys.
+        let nonces = slot.as_ref().map(|d| d.nonces.clone()).unwrap_or_default();
+        let dpop = Dpop { key: Arc::new(key), nonces };
+        *slot = Some(dpop.clone());
+        Some(dpop)
+    }
+
+    /// Whether this authorization proves a key (RFC 9449), and which: the one in use, else a new one.
+    /// DPoP where the authorization server takes ES256 proofs; a resource that requires DPoP-bound tokens
+    /// from one that does not is refused.
+    fn dpop_for(&self, discovered: &Discovered) -> Result<Option<Dpop>> {
+        let offered = discovered
+            .metadata
+            .dpop_signing_alg_values_supported
+            .as_ref()
+            .is_some_and(|algs| algs.iter().any(|a| a == super::dpop::DPOP_ALGORITHM));
+        if !offered {
+            if discovered.dpop_required {
+                return Err(McpError::Auth(format!(
+                    "server {:?} accepts DPoP-bound tokens only, and its authorization server takes no ES256 DPoP proofs",
+                    self.server
+                )));
+            }
+            return Ok(None);
+        }
+        let mut slot = self.dpop.lock();
+        if let Some(dpop) = slot.as_ref() {
+            return Ok(Some(dpop.clone()));
+        }
+        let key = DpopKey::generate()?;
+        self.secrets.add(&key.stored());
+        let dpop = Dpop::new(Arc::new(key));
+        *slot = Some(dpop.clone());
+        Ok(Some(dpop))
     }
 
     /// Exchange the refresh token, holding the claim on it. A rejection forgets the tokens. A rotating
@@ -422,7 +550,7 @@ impl Authorizer {
         let endpoint = Url::parse(&tokens.token_endpoint)
             .map_err(|_| McpError::Auth("the stored token endpoint is not a URL".into()))?;
         super::token::check_endpoint(&endpoint, "token endpoint")?;
-        let client = self.client_for_refresh(&tokens).await;
+        let client = self.client_for_refresh(&tokens).await.with_dpop(self.dpop_of(&tokens));
         let rotating = tokens.rotates != Some(false);
         let mut spent = tokens.clone();
         if rotating {
@@ -552,13 +680,14 @@ impl Authorizer {
                 ClientSecret::Secret(_) => AuthMethod::ClientSecretBasic,
                 ClientSecret::None => AuthMethod::None,
             });
-            return ClientCredentials { client_id: tokens.client_id.clone(), secret, method };
+            return ClientCredentials { client_id: tokens.client_id.clone(), secret, method, dpop: None };
         }
         registration::stored_client(self.host.store.as_ref(), &tokens.issuer, &tokens.client_id).await.unwrap_or(
             ClientCredentials {
                 client_id: tokens.client_id.clone(),
                 secret: ClientSecret::None,
                 method: AuthMethod::None,
+                dpop: None,
             },
         )
     }
@@ -612,6 +741,7 @@ impl Authorizer {
         let discovered = discover(&self.egress, &self.server_url, challenge, budget).await?;
         self.check_issuer_binding(&discovered.metadata.issuer).await?;
         let scope = self.scope_for(state, challenge, &discovered, step_up)?;
+        let dpop = self.dpop_for(&discovered)?;
         let metadata = &discovered.metadata;
         let store = self.host.store.as_ref();
         let (client, response) = match self.settings.grant {
@@ -626,7 +756,8 @@ impl Authorizer {
                     Some(&loopback.redirect_uri),
                     budget.request(),
                 )
-                .await?;
+                .await?
+                .with_dpop(dpop.clone());
                 self.remember(&client);
                 let grant = super::code_flow::CodeGrant {
                     egress: &self.egress,
@@ -650,7 +781,8 @@ impl Authorizer {
                 let present = self.presenter(metadata)?;
                 let client =
                     registration::client_for(&self.egress, metadata, &self.settings, store, None, budget.request())
-                        .await?;
+                        .await?
+                        .with_dpop(dpop.clone());
                 self.remember(&client);
                 let server = self.server.clone();
                 let response = super::device::device_flow(
@@ -681,7 +813,8 @@ impl Authorizer {
             Grant::ClientCredentials => {
                 let client =
                     registration::client_for(&self.egress, metadata, &self.settings, store, None, budget.request())
-                        .await?;
+                        .await?
+                        .with_dpop(dpop.clone());
                 let response = super::client_credentials::client_credentials(
                     &self.egress,
                     metadata,
@@ -697,9 +830,31 @@ impl Authorizer {
             Grant::JwtBearer => {
                 let client =
                     registration::client_for(&self.egress, metadata, &self.settings, store, None, budget.request())
-                        .await?;
+                        .await?
+                        .with_dpop(dpop.clone());
                 let assertion = self.settings.identity_assertion.as_ref().expect("checked when parsed");
                 let response = super::cross_app::cross_app_access(
+                    &self.egress,
+                    metadata,
+                    &client,
+                    assertion,
+                    &discovered.resource,
+                    scope.clone(),
+                    budget.request(),
+                )
+                .await
+                .map_err(McpError::from)?;
+                (client, response)
+            }
+            Grant::WorkloadIdentity => {
+                let client =
+                    registration::client_for(&self.egress, metadata, &self.settings, store, None, budget.request())
+                        .await?
+                        .with_dpop(dpop.clone());
+                let workload = self.workload.as_ref().expect("checked when parsed");
+                let secrets = self.secrets.clone();
+                let assertion = workload.current(|a| secrets.set_rotating("workload-assertion", a.as_bytes())).await?;
+                let response = super::workload::workload_identity(
                     &self.egress,
                     metadata,
                     &client,
@@ -782,6 +937,7 @@ mod tests {
         let host = Arc::new(AuthHost {
             store,
             present: None,
+            workload_assertion: None,
             login_timeout: Duration::from_secs(5),
             flow_timeout: Duration::from_secs(5),
             logins: CancellationToken::new(),
@@ -811,6 +967,7 @@ mod tests {
         Discovered {
             resource: "http://127.0.0.1:9/mcp".into(),
             resource_scopes: resource_scopes.map(|s| s.iter().map(|s| s.to_string()).collect()),
+            dpop_required: false,
             metadata,
             legacy: false,
             default_endpoints: false,
@@ -867,6 +1024,8 @@ mod tests {
             scope: None,
             rotates,
             refreshing_since_ms: None,
+            dpop_key: None,
+            dpop_bound: false,
         }
     }
 
@@ -910,7 +1069,7 @@ mod tests {
         let before = a.generation();
         a.refresh(&mut state).await.unwrap();
         assert!(a.generation() > before);
-        assert_eq!(a.credential.current().unwrap().to_str().unwrap(), "Bearer access-2");
+        assert_eq!(a.credential.authorization().unwrap().to_str().unwrap(), "Bearer access-2");
         let kept = store.get(&keys::tokens("http://127.0.0.1:8", "http://127.0.0.1:9/mcp")).await.unwrap().unwrap();
         assert!(kept.contains("refresh-2") && !kept.contains("refresh-1"));
         assert!(!a.refresh_due(), "the new token is not due");
@@ -962,7 +1121,7 @@ mod tests {
         first.refresh(&mut a).await.unwrap();
         second.refresh(&mut b).await.unwrap();
         assert_eq!(server.received().len(), 1, "the spent refresh token was not presented again");
-        assert_eq!(second.credential.current().unwrap().to_str().unwrap(), "Bearer access-2");
+        assert_eq!(second.credential.authorization().unwrap().to_str().unwrap(), "Bearer access-2");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -994,7 +1153,7 @@ mod tests {
         }
         assert_eq!(server.received().len(), 1, "refresh-1 was presented once");
         for holder in &holders {
-            assert_eq!(holder.credential.current().unwrap().to_str().unwrap(), "Bearer access-2");
+            assert_eq!(holder.credential.authorization().unwrap().to_str().unwrap(), "Bearer access-2");
         }
     }
 

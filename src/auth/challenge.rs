@@ -6,16 +6,18 @@
 
 use reqwest::header::{HeaderMap, WWW_AUTHENTICATE};
 
-/// The Bearer challenge's parameters, if the response carried one.
+/// The Bearer (or DPoP, RFC 9449 §7.1) challenge's parameters, if the response carried one.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Challenge {
     pub error: Option<String>,
     pub scope: Option<String>,
     pub resource_metadata: Option<String>,
+    /// The challenge's scheme is `DPoP`.
+    pub dpop: bool,
 }
 
 impl Challenge {
-    /// The Bearer challenge among the response's `WWW-Authenticate` headers (the first, if several).
+    /// The Bearer or DPoP challenge among the response's `WWW-Authenticate` headers (the first, if several).
     pub fn from_headers(headers: &HeaderMap) -> Challenge {
         headers
             .get_all(WWW_AUTHENTICATE)
@@ -28,6 +30,11 @@ impl Challenge {
     /// The scopes the challenge names, in order, without duplicates.
     pub fn scopes(&self) -> Vec<String> {
         split_scopes(self.scope.as_deref())
+    }
+
+    /// A DPoP refusal for a missing or stale nonce (RFC 9449 §9): no new token cures it, a new proof does.
+    pub fn is_dpop_nonce(&self) -> bool {
+        self.dpop && self.error.as_deref() == Some(super::dpop::USE_DPOP_NONCE)
     }
 
     pub fn is_insufficient_scope(&self) -> bool {
@@ -56,8 +63,8 @@ pub fn split_scopes(scope: Option<&str>) -> Vec<String> {
     scopes
 }
 
-/// The parameters of the `Bearer` challenge in one header value, which may list several challenges
-/// (`Basic realm="a", Bearer scope="b"`).
+/// The parameters of the `Bearer` (or `DPoP`) challenge in one header value, which may list several
+/// challenges (`Basic realm="a", Bearer scope="b"`).
 fn bearer_challenge(value: &str) -> Option<Challenge> {
     let mut tokens = Tokens { rest: value };
     let mut in_bearer = false;
@@ -76,9 +83,10 @@ fn bearer_challenge(value: &str) -> Option<Challenge> {
             if in_bearer {
                 return found;
             }
-            in_bearer = name.eq_ignore_ascii_case("bearer");
+            let dpop = name.eq_ignore_ascii_case("dpop");
+            in_bearer = name.eq_ignore_ascii_case("bearer") || dpop;
             if in_bearer {
-                found = Some(Challenge::default());
+                found = Some(Challenge { dpop, ..Challenge::default() });
             }
             continue;
         }
@@ -183,6 +191,17 @@ mod tests {
         assert_eq!(c.resource_metadata.as_deref(), Some("https://a/m"));
         assert_eq!(parse(r#"Basic realm="only""#), Challenge::default());
         assert_eq!(parse(r#"Bearer scope="unterminated"#), Challenge::default());
+    }
+
+    #[test]
+    fn a_dpop_challenge_is_read_and_its_nonce_refusal_told_apart() {
+        let c = parse(r#"DPoP resource_metadata="http://localhost:1/.well-known/oauth-protected-resource/mcp""#);
+        assert!(c.dpop && !c.is_dpop_nonce());
+        assert_eq!(c.resource_metadata.as_deref(), Some("http://localhost:1/.well-known/oauth-protected-resource/mcp"));
+        let c =
+            parse(r#"DPoP error="use_dpop_nonce", error_description="Resource server requires nonce in DPoP proof""#);
+        assert!(c.is_dpop_nonce());
+        assert!(!parse(r#"Bearer error="use_dpop_nonce""#).is_dpop_nonce(), "only a DPoP challenge asks for a nonce");
     }
 
     #[test]

@@ -66,6 +66,7 @@ pub(crate) mod tests {
             code_challenge_methods_supported: None,
             client_id_metadata_document_supported: false,
             authorization_response_iss_parameter_supported: false,
+            dpop_signing_alg_values_supported: None,
         }
     }
 
@@ -84,6 +85,7 @@ pub(crate) mod tests {
             client_id: "conformance-test-client".into(),
             secret: ClientSecret::Secret("conformance-test-secret".into()),
             method: AuthMethod::ClientSecretBasic,
+            dpop: None,
         };
         let meta = metadata(&server.base, &[CLIENT_CREDENTIALS_GRANT]);
         let token =
@@ -109,6 +111,7 @@ pub(crate) mod tests {
             client_id: "conformance-test-client".into(),
             secret: ClientSecret::PrivateKey { pem, algorithm: SigningAlgorithm::Es256 },
             method: AuthMethod::PrivateKeyJwt,
+            dpop: None,
         };
         let meta = metadata(&server.base, &[CLIENT_CREDENTIALS_GRANT]);
         client_credentials(&egress(), &meta, &client, None, RESOURCE, DEADLINE).await.unwrap();
@@ -126,7 +129,12 @@ pub(crate) mod tests {
     #[tokio::test]
     async fn public_clients_and_unsupported_servers_send_nothing() {
         let server = TestServer::start(|_, _| cc_token()).await;
-        let public = ClientCredentials { client_id: "c".into(), secret: ClientSecret::None, method: AuthMethod::None };
+        let public = ClientCredentials {
+            client_id: "c".into(),
+            secret: ClientSecret::None,
+            method: AuthMethod::None,
+            dpop: None,
+        };
         let meta = metadata(&server.base, &[CLIENT_CREDENTIALS_GRANT]);
         let error = client_credentials(&egress(), &meta, &public, None, RESOURCE, DEADLINE).await.unwrap_err();
         assert_eq!(McpError::from(error).code(), "mcp_config_invalid");
@@ -134,6 +142,7 @@ pub(crate) mod tests {
             client_id: "c".into(),
             secret: ClientSecret::Secret("secret-1".into()),
             method: AuthMethod::ClientSecretPost,
+            dpop: None,
         };
         let code_only = metadata(&server.base, &["authorization_code"]);
         let error =

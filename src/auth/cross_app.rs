@@ -57,11 +57,13 @@ impl IdentityAssertion {
                 client_id: id.clone(),
                 secret: ClientSecret::Secret(secret.clone()),
                 method: AuthMethod::ClientSecretBasic,
+                dpop: None,
             },
             (id, _) => ClientCredentials {
                 client_id: id.clone().unwrap_or_default(),
                 secret: ClientSecret::None,
                 method: AuthMethod::None,
+                dpop: None,
             },
         }
     }
@@ -147,6 +149,7 @@ mod tests {
             client_id: "conformance-test-xaa-client".into(),
             secret: ClientSecret::Secret("conformance-test-xaa-secret".into()),
             method: AuthMethod::ClientSecretBasic,
+            dpop: None,
         }
     }
 

@@ -144,12 +144,14 @@ impl DeviceFlow<'_> {
         if let Some(scope) = scope.filter(|s| !s.is_empty()) {
             form.push(("scope", scope));
         }
+        // A DPoP proof belongs to the token requests (RFC 9449 §5), not to this one.
+        let client = self.client.clone().with_dpop(None);
         let request = post_form(
             self.egress,
             endpoint,
             "device authorization endpoint",
             &self.metadata.issuer,
-            self.client,
+            &client,
             form,
             remaining(until).min(self.request),
         );
@@ -320,7 +322,12 @@ mod tests {
     }
 
     fn public_client() -> ClientCredentials {
-        ClientCredentials { client_id: "device-client".into(), secret: ClientSecret::None, method: AuthMethod::None }
+        ClientCredentials {
+            client_id: "device-client".into(),
+            secret: ClientSecret::None,
+            method: AuthMethod::None,
+            dpop: None,
+        }
     }
 
     /// The device authorization answer, then `poll(n)` for the nth poll (1-based).

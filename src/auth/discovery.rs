@@ -35,6 +35,9 @@ pub struct ProtectedResource {
     pub authorization_servers: Vec<String>,
     #[serde(default)]
     pub scopes_supported: Option<Vec<String>>,
+    /// RFC 9449 §5.2: the resource accepts DPoP-bound access tokens only.
+    #[serde(default)]
+    pub dpop_bound_access_tokens_required: bool,
 }
 
 /// RFC 8414 / OpenID Connect metadata: the fields the client uses.
@@ -62,6 +65,9 @@ pub struct AuthServerMetadata {
     pub client_id_metadata_document_supported: bool,
     #[serde(default)]
     pub authorization_response_iss_parameter_supported: bool,
+    /// RFC 9449 §5.1: the JWS algorithms the server takes DPoP proofs in (absent: no DPoP).
+    #[serde(default)]
+    pub dpop_signing_alg_values_supported: Option<Vec<String>>,
 }
 
 impl AuthServerMetadata {
@@ -85,6 +91,8 @@ pub struct Discovered {
     pub resource: String,
     /// The protected resource's `scopes_supported`.
     pub resource_scopes: Option<Vec<String>>,
+    /// The protected resource's `dpop_bound_access_tokens_required`.
+    pub dpop_required: bool,
     pub metadata: AuthServerMetadata,
     /// Found by the 2025-03-26 fallback (no protected-resource metadata).
     pub legacy: bool,
@@ -135,6 +143,7 @@ pub async fn discover(
         return Ok(Discovered {
             resource,
             resource_scopes: prm.scopes_supported,
+            dpop_required: prm.dpop_bound_access_tokens_required,
             metadata,
             legacy: false,
             default_endpoints: false,
@@ -159,7 +168,14 @@ async fn legacy(egress: &Egress, server_url: &Url, budget: LoginBudget) -> Resul
             )));
         }
         check_endpoints(&metadata)?;
-        return Ok(Discovered { resource, resource_scopes: None, metadata, legacy: true, default_endpoints: false });
+        return Ok(Discovered {
+            resource,
+            resource_scopes: None,
+            dpop_required: false,
+            metadata,
+            legacy: true,
+            default_endpoints: false,
+        });
     }
     let endpoint = |path: &str| origin.join(path).expect("a fixed path joins");
     let metadata = AuthServerMetadata {
@@ -175,9 +191,17 @@ async fn legacy(egress: &Egress, server_url: &Url, budget: LoginBudget) -> Resul
         code_challenge_methods_supported: None,
         client_id_metadata_document_supported: false,
         authorization_response_iss_parameter_supported: false,
+        dpop_signing_alg_values_supported: None,
     };
     check_endpoints(&metadata)?;
-    Ok(Discovered { resource, resource_scopes: None, metadata, legacy: true, default_endpoints: true })
+    Ok(Discovered {
+        resource,
+        resource_scopes: None,
+        dpop_required: false,
+        metadata,
+        legacy: true,
+        default_endpoints: true,
+    })
 }
 
 /// RFC 9728 §3.1: the path-based well-known URL first (when the server URL has a path), then the root.
@@ -364,6 +388,7 @@ mod tests {
             resource: Some(r.into()),
             authorization_servers: vec![],
             scopes_supported: None,
+            dpop_bound_access_tokens_required: false,
         };
         assert!(checked_resource(&prm("http://localhost:1/mcp"), &server).is_ok());
         assert!(checked_resource(&prm("http://localhost:1"), &server).is_ok());
@@ -372,7 +397,12 @@ mod tests {
         assert!(checked_resource(&prm("http://localhost:1/mcp-other"), &server).is_err());
         assert!(checked_resource(&prm("http://localhost:2/mcp"), &server).is_err());
         assert!(checked_resource(&prm("http://localhost:1/mcp/deeper"), &server).is_err());
-        let none = ProtectedResource { resource: None, authorization_servers: vec![], scopes_supported: None };
+        let none = ProtectedResource {
+            resource: None,
+            authorization_servers: vec![],
+            scopes_supported: None,
+            dpop_bound_access_tokens_required: false,
+        };
         assert!(checked_resource(&none, &server).is_err());
     }
 

@@ -13,7 +13,9 @@
 //! | `pkce.rs`              | verifiers, challenges, `state`                                              |
 //! | `token.rs`             | the token endpoint: client authentication, responses, revocation           |
 //! | `jwt.rs`               | ES256 / RS256 assertions (`private_key_jwt`)                                |
+//! | `dpop.rs`              | DPoP (RFC 9449): the key pair, proofs, nonces                               |
 //! | `client_credentials.rs`, `cross_app.rs`, `device.rs` | the other grants                              |
+//! | `workload.rs`          | workload identity federation: the assertion source and the JWT bearer grant |
 //! | `store/`               | token stores: memory, OS secret store, encrypted file; the refresh claim    |
 //! | `keys.rs`              | token-store keys                                                            |
 //!
@@ -30,6 +32,7 @@ pub mod code_flow;
 pub mod cross_app;
 pub mod device;
 pub mod discovery;
+pub mod dpop;
 pub mod jwt;
 pub mod keys;
 pub mod loopback;
@@ -38,6 +41,7 @@ pub mod registration;
 pub mod settings;
 pub mod store;
 pub mod token;
+pub mod workload;
 
 pub use authorizer::{AuthHost, Authorizer};
 pub use settings::OAuthSettings;

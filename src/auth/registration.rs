@@ -46,6 +46,7 @@ pub async fn client_for(
             client_id: url.to_string(),
             secret: ClientSecret::None,
             method: AuthMethod::None,
+            dpop: None,
         });
     }
     let key = super::keys::client(&metadata.issuer);
@@ -82,7 +83,7 @@ pub async fn stored_client(store: &dyn TokenStore, issuer: &str, client_id: &str
     }
     let method = AuthMethod::from_name(&stored.method)?;
     let secret = stored.client_secret.map(ClientSecret::Secret).unwrap_or(ClientSecret::None);
-    Some(ClientCredentials { client_id: stored.client_id, secret, method })
+    Some(ClientCredentials { client_id: stored.client_id, secret, method, dpop: None })
 }
 
 /// The configured client; its method is the configured one, else the best the server supports.
@@ -104,7 +105,7 @@ fn pre_registered(client_id: &str, settings: &OAuthSettings, metadata: &AuthServ
         (None, None) => (ClientSecret::None, AuthMethod::None),
     };
     let method = settings.auth_method.unwrap_or(default_method);
-    ClientCredentials { client_id: client_id.to_owned(), secret, method }
+    ClientCredentials { client_id: client_id.to_owned(), secret, method, dpop: None }
 }
 
 #[derive(Deserialize)]
@@ -183,5 +184,5 @@ async fn register(
         ),
         (None, _) => (ClientSecret::None, AuthMethod::None),
     };
-    Ok(ClientCredentials { client_id: registered.client_id, secret, method })
+    Ok(ClientCredentials { client_id: registered.client_id, secret, method, dpop: None })
 }

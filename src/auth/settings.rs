@@ -4,6 +4,7 @@
 
 pub use super::cross_app::IdentityAssertion;
 use super::token::{AuthMethod, SigningAlgorithm};
+pub use super::workload::AssertionSource;
 use crate::error::{McpError, Result};
 use serde_json::{Map, Value};
 use url::Url;
@@ -20,6 +21,8 @@ pub enum Grant {
     /// Cross-app access: an identity assertion from the enterprise IdP, exchanged (RFC 8693) and presented
     /// (RFC 7523).
     JwtBearer,
+    /// Workload identity federation (SEP-1933): the workload's own platform-issued JWT, presented (RFC 7523).
+    WorkloadIdentity,
 }
 
 impl Grant {
@@ -44,6 +47,8 @@ pub struct OAuthSettings {
     pub identity_assertion: Option<IdentityAssertion>,
     /// `oauth.authorizationServer`: the issuer configured credentials belong to.
     pub authorization_server: Option<String>,
+    /// `oauth.assertionFile` or `oauth.assertion` (grant `workload_identity`).
+    pub assertion: Option<AssertionSource>,
 }
 
 /// What is configured, never a value.
@@ -72,6 +77,8 @@ const KEYS: &[&str] = &[
     "redirectUri",
     "identityAssertion",
     "authorizationServer",
+    "assertionFile",
+    "assertion",
 ];
 
 impl OAuthSettings {
@@ -99,9 +106,10 @@ impl OAuthSettings {
             Some("device_code") => Grant::DeviceCode,
             Some("client_credentials") => Grant::ClientCredentials,
             Some("jwt_bearer") => Grant::JwtBearer,
+            Some("workload_identity") => Grant::WorkloadIdentity,
             Some(other) => {
                 return Err(McpError::config(format!(
-                    "{at}.grant {other:?} is unknown (authorization_code, device_code, client_credentials, jwt_bearer)"
+                    "{at}.grant {other:?} is unknown (authorization_code, device_code, client_credentials, jwt_bearer, workload_identity)"
                 )))
             }
         };
@@ -186,8 +194,34 @@ impl OAuthSettings {
             }
             Some(_) => return Err(McpError::config(format!("{at}.identityAssertion must be an object"))),
         };
+        let assertion = match (text("assertionFile")?, map.get("assertion")) {
+            (Some(_), Some(v)) if !v.is_null() => {
+                return Err(McpError::config(format!("{at}: give assertionFile or assertion, not both")))
+            }
+            (Some(path), _) => {
+                let path = std::path::PathBuf::from(path);
+                if !path.is_absolute() {
+                    return Err(McpError::config(format!("{at}.assertionFile must be an absolute path")));
+                }
+                if !path.is_file() {
+                    return Err(McpError::config(format!(
+                        "{at}.assertionFile ({}) is not a file this process can see",
+                        path.display()
+                    )));
+                }
+                Some(AssertionSource::File(path))
+            }
+            (None, None | Some(Value::Null)) => None,
+            (None, Some(v)) if crate::config::is_function_marker(v) => Some(AssertionSource::Callback),
+            (None, Some(_)) => {
+                return Err(McpError::config(format!(
+                    "{at}.assertion must be a function returning the assertion (a JWT); for a file, use assertionFile"
+                )))
+            }
+        };
         let settings = OAuthSettings {
             grant,
+            assertion,
             client_id: text("clientId")?,
             client_secret: text("clientSecret")?,
             auth_method,
@@ -226,6 +260,12 @@ impl OAuthSettings {
             Grant::JwtBearer if self.identity_assertion.is_none() || self.client_id.is_none() => {
                 Err(McpError::config(format!("{at}: grant jwt_bearer needs identityAssertion and clientId")))
             }
+            Grant::WorkloadIdentity if self.assertion.is_none() => Err(McpError::config(format!(
+                "{at}: grant workload_identity needs assertionFile (a path) or assertion (a function)"
+            ))),
+            _ if self.assertion.is_some() && self.grant != Grant::WorkloadIdentity => Err(McpError::config(format!(
+                "{at}.assertionFile and .assertion are used only with grant workload_identity"
+            ))),
             _ if self.identity_assertion.is_some() && self.grant != Grant::JwtBearer => {
                 Err(McpError::config(format!("{at}.identityAssertion is used only with grant jwt_bearer")))
             }
@@ -277,6 +317,11 @@ mod tests {
             (r#"{"clientSecret":"s"}"#, "needs its clientId"),
             (r#"{"grant":"client_credentials","clientId":"c"}"#, "needs clientId with clientSecret"),
             (r#"{"grant":"jwt_bearer","clientId":"c"}"#, "needs identityAssertion"),
+            (r#"{"grant":"workload_identity"}"#, "needs assertionFile"),
+            (r#"{"grant":"workload_identity","assertionFile":"relative/token"}"#, "absolute path"),
+            (r#"{"grant":"workload_identity","assertionFile":"/nonexistent/mcpferry/token"}"#, "not a file"),
+            (r#"{"grant":"workload_identity","assertion":"eyJ.a.b"}"#, "must be a function"),
+            (r#"{"assertion":{"$mcpferry":"function"}}"#, "only with grant workload_identity"),
             (r#"{"redirectUri":"https://example.com/cb"}"#, "loopback"),
             (r#"{"clientMetadataUrl":"http://example.com/m.json"}"#, "https URL"),
             (r#"{"scopes":["a b"]}"#, "without spaces"),

@@ -20,7 +20,7 @@ use crate::guard::redact::{Secrets, REDACTED};
 use crate::limits::OAUTH_TOKEN_RESPONSE_MAX_BYTES;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::header::{HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{Method, StatusCode};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -99,6 +99,16 @@ pub struct ClientCredentials {
     pub client_id: String,
     pub secret: ClientSecret,
     pub method: AuthMethod,
+    /// DPoP (RFC 9449): every request to the authorization server carries a fresh proof of this key.
+    pub dpop: Option<crate::auth::dpop::Dpop>,
+}
+
+impl ClientCredentials {
+    /// The same client, proving `dpop`'s key on each request (or not, with `None`).
+    pub fn with_dpop(mut self, dpop: Option<crate::auth::dpop::Dpop>) -> ClientCredentials {
+        self.dpop = dpop;
+        self
+    }
 }
 
 impl fmt::Debug for ClientSecret {
@@ -119,6 +129,7 @@ impl fmt::Debug for ClientCredentials {
             .field("client_id", &self.client_id)
             .field("secret", &self.secret)
             .field("method", &self.method)
+            .field("dpop", &self.dpop.is_some())
             .finish()
     }
 }
@@ -282,30 +293,51 @@ pub async fn post_form(
 ) -> std::result::Result<Vec<u8>, TokenError> {
     check_endpoint(endpoint, what)?;
     let secrets = Secrets::default();
-    let mut form: Vec<(&'static str, String)> =
+    let form: Vec<(&'static str, String)> =
         form.into_iter().filter(|(name, _)| !CLIENT_AUTH_FIELDS.contains(name)).collect();
     for (name, value) in &form {
         if !PUBLIC_FORM_FIELDS.contains(name) {
             add_secret(&secrets, value);
         }
     }
-    let basic = authenticate(client, audience, &mut form, &secrets)?;
-    let encoded = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(form.iter().map(|(n, v)| (*n, v.as_str())))
-        .finish();
-    let mut exchange = Exchange::new(Method::POST, endpoint.clone(), deadline)
-        .same_origin_only()
-        .protocol_header(CONTENT_TYPE, HeaderValue::from_static("application/x-www-form-urlencoded"))
-        .protocol_header(ACCEPT, HeaderValue::from_static("application/json"))
-        .body(bytes::Bytes::from(encoded));
-    if let Some(basic) = basic {
-        exchange = exchange.origin_header(AUTHORIZATION, basic);
-    }
+    // With DPoP, an answer refusing the proof for its nonce (`use_dpop_nonce`, with a new `DPoP-Nonce`)
+    // gets exactly one more attempt, with a fresh proof (and a fresh client assertion).
+    let attempts = if client.dpop.is_some() { 2 } else { 1 };
     let exchanging = async {
-        let mut response = egress.send(exchange).await?;
-        let status = response.status();
-        let body = read_body(&mut response, OAUTH_TOKEN_RESPONSE_MAX_BYTES, deadline).await?;
-        Ok::<_, McpError>((status, body))
+        let mut answer = None;
+        for attempt in 1..=attempts {
+            let mut form = form.clone();
+            let basic = authenticate(client, audience, &mut form, &secrets)?;
+            let encoded = url::form_urlencoded::Serializer::new(String::new())
+                .extend_pairs(form.iter().map(|(n, v)| (*n, v.as_str())))
+                .finish();
+            let mut exchange = Exchange::new(Method::POST, endpoint.clone(), deadline)
+                .same_origin_only()
+                .protocol_header(CONTENT_TYPE, HeaderValue::from_static("application/x-www-form-urlencoded"))
+                .protocol_header(ACCEPT, HeaderValue::from_static("application/json"))
+                .body(bytes::Bytes::from(encoded));
+            if let Some(basic) = basic {
+                exchange = exchange.origin_header(AUTHORIZATION, basic);
+            }
+            if let Some(dpop) = &client.dpop {
+                let proof = dpop.header("POST", endpoint, None)?;
+                secrets.add(proof.to_str().unwrap_or_default());
+                exchange = exchange.origin_header(HeaderName::from_static(crate::auth::dpop::DPOP_HEADER), proof);
+            }
+            let mut response = egress.send(exchange).await?;
+            let status = response.status();
+            let new_nonce = client.dpop.as_ref().is_some_and(|d| d.nonces.note(endpoint, response.headers()));
+            let body = read_body(&mut response, OAUTH_TOKEN_RESPONSE_MAX_BYTES, deadline).await?;
+            let retry = attempt < attempts
+                && new_nonce
+                && status == StatusCode::BAD_REQUEST
+                && crate::auth::dpop::is_nonce_error_body(&body);
+            answer = Some((status, body));
+            if !retry {
+                break;
+            }
+        }
+        Ok::<_, McpError>(answer.expect("one attempt at least"))
     };
     let Some(answered) = in_time(deadline, exchanging).await else {
         return Err(TokenError::TimedOut(timed_out(&format!("the request to the {what}"), endpoint, deadline)));
@@ -415,13 +447,16 @@ pub fn parse_token_response(body: &[u8]) -> std::result::Result<TokenResponse, T
         serde_json::from_value(value).map_err(|_| invalid("a field has the wrong type"))?;
     if response.token_type.eq_ignore_ascii_case("bearer") {
         response.token_type = "Bearer".to_owned();
+    } else if response.token_type.eq_ignore_ascii_case("dpop") {
+        // Usable only where it was asked for with a proof: the authorizer checks.
+        response.token_type = "DPoP".to_owned();
     } else if response.issued_token_type.is_none() {
         let shown = if response.token_type.is_empty() {
             "none".to_owned()
         } else {
             quote_bytes(response.token_type.as_bytes(), &Secrets::default())
         };
-        return Err(invalid(&format!("its token_type is {shown}, and only Bearer tokens can be used")));
+        return Err(invalid(&format!("its token_type is {shown}, and only Bearer and DPoP tokens can be used")));
     }
     Ok(response)
 }
@@ -596,7 +631,7 @@ mod tests {
     }
 
     fn client(method: AuthMethod, secret: ClientSecret) -> ClientCredentials {
-        ClientCredentials { client_id: "client:1".to_owned(), secret, method }
+        ClientCredentials { client_id: "client:1".to_owned(), secret, method, dpop: None }
     }
 
     fn ok_token() -> Reply {

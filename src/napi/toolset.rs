@@ -99,6 +99,9 @@ pub struct NativeToolsetOptions {
     /// `onAuthorizationUrl`: login prompt JSON.
     #[napi(ts_type = "((promptJson: string) => Promise<string>) | undefined | null")]
     pub on_authorization_url: Option<JsCallback<String>>,
+    /// The servers' `oauth.assertion` callbacks: server → the workload's assertion (a JWT).
+    #[napi(ts_type = "((server: string) => Promise<string>) | undefined | null")]
+    pub workload_assertion: Option<JsCallback<String>>,
     /// `onElicitation`: request JSON → result JSON.
     #[napi(ts_type = "((requestJson: string) => Promise<string>) | undefined | null")]
     pub on_elicitation: Option<JsCallback<String>>,
@@ -129,6 +132,7 @@ impl NativeToolset {
                 decide,
                 ask,
                 on_authorization_url,
+                workload_assertion,
                 on_elicitation,
                 native_store_id,
                 js_store,
@@ -167,6 +171,7 @@ impl NativeToolset {
                 ask: hook(ask),
                 stdio_reader: readers.clone().map(|r| r as Arc<dyn ReaderHost>),
                 authorization_url: hook(on_authorization_url),
+                workload_assertion: hook(workload_assertion),
                 token_store,
                 elicit: hook(on_elicitation),
             };

@@ -135,6 +135,7 @@ impl Toolset {
                 .clone()
                 .unwrap_or_else(|| Arc::new(crate::auth::store::MemoryTokenStore::default())),
             present: hooks.authorization_url.clone(),
+            workload_assertion: hooks.workload_assertion.clone(),
             login_timeout: Duration::from_millis(config.authorization_timeout_ms),
             flow_timeout: Duration::from_millis(config.connect_timeout_ms),
             logins: CancellationToken::new(),
@@ -560,6 +561,7 @@ pub async fn logout_server(
     let host = Arc::new(crate::auth::AuthHost {
         store,
         present: None,
+        workload_assertion: None,
         login_timeout: Duration::from_millis(crate::limits::DEFAULT_AUTHORIZATION_TIMEOUT_MS),
         flow_timeout: Duration::from_millis(crate::limits::DEFAULT_CONNECT_TIMEOUT_MS),
         logins: CancellationToken::new(),

@@ -32,6 +32,8 @@ pub struct Hooks {
     pub ask: Option<Arc<dyn crate::hooks::Callback<String, bool>>>,
     /// `onAuthorizationUrl`: login prompt (JSON `{url, server, grant, userCode?, expiresAt?}`) → ignored.
     pub authorization_url: Option<Arc<dyn crate::hooks::Callback<String, String>>>,
+    /// A server's `oauth.assertion` (grant `workload_identity`): server name → the workload's assertion (a JWT).
+    pub workload_assertion: Option<Arc<dyn crate::hooks::Callback<String, String>>>,
     /// Where OAuth tokens and client registrations are kept (`tokenStore`); a memory store when absent.
     pub token_store: Option<Arc<dyn crate::auth::store::TokenStore>>,
     /// Elicitation request (JSON: `{"server", "request"}`, see `elicitation::host_request`) → the

@@ -97,11 +97,15 @@ impl HttpBase {
         self.exchange_as(method, url, self.spec.credential.current())
     }
 
-    /// `exchange` with a given bearer (one read with its generation, see [`Credential::snapshot`]).
-    pub fn exchange_as(&self, method: Method, url: url::Url, bearer: Option<HeaderValue>) -> Exchange {
+    /// `exchange` with a given presentation (one read with its generation, see [`Credential::snapshot`]):
+    /// its `Authorization`, and a fresh proof for this method and URL when the token is bound to a key.
+    pub fn exchange_as(&self, method: Method, url: url::Url, presented: Option<Presented>) -> Exchange {
         let mut origin = self.spec.headers.clone();
-        if let Some(bearer) = bearer {
-            origin.insert(AUTHORIZATION, bearer);
+        if let Some(presented) = presented {
+            origin.insert(AUTHORIZATION, presented.authorization);
+            if let Some((name, value)) = presented.proof.as_ref().and_then(|p| p.header(&method, &url)) {
+                origin.insert(name, value);
+            }
         }
         Exchange::new(method, url, self.deadline()).origin_headers(origin)
     }
@@ -245,23 +249,62 @@ impl SideQueueReceiver {
     }
 }
 
-/// The current `Authorization` value, if `auth` or `oauth` is configured, and its generation (bumped on
-/// every change, so a refusal of an older token is told apart from a refusal of the current one).
+/// What a request presents to the server: the `Authorization` value and, for a sender-constrained token
+/// (DPoP, RFC 9449), what makes each request's proof. The transport knows nothing of DPoP: it asks the
+/// proof for a header per request and shows it every answer.
+#[derive(Clone)]
+pub struct Presented {
+    pub authorization: HeaderValue,
+    pub proof: Option<Arc<dyn RequestProof>>,
+}
+
+impl std::fmt::Debug for Presented {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Presented").field("proof", &self.proof.is_some()).finish_non_exhaustive()
+    }
+}
+
+/// A per-request proof of possession (the OAuth authorizer's DPoP binding answers).
+pub trait RequestProof: Send + Sync {
+    /// The proof header (name and value) for one request of `method` to `url`, or `None` if none can be made.
+    fn header(&self, method: &Method, url: &url::Url) -> Option<(reqwest::header::HeaderName, HeaderValue)>;
+    /// An answer to a request to `url`: whatever it tells (a new nonce) is kept for the next proof. True
+    /// when it refused the request for a stale or missing nonce and named a new one: worth exactly one
+    /// more attempt.
+    fn on_answer(&self, url: &url::Url, status: StatusCode, headers: &HeaderMap) -> bool;
+}
+
+/// The current presentation, if `auth` or `oauth` is configured, and its generation (bumped on every
+/// change, so a refusal of an older token is told apart from a refusal of the current one).
 #[derive(Debug, Clone, Default)]
-pub struct Credential(Arc<Mutex<(Option<HeaderValue>, u64)>>);
+pub struct Credential(Arc<Mutex<(Option<Presented>, u64)>>);
 
 impl Credential {
     pub fn set_bearer(&self, token: &str) -> Result<()> {
-        let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+        self.set("Bearer", token, None)
+    }
+
+    /// A DPoP-bound token: `Authorization: DPoP <token>`, and `proof` makes each request's `DPoP` header.
+    pub fn set_bound(&self, token: &str, proof: Arc<dyn RequestProof>) -> Result<()> {
+        self.set("DPoP", token, Some(proof))
+    }
+
+    fn set(&self, scheme: &str, token: &str, proof: Option<Arc<dyn RequestProof>>) -> Result<()> {
+        let mut value = HeaderValue::from_str(&format!("{scheme} {token}"))
             .map_err(|_| McpError::Auth("the token cannot be sent in a header".into()))?;
         value.set_sensitive(true);
         let mut slot = self.0.lock();
-        *slot = (Some(value), slot.1 + 1);
+        *slot = (Some(Presented { authorization: value, proof }), slot.1 + 1);
         Ok(())
     }
 
-    pub fn current(&self) -> Option<HeaderValue> {
+    pub fn current(&self) -> Option<Presented> {
         self.0.lock().0.clone()
+    }
+
+    /// The `Authorization` value in use.
+    pub fn authorization(&self) -> Option<HeaderValue> {
+        self.0.lock().0.as_ref().map(|p| p.authorization.clone())
     }
 
     pub fn generation(&self) -> u64 {
@@ -269,7 +312,7 @@ impl Credential {
     }
 
     /// The value and its generation, read together: a refusal is charged to the token actually sent.
-    pub fn snapshot(&self) -> (Option<HeaderValue>, u64) {
+    pub fn snapshot(&self) -> (Option<Presented>, u64) {
         self.0.lock().clone()
     }
 }

@@ -4,7 +4,7 @@
 //! redirect of a POST to another origin, on any hop.
 
 use super::event_stream::{EventStreamParser, DEFAULT_EVENT_TYPE};
-use super::http::{self, side_queue, HttpBase, HttpSpec, SideQueue, APPLICATION_JSON, EVENT_STREAM};
+use super::http::{self, side_queue, HttpBase, HttpSpec, Presented, SideQueue, APPLICATION_JSON, EVENT_STREAM};
 use super::{describe_garbage, MessageSink, Outbound, Transport, TransportOptions};
 use crate::egress::Exchange;
 use crate::error::{McpError, Result};
@@ -143,15 +143,26 @@ impl SseCore {
     /// saying a new token is in place.
     async fn send_authorized(
         &self,
-        exchange: impl Fn(Option<HeaderValue>) -> Exchange,
+        exchange: impl Fn(Option<Presented>) -> Exchange,
         resendable: bool,
     ) -> Result<reqwest::Response> {
         let Some(authorization) = &self.spec.authorization else {
             return self.egress.send(exchange(self.spec.credential.current())).await;
         };
         authorization.before_request().await?;
-        let (bearer, sent_token) = self.spec.credential.snapshot();
-        let response = self.egress.send(exchange(bearer)).await?;
+        let (presented, sent_token) = self.spec.credential.snapshot();
+        let proof = presented.as_ref().and_then(|p| p.proof.clone());
+        let mut response = self.egress.send(exchange(presented)).await?;
+        // A DPoP nonce refusal (the request was not processed): sent again once with the new nonce.
+        if proof.as_ref().is_some_and(|p| p.on_answer(response.url(), response.status(), response.headers())) {
+            response = self.egress.send(exchange(self.spec.credential.current())).await?;
+            if proof.as_ref().is_some_and(|p| p.on_answer(response.url(), response.status(), response.headers())) {
+                return Err(McpError::Auth(
+                    "the server refused a DPoP proof carrying the nonce it had just given (use_dpop_nonce again)"
+                        .into(),
+                ));
+            }
+        }
         let Some(authorizing) = authorization.on_response(response.status(), response.headers(), sent_token) else {
             return Ok(response);
         };

@@ -15,7 +15,7 @@
 
 use super::event_stream::{EventStreamParser, DEFAULT_EVENT_TYPE};
 use super::http::{
-    self, side_queue, HttpBase, HttpSpec, SideQueue, StreamEnd, ACCEPT_BOTH, APPLICATION_JSON, EVENT_STREAM,
+    self, side_queue, HttpBase, HttpSpec, Presented, SideQueue, StreamEnd, ACCEPT_BOTH, APPLICATION_JSON, EVENT_STREAM,
     HEADER_LAST_EVENT_ID, HEADER_PROTOCOL_VERSION, HEADER_SESSION_ID,
 };
 use super::{MessageSink, ModernRequest, Outbound, Transport, TransportOptions};
@@ -62,6 +62,8 @@ struct Post {
     tool: Option<Arc<str>>,
     /// A `tools/call`'s check that its tool is still as it was approved (see `Outbound::admitted`).
     admitted: Option<Arc<dyn super::AdmittedCall>>,
+    /// Already sent again once with a fresh DPoP nonce: a second `use_dpop_nonce` fails it.
+    renonced: bool,
 }
 
 impl Post {
@@ -77,6 +79,7 @@ impl Post {
             long_lived: message.long_lived,
             tool: message.tool.take().map(Arc::from),
             admitted: message.admitted.take(),
+            renonced: false,
         }
     }
 
@@ -311,8 +314,8 @@ impl StreamableHttpCore {
         self.with_session_as(method, session, self.spec.credential.current())
     }
 
-    fn with_session_as(&self, method: Method, session: &Session, bearer: Option<HeaderValue>) -> Exchange {
-        let mut exchange = self.exchange_as(method, self.spec.url.clone(), bearer);
+    fn with_session_as(&self, method: Method, session: &Session, presented: Option<Presented>) -> Exchange {
+        let mut exchange = self.exchange_as(method, self.spec.url.clone(), presented);
         if let Some(id) = &session.id {
             exchange = exchange.origin_header(HeaderName::from_static(HEADER_SESSION_ID), id.clone());
         }
@@ -380,8 +383,9 @@ impl StreamableHttpCore {
         if let Some(authorization) = &self.spec.authorization {
             authorization.before_request().await?;
         }
-        let (bearer, sent_token) = self.spec.credential.snapshot();
-        let mut exchange = Self::json_post(self.with_session_as(Method::POST, &session, bearer), body);
+        let (presented, sent_token) = self.spec.credential.snapshot();
+        let proof = presented.as_ref().and_then(|p| p.proof.clone());
+        let mut exchange = Self::json_post(self.with_session_as(Method::POST, &session, presented), body);
         if let Some(modern) = &post.modern {
             exchange = modern_headers(exchange, modern);
         }
@@ -404,6 +408,17 @@ impl StreamableHttpCore {
             }
         };
         let status = response.status();
+        // A DPoP-bound token: the answer's nonce is kept; a refusal for a stale nonce (the server did not
+        // process the request) is sent again once with the new one, never more.
+        if proof.as_ref().is_some_and(|p| p.on_answer(&self.spec.url, status, response.headers())) {
+            if post.renonced {
+                return Err(McpError::Auth(
+                    "the server refused a DPoP proof carrying the nonce it had just given (use_dpop_nonce again)"
+                        .into(),
+                ));
+            }
+            return Box::pin(self.post(body, Post { renonced: true, ..post })).await;
+        }
         if let Some(authorization) = &self.spec.authorization {
             if let Some(authorizing) = authorization.on_response(status, response.headers(), sent_token) {
                 return self.reauthorize(authorizing, body, post, status).await;
