@@ -41,7 +41,9 @@ function oauthSettings() {
         signingAlgorithm: context.signing_algorithm ?? 'ES256',
         tokenEndpointAuthMethod: 'private_key_jwt',
       };
+    // SEP-990 as 0.1.16 names it, and as the 0.2.0 alpha does: the same flow.
     case 'auth/cross-app-access-complete-flow':
+    case 'auth/enterprise-managed-authorization':
       return {
         grant: 'jwt_bearer',
         clientId: context.client_id,
@@ -52,6 +54,10 @@ function oauthSettings() {
           clientId: context.idp_client_id,
         },
       };
+    // SEP-1933: the workload's JWT (what a platform would project into a file) from the host's callback.
+    case 'auth/wif-jwt-bearer':
+      return { grant: 'workload_identity', clientId: context.client_id, assertion: () => context.valid_jwt };
+    // DPoP (SEP-1932) needs no setting: mcpferry proves a key wherever the authorization server takes ES256 proofs.
     default:
       return base;
   }

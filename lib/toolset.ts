@@ -215,6 +215,24 @@ function hooksFor(opts: McpOptions, questions: OpenQuestions) {
   };
 }
 
+/**
+ * The servers' `oauth.assertion` callbacks (grant `workload_identity`) as one engine hook: server name →
+ * the workload's assertion. Undefined when no server has one.
+ */
+function workloadAssertionHook(servers: unknown) {
+  const callbacks = new Map<string, () => string | Promise<string>>();
+  for (const server of Array.isArray(servers) ? servers : []) {
+    const assertion = (server as { oauth?: { assertion?: unknown } } | null)?.oauth?.assertion;
+    if (typeof assertion === 'function') callbacks.set(String((server as { name?: unknown }).name), assertion as () => string | Promise<string>);
+  }
+  if (callbacks.size === 0) return undefined;
+  return async (server: string) => {
+    const assertion = await callbacks.get(server)?.();
+    if (typeof assertion !== 'string' || assertion.length === 0) throw new Error('oauth.assertion resolved without a string');
+    return assertion;
+  };
+}
+
 function deliver(onDiagnostic: McpOptions['onDiagnostic'], diagnostic: Diagnostic): void {
   try {
     onDiagnostic?.(diagnostic);
@@ -290,6 +308,7 @@ export async function openToolset(
       decide: hooks.decide,
       ask: hooks.ask,
       onAuthorizationUrl: hooks.authorizationUrl,
+      workloadAssertion: workloadAssertionHook(servers),
       onElicitation: hooks.elicit,
       nativeStoreId: storeId,
       jsStore,

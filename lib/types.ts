@@ -74,9 +74,10 @@ export interface McpOAuth {
    * `authorization_code` (default: a person logs in through `onAuthorizationUrl`, redirected back to a
    * listener on 127.0.0.1), `device_code` (RFC 8628: a person enters a code on any device),
    * `client_credentials` (the client's own credentials, no person), `jwt_bearer` (cross-app access with an
-   * identity assertion from the enterprise IdP).
+   * identity assertion from the enterprise IdP), `workload_identity` (SEP-1933: the workload's own platform-issued
+   * JWT, from `assertionFile` or `assertion`, presented with the JWT bearer grant).
    */
-  grant?: 'authorization_code' | 'device_code' | 'client_credentials' | 'jwt_bearer';
+  grant?: 'authorization_code' | 'device_code' | 'client_credentials' | 'jwt_bearer' | 'workload_identity';
   /** A client registered with the authorization server beforehand (skips registration). */
   clientId?: string;
   clientSecret?: string;
@@ -102,6 +103,13 @@ export interface McpOAuth {
   authorizationServer?: string;
   /** For `jwt_bearer`: where to exchange the person's ID token (RFC 8693), and as which IdP client. */
   identityAssertion?: { tokenEndpoint: string; idToken: string; clientId?: string; clientSecret?: string };
+  /**
+   * For `workload_identity`: an absolute path to the workload's JWT (a Kubernetes projected service-account
+   * token, say), read again before the assertion in hand expires. Give this or `assertion`.
+   */
+  assertionFile?: string;
+  /** For `workload_identity`: returns the workload's JWT; asked again before the assertion in hand expires. */
+  assertion?: () => string | Promise<string>;
 }
 
 /** What `onAuthorizationUrl` is told besides the URL. */

@@ -2,8 +2,9 @@
 // Runs the official MCP conformance suite against examples/conformance-client.mjs: all 26 client
 // scenarios of @modelcontextprotocol/conformance 0.1.16, the 19 of the 0.2.0-alpha suite's frozen
 // 2025-11-25 requirement set (`--spec-version 2025-11-25`) and its 33 of the stateless 2026-07-28
-// revision (`--spec-version 2026-07-28`), and the alpha's four Skills extension scenarios (SEP-2640). All
-// need Node >= 22.
+// revision (`--spec-version 2026-07-28`), and every client scenario the alpha lists (48 in alpha.12),
+// run as it lists them, extensions included (Skills, DPoP, workload identity, enterprise-managed
+// authorization). All need Node >= 22.
 //   node scripts/conformance.mjs <node22-binary> [scenario | suite:scenario ...]
 // MCPFERRY_CONFORMANCE_CLIENT=<script> runs another client instead (e.g. one that does nothing, to see
 // the evidence check refuse what the suite alone would pass).
@@ -79,6 +80,17 @@ const MUST_SUCCEED = {
   'auth/client-credentials-basic': ['client-credentials-basic-auth', 'authorization-server-metadata'],
   'auth/cross-app-access-complete-flow': ['complete-flow-token-exchange', 'complete-flow-jwt-bearer', 'authorization-server-metadata'],
 };
+
+/** The alpha's authorization extensions (listed as extensions): SEP-990 under its new name, DPoP, workload identity. */
+const DPOP = ['sep-1932-client-token-request-proof', 'sep-1932-client-dpop-auth-scheme', 'sep-1932-client-fresh-proof', ...AUTH_CODE_FLOW, ...PKCE];
+const MUST_SUCCEED_EXTENSIONS = {
+  'auth/enterprise-managed-authorization': MUST_SUCCEED['auth/cross-app-access-complete-flow'],
+  'auth/dpop': DPOP,
+  'auth/dpop-nonce': [...DPOP, 'sep-1932-client-as-nonce', 'sep-1932-client-rs-nonce'],
+  'auth/wif-jwt-bearer': ['wif-assertion-verified', 'authorization-server-metadata', 'token-request'],
+};
+/** Scenarios whose resource server checks tokens itself (DPoP-bound): it records no valid-bearer-token check. */
+const OWN_TOKEN_CHECK = new Set(['auth/dpop', 'auth/dpop-nonce']);
 
 /**
  * The Skills extension's client scenarios (SEP-2640, listed as extensions): each check is SKIPPED when the
@@ -223,16 +235,23 @@ const SUITES = [
     expectedRefusal: new Set([...EXPECTED_REFUSAL, ...ISS_REFUSAL, ...METADATA_REFUSAL]),
   },
   {
-    label: 'skills',
+    // Every client scenario the alpha lists, run as it lists them (no --spec-version), extensions included:
+    // the scenarios are read from `conformance list --client` at run time, and one without an evidence list
+    // here fails, so a scenario the suite adds can never pass unchecked.
+    label: 'all',
     pkg: 'conformance-alpha',
     version: /^0\.2\.0-alpha\./,
     args: [],
-    scenarios: Object.keys(MUST_SUCCEED_SKILLS),
-    // The suite lists every scenario without a spec version: this set is its Skills ones.
-    lists: (scenario) => scenario.startsWith('sep-2640-client-'),
-    mustSucceed: MUST_SUCCEED_SKILLS,
+    scenarios: 'listed',
+    mustSucceed: { ...MUST_SUCCEED, ...MUST_SUCCEED_2026_ONLY(), ...MUST_SUCCEED_SKILLS, ...MUST_SUCCEED_EXTENSIONS },
+    expectedRefusal: new Set([...EXPECTED_REFUSAL, ...ISS_REFUSAL, ...METADATA_REFUSAL]),
   },
 ];
+
+/** The 2026 set's evidence for the scenarios only that revision has (the shared ones keep the 2025 lists in the `all` run). */
+function MUST_SUCCEED_2026_ONLY() {
+  return Object.fromEntries(Object.entries(MUST_SUCCEED_2026).filter(([scenario]) => !(scenario in MUST_SUCCEED)));
+}
 
 /** Whether a check matching `spec` succeeded: `id`, `id@name` or `@name` (some ids carry one entry per method or tool). */
 function succeededCheck(checks, spec) {
@@ -248,13 +267,16 @@ function evidenceProblems(suite, scenario, checks, clientStderr) {
   for (const c of checks) {
     if (c.status === 'FAILURE' || c.status === 'WARNING') problems.push(`${c.status} ${c.id}: ${c.errorMessage ?? c.description}`);
   }
-  const mustSucceed = suite.mustSucceed?.[scenario] ?? MUST_SUCCEED[scenario] ?? [];
-  for (const spec of mustSucceed) if (!succeeded(spec)) problems.push(`no SUCCESS ${spec}`);
+  const mustSucceed = suite.mustSucceed?.[scenario] ?? MUST_SUCCEED[scenario];
+  // A scenario passes on evidence only: no list of the checks that prove it, or no check at all, is a failure.
+  if (!mustSucceed?.length) problems.push(`this runner has no evidence list for ${scenario}: add one before it can pass`);
+  if (checks.length === 0) problems.push('the suite recorded no check at all');
+  for (const spec of mustSucceed ?? []) if (!succeeded(spec)) problems.push(`no SUCCESS ${spec}`);
   const responses = checks.filter((c) => c.id === 'outgoing-response');
   const expectedRefusal = suite.expectedRefusal ?? EXPECTED_REFUSAL;
   if (scenario.startsWith('auth/') && !expectedRefusal.has(scenario)) {
     // The whole way through: the tool call reached the MCP server with a token and was answered.
-    if (!succeeded('valid-bearer-token')) problems.push('no request carried a valid bearer token');
+    if (!OWN_TOKEN_CHECK.has(scenario) && !succeeded('valid-bearer-token')) problems.push('no request carried a valid bearer token');
     if (!responses.some((c) => c.details?.mcpMethod === 'tools/call' && c.details.statusCode === 200)) {
       problems.push('the MCP server answered no tools/call with 200');
     }
@@ -331,13 +353,19 @@ function report(result) {
   console.log(`         results kept in ${result.out}`);
 }
 
+/** The client scenarios an installed suite lists (with the suite's spec-version arguments). */
+function listed(node22, suite) {
+  const list = spawnSync(node22, [join(suiteDir(suite.pkg), 'dist', 'index.js'), 'list', '--client', ...suite.args], { encoding: 'utf8' });
+  return [...`${list.stdout}`.matchAll(/^\s+- (\S+) \[/gm)].map((m) => m[1]);
+}
+
 /** Checks that each installed suite is the expected release and lists exactly the scenarios we run. */
 function suiteProblems(node22, suite) {
   const dir = suiteDir(suite.pkg);
   const { version } = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));
   if (!suite.version.test(version)) return [`${suite.pkg} is ${version}, expected ${suite.version}`];
-  const list = spawnSync(node22, [join(dir, 'dist', 'index.js'), 'list', '--client', ...suite.args], { encoding: 'utf8' });
-  const listed = [...`${list.stdout}`.matchAll(/^\s+- (\S+) \[/gm)].map((m) => m[1]).filter(suite.lists ?? (() => true));
+  if (suite.scenarios.length === 0) return [`${suite.pkg} ${version} lists no client scenario`];
+  const listed = listedScenarios.get(suite);
   const missing = listed.filter((s) => !suite.scenarios.includes(s));
   const extra = suite.scenarios.filter((s) => !listed.includes(s));
   return [
@@ -353,6 +381,8 @@ if (!node22) {
 }
 const jobs = [];
 let failed = 0;
+const listedScenarios = new Map(SUITES.map((suite) => [suite, listed(node22, suite)]));
+for (const suite of SUITES) if (suite.scenarios === 'listed') suite.scenarios = listedScenarios.get(suite);
 for (const suite of SUITES) {
   for (const problem of requested.length ? [] : suiteProblems(node22, suite)) {
     console.log(`FAILED ${suite.label.padEnd(6)} ${problem}`);
