@@ -240,6 +240,8 @@ export interface NativeToolsetOptions {
   ask?: ((questionJson: string) => Promise<boolean>) | undefined | null
   /** `onAuthorizationUrl`: login prompt JSON. */
   onAuthorizationUrl?: ((promptJson: string) => Promise<string>) | undefined | null
+  /** The servers' `oauth.assertion` callbacks: server → the workload's assertion (a JWT). */
+  workloadAssertion?: ((server: string) => Promise<string>) | undefined | null
   /** `onElicitation`: request JSON → result JSON. */
   onElicitation?: ((requestJson: string) => Promise<string>) | undefined | null
   /** `storage`: a native store by id, or one implemented in JavaScript. */
