@@ -596,11 +596,6 @@ fn marker(value: &Value) -> Option<&str> {
     map.get(MARKER_KEY)?.as_str()
 }
 
-/// Whether `value` is the marker of a JavaScript function (a callback the host keeps).
-pub fn is_function_marker(value: &Value) -> bool {
-    marker(value) == Some("function")
-}
-
 fn is_function(value: Option<&Value>) -> Option<bool> {
     match value {
         None | Some(Value::Null) => Some(false),

@@ -212,7 +212,7 @@ impl OAuthSettings {
                 Some(AssertionSource::File(path))
             }
             (None, None | Some(Value::Null)) => None,
-            (None, Some(v)) if crate::config::is_function_marker(v) => Some(AssertionSource::Callback),
+            (None, Some(v)) if is_function_marker(v) => Some(AssertionSource::Callback),
             (None, Some(_)) => {
                 return Err(McpError::config(format!(
                     "{at}.assertion must be a function returning the assertion (a JWT); for a file, use assertionFile"
@@ -291,6 +291,13 @@ impl OAuthSettings {
         }
         secrets
     }
+}
+
+/// Whether `value` is the marker lib puts where a JavaScript function was (`{"$mcpferry": "function"}`, see
+/// `config::MARKER_KEY`; read here so the settings need nothing of the option validator).
+fn is_function_marker(value: &Value) -> bool {
+    value.as_object().filter(|m| m.len() == 1).and_then(|m| m.get("$mcpferry")).and_then(Value::as_str)
+        == Some("function")
 }
 
 #[cfg(test)]
