@@ -168,6 +168,9 @@ impl Authorization for Authorizer {
 struct DpopBinding {
     dpop: Dpop,
     access_token: String,
+    /// The server's redaction set: each proof joins it (a rotating slot), so a server echoing it back
+    /// in an error body does not get it into an error.
+    secrets: Arc<Secrets>,
 }
 
 impl RequestProof for DpopBinding {
@@ -177,6 +180,7 @@ impl RequestProof for DpopBinding {
         url: &Url,
     ) -> Option<(reqwest::header::HeaderName, reqwest::header::HeaderValue)> {
         let value = self.dpop.header(method.as_str(), url, Some(&self.access_token)).ok()?;
+        self.secrets.set_rotating("dpop-proof", value.as_bytes());
         Some((reqwest::header::HeaderName::from_static(super::dpop::DPOP_HEADER), value))
     }
 
@@ -384,7 +388,8 @@ impl Authorizer {
         }
         match self.dpop_of(&tokens) {
             Some(dpop) if tokens.dpop_bound => {
-                let binding = DpopBinding { dpop, access_token: tokens.access_token.clone() };
+                let binding =
+                    DpopBinding { dpop, access_token: tokens.access_token.clone(), secrets: self.secrets.clone() };
                 self.credential.set_bound(&tokens.access_token, Arc::new(binding))?
             }
             _ => self.credential.set_bearer(&tokens.access_token)?,
@@ -1103,6 +1108,12 @@ mod tests {
         assert!(first_seen.check_issuer_binding("https://evil.example").await.is_ok(), "nothing seen yet");
         first_seen.keep(&tokens(&Url::parse("http://127.0.0.1:8/token").unwrap(), None)).await.unwrap();
         assert!(first_seen.check_issuer_binding("https://evil.example").await.is_err());
+        // A workload's assertion is a credential too.
+        let workload = authorizer(
+            r#"{"grant":"workload_identity","assertion":{"$mcpferry":"function"},"authorizationServer":"http://127.0.0.1:8"}"#,
+            Arc::default(),
+        );
+        assert!(workload.check_issuer_binding("https://evil.example").await.is_err());
         // A dynamically registered client has no credentials of its own to protect.
         assert!(authorizer("true", store).check_issuer_binding("https://evil.example").await.is_ok());
     }

@@ -275,7 +275,10 @@ impl OAuthSettings {
 
     /// Whether credentials of our own are configured, which belong to one authorization server.
     pub fn has_credentials(&self) -> bool {
-        self.client_secret.is_some() || self.private_key.is_some() || self.identity_assertion.is_some()
+        self.client_secret.is_some()
+            || self.private_key.is_some()
+            || self.identity_assertion.is_some()
+            || self.assertion.is_some()
     }
 
     /// Every secret this configuration holds, for the server's redaction set.
