@@ -12,8 +12,11 @@ export type NativeServerHandle = Generated.NativeServer;
 export type NativeStoreHandle = Generated.NativeStore;
 export type NativeTokenStoreHandle = Generated.NativeTokenStore;
 
-/** The engine as loaded: `debugPanicNext` exists in debug builds only. */
-type NativeBinding = Omit<typeof Generated, 'debugPanicNext'> & { debugPanicNext?: typeof Generated.debugPanicNext };
+/**
+ * The engine as loaded: `debugPanicNext` exists in debug builds only, and a release build's generated index.d.ts
+ * does not declare it, so its type is written here (naming the generated one broke `npm run build:release`).
+ */
+type NativeBinding = Omit<typeof Generated, 'debugPanicNext'> & { debugPanicNext?: (entry: string) => void };
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 // Through the loader wrapper: a missing platform package fails with an error that names it.
