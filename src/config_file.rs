@@ -93,6 +93,7 @@ const JSON_KEYS: &[(&str, Meaning)] = &[
     ("disabled", Any),
     ("enabled", Any),
     ("disabledTools", Any),
+    ("propagateTraceContext", Any),
     ("command", Stdio),
     ("args", Stdio),
     ("env", Stdio),
@@ -120,6 +121,7 @@ const TOML_KEYS: &[(&str, Meaning)] = &[
     ("enabled_tools", Any),
     ("deny_tools", Any),
     ("disabled_tools", Any),
+    ("propagate_trace_context", Any),
     // Approval settings: reported as not applied unless every one is "approve" (what happens here anyway).
     ("default_tools_approval_mode", Any),
     ("tools", Any),
@@ -455,10 +457,25 @@ fn json_entry(name: &str, entry: &Value, at: &str, vars: &Vars, report: &mut Rep
     if let Some(block) = given("disabledTools") {
         out.insert("tools".into(), json!({ "block": tool_patterns(block, &format!("{source}: {at}.disabledTools"))? }));
     }
+    if let Some(propagate) = given("propagateTraceContext") {
+        out.insert(
+            "propagateTraceContext".into(),
+            trace_flag(propagate, &format!("{source}: {at}.propagateTraceContext"))?,
+        );
+    }
     if disabled {
         out.insert("enabled".into(), Value::Bool(false));
     }
     Ok(Value::Object(out))
+}
+
+/// `propagateTraceContext` (`propagate_trace_context` in TOML): whether the server is sent the caller's
+/// trace context in `params._meta` (see docs/observability.md). A boolean.
+fn trace_flag(value: &Value, at: &str) -> Result<Value> {
+    match value {
+        Value::Bool(_) => Ok(value.clone()),
+        _ => Err(McpError::config(format!("{at} must be a boolean"))),
+    }
 }
 
 /// A list of tool name patterns, checked.
@@ -855,6 +872,10 @@ fn toml_entry(name: &str, entry: &Value, at: &str, report: &mut Report) -> Resul
     if !tools.is_empty() {
         out.insert("tools".into(), Value::Object(tools));
     }
+    if let Some(propagate) = entry.get("propagate_trace_context") {
+        let at = format!("{source}: {at}.propagate_trace_context");
+        out.insert("propagateTraceContext".into(), trace_flag(propagate, &at)?);
+    }
     approval_modes(entry, at, report)?;
     if !enabled {
         out.insert("enabled".into(), Value::Bool(false));
@@ -1009,6 +1030,29 @@ mod tests {
         assert_eq!(out["disabled"], json!(["off"]));
         let vscode = loaded(r#"{"servers":{"a":{"type":"stdio","command":"node"}},"inputs":[]}"#, "json");
         assert_eq!(vscode["servers"][0]["type"], "stdio");
+    }
+
+    #[test]
+    fn propagate_trace_context_is_read_from_both_formats_and_must_be_a_boolean() {
+        let json = loaded(
+            r#"{"mcpServers":{"quiet":{"url":"https://h.test/mcp","propagateTraceContext":false},"fs":{"command":"x"}}}"#,
+            "json",
+        );
+        let servers = json["servers"].as_array().unwrap();
+        let by = |n: &str| servers.iter().find(|s| s["name"] == n).unwrap().clone();
+        assert_eq!(by("quiet")["propagateTraceContext"], false);
+        assert!(by("fs").get("propagateTraceContext").is_none());
+        assert!(warnings(&json).is_empty(), "{:?}", warnings(&json));
+        let toml = loaded("[mcp_servers.quiet]\ncommand = \"x\"\npropagate_trace_context = false", "toml");
+        assert_eq!(toml["servers"][0]["propagateTraceContext"], false);
+        assert!(warnings(&toml).is_empty(), "{:?}", warnings(&toml));
+        for (text, format, named) in [
+            (r#"{"mcpServers":{"a":{"command":"x","propagateTraceContext":"no"}}}"#, "json", "propagateTraceContext"),
+            ("[mcp_servers.a]\ncommand = \"x\"\npropagate_trace_context = 0", "toml", "propagate_trace_context"),
+        ] {
+            let error = load(text, "cfg", format, &LoadOptions::default()).unwrap_err();
+            assert!(error.to_string().contains(&format!("{named} must be a boolean")), "{error}");
+        }
     }
 
     #[test]
