@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { fixture, here, scratchFile, startHttpFixture, until } from './helpers.mjs';
 import { startLegacySseFixture, startStreamableFixture } from './fixtures/http-server.mjs';
 import { startTs2Http } from './eras-servers.mjs';
+import { startOAuthFixture } from './fixtures/oauth-server.mjs';
 
 const exporter = new InMemorySpanExporter();
 const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
@@ -76,7 +77,9 @@ test('stdio: the client span is the parent the server receives, with the convent
     assert.equal(span.name, 'tools/call echo');
     assert.equal(span.spanContext().traceId, parent.traceId);
     assert.equal(parentIdOf(span), parent.spanId);
-    assert.deepEqual(span.attributes, {
+    const { 'jsonrpc.request.id': requestId, ...conventions } = span.attributes;
+    assert.match(requestId, /^\d+$/);
+    assert.deepEqual(conventions, {
       'mcp.method.name': 'tools/call',
       'gen_ai.tool.name': 'echo',
       'gen_ai.operation.name': 'execute_tool',
@@ -85,6 +88,7 @@ test('stdio: the client span is the parent the server receives, with the convent
     });
     assert.equal(span.status.code, SpanStatusCode.UNSET);
     const call = server.received().find((m) => m.method === 'tools/call');
+    assert.equal(span.attributes['jsonrpc.request.id'], String(call.id), 'the id the request was sent with');
     assert.equal(call.params._meta.traceparent, traceparentOf(span));
     assert.equal(call.params._meta.baggage, undefined, 'baggage only when configured');
 
@@ -298,7 +302,8 @@ test('resources/read and prompts/get: a span each, its traceparent in the reques
       await toolset.getPrompt('res', 'greet', { name: 'Ada' });
       await assert.rejects(toolset.readResource('res', 'note://nothing?token=QUERY-SECRET-5'));
     });
-    const spans = exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.CLIENT && /^(resources|prompts)\//.test(s.name));
+    // The prompt listing the engine asks on its own is a root span of its own (see the listings test).
+    const spans = exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.CLIENT && /^(resources\/read|prompts\/get)/.test(s.name));
     assert.deepEqual(spans.map((s) => s.name), ['resources/read', 'prompts/get greet', 'resources/read']);
     for (const span of spans) assert.equal(parentIdOf(span), parent.spanId);
     const [read, prompt, missing] = spans;
@@ -355,7 +360,7 @@ test('createMcpServer: its span is a child of the client\'s across the wire, and
     const { parent } = await underParent(() => toolset.tools.own__lookup.execute({}));
     const spans = exporter.getFinishedSpans();
     const client = spans.find((s) => s.kind === SpanKind.CLIENT && s.name === 'tools/call lookup');
-    const served = spans.find((s) => s.kind === SpanKind.SERVER);
+    const served = spans.find((s) => s.kind === SpanKind.SERVER && s.name.startsWith('tools/call'));
     const inner = spans.find((s) => s.name === 'db query');
     assert.equal(client.spanContext().traceId, parent.traceId);
     assert.equal(served.name, 'tools/call lookup');
@@ -367,7 +372,7 @@ test('createMcpServer: its span is a child of the client\'s across the wire, and
     // A thrown error: its code is the server span's error.type, its text nowhere.
     exporter.reset();
     await assert.rejects(toolset.tools.own__broken.execute({}));
-    const failed = exporter.getFinishedSpans().find((s) => s.kind === SpanKind.SERVER);
+    const failed = exporter.getFinishedSpans().find((s) => s.kind === SpanKind.SERVER && s.name.startsWith('tools/call'));
     assert.equal(failed.attributes['error.type'], 'ECONNREFUSED');
     assert.equal(failed.status.code, SpanStatusCode.ERROR);
     assert.ok(!JSON.stringify(exporter.getFinishedSpans().map((s) => [s.attributes, s.status, s.events])).includes('hunter2'));
@@ -435,3 +440,171 @@ test('the CLI prints the trace id of its call with --json when a tracer is regis
     await streamable.close();
   }
 });
+
+const spansNamed = (name, kind = SpanKind.CLIENT) => exporter.getFinishedSpans().filter((s) => s.kind === kind && s.name === name);
+
+test('listings: the first one a child of its connect span, a re-listing after list_changed a root span with its request id', async () => {
+  register();
+  exporter.reset();
+  const server = fixture('otel-listing');
+  const diagnostics = [];
+  const toolset = await mcpTools([server.entry], { warnings: false, onDiagnostic: (d) => diagnostics.push(d) });
+  try {
+    const [connect] = spansNamed('initialize');
+    const [first] = spansNamed('tools/list');
+    assert.equal(parentIdOf(first), connect.spanContext().spanId, 'the first listing is part of the connect');
+    assert.equal(first.spanContext().traceId, connect.spanContext().traceId);
+    const initialize = server.received().find((m) => m.method === 'initialize');
+    assert.equal(connect.attributes['jsonrpc.request.id'], String(initialize.id), 'the handshake request is the connect span');
+    assert.equal(spansNamed('initialize').length, 1, 'no second span for the handshake request');
+
+    exporter.reset();
+    await underParent(() => toolset.tools['otel-listing__mutate'].execute({}));
+    await until(() => diagnostics.some((d) => d.code === 'tools-changed'));
+    await until(() => spansNamed('tools/list').length === 1);
+    const [relisted] = spansNamed('tools/list');
+    assert.equal(parentIdOf(relisted), undefined, 'no caller asked for it: a root span');
+    assert.equal(relisted.attributes['mcp.method.name'], 'tools/list');
+    assert.equal(relisted.attributes['network.transport'], 'pipe');
+    assert.equal(relisted.attributes['mcp.protocol.version'], '2025-11-25');
+    const listings = server.received().filter((m) => m.method === 'tools/list');
+    assert.equal(relisted.attributes['jsonrpc.request.id'], String(listings.at(-1).id));
+    const { resourceMetrics } = await reader.collect();
+    const metric = resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).find((m) => m.descriptor.name === 'mcp.client.operation.duration');
+    const point = metric.dataPoints.find((p) => p.attributes['mcp.method.name'] === 'tools/list');
+    assert.ok(point.value.count >= 2);
+    assert.equal(point.attributes['jsonrpc.request.id'], undefined, 'no request id on a metric');
+  } finally {
+    await toolset.close();
+  }
+});
+
+test('a recovery: one span from the loss to the server\'s return, its attempts as events, the reconnect\'s requests its children', async () => {
+  register();
+  exporter.reset();
+  const server = fixture('otel-recover');
+  const diagnostics = [];
+  const toolset = await mcpTools([server.entry], { warnings: false, onDiagnostic: (d) => diagnostics.push(d), reconnect: { initialDelayMs: 50, maxDelayMs: 200 } });
+  try {
+    await assert.rejects(toolset.tools['otel-recover__crash'].execute({}));
+    await until(() => diagnostics.some((d) => d.code === 'server-reconnected'), { timeoutMs: 15_000 });
+    await until(() => spansNamed('mcpferry recover', SpanKind.INTERNAL).length === 1);
+    const [recovery] = spansNamed('mcpferry recover', SpanKind.INTERNAL);
+    assert.equal(parentIdOf(recovery), undefined, 'a root span');
+    assert.equal(recovery.attributes['mcpferry.server.name'], 'otel-recover');
+    assert.equal(recovery.attributes['mcpferry.recovery.attempts'], 1);
+    assert.equal(recovery.attributes['error.type'], undefined);
+    assert.equal(recovery.status.code, SpanStatusCode.UNSET);
+    assert.deepEqual(recovery.events.map((e) => [e.name, e.attributes['mcpferry.recovery.attempt']]), [['reconnect attempt', 1]]);
+    const children = exporter.getFinishedSpans().filter((s) => parentIdOf(s) === recovery.spanContext().spanId);
+    assert.deepEqual(children.map((s) => s.name).sort(), ['initialize', 'tools/list']);
+    for (const child of children) {
+      assert.equal(child.kind, SpanKind.CLIENT);
+      assert.match(child.attributes['jsonrpc.request.id'], /^\d+$/);
+    }
+    assert.equal(spansNamed('initialize').filter((s) => parentIdOf(s) !== recovery.spanContext().spanId).length, 1, 'only the first connect has a connect span');
+    // The server is back and its call is recorded as before.
+    await toolset.tools['otel-recover__echo'].execute({ text: 'back' });
+    assert.equal(clientSpans().at(-1).attributes['gen_ai.tool.name'], 'echo');
+  } finally {
+    await toolset.close();
+  }
+});
+
+test('an OAuth login: its token request is a CLIENT span of the connect, host and port only, no token, code, verifier or secret anywhere', async (t) => {
+  register();
+  exporter.reset();
+  const as = await startOAuthFixture();
+  t.after(as.close);
+  const person = (url) => {
+    fetch(url).catch(() => {});
+  };
+  const toolset = await mcpTools([{ name: 'notes', type: 'streamable-http', url: as.mcpUrl, oauth: true }], {
+    warnings: false,
+    authorizationTimeoutMs: 10_000,
+    onAuthorizationUrl: person,
+  });
+  t.after(toolset.close);
+  await toolset.tools.notes__read_notes.execute({});
+  const connect = exporter.getFinishedSpans().find((s) => s.kind === SpanKind.CLIENT && ['initialize', 'server/discover'].includes(s.name));
+  const tokens = spansNamed('POST');
+  assert.equal(tokens.length, 1, 'one token request: the code exchange');
+  const [exchange] = tokens;
+  assert.equal(parentIdOf(exchange), connect.spanContext().spanId);
+  const issuer = new URL(as.issuer);
+  assert.deepEqual(exchange.attributes, {
+    'http.request.method': 'POST',
+    'server.address': issuer.hostname,
+    'server.port': Number(issuer.port),
+    'mcpferry.oauth.grant_type': 'authorization_code',
+    'http.response.status_code': 200,
+  });
+  const { resourceMetrics } = await reader.collect();
+  const exported = JSON.stringify([
+    exporter.getFinishedSpans().map((s) => ({ name: s.name, attributes: s.attributes, status: s.status, events: s.events })),
+    resourceMetrics.scopeMetrics.flatMap((s) => s.metrics.map((m) => m.dataPoints.map((p) => p.attributes))),
+  ]);
+  const secrets = as.secrets();
+  assert.ok(secrets.length >= 3, 'the fixture names its secrets');
+  for (const secret of secrets) assert.ok(!exported.includes(secret), 'a secret reached the exporter');
+  assert.ok(!exported.includes('/token'), 'no endpoint path');
+});
+
+test('createMcpServer: what the engine answers itself (initialize, tools/list, a refused call) is a SERVER span under the caller\'s context', async () => {
+  register();
+  exporter.reset();
+  const server = createMcpServer({ tools: { lookup: { inputSchema: { type: 'object' }, execute: async () => ({ ok: true }) } } });
+  const { http } = await server.listen({ http: {} });
+  const toolset = await mcpTools([{ name: 'own', type: 'streamable-http', url: http.url }], { warnings: false });
+  try {
+    await until(() => spansNamed('tools/list', SpanKind.SERVER).length >= 1);
+    const served = exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.SERVER);
+    const handshake = served.find((s) => s.name === 'initialize' || s.name === 'server/discover');
+    assert.ok(handshake, `a handshake span among ${served.map((s) => s.name)}`);
+    assert.match(handshake.attributes['jsonrpc.request.id'], /^\d+$/);
+    const [listed] = spansNamed('tools/list', SpanKind.SERVER);
+    assert.equal(listed.attributes['mcp.method.name'], 'tools/list');
+
+    // A request with the caller's trace context: the served span is its child.
+    exporter.reset();
+    const { parent } = await underParent(async () => {
+      const response = await fetch(http.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 'req-9', method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' }, _meta: { traceparent: traceparentOf(trace.getActiveSpan()) } } }),
+      });
+      await response.text();
+    });
+    await until(() => spansNamed('initialize', SpanKind.SERVER).length === 1);
+    const [initialize] = spansNamed('initialize', SpanKind.SERVER);
+    assert.equal(initialize.spanContext().traceId, parent.traceId);
+    assert.equal(parentIdOf(initialize), parent.spanId);
+    assert.equal(initialize.attributes['jsonrpc.request.id'], 'req-9');
+
+    // A call to an unknown tool, refused before any execute: error.type, no made-up tool name as an attribute.
+    exporter.reset();
+    await assert.rejects(refusedCall(http.url));
+    await until(() => spansNamed('tools/call', SpanKind.SERVER).length === 1);
+    const [refused] = spansNamed('tools/call', SpanKind.SERVER);
+    assert.equal(refused.attributes['error.type'], '-32602');
+    assert.equal(refused.attributes['gen_ai.tool.name'], undefined);
+    const { resourceMetrics } = await reader.collect();
+    const metric = resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).find((m) => m.descriptor.name === 'mcp.server.operation.duration');
+    assert.ok(metric.dataPoints.some((p) => p.attributes['mcp.method.name'] === 'tools/list'));
+  } finally {
+    await toolset.close();
+    await server.close();
+  }
+});
+
+/** A `tools/call` of a tool the server does not have, over a session of its own. */
+async function refusedCall(url) {
+  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+  const init = await fetch(url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } } }) });
+  await init.text();
+  const session = init.headers.get('mcp-session-id');
+  const called = await fetch(url, { method: 'POST', headers: { ...headers, 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' }, body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'nope', arguments: {} } }) });
+  const body = await called.text();
+  if (body.includes('"error"')) throw new Error(body);
+  return body;
+}

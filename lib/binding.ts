@@ -44,6 +44,8 @@ export interface EngineConstants {
   serverAbortCall: string;
   /** The server name of mcpferry's own tools (`mcp__describe_tool`, …), which are no MCP request. */
   localServer: string;
+  /** The reserved tool name with which the engine tells of a request it answered itself (telemetry). */
+  serverServedReport: string;
 }
 
 export const engine: EngineConstants = JSON.parse(binding.engineConstants());

@@ -7,7 +7,7 @@
 import { binding, engine, type NativeServerHandle } from './binding';
 import { createMcpError, engineCall, typedEngine } from './errors';
 import { nativeJournal, type McpJournal } from './firewall';
-import { serveCall, type IncomingTrace } from './telemetry';
+import { serveCall, servedRequest, type IncomingTrace } from './telemetry';
 import type { ContentBlock, JsonSchema } from './types';
 import { isStandardSchema, type StandardSchemaV1 } from './standard-schema';
 
@@ -222,6 +222,11 @@ export function createMcpServer(options: McpServerOptions): McpServerHandle {
         // The engine stopped waiting for a call (its journal lease was lost): its execute is told.
         const { callId } = JSON.parse(requestJson) as { callId: number };
         running.get(callId)?.abort(createMcpError('mcp_aborted', 'the server stopped the call: its outcome is unknown and it will not be recorded'));
+        return '{}';
+      }
+      if (toolName === engine.serverServedReport) {
+        // A request the engine answered itself (initialize, tools/list, …): recorded when telemetry is on.
+        servedRequest(requestJson);
         return '{}';
       }
       const tool = prepared.get(toolName);

@@ -119,7 +119,22 @@ function serverFacts(server: McpServer): ServerFacts {
 export interface EngineReport {
   us: number;
   rpcCode?: number;
+  /** The JSON-RPC id the call was sent with. */
+  requestId?: number;
 }
+
+/**
+ * What the engine did on its own, told when it ended (src/telemetry/operation.rs): an MCP request no
+ * caller made (a handshake, a listing, a subscribe, a completion), or an OAuth token request.
+ */
+export type EngineOperation =
+  | { kind: 'request'; server: string; method: string; uri?: string; requestId?: number; startedMs: number; us: number; errorCode?: string; rpcCode?: number }
+  | { kind: 'token'; server: string; grant: string; host: string; port: number; status?: number; oauthError?: string; errorCode?: string; startedMs: number; us: number };
+
+/** The handshake requests: a first connect's span stands for them (it carries their request id). */
+const HANDSHAKES: ReadonlySet<string> = new Set(['initialize', 'server/discover']);
+/** The most operations held per server while its first connect runs (a hostile server cannot grow it). */
+const MAX_HELD_OPERATIONS = 64;
 
 /** One call being recorded: its `_meta` trace members for the engine, and how it ends. */
 export interface CallRecording {
@@ -169,29 +184,140 @@ export class ClientTelemetry {
     this.baggage = options?.baggage === true;
     if (!this.enabled) return;
     for (const server of servers) {
-      if (server && typeof server === 'object' && typeof server.name === 'string') this.facts.set(server.name, serverFacts(server));
+      if (server && typeof server === 'object' && typeof server.name === 'string') {
+        this.facts.set(server.name, serverFacts(server));
+        if (server.enabled !== false) this.connecting.set(server.name, []);
+      }
     }
     this.openContext = otel()?.context.active();
   }
 
   /** Each server's session since its handshake ended (`server-connected`), until it is lost or closed. */
   private readonly sessions = new Map<string, { startedAt: number; protocolVersion: string }>();
+  /** The servers whose first connect runs, with the engine's operations held until its span is made. */
+  private readonly connecting = new Map<string, EngineOperation[]>();
+  /** When each lost server was lost (`server-lost`), until its recovery ends. */
+  private readonly lostAt = new Map<string, number>();
+  /** Each recovery under way (from its first attempt): its span, a parent for its attempts' requests. */
+  private readonly recoveries = new Map<string, { span: OtelApi.Span; context: OtelApi.Context }>();
+
+  /**
+   * An operation the engine made on its own ended (an `operation` event): a CLIENT span, child of the
+   * first connect's span (held until that is made) or of the recovery under way, else a root span; and,
+   * for an MCP request, an operation duration.
+   */
+  operation(operation: EngineOperation): void {
+    if (!this.enabled || typeof operation?.server !== 'string') return;
+    const held = this.connecting.get(operation.server);
+    if (held) {
+      if (held.length < MAX_HELD_OPERATIONS) held.push(operation);
+      return;
+    }
+    const a = otel();
+    if (!a) return;
+    const recovery = this.recoveries.get(operation.server);
+    this.record(a, operation, recovery?.context ?? a.ROOT_CONTEXT);
+  }
+
+  private record(a: Api, operation: EngineOperation, parent: OtelApi.Context): void {
+    try {
+      const tracer = activeTracer(a);
+      const instruments = activeInstruments(a);
+      if (!tracer && !instruments) return;
+      const startedAt = operation.startedMs;
+      const endedAt = startedAt + operation.us / 1000;
+      if (operation.kind === 'token') {
+        // An HTTP request (the HTTP conventions): host and port only, never the path, query or form.
+        const attributes: Attributes = {
+          'http.request.method': 'POST',
+          'server.address': operation.host,
+          'server.port': operation.port,
+          'mcpferry.oauth.grant_type': operation.grant,
+        };
+        if (operation.status !== undefined) attributes['http.response.status_code'] = operation.status;
+        const errorType = operation.oauthError ?? operation.errorCode ?? (operation.status !== undefined && operation.status >= 400 ? String(operation.status) : undefined);
+        if (errorType !== undefined) attributes['error.type'] = errorType;
+        if (tracer) endSpan(a, tracer.startSpan('POST', { kind: a.SpanKind.CLIENT, attributes, startTime: startedAt }, parent), errorType, endedAt);
+        return;
+      }
+      const common: Attributes = { 'mcp.method.name': operation.method, ...this.facts.get(operation.server) };
+      const protocolVersion = this.sessions.get(operation.server)?.protocolVersion;
+      if (protocolVersion) common['mcp.protocol.version'] = protocolVersion;
+      const outcome: Attributes = {};
+      const errorType = operation.rpcCode !== undefined ? String(operation.rpcCode) : operation.errorCode;
+      if (errorType !== undefined) outcome['error.type'] = errorType;
+      if (operation.rpcCode !== undefined) outcome['rpc.response.status_code'] = String(operation.rpcCode);
+      if (tracer) {
+        // Span only: a request id or a URI would make a metric series each.
+        const attributes: Attributes = { ...common, ...outcome };
+        if (operation.requestId !== undefined) attributes['jsonrpc.request.id'] = String(operation.requestId);
+        if (operation.uri !== undefined) attributes['mcp.resource.uri'] = spanSafeUri(operation.uri);
+        endSpan(a, tracer.startSpan(operation.method, { kind: a.SpanKind.CLIENT, attributes, startTime: startedAt }, parent), errorType, endedAt);
+      }
+      instruments?.clientOperation.record(operation.us / 1_000_000, { ...common, ...boundedOutcome(outcome, operation.rpcCode) });
+    } catch {
+      // A failing SDK must not disturb the toolset.
+    }
+  }
+
+  /** A recovery's first attempt: its span starts when the server was lost (or now, after a failed start). */
+  private recovering(server: string, attempt: number | undefined, delayMs: number | undefined): void {
+    const a = otel();
+    const tracer = a ? activeTracer(a) : undefined;
+    if (!a || !tracer) return;
+    try {
+      let recovery = this.recoveries.get(server);
+      if (!recovery) {
+        const attributes: Attributes = { 'mcpferry.server.name': server, ...this.facts.get(server) };
+        const span = tracer.startSpan('mcpferry recover', { kind: a.SpanKind.INTERNAL, attributes, startTime: this.lostAt.get(server) ?? performance.now() }, a.ROOT_CONTEXT);
+        recovery = { span, context: a.trace.setSpan(a.ROOT_CONTEXT, span) };
+        this.recoveries.set(server, recovery);
+      }
+      const event: Attributes = {};
+      if (typeof attempt === 'number') event['mcpferry.recovery.attempt'] = attempt;
+      if (typeof delayMs === 'number') event['mcpferry.recovery.delay_ms'] = delayMs;
+      recovery.span.addEvent('reconnect attempt', event);
+    } catch {
+      // A failing SDK must not disturb the toolset.
+    }
+  }
+
+  /** The recovery under way ended: the server is back (`attempts` it took), it was given up on, or closed. */
+  private recovered(server: string, attempts: number | undefined, errorType?: string): void {
+    this.lostAt.delete(server);
+    const recovery = this.recoveries.get(server);
+    if (!recovery) return;
+    this.recoveries.delete(server);
+    const a = otel();
+    try {
+      if (typeof attempts === 'number') recovery.span.setAttribute('mcpferry.recovery.attempts', attempts);
+      if (a) endSpan(a, recovery.span, errorType, performance.now());
+      else recovery.span.end();
+    } catch {
+      // A failing SDK must not disturb the toolset.
+    }
+  }
 
   /**
    * Follows the engine's diagnostics for `mcp.client.session.duration`: a session starts when a server is
    * connected (or reconnected) and ends when it is lost (`error.type`: the loss's code) or the toolset closes.
    */
-  observe(diagnostic: { code: string; server?: string; elapsedMs?: number; protocolVersion?: string; errorCode?: string }): void {
+  observe(diagnostic: { code: string; server?: string; elapsedMs?: number; protocolVersion?: string; errorCode?: string; attempt?: number; delayMs?: number }): void {
     if (!this.enabled || typeof diagnostic?.server !== 'string') return;
     const { code, server } = diagnostic;
-    if (code === 'server-connected') this.connected(server, performance.now() - (diagnostic.elapsedMs ?? 0), diagnostic.protocolVersion);
+    // A reconnect's handshake is its recovery's child span (an operation), not a connect of its own.
+    if (code === 'server-connected' && !this.recoveries.has(server)) this.connected(server, performance.now() - (diagnostic.elapsedMs ?? 0), diagnostic.protocolVersion);
     else if (code === 'server-degraded') this.connected(server, this.openedAt, undefined, diagnostic.errorCode ?? '_OTHER');
+    else if (code === 'server-reconnecting') this.recovering(server, diagnostic.attempt, diagnostic.delayMs);
+    else if (code === 'server-reconnected') this.recovered(server, diagnostic.attempt);
+    else if (code === 'server-failed') this.recovered(server, undefined, diagnostic.errorCode ?? '_OTHER');
     if (code === 'server-connected' || code === 'server-reconnected') {
       // `elapsedMs` of a first connect covers the handshake; of a reconnect, the time it was lost.
       const handshake = code === 'server-connected' ? (diagnostic.elapsedMs ?? 0) : 0;
       if (!this.sessions.has(server)) this.sessions.set(server, { startedAt: performance.now() - handshake, protocolVersion: String(diagnostic.protocolVersion ?? '') });
     } else if (code === 'server-lost') {
       this.endSession(server, diagnostic.errorCode ?? '_OTHER');
+      if (!this.lostAt.has(server)) this.lostAt.set(server, performance.now());
     }
   }
 
@@ -202,6 +328,9 @@ export class ClientTelemetry {
    * engine connects on its own, so these requests carry no trace context (docs/observability.md).
    */
   private connected(server: string, startedAt: number, protocolVersion?: string, errorType?: string): void {
+    // The operations of this connect become its span's children (or, with nothing registered, nothing).
+    const held = this.connecting.get(server) ?? [];
+    this.connecting.delete(server);
     const a = otel();
     if (!a) return;
     try {
@@ -212,20 +341,31 @@ export class ClientTelemetry {
       if (protocolVersion) attributes['mcp.protocol.version'] = protocolVersion;
       if (errorType) attributes['error.type'] = errorType;
       const endedAt = performance.now();
+      let parent: OtelApi.Context = a.ROOT_CONTEXT;
       if (tracer) {
         const span = tracer.startSpan(method, { kind: a.SpanKind.CLIENT, attributes, startTime: startedAt }, this.openContext ?? a.context.active());
+        // The handshake request itself is this span: its id is this span's.
+        const handshakes = held.filter((op) => op.kind === 'request' && HANDSHAKES.has(op.method));
+        const handshake = handshakes.filter((op) => op.errorCode === undefined).at(-1) ?? handshakes.at(-1);
+        if (handshake?.kind === 'request' && handshake.requestId !== undefined) span.setAttribute('jsonrpc.request.id', String(handshake.requestId));
         if (errorType) span.setStatus({ code: a.SpanStatusCode.ERROR, message: errorType });
         span.end(endedAt);
+        parent = a.trace.setSpan(a.ROOT_CONTEXT, span);
       }
       instruments?.clientOperation.record((endedAt - startedAt) / 1000, attributes);
+      for (const op of held) {
+        if (!(op.kind === 'request' && HANDSHAKES.has(op.method))) this.record(a, op, parent);
+      }
     } catch {
       // A failing SDK must not disturb the toolset.
     }
   }
 
-  /** The toolset closed: every session still open ends, without error. */
+  /** The toolset closed: every session still open ends, without error, and so does every recovery under way. */
   closed(): void {
     for (const server of [...this.sessions.keys()]) this.endSession(server);
+    for (const server of [...this.recoveries.keys()]) this.recovered(server, undefined);
+    this.connecting.clear();
   }
 
   private endSession(server: string, errorType?: string): void {
@@ -315,20 +455,36 @@ function startCall(
       if (errorType !== undefined) outcome['error.type'] = errorType;
       if (report?.rpcCode !== undefined) outcome['rpc.response.status_code'] = String(report.rpcCode);
       if (span) {
+        // Span only: an id per request would make a metric series each.
+        if (report?.requestId !== undefined) span.setAttribute('jsonrpc.request.id', String(report.requestId));
         span.setAttributes(outcome);
         if (errorType !== undefined) span.setStatus({ code: a.SpanStatusCode.ERROR, message: errorType });
         span.end(startedAt + elapsedMs);
       }
-      // The span keeps the server's code as sent; a metric's attributes must stay few, whatever a server answers.
-      const bounded: Attributes = { ...outcome };
-      if (report?.rpcCode !== undefined) {
-        const shown = metricRpcCode(report.rpcCode);
-        bounded['rpc.response.status_code'] = shown;
-        if (bounded['error.type'] === String(report.rpcCode)) bounded['error.type'] = shown;
-      }
-      instruments?.clientOperation.record(elapsedMs / 1000, { ...common, ...bounded });
+      instruments?.clientOperation.record(elapsedMs / 1000, { ...common, ...boundedOutcome(outcome, report?.rpcCode) });
     },
   };
+}
+
+/** A span's outcome attributes as a metric may carry them: the span keeps the server's code as sent, a
+ * metric's attributes must stay few, whatever a server answers. */
+function boundedOutcome(outcome: Attributes, rpcCode: number | undefined): Attributes {
+  const bounded: Attributes = { ...outcome };
+  if (rpcCode !== undefined) {
+    const shown = metricRpcCode(rpcCode);
+    bounded['rpc.response.status_code'] = shown;
+    if (bounded['error.type'] === String(rpcCode)) bounded['error.type'] = shown;
+  }
+  return bounded;
+}
+
+/** Ends `span` at `endedAt`, as failed when there is an `errorType`. */
+function endSpan(a: Api, span: OtelApi.Span, errorType: string | undefined, endedAt: number): void {
+  if (errorType !== undefined) {
+    span.setAttribute('error.type', errorType);
+    span.setStatus({ code: a.SpanStatusCode.ERROR, message: errorType });
+  }
+  span.end(endedAt);
 }
 
 /** The JSON-RPC error codes a metric shows as themselves; any other code a server sends is `_OTHER`. */
@@ -422,6 +578,56 @@ export async function serveCall<T>(toolName: string, incoming: IncomingTrace, ru
     } catch {
       // A failing exporter or SDK must not change the call's outcome.
     }
+  }
+}
+
+/** A request `createMcpServer`'s engine answered itself (src/server/dispatch.rs `Served`). */
+export interface ServedReport extends IncomingTrace {
+  method: string;
+  /** A refused `tools/call`'s tool, when it is one of the server's. */
+  tool?: string;
+  requestId: string;
+  startedMs: number;
+  us: number;
+  rpcCode?: number;
+}
+
+/**
+ * A request the engine answered without `execute` (`initialize`, `tools/list`, `ping`, a refused
+ * `tools/call`): a SERVER span after the fact, child of the caller's span when the request carried its
+ * trace context, and `mcp.server.operation.duration`. With nothing registered, nothing.
+ */
+export function servedRequest(reportJson: string): void {
+  const a = otel();
+  if (!a) return;
+  try {
+    const report = JSON.parse(reportJson) as ServedReport;
+    if (typeof report?.method !== 'string') return;
+    const tracer = activeTracer(a);
+    const instruments = activeInstruments(a);
+    if (!tracer && !instruments) return;
+    const attributes: Attributes = { 'mcp.method.name': report.method };
+    if (report.tool !== undefined) {
+      attributes['gen_ai.tool.name'] = report.tool;
+      attributes['gen_ai.operation.name'] = 'execute_tool';
+    }
+    const outcome: Attributes = {};
+    if (report.rpcCode !== undefined) {
+      outcome['error.type'] = String(report.rpcCode);
+      outcome['rpc.response.status_code'] = String(report.rpcCode);
+    }
+    if (tracer) {
+      let parent = a.ROOT_CONTEXT;
+      const remote = report.traceparent ? parseTraceparent(report.traceparent, report.tracestate, a) : undefined;
+      if (remote) parent = a.trace.setSpanContext(parent, remote);
+      const name = report.tool === undefined ? report.method : `${report.method} ${report.tool}`;
+      const spanAttributes: Attributes = { ...attributes, ...outcome, 'jsonrpc.request.id': report.requestId };
+      const span = tracer.startSpan(name, { kind: a.SpanKind.SERVER, attributes: spanAttributes, startTime: report.startedMs }, parent);
+      endSpan(a, span, outcome['error.type'] as string | undefined, report.startedMs + report.us / 1000);
+    }
+    instruments?.serverOperation.record(report.us / 1_000_000, { ...attributes, ...boundedOutcome(outcome, report.rpcCode) });
+  } catch {
+    // A failing SDK must not disturb the server.
   }
 }
 

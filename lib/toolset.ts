@@ -277,6 +277,8 @@ export async function openToolset(
         if (closing) for (const stop of [...readers]) stop();
       } else if (kind === 'elicitation-withdrawn') {
         questions.withdraw(payload.askId);
+      } else if (kind === 'operation') {
+        calls.telemetry?.operation(payload);
       } else if (kind === 'resource-updated') {
         subscribers.deliver(native, payload);
       } else if (kind === 'tools') {

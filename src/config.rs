@@ -100,6 +100,9 @@ pub struct ToolsetConfig {
     /// `apps`: the host renders MCP Apps, so the `io.modelcontextprotocol/ui` extension is declared and
     /// app-only tools are kept out of the model's tools. Default false.
     pub apps: bool,
+    /// `telemetry.enabled` (default true): the requests the engine makes on its own are told to JavaScript,
+    /// which records them (`telemetry::operation`).
+    pub telemetry: bool,
 }
 
 /// `reconnect`: how a supervisor brings a lost server back (see `toolset::recovery`).
@@ -409,7 +412,7 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
     if let Some(key) = root.keys().find(|k| !OPTION_KEYS.contains(&k.as_str())) {
         return Err(McpError::config(format!("unknown option {key:?}")));
     }
-    check_telemetry(root)?;
+    let telemetry = check_telemetry(root)?;
     let callbacks = parse_callbacks(root)?;
     let storage = match root.get("storage") {
         None | Some(Value::Null) => false,
@@ -549,6 +552,7 @@ pub fn parse(json: &str) -> Result<ToolsetConfig> {
         expose_skills,
         expose_resources,
         apps,
+        telemetry,
     })
 }
 
@@ -640,14 +644,14 @@ fn parse_callbacks(root: &Map<String, Value>) -> Result<CallbackOptions> {
 }
 
 /// `telemetry: { enabled?, baggage? }`: read by the TypeScript layer (`lib/telemetry.ts`), which makes
-/// the spans and metrics; checked here like every option.
-fn check_telemetry(root: &Map<String, Value>) -> Result<()> {
-    let Some(telemetry) = root.get("telemetry").filter(|v| !v.is_null()) else { return Ok(()) };
+/// the spans and metrics; checked here like every option. Whether it is on (`enabled`, default true).
+fn check_telemetry(root: &Map<String, Value>) -> Result<bool> {
+    let Some(telemetry) = root.get("telemetry").filter(|v| !v.is_null()) else { return Ok(true) };
     let telemetry = object(telemetry, "options.telemetry")?;
     allow_keys(telemetry, "options.telemetry", &["enabled", "baggage"])?;
     match telemetry.iter().find(|(_, v)| !matches!(v, Value::Null | Value::Bool(_))) {
         Some((key, _)) => Err(McpError::config(format!("options.telemetry.{key} must be a boolean"))),
-        None => Ok(()),
+        None => Ok(telemetry.get("enabled") != Some(&Value::Bool(false))),
     }
 }
 

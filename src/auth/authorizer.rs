@@ -56,6 +56,8 @@ pub struct AuthHost {
     pub flow_timeout: Duration,
     /// Cancelled by the host's `signal`: every login in progress ends, and none starts again.
     pub logins: CancellationToken,
+    /// Where token requests are told (`telemetry::operation`); `None`: nowhere.
+    pub operations: Option<crate::telemetry::operation::OperationSink>,
 }
 
 /// Tokens as kept in the token store, under their issuer and resource.
@@ -136,6 +138,8 @@ pub struct Authorizer {
     dpop: parking_lot::Mutex<Option<Dpop>>,
     /// Grant `workload_identity`: where the workload's assertion comes from.
     workload: Option<WorkloadAssertion>,
+    /// This server's token requests, told to the host's `operations` (telemetry), when it has them.
+    token_watch: Option<Arc<dyn Fn(crate::telemetry::operation::Operation) + Send + Sync>>,
 }
 
 /// The transports' questions, answered (see the module doc).
@@ -216,6 +220,11 @@ impl Authorizer {
             .assertion
             .clone()
             .map(|source| WorkloadAssertion::new(&server, source, host.workload_assertion.clone()));
+        let token_watch = host.operations.clone().map(|sink| {
+            let server = server.clone();
+            Arc::new(move |operation| sink(&server, operation))
+                as Arc<dyn Fn(crate::telemetry::operation::Operation) + Send + Sync>
+        });
         Ok(Authorizer {
             workload,
             server,
@@ -232,7 +241,13 @@ impl Authorizer {
             refresh_due_ms: AtomicU64::new(0),
             in_a_row: AtomicU32::new(0),
             dpop: parking_lot::Mutex::new(None),
+            token_watch,
         })
+    }
+
+    /// `work` with its token requests told to the host's telemetry (`telemetry::operation`).
+    fn watched<'a, F: Future + 'a>(&'a self, work: F) -> impl Future<Output = F::Output> + 'a {
+        crate::telemetry::operation::watching_tokens(self.token_watch.as_ref(), work)
     }
 
     /// The generation of the token in use: a refusal of an older one needs no new flow.
@@ -258,31 +273,38 @@ impl Authorizer {
         if self.loaded.load(Ordering::Acquire) && !self.refresh_due() {
             return Ok(());
         }
-        let mut state = self.lock().await?;
-        if !self.loaded.load(Ordering::Acquire) {
-            self.load(&mut state).await;
-            self.loaded.store(true, Ordering::Release);
-        }
-        if self.refresh_due() {
-            // A failed refresh leaves the request to go out with what there is; its 401 starts a flow.
-            if self.settings.grant == Grant::WorkloadIdentity
-                && state.tokens.as_ref().is_some_and(|t| t.refresh_token.is_none())
-            {
-                self.refresh_due_ms.store(0, Ordering::Release);
-                let renewed = self.until_closed(self.authorize(&mut state, &Challenge::default(), false)).await?;
-                if let Err(error) = renewed {
-                    tracing::warn!(server = %self.server, error = %error, "renewing the workload's token failed");
-                }
-            } else {
-                let _ = self.refresh(&mut state).await;
+        self.watched(async {
+            let mut state = self.lock().await?;
+            if !self.loaded.load(Ordering::Acquire) {
+                self.load(&mut state).await;
+                self.loaded.store(true, Ordering::Release);
             }
-        }
-        Ok(())
+            if self.refresh_due() {
+                // A failed refresh leaves the request to go out with what there is; its 401 starts a flow.
+                if self.settings.grant == Grant::WorkloadIdentity
+                    && state.tokens.as_ref().is_some_and(|t| t.refresh_token.is_none())
+                {
+                    self.refresh_due_ms.store(0, Ordering::Release);
+                    let renewed = self.until_closed(self.authorize(&mut state, &Challenge::default(), false)).await?;
+                    if let Err(error) = renewed {
+                        tracing::warn!(server = %self.server, error = %error, "renewing the workload's token failed");
+                    }
+                } else {
+                    let _ = self.refresh(&mut state).await;
+                }
+            }
+            Ok(())
+        })
+        .await
     }
 
     /// A request sent with token generation `sent` was refused with `status` (401, or 403 with
     /// `insufficient_scope`). Returns once a new token is in place, or why there is none.
     pub async fn on_rejected(&self, status: u16, challenge: &Challenge, sent: u64) -> Result<()> {
+        self.watched(self.on_rejected_unwatched(status, challenge, sent)).await
+    }
+
+    async fn on_rejected_unwatched(&self, status: u16, challenge: &Challenge, sent: u64) -> Result<()> {
         let mut state = self.lock().await?;
         if self.generation() != sent {
             return Ok(()); // another request's flow already replaced that token
@@ -314,6 +336,10 @@ impl Authorizer {
     /// Revoke the stored tokens where the authorization server offers revocation (RFC 7009), and forget
     /// them. Succeeds when there is nothing to forget.
     pub async fn logout(&self) -> Result<()> {
+        self.watched(self.logout_unwatched()).await
+    }
+
+    async fn logout_unwatched(&self) -> Result<()> {
         let mut state = self.lock().await?;
         self.load(&mut state).await;
         // Forgotten here first, whatever revocation does: a logout that could not reach the authorization
@@ -946,6 +972,7 @@ mod tests {
             login_timeout: Duration::from_secs(5),
             flow_timeout: Duration::from_secs(5),
             logins: CancellationToken::new(),
+            operations: None,
         });
         let mut authorizer = Authorizer::new(
             "s".into(),

@@ -292,6 +292,38 @@ pub async fn post_form(
     deadline: Duration,
 ) -> std::result::Result<Vec<u8>, TokenError> {
     check_endpoint(endpoint, what)?;
+    let grant = match what {
+        "device authorization endpoint" => "device_authorization",
+        "revocation endpoint" => "revocation",
+        _ => form.iter().find(|(name, _)| *name == "grant_type").map_or("_OTHER", |(_, value)| value.as_str()),
+    }
+    .to_owned();
+    let started = crate::telemetry::operation::Started::now();
+    let mut status = None;
+    let outcome = post_form_unwatched(egress, endpoint, what, audience, client, form, deadline, &mut status).await;
+    crate::telemetry::operation::token_requested(|| {
+        let (oauth_error, error) = match &outcome {
+            Ok(_) => (None, None),
+            Err(TokenError::Rejected { error, .. }) => (Some(error.as_str()), Some("mcp_auth_error")),
+            Err(TokenError::Failed(e) | TokenError::TimedOut(e)) => (None, Some(e.code())),
+        };
+        crate::telemetry::operation::Operation::token(&grant, endpoint, status, oauth_error, error, started.stop())
+    });
+    outcome
+}
+
+/// [`post_form`] itself; `status` is set to the answer's HTTP status when an answer came.
+#[allow(clippy::too_many_arguments)]
+async fn post_form_unwatched(
+    egress: &Egress,
+    endpoint: &Url,
+    what: &str,
+    audience: &str,
+    client: &ClientCredentials,
+    form: Vec<(&'static str, String)>,
+    deadline: Duration,
+    status_seen: &mut Option<u16>,
+) -> std::result::Result<Vec<u8>, TokenError> {
     let secrets = Secrets::default();
     let form: Vec<(&'static str, String)> =
         form.into_iter().filter(|(name, _)| !CLIENT_AUTH_FIELDS.contains(name)).collect();
@@ -343,6 +375,7 @@ pub async fn post_form(
         return Err(TokenError::TimedOut(timed_out(&format!("the request to the {what}"), endpoint, deadline)));
     };
     let (status, body) = answered.map_err(|e| e.redacted(&secrets))?;
+    *status_seen = Some(status.as_u16());
     if status.is_success() && !is_error_object(&body) {
         return Ok(body);
     }

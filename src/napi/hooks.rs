@@ -111,4 +111,8 @@ impl ToolsetEvents for JsEvents {
     fn resource_updated(&self, server: &str, uri: &str) {
         self.emit("resource-updated", serde_json::json!({ "server": server, "uri": uri }).to_string());
     }
+
+    fn operation(&self, server: &str, operation: &crate::telemetry::operation::Operation) {
+        self.emit("operation", operation.to_json(server));
+    }
 }

@@ -71,6 +71,7 @@ pub fn engine_constants() -> String {
         "defaultServerCallTimeoutMs": DEFAULT_SERVER_CALL_TIMEOUT_MS,
         "serverAbortCall": server::ABORT_CALL,
         "localServer": crate::toolset::LOCAL_SERVER,
+        "serverServedReport": server::SERVED_REPORT,
     })
     .to_string()
 }

@@ -33,6 +33,9 @@ enum Reply {
 /// The dispatcher's reserved "tool" that aborts a running execute's signal (`{"callId": n}`); tool
 /// names cannot contain NUL, so no published tool has it.
 pub(crate) const ABORT_CALL: &str = "\0abort";
+/// The dispatcher's reserved "tool" that tells the host of a request the engine answered itself (its
+/// report as the request JSON, `dispatch::Served`), for its telemetry; its reply is ignored.
+pub(crate) const SERVED_REPORT: &str = "\0served";
 static NEXT_CALL_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// While a call's execute runs: dropped before it settles (its lease was lost, the engine stopped
@@ -84,6 +87,13 @@ impl ToolHost for JsHost {
                 Err(e) => Err(McpError::Internal(format!("the execute of {tool:?} replied with malformed data: {e}"))),
             }
         })
+    }
+
+    fn served(&self, report: String) {
+        let _ = self.0.call(
+            (SERVED_REPORT.to_owned(), report).into(),
+            napi::threadsafe_function::ThreadsafeFunctionCallMode::NonBlocking,
+        );
     }
 }
 

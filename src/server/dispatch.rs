@@ -224,6 +224,88 @@ pub async fn reply_to(
     }
 }
 
+/// One request being answered, timed for the host's telemetry: a request the engine answers itself (every
+/// one but a `tools/call` that reached `execute`, whose span the host makes as it runs) is told to the host
+/// once answered ([`super::ToolHost::served`]) with the caller's trace context from its `_meta`, so the
+/// host records a server span for it (`lib/telemetry.ts`).
+pub struct Served<'a> {
+    core: &'a McpServerCore,
+    id: &'a RawValue,
+    method: &'a str,
+    params: Option<&'a RawValue>,
+    started: crate::telemetry::operation::Started,
+}
+
+impl<'a> Served<'a> {
+    pub fn start(core: &'a McpServerCore, id: &'a RawValue, method: &'a str, params: Option<&'a RawValue>) -> Self {
+        Served { core, id, method, params, started: crate::telemetry::operation::Started::now() }
+    }
+
+    /// The response to send, the request told to the host first.
+    pub fn response(&self, outcome: &Result<String, RpcError>) -> String {
+        // A call that reached `execute` is the host's own span; an internal error may have reached it too.
+        let executed = self.method == "tools/call"
+            && match outcome {
+                Ok(_) => true,
+                Err(error) => error.code == INTERNAL_ERROR,
+            };
+        if !executed {
+            self.core.host.served(self.report(outcome));
+        }
+        response(self.id, outcome)
+    }
+
+    /// `{"method", "tool"?, "requestId", "traceparent"?, "tracestate"?, "startedMs", "us", "rpcCode"?}`: the
+    /// tool only when it is one of ours (a client's made-up name never becomes an attribute).
+    fn report(&self, outcome: &Result<String, RpcError>) -> String {
+        #[derive(Deserialize, Default)]
+        struct Meta {
+            #[serde(default)]
+            traceparent: Option<Value>,
+            #[serde(default)]
+            tracestate: Option<Value>,
+        }
+        #[derive(Deserialize, Default)]
+        struct Params {
+            #[serde(default)]
+            name: Option<Value>,
+            #[serde(default, rename = "_meta")]
+            meta: Option<Meta>,
+        }
+        let params = self.params.and_then(|p| serde_json::from_str::<Params>(p.get()).ok()).unwrap_or_default();
+        let text = |v: Option<Value>| match v {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        };
+        let meta = params.meta.unwrap_or_default();
+        let trace = crate::telemetry::incoming::read(text(meta.traceparent), text(meta.tracestate), None);
+        let mut out = Map::new();
+        out.insert("method".into(), self.method.into());
+        if self.method == "tools/call" {
+            if let Some(tool) = text(params.name).filter(|name| self.core.tools.contains_key(name)) {
+                out.insert("tool".into(), tool.into());
+            }
+        }
+        let id = match serde_json::from_str::<Value>(self.id.get()) {
+            Ok(Value::String(id)) => id,
+            _ => self.id.get().to_owned(),
+        };
+        out.insert("requestId".into(), id.into());
+        if let Some(trace) = trace {
+            if let Value::Object(members) = trace.meta_value() {
+                out.extend(members);
+            }
+        }
+        let timing = self.started.stop();
+        out.insert("startedMs".into(), timing.started_ms().into());
+        out.insert("us".into(), timing.elapsed_us().into());
+        if let Err(error) = outcome {
+            out.insert("rpcCode".into(), error.code.into());
+        }
+        Value::Object(out).to_string()
+    }
+}
+
 /// The response to request `id` (raw JSON, echoed as sent).
 pub fn response(id: &RawValue, outcome: &Result<String, RpcError>) -> String {
     match outcome {

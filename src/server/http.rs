@@ -390,6 +390,7 @@ async fn request_reply(
     method: &str,
     params: Option<&RawValue>,
 ) -> Reply {
+    let served = dispatch::Served::start(&state.core, id, method, params);
     let answered = |outcome: std::result::Result<String, RpcError>| {
         let status = match &outcome {
             Err(e) if e.code == crate::protocol::era::UNSUPPORTED_PROTOCOL_VERSION || e.code == HEADER_MISMATCH => {
@@ -397,13 +398,13 @@ async fn request_reply(
             }
             _ => StatusCode::OK,
         };
-        reply(status, dispatch::response(id, &outcome))
+        reply(status, served.response(&outcome))
     };
     let version_header = header(headers, VERSION_HEADER);
     match claim_of(params) {
         Claim::Modern(version) => {
             if let Err(mismatch) = check_modern_headers(headers, version, method, params) {
-                return reply(StatusCode::BAD_REQUEST, dispatch::response(id, &Err(mismatch)));
+                return reply(StatusCode::BAD_REQUEST, served.response(&Err(mismatch)));
             }
             let outcome = dispatch::answer(&state.core, method, params, Era::Modern(version)).await;
             // 2026-07-28: a method this server does not have is 404 on the wire too.
@@ -411,7 +412,7 @@ async fn request_reply(
                 Err(e) if e.code == crate::protocol::jsonrpc::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
                 _ => StatusCode::OK,
             };
-            reply(status, dispatch::response(id, &outcome))
+            reply(status, served.response(&outcome))
         }
         Claim::Unsupported(requested) if version_header.is_some_and(|v| v != requested) => {
             // Headers are checked against the body before the version is judged.
@@ -422,7 +423,7 @@ async fn request_reply(
                     version_header.unwrap_or_default()
                 ),
             );
-            reply(StatusCode::BAD_REQUEST, dispatch::response(id, &Err(error)))
+            reply(StatusCode::BAD_REQUEST, served.response(&Err(error)))
         }
         claim @ (Claim::Unsupported(_) | Claim::Malformed(_)) => {
             let mut response = answered(dispatch::reply_to(&state.core, method, params, claim).await);
@@ -435,7 +436,7 @@ async fn request_reply(
                     INVALID_PARAMS,
                     format!("the MCP-Protocol-Version header names {version}, but the request has no _meta envelope naming it"),
                 );
-                return reply(StatusCode::BAD_REQUEST, dispatch::response(id, &Err(error)));
+                return reply(StatusCode::BAD_REQUEST, served.response(&Err(error)));
             }
             if method == "initialize" {
                 let (_, result) = dispatch::initialize(&state.core, params);
@@ -446,7 +447,7 @@ async fn request_reply(
                         "Service Unavailable: no session id could be made",
                     );
                 };
-                let mut response = reply(StatusCode::OK, dispatch::response(id, &Ok(result)));
+                let mut response = reply(StatusCode::OK, served.response(&Ok(result)));
                 response
                     .headers_mut()
                     .insert(SESSION_HEADER, HeaderValue::from_str(&session).expect("hex is a header value"));

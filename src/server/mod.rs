@@ -47,6 +47,9 @@ pub enum Execution {
 /// `{"arguments": …, "idempotencyKey": …}` as JSON.
 pub trait ToolHost: Send + Sync + 'static {
     fn execute(&self, tool: &str, request: String) -> BoxFuture<'static, Result<Execution>>;
+    /// A request the engine answered without `execute` (`initialize`, `tools/list`, `ping`, a refused
+    /// `tools/call`, …) was answered: its report for the host's telemetry (`dispatch::Served`), as JSON.
+    fn served(&self, _report: String) {}
 }
 
 /// Checks a tool's arguments before `execute` (the engine's JSON Schema validator when it compiles the

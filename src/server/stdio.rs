@@ -244,8 +244,9 @@ pub(crate) async fn handle_line(core: &Arc<McpServerCore>, line: Line) -> Option
                     &RpcError::new(INVALID_REQUEST, "the request id must be a string or a number"),
                 ));
             }
+            let served = dispatch::Served::start(core, id, &method, params);
             let outcome = dispatch::reply_to(core, &method, params, claim_of(params)).await;
-            Some(dispatch::response(id, &outcome))
+            Some(served.response(&outcome))
         }
         // Notifications need no answer; responses answer nothing this server asked.
         _ => None,

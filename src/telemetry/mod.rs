@@ -8,11 +8,14 @@
 //! | [`TraceContext`] | the W3C trace context a call was given, validated, written into the request's `params._meta` (`traceparent`, `tracestate`, `baggage`: SEP-414, the OpenTelemetry MCP conventions) | the engine builds every request; the context crosses once, with the call |
 //! | [`CallReport`] | a measured call's time on the engine's clock, from taking the call to its outcome, and the JSON-RPC error code the server answered with | a span's duration is the wire time, not the time the promise took to be seen |
 //! | [`incoming`] | the trace context a request to `createMcpServer` carries, validated | the host's server span is a child of the caller's |
+//! | [`operation`] | the requests the engine makes on its own (handshakes, listings, subscriptions, completions) and OAuth token requests, told when they end | no caller is waiting on them: only the engine knows they happened |
 //!
-//! Nothing secret passes here: trace and span ids, vendor trace state the caller's own SDK made, and a
-//! numeric error code. No header value, token, URL, argument or result.
+//! Nothing secret passes here: trace and span ids, vendor trace state the caller's own SDK made, request
+//! ids, method names, hosts and ports, and error codes. No header value, token, URL path or query,
+//! argument or result.
 
 pub mod incoming;
+pub mod operation;
 
 use crate::error::{McpError, Result};
 use crate::limits::{MAX_BAGGAGE_BYTES, MAX_TRACESTATE_BYTES};
@@ -131,14 +134,19 @@ pub struct CallReport {
     pub elapsed: Duration,
     /// The JSON-RPC error code the server answered with, if it answered with one.
     pub rpc_code: Option<i64>,
+    /// The JSON-RPC id the call was (last) sent with; none if it never was.
+    pub request_id: Option<u64>,
 }
 
 impl CallReport {
-    /// `{"us":…,"rpcCode":…}` (`rpcCode` left out when there is none).
+    /// `{"us":…,"rpcCode":…,"requestId":…}` (`rpcCode`, `requestId` left out when there is none).
     pub fn to_json(&self) -> String {
         let mut out = format!("{{\"us\":{}", self.elapsed.as_micros());
         if let Some(code) = self.rpc_code {
             out.push_str(&format!(",\"rpcCode\":{code}"));
+        }
+        if let Some(id) = self.request_id {
+            out.push_str(&format!(",\"requestId\":{id}"));
         }
         out.push('}');
         out
@@ -193,10 +201,10 @@ mod tests {
 
     #[test]
     fn a_report_names_only_what_it_knows() {
-        let report = CallReport { elapsed: Duration::from_micros(1500), rpc_code: None };
+        let report = CallReport { elapsed: Duration::from_micros(1500), rpc_code: None, request_id: None };
         assert_eq!(report.to_json(), r#"{"us":1500}"#);
-        let report = CallReport { rpc_code: Some(-32602), ..report };
-        assert_eq!(report.to_json(), r#"{"us":1500,"rpcCode":-32602}"#);
+        let report = CallReport { rpc_code: Some(-32602), request_id: Some(12), ..report };
+        assert_eq!(report.to_json(), r#"{"us":1500,"rpcCode":-32602,"requestId":12}"#);
         let rpc = McpError::Rpc { code: -32601, message: "no".into(), data: None };
         assert_eq!(rpc_code(&McpError::Sent(Box::new(rpc))), Some(-32601));
         assert_eq!(rpc_code(&McpError::Aborted), None);

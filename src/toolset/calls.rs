@@ -41,13 +41,24 @@ pub struct CallRequest {
     context: Result<CallContext>,
     /// The caller listens to its progress (`onProgress`).
     pub progress: bool,
+    /// A measured call's JSON-RPC id, once it was sent (the last sending's, after a resend to a server
+    /// that came back), for its report (`CallReport::request_id`).
+    sent_id: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl CallRequest {
     pub fn new(call_id: u32, abort_id: u32, name: String, arguments_json: String) -> Self {
         // Validates without copying: the text becomes the RawValue.
         let arguments = RawValue::from_string(arguments_json).ok();
-        CallRequest { call_id, abort_id, name, arguments, context: Ok(CallContext::default()), progress: false }
+        CallRequest {
+            call_id,
+            abort_id,
+            name,
+            arguments,
+            context: Ok(CallContext::default()),
+            progress: false,
+            sent_id: None,
+        }
     }
 
     /// With its progress delivered to the sink ([`CallSink::progress`]).
@@ -59,6 +70,9 @@ impl CallRequest {
     /// With the caller's `{ runId?, toolCallId?, idempotencyKey? }` (JSON).
     pub fn with_context(mut self, context_json: &str) -> Self {
         self.context = CallContext::parse(context_json);
+        if self.context.as_ref().is_ok_and(|c| c.measured) {
+            self.sent_id = Some(Arc::default());
+        }
         self
     }
 
@@ -90,6 +104,7 @@ impl CallRequest {
             arguments: self.arguments.clone(),
             context: Ok(self.context().clone()),
             progress: self.progress,
+            sent_id: self.sent_id.clone(),
         }
     }
 
@@ -235,6 +250,7 @@ impl super::Toolset {
                     caller_meta: call.caller_meta(inner.servers[route.server].entry.propagate_trace_context),
                     admitted: http.then(|| AdmittedRoute::for_call(inner, call, route)),
                     progress: inner.progress_listener(call, route, sink),
+                    sent_id: call.sent_id.clone(),
                 })
                 .collect();
             connection.start_calls(starts, inner.timeout);
@@ -324,6 +340,7 @@ impl ToolsetState {
             (std::time::Instant::now(), call.name.clone())
         });
         let measured = call.measured_from();
+        let sent_id = call.sent_id.clone();
         Box::new(move |outcome| {
             if abort_id != 0 {
                 inner.aborts.lock().remove(&abort_id);
@@ -369,7 +386,9 @@ impl ToolsetState {
             // No lock is taken here: this runs on whichever thread read the answer, or ended the connection.
             match measured {
                 Some(started) => {
-                    let report = crate::telemetry::CallReport { elapsed: started.elapsed(), rpc_code };
+                    let request_id =
+                        sent_id.map(|id| id.load(std::sync::atomic::Ordering::Relaxed)).filter(|id| *id != 0);
+                    let report = crate::telemetry::CallReport { elapsed: started.elapsed(), rpc_code, request_id };
                     sink.complete_measured(call_id, outcome, &report);
                 }
                 None => sink.complete(call_id, outcome),
@@ -501,6 +520,7 @@ impl ToolsetState {
                     caller_meta: call.caller_meta(slot.entry.propagate_trace_context),
                     admitted: slot.entry.is_http().then(|| AdmittedRoute::for_call(&self, &call, &route)),
                     progress,
+                    sent_id: call.sent_id.clone(),
                 };
                 connection.start_calls([start], self.timeout);
             }

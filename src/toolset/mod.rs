@@ -73,6 +73,9 @@ pub trait ToolsetEvents: Send + Sync + 'static {
     fn tools_list_announced(&self, _server: &str) {}
     /// `server` sent `notifications/resources/updated` for `uri` (a resource subscribed to).
     fn resource_updated(&self, _server: &str, _uri: &str) {}
+    /// A request the engine made on its own for `server`, or an OAuth token request, ended
+    /// (`telemetry::operation`). Only while the toolset's telemetry is on.
+    fn operation(&self, _server: &str, _operation: &crate::telemetry::operation::Operation) {}
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -128,6 +131,12 @@ impl Toolset {
         let cancel = CancellationToken::new();
         crate::logging::init_from_env();
         let log_id = crate::logging::toolset_id();
+        let operations = config.telemetry.then(|| {
+            let events = events.clone();
+            Arc::new(move |server: &str, operation: crate::telemetry::operation::Operation| {
+                events.operation(server, &operation)
+            }) as crate::telemetry::operation::OperationSink
+        });
         let auth_host = Arc::new(crate::auth::AuthHost {
             // No plaintext default: without a store given, tokens live in this toolset's memory only.
             store: hooks
@@ -139,6 +148,7 @@ impl Toolset {
             login_timeout: Duration::from_millis(config.authorization_timeout_ms),
             flow_timeout: Duration::from_millis(config.connect_timeout_ms),
             logins: CancellationToken::new(),
+            operations: operations.clone(),
         });
         let server_count = config.servers.len();
         let shared = Arc::new(ToolsetContext {
@@ -163,6 +173,7 @@ impl Toolset {
             startup_diagnostics: Mutex::new(Some(Vec::new())),
             projected: watch::channel(false).0,
             auth_host,
+            operations,
             client_mode: std::sync::atomic::AtomicBool::new(false),
             server_log_level: config.server_log_level,
             expose_skills: config.expose_skills,
@@ -565,6 +576,7 @@ pub async fn logout_server(
         login_timeout: Duration::from_millis(crate::limits::DEFAULT_AUTHORIZATION_TIMEOUT_MS),
         flow_timeout: Duration::from_millis(crate::limits::DEFAULT_CONNECT_TIMEOUT_MS),
         logins: CancellationToken::new(),
+        operations: None,
     });
     let authorizer = crate::auth::Authorizer::new(
         entry.name.clone(),

@@ -84,6 +84,9 @@ pub(crate) struct ToolsetContext {
     pub projected: watch::Sender<bool>,
     /// The host's side of OAuth: the token store and the way to a person.
     pub auth_host: Arc<crate::auth::AuthHost>,
+    /// Where the requests the engine makes on its own are told (`telemetry::operation`); `None` with
+    /// `telemetry: { enabled: false }`.
+    pub operations: Option<crate::telemetry::operation::OperationSink>,
     /// A single-server client (`connectMcpServer`): calls answer with the server's result as sent, and
     /// the server's announcements of tool changes are reported (`ToolsetEvents::tools_list_announced`).
     pub client_mode: AtomicBool,

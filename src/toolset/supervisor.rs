@@ -776,6 +776,14 @@ impl ConnectionEvents for ServerListener {
         }
     }
 
+    fn operation(&self, operation: crate::telemetry::operation::Operation) {
+        if let Some(supervisor) = self.supervisor.upgrade() {
+            if let Some(sink) = &supervisor.shared.operations {
+                sink(&supervisor.entry.name, operation);
+            }
+        }
+    }
+
     fn connection_lost(&self, reason: &McpError) {
         let _ = self.lost.set(reason.clone());
         if let Some(supervisor) = self.supervisor.upgrade() {

@@ -75,6 +75,8 @@ pub trait ConnectionEvents: Send + Sync + 'static {
     }
     /// The server sent `notifications/message` (a log); `params` as sent, untrusted (see `server_log`).
     fn server_log(&self, _params: &RawValue) {}
+    /// A request the engine made on its own ended (see `telemetry::operation`).
+    fn operation(&self, _operation: crate::telemetry::operation::Operation) {}
 }
 
 /// Called once with a request's outcome.
@@ -476,6 +478,9 @@ impl Connection {
                 call.abort.as_deref(),
                 reply,
             ) {
+                if let (Some(cell), Some(id)) = (&call.sent_id, message.request_id) {
+                    cell.store(id, Ordering::Relaxed);
+                }
                 message.extra_headers = call.headers;
                 message.admitted = call.admitted;
                 self.shared.listen_for_progress(&message, call.progress);
@@ -539,6 +544,8 @@ pub struct StartCall<'a> {
     pub admitted: Option<Arc<dyn crate::transport::AdmittedCall>>,
     /// Hears the call's progress notifications (every round of it); `None`: nobody listens.
     pub progress: Option<Arc<dyn ProgressListener>>,
+    /// Told the JSON-RPC id the call is sent with (its first round's), for a measured call's report.
+    pub sent_id: Option<Arc<AtomicU64>>,
 }
 
 /// An engine-internal request awaited in place (handshake, listings).
@@ -552,13 +559,38 @@ async fn request(
     long_lived: bool,
 ) -> Result<Box<RawValue>> {
     let (reply, response) = oneshot::channel();
-    let params = |id, meta: Option<&str>| with_meta(params(id), meta);
+    let started = crate::telemetry::operation::Started::now();
+    let (mut sent_id, mut uri) = (None, None);
+    let params = |id, meta: Option<&str>| {
+        sent_id = Some(id);
+        let params = params(id);
+        if matches!(method, "resources/subscribe" | "resources/unsubscribe") {
+            uri = params.as_deref().and_then(subscription_uri);
+        }
+        with_meta(params, meta)
+    };
     let message = shared.register(method, name, params, opts.timeout, opts.abort, Reply::Channel(reply));
     if let Some(mut message) = message {
         message.long_lived = long_lived;
         shared.dispatch(transport, vec![message]);
     }
-    response.await.unwrap_or(Err(McpError::Closed))
+    let outcome = response.await.unwrap_or(Err(McpError::Closed));
+    // A read and a prompt get are their caller's spans already (`lib/telemetry.ts`); a listen lasts as
+    // long as the connection and is no operation to time.
+    if !long_lived && !matches!(method, "resources/read" | "prompts/get") {
+        let operation = crate::telemetry::operation::Operation::request(method, uri, sent_id, started.stop(), &outcome);
+        shared.events.operation(operation);
+    }
+    outcome
+}
+
+/// The `uri` of a subscribe's or unsubscribe's params.
+fn subscription_uri(params: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Subscription {
+        uri: String,
+    }
+    serde_json::from_str::<Subscription>(params).ok().map(|s| s.uri)
 }
 
 impl ConnectionCore {
