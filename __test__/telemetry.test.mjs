@@ -608,3 +608,31 @@ async function refusedCall(url) {
   if (body.includes('"error"')) throw new Error(body);
   return body;
 }
+
+test('completions and subscriptions (2025-11-25): a span each for what the engine sends, the URI without its query', async () => {
+  register();
+  exporter.reset();
+  const entry = { name: 'res', type: 'stdio', command: process.execPath, args: [join(here, 'fixtures', 'resources-server.mjs'), 'stdio-legacy'] };
+  const toolset = await mcpTools([entry], { warnings: false });
+  try {
+    const completed = await toolset.complete('res', { type: 'ref/resource', uri: 'note://items/{id}' }, { name: 'id', value: '1' });
+    assert.ok(completed.completion.values.length > 0);
+    const unsubscribe = await toolset.subscribeResource('res', 'note://hello?token=QUERY-SECRET-6', () => {});
+    await unsubscribe();
+    await until(() => spansNamed('resources/unsubscribe').length === 1);
+    const [completion] = spansNamed('completion/complete');
+    assert.equal(completion.attributes['mcp.method.name'], 'completion/complete');
+    assert.equal(completion.attributes['mcp.protocol.version'], '2025-11-25');
+    assert.match(completion.attributes['jsonrpc.request.id'], /^\d+$/);
+    const [subscribe] = spansNamed('resources/subscribe');
+    const [unsubscribed] = spansNamed('resources/unsubscribe');
+    for (const span of [subscribe, unsubscribed]) {
+      assert.equal(span.attributes['mcp.resource.uri'], 'note://hello');
+      assert.match(span.attributes['jsonrpc.request.id'], /^\d+$/);
+      assert.equal(parentIdOf(span), undefined, 'the engine keeps a subscription in its own time: a root span');
+    }
+    assert.ok(!JSON.stringify(exporter.getFinishedSpans().map((s) => s.attributes)).includes('QUERY-SECRET-6'));
+  } finally {
+    await toolset.close();
+  }
+});
