@@ -544,7 +544,8 @@ pub struct StartCall<'a> {
     pub admitted: Option<Arc<dyn crate::transport::AdmittedCall>>,
     /// Hears the call's progress notifications (every round of it); `None`: nobody listens.
     pub progress: Option<Arc<dyn ProgressListener>>,
-    /// Told the JSON-RPC id the call is sent with (its first round's), for a measured call's report.
+    /// Told the JSON-RPC id the call is sent with, for a measured call's report: its first round's (input
+    /// rounds and a `-32020` resend keep it); a call sent again to a server that came back is told again.
     pub sent_id: Option<Arc<AtomicU64>>,
 }
 
