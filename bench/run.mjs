@@ -16,7 +16,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { BENCH_DIR, config, REPO_DIR, SUPPORTED } from './lib/config.mjs';
 import { pidsWithArg } from './lib/processes.mjs';
 
-const CLIENT_LABELS = { mcpferry: 'mcpferry', sdk: 'MCP SDK', aisdk: 'AI SDK', raw: 'raw pipe', 'mcpferry-otel': 'mcpferry + OTel' };
+const CLIENT_LABELS = { mcpferry: 'mcpferry', sdk: 'MCP SDK', aisdk: 'AI SDK', raw: 'raw pipe', 'mcpferry-otel': 'mcpferry + OTel', 'mcpferry-base': 'mcpferry (base)' };
 
 // What is reported, in order. `better` says which way is good; `target` is the issue's goal for the
 // mcpferry / SDK ratio of that metric.

@@ -58,7 +58,7 @@ function list(name, all, fallback = all) {
   return all.filter((x) => picked.includes(x)); // keep the canonical order
 }
 
-export const ALL_CLIENTS = ['mcpferry', 'sdk', 'aisdk', 'raw', 'mcpferry-otel'];
+export const ALL_CLIENTS = ['mcpferry', 'sdk', 'aisdk', 'raw', 'mcpferry-otel', 'mcpferry-base'];
 export const ALL_WORKLOADS = ['W1', 'W2', 'W1V', 'W2V', 'W3', 'W4', 'W5', 'W6', 'W7', 'W8', 'W9', 'W10', 'W11', 'R1', 'R2'];
 
 // The raw pipe is a floor for the stdio path only: the call path (W1, W2), a big catalogue (W5) and
@@ -74,6 +74,8 @@ export const SUPPORTED = {
   raw: ['W1', 'W2', 'W5', 'W11'], // no schemas to validate on a raw pipe: not in W1V/W2V
   // What OpenTelemetry costs a call (spans and metrics recorded): asked for by name, not in a default run.
   'mcpferry-otel': ['W1', 'W2', 'W3'],
+  // Another checkout's build (BENCH_BASE_DIR), for an A/B of two commits in one run: asked for by name.
+  'mcpferry-base': ALL_WORKLOADS,
 };
 
 export const config = {
@@ -101,7 +103,7 @@ export const config = {
   resourceBytes: count('BENCH_RESOURCE_BYTES', 4096, 4096),
   rSamples: count('BENCH_R_SAMPLES', 8, 3),
   sessionsEra: choice('BENCH_SESSIONS_ERA', ['legacy', 'modern'], 'legacy'),
-  clients: list('BENCH_CLIENTS', ALL_CLIENTS, ALL_CLIENTS.filter((c) => c !== 'mcpferry-otel')),
+  clients: list('BENCH_CLIENTS', ALL_CLIENTS, ALL_CLIENTS.filter((c) => c !== 'mcpferry-otel' && c !== 'mcpferry-base')),
   workloads: list('BENCH_WORKLOADS', ALL_WORKLOADS),
   out: process.env.BENCH_OUT || join(BENCH_DIR, quick ? 'results-quick.md' : 'results.md'),
   childTimeoutMs: count('BENCH_CHILD_TIMEOUT_MS', 180_000, 120_000),
