@@ -41,9 +41,14 @@ impl ReaderHost for JsReaderHost {
 fn opened(tools: Vec<ProjectedTool>, diagnostics: Vec<Diagnostic>) -> String {
     let out = serde_json::json!({ "tools": tools, "diagnostics": diagnostics }).to_string();
     drop(tools);
-    release_freed_memory();
+    release_freed_memory(out.len() >= RELEASE_FREED_MEMORY_AT_ONCE_BYTES);
     out
 }
+
+/// The size of an opened tool map (its JSON) after which the memory its parsing freed is given back to the
+/// system at once: some thousand tools (W5's 2 000 are ~0.5 MiB). After a smaller one (a session's few dozen
+/// tools) it is given back at most once per `RELEASE_FREED_MEMORY_INTERVAL_MS` (see `release_freed_memory`).
+const RELEASE_FREED_MEMORY_AT_ONCE_BYTES: usize = 256 * 1024;
 
 /// A set of MCP server connections behind one tool map.
 #[napi]
