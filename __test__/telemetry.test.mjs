@@ -10,6 +10,7 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { createMcpServer, mcpTools } from '../entry/index.mjs';
+import { openToolset } from '../dist/toolset.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fixture, here, scratchFile, startHttpFixture, until } from './helpers.mjs';
@@ -55,14 +56,28 @@ const traceparentOf = (span) => `00-${span.spanContext().traceId}-${span.spanCon
 test('with no tracer or meter registered, nothing is sent or made', async () => {
   unregister();
   const server = fixture('otel-off');
-  const toolset = await mcpTools([server.entry], { warnings: false });
+  // The engine's own requests (handshake, listing) are told to JavaScript only for a toolset made with a provider.
+  const events = [];
+  const toolset = await openToolset([server.entry], { warnings: false }, (native) => native.connect(), false, { observe: (kind) => events.push(kind) });
   try {
     await toolset.tools['otel-off__echo'].execute({ text: 'hi' });
     const call = server.received().find((m) => m.method === 'tools/call');
     assert.deepEqual(Object.keys(call.params._meta), ['progressToken']);
     assert.equal(exporter.getFinishedSpans().length, 0);
+    assert.deepEqual(events.filter((kind) => kind === 'operation'), []);
   } finally {
     await toolset.close();
+  }
+  // The same with a provider registered: the engine does tell them.
+  register();
+  const seen = [];
+  const traced = await openToolset([fixture('otel-on').entry], { warnings: false }, (native) => native.connect(), false, { observe: (kind) => seen.push(kind) });
+  try {
+    await until(() => seen.includes('operation'));
+  } finally {
+    await traced.close();
+    unregister();
+    exporter.reset();
   }
 });
 

@@ -43,9 +43,14 @@ const OTEL_GLOBALS = Symbol.for('opentelemetry.js.api.1');
 
 /** The API, when the application registered a tracer or meter provider; else `null`. */
 function otel(): Api | null {
-  const registered = (globalThis as { [OTEL_GLOBALS]?: { trace?: unknown; metrics?: unknown } })[OTEL_GLOBALS];
-  if (registered === undefined || (registered.trace === undefined && registered.metrics === undefined)) return null;
+  if (!otelRegistered()) return null;
   return api === undefined ? loadApi() : api;
+}
+
+/** Whether a tracer or meter provider is registered with @opentelemetry/api, read without loading it. */
+export function otelRegistered(): boolean {
+  const registered = (globalThis as { [OTEL_GLOBALS]?: { trace?: unknown; metrics?: unknown } })[OTEL_GLOBALS];
+  return registered !== undefined && (registered.trace !== undefined || registered.metrics !== undefined);
 }
 
 function loadApi(): Api | null {
@@ -171,7 +176,9 @@ export interface ClientTelemetryOptions {
  * registered it returns `undefined` after one lookup of the API's global registry.
  */
 export class ClientTelemetry {
+  /** Each server's attributes, worked out when a span or metric first needs them (a URL parse each). */
   private readonly facts = new Map<string, ServerFacts>();
+  private readonly servers: readonly McpServer[];
   private readonly baggage: boolean;
   private readonly enabled: boolean;
 
@@ -182,14 +189,25 @@ export class ClientTelemetry {
   constructor(servers: readonly McpServer[], options: ClientTelemetryOptions | undefined) {
     this.enabled = options?.enabled !== false;
     this.baggage = options?.baggage === true;
-    if (!this.enabled) return;
+    this.servers = servers;
+    // Nothing registered: the engine sends no operations (see engineOperations), and nothing is held for them.
+    if (!this.enabled || !otelRegistered()) return;
     for (const server of servers) {
-      if (server && typeof server === 'object' && typeof server.name === 'string') {
-        this.facts.set(server.name, serverFacts(server));
-        if (server.enabled !== false) this.connecting.set(server.name, []);
-      }
+      if (server && typeof server === 'object' && typeof server.name === 'string' && server.enabled !== false) this.connecting.set(server.name, []);
     }
     this.openContext = otel()?.context.active();
+  }
+
+  /** A server's attributes (transport, host and port), worked out once it is first asked for. */
+  private factsOf(name: string): ServerFacts | undefined {
+    let facts = this.facts.get(name);
+    if (facts === undefined) {
+      const server = this.servers.find((s) => s && typeof s === 'object' && s.name === name);
+      if (server === undefined) return undefined;
+      facts = serverFacts(server);
+      this.facts.set(name, facts);
+    }
+    return facts;
   }
 
   /** Each server's session since its handshake ended (`server-connected`), until it is lost or closed. */
@@ -240,7 +258,7 @@ export class ClientTelemetry {
         if (tracer) endSpan(a, tracer.startSpan('POST', { kind: a.SpanKind.CLIENT, attributes, startTime: startedAt }, parent), errorType, endedAt);
         return;
       }
-      const common: Attributes = { 'mcp.method.name': operation.method, ...this.facts.get(operation.server) };
+      const common: Attributes = { 'mcp.method.name': operation.method, ...this.factsOf(operation.server) };
       const protocolVersion = this.sessions.get(operation.server)?.protocolVersion;
       if (protocolVersion) common['mcp.protocol.version'] = protocolVersion;
       const outcome: Attributes = {};
@@ -268,7 +286,7 @@ export class ClientTelemetry {
     try {
       let recovery = this.recoveries.get(server);
       if (!recovery) {
-        const attributes: Attributes = { 'mcpferry.server.name': server, ...this.facts.get(server) };
+        const attributes: Attributes = { 'mcpferry.server.name': server, ...this.factsOf(server) };
         const span = tracer.startSpan('mcpferry recover', { kind: a.SpanKind.INTERNAL, attributes, startTime: this.lostAt.get(server) ?? performance.now() }, a.ROOT_CONTEXT);
         recovery = { span, context: a.trace.setSpan(a.ROOT_CONTEXT, span) };
         this.recoveries.set(server, recovery);
@@ -337,7 +355,7 @@ export class ClientTelemetry {
       const tracer = activeTracer(a);
       const instruments = activeInstruments(a);
       const method = protocolVersion === MODERN_PROTOCOL_VERSION ? 'server/discover' : 'initialize';
-      const attributes: Attributes = { 'mcp.method.name': method, ...this.facts.get(server) };
+      const attributes: Attributes = { 'mcp.method.name': method, ...this.factsOf(server) };
       if (protocolVersion) attributes['mcp.protocol.version'] = protocolVersion;
       if (errorType) attributes['error.type'] = errorType;
       const endedAt = performance.now();
@@ -376,7 +394,7 @@ export class ClientTelemetry {
     try {
       const instruments = a ? activeInstruments(a) : undefined;
       if (!instruments) return;
-      const attributes: Attributes = { ...this.facts.get(server) };
+      const attributes: Attributes = { ...this.factsOf(server) };
       if (session.protocolVersion) attributes['mcp.protocol.version'] = session.protocolVersion;
       if (errorType) attributes['error.type'] = errorType;
       instruments.clientSession.record((performance.now() - session.startedAt) / 1000, attributes);
@@ -395,7 +413,7 @@ export class ClientTelemetry {
     try {
       // The version the server's session negotiated, as its `server-connected` said (see `observe`).
       const protocolVersion = this.sessions.get(call.server)?.protocolVersion;
-      return startCall(a, tracer, instruments, call, this.facts.get(call.server), protocolVersion, this.baggage);
+      return startCall(a, tracer, instruments, call, this.factsOf(call.server), protocolVersion, this.baggage);
     } catch {
       // A failing SDK must not fail the call: it goes unrecorded.
       return undefined;

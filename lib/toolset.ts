@@ -7,7 +7,7 @@ import { CallChannel } from './call-channel';
 import { createMcpError, engineFailure, McpError, type McpErrorCode } from './errors';
 import { OpenQuestions } from './questions';
 import { ResourceSubscribers, sessionRequests } from './session';
-import { ClientTelemetry } from './telemetry';
+import { ClientTelemetry, otelRegistered } from './telemetry';
 import { READ_STDIO_IN_JS, readStdout } from './stdout-reader';
 import { isStore, nativeStoreId, storeDispatcher } from './stores';
 import { isTokenStore, nativeTokenStoreId, tokenStoreDispatcher } from './token-stores';
@@ -160,6 +160,21 @@ function withDefaults(opts: McpOptions): McpOptions {
   return interactive ? { ...opts, onAuthorizationUrl: printAuthorizationUrl } : opts;
 }
 
+/**
+ * With no tracer or meter provider registered when the toolset is made, the engine is told telemetry is off,
+ * so it sends no `operation` event (one JavaScript callback per request it makes on its own, for nothing).
+ * Options the engine will refuse are left as given, for it to say why.
+ */
+function engineTelemetry(opts: McpOptions): McpOptions {
+  if (otelRegistered() || opts === null || typeof opts !== 'object') return opts;
+  const telemetry: unknown = opts.telemetry;
+  if (telemetry === undefined || telemetry === null) return { ...opts, telemetry: { enabled: false } };
+  if (typeof telemetry !== 'object' || Array.isArray(telemetry)) return opts;
+  const enabled = (telemetry as { enabled?: unknown }).enabled;
+  if (enabled !== undefined && enabled !== true) return opts;
+  return { ...opts, telemetry: { ...telemetry, enabled: false } };
+}
+
 /** Wrap the application's callbacks for the engine: always async, plain data in and out. */
 function hooksFor(opts: McpOptions, questions: OpenQuestions) {
   const { auth, allowedHosts, policy, session, onAuthorizationUrl, onElicitation } = opts;
@@ -253,7 +268,7 @@ export async function openToolset(
   internal?: { observe?(kind: string, payload: unknown): void; prepare?(native: NativeToolset): void },
 ): Promise<McpToolset> {
   const opts = withDefaults(given);
-  const config = configJson(servers, opts);
+  const config = configJson(servers, engineTelemetry(opts));
   // Past the engine's validation below, `opts` is an object of the documented shape.
   const options: McpOptions = opts !== null && typeof opts === 'object' ? opts : {};
   const report = diagnosticSink(options);
