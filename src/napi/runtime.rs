@@ -51,22 +51,45 @@ fn init_runtime() {
 /// system: glibc keeps per-thread arenas otherwise, and resident memory stays high. A trim walks the whole
 /// heap, so it costs more the more a process holds: done after every toolset, a process's thousandth
 /// session opened slower than its first (W10's connect CPU was 15% over the same run without). So it runs
-/// at once only when `big`, and otherwise at most once per `RELEASE_FREED_MEMORY_INTERVAL_MS`.
+/// at once when `big`, and otherwise at most once per `RELEASE_FREED_MEMORY_INTERVAL_MS`: a trim asked for
+/// sooner is made when that interval ends (one pending at a time), so a burst of sessions still ends trimmed.
 pub(crate) fn release_freed_memory(big: bool) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        use std::time::{SystemTime, UNIX_EPOCH};
-        static LAST_MS: AtomicU64 = AtomicU64::new(0);
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
-        let last = LAST_MS.load(Ordering::Relaxed);
-        if !big && now.saturating_sub(last) < RELEASE_FREED_MEMORY_INTERVAL_MS {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        static LAST: AtomicU64 = AtomicU64::new(0);
+        static PENDING: AtomicBool = AtomicBool::new(false);
+        fn now_ms() -> u64 {
+            use std::time::{SystemTime, UNIX_EPOCH};
+            SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+        }
+        fn trim() {
+            LAST.store(now_ms(), Ordering::Relaxed);
+            // SAFETY: malloc_trim only returns free pages of glibc's arenas to the system.
+            unsafe {
+                libc::malloc_trim(0);
+            }
+        }
+        let since = now_ms().saturating_sub(LAST.load(Ordering::Relaxed));
+        if big || since >= RELEASE_FREED_MEMORY_INTERVAL_MS {
+            return trim();
+        }
+        if PENDING.swap(true, Ordering::AcqRel) {
             return;
         }
-        LAST_MS.store(now, Ordering::Relaxed);
-        // SAFETY: malloc_trim only returns free pages of glibc's arenas to the system.
-        unsafe {
-            libc::malloc_trim(0);
+        let wait = std::time::Duration::from_millis(RELEASE_FREED_MEMORY_INTERVAL_MS - since);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    tokio::time::sleep(wait).await;
+                    PENDING.store(false, Ordering::Release);
+                    trim();
+                });
+            }
+            Err(_) => {
+                PENDING.store(false, Ordering::Release);
+                trim();
+            }
         }
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
@@ -75,7 +98,7 @@ pub(crate) fn release_freed_memory(big: bool) {
 
 /// The shortest time between two trims after small toolsets, in ms (see `release_freed_memory`).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-const RELEASE_FREED_MEMORY_INTERVAL_MS: u64 = 1_000;
+const RELEASE_FREED_MEMORY_INTERVAL_MS: u64 = 100;
 
 /// Runs `work` inside the engine's runtime even when called from the JS thread: the engine may
 /// spawn (gated calls, timers) from a sync entry point.
