@@ -885,6 +885,16 @@ impl Authorizer {
                 let workload = self.workload.as_ref().expect("checked when parsed");
                 let secrets = self.secrets.clone();
                 let assertion = workload.current(|a| secrets.set_rotating("workload-assertion", a.as_bytes())).await?;
+                if self.settings.authorization_server.is_none()
+                    && !super::workload::audience_names(&assertion, &metadata.issuer, metadata.token_endpoint.as_str())
+                {
+                    return Err(McpError::Auth(format!(
+                        "server {:?} names the authorization server {:?}, but the workload identity assertion's aud names \
+                         neither it nor its token endpoint: not sending the assertion there. If your platform's audience \
+                         is another value, set oauth.authorizationServer to the authorization server it is for",
+                        self.server, metadata.issuer
+                    )));
+                }
                 let response = super::workload::workload_identity(
                     &self.egress,
                     metadata,

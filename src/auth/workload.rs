@@ -7,6 +7,7 @@
 //! |------------|------|
 //! | source     | `oauth.assertionFile` (a path, read again when the assertion in hand is within `WORKLOAD_ASSERTION_REFRESH_MARGIN_SECS` of its `exp`, or has none: platforms rotate the file well before expiry) or `oauth.assertion` (the host's callback, asked the same way) |
 //! | checks     | the assertion is a compact JWT whose `exp`, read without verifying (the authorization server verifies), is not past: an expired or malformed one is refused before it is sent, with an error that names the source, never the assertion |
+//! | audience   | without `oauth.authorizationServer`, the MCP server names the authorization server: the assertion goes only where its `aud` names that authorization server's issuer or token endpoint ([`audience_names`]), so a hostile MCP server naming its own cannot collect a platform token meant for another and replay it there. A platform whose `aud` is something else (an opaque value) needs `authorizationServer` set, which pins the one server instead |
 //! | grant      | `grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer`, `assertion`, `resource`, `scope` when one is chosen; the client's own authentication as configured (`none` by default) |
 //! | renewal    | no refresh token: an access token near its expiry is replaced by the same grant before a request goes out |
 //! | bounds     | an assertion file of at most `WORKLOAD_ASSERTION_MAX_BYTES` |
@@ -131,6 +132,16 @@ fn read_bounded(path: &std::path::Path) -> std::result::Result<String, String> {
 /// A compact JWT's `exp`, read without verifying the signature (the authorization server verifies).
 /// `Err` says what is wrong with it, without quoting it.
 pub fn expiry(assertion: &str) -> std::result::Result<Option<u64>, &'static str> {
+    match claims(assertion)?.get("exp") {
+        None | Some(Value::Null) => Ok(None),
+        Some(exp) => {
+            exp.as_f64().filter(|e| *e >= 0.0).map(|e| Some(e as u64)).ok_or("has an exp that is not a number")
+        }
+    }
+}
+
+/// A compact JWT's claims, read without verifying. `Err` says what is wrong, without quoting it.
+fn claims(assertion: &str) -> std::result::Result<Value, &'static str> {
     let parts: Vec<&str> = assertion.split('.').collect();
     if parts.len() != 3 || parts.iter().any(|p| p.is_empty()) {
         return Err("is not a compact JWT (three base64url parts)");
@@ -141,12 +152,22 @@ pub fn expiry(assertion: &str) -> std::result::Result<Option<u64>, &'static str>
     if !claims.is_object() {
         return Err("has a payload that is not a JSON object");
     }
-    match claims.get("exp") {
-        None | Some(Value::Null) => Ok(None),
-        Some(exp) => {
-            exp.as_f64().filter(|e| *e >= 0.0).map(|e| Some(e as u64)).ok_or("has an exp that is not a number")
-        }
-    }
+    Ok(claims)
+}
+
+/// Whether the assertion's `aud` (read without verifying; a string or a list) names the authorization
+/// server the MCP server pointed at: its issuer or its token endpoint (a trailing `/` aside). The MCP
+/// server chooses that authorization server; a platform token meant for another one (its `aud`) is not
+/// to be handed to it, where it could be replayed to the real one.
+pub fn audience_names(assertion: &str, issuer: &str, token_endpoint: &str) -> bool {
+    let Ok(claims) = claims(assertion) else { return false };
+    let audiences: Vec<&str> = match claims.get("aud") {
+        Some(Value::String(aud)) => vec![aud.as_str()],
+        Some(Value::Array(list)) => list.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let same = |a: &str, b: &str| a.trim_end_matches('/') == b.trim_end_matches('/');
+    audiences.iter().any(|aud| same(aud, issuer) || same(aud, token_endpoint))
 }
 
 fn now_secs() -> u64 {
@@ -220,6 +241,19 @@ mod tests {
         for bad in ["not-a-jwt", "a.b", "a..c", "a.%%%.c", &jwt(json!({"exp": "soon"}))] {
             assert!(expiry(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_audience_must_name_the_authorization_server_or_its_token_endpoint() {
+        let (issuer, endpoint) = ("https://as.example", "https://as.example/oauth/token");
+        for aud in [json!("https://as.example"), json!("https://as.example/"), json!(["x", endpoint])] {
+            assert!(audience_names(&jwt(json!({"aud": aud})), issuer, endpoint), "{aud}");
+        }
+        for aud in [json!("https://real-as.example"), json!(["https://real-as.example"]), json!(null), json!(7)] {
+            assert!(!audience_names(&jwt(json!({"aud": aud})), issuer, endpoint), "{aud}");
+        }
+        assert!(!audience_names(&jwt(json!({"sub": "no aud"})), issuer, endpoint));
+        assert!(!audience_names("not-a-jwt", issuer, endpoint));
     }
 
     #[tokio::test]
