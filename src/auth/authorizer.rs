@@ -194,6 +194,27 @@ impl RequestProof for DpopBinding {
     }
 }
 
+/// Whether a token response's `token_type` makes a DPoP-bound token (true) or a Bearer one (false), or why
+/// it is not to be used: a DPoP token to a request that proved no key, a type neither Bearer nor DPoP, or a
+/// Bearer token where only a bound one will do (the resource requires it, or the token it replaces was bound).
+fn token_kind(token_type: &str, proved: bool, dpop_required: bool) -> Result<bool> {
+    let dpop_bound = token_type.eq_ignore_ascii_case("dpop");
+    if dpop_bound && !proved {
+        return Err(McpError::Auth("the authorization server issued a DPoP token to a request without a DPoP proof".into()));
+    }
+    if !dpop_bound && !token_type.eq_ignore_ascii_case("bearer") {
+        return Err(McpError::Auth(format!(
+            "the authorization server issued a {token_type:?} token; only Bearer and DPoP are supported"
+        )));
+    }
+    if !dpop_bound && dpop_required {
+        return Err(McpError::Auth(
+            "the authorization server issued a Bearer token where only a DPoP-bound token will do".into(),
+        ));
+    }
+    Ok(dpop_bound)
+}
+
 /// When a token that lives `expires_in` seconds from now expires (ms since the epoch).
 fn expires_at(expires_in: Option<u64>) -> Option<u64> {
     expires_in.map(|s| now_ms() + s.saturating_mul(1000))
@@ -476,24 +497,7 @@ impl Authorizer {
         client: &ClientCredentials,
         scope: Option<String>,
     ) -> Result<Tokens> {
-        let dpop_bound = response.token_type.eq_ignore_ascii_case("dpop");
-        if dpop_bound && client.dpop.is_none() {
-            return Err(McpError::Auth(
-                "the authorization server issued a DPoP token to a request without a DPoP proof".into(),
-            ));
-        }
-        if !dpop_bound && !response.token_type.eq_ignore_ascii_case("bearer") {
-            return Err(McpError::Auth(format!(
-                "the authorization server issued a {:?} token; only Bearer and DPoP are supported",
-                response.token_type
-            )));
-        }
-        if !dpop_bound && discovered.dpop_required {
-            return Err(McpError::Auth(
-                "the authorization server issued a Bearer token, but the resource accepts DPoP-bound tokens only"
-                    .into(),
-            ));
-        }
+        let dpop_bound = token_kind(&response.token_type, client.dpop.is_some(), discovered.dpop_required)?;
         Ok(Tokens {
             issuer: discovered.metadata.issuer.clone(),
             resource: discovered.resource.clone(),
@@ -610,6 +614,18 @@ impl Authorizer {
             .await?;
         match outcome {
             Ok(response) => {
+                // The same checks as a first token: a refresh answered with a token of another kind (a
+                // Bearer token replacing a bound one, a DPoP token without a proof, an unknown type) is
+                // not used, and the tokens are forgotten so that a new authorization runs.
+                let proved = client.dpop.is_some();
+                let dpop_bound = match token_kind(&response.token_type, proved, tokens.dpop_bound) {
+                    Ok(bound) => bound,
+                    Err(refused) => {
+                        tracing::warn!(server = %self.server, error = %refused, "the refreshed token was not used");
+                        self.forget(state, &tokens).await;
+                        return Err(refused);
+                    }
+                };
                 let rotated = response.refresh_token.as_ref().is_some_and(|r| *r != refresh_token);
                 tracing::info!(server = %self.server, rotated, "access token refreshed");
                 let mut next = tokens.clone();
@@ -619,6 +635,7 @@ impl Authorizer {
                 next.refresh_token = response.refresh_token.or(Some(refresh_token));
                 next.access_token = response.access_token;
                 next.refreshing_since_ms = None;
+                next.dpop_bound = dpop_bound;
                 self.install(state, next).await
             }
             Err(super::token::TokenError::Rejected { error, .. }) => {
@@ -1115,6 +1132,47 @@ mod tests {
         let kept = store.get(&keys::tokens("http://127.0.0.1:8", "http://127.0.0.1:9/mcp")).await.unwrap().unwrap();
         assert!(kept.contains("refresh-2") && !kept.contains("refresh-1"));
         assert!(!a.refresh_due(), "the new token is not due");
+    }
+
+    #[tokio::test]
+    async fn a_refresh_answered_with_a_token_of_another_kind_is_not_used() {
+        // (answer's token_type, whether the tokens refreshed were DPoP-bound (with their key)). A type
+        // neither Bearer nor DPoP is refused when the answer is read (token.rs).
+        for (token_type, bound) in [("DPoP", false), ("Bearer", true)] {
+            let server = TestServer::start(move |_, _| {
+                Reply::json(200, serde_json::json!({"access_token":"access-2","token_type":token_type,"expires_in":3600,"refresh_token":"refresh-2"}))
+            })
+            .await;
+            let store = Arc::new(MemoryTokenStore::new());
+            let a = authorizer("true", store.clone());
+            let mut state = FlowState::default();
+            let mut ours = tokens(&server.url("/token"), None);
+            if bound {
+                ours.dpop_key = Some(DpopKey::generate().unwrap().stored());
+                ours.dpop_bound = true;
+            }
+            a.install(&mut state, ours).await.unwrap();
+            let error = a.refresh(&mut state).await.unwrap_err().to_string();
+            assert_eq!(server.received().len(), 1);
+            assert!(state.tokens.is_none(), "{token_type}: forgotten, so that a new authorization runs");
+            assert!(!error.contains("access-2"), "{error}");
+            let kept = store.get(&keys::tokens("http://127.0.0.1:8", "http://127.0.0.1:9/mcp")).await.unwrap();
+            assert!(kept.is_none_or(|k| !k.contains("access-2")), "{token_type}: not kept");
+        }
+        // A bound token's refresh answered with a DPoP token stays bound.
+        let server = TestServer::start(|_, _| {
+            Reply::json(200, serde_json::json!({"access_token":"access-2","token_type":"DPoP","expires_in":3600}))
+        })
+        .await;
+        let a = authorizer("true", Arc::default());
+        let mut state = FlowState::default();
+        let mut ours = tokens(&server.url("/token"), Some(false));
+        ours.dpop_key = Some(DpopKey::generate().unwrap().stored());
+        ours.dpop_bound = true;
+        a.install(&mut state, ours).await.unwrap();
+        a.refresh(&mut state).await.unwrap();
+        assert!(state.tokens.as_ref().unwrap().dpop_bound);
+        assert_eq!(a.credential.authorization().unwrap().to_str().unwrap(), "DPoP access-2");
     }
 
     #[tokio::test]
