@@ -424,7 +424,10 @@ impl Authorizer {
         let Ok(Some(tokens)) = store.get(&keys::tokens(&pointer.issuer, &pointer.resource)).await else { return };
         let Ok(tokens) = serde_json::from_str::<Tokens>(&tokens) else { return };
         if tokens.issuer == pointer.issuer && tokens.resource == pointer.resource {
-            let _ = self.use_tokens(state, tokens);
+            if let Err(unusable) = self.use_tokens(state, tokens.clone()) {
+                tracing::warn!(server = %self.server, error = %unusable, "the stored tokens were dropped");
+                self.forget(state, &tokens).await;
+            }
         }
     }
 
@@ -433,13 +436,23 @@ impl Authorizer {
         if let Some(refresh) = &tokens.refresh_token {
             self.secrets.set_rotating("oauth-refresh", refresh.as_bytes());
         }
-        match self.dpop_of(&tokens) {
-            Some(dpop) if tokens.dpop_bound => {
+        match (tokens.dpop_bound, self.dpop_of(&tokens)) {
+            (true, Some(dpop)) => {
                 let binding =
                     DpopBinding { dpop, access_token: tokens.access_token.clone(), secrets: self.secrets.clone() };
                 self.credential.set_bound(&tokens.access_token, Arc::new(binding))?
             }
-            _ => self.credential.set_bearer(&tokens.access_token)?,
+            // A bound token without its key is useless (and as Bearer it would be refused, or worse, taken
+            // without its binding): not used; the next refusal authorizes again.
+            (true, None) => {
+                self.credential.clear();
+                state.tokens = None;
+                self.refresh_due_ms.store(0, Ordering::Release);
+                return Err(McpError::Auth(
+                    "the stored DPoP-bound token's key cannot be read: not using the token, authorizing again".into(),
+                ));
+            }
+            (false, _) => self.credential.set_bearer(&tokens.access_token)?,
         }
         // Refreshed a minute before expiry, or halfway through a shorter life.
         // A workload's token has no refresh token: the grant itself runs again, as near the expiry.
@@ -1173,6 +1186,28 @@ mod tests {
         a.refresh(&mut state).await.unwrap();
         assert!(state.tokens.as_ref().unwrap().dpop_bound);
         assert_eq!(a.credential.authorization().unwrap().to_str().unwrap(), "DPoP access-2");
+    }
+
+    #[tokio::test]
+    async fn a_bound_token_whose_key_cannot_be_read_is_dropped_not_presented_as_bearer() {
+        let store = Arc::new(MemoryTokenStore::new());
+        let a = authorizer("true", store.clone());
+        let mut ours = tokens(&Url::parse("http://127.0.0.1:8/token").unwrap(), None);
+        ours.dpop_key = Some("bm90LWEta2V5".into());
+        ours.dpop_bound = true;
+        a.keep(&ours).await.unwrap();
+        let mut state = FlowState::default();
+        a.load(&mut state).await;
+        assert!(a.credential.authorization().is_none(), "not presented, as Bearer or otherwise");
+        assert!(state.tokens.is_none() && !a.refresh_due());
+        let kept = store.get(&keys::tokens("http://127.0.0.1:8", "http://127.0.0.1:9/mcp")).await.unwrap();
+        assert!(kept.is_none(), "dropped from the store: the next refusal authorizes again");
+        // Tokens in use replaced by such tokens (another holder's) are not presented either.
+        let b = authorizer("true", Arc::default());
+        let mut state = FlowState::default();
+        b.use_tokens(&mut state, tokens(&Url::parse("http://127.0.0.1:8/token").unwrap(), None)).unwrap();
+        assert!(b.use_tokens(&mut state, ours).is_err());
+        assert!(b.credential.authorization().is_none());
     }
 
     #[tokio::test]
