@@ -306,7 +306,8 @@ impl Authorizer {
                     && state.tokens.as_ref().is_some_and(|t| t.refresh_token.is_none())
                 {
                     self.refresh_due_ms.store(0, Ordering::Release);
-                    let renewed = self.until_closed(self.authorize(&mut state, &Challenge::default(), false)).await?;
+                    let renewed =
+                        self.until_closed_or_aborted(self.authorize(&mut state, &Challenge::default(), false)).await?;
                     if let Err(error) = renewed {
                         tracing::warn!(server = %self.server, error = %error, "renewing the workload's token failed");
                     }
@@ -346,11 +347,16 @@ impl Authorizer {
         {
             return Ok(());
         }
-        let (cancel, logins) = (self.cancel.clone(), self.host.logins.clone());
+        self.until_closed_or_aborted(self.authorize(&mut state, challenge, step_up)).await?
+    }
+
+    /// `work` (a login, or a workload's renewal), unless the server is closed or the host's `signal`
+    /// ends logins first.
+    async fn until_closed_or_aborted<T>(&self, work: impl Future<Output = T>) -> Result<T> {
         tokio::select! {
-            authorized = self.authorize(&mut state, challenge, step_up) => authorized,
-            _ = cancel.cancelled() => Err(McpError::Closed),
-            _ = logins.cancelled() => Err(McpError::Aborted),
+            done = work => Ok(done),
+            _ = self.cancel.cancelled() => Err(McpError::Closed),
+            _ = self.host.logins.cancelled() => Err(McpError::Aborted),
         }
     }
 
@@ -914,7 +920,9 @@ impl Authorizer {
                         .with_dpop(dpop.clone());
                 let workload = self.workload.as_ref().expect("checked when parsed");
                 let secrets = self.secrets.clone();
-                let assertion = workload.current(|a| secrets.set_rotating("workload-assertion", a.as_bytes())).await?;
+                let assertion = workload
+                    .current_within(budget.request(), |a| secrets.set_rotating("workload-assertion", a.as_bytes()))
+                    .await?;
                 if self.settings.authorization_server.is_none()
                     && !super::workload::audience_names(&assertion, &metadata.issuer, metadata.token_endpoint.as_str())
                 {
@@ -1004,19 +1012,23 @@ mod tests {
     use crate::auth::token::test_http::{Reply, TestServer};
 
     fn authorizer(settings_json: &str, store: Arc<MemoryTokenStore>) -> Authorizer {
+        authorizer_at(settings_json, store, "http://127.0.0.1:9/mcp", Duration::from_secs(5))
+    }
+
+    fn authorizer_at(settings_json: &str, store: Arc<MemoryTokenStore>, url: &str, flow: Duration) -> Authorizer {
         let settings = OAuthSettings::parse("servers[0]", &serde_json::from_str(settings_json).unwrap()).unwrap();
         let host = Arc::new(AuthHost {
             store,
             present: None,
             workload_assertion: None,
-            login_timeout: Duration::from_secs(5),
-            flow_timeout: Duration::from_secs(5),
+            login_timeout: flow,
+            flow_timeout: flow,
             logins: CancellationToken::new(),
             operations: None,
         });
         let mut authorizer = Authorizer::new(
             "s".into(),
-            Url::parse("http://127.0.0.1:9/mcp").unwrap(),
+            Url::parse(url).unwrap(),
             settings,
             host,
             &EgressPolicy::default(),
@@ -1208,6 +1220,30 @@ mod tests {
         b.use_tokens(&mut state, tokens(&Url::parse("http://127.0.0.1:8/token").unwrap(), None)).unwrap();
         assert!(b.use_tokens(&mut state, ours).is_err());
         assert!(b.credential.authorization().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_workloads_renewal_before_a_request_ends_when_the_host_ends_logins() {
+        let server = TestServer::start(|_, _| Reply::hang()).await; // discovery never answers
+        let mut a = authorizer_at(
+            r#"{"grant":"workload_identity","assertion":{"$mcpferry":"function"}}"#,
+            Arc::default(),
+            server.url("/mcp").as_str(),
+            Duration::from_secs(60),
+        );
+        a.deadline = Duration::from_secs(60);
+        let mut due = tokens(&server.url("/token"), None);
+        due.refresh_token = None; // a workload's token: renewed by the grant itself
+        a.use_tokens(&mut a.lock().await.unwrap(), due).unwrap();
+        a.loaded.store(true, Ordering::Release);
+        assert!(a.refresh_due());
+        let logins = a.host.logins.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            logins.cancel();
+        });
+        let ended = tokio::time::timeout(Duration::from_secs(10), a.before_request()).await;
+        assert!(matches!(ended, Ok(Err(McpError::Aborted))), "{:?}", ended.map(|r| r.err()));
     }
 
     #[tokio::test]

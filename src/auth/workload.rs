@@ -10,7 +10,7 @@
 //! | audience   | without `oauth.authorizationServer`, the MCP server names the authorization server: the assertion goes only where its `aud` names that authorization server's issuer or token endpoint ([`audience_names`]), so a hostile MCP server naming its own cannot collect a platform token meant for another and replay it there. A platform whose `aud` is something else (an opaque value) needs `authorizationServer` set, which pins the one server instead |
 //! | grant      | `grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer`, `assertion`, `resource`, `scope` when one is chosen; the client's own authentication as configured (`none` by default) |
 //! | renewal    | no refresh token: an access token near its expiry is replaced by the same grant before a request goes out |
-//! | bounds     | an assertion file of at most `WORKLOAD_ASSERTION_MAX_BYTES` |
+//! | bounds     | an assertion file of at most `WORKLOAD_ASSERTION_MAX_BYTES`, opened non-blocking and read only if what was opened is a regular file (a FIFO put in its place does not hang the flow); the source (file or callback) answers within the login's per-step budget or the login fails |
 
 use crate::auth::cross_app::JWT_BEARER_GRANT;
 use crate::auth::discovery::AuthServerMetadata;
@@ -61,6 +61,19 @@ impl WorkloadAssertion {
         callback: Option<Arc<dyn Callback<String, String>>>,
     ) -> WorkloadAssertion {
         WorkloadAssertion { server: server.to_owned(), source, callback, held: Mutex::new(None) }
+    }
+
+    /// [`WorkloadAssertion::current`], given at most `within` (a login's budget for one step): a source
+    /// that does not answer (a callback that never settles, a file on a hung mount) fails the login
+    /// instead of holding the server's flow lock.
+    pub async fn current_within(&self, within: Duration, remember: impl Fn(&str)) -> Result<String> {
+        tokio::time::timeout(within, self.current(remember)).await.unwrap_or_else(|_| {
+            Err(McpError::Auth(format!(
+                "{} gave no assertion within {} ms",
+                self.source.describe(),
+                within.as_millis()
+            )))
+        })
     }
 
     /// An assertion good for at least the margin (or as good as the source has). Every assertion
@@ -118,7 +131,17 @@ impl WorkloadAssertion {
 /// The file's text, at most `WORKLOAD_ASSERTION_MAX_BYTES`. Errors say what is wrong, not what was read.
 fn read_bounded(path: &std::path::Path) -> std::result::Result<String, String> {
     use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot be read ({})", e.kind()))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    // Non-blocking open: a FIFO (or a device) put where the file was opens at once instead of waiting for
+    // a writer while the server's flow lock is held; what was opened is then checked to be a regular file.
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path).map_err(|e| format!("cannot be read ({})", e.kind()))?;
+    let is_file = file.metadata().map_err(|e| format!("cannot be read ({})", e.kind()))?.is_file();
+    if !is_file {
+        return Err("is not a regular file".to_owned());
+    }
     let mut bytes = Vec::new();
     file.take(WORKLOAD_ASSERTION_MAX_BYTES as u64 + 1)
         .read_to_end(&mut bytes)
@@ -288,6 +311,36 @@ mod tests {
         assert!(text.contains("not a compact JWT") && !text.contains("sekrit"), "{text}");
         let missing = WorkloadAssertion::new("s", AssertionSource::File("/nonexistent/mcpferry/token".into()), None);
         assert!(missing.current(|_| {}).await.unwrap_err().to_string().contains("cannot be read"));
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_fifo_in_place_of_the_file_is_refused_at_once_not_waited_on() {
+        let path = std::env::temp_dir().join(format!("mcpferry-wif-fifo-{}", crate::auth::pkce::state()));
+        let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let source = WorkloadAssertion::new("s", AssertionSource::File(path.clone()), None);
+        let read = tokio::time::timeout(Duration::from_secs(5), source.current(|_| {})).await;
+        let _ = std::fs::remove_file(&path);
+        let error = read.expect("no writer needed: refused at once").unwrap_err().to_string();
+        assert!(error.contains("is not a regular file"), "{error}");
+    }
+
+    struct Silent;
+    impl Callback<String, String> for Silent {
+        fn call(&self, _: String) -> futures_util::future::BoxFuture<'static, std::result::Result<String, String>> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_source_that_never_answers_fails_within_the_budget() {
+        let source = WorkloadAssertion::new("s", AssertionSource::Callback, Some(Arc::new(Silent)));
+        let started = std::time::Instant::now();
+        let error = source.current_within(Duration::from_millis(200), |_| {}).await.unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(3));
+        assert_eq!(error.code(), "mcp_auth_error");
+        assert!(error.to_string().contains("gave no assertion within 200 ms"), "{error}");
     }
 
     #[tokio::test]
