@@ -427,7 +427,8 @@ impl StreamableHttpCore {
         };
         let status = response.status();
         // A DPoP-bound token: the answer's nonce is kept; a refusal for a stale nonce (the server did not
-        // process the request) is sent again once with the new one, never more.
+        // process the request) is sent again once with the new one, never more; a tool call too, whatever
+        // `resendable` says (see `use_dpop_nonce` in transport/mod.rs for why).
         if proof.as_ref().is_some_and(|p| p.on_answer(&self.spec.url, status, response.headers())) {
             if post.renonced {
                 return Err(McpError::Auth(
