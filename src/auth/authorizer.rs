@@ -168,13 +168,11 @@ impl Authorization for Authorizer {
 }
 
 /// A DPoP-bound access token as the transport presents it: a fresh proof per request (`ath` binding it to
-/// the token, the origin's last nonce), and every answer's `DPoP-Nonce` kept.
+/// the token, the origin's last nonce), and every answer's `DPoP-Nonce` kept. Its proofs are redacted by
+/// the key's proof start, registered with the server's redaction set when the key was put in use.
 struct DpopBinding {
     dpop: Dpop,
     access_token: String,
-    /// The server's redaction set: each proof joins it (a rotating slot), so a server echoing it back
-    /// in an error body does not get it into an error.
-    secrets: Arc<Secrets>,
 }
 
 impl RequestProof for DpopBinding {
@@ -184,7 +182,6 @@ impl RequestProof for DpopBinding {
         url: &Url,
     ) -> Option<(reqwest::header::HeaderName, reqwest::header::HeaderValue)> {
         let value = self.dpop.header(method.as_str(), url, Some(&self.access_token)).ok()?;
-        self.secrets.set_rotating("dpop-proof", value.as_bytes());
         Some((reqwest::header::HeaderName::from_static(super::dpop::DPOP_HEADER), value))
     }
 
@@ -200,7 +197,9 @@ impl RequestProof for DpopBinding {
 fn token_kind(token_type: &str, proved: bool, dpop_required: bool) -> Result<bool> {
     let dpop_bound = token_type.eq_ignore_ascii_case("dpop");
     if dpop_bound && !proved {
-        return Err(McpError::Auth("the authorization server issued a DPoP token to a request without a DPoP proof".into()));
+        return Err(McpError::Auth(
+            "the authorization server issued a DPoP token to a request without a DPoP proof".into(),
+        ));
     }
     if !dpop_bound && !token_type.eq_ignore_ascii_case("bearer") {
         return Err(McpError::Auth(format!(
@@ -444,8 +443,7 @@ impl Authorizer {
         }
         match (tokens.dpop_bound, self.dpop_of(&tokens)) {
             (true, Some(dpop)) => {
-                let binding =
-                    DpopBinding { dpop, access_token: tokens.access_token.clone(), secrets: self.secrets.clone() };
+                let binding = DpopBinding { dpop, access_token: tokens.access_token.clone() };
                 self.credential.set_bound(&tokens.access_token, Arc::new(binding))?
             }
             // A bound token without its key is useless (and as Bearer it would be refused, or worse, taken
@@ -544,6 +542,7 @@ impl Authorizer {
         }
         let key = DpopKey::from_stored(stored).ok()?;
         self.secrets.add(stored);
+        self.secrets.add_jws_start(&key.proof_start(), crate::limits::DPOP_PROOF_MAX_BYTES);
         // The nonces an origin gave are the server's, not the key's: kept across keys.
         let nonces = slot.as_ref().map(|d| d.nonces.clone()).unwrap_or_default();
         let dpop = Dpop { key: Arc::new(key), nonces };
@@ -575,6 +574,7 @@ impl Authorizer {
         }
         let key = DpopKey::generate()?;
         self.secrets.add(&key.stored());
+        self.secrets.add_jws_start(&key.proof_start(), crate::limits::DPOP_PROOF_MAX_BYTES);
         let dpop = Dpop::new(Arc::new(key));
         *slot = Some(dpop.clone());
         Ok(Some(dpop))
@@ -1244,6 +1244,27 @@ mod tests {
         });
         let ended = tokio::time::timeout(Duration::from_secs(10), a.before_request()).await;
         assert!(matches!(ended, Ok(Err(McpError::Aborted))), "{:?}", ended.map(|r| r.err()));
+    }
+
+    #[test]
+    fn every_proof_sent_is_redacted_however_many_requests_are_in_flight() {
+        let a = authorizer("true", Arc::default());
+        let mut bound = tokens(&Url::parse("http://127.0.0.1:8/token").unwrap(), None);
+        bound.dpop_key = Some(DpopKey::generate().unwrap().stored());
+        bound.dpop_bound = true;
+        a.use_tokens(&mut FlowState::default(), bound).unwrap();
+        let presented = a.credential.current().unwrap();
+        let proof = presented.proof.unwrap();
+        let url = Url::parse("http://127.0.0.1:9/mcp").unwrap();
+        // Five requests in flight: each proof made before any answer (an error body echoing it) is read.
+        let sent: Vec<String> = (0..5)
+            .map(|_| proof.header(&reqwest::Method::POST, &url).unwrap().1.to_str().unwrap().to_owned())
+            .collect();
+        for (i, one) in sent.iter().enumerate() {
+            let shown = a.secrets.redact(&format!("HTTP 400: bad proof {one} (request {i})"));
+            assert!(!shown.contains(one.split('.').nth(1).unwrap()), "proof {i} showed: {shown}");
+            assert!(shown.contains("[redacted]"), "{shown}");
+        }
     }
 
     #[tokio::test]
