@@ -154,7 +154,9 @@ impl Authorization for Authorizer {
         headers: &reqwest::header::HeaderMap,
         sent: u64,
     ) -> Option<BoxFuture<'_, Result<()>>> {
-        let Some(challenge) = Challenge::of_refusal(status, headers) else {
+        // The scheme the token in use goes out with (a refusal of an older one is told apart by `sent`).
+        let dpop = self.credential.current().map(|presented| presented.proof.is_some());
+        let Some(challenge) = Challenge::of_refusal(status, headers, dpop) else {
             if status.is_success() {
                 self.note_success();
             }
@@ -187,7 +189,9 @@ impl RequestProof for DpopBinding {
 
     fn on_answer(&self, url: &Url, status: reqwest::StatusCode, headers: &reqwest::header::HeaderMap) -> bool {
         let new_nonce = self.dpop.nonces.note(url, headers);
-        new_nonce && status == reqwest::StatusCode::UNAUTHORIZED && Challenge::from_headers(headers).is_dpop_nonce()
+        new_nonce
+            && status == reqwest::StatusCode::UNAUTHORIZED
+            && Challenge::for_scheme(headers, Some(true)).is_dpop_nonce()
     }
 }
 
