@@ -135,7 +135,8 @@ pub struct Authorizer {
     in_a_row: AtomicU32,
     /// The DPoP key in use (from the stored tokens, or made for this server's first DPoP token) and the
     /// nonces its origins gave.
-    dpop: parking_lot::Mutex<Option<Dpop>>,
+    /// With the issuer the key proves to: a key is never shown to two authorization servers.
+    dpop: parking_lot::Mutex<Option<(String, Dpop)>>,
     /// Grant `workload_identity`: where the workload's assertion comes from.
     workload: Option<WorkloadAssertion>,
     /// This server's token requests, told to the host's `operations` (telemetry), when it has them.
@@ -541,16 +542,16 @@ impl Authorizer {
     fn dpop_of(&self, tokens: &Tokens) -> Option<Dpop> {
         let stored = tokens.dpop_key.as_deref()?;
         let mut slot = self.dpop.lock();
-        if let Some(dpop) = slot.as_ref().filter(|d| d.key.stored() == stored) {
+        if let Some((_, dpop)) = slot.as_ref().filter(|(_, d)| d.key.stored() == stored) {
             return Some(dpop.clone());
         }
         let key = DpopKey::from_stored(stored).ok()?;
         self.secrets.add(stored);
         self.secrets.add_jws_start(&key.proof_start(), crate::limits::DPOP_PROOF_MAX_BYTES);
         // The nonces an origin gave are the server's, not the key's: kept across keys.
-        let nonces = slot.as_ref().map(|d| d.nonces.clone()).unwrap_or_default();
+        let nonces = slot.as_ref().map(|(_, d)| d.nonces.clone()).unwrap_or_default();
         let dpop = Dpop { key: Arc::new(key), nonces };
-        *slot = Some(dpop.clone());
+        *slot = Some((tokens.issuer.clone(), dpop.clone()));
         Some(dpop)
     }
 
@@ -572,15 +573,21 @@ impl Authorizer {
             }
             return Ok(None);
         }
+        // The key in use, if it proves to this authorization server; another one gets a new key, so no
+        // two authorization servers can tie their tokens (their `cnf.jkt`) to one client.
+        let issuer = &discovered.metadata.issuer;
+        let same = |known: &str| known.trim_end_matches('/') == issuer.trim_end_matches('/');
         let mut slot = self.dpop.lock();
-        if let Some(dpop) = slot.as_ref() {
+        if let Some((_, dpop)) = slot.as_ref().filter(|(known, _)| same(known)) {
             return Ok(Some(dpop.clone()));
         }
         let key = DpopKey::generate()?;
         self.secrets.add(&key.stored());
         self.secrets.add_jws_start(&key.proof_start(), crate::limits::DPOP_PROOF_MAX_BYTES);
-        let dpop = Dpop::new(Arc::new(key));
-        *slot = Some(dpop.clone());
+        // The nonces an origin gave are the server's, not the key's: kept across keys.
+        let nonces = slot.as_ref().map(|(_, d)| d.nonces.clone()).unwrap_or_default();
+        let dpop = Dpop { key: Arc::new(key), nonces };
+        *slot = Some((issuer.clone(), dpop.clone()));
         Ok(Some(dpop))
     }
 
@@ -1269,6 +1276,32 @@ mod tests {
             assert!(!shown.contains(one.split('.').nth(1).unwrap()), "proof {i} showed: {shown}");
             assert!(shown.contains("[redacted]"), "{shown}");
         }
+    }
+
+    #[test]
+    fn a_new_authorization_server_gets_a_new_dpop_key() {
+        let a = authorizer("true", Arc::default());
+        let offering = |issuer: &str| {
+            let mut d = discovered(None, None);
+            d.metadata.issuer = issuer.into();
+            d.metadata.dpop_signing_alg_values_supported = Some(vec!["ES256".into()]);
+            d
+        };
+        let thumbprint = |d: &Discovered| a.dpop_for(d).unwrap().unwrap().key.thumbprint();
+        let first = thumbprint(&offering("https://as-one.example"));
+        assert_eq!(thumbprint(&offering("https://as-one.example/")), first, "the same server keeps its key");
+        let second = thumbprint(&offering("https://as-two.example"));
+        assert_ne!(second, first, "another authorization server never sees the first key");
+        assert_eq!(thumbprint(&offering("https://as-two.example")), second);
+        // A stored key is tied to its tokens' issuer likewise.
+        let mut stored = tokens(&Url::parse("http://127.0.0.1:8/token").unwrap(), None);
+        let key = DpopKey::generate().unwrap();
+        stored.dpop_key = Some(key.stored());
+        assert_eq!(a.dpop_of(&stored).unwrap().key.thumbprint(), key.thumbprint());
+        assert_eq!(thumbprint(&offering("http://127.0.0.1:8")), key.thumbprint());
+        assert_ne!(thumbprint(&offering("https://as-two.example")), key.thumbprint());
+        // Tokens of the first server in use again bring back their own key.
+        assert_eq!(a.dpop_of(&stored).unwrap().key.thumbprint(), key.thumbprint());
     }
 
     #[tokio::test]

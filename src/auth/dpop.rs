@@ -4,7 +4,7 @@
 //! | concern      | rule |
 //! |--------------|------|
 //! | when         | the authorization server lists `ES256` in `dpop_signing_alg_values_supported` (or the resource's metadata says `dpop_bound_access_tokens_required`, which then needs it); otherwise the bearer path, unchanged |
-//! | key          | one ES256 (P-256) key pair per server's tokens, made by ring; its PKCS#8 is kept in the token store entry beside the tokens, so a restarted process proves the same key; never in a log, error or diagnostic |
+//! | key          | one ES256 (P-256) key pair per server's tokens and authorization server (another issuer gets a new key: no two authorization servers see one key), made by ring; its PKCS#8 is kept in the token store entry beside the tokens, so a restarted process proves the same key; never in a log, error or diagnostic |
 //! | proof        | a compact JWS, header `typ: dpop+jwt`, `alg: ES256`, `jwk` (public x, y only); claims `jti` (128 random bits), `htm`, `htu` (the URL without query and fragment), `iat`, `ath` (base64url SHA-256 of the access token) on resource requests, `nonce` when the server gave one |
 //! | nonces       | the last `DPoP-Nonce` each origin sent is remembered (at most `DPOP_MAX_NONCE_ORIGINS` origins, each at most `DPOP_MAX_NONCE_BYTES` of printable ASCII, else not kept); a `use_dpop_nonce` refusal (400 at the token endpoint, 401 at the MCP server) is retried exactly once with the new nonce, never in a loop |
 //! | presentation | `Authorization: DPoP <token>` and the `DPoP` header, on the server's origin only |
