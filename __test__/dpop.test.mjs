@@ -145,6 +145,25 @@ test('an MCP server that always demands a new nonce gets exactly one retry per r
   assertNothingSecret(as, ...diagnostics.map((d) => JSON.stringify(d)));
 });
 
+test('a use_dpop_nonce refusing the GET stream is answered like a POST\'s: one retry with the new nonce, and the stream opens', async (t) => {
+  const as = await startFixture(t, { knobs: { getStream: 'nonce' } });
+  const toolset = await open(t, as);
+  assert.equal(text(await toolset.tools.notes__read_notes.execute({})), '(no notes)');
+  const waitFor = async (found) => {
+    for (let i = 0; i < 100 && !found(); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    return found();
+  };
+  const opened = await waitFor(() => as.events.find((e) => e.type === 'get-stream-open'));
+  assert.ok(opened, `the GET stream was opened after its nonce refusal: ${JSON.stringify(as.events.map((e) => e.type))}`);
+  const demanded = as.events.filter((e) => e.type === 'dpop-nonce-demanded');
+  assert.deepEqual(demanded.map((e) => e.method), ['GET'], 'one refusal, answered once');
+  const getProofs = proofsAt(as, 'rs').filter((p) => p.claims.htm === 'GET');
+  assert.equal(getProofs.length, 2, 'the GET, and its one retry');
+  assert.equal(getProofs[0].claims.nonce, undefined);
+  assert.ok(getProofs[1].claims.nonce && getProofs[1].claims.nonce === opened.nonce, 'the retry carries the nonce the GET was given');
+  assertNothingSecret(as, ...toolset.diagnostics.map((d) => JSON.stringify(d)));
+});
+
 test('the fixture refuses a replayed proof: the same proof sent again is answered invalid_dpop_proof', async (t) => {
   const as = await startFixture(t);
   const toolset = await open(t, as);

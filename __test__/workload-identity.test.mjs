@@ -129,6 +129,32 @@ test('a bad assertion is a typed error that names its source and no secret; noth
   assert.deepEqual(as.assertions.map((a) => a.ok), Array(as.assertions.length).fill(false));
 });
 
+test('an assertion whose aud names another authorization server is not sent to the one the MCP server names, unless authorizationServer pins it', async (t) => {
+  const { as, assertion } = await startFixture(t);
+  // A platform token meant for the real authorization server; the MCP server points at this one instead.
+  const meantElsewhere = await assertion(3600, { audience: 'https://real-as.example' });
+  const toolset = await open(t, as, { assertion: () => meantElsewhere });
+  const error = degraded(toolset);
+  assert.equal(error?.errorCode, 'mcp_auth_error', JSON.stringify(toolset.diagnostics));
+  assert.match(error.message, /aud names neither it nor its token endpoint/);
+  assert.match(error.message, /oauth\.authorizationServer/);
+  assert.ok(!JSON.stringify(toolset.diagnostics).includes(meantElsewhere), 'the assertion is not quoted');
+  assert.equal(grants(as).length, 0, 'the assertion never reached the token endpoint');
+  await toolset.close();
+
+  // An audience naming the token endpoint is as good as one naming the issuer: sent (this fixture
+  // itself accepts only its issuer, and refuses it there).
+  const forEndpoint = await assertion(3600, { audience: `${as.issuer}/token` });
+  const byEndpoint = await open(t, as, { assertion: () => forEndpoint });
+  assert.deepEqual(grants(as).map((g) => g.form.assertion), [forEndpoint]);
+  await byEndpoint.close();
+
+  // With the authorization server pinned by the host, the audience is the platform's business: sent.
+  const pinned = await open(t, as, { assertion: () => meantElsewhere, authorizationServer: as.issuer });
+  assert.equal(degraded(pinned)?.errorCode, 'mcp_auth_error');
+  assert.deepEqual(grants(as).map((g) => g.form.assertion), [forEndpoint, meantElsewhere], 'sent where the host pinned it');
+});
+
 test('workload identity settings are checked when the toolset is made', async () => {
   const url = 'http://127.0.0.1:9/mcp';
   const present = scratchFile('wif-present-token');

@@ -225,6 +225,12 @@ pub const WORKLOAD_ASSERTION_MAX_BYTES: usize = 64 * 1024;
 pub const WORKLOAD_ASSERTION_REFRESH_MARGIN_SECS: u64 = 60;
 /// DPoP (RFC 9449): origins whose last `DPoP-Nonce` is remembered per server; the oldest is forgotten past it.
 pub const DPOP_MAX_NONCE_ORIGINS: usize = 16;
+/// Longest `DPoP-Nonce` kept (and so sent back in proofs): what a server's choice can add to a proof.
+pub const DPOP_MAX_NONCE_BYTES: usize = 256;
+/// Longest DPoP proof made: the redaction set blanks a proof of ours up to this length from its fixed
+/// header segment (the header with the public key, about 250 bytes; the claims with `htu`, `ath`, a
+/// nonce of at most `DPOP_MAX_NONCE_BYTES`; the signature, 86), so a proof never outgrows it.
+pub const DPOP_PROOF_MAX_BYTES: usize = 4096;
 /// Lifetime of a `private_key_jwt` client assertion (`exp - iat`), in seconds: one request's worth.
 pub const OAUTH_CLIENT_ASSERTION_LIFETIME_SECS: u64 = 60;
 /// Device flow: the polling interval when the server names none (RFC 8628 §3.2), in seconds.

@@ -135,7 +135,8 @@ pub struct Authorizer {
     in_a_row: AtomicU32,
     /// The DPoP key in use (from the stored tokens, or made for this server's first DPoP token) and the
     /// nonces its origins gave.
-    dpop: parking_lot::Mutex<Option<Dpop>>,
+    /// With the issuer the key proves to: a key is never shown to two authorization servers.
+    dpop: parking_lot::Mutex<Option<(String, Dpop)>>,
     /// Grant `workload_identity`: where the workload's assertion comes from.
     workload: Option<WorkloadAssertion>,
     /// This server's token requests, told to the host's `operations` (telemetry), when it has them.
@@ -154,7 +155,9 @@ impl Authorization for Authorizer {
         headers: &reqwest::header::HeaderMap,
         sent: u64,
     ) -> Option<BoxFuture<'_, Result<()>>> {
-        let Some(challenge) = Challenge::of_refusal(status, headers) else {
+        // The scheme the token in use goes out with (a refusal of an older one is told apart by `sent`).
+        let dpop = self.credential.current().map(|presented| presented.proof.is_some());
+        let Some(challenge) = Challenge::of_refusal(status, headers, dpop) else {
             if status.is_success() {
                 self.note_success();
             }
@@ -168,13 +171,11 @@ impl Authorization for Authorizer {
 }
 
 /// A DPoP-bound access token as the transport presents it: a fresh proof per request (`ath` binding it to
-/// the token, the origin's last nonce), and every answer's `DPoP-Nonce` kept.
+/// the token, the origin's last nonce), and every answer's `DPoP-Nonce` kept. Its proofs are redacted by
+/// the key's proof start, registered with the server's redaction set when the key was put in use.
 struct DpopBinding {
     dpop: Dpop,
     access_token: String,
-    /// The server's redaction set: each proof joins it (a rotating slot), so a server echoing it back
-    /// in an error body does not get it into an error.
-    secrets: Arc<Secrets>,
 }
 
 impl RequestProof for DpopBinding {
@@ -184,14 +185,38 @@ impl RequestProof for DpopBinding {
         url: &Url,
     ) -> Option<(reqwest::header::HeaderName, reqwest::header::HeaderValue)> {
         let value = self.dpop.header(method.as_str(), url, Some(&self.access_token)).ok()?;
-        self.secrets.set_rotating("dpop-proof", value.as_bytes());
         Some((reqwest::header::HeaderName::from_static(super::dpop::DPOP_HEADER), value))
     }
 
     fn on_answer(&self, url: &Url, status: reqwest::StatusCode, headers: &reqwest::header::HeaderMap) -> bool {
         let new_nonce = self.dpop.nonces.note(url, headers);
-        new_nonce && status == reqwest::StatusCode::UNAUTHORIZED && Challenge::from_headers(headers).is_dpop_nonce()
+        new_nonce
+            && status == reqwest::StatusCode::UNAUTHORIZED
+            && Challenge::for_scheme(headers, Some(true)).is_dpop_nonce()
     }
+}
+
+/// Whether a token response's `token_type` makes a DPoP-bound token (true) or a Bearer one (false), or why
+/// it is not to be used: a DPoP token to a request that proved no key, a type neither Bearer nor DPoP, or a
+/// Bearer token where only a bound one will do (the resource requires it, or the token it replaces was bound).
+fn token_kind(token_type: &str, proved: bool, dpop_required: bool) -> Result<bool> {
+    let dpop_bound = token_type.eq_ignore_ascii_case("dpop");
+    if dpop_bound && !proved {
+        return Err(McpError::Auth(
+            "the authorization server issued a DPoP token to a request without a DPoP proof".into(),
+        ));
+    }
+    if !dpop_bound && !token_type.eq_ignore_ascii_case("bearer") {
+        return Err(McpError::Auth(format!(
+            "the authorization server issued a {token_type:?} token; only Bearer and DPoP are supported"
+        )));
+    }
+    if !dpop_bound && dpop_required {
+        return Err(McpError::Auth(
+            "the authorization server issued a Bearer token where only a DPoP-bound token will do".into(),
+        ));
+    }
+    Ok(dpop_bound)
 }
 
 /// When a token that lives `expires_in` seconds from now expires (ms since the epoch).
@@ -285,7 +310,8 @@ impl Authorizer {
                     && state.tokens.as_ref().is_some_and(|t| t.refresh_token.is_none())
                 {
                     self.refresh_due_ms.store(0, Ordering::Release);
-                    let renewed = self.until_closed(self.authorize(&mut state, &Challenge::default(), false)).await?;
+                    let renewed =
+                        self.until_closed_or_aborted(self.authorize(&mut state, &Challenge::default(), false)).await?;
                     if let Err(error) = renewed {
                         tracing::warn!(server = %self.server, error = %error, "renewing the workload's token failed");
                     }
@@ -325,11 +351,16 @@ impl Authorizer {
         {
             return Ok(());
         }
-        let (cancel, logins) = (self.cancel.clone(), self.host.logins.clone());
+        self.until_closed_or_aborted(self.authorize(&mut state, challenge, step_up)).await?
+    }
+
+    /// `work` (a login, or a workload's renewal), unless the server is closed or the host's `signal`
+    /// ends logins first.
+    async fn until_closed_or_aborted<T>(&self, work: impl Future<Output = T>) -> Result<T> {
         tokio::select! {
-            authorized = self.authorize(&mut state, challenge, step_up) => authorized,
-            _ = cancel.cancelled() => Err(McpError::Closed),
-            _ = logins.cancelled() => Err(McpError::Aborted),
+            done = work => Ok(done),
+            _ = self.cancel.cancelled() => Err(McpError::Closed),
+            _ = self.host.logins.cancelled() => Err(McpError::Aborted),
         }
     }
 
@@ -403,7 +434,10 @@ impl Authorizer {
         let Ok(Some(tokens)) = store.get(&keys::tokens(&pointer.issuer, &pointer.resource)).await else { return };
         let Ok(tokens) = serde_json::from_str::<Tokens>(&tokens) else { return };
         if tokens.issuer == pointer.issuer && tokens.resource == pointer.resource {
-            let _ = self.use_tokens(state, tokens);
+            if let Err(unusable) = self.use_tokens(state, tokens.clone()) {
+                tracing::warn!(server = %self.server, error = %unusable, "the stored tokens were dropped");
+                self.forget(state, &tokens).await;
+            }
         }
     }
 
@@ -412,13 +446,22 @@ impl Authorizer {
         if let Some(refresh) = &tokens.refresh_token {
             self.secrets.set_rotating("oauth-refresh", refresh.as_bytes());
         }
-        match self.dpop_of(&tokens) {
-            Some(dpop) if tokens.dpop_bound => {
-                let binding =
-                    DpopBinding { dpop, access_token: tokens.access_token.clone(), secrets: self.secrets.clone() };
+        match (tokens.dpop_bound, self.dpop_of(&tokens)) {
+            (true, Some(dpop)) => {
+                let binding = DpopBinding { dpop, access_token: tokens.access_token.clone() };
                 self.credential.set_bound(&tokens.access_token, Arc::new(binding))?
             }
-            _ => self.credential.set_bearer(&tokens.access_token)?,
+            // A bound token without its key is useless (and as Bearer it would be refused, or worse, taken
+            // without its binding): not used; the next refusal authorizes again.
+            (true, None) => {
+                self.credential.clear();
+                state.tokens = None;
+                self.refresh_due_ms.store(0, Ordering::Release);
+                return Err(McpError::Auth(
+                    "the stored DPoP-bound token's key cannot be read: not using the token, authorizing again".into(),
+                ));
+            }
+            (false, _) => self.credential.set_bearer(&tokens.access_token)?,
         }
         // Refreshed a minute before expiry, or halfway through a shorter life.
         // A workload's token has no refresh token: the grant itself runs again, as near the expiry.
@@ -476,24 +519,7 @@ impl Authorizer {
         client: &ClientCredentials,
         scope: Option<String>,
     ) -> Result<Tokens> {
-        let dpop_bound = response.token_type.eq_ignore_ascii_case("dpop");
-        if dpop_bound && client.dpop.is_none() {
-            return Err(McpError::Auth(
-                "the authorization server issued a DPoP token to a request without a DPoP proof".into(),
-            ));
-        }
-        if !dpop_bound && !response.token_type.eq_ignore_ascii_case("bearer") {
-            return Err(McpError::Auth(format!(
-                "the authorization server issued a {:?} token; only Bearer and DPoP are supported",
-                response.token_type
-            )));
-        }
-        if !dpop_bound && discovered.dpop_required {
-            return Err(McpError::Auth(
-                "the authorization server issued a Bearer token, but the resource accepts DPoP-bound tokens only"
-                    .into(),
-            ));
-        }
+        let dpop_bound = token_kind(&response.token_type, client.dpop.is_some(), discovered.dpop_required)?;
         Ok(Tokens {
             issuer: discovered.metadata.issuer.clone(),
             resource: discovered.resource.clone(),
@@ -516,15 +542,16 @@ impl Authorizer {
     fn dpop_of(&self, tokens: &Tokens) -> Option<Dpop> {
         let stored = tokens.dpop_key.as_deref()?;
         let mut slot = self.dpop.lock();
-        if let Some(dpop) = slot.as_ref().filter(|d| d.key.stored() == stored) {
+        if let Some((_, dpop)) = slot.as_ref().filter(|(_, d)| d.key.stored() == stored) {
             return Some(dpop.clone());
         }
         let key = DpopKey::from_stored(stored).ok()?;
         self.secrets.add(stored);
+        self.secrets.add_jws_start(&key.proof_start(), crate::limits::DPOP_PROOF_MAX_BYTES);
         // The nonces an origin gave are the server's, not the key's: kept across keys.
-        let nonces = slot.as_ref().map(|d| d.nonces.clone()).unwrap_or_default();
+        let nonces = slot.as_ref().map(|(_, d)| d.nonces.clone()).unwrap_or_default();
         let dpop = Dpop { key: Arc::new(key), nonces };
-        *slot = Some(dpop.clone());
+        *slot = Some((tokens.issuer.clone(), dpop.clone()));
         Some(dpop)
     }
 
@@ -546,14 +573,21 @@ impl Authorizer {
             }
             return Ok(None);
         }
+        // The key in use, if it proves to this authorization server; another one gets a new key, so no
+        // two authorization servers can tie their tokens (their `cnf.jkt`) to one client.
+        let issuer = &discovered.metadata.issuer;
+        let same = |known: &str| known.trim_end_matches('/') == issuer.trim_end_matches('/');
         let mut slot = self.dpop.lock();
-        if let Some(dpop) = slot.as_ref() {
+        if let Some((_, dpop)) = slot.as_ref().filter(|(known, _)| same(known)) {
             return Ok(Some(dpop.clone()));
         }
         let key = DpopKey::generate()?;
         self.secrets.add(&key.stored());
-        let dpop = Dpop::new(Arc::new(key));
-        *slot = Some(dpop.clone());
+        self.secrets.add_jws_start(&key.proof_start(), crate::limits::DPOP_PROOF_MAX_BYTES);
+        // The nonces an origin gave are the server's, not the key's: kept across keys.
+        let nonces = slot.as_ref().map(|(_, d)| d.nonces.clone()).unwrap_or_default();
+        let dpop = Dpop { key: Arc::new(key), nonces };
+        *slot = Some((issuer.clone(), dpop.clone()));
         Ok(Some(dpop))
     }
 
@@ -610,6 +644,18 @@ impl Authorizer {
             .await?;
         match outcome {
             Ok(response) => {
+                // The same checks as a first token: a refresh answered with a token of another kind (a
+                // Bearer token replacing a bound one, a DPoP token without a proof, an unknown type) is
+                // not used, and the tokens are forgotten so that a new authorization runs.
+                let proved = client.dpop.is_some();
+                let dpop_bound = match token_kind(&response.token_type, proved, tokens.dpop_bound) {
+                    Ok(bound) => bound,
+                    Err(refused) => {
+                        tracing::warn!(server = %self.server, error = %refused, "the refreshed token was not used");
+                        self.forget(state, &tokens).await;
+                        return Err(refused);
+                    }
+                };
                 let rotated = response.refresh_token.as_ref().is_some_and(|r| *r != refresh_token);
                 tracing::info!(server = %self.server, rotated, "access token refreshed");
                 let mut next = tokens.clone();
@@ -619,6 +665,7 @@ impl Authorizer {
                 next.refresh_token = response.refresh_token.or(Some(refresh_token));
                 next.access_token = response.access_token;
                 next.refreshing_since_ms = None;
+                next.dpop_bound = dpop_bound;
                 self.install(state, next).await
             }
             Err(super::token::TokenError::Rejected { error, .. }) => {
@@ -884,7 +931,19 @@ impl Authorizer {
                         .with_dpop(dpop.clone());
                 let workload = self.workload.as_ref().expect("checked when parsed");
                 let secrets = self.secrets.clone();
-                let assertion = workload.current(|a| secrets.set_rotating("workload-assertion", a.as_bytes())).await?;
+                let assertion = workload
+                    .current_within(budget.request(), |a| secrets.set_rotating("workload-assertion", a.as_bytes()))
+                    .await?;
+                if self.settings.authorization_server.is_none()
+                    && !super::workload::audience_names(&assertion, &metadata.issuer, metadata.token_endpoint.as_str())
+                {
+                    return Err(McpError::Auth(format!(
+                        "server {:?} names the authorization server {:?}, but the workload identity assertion's aud names \
+                         neither it nor its token endpoint: not sending the assertion there. If your platform's audience \
+                         is another value, set oauth.authorizationServer to the authorization server it is for",
+                        self.server, metadata.issuer
+                    )));
+                }
                 let response = super::workload::workload_identity(
                     &self.egress,
                     metadata,
@@ -964,19 +1023,23 @@ mod tests {
     use crate::auth::token::test_http::{Reply, TestServer};
 
     fn authorizer(settings_json: &str, store: Arc<MemoryTokenStore>) -> Authorizer {
+        authorizer_at(settings_json, store, "http://127.0.0.1:9/mcp", Duration::from_secs(5))
+    }
+
+    fn authorizer_at(settings_json: &str, store: Arc<MemoryTokenStore>, url: &str, flow: Duration) -> Authorizer {
         let settings = OAuthSettings::parse("servers[0]", &serde_json::from_str(settings_json).unwrap()).unwrap();
         let host = Arc::new(AuthHost {
             store,
             present: None,
             workload_assertion: None,
-            login_timeout: Duration::from_secs(5),
-            flow_timeout: Duration::from_secs(5),
+            login_timeout: flow,
+            flow_timeout: flow,
             logins: CancellationToken::new(),
             operations: None,
         });
         let mut authorizer = Authorizer::new(
             "s".into(),
-            Url::parse("http://127.0.0.1:9/mcp").unwrap(),
+            Url::parse(url).unwrap(),
             settings,
             host,
             &EgressPolicy::default(),
@@ -1105,6 +1168,140 @@ mod tests {
         let kept = store.get(&keys::tokens("http://127.0.0.1:8", "http://127.0.0.1:9/mcp")).await.unwrap().unwrap();
         assert!(kept.contains("refresh-2") && !kept.contains("refresh-1"));
         assert!(!a.refresh_due(), "the new token is not due");
+    }
+
+    #[tokio::test]
+    async fn a_refresh_answered_with_a_token_of_another_kind_is_not_used() {
+        // (answer's token_type, whether the tokens refreshed were DPoP-bound (with their key)). A type
+        // neither Bearer nor DPoP is refused when the answer is read (token.rs).
+        for (token_type, bound) in [("DPoP", false), ("Bearer", true)] {
+            let server = TestServer::start(move |_, _| {
+                Reply::json(200, serde_json::json!({"access_token":"access-2","token_type":token_type,"expires_in":3600,"refresh_token":"refresh-2"}))
+            })
+            .await;
+            let store = Arc::new(MemoryTokenStore::new());
+            let a = authorizer("true", store.clone());
+            let mut state = FlowState::default();
+            let mut ours = tokens(&server.url("/token"), None);
+            if bound {
+                ours.dpop_key = Some(DpopKey::generate().unwrap().stored());
+                ours.dpop_bound = true;
+            }
+            a.install(&mut state, ours).await.unwrap();
+            let error = a.refresh(&mut state).await.unwrap_err().to_string();
+            assert_eq!(server.received().len(), 1);
+            assert!(state.tokens.is_none(), "{token_type}: forgotten, so that a new authorization runs");
+            assert!(!error.contains("access-2"), "{error}");
+            let kept = store.get(&keys::tokens("http://127.0.0.1:8", "http://127.0.0.1:9/mcp")).await.unwrap();
+            assert!(kept.is_none_or(|k| !k.contains("access-2")), "{token_type}: not kept");
+        }
+        // A bound token's refresh answered with a DPoP token stays bound.
+        let server = TestServer::start(|_, _| {
+            Reply::json(200, serde_json::json!({"access_token":"access-2","token_type":"DPoP","expires_in":3600}))
+        })
+        .await;
+        let a = authorizer("true", Arc::default());
+        let mut state = FlowState::default();
+        let mut ours = tokens(&server.url("/token"), Some(false));
+        ours.dpop_key = Some(DpopKey::generate().unwrap().stored());
+        ours.dpop_bound = true;
+        a.install(&mut state, ours).await.unwrap();
+        a.refresh(&mut state).await.unwrap();
+        assert!(state.tokens.as_ref().unwrap().dpop_bound);
+        assert_eq!(a.credential.authorization().unwrap().to_str().unwrap(), "DPoP access-2");
+    }
+
+    #[tokio::test]
+    async fn a_bound_token_whose_key_cannot_be_read_is_dropped_not_presented_as_bearer() {
+        let store = Arc::new(MemoryTokenStore::new());
+        let a = authorizer("true", store.clone());
+        let mut ours = tokens(&Url::parse("http://127.0.0.1:8/token").unwrap(), None);
+        ours.dpop_key = Some("bm90LWEta2V5".into());
+        ours.dpop_bound = true;
+        a.keep(&ours).await.unwrap();
+        let mut state = FlowState::default();
+        a.load(&mut state).await;
+        assert!(a.credential.authorization().is_none(), "not presented, as Bearer or otherwise");
+        assert!(state.tokens.is_none() && !a.refresh_due());
+        let kept = store.get(&keys::tokens("http://127.0.0.1:8", "http://127.0.0.1:9/mcp")).await.unwrap();
+        assert!(kept.is_none(), "dropped from the store: the next refusal authorizes again");
+        // Tokens in use replaced by such tokens (another holder's) are not presented either.
+        let b = authorizer("true", Arc::default());
+        let mut state = FlowState::default();
+        b.use_tokens(&mut state, tokens(&Url::parse("http://127.0.0.1:8/token").unwrap(), None)).unwrap();
+        assert!(b.use_tokens(&mut state, ours).is_err());
+        assert!(b.credential.authorization().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_workloads_renewal_before_a_request_ends_when_the_host_ends_logins() {
+        let server = TestServer::start(|_, _| Reply::hang()).await; // discovery never answers
+        let mut a = authorizer_at(
+            r#"{"grant":"workload_identity","assertion":{"$mcpferry":"function"}}"#,
+            Arc::default(),
+            server.url("/mcp").as_str(),
+            Duration::from_secs(60),
+        );
+        a.deadline = Duration::from_secs(60);
+        let mut due = tokens(&server.url("/token"), None);
+        due.refresh_token = None; // a workload's token: renewed by the grant itself
+        a.use_tokens(&mut a.lock().await.unwrap(), due).unwrap();
+        a.loaded.store(true, Ordering::Release);
+        assert!(a.refresh_due());
+        let logins = a.host.logins.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            logins.cancel();
+        });
+        let ended = tokio::time::timeout(Duration::from_secs(10), a.before_request()).await;
+        assert!(matches!(ended, Ok(Err(McpError::Aborted))), "{:?}", ended.map(|r| r.err()));
+    }
+
+    #[test]
+    fn every_proof_sent_is_redacted_however_many_requests_are_in_flight() {
+        let a = authorizer("true", Arc::default());
+        let mut bound = tokens(&Url::parse("http://127.0.0.1:8/token").unwrap(), None);
+        bound.dpop_key = Some(DpopKey::generate().unwrap().stored());
+        bound.dpop_bound = true;
+        a.use_tokens(&mut FlowState::default(), bound).unwrap();
+        let presented = a.credential.current().unwrap();
+        let proof = presented.proof.unwrap();
+        let url = Url::parse("http://127.0.0.1:9/mcp").unwrap();
+        // Five requests in flight: each proof made before any answer (an error body echoing it) is read.
+        let sent: Vec<String> = (0..5)
+            .map(|_| proof.header(&reqwest::Method::POST, &url).unwrap().1.to_str().unwrap().to_owned())
+            .collect();
+        for (i, one) in sent.iter().enumerate() {
+            let shown = a.secrets.redact(&format!("HTTP 400: bad proof {one} (request {i})"));
+            assert!(!shown.contains(one.split('.').nth(1).unwrap()), "proof {i} showed: {shown}");
+            assert!(shown.contains("[redacted]"), "{shown}");
+        }
+    }
+
+    #[test]
+    fn a_new_authorization_server_gets_a_new_dpop_key() {
+        let a = authorizer("true", Arc::default());
+        let offering = |issuer: &str| {
+            let mut d = discovered(None, None);
+            d.metadata.issuer = issuer.into();
+            d.metadata.dpop_signing_alg_values_supported = Some(vec!["ES256".into()]);
+            d
+        };
+        let thumbprint = |d: &Discovered| a.dpop_for(d).unwrap().unwrap().key.thumbprint();
+        let first = thumbprint(&offering("https://as-one.example"));
+        assert_eq!(thumbprint(&offering("https://as-one.example/")), first, "the same server keeps its key");
+        let second = thumbprint(&offering("https://as-two.example"));
+        assert_ne!(second, first, "another authorization server never sees the first key");
+        assert_eq!(thumbprint(&offering("https://as-two.example")), second);
+        // A stored key is tied to its tokens' issuer likewise.
+        let mut stored = tokens(&Url::parse("http://127.0.0.1:8/token").unwrap(), None);
+        let key = DpopKey::generate().unwrap();
+        stored.dpop_key = Some(key.stored());
+        assert_eq!(a.dpop_of(&stored).unwrap().key.thumbprint(), key.thumbprint());
+        assert_eq!(thumbprint(&offering("http://127.0.0.1:8")), key.thumbprint());
+        assert_ne!(thumbprint(&offering("https://as-two.example")), key.thumbprint());
+        // Tokens of the first server in use again bring back their own key.
+        assert_eq!(a.dpop_of(&stored).unwrap().key.thumbprint(), key.thumbprint());
     }
 
     #[tokio::test]

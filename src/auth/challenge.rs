@@ -19,12 +19,21 @@ pub struct Challenge {
 impl Challenge {
     /// The Bearer or DPoP challenge among the response's `WWW-Authenticate` headers (the first, if several).
     pub fn from_headers(headers: &HeaderMap) -> Challenge {
-        headers
+        Challenge::for_scheme(headers, None)
+    }
+
+    /// The challenge of the scheme the request was sent with (`dpop`: a DPoP-bound token, else Bearer) when
+    /// the response carries one, else the first Bearer or DPoP challenge: `Bearer realm="x", DPoP
+    /// error="use_dpop_nonce"` answers a DPoP request with its DPoP challenge, not the Bearer one before it.
+    pub fn for_scheme(headers: &HeaderMap, dpop: Option<bool>) -> Challenge {
+        let all: Vec<Challenge> = headers
             .get_all(WWW_AUTHENTICATE)
             .iter()
             .filter_map(|v| v.to_str().ok())
-            .find_map(bearer_challenge)
-            .unwrap_or_default()
+            .flat_map(bearer_challenges)
+            .collect();
+        let preferred = dpop.and_then(|dpop| all.iter().position(|c| c.dpop == dpop)).unwrap_or(0);
+        all.into_iter().nth(preferred).unwrap_or_default()
     }
 
     /// The scopes the challenge names, in order, without duplicates.
@@ -41,13 +50,14 @@ impl Challenge {
         self.error.as_deref() == Some("insufficient_scope")
     }
 
-    /// The challenge of a refusal a new token may cure: any 401, a 403 for `insufficient_scope`.
-    pub fn of_refusal(status: reqwest::StatusCode, headers: &HeaderMap) -> Option<Challenge> {
+    /// The challenge of a refusal a new token may cure: any 401, a 403 for `insufficient_scope`; of the
+    /// scheme sent when there is one (see [`Challenge::for_scheme`]).
+    pub fn of_refusal(status: reqwest::StatusCode, headers: &HeaderMap, dpop: Option<bool>) -> Option<Challenge> {
         use reqwest::StatusCode;
         if status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN {
             return None;
         }
-        Some(Challenge::from_headers(headers))
+        Some(Challenge::for_scheme(headers, dpop))
             .filter(|c| status == StatusCode::UNAUTHORIZED || c.is_insufficient_scope())
     }
 }
@@ -63,15 +73,25 @@ pub fn split_scopes(scope: Option<&str>) -> Vec<String> {
     scopes
 }
 
-/// The parameters of the `Bearer` (or `DPoP`) challenge in one header value, which may list several
-/// challenges (`Basic realm="a", Bearer scope="b"`).
-fn bearer_challenge(value: &str) -> Option<Challenge> {
+/// The parameters of each `Bearer` and `DPoP` challenge in one header value, in order; the value may
+/// list several challenges (`Basic realm="a", Bearer scope="b", DPoP algs="ES256"`). A malformed
+/// parameter ends the reading: the challenges before the one it is in are kept.
+fn bearer_challenges(value: &str) -> Vec<Challenge> {
+    let mut all = Vec::new();
+    let mut found: Option<Challenge> = None;
+    if read_challenges(value, &mut all, &mut found).is_some() {
+        all.extend(found);
+    }
+    all
+}
+
+/// [`bearer_challenges`]' reading: completed challenges go to `all`; `found` is the one being read.
+fn read_challenges(value: &str, all: &mut Vec<Challenge>, found: &mut Option<Challenge>) -> Option<()> {
     let mut tokens = Tokens { rest: value };
     let mut in_bearer = false;
-    let mut found: Option<Challenge> = None;
     loop {
         tokens.skip(|c| c == ',' || c == ' ' || c == '\t');
-        let Some(name) = tokens.token() else { return found.filter(|_| in_bearer) };
+        let Some(name) = tokens.token() else { return Some(()) };
         tokens.skip(|c| c == ' ' || c == '\t');
         if tokens.rest.starts_with('=') && is_token68_tail(tokens.rest) {
             // A token68 credential (`Basic dXNlcjpwYXNz==`): part of its scheme, no parameter.
@@ -80,13 +100,11 @@ fn bearer_challenge(value: &str) -> Option<Challenge> {
         }
         if !tokens.rest.starts_with('=') {
             // A new scheme starts.
-            if in_bearer {
-                return found;
-            }
+            all.extend(found.take());
             let dpop = name.eq_ignore_ascii_case("dpop");
             in_bearer = name.eq_ignore_ascii_case("bearer") || dpop;
             if in_bearer {
-                found = Some(Challenge { dpop, ..Challenge::default() });
+                *found = Some(Challenge { dpop, ..Challenge::default() });
             }
             continue;
         }
@@ -103,7 +121,7 @@ fn bearer_challenge(value: &str) -> Option<Challenge> {
             slot.get_or_insert(value);
         }
         if tokens.rest.is_empty() {
-            return found.filter(|_| in_bearer);
+            return Some(());
         }
     }
 }
@@ -202,6 +220,28 @@ mod tests {
             parse(r#"DPoP error="use_dpop_nonce", error_description="Resource server requires nonce in DPoP proof""#);
         assert!(c.is_dpop_nonce());
         assert!(!parse(r#"Bearer error="use_dpop_nonce""#).is_dpop_nonce(), "only a DPoP challenge asks for a nonce");
+    }
+
+    #[test]
+    fn the_challenge_of_the_scheme_sent_is_preferred() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            WWW_AUTHENTICATE,
+            HeaderValue::from_static(r#"Bearer realm="mcp", scope="a", DPoP error="use_dpop_nonce", algs="ES256""#),
+        );
+        assert!(Challenge::for_scheme(&headers, Some(true)).is_dpop_nonce(), "a DPoP request: the DPoP challenge");
+        assert_eq!(Challenge::for_scheme(&headers, Some(false)).scope.as_deref(), Some("a"));
+        assert_eq!(Challenge::for_scheme(&headers, None).scope.as_deref(), Some("a"), "none sent: the first");
+        // Across header lines too, and a scheme not offered falls back to the first.
+        let mut lines = HeaderMap::new();
+        lines.append(WWW_AUTHENTICATE, HeaderValue::from_static(r#"Bearer scope="b""#));
+        lines.append(WWW_AUTHENTICATE, HeaderValue::from_static(r#"DPoP error="use_dpop_nonce""#));
+        assert!(Challenge::for_scheme(&lines, Some(true)).is_dpop_nonce());
+        lines.remove(WWW_AUTHENTICATE);
+        lines.append(WWW_AUTHENTICATE, HeaderValue::from_static(r#"Bearer scope="b""#));
+        assert_eq!(Challenge::for_scheme(&lines, Some(true)).scope.as_deref(), Some("b"));
+        let refusal = Challenge::of_refusal(reqwest::StatusCode::UNAUTHORIZED, &headers, Some(true)).unwrap();
+        assert!(refusal.is_dpop_nonce());
     }
 
     #[test]

@@ -4,14 +4,15 @@
 //! | concern      | rule |
 //! |--------------|------|
 //! | when         | the authorization server lists `ES256` in `dpop_signing_alg_values_supported` (or the resource's metadata says `dpop_bound_access_tokens_required`, which then needs it); otherwise the bearer path, unchanged |
-//! | key          | one ES256 (P-256) key pair per server's tokens, made by ring; its PKCS#8 is kept in the token store entry beside the tokens, so a restarted process proves the same key; never in a log, error or diagnostic |
+//! | key          | one ES256 (P-256) key pair per server's tokens and authorization server (another issuer gets a new key: no two authorization servers see one key), made by ring; its PKCS#8 is kept in the token store entry beside the tokens, so a restarted process proves the same key; never in a log, error or diagnostic |
 //! | proof        | a compact JWS, header `typ: dpop+jwt`, `alg: ES256`, `jwk` (public x, y only); claims `jti` (128 random bits), `htm`, `htu` (the URL without query and fragment), `iat`, `ath` (base64url SHA-256 of the access token) on resource requests, `nonce` when the server gave one |
-//! | nonces       | the last `DPoP-Nonce` each origin sent is remembered (at most `DPOP_MAX_NONCE_ORIGINS` origins); a `use_dpop_nonce` refusal (400 at the token endpoint, 401 at the MCP server) is retried exactly once with the new nonce, never in a loop |
+//! | nonces       | the last `DPoP-Nonce` each origin sent is remembered (at most `DPOP_MAX_NONCE_ORIGINS` origins, each at most `DPOP_MAX_NONCE_BYTES` of printable ASCII, else not kept); a `use_dpop_nonce` refusal (400 at the token endpoint, 401 at the MCP server) is retried exactly once with the new nonce, never in a loop |
 //! | presentation | `Authorization: DPoP <token>` and the `DPoP` header, on the server's origin only |
+//! | redaction    | every proof of a key starts with the same header segment, registered once with the server's redaction set, which blanks any JWS starting with it (at most `DPOP_PROOF_MAX_BYTES`; a longer proof is not made): a proof echoed in an error body is blanked whatever number of requests were in flight |
 
 use super::jwt::base64url;
 use crate::error::{McpError, Result};
-use crate::limits::DPOP_MAX_NONCE_ORIGINS;
+use crate::limits::{DPOP_MAX_NONCE_BYTES, DPOP_MAX_NONCE_ORIGINS, DPOP_PROOF_MAX_BYTES};
 use parking_lot::Mutex;
 use reqwest::header::{HeaderMap, HeaderValue};
 use ring::rand::{SecureRandom, SystemRandom};
@@ -111,14 +112,24 @@ impl DpopKey {
         if let Some(nonce) = nonce {
             claims["nonce"] = Value::String(nonce.to_owned());
         }
-        let header = json!({ "typ": "dpop+jwt", "alg": DPOP_ALGORITHM, "jwk": self.jwk });
-        let input =
-            format!("{}.{}", base64url(header.to_string().as_bytes()), base64url(claims.to_string().as_bytes()));
+        let input = format!("{}{}", self.proof_start(), base64url(claims.to_string().as_bytes()));
         let signature = self
             .pair
             .sign(&self.rng, input.as_bytes())
             .map_err(|_| McpError::Internal("signing a DPoP proof failed".into()))?;
-        Ok(format!("{input}.{}", base64url(signature.as_ref())))
+        let proof = format!("{input}.{}", base64url(signature.as_ref()));
+        if proof.len() > DPOP_PROOF_MAX_BYTES {
+            // Longer than the redaction set blanks as one proof (a very long URL): not sent.
+            return Err(McpError::Auth(format!("a DPoP proof for this URL would exceed {DPOP_PROOF_MAX_BYTES} bytes")));
+        }
+        Ok(proof)
+    }
+
+    /// How every proof of this key starts: its protected header (fixed per key), base64url, and the `.`.
+    /// The redaction set blanks any JWS starting with it ([`crate::guard::redact::Secrets::add_jws_start`]).
+    pub fn proof_start(&self) -> String {
+        let header = json!({ "typ": "dpop+jwt", "alg": DPOP_ALGORITHM, "jwk": self.jwk });
+        format!("{}.", base64url(header.to_string().as_bytes()))
     }
 }
 
@@ -150,7 +161,7 @@ impl Nonces {
     pub fn note(&self, url: &Url, headers: &HeaderMap) -> bool {
         let Some(nonce) = headers.get(DPOP_NONCE_HEADER).and_then(|v| v.to_str().ok()) else { return false };
         // A nonce is a short token; anything else is not kept (nor sent back).
-        if nonce.is_empty() || nonce.len() > 1024 || !nonce.bytes().all(|b| b.is_ascii_graphic()) {
+        if nonce.is_empty() || nonce.len() > DPOP_MAX_NONCE_BYTES || !nonce.bytes().all(|b| b.is_ascii_graphic()) {
             return false;
         }
         let origin = url.origin().ascii_serialization();

@@ -7,9 +7,10 @@
 //! |------------|------|
 //! | source     | `oauth.assertionFile` (a path, read again when the assertion in hand is within `WORKLOAD_ASSERTION_REFRESH_MARGIN_SECS` of its `exp`, or has none: platforms rotate the file well before expiry) or `oauth.assertion` (the host's callback, asked the same way) |
 //! | checks     | the assertion is a compact JWT whose `exp`, read without verifying (the authorization server verifies), is not past: an expired or malformed one is refused before it is sent, with an error that names the source, never the assertion |
+//! | audience   | without `oauth.authorizationServer`, the MCP server names the authorization server: the assertion goes only where its `aud` names that authorization server's issuer or token endpoint ([`audience_names`]), so a hostile MCP server naming its own cannot collect a platform token meant for another and replay it there. A platform whose `aud` is something else (an opaque value) needs `authorizationServer` set, which pins the one server instead |
 //! | grant      | `grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer`, `assertion`, `resource`, `scope` when one is chosen; the client's own authentication as configured (`none` by default) |
 //! | renewal    | no refresh token: an access token near its expiry is replaced by the same grant before a request goes out |
-//! | bounds     | an assertion file of at most `WORKLOAD_ASSERTION_MAX_BYTES` |
+//! | bounds     | an assertion file of at most `WORKLOAD_ASSERTION_MAX_BYTES`, opened non-blocking and read only if what was opened is a regular file (a FIFO put in its place does not hang the flow); the source (file or callback) answers within the login's per-step budget or the login fails |
 
 use crate::auth::cross_app::JWT_BEARER_GRANT;
 use crate::auth::discovery::AuthServerMetadata;
@@ -60,6 +61,19 @@ impl WorkloadAssertion {
         callback: Option<Arc<dyn Callback<String, String>>>,
     ) -> WorkloadAssertion {
         WorkloadAssertion { server: server.to_owned(), source, callback, held: Mutex::new(None) }
+    }
+
+    /// [`WorkloadAssertion::current`], given at most `within` (a login's budget for one step): a source
+    /// that does not answer (a callback that never settles, a file on a hung mount) fails the login
+    /// instead of holding the server's flow lock.
+    pub async fn current_within(&self, within: Duration, remember: impl Fn(&str)) -> Result<String> {
+        tokio::time::timeout(within, self.current(remember)).await.unwrap_or_else(|_| {
+            Err(McpError::Auth(format!(
+                "{} gave no assertion within {} ms",
+                self.source.describe(),
+                within.as_millis()
+            )))
+        })
     }
 
     /// An assertion good for at least the margin (or as good as the source has). Every assertion
@@ -117,7 +131,17 @@ impl WorkloadAssertion {
 /// The file's text, at most `WORKLOAD_ASSERTION_MAX_BYTES`. Errors say what is wrong, not what was read.
 fn read_bounded(path: &std::path::Path) -> std::result::Result<String, String> {
     use std::io::Read;
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot be read ({})", e.kind()))?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    // Non-blocking open: a FIFO (or a device) put where the file was opens at once instead of waiting for
+    // a writer while the server's flow lock is held; what was opened is then checked to be a regular file.
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    let file = options.open(path).map_err(|e| format!("cannot be read ({})", e.kind()))?;
+    let is_file = file.metadata().map_err(|e| format!("cannot be read ({})", e.kind()))?.is_file();
+    if !is_file {
+        return Err("is not a regular file".to_owned());
+    }
     let mut bytes = Vec::new();
     file.take(WORKLOAD_ASSERTION_MAX_BYTES as u64 + 1)
         .read_to_end(&mut bytes)
@@ -131,6 +155,16 @@ fn read_bounded(path: &std::path::Path) -> std::result::Result<String, String> {
 /// A compact JWT's `exp`, read without verifying the signature (the authorization server verifies).
 /// `Err` says what is wrong with it, without quoting it.
 pub fn expiry(assertion: &str) -> std::result::Result<Option<u64>, &'static str> {
+    match claims(assertion)?.get("exp") {
+        None | Some(Value::Null) => Ok(None),
+        Some(exp) => {
+            exp.as_f64().filter(|e| *e >= 0.0).map(|e| Some(e as u64)).ok_or("has an exp that is not a number")
+        }
+    }
+}
+
+/// A compact JWT's claims, read without verifying. `Err` says what is wrong, without quoting it.
+fn claims(assertion: &str) -> std::result::Result<Value, &'static str> {
     let parts: Vec<&str> = assertion.split('.').collect();
     if parts.len() != 3 || parts.iter().any(|p| p.is_empty()) {
         return Err("is not a compact JWT (three base64url parts)");
@@ -141,12 +175,22 @@ pub fn expiry(assertion: &str) -> std::result::Result<Option<u64>, &'static str>
     if !claims.is_object() {
         return Err("has a payload that is not a JSON object");
     }
-    match claims.get("exp") {
-        None | Some(Value::Null) => Ok(None),
-        Some(exp) => {
-            exp.as_f64().filter(|e| *e >= 0.0).map(|e| Some(e as u64)).ok_or("has an exp that is not a number")
-        }
-    }
+    Ok(claims)
+}
+
+/// Whether the assertion's `aud` (read without verifying; a string or a list) names the authorization
+/// server the MCP server pointed at: its issuer or its token endpoint (a trailing `/` aside). The MCP
+/// server chooses that authorization server; a platform token meant for another one (its `aud`) is not
+/// to be handed to it, where it could be replayed to the real one.
+pub fn audience_names(assertion: &str, issuer: &str, token_endpoint: &str) -> bool {
+    let Ok(claims) = claims(assertion) else { return false };
+    let audiences: Vec<&str> = match claims.get("aud") {
+        Some(Value::String(aud)) => vec![aud.as_str()],
+        Some(Value::Array(list)) => list.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let same = |a: &str, b: &str| a.trim_end_matches('/') == b.trim_end_matches('/');
+    audiences.iter().any(|aud| same(aud, issuer) || same(aud, token_endpoint))
 }
 
 fn now_secs() -> u64 {
@@ -222,6 +266,19 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_audience_must_name_the_authorization_server_or_its_token_endpoint() {
+        let (issuer, endpoint) = ("https://as.example", "https://as.example/oauth/token");
+        for aud in [json!("https://as.example"), json!("https://as.example/"), json!(["x", endpoint])] {
+            assert!(audience_names(&jwt(json!({"aud": aud})), issuer, endpoint), "{aud}");
+        }
+        for aud in [json!("https://real-as.example"), json!(["https://real-as.example"]), json!(null), json!(7)] {
+            assert!(!audience_names(&jwt(json!({"aud": aud})), issuer, endpoint), "{aud}");
+        }
+        assert!(!audience_names(&jwt(json!({"sub": "no aud"})), issuer, endpoint));
+        assert!(!audience_names("not-a-jwt", issuer, endpoint));
+    }
+
     #[tokio::test]
     async fn a_file_is_read_again_only_near_the_assertions_expiry() {
         let now = now_secs();
@@ -254,6 +311,36 @@ mod tests {
         assert!(text.contains("not a compact JWT") && !text.contains("sekrit"), "{text}");
         let missing = WorkloadAssertion::new("s", AssertionSource::File("/nonexistent/mcpferry/token".into()), None);
         assert!(missing.current(|_| {}).await.unwrap_err().to_string().contains("cannot be read"));
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_fifo_in_place_of_the_file_is_refused_at_once_not_waited_on() {
+        let path = std::env::temp_dir().join(format!("mcpferry-wif-fifo-{}", crate::auth::pkce::state()));
+        let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let source = WorkloadAssertion::new("s", AssertionSource::File(path.clone()), None);
+        let read = tokio::time::timeout(Duration::from_secs(5), source.current(|_| {})).await;
+        let _ = std::fs::remove_file(&path);
+        let error = read.expect("no writer needed: refused at once").unwrap_err().to_string();
+        assert!(error.contains("is not a regular file"), "{error}");
+    }
+
+    struct Silent;
+    impl Callback<String, String> for Silent {
+        fn call(&self, _: String) -> futures_util::future::BoxFuture<'static, std::result::Result<String, String>> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_source_that_never_answers_fails_within_the_budget() {
+        let source = WorkloadAssertion::new("s", AssertionSource::Callback, Some(Arc::new(Silent)));
+        let started = std::time::Instant::now();
+        let error = source.current_within(Duration::from_millis(200), |_| {}).await.unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(3));
+        assert_eq!(error.code(), "mcp_auth_error");
+        assert!(error.to_string().contains("gave no assertion within 200 ms"), "{error}");
     }
 
     #[tokio::test]

@@ -45,6 +45,10 @@ struct SecretSet {
     /// One searcher per distinct value, rebuilt whenever the values change (rare) so that redaction
     /// (every error) only searches.
     finders: Vec<Finder<'static>>,
+    /// Fixed starts of compact JWSs this engine signs (a DPoP key's header segment and its `.`), each
+    /// with the most bytes such a JWS has: any JWS starting with one is blanked whole, however many were
+    /// made (a fresh proof per request: no set of values could keep up with concurrent requests).
+    jws_starts: Vec<(Finder<'static>, usize)>,
     longest_bytes: usize,
 }
 
@@ -54,7 +58,8 @@ impl SecretSet {
             self.fixed.iter().chain(self.rotating.values().flatten()).map(Vec::as_slice).collect();
         values.sort_unstable();
         values.dedup();
-        self.longest_bytes = values.iter().map(|v| v.len()).max().unwrap_or(0);
+        let longest_jws = self.jws_starts.iter().map(|(_, most)| *most).max().unwrap_or(0);
+        self.longest_bytes = values.iter().map(|v| v.len()).max().unwrap_or(0).max(longest_jws);
         self.finders = values.into_iter().map(|v| Finder::new(v).into_owned()).collect();
     }
 
@@ -70,6 +75,15 @@ impl SecretSet {
                 from += at + 1;
             }
         }
+        for (start, most) in &self.jws_starts {
+            let mut from = 0;
+            while let Some(at) = start.find(&text[from..]) {
+                let begin = from + at;
+                let end = jws_end(text, begin + start.needle().len(), begin + most);
+                found.push(begin..end);
+                from = begin + 1;
+            }
+        }
         found.sort_unstable_by_key(|r| r.start);
         let mut merged: Vec<Range<usize>> = Vec::with_capacity(found.len());
         for range in found {
@@ -80,6 +94,23 @@ impl SecretSet {
         }
         merged
     }
+}
+
+/// Where a compact JWS whose signed header ends at `from` (just past its `.`) ends: over the payload,
+/// one `.` and the signature (base64url characters), at most up to `limit`.
+fn jws_end(text: &[u8], from: usize, limit: usize) -> usize {
+    let limit = limit.min(text.len());
+    let mut end = from.min(limit);
+    let mut dots = 0;
+    while end < limit {
+        match text[end] {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' => {}
+            b'.' if dots == 0 => dots += 1,
+            _ => break,
+        }
+        end += 1;
+    }
+    end
 }
 
 /// Whether `value` is long enough to be treated as a secret.
@@ -392,8 +423,24 @@ impl Secrets {
         }
     }
 
+    /// Blank every compact JWS that starts with `start` (a signing key's fixed header segment and its
+    /// `.`), whole, up to `most_bytes` long: one entry however many such JWSs are made (a DPoP proof per
+    /// request). Registered once per key; the set never grows with the requests.
+    pub fn add_jws_start(&self, start: &str, most_bytes: usize) {
+        if !long_enough(start.as_bytes()) {
+            return;
+        }
+        let mut set = self.set.write();
+        if set.jws_starts.iter().any(|(known, _)| known.needle() == start.as_bytes()) {
+            return;
+        }
+        set.jws_starts.push((Finder::new(start.as_bytes()).into_owned(), most_bytes));
+        set.rebuild();
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.set.read().finders.is_empty()
+        let set = self.set.read();
+        set.finders.is_empty() && set.jws_starts.is_empty()
     }
 
     /// Bytes in the longest secret: how much context beyond a cut is needed to recognise one split by it.
@@ -404,7 +451,7 @@ impl Secrets {
     /// `text` with every secret replaced.
     pub fn redact(&self, text: &str) -> String {
         let set = self.set.read();
-        if set.finders.is_empty() {
+        if set.finders.is_empty() && set.jws_starts.is_empty() {
             return text.to_owned();
         }
         let covered = set.covered(text.as_bytes());
@@ -727,6 +774,25 @@ mod tests {
         for (args, expected) in cases {
             assert_eq!(shown(args), *expected, "{args:?}");
         }
+    }
+
+    #[test]
+    fn every_jws_with_a_registered_start_is_blanked_whole_however_many_were_made() {
+        let secrets = Secrets::default();
+        secrets.add_jws_start("eyJoZWFkZXIiOiJrZXkifQ.", 200);
+        let proofs: Vec<String> =
+            (0..50).map(|i| format!("eyJoZWFkZXIiOiJrZXkifQ.cGF5bG9hZC0{i}.c2lnLXt{i}_-x")).collect();
+        let text = format!("refused: {} and {}; other: eyJvdGhlciJ9.eA.eQ", proofs[0], proofs[49]);
+        let shown = secrets.redact(&text);
+        assert_eq!(shown, "refused: [redacted] and [redacted]; other: eyJvdGhlciJ9.eA.eQ");
+        // Cut mid-proof at a window's edge: the edge moves out to take the proof whole.
+        let at = text.find(&proofs[0]).unwrap() + 30;
+        let window = String::from_utf8(secrets.redact_window(text.as_bytes(), at..text.len())).unwrap();
+        assert!(window.starts_with("[redacted]") && !window.contains("cGF5bG9hZC0"), "{window}");
+        // Bounded: what lies past the most a proof can be is not swallowed.
+        let long = format!("eyJoZWFkZXIiOiJrZXkifQ.{}", "a".repeat(400));
+        assert!(secrets.redact(&long).ends_with(&"a".repeat(400 - 200 + 23)));
+        assert!(secrets.longest_bytes() >= 200);
     }
 
     #[test]

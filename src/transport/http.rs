@@ -289,6 +289,14 @@ impl Credential {
         self.set("DPoP", token, Some(proof))
     }
 
+    /// No token: requests go without `Authorization` (and their refusal starts a new authorization).
+    pub fn clear(&self) {
+        let mut slot = self.0.lock();
+        if slot.0.is_some() {
+            *slot = (None, slot.1 + 1);
+        }
+    }
+
     fn set(&self, scheme: &str, token: &str, proof: Option<Arc<dyn RequestProof>>) -> Result<()> {
         let mut value = HeaderValue::from_str(&format!("{scheme} {token}"))
             .map_err(|_| McpError::Auth("the token cannot be sent in a header".into()))?;

@@ -10,6 +10,18 @@
 //! `event_stream.rs` parses server-sent events for both HTTP transports; `http.rs` holds what they share.
 //! A transport delivers every inbound message to a [`MessageSink`] from its own task, so a response
 //! reaches its waiting caller without an extra channel hop.
+//!
+//! Nothing that was sent is sent again unless it is `resendable` (a tool call is not), with one exemption,
+//! `use_dpop_nonce`: a 401 whose DPoP challenge is `use_dpop_nonce` and that names a new `DPoP-Nonce` is
+//! sent again once with a fresh proof carrying it, a tool call included. It is the resource server
+//! refusing the request's proof, an answer given before the request is processed (RFC 9449 §9; HTTP's
+//! 401: the request was not applied), with nothing changed on our side but the nonce: the same token,
+//! the same identity, the same scope. A refusal that needs a new token is different, since what the call
+//! would then run under changed, and there the agent decides. A server that runs the call and then says
+//! `use_dpop_nonce` anyway could run it twice, as it could with any answer it misstates; the retry comes
+//! only when the answer names a nonce that is new (a second refusal fails the call), so it happens at
+//! most once per call. Refusing the retry would instead fail a tool call every time the server rotates
+//! its nonce.
 
 pub mod event_stream;
 pub mod http;

@@ -153,7 +153,8 @@ impl SseCore {
         let (presented, sent_token) = self.spec.credential.snapshot();
         let proof = presented.as_ref().and_then(|p| p.proof.clone());
         let mut response = self.egress.send(exchange(presented)).await?;
-        // A DPoP nonce refusal (the request was not processed): sent again once with the new nonce.
+        // A DPoP nonce refusal (the request was not processed): sent again once with the new nonce, a
+        // tool call too, unlike a refusal that needs a new token: see `use_dpop_nonce` in transport/mod.rs.
         if proof.as_ref().is_some_and(|p| p.on_answer(response.url(), response.status(), response.headers())) {
             response = self.egress.send(exchange(self.spec.credential.current())).await?;
             if proof.as_ref().is_some_and(|p| p.on_answer(response.url(), response.status(), response.headers())) {

@@ -261,10 +261,13 @@ impl Transport for StreamableHttpTransport {
             let session = shared.session.lock().clone();
             if session.id.is_some() {
                 // Ending the session is a courtesy; a server that doesn't support it answers 405.
-                let delete = shared
-                    .with_session(Method::DELETE, &session)
-                    .deadline(Duration::from_millis(HTTP_SESSION_DELETE_TIMEOUT_MS));
-                let _ = shared.egress.send(delete).await;
+                let _ = shared
+                    .send_proved(|presented| {
+                        shared
+                            .with_session_as(Method::DELETE, &session, presented)
+                            .deadline(Duration::from_millis(HTTP_SESSION_DELETE_TIMEOUT_MS))
+                    })
+                    .await;
             }
         })
     }
@@ -308,12 +311,27 @@ impl StreamableHttpCore {
         }
     }
 
-    /// A request to the server's URL with the configured headers, the bearer and the session id (all
-    /// for the server's origin only) and the negotiated protocol version.
-    fn with_session(&self, method: Method, session: &Session) -> Exchange {
-        self.with_session_as(method, session, self.spec.credential.current())
+    /// Send a request built for the presentation in use (`build` is given it), other than a POST of a
+    /// message (see `post`): the GET stream, its resumption, a renewed session's `initialize` and
+    /// `initialized`, the session's DELETE. A DPoP-bound token's proof is shown every answer (its
+    /// `DPoP-Nonce` kept for the next proof), and a `use_dpop_nonce` refusal, which the server answers
+    /// before processing anything, is sent again once with a fresh proof carrying the new nonce.
+    async fn send_proved(&self, build: impl Fn(Option<Presented>) -> Exchange) -> Result<Response> {
+        let mut renonced = false;
+        loop {
+            let presented = self.spec.credential.current();
+            let proof = presented.as_ref().and_then(|p| p.proof.clone());
+            let response = self.egress.send(build(presented)).await?;
+            let stale = proof.is_some_and(|p| p.on_answer(&self.spec.url, response.status(), response.headers()));
+            if !stale || renonced {
+                return Ok(response);
+            }
+            renonced = true;
+        }
     }
 
+    /// A request to the server's URL with the configured headers, the bearer and the session id (all
+    /// for the server's origin only) and the negotiated protocol version.
     fn with_session_as(&self, method: Method, session: &Session, presented: Option<Presented>) -> Exchange {
         let mut exchange = self.exchange_as(method, self.spec.url.clone(), presented);
         if let Some(id) = &session.id {
@@ -409,7 +427,8 @@ impl StreamableHttpCore {
         };
         let status = response.status();
         // A DPoP-bound token: the answer's nonce is kept; a refusal for a stale nonce (the server did not
-        // process the request) is sent again once with the new one, never more.
+        // process the request) is sent again once with the new one, never more; a tool call too, whatever
+        // `resendable` says (see `use_dpop_nonce` in transport/mod.rs for why).
         if proof.as_ref().is_some_and(|p| p.on_answer(&self.spec.url, status, response.headers())) {
             if post.renonced {
                 return Err(McpError::Auth(
@@ -602,15 +621,19 @@ impl StreamableHttpCore {
     /// GET the session's event stream.
     async fn open_get_stream(&self, last_event_id: Option<&str>) -> Result<GetStream> {
         let session = self.session.lock().clone();
-        // Held open for the session's life (the standalone stream) or a long call's (a resumed one).
-        let mut exchange = self
-            .with_session(Method::GET, &session)
-            .protocol_header(ACCEPT, HeaderValue::from_static(EVENT_STREAM))
-            .held_open();
-        if let Some(value) = last_event_id.and_then(http::header_value) {
-            exchange = exchange.origin_header(HeaderName::from_static(HEADER_LAST_EVENT_ID), value);
-        }
-        let response = self.egress.send(exchange).await?;
+        let response = self
+            .send_proved(|presented| {
+                // Held open for the session's life (the standalone stream) or a long call's (a resumed one).
+                let mut exchange = self
+                    .with_session_as(Method::GET, &session, presented)
+                    .protocol_header(ACCEPT, HeaderValue::from_static(EVENT_STREAM))
+                    .held_open();
+                if let Some(value) = last_event_id.and_then(http::header_value) {
+                    exchange = exchange.origin_header(HeaderName::from_static(HEADER_LAST_EVENT_ID), value);
+                }
+                exchange
+            })
+            .await?;
         Ok(if response.status().is_success() && http::is_event_stream(&response) {
             GetStream::Open(response)
         } else if response.status() == StatusCode::NOT_FOUND && session.id.is_some() {
@@ -752,8 +775,11 @@ impl StreamableHttpCore {
             session.protocol_version
         };
         let initialize = self.initialize.lock().clone().ok_or(McpError::Closed)?;
-        let exchange = Self::json_post(self.exchange(Method::POST, self.spec.url.clone()), &initialize);
-        let mut response = self.egress.send(exchange).await?;
+        let mut response = self
+            .send_proved(|presented| {
+                Self::json_post(self.exchange_as(Method::POST, self.spec.url.clone(), presented), &initialize)
+            })
+            .await?;
         if !response.status().is_success() {
             return Err(McpError::Transport(format!(
                 "re-initializing the expired session failed: {}",
@@ -781,7 +807,10 @@ impl StreamableHttpCore {
             session.clone()
         };
         let initialized = bytes::Bytes::from(jsonrpc::notification("notifications/initialized", None));
-        self.egress.send(Self::json_post(self.with_session(Method::POST, &session), &initialized)).await?;
+        self.send_proved(|presented| {
+            Self::json_post(self.with_session_as(Method::POST, &session, presented), &initialized)
+        })
+        .await?;
         Ok(())
     }
 
