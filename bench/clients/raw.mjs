@@ -1,6 +1,6 @@
 // The floor: a minimal hand-written JSON-RPC client over the same stdio server, in plain Node. No
 // validation, no schemas, no timeouts, no cancellation: what is left is the pipe, JSON and the event loop,
-// i.e. the practical limit any Node-hosted client is up against. Stdio only (W1, W2, W5 and W11's resources/read).
+// i.e. the practical limit any Node-hosted client is up against. Stdio only (W1, W2, W4, W5 and W11's resources/read).
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { runClient } from '../lib/workloads.mjs';

@@ -61,7 +61,7 @@ function list(name, all, fallback = all) {
 export const ALL_CLIENTS = ['mcpferry', 'sdk', 'aisdk', 'raw', 'mcpferry-otel', 'mcpferry-base'];
 export const ALL_WORKLOADS = ['W1', 'W2', 'W1V', 'W2V', 'W3', 'W4', 'W5', 'W6', 'W7', 'W8', 'W9', 'W10', 'W11', 'R1', 'R2'];
 
-// The raw pipe is a floor for the stdio path only: the call path (W1, W2), a big catalogue (W5) and
+// The raw pipe is a floor for the stdio path only: the call path (W1, W2), many servers' connect (W4), a big catalogue (W5) and
 // resources/read (W11).
 // W8 (tool search) is a feature only mcpferry has, and so are R1/R2 (recovery of a lost server): the MCP SDK
 // and the AI SDK restart no stdio process and open no new session for a server that went away (their
@@ -71,7 +71,7 @@ export const SUPPORTED = {
   mcpferry: ALL_WORKLOADS,
   sdk: COMMON_WORKLOADS,
   aisdk: COMMON_WORKLOADS,
-  raw: ['W1', 'W2', 'W5', 'W11'], // no schemas to validate on a raw pipe: not in W1V/W2V
+  raw: ['W1', 'W2', 'W4', 'W5', 'W11'], // no schemas to validate on a raw pipe: not in W1V/W2V
   // What OpenTelemetry costs a call (spans and metrics recorded): asked for by name, not in a default run.
   'mcpferry-otel': ['W1', 'W2', 'W3'],
   // Another checkout's build (BENCH_BASE_DIR), for an A/B of two commits in one run: asked for by name.
