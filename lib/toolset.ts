@@ -49,9 +49,14 @@ function markUnserializable(_key: string, value: unknown): unknown {
  * every callback replaced by a marker (they cross beside the JSON). No checking here: a wrong option
  * is the engine's to name.
  */
-export function configJson(servers: unknown, opts: unknown): string {
+/**
+ * The configuration as the engine reads it. `telemetryOff`: no tracer or meter provider was registered when the toolset
+ * was made, so the engine is told telemetry is off and sends no `operation` event (a JavaScript callback per request
+ * it makes on its own, for nothing); options the engine will refuse are left as given, for it to say why.
+ */
+export function configJson(servers: unknown, opts: unknown, { telemetryOff = false } = {}): string {
   try {
-    return configJsonUnchecked(servers, opts);
+    return configJsonUnchecked(servers, opts, telemetryOff);
   } catch (error) {
     if (error instanceof McpError) throw error;
     // A getter that throws, a proxy that refuses: the options are not plain data.
@@ -59,7 +64,7 @@ export function configJson(servers: unknown, opts: unknown): string {
   }
 }
 
-function configJsonUnchecked(servers: unknown, opts: unknown): string {
+function configJsonUnchecked(servers: unknown, opts: unknown, telemetryOff: boolean): string {
   let options = opts;
   if (opts !== null && typeof opts === 'object' && !Array.isArray(opts)) {
     const given = opts as Record<string, unknown>;
@@ -69,6 +74,7 @@ function configJsonUnchecked(servers: unknown, opts: unknown): string {
     if (isStore(given.storage)) forwarded.storage = marker('store');
     if (isTokenStore(given.tokenStore)) forwarded.tokenStore = marker('tokenStore');
     if (given.signal instanceof AbortSignal) forwarded.signal = marker('signal');
+    if (telemetryOff) forwarded.telemetry = telemetryTurnedOff(given.telemetry);
     // Methods may live on a prototype, which JSON would not see.
     const policy = given.policy as Partial<McpPolicy> | null | undefined;
     if (policy !== null && typeof policy === 'object' && !Array.isArray(policy)) {
@@ -160,19 +166,12 @@ function withDefaults(opts: McpOptions): McpOptions {
   return interactive ? { ...opts, onAuthorizationUrl: printAuthorizationUrl } : opts;
 }
 
-/**
- * With no tracer or meter provider registered when the toolset is made, the engine is told telemetry is off,
- * so it sends no `operation` event (one JavaScript callback per request it makes on its own, for nothing).
- * Options the engine will refuse are left as given, for it to say why.
- */
-function engineTelemetry(opts: McpOptions): McpOptions {
-  if (otelRegistered() || opts === null || typeof opts !== 'object') return opts;
-  const telemetry: unknown = opts.telemetry;
-  if (telemetry === undefined || telemetry === null) return { ...opts, telemetry: { enabled: false } };
-  if (typeof telemetry !== 'object' || Array.isArray(telemetry)) return opts;
+/** `options.telemetry` with `enabled: false`, unless it is not the documented shape (the engine then says why). */
+function telemetryTurnedOff(telemetry: unknown): unknown {
+  if (telemetry === undefined || telemetry === null) return { enabled: false };
+  if (typeof telemetry !== 'object' || Array.isArray(telemetry)) return telemetry;
   const enabled = (telemetry as { enabled?: unknown }).enabled;
-  if (enabled !== undefined && enabled !== true) return opts;
-  return { ...opts, telemetry: { ...telemetry, enabled: false } };
+  return enabled === undefined || enabled === true ? { ...telemetry, enabled: false } : telemetry;
 }
 
 /** Wrap the application's callbacks for the engine: always async, plain data in and out. */
@@ -268,7 +267,7 @@ export async function openToolset(
   internal?: { observe?(kind: string, payload: unknown): void; prepare?(native: NativeToolset): void },
 ): Promise<McpToolset> {
   const opts = withDefaults(given);
-  const config = configJson(servers, engineTelemetry(opts));
+  const config = configJson(servers, opts, { telemetryOff: !otelRegistered() });
   // Past the engine's validation below, `opts` is an object of the documented shape.
   const options: McpOptions = opts !== null && typeof opts === 'object' ? opts : {};
   const report = diagnosticSink(options);
