@@ -624,6 +624,40 @@ async function refusedCall(url) {
   return body;
 }
 
+/** A 2025-11-25 session of its own with `url`: `send(body)` posts a request on it and resolves to the reply's text. */
+async function rawSession(url) {
+  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+  const init = await fetch(url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } } }) });
+  await init.text();
+  const session = { ...headers, 'mcp-session-id': init.headers.get('mcp-session-id'), 'mcp-protocol-version': '2025-11-25' };
+  return { send: async (body) => (await fetch(url, { method: 'POST', headers: session, body: JSON.stringify({ jsonrpc: '2.0', ...body }) })).text() };
+}
+
+const serverOperationPoints = async () =>
+  (await reader.collect()).resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).filter((m) => m.descriptor.name === 'mcp.server.operation.duration').flatMap((m) => m.dataPoints);
+
+test('createMcpServer: a client\'s made-up methods add no metric series and name no span: they are _OTHER', async () => {
+  register();
+  exporter.reset();
+  const server = createMcpServer({ tools: { lookup: { execute: async () => ({ ok: true }) } } });
+  const { http } = await server.listen({ http: {} });
+  try {
+    const session = await rawSession(http.url);
+    const before = (await serverOperationPoints()).find((p) => p.attributes['mcp.method.name'] === '_OTHER')?.value.count ?? 0;
+    for (let i = 0; i < 20; i++) assert.match(await session.send({ id: i + 1, method: `made/up-${i}` }), /-32601/);
+    await until(() => spansNamed('_OTHER', SpanKind.SERVER).length === 20);
+    const spans = exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.SERVER);
+    assert.ok(!spans.some((s) => s.name.includes('made/up') || JSON.stringify(s.attributes).includes('made/up')), 'a made-up method named a span');
+    const points = await serverOperationPoints();
+    assert.ok(!points.some((p) => String(p.attributes['mcp.method.name']).includes('made/up')), 'a made-up method became a series');
+    const other = points.filter((p) => p.attributes['mcp.method.name'] === '_OTHER');
+    assert.equal(other.length, 1);
+    assert.equal(other[0].value.count - before, 20);
+  } finally {
+    await server.close();
+  }
+});
+
 test('completions and subscriptions (2025-11-25): a span each for what the engine sends, the URI without its query', async () => {
   register();
   exporter.reset();

@@ -778,7 +778,7 @@ mod tests {
     /// margin the host gets to answer), and gives its slot back.
     #[tokio::test]
     async fn an_execute_that_never_settles_times_out_and_frees_its_slot() {
-        let host = Arc::new(testing::Host { executions: Default::default() });
+        let host = Arc::new(testing::Host { executions: Default::default(), served: Default::default() });
         let spec = serde_json::json!({ "tools": [{ "name": "slow" }], "callTimeoutMs": 20 }).to_string();
         let core = McpServerCore::new(&spec, Arc::new(host), Some(Arc::new(MemoryJournal::new())), &|_| None).unwrap();
         let called = core.call("slow", Some(serde_json::json!({ "ms": 3_600_000 })), Some("k-timeout")).await;

@@ -224,6 +224,15 @@ pub async fn reply_to(
     }
 }
 
+/// The methods this server answers (above: [`answer`], [`initialize`]). A report names any other method
+/// `_OTHER`: a remote client's made-up method never becomes a metric attribute or a span name.
+pub const SERVED_METHODS: [&str; 5] = ["initialize", "ping", "tools/list", "tools/call", "server/discover"];
+
+/// `method` as a report may name it: one of [`SERVED_METHODS`], else `_OTHER`.
+fn reported_method(method: &str) -> &'static str {
+    SERVED_METHODS.iter().copied().find(|served| *served == method).unwrap_or("_OTHER")
+}
+
 /// One request being answered, timed for the host's telemetry: a request the engine answers itself (every
 /// one but a `tools/call` that reached `execute`, whose span the host makes as it runs) is told to the host
 /// once answered ([`super::ToolHost::served`]) with the caller's trace context from its `_meta`, so the
@@ -256,7 +265,8 @@ impl<'a> Served<'a> {
     }
 
     /// `{"method", "tool"?, "requestId", "traceparent"?, "tracestate"?, "startedMs", "us", "rpcCode"?}`: the
-    /// tool only when it is one of ours (a client's made-up name never becomes an attribute).
+    /// method only when this server answers it (else `_OTHER`), the tool only when it is one of ours (a
+    /// client's made-up name never becomes an attribute).
     fn report(&self, outcome: &Result<String, RpcError>) -> String {
         #[derive(Deserialize, Default)]
         struct Meta {
@@ -280,7 +290,7 @@ impl<'a> Served<'a> {
         let meta = params.meta.unwrap_or_default();
         let trace = crate::telemetry::incoming::read(text(meta.traceparent), text(meta.tracestate), None);
         let mut out = Map::new();
-        out.insert("method".into(), self.method.into());
+        out.insert("method".into(), reported_method(self.method).into());
         if self.method == "tools/call" {
             if let Some(tool) = text(params.name).filter(|name| self.core.tools.contains_key(name)) {
                 out.insert("tool".into(), tool.into());
@@ -405,6 +415,44 @@ mod tests {
         assert!(!storage.contains("/home") && storage.contains("mcp_storage_error"), "{storage}");
         assert!(!internal.contains("malformed") && internal.contains("mcp_internal_error"), "{internal}");
         assert!(remote_message(&McpError::Timeout { after_ms: 5 }).contains("mcp_timeout"));
+    }
+
+    /// What the host was told of one request answered in `era` (its report as JSON).
+    async fn served_report(core: &Arc<McpServerCore>, host: &testing::Host, id: &str, method: &str) -> Value {
+        let (id, era) = (raw(id), Era::Modern("2026-07-28"));
+        let served = Served::start(core, &id, method, None);
+        let outcome = match method {
+            "initialize" => Ok(initialize(core, None).1),
+            _ => answer(core, method, None, era).await,
+        };
+        served.response(&outcome);
+        serde_json::from_str(host.served.lock().last().expect("a report")).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_report_names_only_a_method_this_server_answers() {
+        let (core, host) = testing::server(None);
+        // Every method it names is one the server answers in some era.
+        for method in SERVED_METHODS {
+            let answered = match method {
+                "initialize" => true,
+                _ => [Era::Legacy, Era::Modern("2026-07-28")].into_iter().any(|era| {
+                    futures_util::FutureExt::now_or_never(answer(&core, method, None, era))
+                        .is_some_and(|outcome| !matches!(outcome, Err(e) if e.code == METHOD_NOT_FOUND))
+                }),
+            };
+            assert!(answered, "{method}");
+        }
+        for method in ["tools/list", "server/discover"] {
+            assert_eq!(served_report(&core, &host, "1", method).await["method"], method);
+        }
+        for i in 0..20 {
+            let report = served_report(&core, &host, "1", &format!("made/up-{i}")).await;
+            assert_eq!(
+                (report["method"].as_str(), report["rpcCode"].as_i64()),
+                (Some("_OTHER"), Some(METHOD_NOT_FOUND))
+            );
+        }
     }
 
     #[test]

@@ -200,9 +200,11 @@ pub(crate) mod testing {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// `echo` answers its arguments; `slow` waits `ms` then counts an execution; `boom` throws.
+    /// `echo` answers its arguments; `slow` waits `ms` then counts an execution; `boom` throws. Keeps
+    /// every served report.
     pub struct Host {
         pub executions: AtomicUsize,
+        pub served: parking_lot::Mutex<Vec<String>>,
     }
 
     impl ToolHost for Arc<Host> {
@@ -225,10 +227,14 @@ pub(crate) mod testing {
                 }
             })
         }
+
+        fn served(&self, report: String) {
+            self.served.lock().push(report);
+        }
     }
 
     pub fn server(journal: Option<Arc<dyn McpJournal>>) -> (Arc<McpServerCore>, Arc<Host>) {
-        let host = Arc::new(Host { executions: AtomicUsize::new(0) });
+        let host = Arc::new(Host { executions: AtomicUsize::new(0), served: Default::default() });
         let spec = serde_json::json!({
             "name": "unit", "version": "1",
             "tools": [
