@@ -658,6 +658,27 @@ test('createMcpServer: a client\'s made-up methods add no metric series and name
   }
 });
 
+test('createMcpServer made with no provider registered reports nothing of what its engine answers itself', async () => {
+  unregister();
+  exporter.reset();
+  const server = createMcpServer({ tools: { lookup: { execute: async () => ({ ok: true }) } } });
+  const { http } = await server.listen({ http: {} });
+  // Registered after the server was made: the engine was told telemetry is off, so its own answers cross no more.
+  register();
+  try {
+    const session = await rawSession(http.url);
+    assert.match(await session.send({ id: 1, method: 'tools/list' }), /lookup/);
+    assert.match(await session.send({ id: 2, method: 'made/up' }), /-32601/);
+    // A call that reaches execute is recorded (JavaScript makes its span); the reports above would have
+    // crossed before it, on the same queue.
+    assert.match(await session.send({ id: 3, method: 'tools/call', params: { name: 'lookup', arguments: {} } }), /"ok":true/);
+    await until(() => spansNamed('tools/call lookup', SpanKind.SERVER).length === 1);
+    assert.deepEqual(exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.SERVER).map((s) => s.name), ['tools/call lookup']);
+  } finally {
+    await server.close();
+  }
+});
+
 test('completions and subscriptions (2025-11-25): a span each for what the engine sends, the URI without its query', async () => {
   register();
   exporter.reset();

@@ -258,7 +258,7 @@ impl<'a> Served<'a> {
                 Ok(_) => true,
                 Err(error) => error.code == INTERNAL_ERROR,
             };
-        if !executed {
+        if !executed && self.core.telemetry {
             self.core.host.served(self.report(outcome));
         }
         response(self.id, outcome)
@@ -453,6 +453,23 @@ mod tests {
                 (Some("_OTHER"), Some(METHOD_NOT_FOUND))
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_host_that_records_no_telemetry_is_told_of_nothing() {
+        let (core, host) = testing::server_with(None, false);
+        let id = raw("1");
+        for method in ["tools/list", "made/up"] {
+            let served = Served::start(&core, &id, method, None);
+            served.response(&answer(&core, method, None, Era::Legacy).await);
+        }
+        let unknown = raw(r#"{"name":"nope"}"#);
+        let served = Served::start(&core, &id, "tools/call", Some(&unknown));
+        served.response(&answer(&core, "tools/call", Some(&unknown), Era::Legacy).await);
+        assert!(host.served.lock().is_empty());
+        let (core, host) = testing::server_with(None, true);
+        Served::start(&core, &id, "tools/list", None).response(&answer(&core, "tools/list", None, Era::Legacy).await);
+        assert_eq!(host.served.lock().len(), 1);
     }
 
     #[test]
