@@ -604,7 +604,8 @@ export interface ServedReport extends IncomingTrace {
   method: string;
   /** A refused `tools/call`'s tool, when it is one of the server's. */
   tool?: string;
-  requestId: string;
+  /** Absent when the client's id is over 128 characters or not printable ASCII. */
+  requestId?: string;
   startedMs: number;
   us: number;
   rpcCode?: number;
@@ -639,7 +640,8 @@ export function servedRequest(reportJson: string): void {
       const remote = report.traceparent ? parseTraceparent(report.traceparent, report.tracestate, a) : undefined;
       if (remote) parent = a.trace.setSpanContext(parent, remote);
       const name = report.tool === undefined ? report.method : `${report.method} ${report.tool}`;
-      const spanAttributes: Attributes = { ...attributes, ...outcome, 'jsonrpc.request.id': report.requestId };
+      const spanAttributes: Attributes = { ...attributes, ...outcome };
+      if (typeof report.requestId === 'string') spanAttributes['jsonrpc.request.id'] = report.requestId;
       const span = tracer.startSpan(name, { kind: a.SpanKind.SERVER, attributes: spanAttributes, startTime: report.startedMs }, parent);
       endSpan(a, span, outcome['error.type'] as string | undefined, report.startedMs + report.us / 1000);
     }

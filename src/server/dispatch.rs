@@ -264,7 +264,7 @@ impl<'a> Served<'a> {
         response(self.id, outcome)
     }
 
-    /// `{"method", "tool"?, "requestId", "traceparent"?, "tracestate"?, "startedMs", "us", "rpcCode"?}`: the
+    /// `{"method", "tool"?, "requestId"?, "traceparent"?, "tracestate"?, "startedMs", "us", "rpcCode"?}`: the
     /// method only when this server answers it (else `_OTHER`), the tool only when it is one of ours (a
     /// client's made-up name never becomes an attribute).
     fn report(&self, outcome: &Result<String, RpcError>) -> String {
@@ -296,11 +296,9 @@ impl<'a> Served<'a> {
                 out.insert("tool".into(), tool.into());
             }
         }
-        let id = match serde_json::from_str::<Value>(self.id.get()) {
-            Ok(Value::String(id)) => id,
-            _ => self.id.get().to_owned(),
-        };
-        out.insert("requestId".into(), id.into());
+        if let Some(id) = reported_id(self.id) {
+            out.insert("requestId".into(), id.into());
+        }
         if let Some(trace) = trace {
             if let Value::Object(members) = trace.meta_value() {
                 out.extend(members);
@@ -314,6 +312,17 @@ impl<'a> Served<'a> {
         }
         Value::Object(out).to_string()
     }
+}
+
+/// A request id as a report may give it (a string's text, a number as written): only up to
+/// `MAX_REPORTED_REQUEST_ID_CHARS` of printable ASCII, else none (a client chooses it).
+fn reported_id(id: &RawValue) -> Option<String> {
+    let id = match serde_json::from_str::<Value>(id.get()) {
+        Ok(Value::String(id)) => id,
+        _ => id.get().to_owned(),
+    };
+    let printable = id.bytes().all(|b| (0x20..=0x7e).contains(&b));
+    (printable && id.len() <= crate::limits::MAX_REPORTED_REQUEST_ID_CHARS).then_some(id)
 }
 
 /// The response to request `id` (raw JSON, echoed as sent).
@@ -452,6 +461,23 @@ mod tests {
                 (report["method"].as_str(), report["rpcCode"].as_i64()),
                 (Some("_OTHER"), Some(METHOD_NOT_FOUND))
             );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_report_gives_a_request_id_only_when_it_is_short_printable_ascii() {
+        let (core, host) = testing::server(None);
+        let longest = format!("\"{}\"", "a".repeat(crate::limits::MAX_REPORTED_REQUEST_ID_CHARS));
+        for (id, reported) in
+            [("7", Some("7")), ("\"req-9\"", Some("req-9")), (longest.as_str(), Some(&longest[1..longest.len() - 1]))]
+        {
+            assert_eq!(served_report(&core, &host, id, "tools/list").await["requestId"].as_str(), reported, "{id}");
+        }
+        let too_long = format!("\"{}\"", "a".repeat(crate::limits::MAX_REPORTED_REQUEST_ID_CHARS + 1));
+        let long_number = "1".repeat(crate::limits::MAX_REPORTED_REQUEST_ID_CHARS + 1);
+        for id in [too_long.as_str(), long_number.as_str(), r#""line\nbreak""#, r#""caf\u00e9""#, r#""tab\tid""#] {
+            let report = served_report(&core, &host, id, "tools/list").await;
+            assert!(report.get("requestId").is_none(), "{id}: {report}");
         }
     }
 
