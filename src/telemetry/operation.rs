@@ -3,7 +3,8 @@
 //! unsubscribe, completions, a recovery's reconnect) and every OAuth token request. JavaScript turns each
 //! into a span once it ended (`lib/telemetry.ts`), parented on what caused it when there is such a span
 //! (a first connect, a recovery), else a root span. Nothing is asked of JavaScript while the request runs,
-//! and nothing of this crosses unless the toolset's telemetry is on (`telemetry.enabled`, the default).
+//! and nothing of this is timed, built or sent unless the toolset's telemetry is on (`telemetry.enabled`,
+//! the default, with a provider registered; `ConnectionEvents::wants_operations`).
 //!
 //! Nothing secret: a method name, a request id, a resource URI (JavaScript cuts its query and userinfo),
 //! an endpoint's host and port, a grant type, an HTTP status, an error code. Never a token, a form
