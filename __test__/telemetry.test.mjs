@@ -9,7 +9,7 @@ import { context, metrics, propagation, SpanKind, SpanStatusCode, trace } from '
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
-import { createMcpServer, mcpTools } from '../entry/index.mjs';
+import { createMcpServer, createMemoryMcpJournal, mcpTools } from '../entry/index.mjs';
 import { openToolset } from '../dist/toolset.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -674,6 +674,28 @@ test('createMcpServer made with no provider registered reports nothing of what i
     assert.match(await session.send({ id: 3, method: 'tools/call', params: { name: 'lookup', arguments: {} } }), /"ok":true/);
     await until(() => spansNamed('tools/call lookup', SpanKind.SERVER).length === 1);
     assert.deepEqual(exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.SERVER).map((s) => s.name), ['tools/call lookup']);
+  } finally {
+    await server.close();
+  }
+});
+
+test('createMcpServer: a keyed call answered from the journal is a SERVER span too (its execute did not run)', async () => {
+  register();
+  exporter.reset();
+  let executions = 0;
+  const server = createMcpServer({ journal: createMemoryMcpJournal(), tools: { charge: { execute: async () => ({ executions: ++executions }) } } });
+  const { http } = await server.listen({ http: {} });
+  try {
+    const session = await rawSession(http.url);
+    const call = (id) => session.send({ id, method: 'tools/call', params: { name: 'charge', arguments: {}, _meta: { idempotencyKey: 'order-1' } } });
+    assert.match(await call('first'), /"executions":1/);
+    assert.match(await call('replay'), /"executions":1/);
+    assert.equal(executions, 1);
+    await until(() => spansNamed('tools/call charge', SpanKind.SERVER).length === 2);
+    const replay = spansNamed('tools/call charge', SpanKind.SERVER).find((s) => s.attributes['jsonrpc.request.id'] === 'replay');
+    assert.ok(replay, 'the replay has a span of its own');
+    assert.equal(replay.attributes['gen_ai.tool.name'], 'charge');
+    assert.equal(replay.attributes['error.type'], undefined);
   } finally {
     await server.close();
   }

@@ -609,11 +609,13 @@ export interface ServedReport extends IncomingTrace {
   startedMs: number;
   us: number;
   rpcCode?: number;
+  /** A `tools/call` answered without `execute` with an error result (arguments the schema refused). */
+  isError?: boolean;
 }
 
 /**
- * A request the engine answered without `execute` (`initialize`, `tools/list`, `ping`, a refused
- * `tools/call`): a SERVER span after the fact, child of the caller's span when the request carried its
+ * A request the engine answered without `execute` (`initialize`, `tools/list`, `ping`, a `tools/call` refused
+ * or answered from the journal): a SERVER span after the fact, child of the caller's span when the request carried its
  * trace context, and `mcp.server.operation.duration`. With nothing registered, nothing.
  */
 export function servedRequest(reportJson: string): void {
@@ -634,6 +636,8 @@ export function servedRequest(reportJson: string): void {
     if (report.rpcCode !== undefined) {
       outcome['error.type'] = String(report.rpcCode);
       outcome['rpc.response.status_code'] = String(report.rpcCode);
+    } else if (report.isError === true) {
+      outcome['error.type'] = 'tool_error';
     }
     if (tracer) {
       let parent = a.ROOT_CONTEXT;

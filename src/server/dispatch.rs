@@ -181,8 +181,11 @@ async fn call(core: &Arc<McpServerCore>, params: Option<&RawValue>) -> Result<St
         Some(Value::String(key)) => Some(key),
         Some(_) => return Err(RpcError::new(INVALID_PARAMS, "_meta.idempotencyKey must be a string")),
     };
-    let calling = core.call(&params.name, params.arguments, key.as_deref());
-    crate::telemetry::incoming::scope(trace, calling).await.map_err(|refusal| match refusal {
+    let calling = core.call_seen(&params.name, params.arguments, key.as_deref());
+    let called = crate::telemetry::incoming::scope(trace, calling).await;
+    // Told to the request's `Served` (see `Served::answering`), if it is being watched.
+    let _ = EXECUTED.try_with(|executed| executed.set(called.executed));
+    called.outcome.map_err(|refusal| match refusal {
         Refusal::UnknownTool(name) => RpcError::new(INVALID_PARAMS, format!("Unknown tool: {name}")),
         Refusal::BadArguments(why) => RpcError::new(INVALID_PARAMS, why),
         Refusal::KeyReused => RpcError::new(INVALID_PARAMS, super::calls::KEY_REUSED_MESSAGE),
@@ -233,8 +236,14 @@ fn reported_method(method: &str) -> &'static str {
     SERVED_METHODS.iter().copied().find(|served| *served == method).unwrap_or("_OTHER")
 }
 
+tokio::task_local! {
+    /// Whether the `tools/call` being answered ran `execute` ([`McpServerCore::call_seen`]).
+    static EXECUTED: std::cell::Cell<bool>;
+}
+
 /// One request being answered, timed for the host's telemetry: a request the engine answers itself (every
-/// one but a `tools/call` that reached `execute`, whose span the host makes as it runs) is told to the host
+/// one but a `tools/call` that ran `execute`, whose span the host makes as it runs; a replayed call, one
+/// that joined a keyed call another request runs, or one refused first is the engine's) is told to the host
 /// once answered ([`super::ToolHost::served`]) with the caller's trace context from its `_meta`, so the
 /// host records a server span for it (`lib/telemetry.ts`).
 pub struct Served<'a> {
@@ -243,21 +252,35 @@ pub struct Served<'a> {
     method: &'a str,
     params: Option<&'a RawValue>,
     started: crate::telemetry::operation::Started,
+    /// The request ran `execute` (told by [`Self::answering`]).
+    executed: std::sync::atomic::AtomicBool,
 }
 
 impl<'a> Served<'a> {
     pub fn start(core: &'a McpServerCore, id: &'a RawValue, method: &'a str, params: Option<&'a RawValue>) -> Self {
-        Served { core, id, method, params, started: crate::telemetry::operation::Started::now() }
+        let started = crate::telemetry::operation::Started::now();
+        Served { core, id, method, params, started, executed: Default::default() }
+    }
+
+    /// Answers the request with `answer` ([`answer`], [`reply_to`]), learning whether it ran `execute`.
+    pub async fn answering<F>(&self, answer: F) -> Result<String, RpcError>
+    where
+        F: std::future::Future<Output = Result<String, RpcError>>,
+    {
+        let (outcome, executed) = EXECUTED
+            .scope(std::cell::Cell::new(false), async {
+                let outcome = answer.await;
+                (outcome, EXECUTED.with(std::cell::Cell::get))
+            })
+            .await;
+        self.executed.store(executed, std::sync::atomic::Ordering::Relaxed);
+        outcome
     }
 
     /// The response to send, the request told to the host first.
     pub fn response(&self, outcome: &Result<String, RpcError>) -> String {
-        // A call that reached `execute` is the host's own span; an internal error may have reached it too.
-        let executed = self.method == "tools/call"
-            && match outcome {
-                Ok(_) => true,
-                Err(error) => error.code == INTERNAL_ERROR,
-            };
+        // A call that ran `execute` is the host's own span.
+        let executed = self.executed.load(std::sync::atomic::Ordering::Relaxed);
         if !executed && self.core.telemetry {
             self.core.host.served(self.report(outcome));
         }
@@ -307,11 +330,28 @@ impl<'a> Served<'a> {
         let timing = self.started.stop();
         out.insert("startedMs".into(), timing.started_ms().into());
         out.insert("us".into(), timing.elapsed_us().into());
-        if let Err(error) = outcome {
-            out.insert("rpcCode".into(), error.code.into());
+        match outcome {
+            Err(error) => {
+                out.insert("rpcCode".into(), error.code.into());
+            }
+            // A call answered without `execute` with an error result (arguments the schema refused).
+            Ok(result) if self.method == "tools/call" && is_error_result(result) => {
+                out.insert("isError".into(), true.into());
+            }
+            Ok(_) => {}
         }
         Value::Object(out).to_string()
     }
+}
+
+/// Whether a `CallToolResult` (JSON) says `"isError": true`.
+fn is_error_result(result: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Result {
+        #[serde(default, rename = "isError")]
+        is_error: bool,
+    }
+    serde_json::from_str::<Result>(result).is_ok_and(|r| r.is_error)
 }
 
 /// A request id as a report may give it (a string's text, a number as written): only up to
@@ -479,6 +519,30 @@ mod tests {
             let report = served_report(&core, &host, id, "tools/list").await;
             assert!(report.get("requestId").is_none(), "{id}: {report}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_replayed_call_is_reported_and_one_that_ran_execute_is_not() {
+        let (core, host) = testing::server(Some(Arc::new(crate::store::journal::MemoryJournal::new())));
+        let params = raw(r#"{"name":"echo","arguments":{"a":1},"_meta":{"idempotencyKey":"k-1"}}"#);
+        let id = raw("1");
+        for _ in 0..2 {
+            let served = Served::start(&core, &id, "tools/call", Some(&params));
+            let outcome = served.answering(answer(&core, "tools/call", Some(&params), Era::Legacy)).await;
+            assert!(outcome.is_ok());
+            served.response(&outcome);
+        }
+        let reports = host.served.lock().clone();
+        assert_eq!(reports.len(), 1, "the replay only: {reports:?}");
+        let report: Value = serde_json::from_str(&reports[0]).unwrap();
+        assert_eq!((report["method"].as_str(), report["tool"].as_str()), (Some("tools/call"), Some("echo")));
+        assert!(report.get("rpcCode").is_none() && report.get("isError").is_none());
+        // Arguments the schema refuses: an error result, answered without `execute`.
+        let params = raw(r#"{"name":"strict","arguments":{}}"#);
+        let served = Served::start(&core, &id, "tools/call", Some(&params));
+        served.response(&served.answering(answer(&core, "tools/call", Some(&params), Era::Legacy)).await);
+        let report: Value = serde_json::from_str(host.served.lock().last().unwrap()).unwrap();
+        assert_eq!((report["tool"].as_str(), report["isError"].as_bool()), (Some("strict"), Some(true)));
     }
 
     #[tokio::test]
