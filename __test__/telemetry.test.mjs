@@ -701,6 +701,31 @@ test('createMcpServer: a keyed call answered from the journal is a SERVER span t
   }
 });
 
+test('a server entry changed after the toolset was made changes none of its spans\' attributes', async () => {
+  register();
+  exporter.reset();
+  const server = createMcpServer({ tools: { lookup: { execute: async () => ({ ok: true }) } } });
+  const { http } = await server.listen({ http: {} });
+  const servers = [{ name: 'own', type: 'streamable-http', url: http.url }];
+  const opening = mcpTools(servers, { warnings: false });
+  // The caller reuses its objects at once: the spans still describe the server as it was given.
+  servers[0].url = 'https://changed.example:9443/mcp';
+  servers[0].type = 'stdio';
+  const toolset = await opening;
+  try {
+    await toolset.tools.own__lookup.execute({});
+    await until(() => clientSpans().length === 1);
+    for (const span of [...clientSpans(), ...spansNamed('initialize'), ...spansNamed('server/discover')]) {
+      assert.equal(span.attributes['server.address'], '127.0.0.1', span.name);
+      assert.equal(span.attributes['server.port'], http.port, span.name);
+      assert.equal(span.attributes['network.transport'], 'tcp', span.name);
+    }
+  } finally {
+    await toolset.close();
+    await server.close();
+  }
+});
+
 test('completions and subscriptions (2025-11-25): a span each for what the engine sends, the URI without its query', async () => {
   register();
   exporter.reset();
