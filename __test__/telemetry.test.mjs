@@ -9,7 +9,7 @@ import { context, metrics, propagation, SpanKind, SpanStatusCode, trace } from '
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
-import { createMcpServer, mcpTools } from '../entry/index.mjs';
+import { createMcpServer, createMemoryMcpJournal, mcpTools } from '../entry/index.mjs';
 import { openToolset } from '../dist/toolset.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -623,6 +623,108 @@ async function refusedCall(url) {
   if (body.includes('"error"')) throw new Error(body);
   return body;
 }
+
+/** A 2025-11-25 session of its own with `url`: `send(body)` posts a request on it and resolves to the reply's text. */
+async function rawSession(url) {
+  const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+  const init = await fetch(url, { method: 'POST', headers, body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 't', version: '1' } } }) });
+  await init.text();
+  const session = { ...headers, 'mcp-session-id': init.headers.get('mcp-session-id'), 'mcp-protocol-version': '2025-11-25' };
+  return { send: async (body) => (await fetch(url, { method: 'POST', headers: session, body: JSON.stringify({ jsonrpc: '2.0', ...body }) })).text() };
+}
+
+const serverOperationPoints = async () =>
+  (await reader.collect()).resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).filter((m) => m.descriptor.name === 'mcp.server.operation.duration').flatMap((m) => m.dataPoints);
+
+test('createMcpServer: a client\'s made-up methods add no metric series and name no span: they are _OTHER', async () => {
+  register();
+  exporter.reset();
+  const server = createMcpServer({ tools: { lookup: { execute: async () => ({ ok: true }) } } });
+  const { http } = await server.listen({ http: {} });
+  try {
+    const session = await rawSession(http.url);
+    const before = (await serverOperationPoints()).find((p) => p.attributes['mcp.method.name'] === '_OTHER')?.value.count ?? 0;
+    for (let i = 0; i < 20; i++) assert.match(await session.send({ id: i + 1, method: `made/up-${i}` }), /-32601/);
+    await until(() => spansNamed('_OTHER', SpanKind.SERVER).length === 20);
+    const spans = exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.SERVER);
+    assert.ok(!spans.some((s) => s.name.includes('made/up') || JSON.stringify(s.attributes).includes('made/up')), 'a made-up method named a span');
+    const points = await serverOperationPoints();
+    assert.ok(!points.some((p) => String(p.attributes['mcp.method.name']).includes('made/up')), 'a made-up method became a series');
+    const other = points.filter((p) => p.attributes['mcp.method.name'] === '_OTHER');
+    assert.equal(other.length, 1);
+    assert.equal(other[0].value.count - before, 20);
+  } finally {
+    await server.close();
+  }
+});
+
+test('createMcpServer made with no provider registered reports nothing of what its engine answers itself', async () => {
+  unregister();
+  exporter.reset();
+  const server = createMcpServer({ tools: { lookup: { execute: async () => ({ ok: true }) } } });
+  const { http } = await server.listen({ http: {} });
+  // Registered after the server was made: the engine was told telemetry is off, so its own answers cross no more.
+  register();
+  try {
+    const session = await rawSession(http.url);
+    assert.match(await session.send({ id: 1, method: 'tools/list' }), /lookup/);
+    assert.match(await session.send({ id: 2, method: 'made/up' }), /-32601/);
+    // A call that reaches execute is recorded (JavaScript makes its span); the reports above would have
+    // crossed before it, on the same queue.
+    assert.match(await session.send({ id: 3, method: 'tools/call', params: { name: 'lookup', arguments: {} } }), /"ok":true/);
+    await until(() => spansNamed('tools/call lookup', SpanKind.SERVER).length === 1);
+    assert.deepEqual(exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.SERVER).map((s) => s.name), ['tools/call lookup']);
+  } finally {
+    await server.close();
+  }
+});
+
+test('createMcpServer: a keyed call answered from the journal is a SERVER span too (its execute did not run)', async () => {
+  register();
+  exporter.reset();
+  let executions = 0;
+  const server = createMcpServer({ journal: createMemoryMcpJournal(), tools: { charge: { execute: async () => ({ executions: ++executions }) } } });
+  const { http } = await server.listen({ http: {} });
+  try {
+    const session = await rawSession(http.url);
+    const call = (id) => session.send({ id, method: 'tools/call', params: { name: 'charge', arguments: {}, _meta: { idempotencyKey: 'order-1' } } });
+    assert.match(await call('first'), /"executions":1/);
+    assert.match(await call('replay'), /"executions":1/);
+    assert.equal(executions, 1);
+    await until(() => spansNamed('tools/call charge', SpanKind.SERVER).length === 2);
+    const replay = spansNamed('tools/call charge', SpanKind.SERVER).find((s) => s.attributes['jsonrpc.request.id'] === 'replay');
+    assert.ok(replay, 'the replay has a span of its own');
+    assert.equal(replay.attributes['gen_ai.tool.name'], 'charge');
+    assert.equal(replay.attributes['error.type'], undefined);
+  } finally {
+    await server.close();
+  }
+});
+
+test('a server entry changed after the toolset was made changes none of its spans\' attributes', async () => {
+  register();
+  exporter.reset();
+  const server = createMcpServer({ tools: { lookup: { execute: async () => ({ ok: true }) } } });
+  const { http } = await server.listen({ http: {} });
+  const servers = [{ name: 'own', type: 'streamable-http', url: http.url }];
+  const opening = mcpTools(servers, { warnings: false });
+  // The caller reuses its objects at once: the spans still describe the server as it was given.
+  servers[0].url = 'https://changed.example:9443/mcp';
+  servers[0].type = 'stdio';
+  const toolset = await opening;
+  try {
+    await toolset.tools.own__lookup.execute({});
+    await until(() => clientSpans().length === 1);
+    for (const span of [...clientSpans(), ...spansNamed('initialize'), ...spansNamed('server/discover')]) {
+      assert.equal(span.attributes['server.address'], '127.0.0.1', span.name);
+      assert.equal(span.attributes['server.port'], http.port, span.name);
+      assert.equal(span.attributes['network.transport'], 'tcp', span.name);
+    }
+  } finally {
+    await toolset.close();
+    await server.close();
+  }
+});
 
 test('completions and subscriptions (2025-11-25): a span each for what the engine sends, the URI without its query', async () => {
   register();

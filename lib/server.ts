@@ -7,7 +7,7 @@
 import { binding, engine, type NativeServerHandle } from './binding';
 import { createMcpError, engineCall, typedEngine } from './errors';
 import { nativeJournal, type McpJournal } from './firewall';
-import { serveCall, servedRequest, type IncomingTrace } from './telemetry';
+import { otelRegistered, serveCall, servedRequest, type IncomingTrace } from './telemetry';
 import type { ContentBlock, JsonSchema } from './types';
 import { isStandardSchema, type StandardSchemaV1 } from './standard-schema';
 
@@ -211,6 +211,10 @@ export function createMcpServer(options: McpServerOptions): McpServerHandle {
     instructions: options.instructions,
     callTimeoutMs: options.callTimeoutMs,
     tools: [...prepared.values()].map((p) => p.declaration),
+    // With no tracer or meter provider registered now, the engine reports none of the requests it answers
+    // itself (a callback into JavaScript each, for nothing); calls that reach `execute` are still recorded
+    // if one is registered later.
+    telemetry: otelRegistered(),
   });
   // The engine checks the bound; the same value (or its default) times each execute out here.
   const callTimeoutMs = options.callTimeoutMs ?? engine.defaultServerCallTimeoutMs;

@@ -106,12 +106,19 @@ function activeInstruments(a: Api): Instruments | undefined {
 /** What a span and a metric say about the server a call goes to: set once per server entry. */
 type ServerFacts = Attributes;
 
-function serverFacts(server: McpServer): ServerFacts {
+/** What of a server entry its attributes are worked out from, copied when the toolset is made. */
+interface ServerAddress {
+  name: string;
+  type: McpServer['type'];
+  url?: string;
+}
+
+function serverFacts(server: ServerAddress): ServerFacts {
   if (server.type === 'stdio') return { 'network.transport': 'pipe' };
   const facts: ServerFacts = { 'network.transport': 'tcp', 'network.protocol.name': 'http' };
   try {
     // Host and port only: never the path, query or credentials of the URL.
-    const url = new URL(server.url);
+    const url = new URL(String(server.url));
     facts['server.address'] = url.hostname.replace(/^\[|\]$/g, '');
     facts['server.port'] = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
   } catch {
@@ -178,7 +185,8 @@ export interface ClientTelemetryOptions {
 export class ClientTelemetry {
   /** Each server's attributes, worked out when a span or metric first needs them (a URL parse each). */
   private readonly facts = new Map<string, ServerFacts>();
-  private readonly servers: readonly McpServer[];
+  /** Each entry's name, type and URL as the toolset was made (the caller may change its array or entries later). */
+  private readonly servers: readonly ServerAddress[];
   private readonly baggage: boolean;
   private readonly enabled: boolean;
 
@@ -189,7 +197,8 @@ export class ClientTelemetry {
   constructor(servers: readonly McpServer[], options: ClientTelemetryOptions | undefined) {
     this.enabled = options?.enabled !== false;
     this.baggage = options?.baggage === true;
-    this.servers = servers;
+    // Copied, not parsed: a URL is parsed only once a span or metric needs the server's attributes.
+    this.servers = servers.flatMap((s) => (s && typeof s === 'object' && typeof s.name === 'string' ? [{ name: s.name, type: s.type, url: (s as { url?: string }).url }] : []));
     // Nothing registered: the engine sends no operations (see engineOperations), and nothing is held for them.
     if (!this.enabled || !otelRegistered()) return;
     for (const server of servers) {
@@ -202,7 +211,7 @@ export class ClientTelemetry {
   private factsOf(name: string): ServerFacts | undefined {
     let facts = this.facts.get(name);
     if (facts === undefined) {
-      const server = this.servers.find((s) => s && typeof s === 'object' && s.name === name);
+      const server = this.servers.find((s) => s.name === name);
       if (server === undefined) return undefined;
       facts = serverFacts(server);
       this.facts.set(name, facts);
@@ -604,15 +613,18 @@ export interface ServedReport extends IncomingTrace {
   method: string;
   /** A refused `tools/call`'s tool, when it is one of the server's. */
   tool?: string;
-  requestId: string;
+  /** Absent when the client's id is over 128 characters or not printable ASCII. */
+  requestId?: string;
   startedMs: number;
   us: number;
   rpcCode?: number;
+  /** A `tools/call` answered without `execute` with an error result (arguments the schema refused). */
+  isError?: boolean;
 }
 
 /**
- * A request the engine answered without `execute` (`initialize`, `tools/list`, `ping`, a refused
- * `tools/call`): a SERVER span after the fact, child of the caller's span when the request carried its
+ * A request the engine answered without `execute` (`initialize`, `tools/list`, `ping`, a `tools/call` refused
+ * or answered from the journal): a SERVER span after the fact, child of the caller's span when the request carried its
  * trace context, and `mcp.server.operation.duration`. With nothing registered, nothing.
  */
 export function servedRequest(reportJson: string): void {
@@ -633,13 +645,16 @@ export function servedRequest(reportJson: string): void {
     if (report.rpcCode !== undefined) {
       outcome['error.type'] = String(report.rpcCode);
       outcome['rpc.response.status_code'] = String(report.rpcCode);
+    } else if (report.isError === true) {
+      outcome['error.type'] = 'tool_error';
     }
     if (tracer) {
       let parent = a.ROOT_CONTEXT;
       const remote = report.traceparent ? parseTraceparent(report.traceparent, report.tracestate, a) : undefined;
       if (remote) parent = a.trace.setSpanContext(parent, remote);
       const name = report.tool === undefined ? report.method : `${report.method} ${report.tool}`;
-      const spanAttributes: Attributes = { ...attributes, ...outcome, 'jsonrpc.request.id': report.requestId };
+      const spanAttributes: Attributes = { ...attributes, ...outcome };
+      if (typeof report.requestId === 'string') spanAttributes['jsonrpc.request.id'] = report.requestId;
       const span = tracer.startSpan(name, { kind: a.SpanKind.SERVER, attributes: spanAttributes, startTime: report.startedMs }, parent);
       endSpan(a, span, outcome['error.type'] as string | undefined, report.startedMs + report.us / 1000);
     }

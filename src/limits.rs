@@ -454,6 +454,13 @@ pub const MAX_TOOL_ERROR_MESSAGE_BYTES: usize = 16 * 1024;
 /// Requests a stdio `createMcpServer` has read and not yet answered, at most (calls beyond the server's call bound wait there, and
 /// `ping`s and listings are answered meanwhile).
 pub const MAX_STDIO_REQUESTS_IN_FLIGHT: usize = 2 * MAX_CONCURRENT_SERVER_CALLS;
+/// Reports of requests `createMcpServer` answered itself (for the host's telemetry) sent to JavaScript and
+/// not yet taken there; one more is dropped (its span and measurement are lost), so a client sending
+/// faster than JavaScript records cannot grow a queue without bound.
+pub const MAX_SERVED_REPORTS_PENDING: usize = 1_024;
+/// The longest request id a served request's report gives the host's telemetry (`jsonrpc.request.id`),
+/// in characters of printable ASCII: a longer one, or one with any other character, is left out.
+pub const MAX_REPORTED_REQUEST_ID_CHARS: usize = 128;
 /// Keyed calls (with a journal) started or waiting for an execution slot at once; one more is refused
 /// with `Refusal::Busy` instead of queuing its arguments without bound.
 pub const MAX_QUEUED_KEYED_CALLS: usize = 2 * MAX_CONCURRENT_SERVER_CALLS;

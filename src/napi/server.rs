@@ -18,7 +18,8 @@ use serde_json::value::RawValue;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-struct JsHost(Arc<JsDispatcher>);
+/// The host's dispatcher, and the served reports sent to it and not yet taken (bounded: see `served`).
+struct JsHost(Arc<JsDispatcher>, crate::server::ReportBacklog);
 
 #[derive(Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -90,9 +91,16 @@ impl ToolHost for JsHost {
     }
 
     fn served(&self, report: String) {
-        let _ = self.0.call(
+        // The threadsafe function's queue has no bound: past the backlog's, a report is dropped, not queued.
+        let Some(place) = self.1.admit() else { return };
+        // The place is given back once JavaScript took the report (or, if it could not be queued, now).
+        let _ = self.0.call_with_return_value(
             (SERVED_REPORT.to_owned(), report).into(),
             napi::threadsafe_function::ThreadsafeFunctionCallMode::NonBlocking,
+            move |_, _| {
+                drop(place);
+                Ok(())
+            },
         );
     }
 }
@@ -127,7 +135,12 @@ impl NativeServer {
     pub fn create(spec_json: String, journal_id: Option<u32>, execute: JsDispatcher) -> napi::Result<Self, String> {
         guard("NativeServer.create", || {
             let journal = journal_id.map(|id| JOURNALS.get(id)).transpose()?;
-            let core = McpServerCore::new(&spec_json, Arc::new(JsHost(Arc::new(execute))), journal, &compile)?;
+            let core = McpServerCore::new(
+                &spec_json,
+                Arc::new(JsHost(Arc::new(execute), Default::default())),
+                journal,
+                &compile,
+            )?;
             Ok(NativeServer { core, listeners: Arc::default() })
         })
     }

@@ -16,7 +16,7 @@ use crate::store::journal::{call_fingerprint, CallSlot, McpJournal, RecordedCall
 use parking_lot::Mutex;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -121,6 +121,14 @@ impl Calls {
     }
 }
 
+/// What one call came to, and whether this request ran the host's `execute` for it.
+pub struct Called {
+    pub outcome: std::result::Result<String, Refusal>,
+    /// `false` for a call refused before `execute` (by the engine's or the host's own schema check), answered
+    /// from the journal or from memory (a replay), or that joined a keyed call another request runs.
+    pub executed: bool,
+}
+
 impl McpServerCore {
     /// Calls `name` with `arguments` (JSON): the `CallToolResult` as JSON. `key` is the call's idempotency
     /// key (`params._meta.idempotencyKey`); without a journal it changes nothing.
@@ -129,6 +137,24 @@ impl McpServerCore {
         name: &str,
         arguments: Option<Value>,
         key: Option<&str>,
+    ) -> std::result::Result<String, Refusal> {
+        self.call_seen(name, arguments, key).await.outcome
+    }
+
+    /// [`Self::call`], saying whether this request ran `execute` (the host's telemetry records the calls that
+    /// did as they run, and is told of the others: `dispatch::Served`).
+    pub async fn call_seen(self: &Arc<Self>, name: &str, arguments: Option<Value>, key: Option<&str>) -> Called {
+        let executed = Arc::new(AtomicBool::new(false));
+        let outcome = self.call_marking(name, arguments, key, &executed).await;
+        Called { outcome, executed: executed.load(Ordering::Acquire) }
+    }
+
+    async fn call_marking(
+        self: &Arc<Self>,
+        name: &str,
+        arguments: Option<Value>,
+        key: Option<&str>,
+        executed: &Arc<AtomicBool>,
     ) -> std::result::Result<String, Refusal> {
         let Some(tool) = self.tools.get(name) else { return Err(Refusal::UnknownTool(name.to_owned())) };
         let arguments = match arguments {
@@ -151,8 +177,8 @@ impl McpServerCore {
             }
         }
         match (&self.calls.journal, key) {
-            (Some(journal), Some(key)) => self.call_once(journal.clone(), name, arguments, key).await,
-            _ => self.execute(name, arguments, key).await.map_err(Refusal::Failed),
+            (Some(journal), Some(key)) => self.call_once(journal.clone(), name, arguments, key, executed).await,
+            _ => self.execute(name, arguments, key, executed).await.map_err(Refusal::Failed),
         }
     }
 
@@ -162,6 +188,7 @@ impl McpServerCore {
         name: &str,
         arguments: Value,
         key: &str,
+        executed: &Arc<AtomicBool>,
     ) -> std::result::Result<String, Refusal> {
         let slot = (key.to_owned(), name.to_owned());
         let fingerprint = call_fingerprint(name, &arguments);
@@ -184,8 +211,9 @@ impl McpServerCore {
                         in_flight.insert(slot.clone(), (fingerprint.clone(), receiver.clone()));
                         // The first: run it as a task of its own, so the side effect finishes whoever waits.
                         let leader = Leader { core: self.clone(), slot: slot.clone(), announce };
-                        let (journal, arguments, fingerprint) =
-                            (journal.clone(), arguments.clone(), fingerprint.clone());
+                        // This request leads: whether `execute` ran is told to it (a joiner's stays false).
+                        let (journal, arguments, fingerprint, executed) =
+                            (journal.clone(), arguments.clone(), fingerprint.clone(), executed.clone());
                         tokio::spawn(crate::telemetry::incoming::inherit(async move {
                             let _place = place;
                             let Ok(permit) = leader.core.calls.permits.clone().acquire_owned().await else {
@@ -196,7 +224,7 @@ impl McpServerCore {
                             }
                             let outcome = leader
                                 .core
-                                .execute_and_record(&journal, &leader.slot, &fingerprint, arguments, permit)
+                                .execute_and_record(&journal, &leader.slot, &fingerprint, arguments, permit, &executed)
                                 .await;
                             leader.announce(outcome);
                         }));
@@ -226,6 +254,7 @@ impl McpServerCore {
         fingerprint: &str,
         arguments: Value,
         permit: OwnedSemaphorePermit,
+        executed: &AtomicBool,
     ) -> Result<Led> {
         let (key, name) = slot;
         let owner = self.calls.next_owner();
@@ -261,7 +290,7 @@ impl McpServerCore {
             })
             .abort_handle()
         });
-        let outcome = self.execute_holding(permit, name, arguments, Some(key), Some(lease_lost)).await;
+        let outcome = self.execute_holding(permit, name, arguments, Some(key), Some(lease_lost), executed).await;
         drop(_renewing);
         match outcome {
             Ok(result) if !is_error_result(&result) => {
@@ -288,9 +317,9 @@ impl McpServerCore {
     }
 
     /// Runs `execute` under the concurrency bound and shapes what it returned.
-    async fn execute(&self, name: &str, arguments: Value, key: Option<&str>) -> Result<String> {
+    async fn execute(&self, name: &str, arguments: Value, key: Option<&str>, executed: &AtomicBool) -> Result<String> {
         let permit = self.calls.permits.clone().acquire_owned().await.map_err(|_| McpError::Closed)?;
-        self.execute_holding(permit, name, arguments, key, None).await
+        self.execute_holding(permit, name, arguments, key, None, executed).await
     }
 
     /// Records a finished call's result, trying `FINISH_ATTEMPTS` times. If the journal still fails, the
@@ -336,6 +365,8 @@ impl McpServerCore {
     /// settles, not when this caller stops waiting: a client that hangs up (hyper then drops this
     /// future) does not free a slot while its JavaScript `execute` runs on.
     /// `lease_lost` (a keyed call's lease renewal) stops the execution: its outcome is then unknown.
+    /// `executed` is set once the host is asked to run `execute` (and cleared when the host's own schema
+    /// refused the arguments first: `execute` did not run).
     async fn execute_holding(
         &self,
         permit: OwnedSemaphorePermit,
@@ -343,12 +374,14 @@ impl McpServerCore {
         arguments: Value,
         key: Option<&str>,
         lease_lost: Option<tokio::sync::oneshot::Receiver<String>>,
+        executed: &AtomicBool,
     ) -> Result<String> {
         let mut request = serde_json::json!({ "arguments": arguments, "idempotencyKey": key }).to_string();
         // The caller's trace context, for the host's server span (`lib/telemetry.ts`).
         if let Some(trace) = crate::telemetry::incoming::current() {
             request.insert_str(1, &trace.members());
         }
+        executed.store(true, Ordering::Release);
         let running = self.host.execute(name, request);
         // The host aborts `execute` at the timeout and answers `TimedOut`; past the margin the engine
         // stops waiting for it, so neither the slot nor a journal lease outlives timeout + margin.
@@ -380,7 +413,10 @@ impl McpServerCore {
         Ok(match execution {
             Execution::Value(json) => value_result(&json, output_schema)?,
             Execution::Failed(message) => error_result(&message),
-            Execution::Invalid(why) => error_result(&format!("Invalid arguments for tool {name}: {why}")),
+            Execution::Invalid(why) => {
+                executed.store(false, Ordering::Release);
+                error_result(&format!("Invalid arguments for tool {name}: {why}"))
+            }
             Execution::TimedOut => return Err(McpError::Timeout { after_ms: timeout_ms }),
         })
     }
@@ -499,6 +535,20 @@ mod tests {
 
     fn journal() -> Option<Arc<dyn McpJournal>> {
         Some(Arc::new(MemoryJournal::new()))
+    }
+
+    #[tokio::test]
+    async fn a_call_says_whether_this_request_ran_execute() {
+        let (core, _) = testing::server(journal());
+        let args = || Some(serde_json::json!({ "ms": 50 }));
+        let (a, b) =
+            tokio::join!(core.call_seen("slow", args(), Some("k-1")), core.call_seen("slow", args(), Some("k-1")));
+        assert_eq!(a.outcome.unwrap(), b.outcome.unwrap());
+        assert!(a.executed ^ b.executed, "the leader ran it, the other joined");
+        assert!(!core.call_seen("slow", args(), Some("k-1")).await.executed, "a replay");
+        assert!(core.call_seen("slow", args(), None).await.executed);
+        assert!(!core.call_seen("strict", Some(serde_json::json!({})), None).await.executed, "refused by the schema");
+        assert!(!core.call_seen("nope", None, None).await.executed);
     }
 
     #[tokio::test]
@@ -778,7 +828,7 @@ mod tests {
     /// margin the host gets to answer), and gives its slot back.
     #[tokio::test]
     async fn an_execute_that_never_settles_times_out_and_frees_its_slot() {
-        let host = Arc::new(testing::Host { executions: Default::default() });
+        let host = Arc::new(testing::Host { executions: Default::default(), served: Default::default() });
         let spec = serde_json::json!({ "tools": [{ "name": "slow" }], "callTimeoutMs": 20 }).to_string();
         let core = McpServerCore::new(&spec, Arc::new(host), Some(Arc::new(MemoryJournal::new())), &|_| None).unwrap();
         let called = core.call("slow", Some(serde_json::json!({ "ms": 3_600_000 })), Some("k-timeout")).await;

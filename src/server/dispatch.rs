@@ -181,8 +181,11 @@ async fn call(core: &Arc<McpServerCore>, params: Option<&RawValue>) -> Result<St
         Some(Value::String(key)) => Some(key),
         Some(_) => return Err(RpcError::new(INVALID_PARAMS, "_meta.idempotencyKey must be a string")),
     };
-    let calling = core.call(&params.name, params.arguments, key.as_deref());
-    crate::telemetry::incoming::scope(trace, calling).await.map_err(|refusal| match refusal {
+    let calling = core.call_seen(&params.name, params.arguments, key.as_deref());
+    let called = crate::telemetry::incoming::scope(trace, calling).await;
+    // Told to the request's `Served` (see `Served::answering`), if it is being watched.
+    let _ = EXECUTED.try_with(|executed| executed.set(called.executed));
+    called.outcome.map_err(|refusal| match refusal {
         Refusal::UnknownTool(name) => RpcError::new(INVALID_PARAMS, format!("Unknown tool: {name}")),
         Refusal::BadArguments(why) => RpcError::new(INVALID_PARAMS, why),
         Refusal::KeyReused => RpcError::new(INVALID_PARAMS, super::calls::KEY_REUSED_MESSAGE),
@@ -224,8 +227,23 @@ pub async fn reply_to(
     }
 }
 
+/// The methods this server answers (above: [`answer`], [`initialize`]). A report names any other method
+/// `_OTHER`: a remote client's made-up method never becomes a metric attribute or a span name.
+pub const SERVED_METHODS: [&str; 5] = ["initialize", "ping", "tools/list", "tools/call", "server/discover"];
+
+/// `method` as a report may name it: one of [`SERVED_METHODS`], else `_OTHER`.
+fn reported_method(method: &str) -> &'static str {
+    SERVED_METHODS.iter().copied().find(|served| *served == method).unwrap_or("_OTHER")
+}
+
+tokio::task_local! {
+    /// Whether the `tools/call` being answered ran `execute` ([`McpServerCore::call_seen`]).
+    static EXECUTED: std::cell::Cell<bool>;
+}
+
 /// One request being answered, timed for the host's telemetry: a request the engine answers itself (every
-/// one but a `tools/call` that reached `execute`, whose span the host makes as it runs) is told to the host
+/// one but a `tools/call` that ran `execute`, whose span the host makes as it runs; a replayed call, one
+/// that joined a keyed call another request runs, or one refused first is the engine's) is told to the host
 /// once answered ([`super::ToolHost::served`]) with the caller's trace context from its `_meta`, so the
 /// host records a server span for it (`lib/telemetry.ts`).
 pub struct Served<'a> {
@@ -234,29 +252,44 @@ pub struct Served<'a> {
     method: &'a str,
     params: Option<&'a RawValue>,
     started: crate::telemetry::operation::Started,
+    /// The request ran `execute` (told by [`Self::answering`]).
+    executed: std::sync::atomic::AtomicBool,
 }
 
 impl<'a> Served<'a> {
     pub fn start(core: &'a McpServerCore, id: &'a RawValue, method: &'a str, params: Option<&'a RawValue>) -> Self {
-        Served { core, id, method, params, started: crate::telemetry::operation::Started::now() }
+        let started = crate::telemetry::operation::Started::now();
+        Served { core, id, method, params, started, executed: Default::default() }
+    }
+
+    /// Answers the request with `answer` ([`answer`], [`reply_to`]), learning whether it ran `execute`.
+    pub async fn answering<F>(&self, answer: F) -> Result<String, RpcError>
+    where
+        F: std::future::Future<Output = Result<String, RpcError>>,
+    {
+        let (outcome, executed) = EXECUTED
+            .scope(std::cell::Cell::new(false), async {
+                let outcome = answer.await;
+                (outcome, EXECUTED.with(std::cell::Cell::get))
+            })
+            .await;
+        self.executed.store(executed, std::sync::atomic::Ordering::Relaxed);
+        outcome
     }
 
     /// The response to send, the request told to the host first.
     pub fn response(&self, outcome: &Result<String, RpcError>) -> String {
-        // A call that reached `execute` is the host's own span; an internal error may have reached it too.
-        let executed = self.method == "tools/call"
-            && match outcome {
-                Ok(_) => true,
-                Err(error) => error.code == INTERNAL_ERROR,
-            };
-        if !executed {
+        // A call that ran `execute` is the host's own span.
+        let executed = self.executed.load(std::sync::atomic::Ordering::Relaxed);
+        if !executed && self.core.telemetry {
             self.core.host.served(self.report(outcome));
         }
         response(self.id, outcome)
     }
 
-    /// `{"method", "tool"?, "requestId", "traceparent"?, "tracestate"?, "startedMs", "us", "rpcCode"?}`: the
-    /// tool only when it is one of ours (a client's made-up name never becomes an attribute).
+    /// `{"method", "tool"?, "requestId"?, "traceparent"?, "tracestate"?, "startedMs", "us", "rpcCode"?}`: the
+    /// method only when this server answers it (else `_OTHER`), the tool only when it is one of ours (a
+    /// client's made-up name never becomes an attribute).
     fn report(&self, outcome: &Result<String, RpcError>) -> String {
         #[derive(Deserialize, Default)]
         struct Meta {
@@ -280,17 +313,15 @@ impl<'a> Served<'a> {
         let meta = params.meta.unwrap_or_default();
         let trace = crate::telemetry::incoming::read(text(meta.traceparent), text(meta.tracestate), None);
         let mut out = Map::new();
-        out.insert("method".into(), self.method.into());
+        out.insert("method".into(), reported_method(self.method).into());
         if self.method == "tools/call" {
             if let Some(tool) = text(params.name).filter(|name| self.core.tools.contains_key(name)) {
                 out.insert("tool".into(), tool.into());
             }
         }
-        let id = match serde_json::from_str::<Value>(self.id.get()) {
-            Ok(Value::String(id)) => id,
-            _ => self.id.get().to_owned(),
-        };
-        out.insert("requestId".into(), id.into());
+        if let Some(id) = reported_id(self.id) {
+            out.insert("requestId".into(), id.into());
+        }
         if let Some(trace) = trace {
             if let Value::Object(members) = trace.meta_value() {
                 out.extend(members);
@@ -299,11 +330,39 @@ impl<'a> Served<'a> {
         let timing = self.started.stop();
         out.insert("startedMs".into(), timing.started_ms().into());
         out.insert("us".into(), timing.elapsed_us().into());
-        if let Err(error) = outcome {
-            out.insert("rpcCode".into(), error.code.into());
+        match outcome {
+            Err(error) => {
+                out.insert("rpcCode".into(), error.code.into());
+            }
+            // A call answered without `execute` with an error result (arguments the schema refused).
+            Ok(result) if self.method == "tools/call" && is_error_result(result) => {
+                out.insert("isError".into(), true.into());
+            }
+            Ok(_) => {}
         }
         Value::Object(out).to_string()
     }
+}
+
+/// Whether a `CallToolResult` (JSON) says `"isError": true`.
+fn is_error_result(result: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Result {
+        #[serde(default, rename = "isError")]
+        is_error: bool,
+    }
+    serde_json::from_str::<Result>(result).is_ok_and(|r| r.is_error)
+}
+
+/// A request id as a report may give it (a string's text, a number as written): only up to
+/// `MAX_REPORTED_REQUEST_ID_CHARS` of printable ASCII, else none (a client chooses it).
+fn reported_id(id: &RawValue) -> Option<String> {
+    let id = match serde_json::from_str::<Value>(id.get()) {
+        Ok(Value::String(id)) => id,
+        _ => id.get().to_owned(),
+    };
+    let printable = id.bytes().all(|b| (0x20..=0x7e).contains(&b));
+    (printable && id.len() <= crate::limits::MAX_REPORTED_REQUEST_ID_CHARS).then_some(id)
 }
 
 /// The response to request `id` (raw JSON, echoed as sent).
@@ -405,6 +464,102 @@ mod tests {
         assert!(!storage.contains("/home") && storage.contains("mcp_storage_error"), "{storage}");
         assert!(!internal.contains("malformed") && internal.contains("mcp_internal_error"), "{internal}");
         assert!(remote_message(&McpError::Timeout { after_ms: 5 }).contains("mcp_timeout"));
+    }
+
+    /// What the host was told of one request answered in `era` (its report as JSON).
+    async fn served_report(core: &Arc<McpServerCore>, host: &testing::Host, id: &str, method: &str) -> Value {
+        let (id, era) = (raw(id), Era::Modern("2026-07-28"));
+        let served = Served::start(core, &id, method, None);
+        let outcome = match method {
+            "initialize" => Ok(initialize(core, None).1),
+            _ => answer(core, method, None, era).await,
+        };
+        served.response(&outcome);
+        serde_json::from_str(host.served.lock().last().expect("a report")).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_report_names_only_a_method_this_server_answers() {
+        let (core, host) = testing::server(None);
+        // Every method it names is one the server answers in some era.
+        for method in SERVED_METHODS {
+            let answered = match method {
+                "initialize" => true,
+                _ => [Era::Legacy, Era::Modern("2026-07-28")].into_iter().any(|era| {
+                    futures_util::FutureExt::now_or_never(answer(&core, method, None, era))
+                        .is_some_and(|outcome| !matches!(outcome, Err(e) if e.code == METHOD_NOT_FOUND))
+                }),
+            };
+            assert!(answered, "{method}");
+        }
+        for method in ["tools/list", "server/discover"] {
+            assert_eq!(served_report(&core, &host, "1", method).await["method"], method);
+        }
+        for i in 0..20 {
+            let report = served_report(&core, &host, "1", &format!("made/up-{i}")).await;
+            assert_eq!(
+                (report["method"].as_str(), report["rpcCode"].as_i64()),
+                (Some("_OTHER"), Some(METHOD_NOT_FOUND))
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_report_gives_a_request_id_only_when_it_is_short_printable_ascii() {
+        let (core, host) = testing::server(None);
+        let longest = format!("\"{}\"", "a".repeat(crate::limits::MAX_REPORTED_REQUEST_ID_CHARS));
+        for (id, reported) in
+            [("7", Some("7")), ("\"req-9\"", Some("req-9")), (longest.as_str(), Some(&longest[1..longest.len() - 1]))]
+        {
+            assert_eq!(served_report(&core, &host, id, "tools/list").await["requestId"].as_str(), reported, "{id}");
+        }
+        let too_long = format!("\"{}\"", "a".repeat(crate::limits::MAX_REPORTED_REQUEST_ID_CHARS + 1));
+        let long_number = "1".repeat(crate::limits::MAX_REPORTED_REQUEST_ID_CHARS + 1);
+        for id in [too_long.as_str(), long_number.as_str(), r#""line\nbreak""#, r#""caf\u00e9""#, r#""tab\tid""#] {
+            let report = served_report(&core, &host, id, "tools/list").await;
+            assert!(report.get("requestId").is_none(), "{id}: {report}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_replayed_call_is_reported_and_one_that_ran_execute_is_not() {
+        let (core, host) = testing::server(Some(Arc::new(crate::store::journal::MemoryJournal::new())));
+        let params = raw(r#"{"name":"echo","arguments":{"a":1},"_meta":{"idempotencyKey":"k-1"}}"#);
+        let id = raw("1");
+        for _ in 0..2 {
+            let served = Served::start(&core, &id, "tools/call", Some(&params));
+            let outcome = served.answering(answer(&core, "tools/call", Some(&params), Era::Legacy)).await;
+            assert!(outcome.is_ok());
+            served.response(&outcome);
+        }
+        let reports = host.served.lock().clone();
+        assert_eq!(reports.len(), 1, "the replay only: {reports:?}");
+        let report: Value = serde_json::from_str(&reports[0]).unwrap();
+        assert_eq!((report["method"].as_str(), report["tool"].as_str()), (Some("tools/call"), Some("echo")));
+        assert!(report.get("rpcCode").is_none() && report.get("isError").is_none());
+        // Arguments the schema refuses: an error result, answered without `execute`.
+        let params = raw(r#"{"name":"strict","arguments":{}}"#);
+        let served = Served::start(&core, &id, "tools/call", Some(&params));
+        served.response(&served.answering(answer(&core, "tools/call", Some(&params), Era::Legacy)).await);
+        let report: Value = serde_json::from_str(host.served.lock().last().unwrap()).unwrap();
+        assert_eq!((report["tool"].as_str(), report["isError"].as_bool()), (Some("strict"), Some(true)));
+    }
+
+    #[tokio::test]
+    async fn a_host_that_records_no_telemetry_is_told_of_nothing() {
+        let (core, host) = testing::server_with(None, false);
+        let id = raw("1");
+        for method in ["tools/list", "made/up"] {
+            let served = Served::start(&core, &id, method, None);
+            served.response(&answer(&core, method, None, Era::Legacy).await);
+        }
+        let unknown = raw(r#"{"name":"nope"}"#);
+        let served = Served::start(&core, &id, "tools/call", Some(&unknown));
+        served.response(&answer(&core, "tools/call", Some(&unknown), Era::Legacy).await);
+        assert!(host.served.lock().is_empty());
+        let (core, host) = testing::server_with(None, true);
+        Served::start(&core, &id, "tools/list", None).response(&answer(&core, "tools/list", None, Era::Legacy).await);
+        assert_eq!(host.served.lock().len(), 1);
     }
 
     #[test]

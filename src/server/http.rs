@@ -406,7 +406,7 @@ async fn request_reply(
             if let Err(mismatch) = check_modern_headers(headers, version, method, params) {
                 return reply(StatusCode::BAD_REQUEST, served.response(&Err(mismatch)));
             }
-            let outcome = dispatch::answer(&state.core, method, params, Era::Modern(version)).await;
+            let outcome = served.answering(dispatch::answer(&state.core, method, params, Era::Modern(version))).await;
             // 2026-07-28: a method this server does not have is 404 on the wire too.
             let status = match &outcome {
                 Err(e) if e.code == crate::protocol::jsonrpc::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
@@ -473,7 +473,7 @@ async fn request_reply(
                     &format!("Bad Request: unsupported protocol version {version}"),
                 );
             }
-            answered(dispatch::answer(&state.core, method, params, Era::Legacy).await)
+            answered(served.answering(dispatch::answer(&state.core, method, params, Era::Legacy)).await)
         }
     }
 }

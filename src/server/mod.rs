@@ -49,7 +49,36 @@ pub trait ToolHost: Send + Sync + 'static {
     fn execute(&self, tool: &str, request: String) -> BoxFuture<'static, Result<Execution>>;
     /// A request the engine answered without `execute` (`initialize`, `tools/list`, `ping`, a refused
     /// `tools/call`, …) was answered: its report for the host's telemetry (`dispatch::Served`), as JSON.
+    /// Called only for a server whose host records telemetry ([`ServerSpec::telemetry`]).
     fn served(&self, _report: String) {}
+}
+
+/// Reports on their way to the host and not yet taken there, at most `MAX_SERVED_REPORTS_PENDING`: a
+/// report [`ReportBacklog::admit`] refuses is dropped rather than queued.
+#[derive(Default)]
+pub struct ReportBacklog(Arc<std::sync::atomic::AtomicUsize>);
+
+/// A report's place in the backlog, given back when it is dropped (the host took the report, or it could
+/// not be sent).
+pub struct ReportPlace(Arc<std::sync::atomic::AtomicUsize>);
+
+impl ReportBacklog {
+    pub fn admit(&self) -> Option<ReportPlace> {
+        use std::sync::atomic::Ordering;
+        let admitted = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |pending| {
+                (pending < crate::limits::MAX_SERVED_REPORTS_PENDING).then_some(pending + 1)
+            })
+            .is_ok();
+        admitted.then(|| ReportPlace(self.0.clone()))
+    }
+}
+
+impl Drop for ReportPlace {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 /// Checks a tool's arguments before `execute` (the engine's JSON Schema validator when it compiles the
@@ -83,6 +112,10 @@ pub struct ServerSpec {
     /// How long one `execute` may run, in ms (`limits::DEFAULT_SERVER_CALL_TIMEOUT_MS` when absent).
     #[serde(default)]
     pub call_timeout_ms: Option<u64>,
+    /// The host records telemetry (a tracer or meter provider was registered when the server was made):
+    /// only then is a request the engine answers itself reported ([`ToolHost::served`]).
+    #[serde(default)]
+    pub telemetry: bool,
 }
 
 fn default_name() -> String {
@@ -111,6 +144,8 @@ pub struct McpServerCore {
     pub(crate) calls: calls::Calls,
     /// How long one `execute` may run, in ms.
     pub(crate) call_timeout_ms: u64,
+    /// Whether the host records telemetry: without it, nothing is reported to it ([`ToolHost::served`]).
+    pub(crate) telemetry: bool,
 }
 
 impl McpServerCore {
@@ -172,6 +207,7 @@ impl McpServerCore {
             host,
             calls: calls::Calls::new(journal),
             call_timeout_ms,
+            telemetry: spec.telemetry,
         }))
     }
 
@@ -200,9 +236,11 @@ pub(crate) mod testing {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// `echo` answers its arguments; `slow` waits `ms` then counts an execution; `boom` throws.
+    /// `echo` answers its arguments; `slow` waits `ms` then counts an execution; `boom` throws. Keeps
+    /// every served report.
     pub struct Host {
         pub executions: AtomicUsize,
+        pub served: parking_lot::Mutex<Vec<String>>,
     }
 
     impl ToolHost for Arc<Host> {
@@ -225,12 +263,21 @@ pub(crate) mod testing {
                 }
             })
         }
+
+        fn served(&self, report: String) {
+            self.served.lock().push(report);
+        }
     }
 
+    /// The unit server, its host recording telemetry.
     pub fn server(journal: Option<Arc<dyn McpJournal>>) -> (Arc<McpServerCore>, Arc<Host>) {
-        let host = Arc::new(Host { executions: AtomicUsize::new(0) });
+        server_with(journal, true)
+    }
+
+    pub fn server_with(journal: Option<Arc<dyn McpJournal>>, telemetry: bool) -> (Arc<McpServerCore>, Arc<Host>) {
+        let host = Arc::new(Host { executions: AtomicUsize::new(0), served: Default::default() });
         let spec = serde_json::json!({
-            "name": "unit", "version": "1",
+            "name": "unit", "version": "1", "telemetry": telemetry,
             "tools": [
                 { "name": "echo", "description": "Echo", "inputSchema": { "type": "object" } },
                 { "name": "slow", "inputSchema": { "type": "object", "properties": { "ms": { "type": "integer" } } } },
@@ -268,6 +315,17 @@ mod tests {
         assert!(refused(serde_json::json!({ "tools": [{ "name": "a" }, { "name": "a" }] })).contains("two tools"));
         assert!(refused(serde_json::json!({ "tools": [{ "name": "a", "inputSchema": { "type": "string" } }] }))
             .contains("object schema"));
+    }
+
+    #[test]
+    fn the_report_backlog_is_bounded_and_a_taken_report_frees_its_place() {
+        let backlog = ReportBacklog::default();
+        let places: Vec<_> =
+            std::iter::from_fn(|| backlog.admit()).take(crate::limits::MAX_SERVED_REPORTS_PENDING + 1).collect();
+        assert_eq!(places.len(), crate::limits::MAX_SERVED_REPORTS_PENDING);
+        assert!(backlog.admit().is_none());
+        drop(places.into_iter().next());
+        assert!(backlog.admit().is_some());
     }
 
     #[test]

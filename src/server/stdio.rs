@@ -245,7 +245,7 @@ pub(crate) async fn handle_line(core: &Arc<McpServerCore>, line: Line) -> Option
                 ));
             }
             let served = dispatch::Served::start(core, id, &method, params);
-            let outcome = dispatch::reply_to(core, &method, params, claim_of(params)).await;
+            let outcome = served.answering(dispatch::reply_to(core, &method, params, claim_of(params))).await;
             Some(served.response(&outcome))
         }
         // Notifications need no answer; responses answer nothing this server asked.

@@ -3,7 +3,8 @@
 //! unsubscribe, completions, a recovery's reconnect) and every OAuth token request. JavaScript turns each
 //! into a span once it ended (`lib/telemetry.ts`), parented on what caused it when there is such a span
 //! (a first connect, a recovery), else a root span. Nothing is asked of JavaScript while the request runs,
-//! and nothing of this crosses unless the toolset's telemetry is on (`telemetry.enabled`, the default).
+//! and nothing of this is timed, built or sent unless the toolset's telemetry is on (`telemetry.enabled`,
+//! the default, with a provider registered; `ConnectionEvents::wants_operations`).
 //!
 //! Nothing secret: a method name, a request id, a resource URI (JavaScript cuts its query and userinfo),
 //! an endpoint's host and port, a grant type, an HTTP status, an error code. Never a token, a form
@@ -73,7 +74,8 @@ pub enum Operation {
         host: String,
         port: u16,
         status: Option<u16>,
-        /// The RFC 6749 error code the server answered with (bounded: an odd one is `_OTHER`).
+        /// The OAuth error code the server answered with when it is a registered one
+        /// ([`REGISTERED_OAUTH_ERRORS`]), else `_OTHER`.
         oauth_error: Option<String>,
         error: Option<&'static str>,
         timing: Timing,
@@ -115,7 +117,7 @@ impl Operation {
             host: endpoint.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']').to_owned(),
             port: endpoint.port_or_known_default().unwrap_or(0),
             status,
-            oauth_error: oauth_error.map(bounded_code),
+            oauth_error: oauth_error.map(registered_oauth_error),
             error,
             timing,
         }
@@ -166,8 +168,7 @@ impl Operation {
     }
 }
 
-/// A code as a server sent it, kept when it looks like one (`invalid_grant`, a URN), else `_OTHER`: a
-/// server's free text never becomes an attribute.
+/// A grant type as the form named it, kept when it looks like one (`refresh_token`, a URN), else `_OTHER`.
 fn bounded_code(code: &str) -> String {
     let looks_like_a_code = !code.is_empty()
         && code.len() <= 64
@@ -177,6 +178,46 @@ fn bounded_code(code: &str) -> String {
     } else {
         "_OTHER".to_owned()
     }
+}
+
+/// The OAuth error codes an authorization server may answer a token, device-authorization, revocation or
+/// registration request with, as the RFCs register them. Any other code an authorization server sends
+/// (a hostile one could echo a secret as its "code") is `_OTHER`.
+pub const REGISTERED_OAUTH_ERRORS: [&str; 22] = [
+    // RFC 6749 §5.2 (token endpoint) and §4.1.2.1 (authorization endpoint)
+    "invalid_request",
+    "invalid_client",
+    "invalid_grant",
+    "unauthorized_client",
+    "unsupported_grant_type",
+    "invalid_scope",
+    "access_denied",
+    "unsupported_response_type",
+    "server_error",
+    "temporarily_unavailable",
+    // RFC 8628 §3.5 (device authorization grant)
+    "authorization_pending",
+    "slow_down",
+    "expired_token",
+    // RFC 9449 (DPoP)
+    "invalid_dpop_proof",
+    "use_dpop_nonce",
+    // RFC 8693 §2.2.2 (token exchange)
+    "invalid_target",
+    // RFC 7009 §2.2.1 (revocation)
+    "unsupported_token_type",
+    // RFC 7591 §3.2.2 (dynamic client registration)
+    "invalid_redirect_uri",
+    "invalid_client_metadata",
+    "invalid_software_statement",
+    "unapproved_software_statement",
+    // RFC 6750 §3.1 (a bearer token refused)
+    "invalid_token",
+];
+
+/// `code` when it is one of [`REGISTERED_OAUTH_ERRORS`], else `_OTHER`.
+fn registered_oauth_error(code: &str) -> String {
+    REGISTERED_OAUTH_ERRORS.iter().find(|registered| **registered == code).map_or("_OTHER", |c| c).to_owned()
 }
 
 tokio::task_local! {
@@ -229,12 +270,25 @@ mod tests {
         watching_tokens(Some(&watch), async { token_requested(told(Some("invalid_grant"))) }).await;
         token_requested(told(None)); // no watch here
         watching_tokens(Some(&watch), async { token_requested(told(Some("a sentence, with spaces"))) }).await;
+        // A code-shaped value that no RFC registers (a hostile server could echo a secret as one).
+        watching_tokens(Some(&watch), async { token_requested(told(Some("sk_live_4eC39HqLyjWDarjtT1zdp7dc"))) }).await;
         let seen = seen.lock();
-        assert_eq!(seen.len(), 2);
+        assert_eq!(seen.len(), 3);
         let first: serde_json::Value = serde_json::from_str(&seen[0]).unwrap();
         assert_eq!((first["host"].as_str(), first["port"].as_u64()), (Some("as.example"), Some(8443)));
         assert_eq!(first["oauthError"], "invalid_grant");
         assert!(!seen[0].contains("QUERY") && !seen[0].contains("/token"));
         assert!(seen[1].contains("\"oauthError\":\"_OTHER\""), "{}", seen[1]);
+        assert!(seen[2].contains("\"oauthError\":\"_OTHER\"") && !seen[2].contains("sk_live"), "{}", seen[2]);
+    }
+
+    #[test]
+    fn every_registered_oauth_error_is_kept_and_nothing_else() {
+        for code in REGISTERED_OAUTH_ERRORS {
+            assert_eq!(registered_oauth_error(code), code);
+        }
+        for code in ["", "INVALID_GRANT", "invalid_grant ", "custom_error", "urn:example:error"] {
+            assert_eq!(registered_oauth_error(code), "_OTHER", "{code}");
+        }
     }
 }

@@ -784,6 +784,10 @@ impl ConnectionEvents for ServerListener {
         }
     }
 
+    fn wants_operations(&self) -> bool {
+        self.supervisor.upgrade().is_some_and(|supervisor| supervisor.shared.operations.is_some())
+    }
+
     fn connection_lost(&self, reason: &McpError) {
         let _ = self.lost.set(reason.clone());
         if let Some(supervisor) = self.supervisor.upgrade() {

@@ -77,6 +77,11 @@ pub trait ConnectionEvents: Send + Sync + 'static {
     fn server_log(&self, _params: &RawValue) {}
     /// A request the engine made on its own ended (see `telemetry::operation`).
     fn operation(&self, _operation: crate::telemetry::operation::Operation) {}
+    /// Whether [`Self::operation`] goes anywhere (the toolset's telemetry is on): if not, no operation is
+    /// timed or built.
+    fn wants_operations(&self) -> bool {
+        false
+    }
 }
 
 /// Called once with a request's outcome.
@@ -560,12 +565,15 @@ async fn request(
     long_lived: bool,
 ) -> Result<Box<RawValue>> {
     let (reply, response) = oneshot::channel();
-    let started = crate::telemetry::operation::Started::now();
+    // A read and a prompt get are their caller's spans already (`lib/telemetry.ts`); a listen lasts as
+    // long as the connection and is no operation to time. Nothing is timed or kept unless operations go somewhere.
+    let timed = !long_lived && !matches!(method, "resources/read" | "prompts/get") && shared.events.wants_operations();
+    let started = timed.then(crate::telemetry::operation::Started::now);
     let (mut sent_id, mut uri) = (None, None);
     let params = |id, meta: Option<&str>| {
         sent_id = Some(id);
         let params = params(id);
-        if matches!(method, "resources/subscribe" | "resources/unsubscribe") {
+        if timed && matches!(method, "resources/subscribe" | "resources/unsubscribe") {
             uri = params.as_deref().and_then(subscription_uri);
         }
         with_meta(params, meta)
@@ -576,9 +584,7 @@ async fn request(
         shared.dispatch(transport, vec![message]);
     }
     let outcome = response.await.unwrap_or(Err(McpError::Closed));
-    // A read and a prompt get are their caller's spans already (`lib/telemetry.ts`); a listen lasts as
-    // long as the connection and is no operation to time.
-    if !long_lived && !matches!(method, "resources/read" | "prompts/get") {
+    if let Some(started) = started {
         let operation = crate::telemetry::operation::Operation::request(method, uri, sent_id, started.stop(), &outcome);
         shared.events.operation(operation);
     }

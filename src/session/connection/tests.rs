@@ -24,12 +24,21 @@ impl Transport for Recorder {
 #[derive(Default)]
 struct Events {
     lost: Mutex<Option<McpError>>,
+    /// Whether operations go anywhere, and those told.
+    wants_operations: std::sync::atomic::AtomicBool,
+    operations: Mutex<Vec<crate::telemetry::operation::Operation>>,
 }
 
 impl ConnectionEvents for Events {
     fn tools_list_changed(&self) {}
     fn connection_lost(&self, reason: &McpError) {
         *self.lost.lock() = Some(reason.clone());
+    }
+    fn operation(&self, operation: crate::telemetry::operation::Operation) {
+        self.operations.lock().push(operation);
+    }
+    fn wants_operations(&self) -> bool {
+        self.wants_operations.load(Ordering::SeqCst)
     }
 }
 
@@ -127,6 +136,32 @@ async fn only_a_listening_request_hears_its_valid_progress_and_nothing_after_it_
     assert_eq!(*heard.0.lock(), [crate::progress::Progress { progress: 1.0, total: Some(2.0), message: None }]);
     assert!(harness.receive(&response(listening + 1, r#"{"content":[]}"#)));
     assert_eq!(code(&outcome(&mut deaf).await), "ok");
+}
+
+#[tokio::test]
+async fn an_engine_request_is_an_operation_only_when_operations_go_somewhere() {
+    let harness = Harness::new();
+    for wanted in [false, true] {
+        harness.events.wants_operations.store(wanted, Ordering::SeqCst);
+        let id = harness.shared.next_id.load(Ordering::SeqCst);
+        let opts = RequestOptions { timeout: Duration::from_secs(5), abort: None };
+        let listing = request(&harness.shared, &harness.transport, "tools/list", None, |_| None, &opts, false);
+        let answering = async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            assert!(harness.receive(&response(id, r#"{"tools":[]}"#)));
+        };
+        let (listed, ()) = tokio::join!(listing, answering);
+        assert!(listed.is_ok());
+        let told: Vec<_> = harness.events.operations.lock().drain(..).collect();
+        match told.as_slice() {
+            [] => assert!(!wanted),
+            [crate::telemetry::operation::Operation::Request { method, request_id, .. }] => {
+                assert!(wanted);
+                assert_eq!((method.as_str(), *request_id), ("tools/list", Some(id)));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }
 
 #[tokio::test]

@@ -179,21 +179,26 @@ async fn probe_stdio(
         };
         // Each probe is a request of its own for telemetry (`telemetry::operation`), told as it is answered;
         // but a JSON-RPC error only says which era the server speaks (the other probe is the handshake).
-        let (events, started, sent_id) =
-            (shared.events.clone(), crate::telemetry::operation::Started::now(), Arc::new(AtomicU64::new(0)));
-        let id_sent = sent_id.clone();
+        // Nothing is timed or kept unless operations go somewhere.
+        let watched = shared
+            .events
+            .wants_operations()
+            .then(|| (shared.events.clone(), crate::telemetry::operation::Started::now(), Arc::new(AtomicU64::new(0))));
+        let sent_id = watched.as_ref().map(|(_, _, sent_id)| sent_id.clone());
         let reply = Reply::Callback(Box::new(move |outcome| {
-            let id = Some(id_sent.load(Ordering::Relaxed)).filter(|id| *id != 0);
-            if !matches!(outcome, Err(McpError::Rpc { .. })) {
-                let operation =
-                    crate::telemetry::operation::Operation::request(method, None, id, started.stop(), &outcome);
-                events.operation(operation);
+            if let Some((events, started, id_sent)) = watched {
+                let id = Some(id_sent.load(Ordering::Relaxed)).filter(|id| *id != 0);
+                if !matches!(outcome, Err(McpError::Rpc { .. })) {
+                    let operation =
+                        crate::telemetry::operation::Operation::request(method, None, id, started.stop(), &outcome);
+                    events.operation(operation);
+                }
             }
             let _ = answers.send((index, outcome));
         }));
         let message = shared.register(method, None, |_, meta| with_meta(params, meta), opts.timeout, opts.abort, reply);
         let id = message.as_ref().and_then(|m| m.request_id);
-        if let Some(id) = id {
+        if let (Some(id), Some(sent_id)) = (id, &sent_id) {
             sent_id.store(id, Ordering::Relaxed);
         }
         if let Some(message) = message {
