@@ -1,8 +1,7 @@
 'use strict';
 // The package's CommonJS entry. It loads the native engine through binding.cjs first, so a missing
 // platform package fails with an error that names it, then exposes dist/index.js's API (the public one
-// only; the install test checks they are the same). index.d.cts lists the same names; index.mjs
-// re-exports these (Node's CommonJS lexer reads the `exports.name =` lines statically).
+// only; the install test checks they are the same). index.d.cts and index.mjs list the same names.
 
 require('./binding.cjs');
 const api = require('../dist/index.js');

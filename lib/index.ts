@@ -43,17 +43,34 @@ export {
 export type { McpErrorCode } from './errors';
 export type * from './types';
 export { retrustMcpServer } from './stores';
-export { loadMcpConfig } from './config-file';
-export { connectMcpServer } from './client';
 export type { McpConfig, McpConfigOptions } from './config-file';
 export { createMemoryTokenStore, createKeyringTokenStore, createEncryptedFileTokenStore } from './token-stores';
 export type { McpTokenStore, KeyringTokenStoreOptions, EncryptedFileTokenStoreOptions } from './token-stores';
 export type { McpConnectionStore, StoredServer, PostgresMcpConnectionStore, PostgresMcpConnectionStoreOptions } from './stores';
-export { mcpFirewall, composeGuards, createMemoryMcpJournal, createSqliteMcpJournal, createPostgresMcpJournal } from './firewall';
 export type { McpJournal, PostgresMcpJournal, McpFirewallOptions, McpFirewallTool, McpGuard, McpCallOutcome } from './firewall';
-export { createMcpServer } from './server';
 export type { McpServerHandle, McpServerOptions, McpServerTool, McpServerToolContext, McpServerListenOptions, McpServerHttpOptions, McpServerListening, McpServerCallResult, StandardSchemaV1 } from './server';
 export { printAuthorizationUrl } from './toolset';
+
+// What the first mcpTools() doesn't need loads on first use, not at import (issue 30): the server
+// (createMcpServer), the firewall and its journals, the one-server client and the config-file reader, each
+// with what it imports. Each name below is the module's own function, called through.
+let serverModule: typeof import('./server') | undefined;
+const server = () => (serverModule ??= require('./server') as typeof import('./server'));
+let firewallModule: typeof import('./firewall') | undefined;
+const firewall = () => (firewallModule ??= require('./firewall') as typeof import('./firewall'));
+let clientModule: typeof import('./client') | undefined;
+const client = () => (clientModule ??= require('./client') as typeof import('./client'));
+let configFileModule: typeof import('./config-file') | undefined;
+const configFile = () => (configFileModule ??= require('./config-file') as typeof import('./config-file'));
+
+export const createMcpServer: typeof import('./server').createMcpServer = (options) => server().createMcpServer(options);
+export const mcpFirewall: typeof import('./firewall').mcpFirewall = (options) => firewall().mcpFirewall(options);
+export const composeGuards: typeof import('./firewall').composeGuards = (...guards) => firewall().composeGuards(...guards);
+export const createMemoryMcpJournal: typeof import('./firewall').createMemoryMcpJournal = () => firewall().createMemoryMcpJournal();
+export const createSqliteMcpJournal: typeof import('./firewall').createSqliteMcpJournal = (path) => firewall().createSqliteMcpJournal(path);
+export const createPostgresMcpJournal: typeof import('./firewall').createPostgresMcpJournal = (connection) => firewall().createPostgresMcpJournal(connection);
+export const connectMcpServer: typeof import('./client').connectMcpServer = (entry, opts) => client().connectMcpServer(entry, opts);
+export const loadMcpConfig: typeof import('./config-file').loadMcpConfig = (pathOrObject, options) => configFile().loadMcpConfig(pathOrObject, options);
 
 /** The default disclosure budget: about 10 % of a 200k context window. */
 export const DEFAULT_DISCLOSURE_BUDGET_TOKENS: number = engine.defaultDisclosureBudgetTokens;

@@ -2,14 +2,9 @@
 // them synchronously: a response then settles its call with no thread wake-up.
 
 import { closeSync } from 'node:fs';
-import { Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { type NativeToolset } from './binding';
 import type { CallChannel } from './call-channel';
-
-// On Node, stdio servers' stdout is read on this event loop: a response then needs no thread
-// wake-up (the engine parses it synchronously in feedStdout). Bun's net.Socket can't adopt a pipe
-// descriptor, so there the engine reads it on its own threads.
-export const READ_STDIO_IN_JS = process.env.MCPFERRY_ENGINE_READER !== '1' && typeof (globalThis as { Bun?: unknown }).Bun === 'undefined';
 
 /**
  * Read one stdio server's stdout on the event loop. Returns the function that ends the reading (destroys
@@ -33,7 +28,9 @@ export function readStdout(native: NativeToolset, calls: CallChannel, readerId: 
   const stop = () => end(null);
   readers.add(stop);
   try {
-    socket = new Socket({ fd, readable: true, writable: false });
+    // node:net (and the streams under it) loads with the first stdio server, not at import.
+    const { Socket: NetSocket } = require('node:net') as typeof import('node:net');
+    socket = new NetSocket({ fd, readable: true, writable: false });
   } catch (error) {
     // The descriptor is ours to close: no socket took it.
     try {

@@ -10,7 +10,10 @@
 // is `error.type`).
 
 import type * as OtelApi from '@opentelemetry/api';
+import { otelRegistered } from './otel-registry';
 import type { McpServer } from './types';
+
+export { otelRegistered };
 
 type Api = typeof OtelApi;
 type Attributes = OtelApi.Attributes;
@@ -34,23 +37,10 @@ let api: Api | null | undefined;
 /** The API's no-op providers, to tell "nothing registered" apart from a real SDK. */
 let noopTracerProvider: unknown;
 
-/**
- * Where every copy of `@opentelemetry/api` 1.x keeps what the application registered (its global
- * registry). Nothing there: no provider, so the API is not even loaded (requiring it takes tens of
- * milliseconds, and many applications have it installed without using it).
- */
-const OTEL_GLOBALS = Symbol.for('opentelemetry.js.api.1');
-
 /** The API, when the application registered a tracer or meter provider; else `null`. */
 function otel(): Api | null {
   if (!otelRegistered()) return null;
   return api === undefined ? loadApi() : api;
-}
-
-/** Whether a tracer or meter provider is registered with @opentelemetry/api, read without loading it. */
-export function otelRegistered(): boolean {
-  const registered = (globalThis as { [OTEL_GLOBALS]?: { trace?: unknown; metrics?: unknown } })[OTEL_GLOBALS];
-  return registered !== undefined && (registered.trace !== undefined || registered.metrics !== undefined);
 }
 
 function loadApi(): Api | null {

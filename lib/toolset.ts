@@ -7,14 +7,24 @@ import { CallChannel } from './call-channel';
 import { createMcpError, engineFailure, McpError, type McpErrorCode } from './errors';
 import { OpenQuestions } from './questions';
 import { ResourceSubscribers, sessionRequests } from './session';
-import { ClientTelemetry, otelRegistered } from './telemetry';
-import { READ_STDIO_IN_JS, readStdout } from './stdout-reader';
+import { otelRegistered } from './otel-registry';
 import { isStore, nativeStoreId, storeDispatcher } from './stores';
 import { isTokenStore, nativeTokenStoreId, tokenStoreDispatcher } from './token-stores';
 import { makeTool, outcomeRecorder, type ToolsChange, type WireTool } from './tool-objects';
 import type { Diagnostic, McpAuthorizationPrompt, McpDegradedServer, McpOptions, McpPolicy, McpServer, McpTool, McpToolset } from './types';
 
 const natives = new WeakMap<McpToolset, NativeToolset>();
+
+// On Node, stdio servers' stdout is read on this event loop (lib/stdout-reader.ts): a response then needs no
+// thread wake-up. Bun's net.Socket can't adopt a pipe descriptor, so there the engine reads it on its own threads.
+const READ_STDIO_IN_JS = process.env.MCPFERRY_ENGINE_READER !== '1' && typeof (globalThis as { Bun?: unknown }).Bun === 'undefined';
+
+// Loaded with the first toolset, not at import (issue 30): the telemetry (its tracer and meter code) and the
+// stdout reader (node:net and the streams under it).
+let telemetryModule: typeof import('./telemetry') | undefined;
+const clientTelemetry = () => (telemetryModule ??= require('./telemetry') as typeof import('./telemetry')).ClientTelemetry;
+let stdoutReaderModule: typeof import('./stdout-reader') | undefined;
+const stdoutReader = () => (stdoutReaderModule ??= require('./stdout-reader') as typeof import('./stdout-reader'));
 
 /** Internal: the native toolset behind a toolset this module opened. */
 export function nativeToolsetOf(toolset: McpToolset): NativeToolset | undefined {
@@ -272,7 +282,7 @@ export async function openToolset(
   const options: McpOptions = opts !== null && typeof opts === 'object' ? opts : {};
   const report = diagnosticSink(options);
   const tools: Record<string, McpTool> = {};
-  const calls = new CallChannel(() => native, new ClientTelemetry(Array.isArray(servers) ? servers : [], options.telemetry));
+  const calls = new CallChannel(() => native, new (clientTelemetry())(Array.isArray(servers) ? servers : [], options.telemetry));
   const record = outcomeRecorder(options);
   // The stdout streams read here; ended by close() if a server's stray descendants keep them open.
   const readers = new Set<() => void>();
@@ -286,7 +296,7 @@ export async function openToolset(
         calls.telemetry?.observe(payload);
         report(payload);
       } else if (kind === 'stdio-reader') {
-        readStdout(native, calls, payload.readerId, payload.fd, readers);
+        stdoutReader().readStdout(native, calls, payload.readerId, payload.fd, readers);
         // A stream handed over while closing is ended at once.
         if (closing) for (const stop of [...readers]) stop();
       } else if (kind === 'elicitation-withdrawn') {

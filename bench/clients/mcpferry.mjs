@@ -11,7 +11,8 @@ export async function runMcpferry(name, packageUrl = PACKAGE) {
   const { mcpTools } = await import(packageUrl);
   await runClient({
     name,
-    imports: [packageUrl],
+    // W7 imports what `import 'mcpferry'` loads: the package's ESM entry (it loads dist/index.js).
+    imports: [new URL('../entry/index.mjs', packageUrl).href],
     canSkipValidation: true,
     recovers: true,
     async connect(servers, { validation = true, reconnect, onDiagnostic } = {}) {

@@ -71,7 +71,7 @@ export const SUPPORTED = {
   mcpferry: ALL_WORKLOADS,
   sdk: COMMON_WORKLOADS,
   aisdk: COMMON_WORKLOADS,
-  raw: ['W1', 'W2', 'W4', 'W5', 'W11'], // no schemas to validate on a raw pipe: not in W1V/W2V
+  raw: ['W1', 'W2', 'W4', 'W5', 'W7', 'W11'], // no schemas to validate on a raw pipe: not in W1V/W2V; W7 imports nothing (bare `node`)
   // What OpenTelemetry costs a call (spans and metrics recorded): asked for by name, not in a default run.
   'mcpferry-otel': ['W1', 'W2', 'W3'],
   // Another checkout's build (BENCH_BASE_DIR), for an A/B of two commits in one run: asked for by name.
