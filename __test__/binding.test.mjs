@@ -420,28 +420,42 @@ test('close() settles a call parked in policy.ask, removes its signal listener, 
 test('importing the package loads only what the first mcpTools needs; the rest loads on first use and works', async () => {
   // A fresh process: which of the package's modules, and of Node's, an import has loaded (issue 30).
   const script = `
-    const loaded = () => Object.keys(require.cache).filter((f) => f.includes('/dist/')).map((f) => f.slice(f.lastIndexOf('/') + 1)).sort();
+    const loaded = () => Object.keys(require.cache).map((f) => f.replaceAll('\\\\', '/')).filter((f) => f.includes('/dist/')).map((f) => f.slice(f.lastIndexOf('/') + 1)).sort();
     const builtins = () => (process.moduleLoadList ?? []).filter((m) => m === 'NativeModule net' || m === 'NativeModule internal/fs/promises');
     const api = require(${JSON.stringify(join(here, '..', 'entry', 'index.cjs'))});
     const atImport = { dist: loaded(), builtins: builtins() };
     const server = api.createMcpServer({ name: 'lazy', version: '1.0.0', tools: {} });
     const guard = api.composeGuards(api.mcpFirewall({ server: 'lazy', journal: api.createMemoryMcpJournal(), tools: [] }));
-    process.stdout.write(JSON.stringify({ atImport, later: loaded(), server: typeof server.callTool, guard: typeof guard.decide }));
-    server.close();
+    api.loadMcpConfig({ mcpServers: { lazy: { command: 'node' } } }).then(async (config) => {
+      const refused = await api.connectMcpServer(null).then(() => 'connected', (error) => error.code);
+      process.stdout.write(JSON.stringify({ atImport, later: loaded(), server: typeof server.callTool, guard: typeof guard.decide, servers: config.servers.length, refused }));
+      await server.close();
+    });
   `;
-  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+  // Without NODE_OPTIONS: a preloaded module (an APM agent's --require) may load node:net itself.
+  const { NODE_OPTIONS: _preloads, ...env } = process.env;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'pipe'], env });
   let out = '';
   let err = '';
   child.stdout.on('data', (chunk) => (out += chunk));
   child.stderr.on('data', (chunk) => (err += chunk));
   const code = await new Promise((resolve) => child.on('close', resolve));
   assert.equal(code, 0, err);
-  const { atImport, later, server, guard } = JSON.parse(out);
-  for (const lazy of ['server.js', 'firewall.js', 'client.js', 'config-file.js', 'config-read.js', 'telemetry.js', 'stdout-reader.js', 'standard-schema.js']) {
+  const { atImport, later, server, guard, servers, refused } = JSON.parse(out);
+  for (const lazy of ['server.js', 'firewall.js', 'client.js', 'config-file.js', 'config-read.js', 'telemetry.js', 'standard-schema.js']) {
     assert.ok(!atImport.dist.includes(lazy), `${lazy} is loaded at import: ${atImport.dist.join(', ')}`);
+    assert.ok(later.includes(lazy) || lazy === 'telemetry.js', `${lazy} did not load on first use: ${later.join(', ')}`);
   }
   assert.deepEqual(atImport.builtins, [], 'node:net and node:fs/promises load with the first stdio server or config file, not at import');
-  assert.ok(later.includes('server.js') && later.includes('firewall.js'), later.join(', '));
   assert.equal(server, 'function');
   assert.equal(guard, 'function');
+  assert.equal(servers, 1);
+  assert.equal(refused, 'mcp_config_invalid');
+});
+
+test('the ESM entry exports exactly the CommonJS entry\'s names, the same objects', async () => {
+  const esm = await import('../entry/index.mjs');
+  const cjs = createRequire(import.meta.url)('../entry/index.cjs');
+  assert.deepEqual(Object.keys(esm).sort(), Object.keys(cjs).sort());
+  for (const name of Object.keys(cjs)) assert.equal(esm[name], cjs[name], name);
 });

@@ -79,11 +79,7 @@ function abortable<T>(start: () => Promise<T>, signal: AbortSignal | undefined):
   });
 }
 
-/**
- * Connect one MCP server (a `stdio`, `streamable-http` or `sse` entry, as for `mcpTools`) and return a
- * client for it. Rejects with the typed error that kept it from connecting: `mcp_config_invalid` for a
- * bad entry or option, `mcp_host_not_allowed`, `mcp_transport_error`, `mcp_timeout`, …
- */
+/** `connectMcpServer`, the public API's (documented where lib/index.ts exports it, which loads this module on first use). */
 export async function connectMcpServer(entry: McpServer, opts: McpClientOptions = {}): Promise<McpServerClient> {
   if (entry === null || typeof entry !== 'object' || Array.isArray(entry)) {
     throw configError('connectMcpServer takes one server entry (an object with name and type)');

@@ -37,14 +37,7 @@ export interface McpConfigOptions {
   warnings?: boolean;
 }
 
-/**
- * Read an MCP configuration: a path (or file URL) to a JSON file in the `mcpServers` shape (Claude
- * Desktop, Claude Code's `.mcp.json`, Cursor; VS Code's `servers` too) or a TOML file with
- * `[mcp_servers.<name>]` tables (`.toml`, Codex's `config.toml`), or such an object. `${env:VAR}`,
- * `${workspaceFolder}` and `envFile` in a JSON file, and Codex's `env_vars`, are read now; TOML
- * `header_env` / `bearer_token_env_var` headers only when a server is connected, and never appear in the
- * returned object. Rejects with `McpConfigError` (`mcp_config_invalid`).
- */
+/** `loadMcpConfig`, the public API's (documented where lib/index.ts exports it, which loads this module on first use). */
 export async function loadMcpConfig(pathOrObject: string | URL | Record<string, unknown>, options: McpConfigOptions = {}): Promise<McpConfig> {
   if (options === null || typeof options !== 'object') throw createMcpError('mcp_config_invalid', 'loadMcpConfig options must be an object ({ strict, warnings })');
   if (typeof pathOrObject === 'string' || pathOrObject instanceof URL) {

@@ -89,15 +89,12 @@ class EngineJournal implements McpJournal {
   }
 }
 
-/** A journal that lives as long as the process. */
+/** `createMemoryMcpJournal`, the public API's (documented where lib/index.ts exports it, which loads this module on first use). */
 export function createMemoryMcpJournal(): McpJournal {
   return new EngineJournal(engineCall(() => binding.NativeJournal.memory()));
 }
 
-/**
- * A journal in a SQLite file (WAL), shared by every process that opens it: pins and per-run counters
- * agree across workers and restarts. Returns at once; the file opens on first use.
- */
+/** `createSqliteMcpJournal`, the public API's (documented where lib/index.ts exports it, which loads this module on first use). */
 export function createSqliteMcpJournal(path: string): McpJournal {
   if (typeof path !== 'string') throw createMcpError('mcp_config_invalid', 'createSqliteMcpJournal needs a file path');
   return new EngineJournal(engineCall(() => binding.NativeJournal.sqlite(path)));
@@ -114,11 +111,7 @@ class EnginePostgresJournal extends EngineJournal implements PostgresMcpJournal 
   }
 }
 
-/**
- * The journal for a fleet: one Postgres database whose pins and per-run counters every worker shares
- * (the tables of docs/fleet-journal.md, beside the connection store's if it is the same database).
- * Takes what `createPostgresMcpConnectionStore` takes; returns at once and connects on first use.
- */
+/** `createPostgresMcpJournal`, the public API's (documented where lib/index.ts exports it, which loads this module on first use). */
 export function createPostgresMcpJournal(connection: string | PostgresMcpConnectionStoreOptions): PostgresMcpJournal {
   const optionsJson = postgresOptionsJson(connection, 'createPostgresMcpJournal');
   return new EnginePostgresJournal(engineCall(() => binding.NativeJournal.postgres(optionsJson)));
@@ -159,10 +152,7 @@ function requestJson(request: ToolPolicyRequest): string {
   return JSON.stringify({ toolName, server, remoteName, runId, toolCallId, idempotencyKey });
 }
 
-/**
- * A guard for one MCP server's tools: allowlist (fail-closed once given), then denylist (deny wins),
- * then description pinning (a changed description or input schema asks), then the per-run ceiling.
- */
+/** `mcpFirewall`, the public API's (documented where lib/index.ts exports it, which loads this module on first use). */
 export function mcpFirewall(options: McpFirewallOptions): McpGuard {
   if (typeof options !== 'object' || options === null) throw createMcpError('mcp_config_invalid', 'mcpFirewall takes an options object');
   const { server, journal, tools, allow, deny, maxCallsPerRun } = options;
@@ -214,7 +204,7 @@ function describedTools(tools: unknown): unknown {
   return tools.map(({ name, description, inputSchema, server, remoteName }) => ({ name, description, inputSchema, server, remoteName }));
 }
 
-/** Guards in order: the first decision that is not `allow` wins; every guard's `record` hears every outcome. */
+/** `composeGuards`, the public API's (documented where lib/index.ts exports it, which loads this module on first use). */
 export function composeGuards(...guards: McpPolicy[]): McpGuard {
   for (const guard of guards) {
     if (typeof guard?.decide !== 'function') throw createMcpError('mcp_config_invalid', 'composeGuards takes guards (objects with decide)');

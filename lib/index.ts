@@ -8,7 +8,10 @@ import { engineFailure, fromEngine } from './errors';
 import { storeFactories, type PostgresMcpConnectionStore, type PostgresMcpConnectionStoreOptions } from './stores';
 import { isTokenStore, nativeTokenStoreId, tokenStoreDispatcher, type McpTokenStore as McpTokenStoreType } from './token-stores';
 import { configError, configJson, nativeToolsetOf, openToolset } from './toolset';
-import type { McpOptions, McpServer, McpToolset } from './types';
+import type { McpClientOptions, McpOptions, McpPolicy, McpServer, McpServerClient, McpToolset } from './types';
+import type { McpServerHandle, McpServerOptions } from './server';
+import type { McpGuard, McpFirewallOptions, McpJournal, PostgresMcpJournal } from './firewall';
+import type { McpConfig, McpConfigOptions } from './config-file';
 
 // The error classes are the API; createMcpError, fromEngine and UNMAPPED_ENGINE_CODES stay internal.
 export {
@@ -53,7 +56,7 @@ export { printAuthorizationUrl } from './toolset';
 
 // What the first mcpTools() doesn't need loads on first use, not at import (issue 30): the server
 // (createMcpServer), the firewall and its journals, the one-server client and the config-file reader, each
-// with what it imports. Each name below is the module's own function, called through.
+// with what it imports. Each function below is documented here and runs the module's own.
 let serverModule: typeof import('./server') | undefined;
 const server = () => (serverModule ??= require('./server') as typeof import('./server'));
 let firewallModule: typeof import('./firewall') | undefined;
@@ -63,14 +66,66 @@ const client = () => (clientModule ??= require('./client') as typeof import('./c
 let configFileModule: typeof import('./config-file') | undefined;
 const configFile = () => (configFileModule ??= require('./config-file') as typeof import('./config-file'));
 
-export const createMcpServer: typeof import('./server').createMcpServer = (options) => server().createMcpServer(options);
-export const mcpFirewall: typeof import('./firewall').mcpFirewall = (options) => firewall().mcpFirewall(options);
-export const composeGuards: typeof import('./firewall').composeGuards = (...guards) => firewall().composeGuards(...guards);
-export const createMemoryMcpJournal: typeof import('./firewall').createMemoryMcpJournal = () => firewall().createMemoryMcpJournal();
-export const createSqliteMcpJournal: typeof import('./firewall').createSqliteMcpJournal = (path) => firewall().createSqliteMcpJournal(path);
-export const createPostgresMcpJournal: typeof import('./firewall').createPostgresMcpJournal = (connection) => firewall().createPostgresMcpJournal(connection);
-export const connectMcpServer: typeof import('./client').connectMcpServer = (entry, opts) => client().connectMcpServer(entry, opts);
-export const loadMcpConfig: typeof import('./config-file').loadMcpConfig = (pathOrObject, options) => configFile().loadMcpConfig(pathOrObject, options);
+/** Publish `tools` over MCP (`listen`) and call them in process (`callTool`). */
+export function createMcpServer(options: McpServerOptions): McpServerHandle {
+  return server().createMcpServer(options);
+}
+
+/**
+ * A guard for one MCP server's tools: allowlist (fail-closed once given), then denylist (deny wins),
+ * then description pinning (a changed description or input schema asks), then the per-run ceiling.
+ */
+export function mcpFirewall(options: McpFirewallOptions): McpGuard {
+  return firewall().mcpFirewall(options);
+}
+
+/** Guards in order: the first decision that is not `allow` wins; every guard's `record` hears every outcome. */
+export function composeGuards(...guards: McpPolicy[]): McpGuard {
+  return firewall().composeGuards(...guards);
+}
+
+/** A journal that lives as long as the process. */
+export function createMemoryMcpJournal(): McpJournal {
+  return firewall().createMemoryMcpJournal();
+}
+
+/**
+ * A journal in a SQLite file (WAL), shared by every process that opens it: pins and per-run counters
+ * agree across workers and restarts. Returns at once; the file opens on first use.
+ */
+export function createSqliteMcpJournal(path: string): McpJournal {
+  return firewall().createSqliteMcpJournal(path);
+}
+
+/**
+ * The journal for a fleet: one Postgres database whose pins and per-run counters every worker shares
+ * (the tables of docs/fleet-journal.md, beside the connection store's if it is the same database).
+ * Takes what `createPostgresMcpConnectionStore` takes; returns at once and connects on first use.
+ */
+export function createPostgresMcpJournal(connection: string | PostgresMcpConnectionStoreOptions): PostgresMcpJournal {
+  return firewall().createPostgresMcpJournal(connection);
+}
+
+/**
+ * Connect one MCP server (a `stdio`, `streamable-http` or `sse` entry, as for `mcpTools`) and return a
+ * client for it. Rejects with the typed error that kept it from connecting: `mcp_config_invalid` for a
+ * bad entry or option, `mcp_host_not_allowed`, `mcp_transport_error`, `mcp_timeout`, …
+ */
+export async function connectMcpServer(entry: McpServer, opts: McpClientOptions = {}): Promise<McpServerClient> {
+  return client().connectMcpServer(entry, opts);
+}
+
+/**
+ * Read an MCP configuration: a path (or file URL) to a JSON file in the `mcpServers` shape (Claude
+ * Desktop, Claude Code's `.mcp.json`, Cursor; VS Code's `servers` too) or a TOML file with
+ * `[mcp_servers.<name>]` tables (`.toml`, Codex's `config.toml`), or such an object. `${env:VAR}`,
+ * `${workspaceFolder}` and `envFile` in a JSON file, and Codex's `env_vars`, are read now; TOML
+ * `header_env` / `bearer_token_env_var` headers only when a server is connected, and never appear in the
+ * returned object. Rejects with `McpConfigError` (`mcp_config_invalid`).
+ */
+export async function loadMcpConfig(pathOrObject: string | URL | Record<string, unknown>, options: McpConfigOptions = {}): Promise<McpConfig> {
+  return configFile().loadMcpConfig(pathOrObject, options);
+}
 
 /** The default disclosure budget: about 10 % of a 200k context window. */
 export const DEFAULT_DISCLOSURE_BUDGET_TOKENS: number = engine.defaultDisclosureBudgetTokens;

@@ -200,7 +200,7 @@ function prepare(tools: unknown): Map<string, Prepared> {
   return prepared;
 }
 
-/** Publish `tools` over MCP (`listen`) and call them in process (`callTool`). */
+/** `createMcpServer`, the public API's (documented where lib/index.ts exports it, which loads this module on first use). */
 export function createMcpServer(options: McpServerOptions): McpServerHandle {
   if (typeof options !== 'object' || options === null) throw createMcpError('mcp_config_invalid', 'createMcpServer takes an options object');
   const prepared = prepare(options.tools);

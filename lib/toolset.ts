@@ -8,6 +8,7 @@ import { createMcpError, engineFailure, McpError, type McpErrorCode } from './er
 import { OpenQuestions } from './questions';
 import { ResourceSubscribers, sessionRequests } from './session';
 import { otelRegistered } from './otel-registry';
+import { readStdout } from './stdout-reader';
 import { isStore, nativeStoreId, storeDispatcher } from './stores';
 import { isTokenStore, nativeTokenStoreId, tokenStoreDispatcher } from './token-stores';
 import { makeTool, outcomeRecorder, type ToolsChange, type WireTool } from './tool-objects';
@@ -19,12 +20,10 @@ const natives = new WeakMap<McpToolset, NativeToolset>();
 // thread wake-up. Bun's net.Socket can't adopt a pipe descriptor, so there the engine reads it on its own threads.
 const READ_STDIO_IN_JS = process.env.MCPFERRY_ENGINE_READER !== '1' && typeof (globalThis as { Bun?: unknown }).Bun === 'undefined';
 
-// Loaded with the first toolset, not at import (issue 30): the telemetry (its tracer and meter code) and the
-// stdout reader (node:net and the streams under it).
+// Loaded with the first toolset, not at import (issue 30): the tracer and meter code. (The stdout reader's
+// node:net loads with the first stdio server, in readStdout.)
 let telemetryModule: typeof import('./telemetry') | undefined;
 const clientTelemetry = () => (telemetryModule ??= require('./telemetry') as typeof import('./telemetry')).ClientTelemetry;
-let stdoutReaderModule: typeof import('./stdout-reader') | undefined;
-const stdoutReader = () => (stdoutReaderModule ??= require('./stdout-reader') as typeof import('./stdout-reader'));
 
 /** Internal: the native toolset behind a toolset this module opened. */
 export function nativeToolsetOf(toolset: McpToolset): NativeToolset | undefined {
@@ -296,7 +295,7 @@ export async function openToolset(
         calls.telemetry?.observe(payload);
         report(payload);
       } else if (kind === 'stdio-reader') {
-        stdoutReader().readStdout(native, calls, payload.readerId, payload.fd, readers);
+        readStdout(native, calls, payload.readerId, payload.fd, readers);
         // A stream handed over while closing is ended at once.
         if (closing) for (const stop of [...readers]) stop();
       } else if (kind === 'elicitation-withdrawn') {
