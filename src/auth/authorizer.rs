@@ -822,6 +822,12 @@ impl Authorizer {
         let dpop = self.dpop_for(&discovered)?;
         let metadata = &discovered.metadata;
         let store = self.host.store.as_ref();
+        // The client of every grant but the code flow's: no redirect URI; DPoP-bound where the server offers it.
+        let client_without_redirect = async || -> Result<ClientCredentials> {
+            let client =
+                registration::client_for(&self.egress, metadata, &self.settings, store, None, budget.request()).await?;
+            Ok(client.with_dpop(dpop.clone()))
+        };
         let (client, response) = match self.settings.grant {
             Grant::AuthorizationCode => {
                 let present = self.presenter(metadata)?;
@@ -857,10 +863,7 @@ impl Authorizer {
             }
             Grant::DeviceCode => {
                 let present = self.presenter(metadata)?;
-                let client =
-                    registration::client_for(&self.egress, metadata, &self.settings, store, None, budget.request())
-                        .await?
-                        .with_dpop(dpop.clone());
+                let client = client_without_redirect().await?;
                 self.remember(&client);
                 let server = self.server.clone();
                 let response = super::device::device_flow(
@@ -889,10 +892,7 @@ impl Authorizer {
                 (client, response)
             }
             Grant::ClientCredentials => {
-                let client =
-                    registration::client_for(&self.egress, metadata, &self.settings, store, None, budget.request())
-                        .await?
-                        .with_dpop(dpop.clone());
+                let client = client_without_redirect().await?;
                 let response = super::client_credentials::client_credentials(
                     &self.egress,
                     metadata,
@@ -906,10 +906,7 @@ impl Authorizer {
                 (client, response)
             }
             Grant::JwtBearer => {
-                let client =
-                    registration::client_for(&self.egress, metadata, &self.settings, store, None, budget.request())
-                        .await?
-                        .with_dpop(dpop.clone());
+                let client = client_without_redirect().await?;
                 let assertion = self.settings.identity_assertion.as_ref().expect("checked when parsed");
                 let response = super::cross_app::cross_app_access(
                     &self.egress,
@@ -925,10 +922,7 @@ impl Authorizer {
                 (client, response)
             }
             Grant::WorkloadIdentity => {
-                let client =
-                    registration::client_for(&self.egress, metadata, &self.settings, store, None, budget.request())
-                        .await?
-                        .with_dpop(dpop.clone());
+                let client = client_without_redirect().await?;
                 let workload = self.workload.as_ref().expect("checked when parsed");
                 let secrets = self.secrets.clone();
                 let assertion = workload
