@@ -13,6 +13,7 @@ import { createMemoryTokenStore, MCP_DESCRIBE_TOOL, mcpTools } from '../dist/ind
 import { startStreamableFixture } from './fixtures/http-server.mjs';
 import { startHostileHttp } from './fixtures/hostile/http-server.mjs';
 import { startOAuthFixture } from './fixtures/oauth-server.mjs';
+import { deepFreeze } from '../dist/frozen.js';
 import { collectGarbage, fixture, here, until } from './helpers.mjs';
 
 /** A toolset for one user: its own bearer (through `auth`) and, optionally, its own configured header. */
@@ -294,4 +295,31 @@ test('schemas cut down by the disclosure budget and local tools are frozen too',
   assert.deepEqual(small.tools.shared__echo.inputSchema, { type: 'object' });
   assert.deepEqual(roomy.tools.shared__echo.inputSchema.required, ['text']);
   assert.equal(small.tools.shared__echo.description, roomy.tools.shared__echo.description);
+});
+
+test('deepFreeze freezes every object reached through own enumerable properties, and nothing an Object.prototype addition holds', () => {
+  const schema = JSON.parse('{"type":"object","properties":{"a":{"type":"array","items":[{"enum":[1,2]}]}},"required":["a"]}');
+  const texts = deepFreeze({ description: 'd', inputSchema: schema, annotations: undefined });
+  const reached = [texts, schema, schema.properties, schema.properties.a, schema.properties.a.items, schema.properties.a.items[0], schema.properties.a.items[0].enum, schema.required];
+  assert.ok(reached.every((o) => Object.isFrozen(o)));
+  // A null-prototype object and a class instance walk their own keys.
+  const bare = Object.assign(Object.create(null), { inner: { x: 1 } });
+  class Holder {
+    constructor() {
+      this.inner = { y: 2 };
+    }
+  }
+  const holder = new Holder();
+  deepFreeze([bare, holder]);
+  assert.ok(Object.isFrozen(bare.inner) && Object.isFrozen(holder.inner));
+  // Something added an enumerable object to Object.prototype: a for...in would reach it; deepFreeze must not.
+  const added = { shared: true };
+  Object.prototype.polluted = added;
+  try {
+    const fresh = deepFreeze(JSON.parse('{"nested":{"deeper":{}}}'));
+    assert.ok(Object.isFrozen(fresh.nested.deeper));
+    assert.ok(!Object.isFrozen(added), 'an object on Object.prototype was frozen');
+  } finally {
+    delete Object.prototype.polluted;
+  }
 });

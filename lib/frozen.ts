@@ -1,11 +1,32 @@
 // Frozen all the way down: what one holder (a toolset's tool, a binding, a handle) keeps may be shared
 // with another, so none of them may change it.
 
-/** Freezes `value` and everything it reaches, and returns it; an object already frozen is taken as done. */
+/**
+ * Freezes `value` and every object it reaches through its own enumerable properties, and returns it; an object
+ * already frozen is taken as done. Connecting a big catalogue freezes every tool's schema, so the walk allocates
+ * nothing per object: `for...in` (which V8 enumerates from a cached key list) on plain objects, and only while
+ * Object.prototype has no enumerable property of its own, which `for...in` would visit too; anything else walks
+ * `Object.keys`.
+ */
 export function deepFreeze<T>(value: T): T {
-  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const member of Object.values(value)) deepFreeze(member);
+  if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value;
+  Object.freeze(value);
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) freezeMember(value[i]);
+  } else if (Object.getPrototypeOf(value) === Object.prototype && !objectPrototypeEnumerates()) {
+    for (const key in value) freezeMember((value as Record<string, unknown>)[key]);
+  } else {
+    for (const key of Object.keys(value)) freezeMember((value as Record<string, unknown>)[key]);
   }
   return value;
+}
+
+function freezeMember(member: unknown): void {
+  if (typeof member === 'object' && member !== null) deepFreeze(member);
+}
+
+/** Whether Object.prototype has an enumerable property (something added one: a `for...in` would visit it). */
+function objectPrototypeEnumerates(): boolean {
+  for (const _ in Object.prototype) return true;
+  return false;
 }

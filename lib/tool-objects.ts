@@ -126,47 +126,49 @@ export function makeTool(calls: CallChannel, wire: WireTool, record?: RecordOutc
   const name = projected.name;
   // mcpferry's own tools (mcp__describe_tool, …) are no MCP request: no span.
   const remote = projected.server !== engine.localServer;
-  // One object per tool: `execute` is added to the projection (the closure keeps it alive either way).
-  return Object.assign(projected, {
-    execute(args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult> {
-      if (ctx !== undefined && ctx !== null && typeof ctx !== 'object') {
-        return Promise.reject(createMcpError('mcp_invalid_arguments', 'the call context must be an object ({ signal?, abortSignal?, toolCallId?, runId?, idempotencyKey?, onProgress? })'));
-      }
-      // `abortSignal` is the AI SDK's name for it: a context passed through as is cancels all the same.
-      const given = ctx?.signal ?? undefined;
-      const alias = ctx?.abortSignal ?? undefined;
-      if (given !== undefined && alias !== undefined && given !== alias) {
-        return Promise.reject(createMcpError('mcp_invalid_arguments', 'ctx.signal and ctx.abortSignal are two different signals: give one'));
-      }
-      const signal = given ?? alias;
-      if (signal !== undefined && !isAbortSignal(signal)) {
-        return Promise.reject(createMcpError('mcp_invalid_arguments', `ctx.${given !== undefined ? 'signal' : 'abortSignal'} must be an AbortSignal`));
-      }
-      const onProgress = ctx?.onProgress ?? undefined;
-      if (onProgress !== undefined && typeof onProgress !== 'function') {
-        return Promise.reject(createMcpError('mcp_invalid_arguments', 'ctx.onProgress must be a function'));
-      }
-      if (signal?.aborted) return Promise.reject(createMcpError('mcp_aborted', 'MCP request aborted by the caller'));
-      let json: string;
-      try {
-        json = argumentsJson(args);
-      } catch (error) {
-        // BigInt, cycles, functions: not JSON, so not arguments a server could receive.
-        return Promise.reject(createMcpError('mcp_invalid_arguments', `tool arguments are not JSON: ${(error as Error).message}`));
-      }
-      // The context first: a getter that throws there must not leave a span started and never ended.
-      const contextJson = callContextJson(ctx);
-      const recording = remote ? calls.telemetry?.start({ method: 'tools/call', server: projected.server, target: projected.remoteName }) : undefined;
-      const pending = calls.call(name, json, signal, contextJson, onProgress, recording);
-      if (!record) return pending;
-      // Settled only after the policy has heard: a next call's decide sees this one counted.
-      return pending.then(
-        async (result) => (await record(projected, args, ctx, { ok: true }), result),
-        async (error) => {
-          await record(projected, args, ctx, { ok: false, error });
-          throw error;
-        },
-      );
-    },
-  });
+  // One object per tool: `execute` is set on the projection (the closure keeps it alive either way), with no
+  // object made to copy it from (a big catalogue makes thousands of tools at connect).
+  const execute = (args: unknown, ctx?: McpToolCallContext): Promise<McpToolResult> => {
+    if (ctx !== undefined && ctx !== null && typeof ctx !== 'object') {
+      return Promise.reject(createMcpError('mcp_invalid_arguments', 'the call context must be an object ({ signal?, abortSignal?, toolCallId?, runId?, idempotencyKey?, onProgress? })'));
+    }
+    // `abortSignal` is the AI SDK's name for it: a context passed through as is cancels all the same.
+    const given = ctx?.signal ?? undefined;
+    const alias = ctx?.abortSignal ?? undefined;
+    if (given !== undefined && alias !== undefined && given !== alias) {
+      return Promise.reject(createMcpError('mcp_invalid_arguments', 'ctx.signal and ctx.abortSignal are two different signals: give one'));
+    }
+    const signal = given ?? alias;
+    if (signal !== undefined && !isAbortSignal(signal)) {
+      return Promise.reject(createMcpError('mcp_invalid_arguments', `ctx.${given !== undefined ? 'signal' : 'abortSignal'} must be an AbortSignal`));
+    }
+    const onProgress = ctx?.onProgress ?? undefined;
+    if (onProgress !== undefined && typeof onProgress !== 'function') {
+      return Promise.reject(createMcpError('mcp_invalid_arguments', 'ctx.onProgress must be a function'));
+    }
+    if (signal?.aborted) return Promise.reject(createMcpError('mcp_aborted', 'MCP request aborted by the caller'));
+    let json: string;
+    try {
+      json = argumentsJson(args);
+    } catch (error) {
+      // BigInt, cycles, functions: not JSON, so not arguments a server could receive.
+      return Promise.reject(createMcpError('mcp_invalid_arguments', `tool arguments are not JSON: ${(error as Error).message}`));
+    }
+    // The context first: a getter that throws there must not leave a span started and never ended.
+    const contextJson = callContextJson(ctx);
+    const recording = remote ? calls.telemetry?.start({ method: 'tools/call', server: projected.server, target: projected.remoteName }) : undefined;
+    const pending = calls.call(name, json, signal, contextJson, onProgress, recording);
+    if (!record) return pending;
+    // Settled only after the policy has heard: a next call's decide sees this one counted.
+    return pending.then(
+      async (result) => (await record(projected, args, ctx, { ok: true }), result),
+      async (error) => {
+        await record(projected, args, ctx, { ok: false, error });
+        throw error;
+      },
+    );
+  };
+  const tool = projected as McpTool;
+  tool.execute = execute;
+  return tool;
 }
