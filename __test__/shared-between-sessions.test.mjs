@@ -312,14 +312,24 @@ test('deepFreeze freezes every object reached through own enumerable properties,
   const holder = new Holder();
   deepFreeze([bare, holder]);
   assert.ok(Object.isFrozen(bare.inner) && Object.isFrozen(holder.inner));
-  // Something added an enumerable object to Object.prototype: a for...in would reach it; deepFreeze must not.
-  const added = { shared: true };
-  Object.prototype.polluted = added;
-  try {
-    const fresh = deepFreeze(JSON.parse('{"nested":{"deeper":{}}}'));
-    assert.ok(Object.isFrozen(fresh.nested.deeper));
-    assert.ok(!Object.isFrozen(added), 'an object on Object.prototype was frozen');
-  } finally {
-    delete Object.prototype.polluted;
+  // An array's extra property is its own; a hole is not (an inherited index must not be reached through it).
+  const list = [{}, , {}]; // eslint-disable-line no-sparse-arrays
+  list.extra = { z: 1 };
+  deepFreeze(list);
+  assert.ok(Object.isFrozen(list[0]) && Object.isFrozen(list[2]) && Object.isFrozen(list.extra));
+  // Something added an enumerable object to a prototype: a for...in would reach it; deepFreeze must not.
+  for (const prototype of [Object.prototype, Array.prototype]) {
+    const added = { shared: true };
+    Object.defineProperty(prototype, 1, { value: added, enumerable: true, configurable: true, writable: true });
+    prototype.polluted = added;
+    try {
+      const fresh = deepFreeze(JSON.parse('{"nested":{"deeper":{}},"items":[{},null,{}]}'));
+      const holed = deepFreeze([{}, , {}]); // eslint-disable-line no-sparse-arrays
+      assert.ok(Object.isFrozen(fresh.nested.deeper) && Object.isFrozen(fresh.items[2]) && Object.isFrozen(holed[2]));
+      assert.ok(!Object.isFrozen(added), 'an object on a prototype was frozen');
+    } finally {
+      delete prototype.polluted;
+      delete prototype[1];
+    }
   }
 });

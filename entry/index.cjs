@@ -1,7 +1,8 @@
 'use strict';
 // The package's CommonJS entry. It loads the native engine through binding.cjs first, so a missing
 // platform package fails with an error that names it, then exposes dist/index.js's API (the public one
-// only; the install test checks they are the same). index.d.cts and index.mjs list the same names.
+// only; the install test checks they are the same). index.mjs lists the same names; index.d.cts re-exports
+// dist/index's types.
 
 require('./binding.cjs');
 const api = require('../dist/index.js');
