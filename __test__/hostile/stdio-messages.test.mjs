@@ -116,32 +116,39 @@ async function connectMeasuringStalls(entry, opts) {
   delay.enable();
   try {
     const toolset = await open([entry], opts);
+    // The histogram records a stall when its next timer runs: let it run, or a stall just before open()
+    // resolved (making the tool map) would go unmeasured.
+    await new Promise((resolve) => setTimeout(resolve, 20));
     return { toolset, stalledMs: delay.max / 1e6 };
   } finally {
     delay.disable();
   }
 }
 
-test('a 2 MiB schema of 100 000 required properties projects without stalling the event loop', { timeout: 60_000 }, async () => {
+test('a 2 MiB schema of 100 000 required properties projects without stalling the event loop', { timeout: 120_000 }, async () => {
   const opts = { maxResultBytes: 8 * 1024 * 1024 };
-  // The same bytes with one required name: what reading and parsing a 2 MiB frame costs by itself (the
-  // stdio reader parses frames on this thread; in a debug build that alone is ~60 ms).
-  const baseline = await connectMeasuringStalls(hostile('same', { HOSTILE_CATALOG: 'huge-schema', HOSTILE_REQUIRED: '0' }), opts);
-  await baseline.toolset.close();
-  const { toolset, stalledMs } = await connectMeasuringStalls(hostile('wide', { HOSTILE_CATALOG: 'huge-schema' }), opts);
-  try {
-    assert.equal(toolset.diagnostics.find((d) => d.code === 'server-degraded'), undefined);
-    assert.ok(toolset.tools.wide__huge_schema, 'the tool is projected');
-    // Relative to the baseline, not by a fixed margin: the wide schema's tool is frozen on this thread
-    // (100 000 properties), work that grows with the machine's load as the baseline's parse does (on two
-    // busy cores the two were 155 and 67 ms). Checking the schema here would stall for seconds.
-    assert.ok(
-      stalledMs < 3 * baseline.stalledMs + 100,
-      `longest stall ${stalledMs.toFixed(1)} ms, against ${baseline.stalledMs.toFixed(1)} ms for the same bytes with nothing to check`,
-    );
-  } finally {
-    await toolset.close();
+  // A stall is the longest the event loop waited, which includes any time another process held the core: on a
+  // busy machine one connect can lose 150 ms to that alone. So the pair is measured up to three times and the
+  // best pair counts; a stall the client causes (checking the schema here would stall for seconds) is in every one.
+  const tries = [];
+  for (let attempt = 0; attempt < 3; attempt++) {
+    // The same bytes with one required name: what reading and parsing a 2 MiB frame costs by itself (the
+    // stdio reader parses frames on this thread; in a debug build that alone is ~60 ms).
+    const baseline = await connectMeasuringStalls(hostile('same', { HOSTILE_CATALOG: 'huge-schema', HOSTILE_REQUIRED: '0' }), opts);
+    await baseline.toolset.close();
+    const { toolset, stalledMs } = await connectMeasuringStalls(hostile('wide', { HOSTILE_CATALOG: 'huge-schema' }), opts);
+    try {
+      assert.equal(toolset.diagnostics.find((d) => d.code === 'server-degraded'), undefined);
+      assert.ok(toolset.tools.wide__huge_schema, 'the tool is projected');
+    } finally {
+      await toolset.close();
+    }
+    tries.push(`${stalledMs.toFixed(1)} ms against ${baseline.stalledMs.toFixed(1)} ms`);
+    // Relative to the baseline, not by a fixed margin: both read and parse 2 MiB on this thread, work that
+    // grows with the machine's load (the wide schema itself is shown cut down by its disclosure tier).
+    if (stalledMs < 3 * baseline.stalledMs + 100) return;
   }
+  assert.fail(`longest stall, against the same bytes with nothing to check, in every try: ${tries.join('; ')}`);
 });
 
 test('$ref cycles are passed through, never followed', async () => {
