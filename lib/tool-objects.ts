@@ -94,13 +94,12 @@ const sharedTextsCollected = new FinalizationRegistry<number>((id) => {
   if (sharedSchemas.get(id)?.deref() === undefined) sharedSchemas.delete(id);
 });
 
-function textsOf(wire: WireTool): SharedTexts {
-  const id = wire.textsId;
-  if (id === undefined) return deepFreeze({ description: wire.description!, inputSchema: wire.inputSchema!, outputSchema: wire.outputSchema, annotations: wire.annotations });
+/** The shared texts of a tool whose texts travel as `textsId` and `texts`: one frozen copy per id held. */
+function sharedTexts(id: number, text: string): SharedTexts {
   const held = sharedSchemas.get(id)?.deref();
   let texts = held && textsOfSchema.get(held);
   if (texts === undefined) {
-    texts = deepFreeze(JSON.parse(wire.texts!) as SharedTexts);
+    texts = deepFreeze(JSON.parse(text) as SharedTexts);
     // The engine sends an object schema only (src/catalog.rs).
     const anchor: object = texts.inputSchema;
     textsOfSchema.set(anchor, texts);
@@ -110,9 +109,21 @@ function textsOf(wire: WireTool): SharedTexts {
   return texts;
 }
 
-/** The tool's fields, in the order the map has always shown them; the texts are shared and frozen. */
+/**
+ * The tool's fields, in the order the map has always shown them; the texts are shared and frozen. A tool whose
+ * texts travel inline (this toolset's own: cut down by a disclosure tier, a quarantine notice) is the engine's
+ * object itself, its fields already in that order: a big catalogue makes no second object per tool.
+ */
 function projectedTool(wire: WireTool): ProjectedTool {
-  const texts = textsOf(wire);
+  const id = wire.textsId;
+  if (id === undefined) {
+    deepFreeze(wire.inputSchema);
+    deepFreeze(wire.outputSchema);
+    deepFreeze(wire.annotations);
+    deepFreeze(wire.ui);
+    return wire as ProjectedTool;
+  }
+  const texts = sharedTexts(id, wire.texts!);
   const tool: ProjectedTool = { name: wire.name, description: texts.description, inputSchema: texts.inputSchema, server: wire.server, remoteName: wire.remoteName };
   if (wire.title !== undefined) tool.title = wire.title;
   if (wire.ui !== undefined) tool.ui = deepFreeze(wire.ui);

@@ -18,9 +18,12 @@
 //! Token counts are `ceil(UTF-16 code units / 4)`, the same number JavaScript's `Math.ceil(s.length / 4)`
 //! gives: an order-of-magnitude estimate, not a tokenizer.
 
+use crate::protocol::json_text::{json_text, JsonText};
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
+use std::sync::LazyLock;
 
 /// Schema bulk allowed per server when the caller sets no budget: about 10% of a 200k window.
 pub const DEFAULT_DISCLOSURE_BUDGET_TOKENS: usize = 20_000;
@@ -146,12 +149,18 @@ pub fn bare_schema() -> Value {
     Value::Object(bare)
 }
 
-/// The input schema a tool is projected with in `tier`.
-pub fn schema_for(tier: Tier, schema: &Value) -> Value {
+/// [`deferred_schema`] of a schema kept as text: the one place a tier needs the schema as a tree.
+fn deferred_schema_of(schema: &RawValue) -> Value {
+    deferred_schema(&serde_json::from_str(schema.get()).unwrap_or(Value::Null))
+}
+
+/// The input schema a tool is projected with in `tier`. A bare schema is one text for every tool.
+pub fn schema_for(tier: Tier, schema: &JsonText) -> JsonText {
+    static BARE: LazyLock<JsonText> = LazyLock::new(|| json_text(&bare_schema()));
     match tier {
         Tier::Full => schema.clone(),
-        Tier::Deferred => deferred_schema(schema),
-        Tier::Bare => bare_schema(),
+        Tier::Deferred => json_text(&deferred_schema_of(schema)),
+        Tier::Bare => BARE.clone(),
     }
 }
 
@@ -160,7 +169,8 @@ pub fn schema_for(tier: Tier, schema: &Value) -> Value {
 pub struct ToolText<'a> {
     pub name: &'a str,
     pub description: &'a str,
-    pub input_schema: &'a Value,
+    /// Its compact text.
+    pub input_schema: &'a RawValue,
     /// `schema_tokens(input_schema)`, when known already (a catalogue shared by content measures it once).
     pub schema_tokens: Option<usize>,
 }
@@ -182,12 +192,20 @@ pub fn decide(tools: &[ToolText], budget_tokens: usize, always_load: bool) -> Se
     let floor_tokens: usize =
         tools.iter().map(|tool| estimate_tokens(tool.name) + estimate_tokens(tool.description)).sum();
     let full_bulk: usize =
-        tools.iter().map(|tool| tool.schema_tokens.unwrap_or_else(|| schema_tokens(tool.input_schema))).sum();
+        tools.iter().map(|tool| tool.schema_tokens.unwrap_or_else(|| estimate_tokens(tool.input_schema.get()))).sum();
 
     let (tier, chosen_bulk) = if always_load || floor_tokens.saturating_add(full_bulk) <= budget_tokens {
         (Tier::Full, full_bulk)
     } else {
-        let deferred_bulk: usize = tools.iter().map(|tool| schema_tokens(&deferred_schema(tool.input_schema))).sum();
+        // Each deferred schema is made from a parse of its text: stop as soon as the sum is over budget
+        // (a catalogue of thousands goes bare after its first few hundred).
+        let mut deferred_bulk = 0usize;
+        for tool in tools {
+            deferred_bulk += schema_tokens(&deferred_schema_of(tool.input_schema));
+            if deferred_bulk > budget_tokens {
+                break;
+            }
+        }
         if deferred_bulk <= budget_tokens {
             (Tier::Deferred, deferred_bulk)
         } else {
@@ -211,6 +229,8 @@ pub(crate) mod test_catalog {
         pub name: String,
         pub description: String,
         pub input_schema: Value,
+        /// `input_schema`'s text, as a tool keeps it.
+        pub schema_text: crate::protocol::json_text::JsonText,
     }
 
     const DOMAINS: [(&str, &str); 12] = [
@@ -313,7 +333,8 @@ pub(crate) mod test_catalog {
                     name.push_str(&format!("_{round}"));
                 }
                 let description = template.replace("{e}", entity).replace("{d}", where_);
-                GeneratedTool { name, description, input_schema: schema(entity, action) }
+                let input_schema = schema(entity, action);
+                GeneratedTool { name, description, schema_text: input_schema.clone().into(), input_schema }
             })
             .collect()
     }
@@ -324,7 +345,7 @@ pub(crate) mod test_catalog {
             .map(|t| super::ToolText {
                 name: &t.name,
                 description: &t.description,
-                input_schema: &t.input_schema,
+                input_schema: &t.schema_text,
                 schema_tokens: None,
             })
             .collect()
@@ -480,13 +501,19 @@ mod tests {
 
     #[test]
     fn schema_for_each_tier() {
-        let full = json!({ "type": "object", "properties": { "q": { "type": "string", "description": "query" } } });
-        assert_eq!(schema_for(Tier::Full, &full), full);
+        let full: JsonText =
+            serde_json::from_str(r#"{"type":"object","properties":{"q":{"type":"string","description":"query"}}}"#)
+                .unwrap();
+        assert_eq!(schema_for(Tier::Full, &full).get(), full.get(), "the server's own text");
         assert_eq!(
-            schema_for(Tier::Deferred, &full),
-            json!({ "type": "object", "properties": { "q": { "type": "string" } } })
+            schema_for(Tier::Deferred, &full).get(),
+            r#"{"properties":{"q":{"type":"string"}},"type":"object"}"#
         );
-        assert_eq!(schema_for(Tier::Bare, &full), json!({ "type": "object" }));
+        assert_eq!(schema_for(Tier::Bare, &full).get(), r#"{"type":"object"}"#);
+        assert!(
+            std::ptr::eq(schema_for(Tier::Bare, &full).get(), schema_for(Tier::Bare, &JsonText::from(json!({}))).get()),
+            "every bare schema is one text"
+        );
         assert_eq!(bare_schema().to_string(), r#"{"type":"object"}"#);
     }
 
@@ -518,8 +545,8 @@ mod tests {
             let catalog = generated_catalog(count);
             let tools = texts(&catalog);
             let floor: usize = tools.iter().map(|t| estimate_tokens(t.name) + estimate_tokens(t.description)).sum();
-            let full: usize = tools.iter().map(|t| schema_tokens(t.input_schema)).sum();
-            let deferred: usize = tools.iter().map(|t| schema_tokens(&deferred_schema(t.input_schema))).sum();
+            let full: usize = catalog.iter().map(|t| schema_tokens(&t.input_schema)).sum();
+            let deferred: usize = catalog.iter().map(|t| schema_tokens(&deferred_schema(&t.input_schema))).sum();
             let bare = count * schema_tokens(&bare_schema());
             assert!(bare < deferred && deferred < full, "{count}: each tier is smaller");
             assert!(deferred < floor + full, "{count}: the test needs a gap between the two thresholds");
@@ -601,7 +628,7 @@ mod tests {
     fn every_parameter_name_survives_deferral() {
         for count in [10, 500, 2000] {
             for tool in generated_catalog(count) {
-                let deferred = schema_for(Tier::Deferred, &tool.input_schema);
+                let deferred = schema_for(Tier::Deferred, &tool.schema_text).tree();
                 let names = |schema: &Value| -> HashSet<String> {
                     schema["properties"].as_object().unwrap().keys().cloned().collect()
                 };

@@ -8,38 +8,9 @@ pub mod search;
 use crate::protocol::mcp::Tool;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
-use serde_json::value::RawValue;
-use serde_json::Value;
 use std::sync::Arc;
 
-/// JSON kept as its text: a projected schema is held for the life of a toolset but only ever
-/// forwarded, and text takes a fraction of the memory of a parsed `Value` tree. Shared: toolsets that
-/// list the same catalogue from the same server hold one copy (see `catalog::shared`).
-#[derive(Clone)]
-pub struct JsonText(Arc<RawValue>);
-
-impl std::ops::Deref for JsonText {
-    type Target = RawValue;
-    fn deref(&self) -> &RawValue {
-        &self.0
-    }
-}
-
-impl Serialize for JsonText {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(serializer)
-    }
-}
-
-impl std::fmt::Debug for JsonText {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.0.get())
-    }
-}
-
-pub fn json_text(value: &Value) -> JsonText {
-    JsonText(Arc::from(serde_json::value::to_raw_value(value).expect("a Value always serializes")))
-}
+pub use crate::protocol::json_text::{json_text, JsonText};
 
 /// A server's text (a description), shared like [`JsonText`].
 #[derive(Clone, PartialEq, Eq, Default)]
@@ -109,13 +80,12 @@ impl std::fmt::Debug for ToolTexts {
 
 impl ToolTexts {
     pub fn of(tool: &Tool) -> Self {
-        let input_schema = json_text(&tool.input_schema);
         ToolTexts {
             description: tool.description.as_deref().or(tool.title.as_deref()).unwrap_or_default().into(),
-            schema_tokens: disclosure::estimate_tokens(input_schema.get()),
-            input_schema,
-            output_schema: tool.output_schema.as_ref().map(json_text),
-            annotations: tool.annotations.as_ref().map(json_text),
+            schema_tokens: disclosure::estimate_tokens(tool.input_schema.get()),
+            input_schema: tool.input_schema.clone(),
+            output_schema: tool.output_schema.clone(),
+            annotations: tool.annotations.clone(),
             shared_id: None,
             schemas: None,
         }
@@ -190,15 +160,15 @@ impl Serialize for ProjectedTool {
 
 impl PartialEq for ProjectedTool {
     fn eq(&self, other: &Self) -> bool {
-        let text = |j: &Option<JsonText>| j.as_ref().map(|j| j.get().to_owned());
+        // The schemas as JSON values (see `JsonText`'s `eq`): a tool rebuilt from a store is the same tool.
         self.name == other.name
             && self.description == other.description
-            && self.input_schema.get() == other.input_schema.get()
+            && self.input_schema == other.input_schema
             && self.server == other.server
             && self.remote_name == other.remote_name
             && self.title == other.title
-            && text(&self.output_schema) == text(&other.output_schema)
-            && text(&self.annotations) == text(&other.annotations)
+            && self.output_schema == other.output_schema
+            && self.annotations == other.annotations
             && self.ui == other.ui
     }
 }
@@ -267,6 +237,7 @@ impl ProjectedTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn tool() -> Tool {
         serde_json::from_value(serde_json::json!({

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+
+pub use super::json_text::JsonText;
 use serde_json::Value;
 
 /// The version this client asks for first.
@@ -145,12 +147,13 @@ pub struct Tool {
     pub title: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The server's text (see `json_text`): parsed into a tree only where one is read.
     #[serde(default = "empty_object_schema")]
-    pub input_schema: Value,
+    pub input_schema: JsonText,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_schema: Option<Value>,
+    pub output_schema: Option<JsonText>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<Value>,
+    pub annotations: Option<JsonText>,
     /// Its MCP Apps metadata (`_meta.ui`); the rest of `_meta` is not kept.
     #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none", with = "super::apps::tool_meta")]
     pub ui: Option<super::apps::ToolUi>,
@@ -163,16 +166,16 @@ impl Tool {
     }
 }
 
-fn empty_object_schema() -> Value {
-    serde_json::json!({ "type": "object" })
+fn empty_object_schema() -> JsonText {
+    JsonText::from(serde_json::json!({ "type": "object" }))
 }
 
 /// Whether `schema` is what MCP requires of a tool's `inputSchema`: a JSON object whose root declares
 /// `"type": "object"`. Model providers refuse a function whose parameters are anything else (no `type`,
 /// another type, a list of types, an `enum` or `const` root), and one such tool fails every request of
 /// the agent that is shown it.
-pub fn is_object_schema(schema: &Value) -> bool {
-    schema.get("type").and_then(Value::as_str) == Some("object")
+pub fn is_object_schema(schema: &JsonText) -> bool {
+    matches!(schema.root_type(), Ok(Some(Value::String(kind))) if kind == "object")
 }
 
 /// One `tools/list` page with each tool left as its text, so one malformed tool can be refused on its

@@ -3,6 +3,7 @@
 pub mod apps;
 pub mod call_context;
 pub mod era;
+pub mod json_text;
 pub mod jsonrpc;
 pub mod mcp;
 pub mod nesting;

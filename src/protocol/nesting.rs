@@ -34,7 +34,7 @@ pub fn exceeds_depth(json: &[u8], max_depth: usize) -> bool {
 }
 
 /// The index of the quote that closes a string whose contents start at `from`.
-fn end_of_string(json: &[u8], mut from: usize) -> Option<usize> {
+pub(crate) fn end_of_string(json: &[u8], mut from: usize) -> Option<usize> {
     loop {
         let found = from + memchr::memchr2(b'"', b'\\', json.get(from..)?)?;
         if json[found] == b'"' {

@@ -87,14 +87,28 @@ pub type ArgumentCheck = Box<dyn Fn(&Value) -> std::result::Result<(), String> +
 
 /// One tool as the host declares it (`createMcpServer({ tools })`, the TS layer having turned each
 /// entry into JSON Schema): the published definition, as a client sees it in `tools/list`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct ToolSpec {
-    #[serde(flatten)]
     pub tool: Tool,
     /// The host checks the arguments itself (a Standard Schema), so the engine does not check them again.
-    #[serde(default)]
     pub host_validates: bool,
+}
+
+/// Read from one JSON object twice, the tool and the flag: a tool keeps its schemas as text, which
+/// `#[serde(flatten)]`'s buffering cannot hold.
+impl<'de> Deserialize<'de> for ToolSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Flags {
+            #[serde(default)]
+            host_validates: bool,
+        }
+        let raw = Box::<serde_json::value::RawValue>::deserialize(deserializer)?;
+        let tool: Tool = serde_json::from_str(raw.get()).map_err(serde::de::Error::custom)?;
+        let Flags { host_validates } = serde_json::from_str(raw.get()).map_err(serde::de::Error::custom)?;
+        Ok(ToolSpec { tool, host_validates })
+    }
 }
 
 /// `createMcpServer`'s options as the engine reads them.
@@ -182,13 +196,13 @@ impl McpServerCore {
                     tool.name
                 )));
             }
-            if tool.output_schema.as_ref().is_some_and(|s| !s.is_object()) {
+            if tool.output_schema.as_ref().is_some_and(|s| !s.get().starts_with('{')) {
                 return Err(McpError::config(format!(
                     "createMcpServer: the output schema of {:?} must be a JSON Schema object",
                     tool.name
                 )));
             }
-            let check = if host_validates { None } else { compile(&tool.input_schema) };
+            let check = if host_validates { None } else { compile(&tool.input_schema.tree()) };
             listed.push(
                 serde_json::to_value(&tool)
                     .map_err(|e| McpError::Internal(format!("a tool definition did not serialize: {e}")))?,

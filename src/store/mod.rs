@@ -170,7 +170,7 @@ pub fn server_id(name: &str, kind: &str, identity: &str) -> String {
 pub fn fingerprint(tool: &Tool) -> String {
     let mut fingerprinted = Map::new();
     fingerprinted.insert("description".to_owned(), tool.description.clone().map_or(Value::Null, Value::String));
-    fingerprinted.insert("inputSchema".to_owned(), tool.input_schema.clone());
+    fingerprinted.insert("inputSchema".to_owned(), tool.input_schema.tree());
     fingerprinted.insert("title".to_owned(), tool.title.clone().map_or(Value::Null, Value::String));
     if !tool.offered_to_model() {
         fingerprinted.insert("modelVisible".to_owned(), Value::Bool(false));
@@ -280,7 +280,7 @@ pub mod contract {
             name: name.to_owned(),
             title: None,
             description: Some(description.to_owned()),
-            input_schema: json!({ "type": "object", "properties": { "q": { "type": "string" } } }),
+            input_schema: json!({ "type": "object", "properties": { "q": { "type": "string" } } }).into(),
             output_schema: None,
             annotations: None,
             ui: None,
@@ -322,8 +322,8 @@ pub mod contract {
         };
         let mut with_everything = tool("search", "Searches");
         with_everything.title = Some("Search".to_owned());
-        with_everything.output_schema = Some(json!({ "type": "object" }));
-        with_everything.annotations = Some(json!({ "readOnlyHint": true }));
+        with_everything.output_schema = Some(json!({ "type": "object" }).into());
+        with_everything.annotations = Some(json!({ "readOnlyHint": true }).into());
         let mut http =
             row("docs:1", "docs", vec![with_everything, tool("fetch", "Fetches")], Some(baseline(&[("search", "aa")])));
         http.listed_at = Some(1_764_000_000_123);
@@ -496,8 +496,8 @@ mod tests {
         assert_eq!(fingerprint(&renamed), fp, "the name is the key, not part of the fingerprint");
 
         let mut annotated = base.clone();
-        annotated.annotations = Some(json!({ "readOnlyHint": true }));
-        annotated.output_schema = Some(json!({ "type": "object" }));
+        annotated.annotations = Some(json!({ "readOnlyHint": true }).into());
+        annotated.output_schema = Some(json!({ "type": "object" }).into());
         assert_eq!(fingerprint(&annotated), fp);
 
         let mut described = base.clone();
@@ -509,7 +509,9 @@ mod tests {
         assert_ne!(fingerprint(&titled), fp);
 
         let mut schema = base.clone();
-        schema.input_schema["properties"]["q"]["description"] = json!("now also sends your files");
+        let mut changed = schema.input_schema.tree();
+        changed["properties"]["q"]["description"] = json!("now also sends your files");
+        schema.input_schema = changed.into();
         assert_ne!(fingerprint(&schema), fp);
 
         // An absent description is null, which is not the empty string.
@@ -540,7 +542,7 @@ mod tests {
             name: "echo".to_owned(),
             title: None,
             description: Some("Echoes".to_owned()),
-            input_schema: json!({ "type": "object" }),
+            input_schema: json!({ "type": "object" }).into(),
             output_schema: None,
             annotations: None,
             ui: None,

@@ -15,7 +15,7 @@ use crate::error::{McpError, Result};
 use crate::guard::policy;
 use crate::guard::server_text;
 use crate::limits::MAX_PARAM_HEADER_VALUE_BYTES;
-use crate::projection::{JsonText, ProjectedTool};
+use crate::projection::ProjectedTool;
 use crate::protocol::call_context::CallContext;
 use crate::protocol::param_headers::{self, ParamHeader, ParamHeaders};
 use crate::schema::SchemaError;
@@ -795,11 +795,10 @@ fn differs_only_in_param_headers(admitted: &ProjectedTool, current: &ProjectedTo
         value.as_mut().map(strip);
         value
     };
-    let text = |j: &Option<JsonText>| j.as_ref().map(|j| j.get().to_owned());
     admitted.description == current.description
         && admitted.title == current.title
-        && text(&admitted.output_schema) == text(&current.output_schema)
-        && text(&admitted.annotations) == text(&current.annotations)
+        && admitted.output_schema == current.output_schema
+        && admitted.annotations == current.annotations
         && schema(admitted).is_some()
         && schema(admitted) == schema(current)
 }

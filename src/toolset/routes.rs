@@ -9,7 +9,7 @@ use crate::guard::filter::ToolFilter;
 use crate::limits::MAX_REJECTION_DIAGNOSTICS;
 use crate::projection::disclosure::{self, Tier, ToolText};
 use crate::projection::search::{SearchDocument, SearchIndex};
-use crate::projection::{json_text, naming, ProjectedTool};
+use crate::projection::{naming, ProjectedTool};
 use crate::protocol::mcp::Tool;
 use crate::protocol::param_headers::ParamHeaders;
 use crate::schema::tool::ToolSchemas;
@@ -224,7 +224,7 @@ pub(crate) fn project_server(
             };
             let shown = if !quarantined && decision.tier != Tier::Full {
                 let mut abbreviated = (*full).clone();
-                abbreviated.input_schema = json_text(&disclosure::schema_for(decision.tier, &tool.input_schema));
+                abbreviated.input_schema = disclosure::schema_for(decision.tier, &tool.input_schema);
                 abbreviated.texts_id = None; // no longer the shared texts
                 Arc::new(abbreviated)
             } else {

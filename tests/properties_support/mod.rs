@@ -177,10 +177,12 @@ pub fn check_deferred(schema: &Value) {
             assert!(properties.is_some_and(|p| p.contains_key(name)), "{name:?} required but not a property");
         }
     }
+    let text = mcpferry::projection::JsonText::from(schema.clone());
     for tier in [disclosure::Tier::Full, disclosure::Tier::Deferred, disclosure::Tier::Bare] {
-        serde_json::to_string(&disclosure::schema_for(tier, schema)).expect("every tier serializes");
+        let shown = disclosure::schema_for(tier, &text);
+        serde_json::from_str::<Value>(shown.get()).expect("every tier is valid JSON");
     }
-    let tool = disclosure::ToolText { name: "t", description: "", input_schema: schema, schema_tokens: None };
+    let tool = disclosure::ToolText { name: "t", description: "", input_schema: &text, schema_tokens: None };
     for budget in [0, 10, 1_000_000] {
         // Only the bare tier may exceed the budget: there is nothing left to shed.
         let decision = disclosure::decide(&[tool], budget, false);

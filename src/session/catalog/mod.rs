@@ -243,8 +243,11 @@ impl Pages {
             return Err(not_an_object_schema(&tool.input_schema));
         }
         // Before the name is claimed: an invalid definition does not keep a valid one of that name out.
-        let headers =
-            if self.annotated_page { param_headers::param_headers_in(&tool.input_schema)? } else { Vec::new() };
+        let headers = if self.annotated_page && param_headers::may_annotate(tool.input_schema.get()) {
+            param_headers::param_headers(&tool.input_schema)?
+        } else {
+            Vec::new()
+        };
         if !self.names.insert(std::hash::BuildHasher::hash_one(&self.name_hasher, &tool.name)) {
             return Err("the server listed this tool name more than once; the first is kept".to_owned());
         }
@@ -277,11 +280,11 @@ fn parse_tool(raw: &RawValue) -> std::result::Result<Tool, String> {
 }
 
 /// Why an `inputSchema` is not an object schema, in a few words (the server's text clamped).
-fn not_an_object_schema(schema: &serde_json::Value) -> String {
-    let found = match schema.get("type") {
-        _ if !schema.is_object() => "it is not a JSON object".to_owned(),
-        None => "its root has no \"type\"".to_owned(),
-        Some(other) => format!("its root has \"type\": {}", clamp(&other.to_string())),
+fn not_an_object_schema(schema: &mcp::JsonText) -> String {
+    let found = match schema.root_type() {
+        Err(()) => "it is not a JSON object".to_owned(),
+        Ok(None) => "its root has no \"type\"".to_owned(),
+        Ok(Some(other)) => format!("its root has \"type\": {}", clamp(&other.to_string())),
     };
     format!("the tool's inputSchema is not an object schema (\"type\": \"object\"), which model providers require of parameters: {found}")
 }

@@ -199,7 +199,7 @@ mod tests {
         ] {
             let tool: Tool = serde_json::from_value(json!({ "name": "t", "inputSchema": schema })).unwrap();
             let texts = ToolTexts::of(&tool);
-            assert_eq!(texts.schema_tokens, crate::projection::disclosure::schema_tokens(&tool.input_schema));
+            assert_eq!(texts.schema_tokens, crate::projection::disclosure::schema_tokens(&schema));
         }
     }
 
