@@ -38,7 +38,8 @@ fn listing(server: usize) -> Vec<Tool> {
             name: format!("tool_{n}"),
             title: None,
             description: Some(format!("Tool {n} of server {server}: does one thing well.")),
-            input_schema: json!({ "type": "object", "properties": { "q": { "type": "string" } }, "required": ["q"] }),
+            input_schema: json!({ "type": "object", "properties": { "q": { "type": "string" } }, "required": ["q"] })
+                .into(),
             output_schema: None,
             annotations: None,
             ui: None,

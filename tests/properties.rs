@@ -82,6 +82,7 @@ fn json_value() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::from),
         any::<i64>().prop_map(Value::from),
         "[a-z]{0,6}".prop_map(Value::from),
+        "[ a\"\\\\\n\té😀]{0,8}".prop_map(Value::from),
         prop::sample::select(vec!["object", "string", "number", "integer", "boolean", "array", "null", "bogus"])
             .prop_map(Value::from),
     ];
@@ -174,6 +175,23 @@ proptest! {
     #[test]
     fn deferred_projection_of_any_schema_is_valid_json(schema in prop_oneof![schema(), json_value()]) {
         check_deferred(&schema);
+    }
+
+    #[test]
+    fn a_schema_kept_as_text_is_the_value_a_parse_gives(
+        value in prop_oneof![schema(), json_value()],
+        pretty in any::<bool>(),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let text = if pretty { serde_json::to_string_pretty(&value).unwrap() } else { value.to_string() };
+        // Its keys sorted and its numbers integers, the value's compact text is the one kept.
+        prop_assert_eq!(check_json_text(&text).map(|kept| kept.get().to_owned()), Some(value.to_string()));
+        // Any prefix is malformed or another value: either way both readers agree.
+        let mut at = cut.index(text.len() + 1);
+        while !text.is_char_boundary(at) {
+            at -= 1;
+        }
+        check_json_text(&text[..at]);
     }
 }
 

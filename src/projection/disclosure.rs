@@ -149,9 +149,80 @@ pub fn bare_schema() -> Value {
     Value::Object(bare)
 }
 
-/// [`deferred_schema`] of a schema kept as text: the one place a tier needs the schema as a tree.
-fn deferred_schema_of(schema: &RawValue) -> Value {
-    deferred_schema(&serde_json::from_str(schema.get()).unwrap_or(Value::Null))
+/// [`deferred_schema`] of a schema kept as text. Read without building the rest of the tree: only
+/// what a deferred schema keeps (each property's `type`, `required`) is kept from the parse, so a big
+/// catalogue's budget decision costs a scan per schema, not a tree (tested equal to the tree's).
+pub fn deferred_schema_of(schema: &RawValue) -> Value {
+    deferred_schema(&serde_json::from_str::<DeferredParts>(schema.get()).map_or(Value::Null, |parts| parts.0))
+}
+
+/// Of a schema, the skeleton [`deferred_schema`] reads: `{"properties": {name: {"type": …}}, "required": …}`
+/// where the schema has them, each member's last occurrence kept as a tree parse keeps it; `Null` where
+/// the schema (or its `properties`, or a property) is not an object, which the deferred schema treats alike.
+struct DeferredParts(Value);
+
+/// Which level of the schema a [`DeferredParts`] visitor reads.
+#[derive(Clone, Copy)]
+enum Level {
+    Root,
+    Properties,
+    Property,
+}
+
+impl<'de> serde::Deserialize<'de> for DeferredParts {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(PartsVisitor(Level::Root))
+    }
+}
+
+struct PartsVisitor(Level);
+
+impl<'de> serde::de::DeserializeSeed<'de> for PartsVisitor {
+    type Value = DeferredParts;
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<DeferredParts, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+/// Any value that is not an object: `Null`, its contents skipped.
+macro_rules! not_an_object {
+    ($($method:ident($($arg:ty)?)),*) => {
+        $(fn $method<E: serde::de::Error>(self, $(_: $arg)?) -> Result<DeferredParts, E> {
+            Ok(DeferredParts(Value::Null))
+        })*
+    };
+}
+
+impl<'de> serde::de::Visitor<'de> for PartsVisitor {
+    type Value = DeferredParts;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    not_an_object!(visit_bool(bool), visit_i64(i64), visit_u64(u64), visit_f64(f64), visit_str(&str), visit_unit());
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<DeferredParts, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(DeferredParts(Value::Null))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<DeferredParts, A::Error> {
+        let mut kept = Map::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let part = match (self.0, &*key) {
+                (Level::Root, "properties") => map.next_value_seed(PartsVisitor(Level::Properties))?.0,
+                (Level::Root, "required") | (Level::Property, "type") => map.next_value::<Value>()?,
+                (Level::Properties, _) => map.next_value_seed(PartsVisitor(Level::Property))?.0,
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    continue;
+                }
+            };
+            kept.insert(key.into_owned(), part);
+        }
+        Ok(DeferredParts(Value::Object(kept)))
+    }
 }
 
 /// The input schema a tool is projected with in `tier`. A bare schema is one text for every tool.
@@ -640,6 +711,27 @@ mod tests {
                     assert!(property.get("description").is_none() && property.get("enum").is_none());
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_schemas_deferred_form_read_from_its_text_is_the_trees() {
+        let cases = [
+            r#"{"type":"object","properties":{"a":{"type":"string","description":"x","enum":["p"]},"b":{"type":["integer","bogus"]},"c":true,"d":{"items":{"type":"x"}}},"required":["a","zz","a",3]}"#,
+            r#"{"properties":{"a":{"type":"string"},"a":{"type":"number"}},"properties":{"b":{}},"required":"b"}"#,
+            r#"{"properties":[{"type":"string"}],"required":["0"]}"#,
+            r#"{"properties":{"a":{"type":"string","type":"boolean"}}}"#,
+            r#"["not", "an", {"object": 1}]"#,
+            r#""text""#,
+            r#"{}"#,
+        ];
+        for text in cases {
+            let raw: Box<RawValue> = serde_json::from_str(text).unwrap();
+            let tree: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(deferred_schema_of(&raw), deferred_schema(&tree), "{text}");
+        }
+        for tool in generated_catalog(96) {
+            assert_eq!(deferred_schema_of(&tool.schema_text), deferred_schema(&tool.input_schema), "{}", tool.name);
         }
     }
 

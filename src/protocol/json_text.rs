@@ -82,14 +82,27 @@ impl JsonText {
         serde_json::from_str(self.get()).unwrap_or(Value::Null)
     }
 
-    /// The root's `"type"` member (the last one, as a parse would keep it), if the root is an object.
-    /// `Err(())` when the root is not an object. Reads nothing else into memory.
-    pub fn root_type(&self) -> Result<Option<Value>, ()> {
+    /// What the root declares as its `"type"` (the last one, as a parse keeps it). Reads nothing else
+    /// into memory.
+    pub fn root_type(&self) -> RootType {
         if !self.get().starts_with('{') {
-            return Err(());
+            return RootType::NotAnObject;
         }
-        serde_json::from_str::<RootType>(self.get()).map(|root| root.0).map_err(|_| ())
+        match serde_json::from_str::<TypeMember>(self.get()) {
+            Ok(TypeMember(Some(kind))) => RootType::Declared(kind),
+            Ok(TypeMember(None)) => RootType::Undeclared,
+            Err(_) => RootType::NotAnObject,
+        }
     }
+}
+
+/// What the root of a JSON text says of its `"type"`.
+#[derive(Debug, PartialEq)]
+pub enum RootType {
+    NotAnObject,
+    /// An object without a `"type"` member.
+    Undeclared,
+    Declared(Value),
 }
 
 /// A value read the way a tree parse reads it (every string decoded, every number converted), keeping
@@ -139,17 +152,17 @@ impl<'de> Visitor<'de> for StrictVisitor {
 }
 
 /// The root object's `"type"`, every other member skipped.
-struct RootType(Option<Value>);
+struct TypeMember(Option<Value>);
 
-impl<'de> Deserialize<'de> for RootType {
+impl<'de> Deserialize<'de> for TypeMember {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct RootVisitor;
         impl<'de> Visitor<'de> for RootVisitor {
-            type Value = RootType;
+            type Value = TypeMember;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a JSON object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RootType, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TypeMember, A::Error> {
                 let mut kind = None;
                 while let Some(key) = map.next_key::<Cow<'de, str>>()? {
                     if key == "type" {
@@ -158,7 +171,7 @@ impl<'de> Deserialize<'de> for RootType {
                         map.next_value::<de::IgnoredAny>()?;
                     }
                 }
-                Ok(RootType(kind))
+                Ok(TypeMember(kind))
             }
         }
         deserializer.deserialize_map(RootVisitor)
@@ -232,16 +245,20 @@ mod tests {
     #[test]
     fn reads_the_roots_type_as_a_parse_would() {
         let root = |text: &str| checked(text).unwrap().root_type();
-        assert_eq!(root(r#"{"type":"object"}"#), Ok(Some(json!("object"))));
-        assert_eq!(root(r#"{"properties":{"type":"x"}}"#), Ok(None), "a nested type is not the root's");
+        assert_eq!(root(r#"{"type":"object"}"#), RootType::Declared(json!("object")));
+        assert_eq!(root(r#"{"properties":{"type":"x"}}"#), RootType::Undeclared, "a nested type is not the root's");
         assert_eq!(
             root(r#"{"type":"string","type":"object"}"#),
-            Ok(Some(json!("object"))),
+            RootType::Declared(json!("object")),
             "the last, as a parse keeps"
         );
-        assert_eq!(root(r#"{"t\u0079pe":["object"]}"#), Ok(Some(json!(["object"]))), "an escaped key is that key");
-        assert_eq!(root(r#"["object"]"#), Err(()));
-        assert_eq!(root(r#""object""#), Err(()));
+        assert_eq!(
+            root(r#"{"t\u0079pe":["object"]}"#),
+            RootType::Declared(json!(["object"])),
+            "an escaped key is that key"
+        );
+        assert_eq!(root(r#"["object"]"#), RootType::NotAnObject);
+        assert_eq!(root(r#""object""#), RootType::NotAnObject);
     }
 
     #[test]

@@ -175,7 +175,7 @@ fn empty_object_schema() -> JsonText {
 /// another type, a list of types, an `enum` or `const` root), and one such tool fails every request of
 /// the agent that is shown it.
 pub fn is_object_schema(schema: &JsonText) -> bool {
-    matches!(schema.root_type(), Ok(Some(Value::String(kind))) if kind == "object")
+    matches!(schema.root_type(), super::json_text::RootType::Declared(Value::String(kind)) if kind == "object")
 }
 
 /// One `tools/list` page with each tool left as its text, so one malformed tool can be refused on its

@@ -178,6 +178,7 @@ pub fn check_deferred(schema: &Value) {
         }
     }
     let text = mcpferry::projection::JsonText::from(schema.clone());
+    assert_eq!(disclosure::deferred_schema_of(&text), deferred, "read from the text as from the tree");
     for tier in [disclosure::Tier::Full, disclosure::Tier::Deferred, disclosure::Tier::Bare] {
         let shown = disclosure::schema_for(tier, &text);
         serde_json::from_str::<Value>(shown.get()).expect("every tier is valid JSON");
@@ -190,5 +191,22 @@ pub fn check_deferred(schema: &Value) {
             decision.tier == disclosure::Tier::Bare || decision.schema_tokens <= budget,
             "{decision:?} over {budget}"
         );
+    }
+}
+
+/// A server's JSON text kept as a tool keeps its schemas: accepted exactly when a tree parse accepts it,
+/// as the same value, never longer. The kept text, if any.
+pub fn check_json_text(text: &str) -> Option<mcpferry::projection::JsonText> {
+    let tree = serde_json::from_str::<Value>(text);
+    let kept = serde_json::from_str::<Box<serde_json::value::RawValue>>(text)
+        .and_then(mcpferry::projection::JsonText::checked);
+    match (tree, kept) {
+        (Ok(tree), Ok(kept)) => {
+            assert_eq!(kept.tree(), tree, "{text:?} kept as {kept:?}");
+            assert!(kept.get().len() <= text.len(), "{text:?} kept as {kept:?}");
+            Some(kept)
+        }
+        (Err(_), Err(_)) => None,
+        (tree, kept) => panic!("{text:?}: a tree parse gave {tree:?}, the kept text {kept:?}"),
     }
 }

@@ -281,10 +281,11 @@ fn parse_tool(raw: &RawValue) -> std::result::Result<Tool, String> {
 
 /// Why an `inputSchema` is not an object schema, in a few words (the server's text clamped).
 fn not_an_object_schema(schema: &mcp::JsonText) -> String {
+    use crate::protocol::json_text::RootType;
     let found = match schema.root_type() {
-        Err(()) => "it is not a JSON object".to_owned(),
-        Ok(None) => "its root has no \"type\"".to_owned(),
-        Ok(Some(other)) => format!("its root has \"type\": {}", clamp(&other.to_string())),
+        RootType::NotAnObject => "it is not a JSON object".to_owned(),
+        RootType::Undeclared => "its root has no \"type\"".to_owned(),
+        RootType::Declared(other) => format!("its root has \"type\": {}", clamp(&other.to_string())),
     };
     format!("the tool's inputSchema is not an object schema (\"type\": \"object\"), which model providers require of parameters: {found}")
 }
