@@ -5,6 +5,7 @@
 
 import { binding, engine } from './binding';
 import { engineFailure, fromEngine } from './errors';
+import { lazily } from './lazily';
 import { storeFactories, type PostgresMcpConnectionStore, type PostgresMcpConnectionStoreOptions } from './stores';
 import { isTokenStore, nativeTokenStoreId, tokenStoreDispatcher, type McpTokenStore as McpTokenStoreType } from './token-stores';
 import { configError, configJson, nativeToolsetOf, openToolset } from './toolset';
@@ -57,14 +58,10 @@ export { printAuthorizationUrl } from './toolset';
 // What the first mcpTools() doesn't need loads on first use, not at import (issue 30): the server
 // (createMcpServer), the firewall and its journals, the one-server client and the config-file reader, each
 // with what it imports. Each function below is documented here and runs the module's own.
-let serverModule: typeof import('./server') | undefined;
-const server = () => (serverModule ??= require('./server') as typeof import('./server'));
-let firewallModule: typeof import('./firewall') | undefined;
-const firewall = () => (firewallModule ??= require('./firewall') as typeof import('./firewall'));
-let clientModule: typeof import('./client') | undefined;
-const client = () => (clientModule ??= require('./client') as typeof import('./client'));
-let configFileModule: typeof import('./config-file') | undefined;
-const configFile = () => (configFileModule ??= require('./config-file') as typeof import('./config-file'));
+const server = lazily(() => require('./server') as typeof import('./server'));
+const firewall = lazily(() => require('./firewall') as typeof import('./firewall'));
+const client = lazily(() => require('./client') as typeof import('./client'));
+const configFile = lazily(() => require('./config-file') as typeof import('./config-file'));
 
 /** Publish `tools` over MCP (`listen`) and call them in process (`callTool`). */
 export function createMcpServer(options: McpServerOptions): McpServerHandle {

@@ -7,6 +7,7 @@ import { CallChannel } from './call-channel';
 import { createMcpError, engineFailure, McpError, type McpErrorCode } from './errors';
 import { OpenQuestions } from './questions';
 import { ResourceSubscribers, sessionRequests } from './session';
+import { lazily } from './lazily';
 import { otelRegistered } from './otel-registry';
 import { readStdout } from './stdout-reader';
 import { isStore, nativeStoreId, storeDispatcher } from './stores';
@@ -22,8 +23,7 @@ const READ_STDIO_IN_JS = process.env.MCPFERRY_ENGINE_READER !== '1' && typeof (g
 
 // Loaded with the first toolset, not at import (issue 30): the tracer and meter code. (The stdout reader's
 // node:net loads with the first stdio server, in readStdout.)
-let telemetryModule: typeof import('./telemetry') | undefined;
-const clientTelemetry = () => (telemetryModule ??= require('./telemetry') as typeof import('./telemetry')).ClientTelemetry;
+const clientTelemetry = lazily(() => (require('./telemetry') as typeof import('./telemetry')).ClientTelemetry);
 
 /** Internal: the native toolset behind a toolset this module opened. */
 export function nativeToolsetOf(toolset: McpToolset): NativeToolset | undefined {
