@@ -47,6 +47,23 @@ test('10 tools fit: full schemas, no describe or search tool', async () => {
   for (const tool of catalog) assert.deepEqual(tools[`cat__${tool.name}`].inputSchema, tool.inputSchema);
 });
 
+test('a tool shows its fields in one order whether its texts are shared (full) or its own (deferred), its schema frozen', async () => {
+  const full = await open(10);
+  const deferred = await open(500);
+  await Promise.all([full.close(), deferred.close()]);
+  const order = ['name', 'description', 'inputSchema', 'server', 'remoteName', 'execute'];
+  for (const tools of [full.tools, deferred.tools]) {
+    for (const tool of remoteTools(tools)) {
+      assert.deepEqual(Object.keys(tool), order, tool.name);
+      assert.ok(Object.isFrozen(tool.inputSchema), tool.name);
+      assert.ok(Object.values(tool.inputSchema.properties ?? {}).every(Object.isFrozen), tool.name);
+    }
+  }
+  // The 500 tools' schemas were cut down (so their texts travelled inline, not shared): properties keep only `type`.
+  const properties = remoteTools(deferred.tools).flatMap((t) => Object.values(t.inputSchema.properties ?? {}));
+  assert.ok(properties.length > 0 && properties.every((p) => Object.keys(p).every((k) => k === 'type')));
+});
+
 test('500 tools: deferred schemas keep every parameter name within the budget; describe answers from cache', async () => {
   const { tools, close, diagnostics, server } = await open(500);
   const catalog = makeCatalog(500);

@@ -39,7 +39,14 @@ impl ReaderHost for JsReaderHost {
 
 /// `{"tools": [...], "diagnostics": [...]}`, what `connect` and `rebuild` resolve to.
 fn opened(tools: Vec<ProjectedTool>, diagnostics: Vec<Diagnostic>) -> String {
-    let out = serde_json::json!({ "tools": tools, "diagnostics": diagnostics }).to_string();
+    /// Written straight to text: through a `Value` (`json!`), every tool and its schemas became a tree first.
+    #[derive(serde::Serialize)]
+    struct Opened<'a> {
+        tools: &'a [ProjectedTool],
+        diagnostics: &'a [Diagnostic],
+    }
+    let out =
+        serde_json::to_string(&Opened { tools: &tools, diagnostics: &diagnostics }).expect("a tool map serializes");
     drop(tools);
     release_freed_memory(out.len() >= RELEASE_FREED_MEMORY_AT_ONCE_BYTES);
     out
