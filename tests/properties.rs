@@ -81,6 +81,7 @@ fn json_value() -> impl Strategy<Value = Value> {
         Just(Value::Null),
         any::<bool>().prop_map(Value::from),
         any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_filter("JSON has no NaN or infinity", |f| f.is_finite()).prop_map(Value::from),
         "[a-z]{0,6}".prop_map(Value::from),
         "[ a\"\\\\\n\té😀]{0,8}".prop_map(Value::from),
         prop::sample::select(vec!["object", "string", "number", "integer", "boolean", "array", "null", "bogus"])
@@ -178,14 +179,24 @@ proptest! {
     }
 
     #[test]
+    fn the_token_estimate_counts_utf16_units(text in any::<String>()) {
+        let units: usize = text.chars().map(char::len_utf16).sum();
+        prop_assert_eq!(mcpferry::projection::disclosure::estimate_tokens(&text), units.div_ceil(4));
+    }
+
+    #[test]
     fn a_schema_kept_as_text_is_the_value_a_parse_gives(
         value in prop_oneof![schema(), json_value()],
         pretty in any::<bool>(),
         cut in any::<prop::sample::Index>(),
     ) {
         let text = if pretty { serde_json::to_string_pretty(&value).unwrap() } else { value.to_string() };
-        // Its keys sorted and its numbers integers, the value's compact text is the one kept.
+        // Its keys sorted, the value's compact text is the one kept.
         prop_assert_eq!(check_json_text(&text).map(|kept| kept.get().to_owned()), Some(value.to_string()));
+        // Keys written with escapes, and members repeated (the last counts): read the same by every reader.
+        check_json_text(&text.replace("\"type\"", "\"t\\u0079pe\"").replace("\"properties\"", "\"pr\\u006fperties\""));
+        check_json_text(&text.replace('{', "{\"type\":\"bogus\",\"properties\":[],\"required\":7,"));
+        check_json_text(&text.replace(':', ": ").replace('[', "[\n\t"));
         // Any prefix is malformed or another value: either way both readers agree.
         let mut at = cut.index(text.len() + 1);
         while !text.is_char_boundary(at) {

@@ -20,7 +20,6 @@
 
 use crate::protocol::json_text::{json_text, JsonText};
 use serde::Serialize;
-use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 use std::sync::LazyLock;
@@ -43,8 +42,12 @@ const JSON_SCHEMA_TYPES: [&str; 7] = ["string", "number", "integer", "boolean", 
 
 /// `Math.ceil(text.length / 4)` in JavaScript: `length` counts UTF-16 code units, so an emoji is 2.
 pub fn estimate_tokens(text: &str) -> usize {
-    let utf16_units: usize = text.chars().map(char::len_utf16).sum();
-    utf16_units.div_ceil(CHARS_PER_TOKEN)
+    // Counted over the UTF-8 bytes, which the compiler vectorizes (every schema and description is measured):
+    // each character's first byte counts one unit, and a 4-byte character (0xF0..) is a surrogate pair, two.
+    let bytes = text.as_bytes();
+    let characters = bytes.iter().filter(|&&b| !(0x80..0xC0).contains(&b)).count();
+    let astral = bytes.iter().filter(|&&b| b >= 0xF0).count();
+    (characters + astral).div_ceil(CHARS_PER_TOKEN)
 }
 
 /// Tokens of a schema as it is sent: compact JSON.
@@ -152,7 +155,7 @@ pub fn bare_schema() -> Value {
 /// [`deferred_schema`] of a schema kept as text. Read without building the rest of the tree: only
 /// what a deferred schema keeps (each property's `type`, `required`) is kept from the parse, so a big
 /// catalogue's budget decision costs a scan per schema, not a tree (tested equal to the tree's).
-pub fn deferred_schema_of(schema: &RawValue) -> Value {
+pub fn deferred_schema_of(schema: &JsonText) -> Value {
     deferred_schema(&serde_json::from_str::<DeferredParts>(schema.get()).map_or(Value::Null, |parts| parts.0))
 }
 
@@ -241,7 +244,7 @@ pub struct ToolText<'a> {
     pub name: &'a str,
     pub description: &'a str,
     /// Its compact text.
-    pub input_schema: &'a RawValue,
+    pub input_schema: &'a JsonText,
     /// `schema_tokens(input_schema)`, when known already (a catalogue shared by content measures it once).
     pub schema_tokens: Option<usize>,
 }
@@ -724,14 +727,28 @@ mod tests {
             r#"["not", "an", {"object": 1}]"#,
             r#""text""#,
             r#"{}"#,
+            r#"{"pr\u006fperties":{"a":{"t\u0079pe":"string"},"\u00e9":{"type":"null"}},"requ\u0069red":["a","\u00e9"]}"#,
+            r#"{"properties":{"a":{"type":"string"}},"properties":{"b":{"type":"number"}},"required":["a","b"]}"#,
+            r#"{ "properties" : { "a" : { "type" : [ "integer" , "x" ] , "description" : "d" } } , "required" : [ "a" ] }"#,
         ];
         for text in cases {
-            let raw: Box<RawValue> = serde_json::from_str(text).unwrap();
+            let kept: JsonText = serde_json::from_str(text).unwrap();
             let tree: Value = serde_json::from_str(text).unwrap();
-            assert_eq!(deferred_schema_of(&raw), deferred_schema(&tree), "{text}");
+            assert_eq!(deferred_schema_of(&kept), deferred_schema(&tree), "{text}");
         }
         for tool in generated_catalog(96) {
             assert_eq!(deferred_schema_of(&tool.schema_text), deferred_schema(&tool.input_schema), "{}", tool.name);
+        }
+    }
+
+    #[test]
+    fn the_estimate_counts_utf16_units_as_javascript_does() {
+        for text in
+            ["", "abcd", "abcde", "é", "検索", "😀", "😀😀", "aé検😀\u{10FFFF}\u{7F}\u{80}\u{7FF}\u{800}\u{FFFF}"]
+        {
+            let units: usize = text.chars().map(char::len_utf16).sum();
+            assert_eq!(estimate_tokens(text), units.div_ceil(CHARS_PER_TOKEN), "{text:?}");
+            assert_eq!(estimate_tokens(&text.repeat(7)), (units * 7).div_ceil(CHARS_PER_TOKEN), "{text:?}");
         }
     }
 

@@ -77,9 +77,11 @@ impl JsonText {
         Ok(JsonText(Arc::from(text)))
     }
 
-    /// The text as a tree. Checked when kept, so it parses; `Null` only if it somehow did not.
+    /// The text as a tree. Every `JsonText` is checked JSON (made by [`JsonText::checked`] or from a tree),
+    /// so this parses; a failure would be the engine's bug, contained as one (never a `Null` that would
+    /// make two unlike texts fingerprint alike).
     pub fn tree(&self) -> Value {
-        serde_json::from_str(self.get()).unwrap_or(Value::Null)
+        serde_json::from_str(self.get()).expect("a JsonText is checked JSON")
     }
 
     /// What the root declares as its `"type"` (the last one, as a parse keeps it). Reads nothing else

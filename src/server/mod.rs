@@ -196,7 +196,11 @@ impl McpServerCore {
                     tool.name
                 )));
             }
-            if tool.output_schema.as_ref().is_some_and(|s| !s.get().starts_with('{')) {
+            if tool
+                .output_schema
+                .as_ref()
+                .is_some_and(|s| s.root_type() == crate::protocol::json_text::RootType::NotAnObject)
+            {
                 return Err(McpError::config(format!(
                     "createMcpServer: the output schema of {:?} must be a JSON Schema object",
                     tool.name

@@ -6,6 +6,7 @@
 use mcpferry::error::McpError;
 use mcpferry::limits::MAX_TOOL_NAME_CHARS;
 use mcpferry::projection::{disclosure, naming};
+use mcpferry::protocol::json_text::RootType;
 use mcpferry::protocol::jsonrpc::{self, Message, RawMessage, RequestId};
 use mcpferry::transport::event_stream::{Event, EventStreamError, EventStreamParser};
 use mcpferry::transport::stdio::LineReader;
@@ -178,11 +179,9 @@ pub fn check_deferred(schema: &Value) {
         }
     }
     let text = mcpferry::projection::JsonText::from(schema.clone());
-    assert_eq!(disclosure::deferred_schema_of(&text), deferred, "read from the text as from the tree");
-    for tier in [disclosure::Tier::Full, disclosure::Tier::Deferred, disclosure::Tier::Bare] {
-        let shown = disclosure::schema_for(tier, &text);
-        serde_json::from_str::<Value>(shown.get()).expect("every tier is valid JSON");
-    }
+    assert_eq!(disclosure::schema_for(disclosure::Tier::Full, &text).get(), text.get(), "shown as kept");
+    assert_eq!(disclosure::schema_for(disclosure::Tier::Deferred, &text).tree(), deferred);
+    assert_eq!(disclosure::schema_for(disclosure::Tier::Bare, &text).get(), r#"{"type":"object"}"#);
     let tool = disclosure::ToolText { name: "t", description: "", input_schema: &text, schema_tokens: None };
     for budget in [0, 10, 1_000_000] {
         // Only the bare tier may exceed the budget: there is nothing left to shed.
@@ -204,6 +203,17 @@ pub fn check_json_text(text: &str) -> Option<mcpferry::projection::JsonText> {
         (Ok(tree), Ok(kept)) => {
             assert_eq!(kept.tree(), tree, "{text:?} kept as {kept:?}");
             assert!(kept.get().len() <= text.len(), "{text:?} kept as {kept:?}");
+            // What is read from the text without its tree agrees with the tree.
+            let deferred = disclosure::deferred_schema(&tree);
+            assert_eq!(disclosure::deferred_schema_of(&kept), deferred, "{text:?}");
+            let root = match &tree {
+                Value::Object(members) => match members.get("type") {
+                    Some(kind) => RootType::Declared(kind.clone()),
+                    None => RootType::Undeclared,
+                },
+                _ => RootType::NotAnObject,
+            };
+            assert_eq!(kept.root_type(), root, "{text:?}");
             Some(kept)
         }
         (Err(_), Err(_)) => None,

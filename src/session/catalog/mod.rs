@@ -404,6 +404,32 @@ mod tests {
         }
     }
 
+    /// Schemas are kept as the server wrote them, less whitespace; one a tree parse would refuse (a lone
+    /// surrogate, a number past f64) costs its tool alone, as a malformed definition.
+    #[test]
+    fn schemas_are_kept_as_text_and_a_schema_a_parse_refuses_costs_only_its_tool() {
+        let page = concat!(
+            r#"{"tools":[{"name":"spaced","inputSchema":{ "type" : "object", "properties": {"z": {"description": "a  b"}, "a": {}} }},"#,
+            r#"{"name":"surrogate","inputSchema":{"type":"object","description":"\ud800"}},"#,
+            r#"{"name":"huge","inputSchema":{"type":"object","maximum":1e400}},"#,
+            r#"{"name":"last","inputSchema":{"type":"object"},"outputSchema":{ "type":"object" },"annotations":{"readOnlyHint" : true}}]}"#
+        );
+        let mut pages = Pages::default();
+        pages.accept(page).unwrap();
+        let listing = pages.finish();
+        assert_eq!(names(&listing), ["spaced", "last"]);
+        assert_eq!(
+            listing.tools[0].input_schema.get(),
+            r#"{"type":"object","properties":{"z":{"description":"a  b"},"a":{}}}"#,
+            "the server's key order and strings, no whitespace between tokens"
+        );
+        assert_eq!(listing.tools[1].output_schema.as_ref().unwrap().get(), r#"{"type":"object"}"#);
+        assert_eq!(listing.tools[1].annotations.as_ref().unwrap().get(), r#"{"readOnlyHint":true}"#);
+        let rejected: Vec<(&str, bool)> =
+            listing.rejected.iter().map(|r| (r.tool.as_str(), r.reason.contains("malformed"))).collect();
+        assert_eq!(rejected, [("surrogate", true), ("huge", true)], "{:?}", listing.rejected);
+    }
+
     /// Before per-tool parsing, each of these made the whole page (and so the whole server) fail.
     #[test]
     fn one_malformed_tool_costs_only_itself() {
