@@ -113,13 +113,12 @@ struct Strict;
 
 impl<'de> Deserialize<'de> for Strict {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(StrictVisitor)
+        deserializer.deserialize_any(Strict)
     }
 }
 
-struct StrictVisitor;
-
-impl<'de> Visitor<'de> for StrictVisitor {
+/// `Strict` reads itself: each value visited is dropped as soon as it is read.
+impl<'de> Visitor<'de> for Strict {
     type Value = Strict;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
@@ -204,7 +203,7 @@ fn compact(json: &str) -> Cow<'_, str> {
     match out {
         None => Cow::Borrowed(json),
         Some(mut kept) => {
-            kept.extend_from_slice(&bytes[copied_to.min(bytes.len())..]);
+            kept.extend_from_slice(&bytes[copied_to..]);
             // Only ASCII whitespace between tokens was removed: the rest is the input's UTF-8, unsplit.
             Cow::Owned(String::from_utf8(kept).expect("cut only at ASCII bytes"))
         }

@@ -2,9 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use serde_json::Value;
 
 pub use super::json_text::JsonText;
-use serde_json::Value;
 
 /// The version this client asks for first.
 pub const LATEST_PROTOCOL_VERSION: &str = "2025-11-25";
